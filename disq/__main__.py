@@ -1,0 +1,50 @@
+"""`disq-server [config-file] [--directive value ...]`, also `python -m disq`."""
+
+from __future__ import annotations
+
+import sys
+
+from .config import DISQ_VERSION, VERSION, Config, ConfigError
+
+USAGE = """Usage: disq-server [/path/to/disque.conf] [options]
+       disq-server - (read config from stdin)
+       disq-server -v or --version
+       disq-server -h or --help
+
+Every config file directive can be given as an option: --directive value.
+
+Examples:
+       disq-server (run the server with default config, port 7711)
+       disq-server /etc/disque/disque.conf
+       disq-server --port 7777
+       disq-server --port 7777 --dir /var/lib/disq --appendonly yes
+       disq-server /etc/mydisque.conf --loglevel verbose
+"""
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in ("-v", "--version"):
+        print(f"disq {DISQ_VERSION} (Disque server v={VERSION} compatible)")
+        return
+    if args and args[0] in ("-h", "--help"):
+        print(USAGE, end="")
+        return
+    if args and args[0] == "--test-memory":
+        print("disq: --test-memory is not supported (Python manages its own memory).")
+        sys.exit(1)
+    config = Config()
+    try:
+        config.load_argv(args)
+    except ConfigError as exc:
+        sys.stderr.write(
+            f"\n*** FATAL CONFIG FILE ERROR ***\n{exc}\n"
+            "Run 'disq-server --help' for the list of options.\n")
+        sys.exit(1)
+    from .server.app import run
+
+    run(config, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Membership, gossip, failure detection and the node-to-node bus."""

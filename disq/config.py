@@ -1,0 +1,382 @@
+"""Every configuration directive: defaults, parsing of config files and `--flags`,
+and the CONFIG GET/SET/REWRITE logic.
+
+Directive names and value syntax follow Disque (itself Redis 3): `port 7711`,
+`maxmemory 1gb`, `appendonly yes`. disq's own extensions (metrics-port, request
+limits) use the same syntax and are listed after Disque's.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shlex
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+VERSION = "1.0-rc1"  # the Disque version disq is compatible with
+DISQ_VERSION = "0.1.0"
+
+
+class ConfigError(Exception):
+    """A bad directive or value; the message is shown to the user as is."""
+
+
+_MEMORY_UNITS = {
+    "": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3, "gb": 1024**3,
+}
+
+
+def parse_memory(text: str) -> int:
+    """Parse Redis memory notation: `100`, `1k`, `1kb`, `2mb`, `1gb` (case-insensitive)."""
+    s = text.strip().lower()
+    i = len(s)
+    while i > 0 and s[i - 1].isalpha():
+        i -= 1
+    number, unit = s[:i], s[i:]
+    if unit not in _MEMORY_UNITS or not number or not number.lstrip("-").isdigit():
+        raise ConfigError(f"argument must be a memory value: '{text}'")
+    value = int(number) * _MEMORY_UNITS[unit]
+    if value < 0:
+        raise ConfigError(f"argument must be a memory value: '{text}'")
+    return value
+
+
+def parse_int(text: str, low: int | None = None, high: int | None = None) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise ConfigError(f"argument must be an integer: '{text}'") from None
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ConfigError(f"argument out of range: '{text}'")
+    return value
+
+
+def parse_bool(text: str) -> bool:
+    s = text.lower()
+    if s == "yes":
+        return True
+    if s == "no":
+        return False
+    raise ConfigError("argument must be 'yes' or 'no'")
+
+
+@dataclass(frozen=True)
+class Directive:
+    name: str
+    default: Any
+    parse: Callable[[list[str]], Any]
+    show: Callable[[Any], str]
+    settable: bool = False  # CONFIG SET allowed at run time
+    nargs: int = 1  # -1 = one or more
+
+
+def _one(parser: Callable[[str], Any]) -> Callable[[list[str]], Any]:
+    return lambda args: parser(args[0])
+
+
+def _int(low: int | None = None, high: int | None = None) -> Callable[[list[str]], int]:
+    return lambda args: parse_int(args[0], low, high)
+
+
+def _enum(*choices: str) -> Callable[[list[str]], str]:
+    def parse(args: list[str]) -> str:
+        value = args[0].lower()
+        if value not in choices:
+            raise ConfigError(f"argument must be one of: {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def _show_bool(v: bool) -> str:
+    return "yes" if v else "no"
+
+
+def _show_list(v: list[str]) -> str:
+    return " ".join(v)
+
+
+_CLIENT_CLASSES = ("normal", "slave", "pubsub")
+
+
+def _parse_output_limits(args: list[str]) -> dict[str, tuple[int, int, int]]:
+    if len(args) % 4 != 0:
+        raise ConfigError("Wrong number of arguments in buffer limit configuration.")
+    limits = dict(_DEFAULT_OUTPUT_LIMITS)
+    for i in range(0, len(args), 4):
+        cls = args[i].lower()
+        if cls not in _CLIENT_CLASSES:
+            raise ConfigError("Invalid client class specified in buffer limit configuration.")
+        hard, soft = parse_memory(args[i + 1]), parse_memory(args[i + 2])
+        secs = parse_int(args[i + 3], 0)
+        limits[cls] = (hard, soft, secs)
+    return limits
+
+
+def _show_output_limits(v: dict[str, tuple[int, int, int]]) -> str:
+    return " ".join(f"{c} {h} {s} {t}" for c, (h, s, t) in v.items())
+
+
+_DEFAULT_OUTPUT_LIMITS = {
+    "normal": (0, 0, 0),
+    "slave": (256 * 1024**2, 64 * 1024**2, 60),
+    "pubsub": (32 * 1024**2, 8 * 1024**2, 60),
+}
+
+_str = _one(str)
+_mem = _one(parse_memory)
+_bool = _one(parse_bool)
+
+
+def _directives() -> list[Directive]:
+    d = Directive
+    return [
+        # -- network
+        d("port", 7711, _int(0, 65535 - 10000), str),
+        d("bind", ["127.0.0.1", "::1"], list, _show_list, nargs=-1),
+        d("tcp-backlog", 511, _int(0), str),
+        d("tcp-keepalive", 0, _int(0), str, settable=True),
+        d("timeout", 0, _int(0), str, settable=True),
+        d("unixsocket", "", _str, str),
+        d("unixsocketperm", 0, _one(lambda s: int(s, 8)), lambda v: f"{v:o}"),
+        d("maxclients", 10000, _int(1), str, settable=True),
+        d("requirepass", "", _str, str, settable=True),
+        # -- process
+        d("dir", ".", _str, str, settable=True),
+        d("daemonize", False, _bool, _show_bool),
+        d("pidfile", "", _str, str),
+        d("loglevel", "notice", _enum("debug", "verbose", "notice", "warning"), str, settable=True),
+        d("logfile", "", _str, str),
+        d("syslog-enabled", False, _bool, _show_bool),
+        d("syslog-ident", "disque", _str, str),
+        d("syslog-facility", "local0", _str, str),
+        d("databases", 16, _int(1), str),
+        d("hz", 10, _int(1, 500), str, settable=True),
+        d("activerehashing", True, _bool, _show_bool, settable=True),
+        d("watchdog-period", 0, _int(0), str, settable=True),
+        # -- memory
+        d("maxmemory", 1024**3, _mem, str, settable=True),
+        d("maxmemory-policy", "acks", _enum("acks", "noeviction"), str, settable=True),
+        d("maxmemory-samples", 5, _int(1), str, settable=True),
+        d("client-output-buffer-limit", dict(_DEFAULT_OUTPUT_LIMITS), _parse_output_limits,
+          _show_output_limits, settable=True, nargs=-1),
+        # -- append only file
+        d("appendonly", False, _bool, _show_bool, settable=True),
+        d("appendfilename", "disque.aof", _str, str),
+        d("appendfsync", "everysec", _enum("always", "everysec", "no"), str, settable=True),
+        d("no-appendfsync-on-rewrite", False, _bool, _show_bool, settable=True),
+        d("auto-aof-rewrite-percentage", 100, _int(0), str, settable=True),
+        d("auto-aof-rewrite-min-size", 64 * 1024**2, _mem, str, settable=True),
+        d("aof-rewrite-incremental-fsync", True, _bool, _show_bool, settable=True),
+        d("aof-load-truncated", True, _bool, _show_bool, settable=True),
+        d("aof-enqueue-jobs-once", False, _bool, _show_bool, settable=True),
+        # -- cluster
+        d("cluster-config-file", "nodes.conf", _str, str),
+        d("cluster-node-timeout", 15000, _int(1), str, settable=True),
+        # -- diagnostics
+        d("slowlog-log-slower-than", 10000, _int(), str, settable=True),
+        d("slowlog-max-len", 128, _int(0), str, settable=True),
+        d("latency-monitor-threshold", 0, _int(0), str, settable=True),
+        # -- disq extensions
+        d("metrics-port", 0, _int(0, 65535), str),
+        d("metrics-bind", "127.0.0.1", _str, str),
+        d("client-query-buffer-limit", 1024**3, _mem, str, settable=True),
+        d("proto-max-bulk-len", 512 * 1024**2, _mem, str, settable=True),
+        d("proto-max-multibulk-len", 1024 * 1024, _int(1), str, settable=True),
+    ]
+
+
+DIRECTIVES: dict[str, Directive] = {d.name: d for d in _directives()}
+# Accepted on the command line / config file only, with special handling.
+_SPECIAL = {"include", "rename-command"}
+
+
+class Config:
+    """The node's configuration. Values are read as attributes with underscores:
+    `config.cluster_node_timeout`."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+        self.config_file: str | None = None
+        self.renamed_commands: dict[str, str] = {}
+        self.listeners: list[Callable[[str, Any], None]] = []
+        for name, directive in DIRECTIVES.items():
+            self._store(name, _copy(directive.default))
+
+    def _store(self, name: str, value: Any) -> None:
+        self.values[name] = value
+        setattr(self, name.replace("-", "_"), value)
+
+    # -- loading -----------------------------------------------------------------
+    def apply(self, name: str, args: list[str], *, at_runtime: bool = False) -> None:
+        """Set one directive from its textual arguments."""
+        name = name.lower()
+        if name == "include":
+            if len(args) != 1:
+                raise ConfigError("wrong number of arguments")
+            self.load_file(args[0])
+            return
+        if name == "rename-command":
+            if len(args) != 2:
+                raise ConfigError("wrong number of arguments")
+            self.renamed_commands[args[0].lower()] = args[1].lower()
+            return
+        directive = DIRECTIVES.get(name)
+        if directive is None:
+            raise ConfigError(f"Bad directive or wrong number of arguments: '{name}'")
+        if at_runtime and not directive.settable:
+            raise ConfigError(f"Unsupported CONFIG parameter: {name}")
+        if directive.nargs == 1 and len(args) != 1:
+            if at_runtime and directive.nargs == 1:
+                args = [" ".join(args)]
+            else:
+                raise ConfigError(f"wrong number of arguments for '{name}'")
+        if directive.nargs == -1 and not args:
+            raise ConfigError(f"wrong number of arguments for '{name}'")
+        value = directive.parse(args)
+        self._store(name, value)
+        for listener in self.listeners:
+            listener(name, value)
+
+    def load_text(self, text: str, origin: str = "config") -> None:
+        for lineno, raw in enumerate(text.splitlines(), 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                words = shlex.split(line, posix=True)
+            except ValueError as exc:
+                raise ConfigError(f"{origin}:{lineno}: unbalanced quotes ({exc})") from None
+            try:
+                self.apply(words[0], words[1:])
+            except ConfigError as exc:
+                raise ConfigError(f"{origin}:{lineno}: '{line}': {exc}") from None
+
+    def load_file(self, path: str) -> None:
+        if path == "-":
+            import sys
+
+            self.load_text(sys.stdin.read(), "stdin")
+            return
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise ConfigError(f"Fatal error, can't open config file '{path}': {exc}") from None
+        self.load_text(text, path)
+
+    def load_argv(self, argv: list[str]) -> None:
+        """`[config-file] [--directive value ...]`, as disque-server takes them."""
+        args = list(argv)
+        if args and not args[0].startswith("--"):
+            path = args.pop(0)
+            if path != "-":
+                self.config_file = os.path.abspath(path)
+            self.load_file(path)
+        name: str | None = None
+        values: list[str] = []
+        for arg in args + ["--"]:
+            if arg.startswith("--"):
+                if name is not None:
+                    self.apply(name, values)
+                elif values:
+                    raise ConfigError(f"unexpected argument '{values[0]}'")
+                name, values = (arg[2:] or None), []
+            else:
+                if name is None:
+                    raise ConfigError(f"unexpected argument '{arg}'")
+                values.append(arg)
+
+    # -- CONFIG GET / SET / REWRITE -----------------------------------------------
+    def get_matching(self, pattern: str) -> list[tuple[str, str]]:
+        pattern = pattern.lower()
+        return [
+            (name, directive.show(self.values[name]))
+            for name, directive in DIRECTIVES.items()
+            if fnmatch.fnmatchcase(name, pattern)
+        ]
+
+    def set_runtime(self, name: str, value: str) -> None:
+        name = name.lower()
+        directive = DIRECTIVES.get(name)
+        if directive is None or not directive.settable:
+            raise ConfigError(f"Unsupported CONFIG parameter: {name}")
+        args = value.split() if directive.nargs == -1 else [value]
+        if directive.nargs == -1 and not args:
+            args = [""]
+        try:
+            self.apply(name, args, at_runtime=True)
+        except ConfigError:
+            raise ConfigError(
+                f"Invalid argument '{value}' for CONFIG SET '{name}'"
+            ) from None
+
+    def rewrite(self) -> None:
+        """Rewrite the config file in place: keep comments and order, replace the lines
+        of directives whose value differs from the default, append the others."""
+        if not self.config_file:
+            raise ConfigError("The server is running without a config file")
+        try:
+            with open(self.config_file, encoding="utf-8") as fh:
+                old_lines = fh.read().splitlines()
+        except FileNotFoundError:
+            old_lines = []
+        except OSError as exc:
+            raise ConfigError(f"Rewriting config file: {exc}") from None
+        wanted = {
+            name: self._lines_for(name)
+            for name in DIRECTIVES
+            if self.values[name] != DIRECTIVES[name].default
+        }
+        out: list[str] = []
+        written: set[str] = set()
+        for raw in old_lines:
+            words = raw.split()
+            name = words[0].lower() if words and not raw.lstrip().startswith("#") else ""
+            if name in DIRECTIVES:
+                if name in wanted and name not in written:
+                    out.extend(wanted[name])
+                    written.add(name)
+                continue  # default value now, or already written: drop the line
+            out.append(raw)
+        extra = [name for name in wanted if name not in written]
+        if extra:
+            out.append("# Generated by CONFIG REWRITE")
+            for name in extra:
+                out.extend(wanted[name])
+        tmp = self.config_file + ".tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write("\n".join(out) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.config_file)
+        except OSError as exc:
+            raise ConfigError(f"Rewriting config file: {exc}") from None
+
+    def _lines_for(self, name: str) -> list[str]:
+        shown = DIRECTIVES[name].show(self.values[name])
+        if name == "client-output-buffer-limit":
+            parts = shown.split()
+            return [f"{name} {' '.join(parts[i:i + 4])}" for i in range(0, len(parts), 4)]
+        if DIRECTIVES[name].nargs == 1 and (shown == "" or " " in shown):
+            return [f'{name} "{shown}"']
+        return [f"{name} {shown}"]
+
+    # -- paths ----------------------------------------------------------------------
+    def path_in_dir(self, filename: str) -> str:
+        return filename if os.path.isabs(filename) else os.path.join(self.dir, filename)
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, list):
+        return list(value)
+    if isinstance(value, dict):
+        return dict(value)
+    return value
+
+
+def directive_names() -> Iterable[str]:
+    return list(DIRECTIVES) + sorted(_SPECIAL)

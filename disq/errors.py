@@ -1,0 +1,44 @@
+"""Errors the core raises; the protocol layer turns each into a RESP error reply."""
+
+from __future__ import annotations
+
+
+class DisqError(Exception):
+    """`code` is the RESP error prefix (ERR, NOREPL, ...), `message` the rest."""
+
+    __slots__ = ("code", "message")
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code} {message}")
+        self.code = code
+        self.message = message
+
+    def reply(self) -> bytes:
+        return b"-%s %s\r\n" % (self.code.encode(), self.message.encode())
+
+
+def err(message: str) -> DisqError:
+    return DisqError("ERR", message)
+
+
+SYNTAX = err("syntax error")
+NOT_INTEGER = err("value is not an integer or out of range")
+BADID = DisqError("BADID", "Invalid Job ID format.")
+NOJOB = DisqError("NOJOB", "Job not known in the context of this node.")
+TOOLATE = DisqError(
+    "TOOLATE",
+    "Half of job TTL already elapsed, you are no longer allowed to postpone the next delivery.",
+)
+NOREPL = DisqError("NOREPL", "Not enough reachable nodes for the requested replication level")
+NOREPL_TIMEOUT = DisqError(
+    "NOREPL", "Timeout reached before replicating to the requested number of nodes"
+)
+NOREPL_EXPIRED = DisqError(
+    "NOREPL", "job removed (expired?) before the requested replication level was achieved"
+)
+MAXLEN = DisqError("MAXLEN", "Queue is already longer than the specified MAXLEN count")
+PAUSED = DisqError("PAUSED", "Queue paused in input, try later")
+LEAVING = DisqError(
+    "LEAVING", "This node is leaving the cluster, please connect to a different one"
+)
+OOM = DisqError("OOM", "command not allowed when used memory > 'maxmemory'.")

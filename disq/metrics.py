@@ -1,0 +1,102 @@
+"""Prometheus metrics (`--metrics-port N`, off by default).
+
+Nothing is counted for Prometheus on the hot path: at scrape time the HTTP thread asks
+the event loop for a snapshot of the counters the node keeps anyway (INFO reads the
+same ones) and turns it into metric families.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from .server.app import Server
+
+MAX_QUEUES_EXPORTED = 10_000
+SCRAPE_TIMEOUT = 5.0
+
+
+def snapshot(server: Server) -> dict[str, Any]:
+    """Read every counter; runs on the event loop so the values are consistent."""
+    node = server.node
+    stats = node.stats
+    queues = sorted(node.queues.values(), key=lambda q: -len(q.jobs))[:MAX_QUEUES_EXPORTED]
+    return {
+        "jobs": {name: getattr(stats, name) for name in stats.__slots__},
+        "registered_jobs": len(node.jobs),
+        "registered_queues": len(node.queues),
+        "queues": [(q.name.decode("utf-8", "replace"), len(q.jobs), len(q.waiters))
+                   for q in queues],
+        "clients": len(server.clients),
+        "blocked_clients": node.blocked_clients,
+        "commands": [(spec.name, spec.calls, spec.usec) for spec in server.commands.values()
+                     if spec.calls],
+        "memory": server.used_memory(),
+        "connections_received": server.connections_received,
+    }
+
+
+class NodeCollector(Collector):
+    def __init__(self, server: Server, loop: asyncio.AbstractEventLoop) -> None:
+        self.server = server
+        self.loop = loop
+
+    def _snapshot(self) -> dict[str, Any]:
+        async def take() -> dict[str, Any]:
+            return snapshot(self.server)
+
+        return asyncio.run_coroutine_threadsafe(take(), self.loop).result(SCRAPE_TIMEOUT)
+
+    def collect(self) -> Iterator[Any]:
+        snap = self._snapshot()
+        jobs = snap["jobs"]
+        for name, help_text in (
+            ("added", "Jobs created by ADDJOB on this node"),
+            ("delivered", "Jobs handed to consumers by GETJOB"),
+            ("acked", "Jobs acknowledged (ACKJOB/FASTACK)"),
+            ("requeued", "Jobs queued again after their RETRY time or ENQUEUE"),
+            ("expired", "Jobs removed because their TTL elapsed"),
+            ("nacked", "Jobs put back by NACK"),
+            ("deleted", "Jobs removed by DELJOB"),
+            ("imported", "Jobs received from other nodes by federation"),
+            ("exported", "Jobs sent to other nodes by federation"),
+        ):
+            yield CounterMetricFamily(f"disq_jobs_{name}", help_text, value=jobs[f"jobs_{name}"])
+        yield GaugeMetricFamily("disq_registered_jobs", "Jobs held in memory",
+                                value=snap["registered_jobs"])
+        yield GaugeMetricFamily("disq_registered_queues", "Queues held in memory",
+                                value=snap["registered_queues"])
+        length = GaugeMetricFamily("disq_queue_length", "Jobs queued (QLEN)", labels=["queue"])
+        blocked = GaugeMetricFamily("disq_queue_blocked_clients",
+                                    "Consumers blocked on the queue", labels=["queue"])
+        for name, qlen, waiting in snap["queues"]:
+            length.add_metric([name], qlen)
+            blocked.add_metric([name], waiting)
+        yield length
+        yield blocked
+        yield GaugeMetricFamily("disq_connected_clients", "Connected clients",
+                                value=snap["clients"])
+        yield GaugeMetricFamily("disq_blocked_clients", "Clients blocked in GETJOB",
+                                value=snap["blocked_clients"])
+        yield GaugeMetricFamily("disq_memory_rss_bytes", "Resident memory",
+                                value=snap["memory"])
+        yield CounterMetricFamily("disq_connections_received", "Connections accepted",
+                                  value=snap["connections_received"])
+        latency = SummaryMetricFamily("disq_command_duration_seconds",
+                                      "Time spent executing commands", labels=["command"])
+        for name, calls, usec in snap["commands"]:
+            latency.add_metric([name], count_value=calls, sum_value=usec / 1e6)
+        yield latency
+
+
+def start_metrics_server(server: Server) -> Any:
+    registry = CollectorRegistry()
+    registry.register(NodeCollector(server, asyncio.get_running_loop()))
+    cfg = server.config
+    return start_http_server(cfg.metrics_port, addr=cfg.metrics_bind, registry=registry)

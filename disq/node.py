@@ -1,0 +1,601 @@
+"""The node's state and the operations commands perform on it.
+
+Nothing here knows about sockets or the event loop. The server arms one loop timer
+through `arm_timer`, blocked consumers are `Waiter` objects, and everything that
+concerns other nodes goes through `self.cluster` (a `ClusterPort`; `SoloCluster` when
+the node is alone), so this module is testable without a network.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from . import errors
+from .config import Config
+from .ids import JobIdGenerator, is_valid_job_id, ttl_minutes_from_id
+from .job import (
+    ACKED,
+    ACTIVE,
+    BCAST_QUEUED,
+    BCAST_WILLQUEUE,
+    DELETED,
+    DELIVERED,
+    QUEUED,
+    WAIT_REPL,
+    WILLQUEUE_ADVANCE_MS,
+    Job,
+)
+from .queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue, Waiter
+from .scantable import ScanTable
+from .timers import JobTimers
+
+DEFAULT_TTL = 24 * 3600
+DEFAULT_RETRY_MAX = 300
+TIME_ERROR_MS = 500  # requeue times are spread by +/- this much
+QUEUE_MAX_IDLE_MS = 300_000
+TIMER_BATCH = 10_000  # jobs handled per timer callback, so clients are not starved
+
+# QUEUED message flags (Disque's mflags[0]).
+INCR_NACKS = 2
+INCR_DELIV = 4
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _time_error() -> int:
+    return int(random.random() * (2 * TIME_ERROR_MS + 1)) - TIME_ERROR_MS
+
+
+class ClusterPort(Protocol):
+    """What the core needs from the cluster layer."""
+
+    def size(self) -> int: ...
+    def reachable_peers(self) -> int: ...
+    def replicate(self, job: Job, sync: bool, timeout_ms: int) -> None: ...
+    def job_queued(self, job: Job, flags: int) -> None: ...
+    def send_willqueue(self, job: Job) -> None: ...
+    def job_working(self, job: Job) -> None: ...
+    def start_gc(self, job: Job) -> None: ...
+    def fast_ack(self, job_id: bytes, job: Job | None) -> None: ...
+    def pause(self, queue: bytes, flags: int) -> None: ...
+    def need_jobs(self, queue: Queue) -> None: ...
+    def job_dropped(self, job: Job) -> None: ...
+
+
+class SoloCluster:
+    """The cluster of one: no peers, every message goes nowhere."""
+
+    def size(self) -> int:
+        return 1
+
+    def reachable_peers(self) -> int:
+        return 0
+
+    def replicate(self, job: Job, sync: bool, timeout_ms: int) -> None:
+        pass
+
+    def job_queued(self, job: Job, flags: int) -> None:
+        pass
+
+    def send_willqueue(self, job: Job) -> None:
+        pass
+
+    def job_working(self, job: Job) -> None:
+        pass
+
+    def start_gc(self, job: Job) -> None:
+        pass
+
+    def fast_ack(self, job_id: bytes, job: Job | None) -> None:
+        pass
+
+    def pause(self, queue: bytes, flags: int) -> None:
+        pass
+
+    def need_jobs(self, queue: Queue) -> None:
+        pass
+
+    def job_dropped(self, job: Job) -> None:
+        pass
+
+
+class Persistence(Protocol):
+    """What the core tells the AOF."""
+
+    def job_stored(self, job: Job) -> None: ...
+    def job_removed(self, job_id: bytes) -> None: ...
+
+
+class Stats:
+    """Counters the core keeps anyway; INFO and Prometheus read them at query time."""
+
+    __slots__ = (
+        "jobs_added", "jobs_delivered", "jobs_acked", "jobs_requeued", "jobs_expired",
+        "jobs_nacked", "jobs_deleted", "jobs_imported", "jobs_exported",
+    )
+
+    def __init__(self) -> None:
+        for name in self.__slots__:
+            setattr(self, name, 0)
+
+
+class AddJobRequest:
+    """ADDJOB's arguments once parsed and defaulted."""
+
+    __slots__ = ("queue", "body", "timeout_ms", "repl", "delay", "retry", "ttl", "maxlen",
+                 "async_")
+
+    def __init__(self, queue: bytes, body: bytes, timeout_ms: int, repl: int | None,
+                 delay: int, retry: int | None, ttl: int, maxlen: int, async_: bool) -> None:
+        self.queue = queue
+        self.body = body
+        self.timeout_ms = timeout_ms
+        self.repl = repl
+        self.delay = delay
+        self.retry = retry
+        self.ttl = ttl
+        self.maxlen = maxlen
+        self.async_ = async_
+
+
+class Node:
+    def __init__(self, config: Config, node_id: str) -> None:
+        self.config = config
+        self.id = node_id
+        self.jobs: ScanTable[bytes, Job] = ScanTable()
+        self.queues: ScanTable[bytes, Queue] = ScanTable()
+        self.timers = JobTimers()
+        self.ids = JobIdGenerator(node_id)
+        self.stats = Stats()
+        self.cluster: ClusterPort = SoloCluster()
+        self.aof: Persistence | None = None
+        self.leaving = False
+        self.blocked_clients = 0
+        self.arm_timer: Callable[[int], None] = lambda when_ms: None
+        self._prev_ctime = 0
+        self._queue_gc_names: list[bytes] = []
+
+    # -- registry ------------------------------------------------------------------
+    def lookup(self, job_id: bytes) -> Job | None:
+        return self.jobs.get(job_id)
+
+    def register(self, job: Job) -> bool:
+        return self.jobs.add(job.id, job)
+
+    def unregister(self, job: Job) -> None:
+        """Forget a job entirely (eviction, expiry, GC, DELJOB)."""
+        if job.state == QUEUED:
+            self._queue_remove(job)
+        state = job.state
+        job.state = DELETED
+        if self.jobs.pop(job.id) is not None and self.aof is not None and state in (
+            ACTIVE, QUEUED
+        ):
+            self.aof.job_removed(job.id)
+
+    def next_ctime(self, now: int) -> int:
+        ctime = now * 1_000_000
+        if ctime <= self._prev_ctime:
+            ctime = self._prev_ctime + 1
+        self._prev_ctime = ctime
+        return ctime
+
+    # -- timers --------------------------------------------------------------------
+    def update_awake(self, job: Job) -> None:
+        """Disque's updateJobAwakeTime: the next moment the timer must look at the job."""
+        at = job.etime
+        if job.state == ACKED:
+            if job.qtime and job.qtime < at:  # for acked jobs qtime = next GC attempt
+                at = job.qtime
+        elif job.qtime and (job.state == ACTIVE or job.state == QUEUED):
+            q = job.qtime
+            if job.flags & BCAST_WILLQUEUE and job.nodes_delivered is not None:
+                q -= WILLQUEUE_ADVANCE_MS
+            if q < at:
+                at = q
+        if at != job.awake and self.timers.schedule(job, at):
+            self.arm_timer(at)
+
+    def run_timers(self, now: int | None = None) -> int | None:
+        """Process due jobs; returns the next deadline (ms) or None."""
+        if now is None:
+            now = now_ms()
+        self.timers.run_due(now, self._process_job, TIMER_BATCH)
+        return self.timers.next_deadline()
+
+    def _process_job(self, job: Job, now: int) -> None:
+        if job.etime <= now:
+            self.stats.jobs_expired += 1
+            if job.state == WAIT_REPL:
+                self.cluster.job_dropped(job)
+            self.unregister(job)
+            return
+        if (
+            job.flags & BCAST_WILLQUEUE
+            and (job.state == ACTIVE or job.state == QUEUED)
+            and job.qtime
+            and job.qtime - WILLQUEUE_ADVANCE_MS <= now
+        ):
+            if job.state == ACTIVE and job.nodes_delivered is not None:
+                self.cluster.send_willqueue(job)
+            job.flags &= ~BCAST_WILLQUEUE
+        if job.state == ACTIVE and job.qtime and job.qtime <= now:
+            queue = self.queues.get(job.queue)
+            if job.retry and queue is not None and queue.flags & PAUSED_IN:
+                job.qtime = now + job.retry * 1000 + _time_error()
+            elif not self.enqueue(job, nack=False, now=now):
+                job.qtime = 0  # never requeued again (at-most-once, already delivered)
+        elif job.state == QUEUED and job.qtime and job.qtime <= now and job.retry:
+            job.flags |= BCAST_WILLQUEUE
+            job.qtime = now + job.retry * 1000 + _time_error()
+        elif job.state == ACKED:
+            self.try_gc(job, now)
+            if job.state == DELETED:
+                return
+        self.update_awake(job)
+
+    # -- queues --------------------------------------------------------------------
+    def queue(self, name: bytes, now: int | None = None) -> Queue:
+        """Look up a queue, creating it on demand."""
+        queue = self.queues.get(name)
+        if queue is None:
+            queue = Queue(name, now_ms() if now is None else now)
+            self.queues.add(name, queue)
+        return queue
+
+    def qlen(self, name: bytes) -> int:
+        queue = self.queues.get(name)
+        return len(queue.jobs) if queue is not None else 0
+
+    def enqueue(self, job: Job, nack: bool, now: int | None = None) -> bool:
+        """Disque's enqueueJob: put an active job in its queue. False if not allowed
+        (already queued, never to be requeued, or an at-most-once job already
+        delivered)."""
+        if job.state == QUEUED or job.qtime == 0:
+            return False
+        if job.retry == 0 and job.flags & DELIVERED:
+            return False
+        if now is None:
+            now = now_ms()
+        job.state = QUEUED
+        if job.retry:
+            job.flags |= BCAST_WILLQUEUE
+            job.qtime = now + job.retry * 1000 + _time_error()
+        else:
+            job.qtime = 0
+        if job.flags & BCAST_QUEUED or nack:
+            if nack:
+                job.nacks += 1
+            else:
+                job.deliveries += 1
+                self.stats.jobs_requeued += 1
+            self.cluster.job_queued(job, INCR_NACKS if nack else INCR_DELIV)
+        else:
+            job.flags |= BCAST_QUEUED
+        self.update_awake(job)
+        queue = self.queue(job.queue, now)
+        queue.jobs.add(job)
+        queue.jobs_in += 1
+        if queue.waiters and not queue.flags & PAUSED_OUT:
+            self._serve_waiters(queue)
+        return True
+
+    def _queue_remove(self, job: Job) -> None:
+        queue = self.queues.get(job.queue)
+        if queue is not None:
+            queue.jobs.remove(job)
+
+    def dequeue(self, job: Job) -> bool:
+        """QUEUED -> ACTIVE without delivering (DEQUEUE, WORKING, ACK)."""
+        if job.state != QUEUED:
+            return False
+        self._queue_remove(job)
+        job.state = ACTIVE
+        return True
+
+    def fetch(self, queue: Queue, now: int) -> Job | None:
+        """Take the oldest job of a queue for a consumer."""
+        job = queue.jobs.pop_first()
+        if job is None:
+            return None
+        job.state = ACTIVE
+        job.flags |= DELIVERED
+        queue.atime = now
+        queue.jobs_out += 1
+        self.stats.jobs_delivered += 1
+        return job
+
+    def get_jobs(self, names: list[bytes], count: int) -> list[Job]:
+        """GETJOB's non-blocking pass: one job per queue per round, left to right."""
+        now = now_ms()
+        queues = []
+        for name in names:
+            queue = self.queues.get(name)
+            if queue is not None and not queue.flags & PAUSED_OUT:
+                queues.append(queue)
+        out: list[Job] = []
+        while queues and len(out) < count:
+            progress = False
+            for queue in queues:
+                job = self.fetch(queue, now)
+                if job is not None:
+                    out.append(job)
+                    progress = True
+                    if len(out) >= count:
+                        break
+            if not progress:
+                break
+        return out
+
+    # -- blocked consumers -----------------------------------------------------------
+    def block(self, waiter: Waiter, names: list[bytes]) -> list[Queue]:
+        """Park a consumer on queues; the caller keeps the returned list to unblock."""
+        now = now_ms()
+        queues: list[Queue] = []
+        for name in dict.fromkeys(names):
+            queue = self.queue(name, now)
+            queue.waiters.append(waiter)
+            queues.append(queue)
+        self.blocked_clients += 1
+        if not self.leaving:
+            for queue in queues:
+                self.cluster.need_jobs(queue)
+        return queues
+
+    def unblock(self, waiter: Waiter, queues: Iterable[Queue]) -> None:
+        for queue in queues:
+            try:
+                queue.waiters.remove(waiter)
+            except ValueError:
+                pass
+        self.blocked_clients -= 1
+
+    def _serve_waiters(self, queue: Queue) -> None:
+        now = now_ms()
+        while queue.waiters and queue.jobs:
+            waiter = queue.waiters[0]
+            job = self.fetch(queue, now)
+            if job is None:
+                break
+            waiter.serve_job(job)  # unblocks the waiter, removing it from every queue
+            if queue.waiters and queue.waiters[0] is waiter:  # defensive: never spin
+                queue.waiters.popleft()
+
+    # -- ADDJOB --------------------------------------------------------------------
+    def add_job(self, req: AddJobRequest) -> Job:
+        """Create a job. The returned job is WAIT_REPL when the caller must wait for
+        synchronous replication (the cluster layer answers later), else ready."""
+        cluster_size = self.cluster.size()
+        repl = req.repl if req.repl is not None else min(3, cluster_size)
+        ttl = req.ttl
+        if repl > 1 and req.retry == 0:
+            raise errors.err(
+                "With RETRY set to 0 please explicitly set  REPLICATE to 1 "
+                "(at-most-once delivery)"
+            )
+        if req.delay >= ttl:
+            raise errors.err(
+                "The specified DELAY is greater than TTL. Job refused since would never "
+                "be delivered"
+            )
+        retry = req.retry
+        if retry is None:
+            retry = min(ttl // 10, DEFAULT_RETRY_MAX) or 1
+        if repl - 1 > self.cluster.reachable_peers():
+            raise errors.NOREPL
+        queue = self.queues.get(req.queue)
+        if queue is not None:
+            if req.maxlen and len(queue.jobs) >= req.maxlen:
+                raise errors.MAXLEN
+            if queue.flags & PAUSED_IN:
+                raise errors.PAUSED
+        now = now_ms()
+        job = Job(
+            self.ids.next(ttl, retry),
+            queue.name if queue is not None else req.queue,
+            req.body,
+            WAIT_REPL,
+            self.next_ctime(now),
+            now + ttl * 1000,
+            req.delay,
+            retry,
+            repl,
+        )
+        if not self.register(job):  # 144 random bits: a collision means a bug
+            raise errors.err("Internal error creating the job, check server logs")
+        self.stats.jobs_added += 1
+        if repl > 1:
+            job.nodes_delivered = {self.id}
+        if repl > 1 and not req.async_:
+            self.cluster.replicate(job, True, req.timeout_ms)
+            return job
+        self.activate(job, now)
+        if repl > 1:
+            self.cluster.replicate(job, False, 0)
+        return job
+
+    def activate(self, job: Job, now: int | None = None) -> None:
+        """A new job's copies exist: queue it now, or schedule it after its delay."""
+        if now is None:
+            now = now_ms()
+        job.state = ACTIVE
+        if self.aof is not None:
+            self.aof.job_stored(job)
+        if job.delay:
+            job.qtime = now + job.delay * 1000
+            self.update_awake(job)
+        else:
+            job.qtime = now + job.retry * 1000
+            self.enqueue(job, nack=False, now=now)
+
+    # -- acknowledgements ----------------------------------------------------------
+    def ack(self, ids: list[bytes]) -> int:
+        known = 0
+        multi = self.cluster.size() > 1
+        now = now_ms()
+        for job_id in ids:
+            job = self.jobs.get(job_id)
+            if job is None:
+                if multi and not self.leaving and ttl_minutes_from_id(job_id) & 1:
+                    job = self._dummy_ack(job_id, now)
+            elif job.state != ACKED:
+                self.dequeue(job)
+                self._acknowledge(job)
+                known += 1
+            if job is not None:
+                self.try_gc(job, now)
+        return known
+
+    def _acknowledge(self, job: Job) -> None:
+        state = job.state
+        job.state = ACKED
+        self.stats.jobs_acked += 1
+        if self.aof is not None and state in (ACTIVE, QUEUED):
+            self.aof.job_removed(job.id)
+
+    def _dummy_ack(self, job_id: bytes, now: int) -> Job:
+        """An ACK for a job this node never saw, kept to spread it (cluster only)."""
+        ttl_ms = ttl_minutes_from_id(job_id) * 60_000
+        job = Job(job_id, None, None, ACKED, 0, now + ttl_ms, 0, 0, 0)
+        job.nodes_delivered = set()
+        self.register(job)
+        return job
+
+    def try_gc(self, job: Job, now: int | None = None) -> None:
+        """Disque's tryJobGC: delete now if no other node may hold a copy, else let the
+        cluster run its SETACK/GOTACK rounds (it schedules the next attempt)."""
+        job.nodes_confirmed = {self.id} if job.nodes_delivered is not None else None
+        delivered = job.nodes_delivered
+        if delivered is None or (delivered <= {self.id} and job.body is not None):
+            self.unregister(job)
+            return
+        job.gc_retry += 1
+        self.cluster.start_gc(job)
+        if job.state == ACKED:
+            backoff = min(1000 * (1 << min(job.gc_retry - 1, 8)), 180_000)
+            job.qtime = (now or now_ms()) + backoff + _time_error()
+            self.update_awake(job)
+
+    def fast_ack(self, ids: list[bytes]) -> int:
+        deleted = 0
+        for job_id in ids:
+            job = self.jobs.get(job_id)
+            self.cluster.fast_ack(job_id, job)
+            if job is not None:
+                if job.state != ACKED:
+                    self.stats.jobs_acked += 1
+                self.unregister(job)
+                deleted += 1
+        return deleted
+
+    # -- other job commands ----------------------------------------------------------
+    def requeue(self, ids: list[bytes], nack: bool) -> int:
+        """NACK / ENQUEUE: active jobs back into their queue."""
+        count = 0
+        now = now_ms()
+        for job_id in ids:
+            job = self.jobs.get(job_id)
+            if job is not None and job.state == ACTIVE and self.enqueue(job, nack, now):
+                count += 1
+                if nack:
+                    self.stats.jobs_nacked += 1
+        return count
+
+    def dequeue_ids(self, ids: list[bytes]) -> int:
+        count = 0
+        for job_id in ids:
+            job = self.jobs.get(job_id)
+            if job is not None and self.dequeue(job):
+                self.update_awake(job)
+                count += 1
+        return count
+
+    def delete(self, ids: list[bytes]) -> int:
+        count = 0
+        for job_id in ids:
+            job = self.jobs.get(job_id)
+            if job is not None:
+                if job.state == WAIT_REPL:
+                    self.cluster.job_dropped(job)
+                self.unregister(job)
+                self.stats.jobs_deleted += 1
+                count += 1
+        return count
+
+    def working(self, job_id: bytes) -> int:
+        job = self.jobs.get(job_id)
+        if job is None or job.state == DELETED:
+            raise errors.NOJOB
+        now = now_ms()
+        created_ms = job.ctime // 1_000_000
+        ttl = job.etime - created_ms
+        if ttl > 0 and now - created_ms > ttl // 2:
+            raise errors.TOOLATE
+        if job.state == QUEUED:
+            self.dequeue(job)
+        if job.retry and job.state != ACKED:
+            job.flags |= BCAST_WILLQUEUE
+            job.qtime = now + job.retry * 1000 + _time_error()
+            self.update_awake(job)
+        self.cluster.job_working(job)
+        return job.retry
+
+    # -- pause -----------------------------------------------------------------------
+    def set_pause(self, name: bytes, flags: int, broadcast: bool) -> None:
+        queue = self.queue(name)
+        old = queue.flags
+        queue.flags = (old & ~PAUSED_ALL) | (flags & PAUSED_ALL)
+        if old & PAUSED_OUT and not queue.flags & PAUSED_OUT and queue.waiters:
+            self._serve_waiters(queue)
+        if broadcast:
+            self.cluster.pause(name, flags & PAUSED_ALL)
+
+    def pause_flags(self, name: bytes) -> int:
+        queue = self.queues.get(name)
+        return queue.flags & PAUSED_ALL if queue is not None else 0
+
+    # -- housekeeping ------------------------------------------------------------------
+    def gc_queues(self, now: int, budget: int = 100) -> int:
+        """Drop empty, idle, unpaused queues nobody waits on; a few per call."""
+        removed = 0
+        if not self._queue_gc_names:
+            self._queue_gc_names = [q.name for q in self.queues.values()]
+        names = self._queue_gc_names
+        while names and budget > 0:
+            budget -= 1
+            queue = self.queues.get(names.pop())
+            if (
+                queue is not None
+                and not queue.jobs
+                and not queue.waiters
+                and not queue.flags & PAUSED_ALL
+                and now - queue.atime > QUEUE_MAX_IDLE_MS
+            ):
+                self.queues.pop(queue.name)
+                removed += 1
+        return removed
+
+    def flushall(self) -> None:
+        for job in list(self.jobs.values()):
+            job.state = DELETED
+        self.jobs.clear()
+        waiting = [q for q in self.queues.values() if q.waiters]
+        self.queues.clear()
+        for queue in waiting:  # keep the blocked consumers' queues alive
+            queue.jobs.clear()
+            queue.flags = 0
+            self.queues.add(queue.name, queue)
+        self.timers.clear()
+        self._queue_gc_names = []
+
+
+def validate_ids(ids: Iterable[bytes]) -> None:
+    """Disque checks every ID before touching any job."""
+    for job_id in ids:
+        if not is_valid_job_id(job_id):
+            raise errors.BADID

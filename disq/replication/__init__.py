@@ -1,0 +1,1 @@
+"""What jobs do across nodes: replication, requeue coordination, ACK GC, federation."""

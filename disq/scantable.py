@@ -1,0 +1,105 @@
+"""A dict that supports Redis-style SCAN cursors (for JSCAN and QSCAN).
+
+Python dicts cannot be walked from a cursor, so keys are spread over 2^k small dicts
+by hash. A cursor names the next bucket, advanced in reverse-binary order as Redis's
+dictScan does, so a key present for the whole scan is returned at least once even if
+the table grows between calls. The table grows while it is small and then stays at
+`_MAX_BUCKETS`; lookups cost one extra index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+_MAX_BITS = 12
+_MAX_BUCKETS = 1 << _MAX_BITS
+_GROW_AT = 8  # average items per bucket before doubling
+
+
+def _reverse_bits(v: int, bits: int) -> int:
+    return int(format(v, f"0{bits}b")[::-1], 2)
+
+
+class ScanTable(Generic[K, V]):
+    __slots__ = ("_buckets", "_mask", "_len")
+
+    def __init__(self) -> None:
+        self._buckets: list[dict[K, V]] = [{}]
+        self._mask = 0
+        self._len = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def get(self, key: K) -> V | None:
+        return self._buckets[hash(key) & self._mask].get(key)
+
+    def __contains__(self, key: K) -> bool:
+        return key in self._buckets[hash(key) & self._mask]
+
+    def add(self, key: K, value: V) -> bool:
+        """Insert; False (and nothing changed) if the key exists."""
+        bucket = self._buckets[hash(key) & self._mask]
+        if key in bucket:
+            return False
+        bucket[key] = value
+        self._len += 1
+        if self._len > _GROW_AT * len(self._buckets) and len(self._buckets) < _MAX_BUCKETS:
+            self._grow()
+        return True
+
+    def pop(self, key: K) -> V | None:
+        value = self._buckets[hash(key) & self._mask].pop(key, None)
+        if value is not None:
+            self._len -= 1
+        return value
+
+    def _grow(self) -> None:
+        size = len(self._buckets) * 2
+        mask = size - 1
+        buckets: list[dict[K, V]] = [{} for _ in range(size)]
+        for bucket in self._buckets:
+            for key, value in bucket.items():
+                buckets[hash(key) & mask][key] = value
+        self._buckets, self._mask = buckets, mask
+
+    def values(self) -> Iterator[V]:
+        for bucket in self._buckets:
+            yield from list(bucket.values())
+
+    def clear(self) -> None:
+        self._buckets = [{}]
+        self._mask = 0
+        self._len = 0
+
+    def scan(
+        self, cursor: int, count: int, keep: Callable[[V], bool] | None = None
+    ) -> tuple[int, list[V]]:
+        """Visit buckets from `cursor` until `count` values were seen (or 10x as many
+        buckets). Returns (next cursor, 0 when done; the kept values)."""
+        out: list[V] = []
+        mask = self._mask
+        bits = mask.bit_length()
+        seen = 0
+        visits = max(10 * count, 1)
+        cursor &= _MAX_BUCKETS - 1
+        while True:
+            bucket = self._buckets[cursor & mask]
+            seen += len(bucket)
+            for value in bucket.values():
+                if keep is None or keep(value):
+                    out.append(value)
+            # Reverse-binary increment over the bits in use (Redis's dictScan).
+            if bits == 0:
+                return 0, out
+            cursor = _reverse_bits(cursor & mask, bits)
+            cursor = _reverse_bits((cursor + 1) & mask, bits)
+            if cursor == 0:
+                return 0, out
+            visits -= 1
+            if seen >= count or visits <= 0:
+                return cursor, out

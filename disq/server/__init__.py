@@ -1,0 +1,1 @@
+"""The RESP front end: connections, the command table and one module per command family."""

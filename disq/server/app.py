@@ -1,0 +1,354 @@
+"""The server process: listeners, clients, the cron, the job timer, shutdown.
+
+One node = one process = one event loop (uvloop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections import deque
+from typing import Any
+
+from ..cluster.membership import Membership
+from ..config import DISQ_VERSION, Config
+from ..errors import NOREPL
+from ..job import Job
+from ..node import Node, now_ms
+from .connection import Client
+from .info import rss_bytes
+from .table import load_commands
+
+log = logging.getLogger("disq")
+
+_LEVELS = {"debug": logging.DEBUG, "verbose": 15, "notice": logging.INFO,
+           "warning": logging.WARNING}
+_SYMBOLS = {logging.DEBUG: ".", 15: "-", logging.INFO: "*", logging.WARNING: "#",
+            logging.ERROR: "#", logging.CRITICAL: "#"}
+
+
+class _RedisFormatter(logging.Formatter):
+    """`pid:M 21 Nov 09:15:28.123 * message`, as Redis and Disque log."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        t = time.localtime(record.created)
+        stamp = time.strftime("%d %b %H:%M:%S", t) + f".{int(record.msecs):03d}"
+        text = f"{os.getpid()}:M {stamp} {_SYMBOLS.get(record.levelno, '*')} " \
+               f"{record.getMessage()}"
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
+def setup_logging(config: Config) -> None:
+    handler: logging.Handler
+    if config.logfile:
+        handler = logging.FileHandler(config.logfile)
+    else:
+        handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(_RedisFormatter())
+    log.handlers[:] = [handler]
+    log.setLevel(_LEVELS[config.loglevel])
+    log.propagate = False
+
+
+class Server:
+    def __init__(self, config: Config, argv: list[str] | None = None) -> None:
+        self.config = config
+        self.argv = list(argv or [])
+        self.commands = load_commands()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.start_time = time.time()
+        self.run_id = os.urandom(20).hex()
+        self.loading = False
+        self.clients: dict[int, Client] = {}
+        self._next_client_id = 0
+        self.connections_received = 0
+        self.rejected_connections = 0
+        self.commands_processed = 0
+        self.net_input_bytes = 0
+        self.net_output_bytes = 0
+        self.ops_per_sec = 0
+        self.input_kbps = 0.0
+        self.output_kbps = 0.0
+        self.memory_peak = 0
+        self.slowlog: deque[tuple[int, int, int, list[bytes]]] = deque(maxlen=128)
+        self._ops_samples: deque[tuple[float, int, int, int]] = deque(maxlen=16)
+        self._servers: list[asyncio.AbstractServer] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_when = 0
+        self._cron: asyncio.TimerHandle | None = None
+        self._stopped: asyncio.Future[None] | None = None
+        self._metrics: Any = None
+        self._memory_cache = (0.0, 0)
+        self.membership: Membership
+        self.node: Node
+        config.listeners.append(self._config_changed)
+
+    # -- start-up ----------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Everything before the loop runs: directory, identity, the node."""
+        setup_logging(self.config)
+        try:
+            os.chdir(self.config.dir)
+        except OSError as exc:
+            raise SystemExit(f"Can't chdir to '{self.config.dir}': {exc}") from None
+        self.membership = Membership.load_or_create(
+            self.config.cluster_config_file, self.config.port)
+        self.node = Node(self.config, self.membership.myself.id)
+        self.node.arm_timer = self._arm_timer
+        if self.config.pidfile:
+            with open(self.config.pidfile, "w") as fh:
+                fh.write(f"{os.getpid()}\n")
+
+    async def serve(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._stopped = self.loop.create_future()
+        await self._listen()
+        if self.config.metrics_port:
+            from ..metrics import start_metrics_server
+            self._metrics = start_metrics_server(self)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.loop.add_signal_handler(sig, self._on_signal, sig)
+        self._schedule_cron()
+        log.info("Node configured with ID %s", self.node.id)
+        log.info("disq %s (Disque %s compatible), port %d, pid %d: ready to accept "
+                 "connections", DISQ_VERSION, "1.0-rc1", self.config.port, os.getpid())
+        await self._stopped
+
+    async def _listen(self) -> None:
+        cfg = self.config
+        factory = self._new_client
+        explicit = cfg.bind != ["127.0.0.1", "::1"]
+        for host in cfg.bind:
+            try:
+                server = await self.loop.create_server(  # type: ignore[union-attr]
+                    factory, host, cfg.port, backlog=cfg.tcp_backlog, reuse_address=True,
+                    family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+            except OSError as exc:
+                unavailable = exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT)
+                if not explicit and unavailable:
+                    log.warning("Could not listen on %s:%d (%s), skipping", host, cfg.port,
+                                exc.strerror)
+                    continue
+                raise SystemExit(
+                    f"Could not create server TCP listening socket {host}:{cfg.port}: "
+                    f"{exc.strerror}") from None
+            self._servers.append(server)
+        if cfg.unixsocket:
+            try:
+                os.unlink(cfg.unixsocket)
+            except FileNotFoundError:
+                pass
+            server = await self.loop.create_unix_server(  # type: ignore[union-attr]
+                factory, cfg.unixsocket, backlog=cfg.tcp_backlog)
+            if cfg.unixsocketperm:
+                os.chmod(cfg.unixsocket, cfg.unixsocketperm)
+            self._servers.append(server)
+        if not self._servers:
+            raise SystemExit("Configured to not listen anywhere, exiting.")
+
+    def _new_client(self) -> Client:
+        return Client(self)
+
+    # -- clients -----------------------------------------------------------------------
+    def client_connected(self, client: Client) -> None:
+        self.connections_received += 1
+        if len(self.clients) >= self.config.maxclients:
+            self.rejected_connections += 1
+            client.transport.write(b"-ERR max number of clients reached\r\n")  # type: ignore
+            client.close()
+            return
+        self._next_client_id += 1
+        client.id = self._next_client_id
+        self.clients[client.id] = client
+        sock = client.transport.get_extra_info("socket")  # type: ignore[union-attr]
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self.config.tcp_keepalive:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            except OSError:
+                pass
+
+    def client_disconnected(self, client: Client) -> None:
+        self.clients.pop(client.id, None)
+
+    def biggest_input_buffer(self) -> int:
+        return max((c._reader.len() for c in self.clients.values()), default=0)
+
+    # -- the job timer -------------------------------------------------------------------
+    def _arm_timer(self, when_ms: int) -> None:
+        if self._timer is not None:
+            if self._timer_when <= when_ms:
+                return
+            self._timer.cancel()
+        delay = max(when_ms - now_ms(), 0) / 1000
+        self._timer_when = when_ms
+        self._timer = self.loop.call_later(delay, self._on_timer)  # type: ignore[union-attr]
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        try:
+            deadline = self.node.run_timers()
+        except Exception as exc:  # never let one bad job stop every timer
+            self.log_exception("Error processing job timers", exc)
+            deadline = now_ms() + 100
+        if deadline is not None:
+            self._arm_timer(deadline)
+
+    # -- cron ------------------------------------------------------------------------------
+    def _schedule_cron(self) -> None:
+        self._cron = self.loop.call_later(  # type: ignore[union-attr]
+            1 / self.config.hz, self._run_cron)
+
+    def _run_cron(self) -> None:
+        try:
+            now = time.time()
+            self._sample_ops(now)
+            self.node.gc_queues(int(now * 1000))
+            if self.config.timeout:
+                self._close_idle_clients(now)
+            used = self.used_memory()
+            if used > self.memory_peak:
+                self.memory_peak = used
+        except Exception as exc:
+            self.log_exception("Error in cron", exc)
+        self._schedule_cron()
+
+    def _sample_ops(self, now: float) -> None:
+        samples = self._ops_samples
+        samples.append((now, self.commands_processed, self.net_input_bytes,
+                        self.net_output_bytes))
+        if len(samples) >= 2:
+            t0, c0, i0, o0 = samples[0]
+            t1, c1, i1, o1 = samples[-1]
+            dt = max(t1 - t0, 1e-6)
+            self.ops_per_sec = int((c1 - c0) / dt)
+            self.input_kbps = (i1 - i0) / dt / 1024
+            self.output_kbps = (o1 - o0) / dt / 1024
+
+    def _close_idle_clients(self, now: float) -> None:
+        limit = self.config.timeout
+        for client in list(self.clients.values()):
+            if not client.blocked and now - client.last_interaction > limit:
+                log.log(15, "Closing idle client")
+                client.close()
+
+    def used_memory(self) -> int:
+        """RSS, sampled at most every 100 ms (it is a /proc read)."""
+        now = time.monotonic()
+        stamp, value = self._memory_cache
+        if now - stamp > 0.1:
+            value = rss_bytes()
+            self._memory_cache = (now, value)
+        return value
+
+    def reset_stats(self) -> None:
+        self.connections_received = self.rejected_connections = 0
+        self.commands_processed = self.net_input_bytes = self.net_output_bytes = 0
+        for spec in self.commands.values():
+            spec.calls = spec.usec = 0
+        self.slowlog.clear()
+
+    # -- commands that reach beyond one client ------------------------------------------
+    def park_for_replication(self, client: Client, job: Job) -> None:
+        """Synchronous replication needs peers; a node alone never gets here because
+        ADDJOB already answered NOREPL."""
+        self.node.delete([job.id])
+        raise NOREPL
+
+    def set_leaving(self, leaving: bool) -> None:
+        node = self.node
+        node.leaving = leaving
+        flags = self.membership.myself.flags
+        if leaving:
+            flags.add("leaving")
+            for client in list(self.clients.values()):
+                if client.blocked and client.blocked_queues:
+                    client.unblock(b"-LEAVING This node is leaving the cluster, please "
+                                   b"connect to a different one\r\n")
+        else:
+            flags.discard("leaving")
+
+    def _config_changed(self, name: str, value: Any) -> None:
+        if name == "loglevel":
+            log.setLevel(_LEVELS[value])
+        elif name == "dir" and self.loop is not None:
+            try:
+                os.chdir(value)
+            except OSError as exc:
+                log.warning("Can't chdir to '%s': %s", value, exc)
+        elif name == "slowlog-max-len":
+            self.slowlog = deque(self.slowlog, maxlen=max(value, 0))
+
+    # -- shutdown and restart ------------------------------------------------------------
+    def _on_signal(self, sig: int) -> None:
+        log.warning("Received %s scheduling shutdown...", signal.Signals(sig).name)
+        self.shutdown()
+
+    def shutdown(self, rewrite_aof: bool = False) -> None:
+        log.warning("User requested shutdown...")
+        try:
+            self.membership.save()
+        except OSError as exc:
+            log.warning("Error saving the cluster config on shutdown: %s", exc)
+        for server in self._servers:
+            server.close()
+        for client in list(self.clients.values()):
+            client.close()
+        if self.config.unixsocket:
+            try:
+                os.unlink(self.config.unixsocket)
+            except OSError:
+                pass
+        if self.config.pidfile:
+            try:
+                os.unlink(self.config.pidfile)
+            except OSError:
+                pass
+        log.warning("Disque is now ready to exit, bye bye...")
+        if self._stopped is not None and not self._stopped.done():
+            self._stopped.set_result(None)
+
+    def restart(self, graceful: bool, delay_ms: int) -> None:
+        """DEBUG RESTART / CRASH-AND-RECOVER: exec this same program again."""
+        def again() -> None:
+            if graceful:
+                try:
+                    self.membership.save()
+                except OSError:
+                    pass
+            for server in self._servers:
+                server.close()
+            os.execv(sys.executable, [sys.executable, "-m", "disq", *self.argv])
+        self.loop.call_later(delay_ms / 1000, again)  # type: ignore[union-attr]
+
+    # -- logging helpers ------------------------------------------------------------------
+    def log_verbose(self, message: str) -> None:
+        log.log(15, message)
+
+    def log_warning(self, message: str) -> None:
+        log.warning(message)
+
+    def log_exception(self, message: str, exc: BaseException) -> None:
+        log.error("%s: %r", message, exc, exc_info=exc)
+
+
+def run(config: Config, argv: list[str]) -> None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        uvloop = None
+    server = Server(config, argv)
+    server.prepare()
+    if uvloop is not None:
+        uvloop.run(server.serve())
+    else:
+        asyncio.run(server.serve())

@@ -1,0 +1,270 @@
+"""Server commands: PING AUTH INFO CONFIG DEBUG TIME COMMAND CLIENT SHUTDOWN SLOWLOG
+LATENCY. (QUIT is answered by the connection itself.)"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING
+
+from ... import errors
+from ...config import ConfigError
+from ...errors import DisqError, err
+from .. import info, reply
+from ..table import COMMANDS, CommandSpec, command
+from .args import parse_int
+
+if TYPE_CHECKING:
+    from ..connection import Client
+
+
+@command("ping", -1, "rl")
+def ping(client: Client, args: list[bytes]) -> bytes:
+    if len(args) > 2:
+        raise err("wrong number of arguments for 'ping' command")
+    return reply.PONG if len(args) == 1 else reply.bulk(args[1])
+
+
+@command("auth", 2, "al")
+def auth(client: Client, args: list[bytes]) -> bytes:
+    password = client.server.config.requirepass
+    if not password:
+        raise err("Client sent AUTH, but no password is set")
+    if args[1] == password.encode():
+        client.authenticated = True
+        return reply.OK
+    client.authenticated = False
+    raise err("invalid password")
+
+
+@command("time", 1, "rl")
+def time_(client: Client, args: list[bytes]) -> bytes:
+    now = time.time()
+    seconds = int(now)
+    return reply.encode([str(seconds).encode(), str(int((now - seconds) * 1e6)).encode()])
+
+
+@command("info", -1, "rl")
+def info_(client: Client, args: list[bytes]) -> bytes:
+    if len(args) > 2:
+        raise errors.SYNTAX
+    section = args[1].decode("latin-1").lower() if len(args) == 2 else None
+    return reply.bulk(info.render(client.server, section).encode())
+
+
+@command("config", -2, "rl")
+def config(client: Client, args: list[bytes]) -> bytes:
+    """CONFIG GET pattern | SET name value | REWRITE | RESETSTAT"""
+    sub = args[1].lower()
+    cfg = client.server.config
+    argc = len(args)
+    if sub == b"get" and argc == 3:
+        pairs = cfg.get_matching(args[2].decode("latin-1"))
+        return reply.encode([x.encode() for pair in pairs for x in pair])
+    if sub == b"set" and argc == 4:
+        try:
+            cfg.set_runtime(args[2].decode("latin-1"), args[3].decode("latin-1"))
+        except ConfigError as exc:
+            raise err(str(exc)) from None
+        return reply.OK
+    if sub == b"rewrite" and argc == 2:
+        try:
+            cfg.rewrite()
+        except ConfigError as exc:
+            raise err(str(exc)) from None
+        return reply.OK
+    if sub == b"resetstat" and argc == 2:
+        client.server.reset_stats()
+        return reply.OK
+    raise err("CONFIG subcommand must be one of GET, SET, RESETSTAT, REWRITE")
+
+
+@command("debug", -2, "sl")
+def debug(client: Client, args: list[bytes]) -> bytes | None:
+    sub = args[1].lower()
+    argc = len(args)
+    server = client.server
+    if sub == b"flushall" and argc == 2:
+        client.node.flushall()
+        return reply.OK
+    if sub == b"sleep" and argc == 3:
+        try:
+            seconds = float(args[2])
+        except ValueError:
+            raise errors.NOT_INTEGER from None
+        if seconds < 0 or seconds != seconds:
+            raise errors.NOT_INTEGER
+        time.sleep(seconds)  # blocking on purpose: DEBUG SLEEP simulates a stuck node
+        return reply.OK
+    if sub == b"error" and argc == 3:
+        return b"-" + args[2].replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n"
+    if sub == b"structsize" and argc == 2:
+        from ...job import Job
+        from ...queue import Queue
+        text = f"bits:64 job:{Job.__basicsize__} queue:{Queue.__basicsize__}\n"
+        return reply.status(text.strip().encode())
+    if sub in (b"restart", b"crash-and-recover") and argc in (2, 3):
+        delay = parse_int(args[2]) if argc == 3 else 0
+        server.restart(graceful=sub == b"restart", delay_ms=max(delay or 0, 0))
+        return reply.OK
+    if sub == b"segfault" and argc == 2:
+        server.log_warning("DEBUG SEGFAULT: crashing on request")
+        os.abort()
+    raise err(
+        f"Unknown DEBUG subcommand or wrong number of arguments for "
+        f"'{args[1].decode('latin-1')}'")
+
+
+_FLAG_NAMES = {"w": b"write", "m": b"denyoom", "r": b"readonly", "a": b"noauth",
+               "l": b"loading", "s": b"admin"}
+
+
+def _command_info(spec: CommandSpec) -> bytes:
+    """[name, arity, [flags], first key, last key, step] as Redis 3 answers COMMAND."""
+    flags = [reply.status(_FLAG_NAMES[f]) for f in spec.flags if f in _FLAG_NAMES]
+    return (b"*6\r\n" + reply.bulk(spec.bname) + reply.integer(spec.arity)
+            + reply.array(flags) + reply.ZERO + reply.ZERO + reply.ZERO)
+
+
+@command("command", 0, "rl")
+def command_(client: Client, args: list[bytes]) -> bytes:
+    """COMMAND [COUNT | INFO name ... | DOCS ...]"""
+    if len(args) == 1:
+        return reply.array([_command_info(spec) for spec in COMMANDS.values()])
+    sub = args[1].lower()
+    if sub == b"count" and len(args) == 2:
+        return reply.integer(len(COMMANDS))
+    if sub == b"info":
+        out = []
+        for name in args[2:]:
+            spec = COMMANDS.get(name.lower())
+            out.append(_command_info(spec) if spec else reply.NULL_ARRAY)
+        return reply.array(out)
+    if sub == b"docs":
+        return reply.EMPTY_ARRAY
+    raise err("Unknown subcommand or wrong number of arguments.")
+
+
+@command("client", -2, "rl")
+def client_(client: Client, args: list[bytes]) -> bytes:
+    """CLIENT LIST | SETNAME name | GETNAME | KILL ... | ID | REPLY | SETINFO"""
+    sub = args[1].lower()
+    argc = len(args)
+    server = client.server
+    if sub == b"list" and argc == 2:
+        text = "".join(c.info_line() + "\n" for c in server.clients.values())
+        return reply.bulk(text.encode())
+    if sub == b"getname" and argc == 2:
+        return reply.bulk(client.name) if client.name else reply.NULL_BULK
+    if sub == b"setname" and argc == 3:
+        name = args[2]
+        if any(b <= 32 or b >= 127 for b in name):
+            raise err("Client names cannot contain spaces, newlines or special characters.")
+        client.name = name
+        return reply.OK
+    if sub == b"id" and argc == 2:
+        return reply.integer(client.id)
+    if sub == b"setinfo" and argc == 4:
+        return reply.OK
+    if sub == b"kill":
+        return _client_kill(client, args)
+    raise err("Syntax error, try CLIENT (LIST | KILL ip:port | GETNAME | SETNAME connection-name)")
+
+
+def _client_kill(client: Client, args: list[bytes]) -> bytes:
+    server = client.server
+    if len(args) == 3:  # old form: CLIENT KILL addr
+        addr = args[2].decode("latin-1")
+        for other in list(server.clients.values()):
+            if other.addr == addr:
+                other.close_soon(client)
+                return reply.OK
+        raise err("No such client")
+    if len(args) % 2 != 0:
+        raise errors.SYNTAX
+    want_id: int | None = None
+    want_addr: str | None = None
+    skipme = True
+    for i in range(2, len(args), 2):
+        opt, value = args[i].lower(), args[i + 1]
+        if opt == b"id":
+            want_id = parse_int(value)
+            if want_id is None:
+                raise errors.SYNTAX
+        elif opt == b"addr":
+            want_addr = value.decode("latin-1")
+        elif opt == b"skipme":
+            if value.lower() not in (b"yes", b"no"):
+                raise errors.SYNTAX
+            skipme = value.lower() == b"yes"
+        elif opt == b"type":
+            if value.lower() not in (b"normal",):
+                raise err(f"Unknown client type '{value.decode('latin-1')}'")
+        else:
+            raise errors.SYNTAX
+    killed = 0
+    for other in list(server.clients.values()):
+        if want_id is not None and other.id != want_id:
+            continue
+        if want_addr is not None and other.addr != want_addr:
+            continue
+        if other is client and skipme:
+            continue
+        other.close_soon(client)
+        killed += 1
+    return reply.integer(killed)
+
+
+@command("shutdown", -1, "sl")
+def shutdown(client: Client, args: list[bytes]) -> bytes | None:
+    """SHUTDOWN [REWRITE-AOF | NOSAVE | SAVE]"""
+    rewrite_aof = False
+    for arg in args[1:]:
+        opt = arg.lower()
+        if opt == b"rewrite-aof":
+            rewrite_aof = True
+        elif opt not in (b"nosave", b"save"):
+            raise errors.SYNTAX
+    try:
+        client.server.shutdown(rewrite_aof=rewrite_aof)
+    except DisqError:
+        raise
+    return None
+
+
+@command("slowlog", -2, "rl")
+def slowlog(client: Client, args: list[bytes]) -> bytes:
+    """SLOWLOG GET [n] | LEN | RESET"""
+    sub = args[1].lower()
+    log = client.server.slowlog
+    if sub == b"len" and len(args) == 2:
+        return reply.integer(len(log))
+    if sub == b"reset" and len(args) == 2:
+        log.clear()
+        return reply.OK
+    if sub == b"get" and len(args) in (2, 3):
+        count = 10
+        if len(args) == 3:
+            value = parse_int(args[2])
+            if value is None:
+                raise errors.NOT_INTEGER
+            count = value if value >= 0 else len(log)
+        entries = list(log)[-count:][::-1] if count else []
+        return reply.encode([list(e) for e in entries])
+    raise err("Unknown SLOWLOG subcommand or wrong # of args. Try GET, RESET, LEN.")
+
+
+@command("latency", -2, "rl")
+def latency(client: Client, args: list[bytes]) -> bytes:
+    """LATENCY LATEST | HISTORY event | RESET | DOCTOR | GRAPH event (nothing sampled:
+    latency-monitor-threshold events are not recorded)."""
+    sub = args[1].lower()
+    if sub == b"latest" and len(args) == 2:
+        return reply.EMPTY_ARRAY
+    if sub == b"history" and len(args) == 3:
+        return reply.EMPTY_ARRAY
+    if sub == b"reset":
+        return reply.ZERO
+    if sub == b"doctor" and len(args) == 2:
+        return reply.bulk(b"No latency spikes were observed during the lifetime of this server.")
+    raise err("LATENCY subcommand must be one of LATEST, HISTORY, RESET, DOCTOR")

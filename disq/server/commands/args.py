@@ -1,0 +1,44 @@
+"""Strict argument parsing shared by the command modules (Redis's string2ll rules:
+no spaces, no '+', no leading zeros, 64-bit range)."""
+
+from __future__ import annotations
+
+from ...errors import DisqError, err
+from ...node import validate_ids
+
+__all__ = ["parse_int", "int_or", "timeout_ms", "validate_ids"]
+
+_LL_MIN, _LL_MAX = -(2**63), 2**63 - 1
+
+
+def parse_int(arg: bytes) -> int | None:
+    """The integer value of `arg`, or None if Redis would not accept it."""
+    if not arg or len(arg) > 20:
+        return None
+    digits = arg[1:] if arg[0] == 45 else arg  # '-'
+    if not digits.isdigit() or (len(digits) > 1 and digits[0] == 48):
+        return None
+    value = int(arg)
+    if value < _LL_MIN or value > _LL_MAX:
+        return None
+    return value
+
+
+def int_or(arg: bytes, error: DisqError) -> int:
+    value = parse_int(arg)
+    if value is None:
+        raise error
+    return value
+
+
+_TIMEOUT_NOT_INT = err("timeout is not an integer or out of range")
+_TIMEOUT_NEGATIVE = err("timeout is negative")
+
+
+def timeout_ms(arg: bytes) -> int:
+    value = parse_int(arg)
+    if value is None:
+        raise _TIMEOUT_NOT_INT
+    if value < 0:
+        raise _TIMEOUT_NEGATIVE
+    return value

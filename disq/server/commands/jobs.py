@@ -1,0 +1,226 @@
+"""Job commands: ADDJOB GETJOB ACKJOB FASTACK NACK ENQUEUE DEQUEUE DELJOB WORKING
+SHOW LOADJOB."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ... import errors
+from ...errors import err
+from ...ids import is_valid_job_id
+from ...job import STATE_NAMES, WAIT_REPL, Job
+from ...node import DEFAULT_TTL, AddJobRequest, now_ms
+from .. import reply
+from ..table import command
+from .args import parse_int, timeout_ms, validate_ids
+
+if TYPE_CHECKING:
+    from ..connection import Client
+
+_REPLICATE = err("REPLICATE must be between 1 and 65535")
+_TTL = err("TTL must be a number > 0")
+_RETRY = err("RETRY time must be a non negative number")
+_DELAY = err("DELAY time must be a non negative number")
+_MAXLEN = err("MAXLEN must be a positive number")
+_COUNT = err("COUNT must be a number greater than zero")
+
+
+@command("addjob", -4, "wm")
+def addjob(client: Client, args: list[bytes]) -> bytes | None:
+    """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
+    [MAXLEN n] [ASYNC]"""
+    repl: int | None = None
+    ttl = DEFAULT_TTL
+    retry: int | None = None
+    delay = maxlen = 0
+    async_ = False
+    argc = len(args)
+    j = 4
+    while j < argc:
+        opt = args[j].lower()
+        has_value = j + 1 < argc
+        if opt == b"replicate" and has_value:
+            repl = parse_int(args[j + 1])
+            if repl is None or repl <= 0 or repl > 65535:
+                raise _REPLICATE
+            j += 1
+        elif opt == b"ttl" and has_value:
+            ttl = parse_int(args[j + 1])  # type: ignore[assignment]
+            if ttl is None or ttl <= 0:
+                raise _TTL
+            j += 1
+        elif opt == b"retry" and has_value:
+            retry = parse_int(args[j + 1])
+            if retry is None or retry < 0:
+                raise _RETRY
+            j += 1
+        elif opt == b"delay" and has_value:
+            delay = parse_int(args[j + 1])  # type: ignore[assignment]
+            if delay is None or delay < 0:
+                raise _DELAY
+            j += 1
+        elif opt == b"maxlen" and has_value:
+            maxlen = parse_int(args[j + 1])  # type: ignore[assignment]
+            if maxlen is None or maxlen <= 0:
+                raise _MAXLEN
+            j += 1
+        elif opt == b"async":
+            async_ = True
+        else:
+            raise errors.SYNTAX
+        j += 1
+    timeout = timeout_ms(args[3])
+    job = client.node.add_job(
+        AddJobRequest(args[1], args[2], timeout, repl, delay, retry, ttl, maxlen, async_)
+    )
+    if job.state == WAIT_REPL:
+        client.server.park_for_replication(client, job)
+        return None
+    return b"+" + job.id + b"\r\n"
+
+
+@command("getjob", -2, "w")
+def getjob(client: Client, args: list[bytes]) -> bytes | None:
+    """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue [queue ...]"""
+    timeout = 0
+    count = 1
+    nohang = with_counters = False
+    names: list[bytes] = []
+    argc = len(args)
+    j = 1
+    while j < argc:
+        opt = args[j].lower()
+        has_value = j + 1 < argc
+        if opt == b"nohang":
+            nohang = True
+        elif opt == b"withcounters":
+            with_counters = True
+        elif opt == b"timeout" and has_value:
+            timeout = timeout_ms(args[j + 1])
+            j += 1
+        elif opt == b"count" and has_value:
+            count = parse_int(args[j + 1])  # type: ignore[assignment]
+            if count is None or count <= 0:
+                raise _COUNT
+            j += 1
+        elif opt == b"from":
+            names = args[j + 1:]
+            break
+        else:
+            raise errors.SYNTAX
+        j += 1
+    if not names:
+        raise errors.SYNTAX
+    node = client.node
+    jobs = node.get_jobs(names, count)
+    if jobs:
+        encode = reply.job_entry_with_counters if with_counters else reply.job_entry
+        if len(jobs) == 1:
+            return b"*1\r\n" + encode(jobs[0])
+        return b"*%d\r\n" % len(jobs) + b"".join(map(encode, jobs))
+    if nohang:
+        return reply.NULL_ARRAY
+    if node.leaving:
+        raise errors.LEAVING
+    queues = node.block(client, names)
+    client.park(queues, timeout, with_counters)
+    return None
+
+
+def _ids(args: list[bytes]) -> list[bytes]:
+    ids = args[1:]
+    validate_ids(ids)
+    return ids
+
+
+@command("ackjob", -1, "w")
+def ackjob(client: Client, args: list[bytes]) -> bytes:
+    """ACKJOB id [id ...]: the number of jobs known and not already acknowledged."""
+    return reply.integer(client.node.ack(_ids(args)))
+
+
+@command("fastack", -1, "w")
+def fastack(client: Client, args: list[bytes]) -> bytes:
+    """FASTACK id [id ...]: delete now, telling every node that may hold a copy."""
+    return reply.integer(client.node.fast_ack(_ids(args)))
+
+
+@command("nack", -1, "wm")
+def nack(client: Client, args: list[bytes]) -> bytes:
+    """NACK id [id ...]: put delivered jobs back in the queue, counting a nack."""
+    return reply.integer(client.node.requeue(_ids(args), nack=True))
+
+
+@command("enqueue", -1, "wm")
+def enqueue(client: Client, args: list[bytes]) -> bytes:
+    """ENQUEUE id [id ...]: queue active jobs now (counts an additional delivery)."""
+    return reply.integer(client.node.requeue(_ids(args), nack=False))
+
+
+@command("dequeue", -1, "w")
+def dequeue(client: Client, args: list[bytes]) -> bytes:
+    """DEQUEUE id [id ...]: take queued jobs out of their queue (they stay active)."""
+    return reply.integer(client.node.dequeue_ids(_ids(args)))
+
+
+@command("deljob", -1, "w")
+def deljob(client: Client, args: list[bytes]) -> bytes:
+    """DELJOB id [id ...]: evict jobs from this node only."""
+    return reply.integer(client.node.delete(_ids(args)))
+
+
+@command("working", 2, "w")
+def working(client: Client, args: list[bytes]) -> bytes:
+    """WORKING id: postpone the next requeue; replies the job's retry in seconds."""
+    if not is_valid_job_id(args[1]):
+        raise errors.BADID
+    return reply.integer(client.node.working(args[1]))
+
+
+@command("show", 2, "r")
+def show(client: Client, args: list[bytes]) -> bytes:
+    """SHOW id: every field of a job, or a null bulk if unknown."""
+    if not is_valid_job_id(args[1]):
+        raise errors.BADID
+    job = client.node.lookup(args[1])
+    if job is None:
+        return reply.NULL_BULK
+    return show_job(job, client.node.id)
+
+
+def show_job(job: Job, my_id: str) -> bytes:
+    now = now_ms()
+    delivered = job.nodes_delivered
+    if delivered is None:
+        delivered_ids = [my_id]
+    else:
+        delivered_ids = sorted(delivered)
+    confirmed = sorted(job.nodes_confirmed) if job.nodes_confirmed else []
+    ttl = max((job.etime - now) // 1000, 0)
+    fields = [
+        b"$2\r\nid\r\n+" + job.id + b"\r\n",
+        reply.bulk(b"queue"), reply.bulk(job.queue) if job.queue is not None else reply.NULL_BULK,
+        reply.bulk(b"state"), reply.bulk(STATE_NAMES.get(job.state, b"deleted")),
+        reply.bulk(b"repl"), reply.integer(job.repl),
+        reply.bulk(b"ttl"), reply.integer(ttl),
+        reply.bulk(b"ctime"), reply.integer(job.ctime),
+        reply.bulk(b"delay"), reply.integer(job.delay),
+        reply.bulk(b"retry"), reply.integer(job.retry),
+        reply.bulk(b"nacks"), reply.integer(job.nacks),
+        reply.bulk(b"additional-deliveries"), reply.integer(job.deliveries),
+        reply.bulk(b"nodes-delivered"), reply.encode([n.encode() for n in delivered_ids]),
+        reply.bulk(b"nodes-confirmed"), reply.encode([n.encode() for n in confirmed]),
+        reply.bulk(b"next-requeue-within"),
+        reply.integer(max(job.qtime - now, 0)) if job.qtime else reply.NULL_BULK,
+        reply.bulk(b"next-awake-within"),
+        reply.integer(max(job.awake - now, 0)) if job.awake else reply.NULL_BULK,
+        reply.bulk(b"body"), reply.bulk(job.body) if job.body is not None else reply.NULL_BULK,
+    ]
+    # the id field is written as two items: its name (bulk) and its value (status)
+    return b"*30\r\n" + b"".join(fields)
+
+
+@command("loadjob", 2, "w")
+def loadjob(client: Client, args: list[bytes]) -> bytes:
+    return reply.error("ERR LOADJOB is a special command only processed from AOF")
+

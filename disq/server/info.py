@@ -1,0 +1,170 @@
+"""INFO: Disque's sections and field names, read from the server's counters."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from ..config import VERSION
+
+if TYPE_CHECKING:
+    from .app import Server
+
+DEFAULT_SECTIONS = ("server", "clients", "memory", "jobs", "queues", "persistence", "stats",
+                    "cpu")
+ALL_SECTIONS = DEFAULT_SECTIONS + ("commandstats",)
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def human_bytes(n: int) -> str:
+    if n < 1024:
+        return f"{n}B"
+    for unit in ("K", "M", "G", "T"):
+        n_f = n / 1024
+        if n_f < 1024 or unit == "T":
+            return f"{n_f:.2f}{unit}"
+        n = int(n_f)
+    return f"{n}B"
+
+
+def _server(s: Server) -> list[str]:
+    uptime = int(time.time() - s.start_time)
+    return [
+        f"disque_version:{VERSION}",
+        "disque_git_sha1:00000000",
+        "disque_git_dirty:0",
+        "disque_build_id:disq",
+        f"os:{platform.system()} {platform.release()} {platform.machine()}",
+        f"arch_bits:{64 if sys.maxsize > 2**32 else 32}",
+        "multiplexing_api:epoll",
+        "gcc_version:0.0.0",
+        f"process_id:{os.getpid()}",
+        f"run_id:{s.run_id}",
+        f"tcp_port:{s.config.port}",
+        f"uptime_in_seconds:{uptime}",
+        f"uptime_in_days:{uptime // 86400}",
+        f"hz:{s.config.hz}",
+        f"executable:{sys.argv[0] and os.path.abspath(sys.argv[0])}",
+        f"config_file:{s.config.config_file or ''}",
+    ]
+
+
+def _clients(s: Server) -> list[str]:
+    return [
+        f"connected_clients:{len(s.clients)}",
+        "client_longest_output_list:0",
+        f"client_biggest_input_buf:{s.biggest_input_buffer()}",
+        f"blocked_clients:{s.node.blocked_clients}",
+    ]
+
+
+def _memory(s: Server) -> list[str]:
+    used = s.used_memory()
+    peak = max(s.memory_peak, used)
+    return [
+        f"used_memory:{used}",
+        f"used_memory_human:{human_bytes(used)}",
+        f"used_memory_rss:{used}",
+        f"used_memory_peak:{peak}",
+        f"used_memory_peak_human:{human_bytes(peak)}",
+        "mem_fragmentation_ratio:1.00",
+        "mem_allocator:pymalloc",
+    ]
+
+
+def _jobs(s: Server) -> list[str]:
+    return [f"registered_jobs:{len(s.node.jobs)}"]
+
+
+def _queues(s: Server) -> list[str]:
+    return [f"registered_queues:{len(s.node.queues)}"]
+
+
+def _persistence(s: Server) -> list[str]:
+    return [
+        f"loading:{int(s.loading)}",
+        f"aof_enabled:{int(s.config.appendonly)}",
+        f"aof_state:{'on' if s.config.appendonly else 'off'}",
+        "aof_rewrite_in_progress:0",
+        "aof_rewrite_scheduled:0",
+        "aof_last_rewrite_time_sec:-1",
+        "aof_current_rewrite_time_sec:-1",
+        "aof_last_bgrewrite_status:ok",
+        "aof_last_write_status:ok",
+    ]
+
+
+def _stats(s: Server) -> list[str]:
+    return [
+        f"total_connections_received:{s.connections_received}",
+        f"total_commands_processed:{s.commands_processed}",
+        f"instantaneous_ops_per_sec:{s.ops_per_sec}",
+        f"total_net_input_bytes:{s.net_input_bytes}",
+        f"total_net_output_bytes:{s.net_output_bytes}",
+        f"instantaneous_input_kbps:{s.input_kbps:.2f}",
+        f"instantaneous_output_kbps:{s.output_kbps:.2f}",
+        f"rejected_connections:{s.rejected_connections}",
+        "latest_fork_usec:0",
+    ]
+
+
+def _cpu(s: Server) -> list[str]:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return [
+        f"used_cpu_sys:{me.ru_stime:.2f}",
+        f"used_cpu_user:{me.ru_utime:.2f}",
+        f"used_cpu_sys_children:{kids.ru_stime:.2f}",
+        f"used_cpu_user_children:{kids.ru_utime:.2f}",
+    ]
+
+
+def _commandstats(s: Server) -> list[str]:
+    lines = []
+    for spec in s.commands.values():
+        if spec.calls:
+            per_call = spec.usec / spec.calls
+            lines.append(
+                f"cmdstat_{spec.name}:calls={spec.calls},usec={spec.usec},"
+                f"usec_per_call={per_call:.2f}")
+    return lines
+
+
+_SECTIONS = {
+    "server": ("Server", _server),
+    "clients": ("Clients", _clients),
+    "memory": ("Memory", _memory),
+    "jobs": ("Jobs", _jobs),
+    "queues": ("Queues", _queues),
+    "persistence": ("Persistence", _persistence),
+    "stats": ("Stats", _stats),
+    "cpu": ("CPU", _cpu),
+    "commandstats": ("Commandstats", _commandstats),
+}
+
+
+def render(server: Server, section: str | None) -> str:
+    if section is None or section in ("default",):
+        wanted: tuple[str, ...] = DEFAULT_SECTIONS
+    elif section in ("all", "everything"):
+        wanted = ALL_SECTIONS
+    else:
+        wanted = (section,) if section in _SECTIONS else ()
+    blocks = []
+    for name in wanted:
+        title, build = _SECTIONS[name]
+        blocks.append(f"# {title}\r\n" + "".join(line + "\r\n" for line in build(server)))
+    return "\r\n".join(blocks)

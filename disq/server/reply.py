@@ -1,0 +1,84 @@
+"""RESP encoding. Handlers return ready bytes; these helpers build them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..job import Job
+
+OK = b"+OK\r\n"
+PONG = b"+PONG\r\n"
+NULL_BULK = b"$-1\r\n"
+NULL_ARRAY = b"*-1\r\n"
+EMPTY_ARRAY = b"*0\r\n"
+ZERO = b":0\r\n"
+ONE = b":1\r\n"
+
+_SMALL_INTS = [b":%d\r\n" % i for i in range(1024)]
+
+
+class Status(bytes):
+    """A value to encode as a status reply (`+...`) by `encode`."""
+
+
+def status(text: bytes) -> bytes:
+    return b"+" + text + b"\r\n"
+
+
+def error(text: str) -> bytes:
+    return b"-" + text.encode() + b"\r\n"
+
+
+def integer(n: int) -> bytes:
+    if 0 <= n < 1024:
+        return _SMALL_INTS[n]
+    return b":%d\r\n" % n
+
+
+def bulk(data: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
+def bulk_str(text: str) -> bytes:
+    return bulk(text.encode())
+
+
+def array(items: list[bytes]) -> bytes:
+    """An array of already-encoded items."""
+    return b"*%d\r\n" % len(items) + b"".join(items)
+
+
+def encode(value: Any) -> bytes:
+    """Encode nested Python values: bytes/str -> bulk, int -> integer, None -> null
+    bulk, list/tuple -> array, Status -> status."""
+    if isinstance(value, Status):
+        return b"+" + value + b"\r\n"
+    if isinstance(value, bytes):
+        return b"$%d\r\n%s\r\n" % (len(value), value)
+    if isinstance(value, str):
+        return bulk(value.encode())
+    if isinstance(value, bool):
+        return integer(int(value))
+    if isinstance(value, int):
+        return integer(value)
+    if value is None:
+        return NULL_BULK
+    if isinstance(value, (list, tuple)):
+        return b"*%d\r\n" % len(value) + b"".join(encode(v) for v in value)
+    raise TypeError(f"cannot encode {type(value)!r}")
+
+
+def job_entry(job: Job) -> bytes:
+    """One job as GETJOB and QPEEK return it: [queue, id (status), body]."""
+    queue, body = job.queue, job.body
+    return b"*3\r\n$%d\r\n%s\r\n+%s\r\n$%d\r\n%s\r\n" % (
+        len(queue), queue, job.id, len(body), body)
+
+
+def job_entry_with_counters(job: Job) -> bytes:
+    queue, body = job.queue, job.body
+    return (
+        b"*7\r\n$%d\r\n%s\r\n+%s\r\n$%d\r\n%s\r\n$5\r\nnacks\r\n:%d\r\n"
+        b"$21\r\nadditional-deliveries\r\n:%d\r\n"
+        % (len(queue), queue, job.id, len(body), body, job.nacks, job.deliveries)
+    )

@@ -1,0 +1,55 @@
+"""The command table: the one index of every command the server understands.
+
+Each command module registers its handlers with `@command(name, arity, flags)`.
+Arity follows Redis: N = exactly N arguments including the name, -N = at least N.
+A handler takes (client, args) and returns the encoded reply, or None when the client
+was parked (blocking GETJOB, synchronous replication) and will be answered later.
+
+Flags: w = writes jobs, m = may use memory (refused at OOM), a = allowed before AUTH,
+l = allowed while loading, r = read only, s = admin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .connection import Client
+
+Handler = Callable[["Client", list[bytes]], "bytes | None"]
+
+
+class CommandSpec:
+    __slots__ = ("name", "handler", "arity", "flags", "calls", "usec", "bname")
+
+    def __init__(self, name: str, handler: Handler, arity: int, flags: str) -> None:
+        self.name = name
+        self.bname = name.encode()
+        self.handler = handler
+        self.arity = arity
+        self.flags = flags
+        self.calls = 0
+        self.usec = 0
+
+    def arity_ok(self, argc: int) -> bool:
+        arity = self.arity
+        return argc == arity if arity > 0 else argc >= -arity
+
+
+COMMANDS: dict[bytes, CommandSpec] = {}
+
+
+def command(name: str, arity: int, flags: str = "") -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        COMMANDS[name.encode()] = CommandSpec(name, handler, arity, flags)
+        return handler
+
+    return register
+
+
+def load_commands() -> dict[bytes, CommandSpec]:
+    """Import every command module (they register themselves) and return the table."""
+    from .commands import admin, cluster, jobs, queues  # noqa: F401
+
+    return COMMANDS
