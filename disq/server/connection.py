@@ -121,6 +121,7 @@ class Client(asyncio.Protocol):
         self.ctime = time.time()
         self.last_interaction = self.ctime
         self.authenticated = not server.config.requirepass
+        self.resp3 = False  # negotiated by HELLO 3 (replies stay RESP2-compatible)
         self.last_command = b"NULL"
         self.closing = False
         self.close_after_reply = False

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ...config import VERSION
 from ...errors import DisqError, err
 from .. import reply
 from ..table import command
+from .args import parse_int
 
 if TYPE_CHECKING:
     from ..connection import Client
@@ -14,9 +16,16 @@ if TYPE_CHECKING:
 _WRONG = err("Wrong CLUSTER subcommand or number of arguments")
 
 
-@command("hello", 1, "r")
+@command("hello", -1, "ra")
 def hello(client: Client, args: list[bytes]) -> bytes:
-    """HELLO: [1, my id, [id, ip, port, priority] for every known node]."""
+    """HELLO: [1, my id, [id, ip, port, priority] for every known node].
+
+    With arguments it is Redis 6's handshake (`HELLO protover [AUTH user pass]
+    [SETNAME name]`), which redis-py 8 sends on connect; Disque clients never do."""
+    if len(args) > 1:
+        return _handshake(client, args)
+    if not client.authenticated:
+        return b"-NOAUTH Authentication required.\r\n"
     membership = client.server.membership
     entries: list[object] = [1, membership.myself.id.encode()]
     for node in membership.nodes.values():
@@ -65,3 +74,37 @@ def cluster(client: Client, args: list[bytes]) -> bytes:
         server.set_leaving(value == b"yes")
         return reply.OK
     raise _WRONG
+
+
+def _handshake(client: Client, args: list[bytes]) -> bytes:
+    version = parse_int(args[1])
+    if version is None:
+        raise err("Protocol version is not an integer or out of range")
+    if version not in (2, 3):
+        raise DisqError("NOPROTO", "unsupported protocol version")
+    j = 2
+    while j < len(args):
+        opt = args[j].lower()
+        if opt == b"auth" and j + 2 < len(args):
+            password = client.server.config.requirepass
+            if not password or args[j + 2] != password.encode():
+                raise DisqError("WRONGPASS", "invalid username-password pair or user is "
+                                "disabled.")
+            client.authenticated = True
+            j += 3
+        elif opt == b"setname" and j + 1 < len(args):
+            client.name = args[j + 1]
+            j += 2
+        else:
+            raise err(f"Syntax error in HELLO option '{args[j].decode('latin-1')}'")
+    if not client.authenticated:
+        return b"-NOAUTH HELLO must be called with the client already authenticated, " \
+               b"otherwise the HELLO <proto> AUTH <user> <pass> option can be used to " \
+               b"authenticate the client and select the RESP protocol version at the same " \
+               b"time\r\n"
+    client.resp3 = version == 3
+    fields = [b"server", b"disque", b"version", VERSION.encode(), b"proto", version,
+              b"id", client.id, b"mode", b"cluster", b"role", b"master", b"modules", []]
+    if version == 3:
+        return b"%7\r\n" + b"".join(reply.encode(f) for f in fields)
+    return reply.encode(fields)
