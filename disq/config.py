@@ -314,8 +314,9 @@ class Config:
             ) from None
 
     def rewrite(self) -> None:
-        """Rewrite the config file in place: keep comments and order, replace the lines
-        of directives whose value differs from the default, append the others."""
+        """Rewrite the config file in place, as Redis does: comments and order stay,
+        each directive already in the file is rewritten with its current value, and
+        directives that differ from their default are appended."""
         if not self.config_file:
             raise ConfigError("The server is running without a config file")
         try:
@@ -336,10 +337,10 @@ class Config:
             words = raw.split()
             name = words[0].lower() if words and not raw.lstrip().startswith("#") else ""
             if name in DIRECTIVES:
-                if name in wanted and name not in written:
-                    out.extend(wanted[name])
+                if name not in written:
+                    out.extend(wanted.get(name) or self._lines_for(name))
                     written.add(name)
-                continue  # default value now, or already written: drop the line
+                continue  # a repeated directive: its value is already written
             out.append(raw)
         extra = [name for name in wanted if name not in written]
         if extra:

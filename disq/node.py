@@ -34,7 +34,7 @@ from .timers import JobTimers
 
 DEFAULT_TTL = 24 * 3600
 DEFAULT_RETRY_MAX = 300
-TIME_ERROR_MS = 500  # requeue times are spread by +/- this much
+TIME_ERROR_MS = 250  # requeue and GC times are spread by +/- this much
 QUEUE_MAX_IDLE_MS = 300_000
 TIMER_BATCH = 10_000  # jobs handled per timer callback, so clients are not starved
 

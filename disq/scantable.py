@@ -79,17 +79,16 @@ class ScanTable(Generic[K, V]):
     def scan(
         self, cursor: int, count: int, keep: Callable[[V], bool] | None = None
     ) -> tuple[int, list[V]]:
-        """Visit buckets from `cursor` until `count` values were seen (or 10x as many
-        buckets). Returns (next cursor, 0 when done; the kept values)."""
+        """Visit buckets from `cursor` until `count` values were kept (or 10x `count`
+        buckets were visited; always at least one). Returns (next cursor, 0 when done;
+        the kept values)."""
         out: list[V] = []
         mask = self._mask
         bits = mask.bit_length()
-        seen = 0
         visits = max(10 * count, 1)
         cursor &= _MAX_BUCKETS - 1
         while True:
             bucket = self._buckets[cursor & mask]
-            seen += len(bucket)
             for value in bucket.values():
                 if keep is None or keep(value):
                     out.append(value)
@@ -101,5 +100,5 @@ class ScanTable(Generic[K, V]):
             if cursor == 0:
                 return 0, out
             visits -= 1
-            if seen >= count or visits <= 0:
+            if len(out) >= count or visits <= 0:
                 return cursor, out

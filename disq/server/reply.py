@@ -69,16 +69,16 @@ def encode(value: Any) -> bytes:
 
 
 def job_entry(job: Job) -> bytes:
-    """One job as GETJOB and QPEEK return it: [queue, id (status), body]."""
+    """One job as GETJOB and QPEEK return it: [queue, id, body], all bulk strings."""
     queue, body = job.queue, job.body
-    return b"*3\r\n$%d\r\n%s\r\n+%s\r\n$%d\r\n%s\r\n" % (
+    return b"*3\r\n$%d\r\n%s\r\n$40\r\n%s\r\n$%d\r\n%s\r\n" % (
         len(queue), queue, job.id, len(body), body)
 
 
 def job_entry_with_counters(job: Job) -> bytes:
     queue, body = job.queue, job.body
     return (
-        b"*7\r\n$%d\r\n%s\r\n+%s\r\n$%d\r\n%s\r\n$5\r\nnacks\r\n:%d\r\n"
+        b"*7\r\n$%d\r\n%s\r\n$40\r\n%s\r\n$%d\r\n%s\r\n$5\r\nnacks\r\n:%d\r\n"
         b"$21\r\nadditional-deliveries\r\n:%d\r\n"
         % (len(queue), queue, job.id, len(body), body, job.nacks, job.deliveries)
     )

@@ -198,7 +198,7 @@ def show_job(job: Job, my_id: str) -> bytes:
     confirmed = sorted(job.nodes_confirmed) if job.nodes_confirmed else []
     ttl = max((job.etime - now) // 1000, 0)
     fields = [
-        b"$2\r\nid\r\n+" + job.id + b"\r\n",
+        reply.bulk(b"id"), reply.bulk(job.id),
         reply.bulk(b"queue"), reply.bulk(job.queue) if job.queue is not None else reply.NULL_BULK,
         reply.bulk(b"state"), reply.bulk(STATE_NAMES.get(job.state, b"deleted")),
         reply.bulk(b"repl"), reply.integer(job.repl),
@@ -216,7 +216,6 @@ def show_job(job: Job, my_id: str) -> bytes:
         reply.integer(max(job.awake - now, 0)) if job.awake else reply.NULL_BULK,
         reply.bulk(b"body"), reply.bulk(job.body) if job.body is not None else reply.NULL_BULK,
     ]
-    # the id field is written as two items: its name (bulk) and its value (status)
     return b"*30\r\n" + b"".join(fields)
 
 

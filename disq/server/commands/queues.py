@@ -17,7 +17,7 @@ from .jobs import show_job
 if TYPE_CHECKING:
     from ..connection import Client
 
-_BAD_CURSOR = err("invalid cursor")
+_BAD_CURSOR = err("invalid cursor or option name")
 _BAD_STATE = err("Invalid job state name")
 _BAD_REPLY = err("Invalid REPLY type, try ID or ALL")
 
@@ -79,9 +79,7 @@ def _scan_common(args: list[bytes], extra: dict[bytes, int]) -> tuple[int, int, 
             value = parse_int(args[j + 1])
             if value is None:
                 raise errors.NOT_INTEGER
-            if value < 1:
-                raise errors.SYNTAX
-            count = value
+            count = value  # not range-checked, as in Disque: < 1 means one step
             j += 1
         elif opt == b"busyloop":
             busyloop = True

@@ -1,0 +1,223 @@
+"""Single-node figures: ADDJOB vs redis-server's RPUSH, and memory per queued job.
+
+    python bench/single_node.py [--runs 5] [--requests 200000] [--memory-jobs 1000000]
+
+Starts redis-server (the reference, as a list queue) and disq-server on free loopback
+ports, runs redis-benchmark against both, alternating, `--runs` times, and prints the
+medians and ratios as a Markdown table. Then fills a fresh disq node with
+`--memory-jobs` queued jobs with 100-byte bodies and reports RSS per job beyond the
+bodies. Needs redis-server and redis-benchmark on PATH (Debian: redis-server,
+redis-tools).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+BODY_SIZE = 100
+
+
+def free_port() -> int:
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port + 10000 <= 65535:
+            return port
+
+
+def wait_port(port: int, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(100).startswith(b"+"):
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing answers on port {port}")
+
+
+def start_disq(workdir: str) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "disq", "--port", str(port), "--bind", "127.0.0.1",
+         "--dir", workdir, "--maxmemory", "16gb"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return proc, port
+
+
+def start_redis(workdir: str) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", workdir],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return proc, port
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+_RPS = re.compile(r"([\d.]+) requests per second(?:, p50=([\d.]+) msec)?")
+
+
+def redis_benchmark(port: int, requests: int, pipeline: int, *command: str) -> tuple[float, float]:
+    """Returns (requests per second, p50 ms)."""
+    out = subprocess.run(
+        ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "50", "-n",
+         str(requests), "-P", str(pipeline), "-q", *command],
+        capture_output=True, text=True, timeout=600).stdout
+    last = out.replace("\r", "\n").strip().splitlines()[-1]
+    match = _RPS.search(last)
+    if not match:
+        raise RuntimeError(f"cannot read redis-benchmark output: {last!r}")
+    return float(match.group(1)), float(match.group(2) or "nan")
+
+
+def rss(pid: int) -> int:
+    with open(f"/proc/{pid}/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def fill(port: int, jobs: int, batch: int = 1000) -> None:
+    """Pipelined ADDJOBs with distinct 100-byte bodies, reading every reply."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        sent = 0
+        while sent < jobs:
+            n = min(batch, jobs - sent)
+            parts = []
+            for i in range(sent, sent + n):
+                body = (b"%012d" % i) * (BODY_SIZE // 12) + b"x" * (BODY_SIZE % 12)
+                parts.append(b"*4\r\n$6\r\nADDJOB\r\n$5\r\nqueue\r\n$%d\r\n%s\r\n$1\r\n0\r\n"
+                             % (len(body), body))
+            s.sendall(b"".join(parts))
+            need, data = n, b""
+            while need:
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    raise RuntimeError("server closed the connection")
+                data += chunk
+                lines = data.count(b"\r\n")
+                if lines >= need:
+                    if b"-" in data[:1] or b"\r\n-" in data:
+                        raise RuntimeError(f"error reply: {data[:200]!r}")
+                    need = 0
+            sent += n
+
+
+def info_field(port: int, field: str) -> str:
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"INFO\r\n")
+        data = b""
+        while not data.endswith(b"\r\n\r\n") or data.count(b"\r\n") < 3:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+            if b"# CPU" in data and data.endswith(b"\r\n"):
+                break
+    for line in data.decode().splitlines():
+        if line.startswith(field + ":"):
+            return line.split(":", 1)[1]
+    return ""
+
+
+def throughput(args: argparse.Namespace, workdir: str) -> list[str]:
+    cases = [
+        ("RPUSH q x", "redis", 1, ["RPUSH", "q", "x"]),
+        ("ADDJOB q x 0", "disq", 1, ["ADDJOB", "q", "x", "0"]),
+        ("RPUSH q x (-P 16)", "redis", 16, ["RPUSH", "q", "x"]),
+        ("ADDJOB q x 0 (-P 16)", "disq", 16, ["ADDJOB", "q", "x", "0"]),
+    ]
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name, *_ in cases}
+    redis_proc, redis_port = start_redis(workdir)
+    disq_proc, disq_port = start_disq(workdir)
+    try:
+        for run in range(args.runs):
+            for name, system, pipeline, command in cases:
+                port = redis_port if system == "redis" else disq_port
+                requests = args.requests * (4 if pipeline > 1 else 1)
+                results[name].append(redis_benchmark(port, requests, pipeline, *command))
+                print(f"run {run + 1} {name}: {results[name][-1][0]:.0f} req/s",
+                      file=sys.stderr)
+            # keep memory flat between runs
+            subprocess.run(["redis-cli", "-p", str(disq_port), "DEBUG", "FLUSHALL"],
+                           capture_output=True)
+            subprocess.run(["redis-cli", "-p", str(redis_port), "DEL", "q"],
+                           capture_output=True)
+    finally:
+        stop(disq_proc)
+        stop(redis_proc)
+    med = {name: (statistics.median(r for r, _ in v), statistics.median(p for _, p in v))
+           for name, v in results.items()}
+    rows = ["| command | median req/s | median p50 ms | ratio to redis |", "|---|---|---|---|"]
+    for name, system, pipeline, _ in cases:
+        ref = "RPUSH q x" + (" (-P 16)" if pipeline > 1 else "")
+        ratio = med[name][0] / med[ref][0]
+        rows.append(f"| {name} | {med[name][0]:,.0f} | {med[name][1]:.3f} | {ratio:.2f} |")
+    return rows
+
+
+def memory(args: argparse.Namespace, workdir: str) -> list[str]:
+    proc, port = start_disq(workdir)
+    try:
+        before = rss(proc.pid)
+        start = time.monotonic()
+        fill(port, args.memory_jobs)
+        elapsed = time.monotonic() - start
+        time.sleep(0.5)
+        after = rss(proc.pid)
+        qlen = info_field(port, "registered_jobs")
+    finally:
+        stop(proc)
+    per_job = (after - before) / args.memory_jobs
+    return [
+        f"| queued jobs | body | RSS before | RSS after | bytes/job | beyond body | fill rate |",
+        "|---|---|---|---|---|---|---|",
+        f"| {int(qlen):,} | {BODY_SIZE} B | {before / 2**20:.1f} MiB | {after / 2**20:.1f} MiB "
+        f"| {per_job:.0f} | {per_job - BODY_SIZE:.0f} | {args.memory_jobs / elapsed:,.0f} jobs/s |",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=200_000)
+    parser.add_argument("--memory-jobs", type=int, default=1_000_000)
+    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--skip-memory", action="store_true")
+    args = parser.parse_args()
+    for tool in ("redis-server", "redis-benchmark", "redis-cli"):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} not found (Debian: apt-get install redis-server redis-tools)")
+    with tempfile.TemporaryDirectory() as workdir:
+        if not args.skip_throughput:
+            print("\n".join(throughput(args, workdir)))
+            print()
+        if not args.skip_memory:
+            print("\n".join(memory(args, workdir)))
+
+
+if __name__ == "__main__":
+    main()
