@@ -280,7 +280,12 @@ class Config:
         for arg in args + ["--"]:
             if arg.startswith("--"):
                 if name is not None:
-                    self.apply(name, values)
+                    try:
+                        self.apply(name, values)
+                    except ConfigError as exc:
+                        if f"'{name}'" in str(exc):
+                            raise
+                        raise ConfigError(f"--{name} {' '.join(values)}: {exc}") from None
                 elif values:
                     raise ConfigError(f"unexpected argument '{values[0]}'")
                 name, values = (arg[2:] or None), []

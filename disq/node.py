@@ -280,6 +280,7 @@ class Node:
         self.update_awake(job)
         queue = self.queue(job.queue, now)
         queue.jobs.add(job)
+        queue.atime = now  # Disque's enqueueJob: an enqueue is an access too
         queue.jobs_in += 1
         if queue.waiters and not queue.flags & PAUSED_OUT:
             self._serve_waiters(queue)

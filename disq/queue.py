@@ -111,6 +111,8 @@ class SortedJobs:
     def tail(self, count: int) -> list[Job]:
         """The `count` newest jobs, newest first."""
         out: list[Job] = []
+        if count <= 0:
+            return out  # block[-0:] would be the whole block
         for block in reversed(self._blocks):
             need = count - len(out)
             out.extend(reversed(block[-need:]))

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 START_TIMEOUT = 15.0
 
@@ -80,13 +82,19 @@ class DisqProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"disq-server exited with {self.proc.returncode}:\n"
                                    + self.log_path.read_text(errors="replace"))
+            # no retries inside redis-py (4 s of backoff on NOAUTH): this loop retries
+            probe = self.client(socket_timeout=1, retry=Retry(NoBackoff(), 0))
             try:
-                if self.client(socket_timeout=1).ping():
+                if probe.ping():
                     return self
+            except redis.exceptions.AuthenticationError:
+                return self  # answering: NOAUTH to redis-py's HELLO (--requirepass)
             except redis.exceptions.ConnectionError:
                 pass
             except redis.exceptions.ResponseError:
                 return self  # answering, e.g. NOAUTH
+            finally:
+                probe.close()  # else it holds a client slot until garbage collection
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError("disq-server did not answer PING in time")

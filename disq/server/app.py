@@ -9,6 +9,7 @@ import asyncio
 import errno
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -58,6 +59,38 @@ def setup_logging(config: Config) -> None:
     log.propagate = False
 
 
+RESERVED_FDS = 32  # listeners, logs, cluster links... (Redis keeps 32 as well)
+
+
+def adjust_open_files_limit(config: Config) -> None:
+    """As Redis does at start-up: raise the soft RLIMIT_NOFILE to maxclients + 32, and
+    if the system does not allow it, lower maxclients to fit (clients beyond the fd
+    limit would otherwise be reset instead of told `max number of clients reached`)."""
+    wanted = config.maxclients + RESERVED_FDS
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    except (OSError, ValueError) as exc:
+        log.warning("Can't raise the open files limit to %d: %s", target, exc)
+    if soft < wanted:
+        reduced = max(soft - RESERVED_FDS, 1)
+        log.warning("You requested maxclients of %d requiring at least %d max file "
+                    "descriptors. Current maximum open files is %d. maxclients has been "
+                    "reduced to %d to compensate for low ulimit.",
+                    config.maxclients, wanted, soft, reduced)
+        config.apply("maxclients", [str(reduced)])
+    else:
+        log.info("Increased maximum number of open files to %d (it was originally set "
+                 "to a lower value).", soft)
+
+
 class Server:
     def __init__(self, config: Config, argv: list[str] | None = None) -> None:
         self.config = config
@@ -78,7 +111,9 @@ class Server:
         self.input_kbps = 0.0
         self.output_kbps = 0.0
         self.memory_peak = 0
-        self.slowlog: deque[tuple[int, int, int, list[bytes]]] = deque(maxlen=128)
+        self.slowlog: deque[tuple[int, int, int, list[bytes]]] = deque(
+            maxlen=config.slowlog_max_len)
+        self.slowlog_id = 0  # id of the next SLOWLOG entry
         self._ops_samples: deque[tuple[float, int, int, int]] = deque(maxlen=16)
         self._servers: list[asyncio.AbstractServer] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -87,6 +122,11 @@ class Server:
         self._stopped: asyncio.Future[None] | None = None
         self._metrics: Any = None
         self._memory_cache = (0.0, 0)
+        # CLIENT PAUSE: no client request runs before this time.monotonic() value;
+        # the clients holding requests meanwhile are resumed when it passes.
+        self.clients_paused_until = 0.0
+        self.paused_clients: set[Client] = set()
+        self._unpause_timer: asyncio.TimerHandle | None = None
         self.membership: Membership
         self.node: Node
         config.listeners.append(self._config_changed)
@@ -95,6 +135,7 @@ class Server:
     def prepare(self) -> None:
         """Everything before the loop runs: directory, identity, the node."""
         setup_logging(self.config)
+        adjust_open_files_limit(self.config)
         try:
             os.chdir(self.config.dir)
         except OSError as exc:
@@ -182,6 +223,27 @@ class Server:
 
     def biggest_input_buffer(self) -> int:
         return max((c._reader.len() for c in self.clients.values()), default=0)
+
+    # -- CLIENT PAUSE ----------------------------------------------------------------------
+    def pause_clients(self, ms: int) -> None:
+        until = time.monotonic() + ms / 1000
+        if until > self.clients_paused_until:
+            self.clients_paused_until = until
+            if self._unpause_timer is None:
+                self._unpause_timer = self.loop.call_later(  # type: ignore[union-attr]
+                    ms / 1000, self._unpause_clients)
+
+    def _unpause_clients(self) -> None:
+        self._unpause_timer = None
+        left = self.clients_paused_until - time.monotonic()
+        if left > 0:  # extended by a later CLIENT PAUSE, or the loop's clock is coarser
+            self._unpause_timer = self.loop.call_later(  # type: ignore[union-attr]
+                left, self._unpause_clients)
+            return
+        self.clients_paused_until = 0.0
+        paused, self.paused_clients = self.paused_clients, set()
+        for client in paused:
+            client.resume_after_pause()
 
     # -- the job timer -------------------------------------------------------------------
     def _arm_timer(self, when_ms: int) -> None:
@@ -285,6 +347,8 @@ class Server:
                 os.chdir(value)
             except OSError as exc:
                 log.warning("Can't chdir to '%s': %s", value, exc)
+        elif name == "maxclients" and self.loop is not None:
+            adjust_open_files_limit(self.config)  # may lower it again, as Redis does
         elif name == "slowlog-max-len":
             self.slowlog = deque(self.slowlog, maxlen=max(value, 0))
 

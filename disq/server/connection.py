@@ -6,9 +6,11 @@ synchronous ADDJOB) stops execution; later requests wait in `_pending` until the
 client is answered, as Redis does for blocked clients.
 
 Inline commands (`PING\\r\\n` typed in telnet) are parsed here; multibulk requests
-go to hiredis. The reader is idle at a request boundary when it holds no unparsed
-bytes and the last byte fed ended a line; then a chunk that starts with neither `*`
-nor `$` is inline.
+go to hiredis. As in Redis each request picks its format by its first byte (`*` =
+multibulk). hiredis accepts only canonical lengths, so the size of every request it
+returns is known: `_mb_pending` counts the bytes it holds beyond complete requests,
+0 means a request boundary, and when hiredis refuses what follows a complete request
+in the same read (an inline request), the rest is parsed afresh.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
 
 INLINE_MAX = 64 * 1024
 _perf_ns = time.perf_counter_ns
-_STAR, _DOLLAR, _NL = 42, 36, 10
+_STAR, _DOLLAR = 42, 36
 
 ERR_NOAUTH = b"-NOAUTH Authentication required.\r\n"
 ERR_LOADING = b"-LOADING Disque is loading the dataset in memory\r\n"
@@ -121,14 +123,13 @@ class Client(asyncio.Protocol):
         self.ctime = time.time()
         self.last_interaction = self.ctime
         self.authenticated = not server.config.requirepass
-        self.resp3 = False  # negotiated by HELLO 3 (replies stay RESP2-compatible)
+        self.resp3 = False  # HELLO 3: CONFIG GET answers a map, COMMAND Redis 6 entries
         self.last_command = b"NULL"
         self.closing = False
         self.close_after_reply = False
         self._reader = hiredis.Reader()
         self._inline = b""
-        self._last_nl = True
-        self._partial = 0
+        self._mb_pending = 0  # bytes of an unfinished multibulk request held by hiredis
         self._pending: deque[list[bytes]] = deque()
         self._held_requests_limit = 100_000
         self._reading_paused = False
@@ -166,10 +167,15 @@ class Client(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_interaction = time.time()
         self.server.net_input_bytes += len(data)
+        requests: list[list[bytes]] = []
         try:
-            requests = self._parse(data)
+            self._parse(data, requests)
         except (ProtocolError, hiredis.ProtocolError) as exc:
-            self._protocol_error(str(exc))
+            # As Redis does: the requests before the bad one are answered first.
+            if requests and not (self.blocked or self._pending):
+                self._execute(requests)
+            if not self.close_after_reply:
+                self._protocol_error(_redis_protocol_message(str(exc)))
             return
         if self.blocked or self._pending:
             self._pending.extend(requests)
@@ -180,14 +186,13 @@ class Client(asyncio.Protocol):
         self._execute(requests)
 
     # -- parsing ---------------------------------------------------------------------
-    def _parse(self, data: bytes) -> list[list[bytes]]:
-        out: list[list[bytes]] = []
+    def _parse(self, data: bytes, out: list[list[bytes]]) -> None:
+        """Append the complete requests in `data` to `out`."""
         reader = self._reader
         config = self.server.config
         while data:
             if self._inline or (
-                self._last_nl and data[0] != _STAR and data[0] != _DOLLAR
-                and not reader.has_data()
+                self._mb_pending == 0 and data[0] != _STAR and data[0] != _DOLLAR
             ):
                 buf = self._inline + data if self._inline else data
                 nl = buf.find(b"\n")
@@ -195,44 +200,69 @@ class Client(asyncio.Protocol):
                     if len(buf) > INLINE_MAX:
                         raise ProtocolError("too big inline request")
                     self._inline = buf
-                    return out
+                    return
                 self._inline = b""
                 data = buf[nl + 1:]
                 args = split_inline(buf[:nl])
                 if args:
                     out.append(args)
                 continue
+            if self._mb_pending == 0 and data[0] == _STAR:
+                # Check the header of a new multibulk before buffering its body.
+                eol = data.find(b"\r\n", 0, 24)
+                if eol > 0:
+                    try:
+                        count = int(data[1:eol])
+                    except ValueError:
+                        raise ProtocolError("invalid multibulk length") from None
+                    if count < -1:  # Redis skips a negative count
+                        data = data[eol + 2:]
+                        continue
+                    if count > config.proto_max_multibulk_len:
+                        raise ProtocolError("invalid multibulk length")
             reader.feed(data)
-            self._last_nl = data[-1] == _NL
-            fed, data = len(data), b""
-            got = False
+            chunk, fed, data = data, len(data), b""
+            # Bytes fed to hiredis that no returned request accounts for yet. hiredis
+            # only accepts canonical lengths, so a request's size follows from it.
+            held = pending = self._mb_pending + fed
             while True:
-                req = reader.gets()
+                try:
+                    req = reader.gets()
+                except hiredis.ProtocolError:
+                    if pending < held and 0 < pending <= fed:
+                        # Not a multibulk after the last complete request: Redis picks
+                        # the format per request, so parse the rest of the chunk afresh
+                        # (an inline request, or a multibulk header hiredis refuses).
+                        data = chunk[-pending:]
+                        self._reader = reader = hiredis.Reader()
+                        pending = 0
+                        break
+                    raise
                 if req is False:
                     break
-                got = True
                 if req.__class__ is not list:
-                    if req is None:
+                    if req is None:  # *-1
+                        pending -= 5
                         continue
                     raise ProtocolError("expected '*', got something else")
-                if not req:
-                    continue
+                n = len(req)
+                pending -= 3 + (1 if n < 10 else len(str(n)))  # *<n>\r\n
                 for arg in req:
                     if arg.__class__ is not bytes:
                         raise ProtocolError("expected '$', got something else")
-                if len(req) > config.proto_max_multibulk_len:
-                    raise ProtocolError("invalid multibulk length")
-                if self._partial > config.proto_max_bulk_len and max(map(len, req)) > (
-                    config.proto_max_bulk_len
-                ):
-                    raise ProtocolError("invalid bulk length")
-                out.append(req)
-            # Bytes held for the request still incomplete (an upper bound when
-            # requests completed in this chunk, exact while none does).
-            self._partial = reader.len() if got else self._partial + fed
-            if self._partial > config.client_query_buffer_limit:
+                    n = len(arg)  # $<n>\r\n<arg>\r\n
+                    pending -= n + 5 + (1 if n < 10 else 2 if n < 100 else len(str(n)))
+                if req:
+                    if len(req) > config.proto_max_multibulk_len:
+                        raise ProtocolError("invalid multibulk length")
+                    if held > config.proto_max_bulk_len and max(map(len, req)) > (
+                        config.proto_max_bulk_len
+                    ):
+                        raise ProtocolError("invalid bulk length")
+                    out.append(req)
+            self._mb_pending = pending
+            if pending > config.client_query_buffer_limit:
                 raise ProtocolError("client reached the max query buffer length")
-        return out
 
     def _protocol_error(self, message: str) -> None:
         self.server.log_verbose(f"Protocol error ({message}) from client: {self.addr}")
@@ -248,6 +278,11 @@ class Client(asyncio.Protocol):
         i = 0
         n = len(requests)
         while i < n:
+            if server.clients_paused_until and time.monotonic() < server.clients_paused_until:
+                # CLIENT PAUSE: this request and the ones after it wait for its end.
+                self._pending.extend(requests[i:])
+                server.paused_clients.add(self)
+                break
             args = requests[i]
             i += 1
             rep = self.dispatch(args)
@@ -270,18 +305,18 @@ class Client(asyncio.Protocol):
         name = args[0].lower()
         spec = COMMANDS.get(name)
         server = self.server
-        server.commands_processed += 1
         if spec is None:
             if name == b"quit":
                 self.close_after_reply = True
                 return reply.OK
             return b"-ERR unknown command '%s'\r\n" % _printable(args[0])
-        if not self.authenticated and "a" not in spec.flags:
+        # Checks in Redis's order: unknown command, arity, authentication, loading.
+        if not spec.arity_ok(len(args)):
+            return b"-ERR wrong number of arguments for '%s' command\r\n" % spec.bname
+        if not self.authenticated and "a" not in spec.flags and server.config.requirepass:
             return ERR_NOAUTH
         if server.loading and "l" not in spec.flags:
             return ERR_LOADING
-        if not spec.arity_ok(len(args)):
-            return b"-ERR wrong number of arguments for '%s' command\r\n" % spec.bname
         self.last_command = spec.bname
         start = _perf_ns()
         try:
@@ -291,8 +326,14 @@ class Client(asyncio.Protocol):
         except Exception as exc:  # a bug must not take the node down
             server.log_exception(f"Error while executing {spec.name}", exc)
             rep = b"-ERR internal error while executing '%s'\r\n" % spec.bname
+        usec = (_perf_ns() - start) // 1000
         spec.calls += 1
-        spec.usec += (_perf_ns() - start) // 1000
+        spec.usec += usec
+        server.commands_processed += 1
+        if usec >= server.config.slowlog_log_slower_than >= 0:
+            server.slowlog_id += 1
+            server.slowlog.append((server.slowlog_id - 1, int(time.time()), usec,
+                                   _slowlog_args(args)))
         return rep
 
     # -- replies written later ----------------------------------------------------------
@@ -354,6 +395,11 @@ class Client(asyncio.Protocol):
             self._reading_paused = False
             self.transport.resume_reading()
 
+    def resume_after_pause(self) -> None:
+        """The CLIENT PAUSE ended: run the requests held meanwhile."""
+        if self._pending and not self.blocked and not self.closing:
+            self._resume()
+
     def close_soon(self, requester: Client) -> None:
         """CLIENT KILL: close after the current batch of replies is written."""
         if requester is self:
@@ -378,6 +424,27 @@ class Client(asyncio.Protocol):
             f"oll={len(self._pending)} omem=0 events=r "
             f"cmd={self.last_command.decode().lower()}"
         )
+
+
+def _slowlog_args(args: list[bytes]) -> list[bytes]:
+    """The arguments as SLOWLOG keeps them: at most 32, each at most 128 bytes."""
+    kept = args if len(args) <= 32 else args[:31]
+    out = [a if len(a) <= 128 else a[:128] + b"... (%d more bytes)" % (len(a) - 128)
+           for a in kept]
+    if len(args) > 32:
+        out.append(b"... (%d more arguments)" % (len(args) - 31))
+    return out
+
+
+def _redis_protocol_message(message: str) -> str:
+    """hiredis's wording of a request error, in Redis's words."""
+    if "ulti-bulk length" in message:
+        return "invalid multibulk length"
+    if "ulk string length" in message:
+        return "invalid bulk length"
+    if message.endswith(" as reply type byte"):  # Protocol error, got "x" as reply ...
+        return f"expected '$', got '{message.split(chr(34))[1]}'"
+    return message
 
 
 def _printable(name: bytes) -> bytes:

@@ -12,7 +12,7 @@ from ...config import ConfigError
 from ...errors import DisqError, err
 from .. import info, reply
 from ..table import COMMANDS, CommandSpec, command
-from .args import parse_int
+from .args import parse_int, timeout_ms
 
 if TYPE_CHECKING:
     from ..connection import Client
@@ -60,7 +60,10 @@ def config(client: Client, args: list[bytes]) -> bytes:
     argc = len(args)
     if sub == b"get" and argc == 3:
         pairs = cfg.get_matching(args[2].decode("latin-1"))
-        return reply.encode([x.encode() for pair in pairs for x in pair])
+        flat = reply.encode([x.encode() for pair in pairs for x in pair])
+        if client.resp3:  # after HELLO 3 (redis-py 8's default) Redis answers a map
+            return b"%%%d\r\n" % len(pairs) + flat[flat.index(b"\n") + 1:]
+        return flat
     if sub == b"set" and argc == 4:
         try:
             cfg.set_runtime(args[2].decode("latin-1"), args[3].decode("latin-1"))
@@ -76,6 +79,8 @@ def config(client: Client, args: list[bytes]) -> bytes:
     if sub == b"resetstat" and argc == 2:
         client.server.reset_stats()
         return reply.OK
+    if sub in (b"get", b"set", b"rewrite", b"resetstat"):
+        raise err(f"Wrong number of arguments for CONFIG {args[1].decode('latin-1')}")
     raise err("CONFIG subcommand must be one of GET, SET, RESETSTAT, REWRITE")
 
 
@@ -85,6 +90,10 @@ def debug(client: Client, args: list[bytes]) -> bytes | None:
     argc = len(args)
     server = client.server
     if sub == b"flushall" and argc == 2:
+        # As Disque's flushServerData: consumers blocked in GETJOB get a null reply.
+        for other in list(server.clients.values()):
+            if other.blocked and other.blocked_queues:
+                other.unblock(reply.NULL_ARRAY)
         client.node.flushall()
         return reply.OK
     if sub == b"sleep" and argc == 3:
@@ -119,18 +128,21 @@ _FLAG_NAMES = {"w": b"write", "m": b"denyoom", "r": b"readonly", "a": b"noauth",
                "l": b"loading", "s": b"admin"}
 
 
-def _command_info(spec: CommandSpec) -> bytes:
-    """[name, arity, [flags], first key, last key, step] as Redis 3 answers COMMAND."""
+def _command_info(spec: CommandSpec, resp3: bool = False) -> bytes:
+    """[name, arity, [flags], first key, last key, step] as Redis 3 answers COMMAND.
+    After HELLO 3 the client expects Redis 6's form, which adds [ACL categories]
+    (redis-py 8 indexes that 7th element)."""
     flags = [reply.status(_FLAG_NAMES[f]) for f in spec.flags if f in _FLAG_NAMES]
-    return (b"*6\r\n" + reply.bulk(spec.bname) + reply.integer(spec.arity)
-            + reply.array(flags) + reply.ZERO + reply.ZERO + reply.ZERO)
+    return ((b"*7\r\n" if resp3 else b"*6\r\n") + reply.bulk(spec.bname)
+            + reply.integer(spec.arity) + reply.array(flags) + reply.ZERO + reply.ZERO
+            + reply.ZERO + (reply.EMPTY_ARRAY if resp3 else b""))
 
 
 @command("command", 0, "rl")
 def command_(client: Client, args: list[bytes]) -> bytes:
     """COMMAND [COUNT | INFO name ... | DOCS ...]"""
     if len(args) == 1:
-        return reply.array([_command_info(spec) for spec in COMMANDS.values()])
+        return reply.array([_command_info(spec, client.resp3) for spec in COMMANDS.values()])
     sub = args[1].lower()
     if sub == b"count" and len(args) == 2:
         return reply.integer(len(COMMANDS))
@@ -138,7 +150,7 @@ def command_(client: Client, args: list[bytes]) -> bytes:
         out = []
         for name in args[2:]:
             spec = COMMANDS.get(name.lower())
-            out.append(_command_info(spec) if spec else reply.NULL_ARRAY)
+            out.append(_command_info(spec, client.resp3) if spec else reply.NULL_BULK)
         return reply.array(out)
     if sub == b"docs":
         return reply.EMPTY_ARRAY
@@ -166,7 +178,10 @@ def client_(client: Client, args: list[bytes]) -> bytes:
         return reply.integer(client.id)
     if sub == b"setinfo" and argc == 4:
         return reply.OK
-    if sub == b"kill":
+    if sub == b"pause" and argc == 3:  # hold every client's requests for <ms>
+        client.server.pause_clients(timeout_ms(args[2]))
+        return reply.OK
+    if sub == b"kill" and argc > 2:  # bare CLIENT KILL must not kill everyone
         return _client_kill(client, args)
     raise err("Syntax error, try CLIENT (LIST | KILL ip:port | GETNAME | SETNAME connection-name)")
 

@@ -1,5 +1,6 @@
-"""Strict argument parsing shared by the command modules (Redis's string2ll rules:
-no spaces, no '+', no leading zeros, 64-bit range)."""
+"""Argument parsing shared by the command modules, with the rules of the strtoll()
+checks Disque uses: an optional sign and decimal digits, nothing around them, 64-bit
+range; an empty string is 0."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ _LL_MIN, _LL_MAX = -(2**63), 2**63 - 1
 
 def parse_int(arg: bytes) -> int | None:
     """The integer value of `arg`, or None if Redis would not accept it."""
-    if not arg or len(arg) > 20:
-        return None
-    digits = arg[1:] if arg[0] == 45 else arg  # '-'
-    if not digits.isdigit() or (len(digits) > 1 and digits[0] == 48):
+    if not arg:
+        return 0
+    digits = arg[1:] if arg[0] in (43, 45) else arg  # '+' or '-'
+    if not digits.isdigit() or len(digits) > 40:
         return None
     value = int(arg)
     if value < _LL_MIN or value > _LL_MAX:

@@ -98,6 +98,9 @@ def _scan_common(args: list[bytes], extra: dict[bytes, int]) -> tuple[int, int, 
 
 
 def _scan(table, cursor: int, count: int, busyloop: bool, keep) -> tuple[int, list]:
+    """A negative COUNT scans to the end, as in Disque (its bounds wrap around)."""
+    if count < 0:
+        busyloop = True
     items: list = []
     while True:
         cursor, found = table.scan(cursor, count, keep)
@@ -181,7 +184,7 @@ def pause(client: Client, args: list[bytes]) -> bytes:
     """PAUSE queue in|out|all|none|state|bcast ...: replies the resulting state."""
     node = client.node
     old = node.pause_flags(args[1])
-    flags = old
+    flags = 0  # as Disque: the options given replace the state, they don't add to it
     update = broadcast = False
     for arg in args[2:]:
         opt = arg.lower()
@@ -199,6 +202,8 @@ def pause(client: Client, args: list[bytes]) -> bytes:
             raise errors.SYNTAX
     if update and (flags != old or node.queues.get(args[1]) is not None):
         node.set_pause(args[1], flags, broadcast)
-    elif update and broadcast:
-        node.set_pause(args[1], flags, broadcast)
+    else:
+        flags = old  # no update (or none on a missing queue): report the state as is
+        if broadcast:
+            node.cluster.pause(args[1], flags)
     return reply.status(PAUSE_NAMES[flags])

@@ -1,0 +1,331 @@
+"""disq.node.Node without sockets: queue GC, requeue counters, timers with a fake now."""
+
+from __future__ import annotations
+
+import pytest
+
+from disq import errors
+from disq.config import Config
+from disq.ids import new_node_id
+from disq.job import ACTIVE, DELETED, QUEUED, Job
+from disq.node import QUEUE_MAX_IDLE_MS, AddJobRequest, Node, now_ms
+from disq.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue
+
+
+@pytest.fixture
+def node() -> Node:
+    n = Node(Config(), new_node_id())
+    n.armed = []  # type: ignore[attr-defined]
+    n.arm_timer = n.armed.append  # type: ignore[attr-defined]
+    return n
+
+
+def add(node: Node, queue: bytes = b"q", body: bytes = b"x", *, repl: int | None = None,
+        delay: int = 0, retry: int | None = None, ttl: int = 86400, maxlen: int = 0) -> Job:
+    return node.add_job(AddJobRequest(queue, body, 0, repl, delay, retry, ttl, maxlen, False))
+
+
+class FakeWaiter:
+    """A blocked consumer: takes one job and unblocks itself, as the server does."""
+
+    def __init__(self, node: Node, names: list[bytes]) -> None:
+        self.node = node
+        self.jobs: list[Job] = []
+        self.queues: list[Queue] = node.block(self, names)
+
+    def serve_job(self, job: Job) -> None:
+        self.jobs.append(job)
+        self.node.unblock(self, self.queues)
+        self.queues = []
+
+
+# -- add / fetch -------------------------------------------------------------------------
+
+def test_add_job_defaults(node: Node) -> None:
+    job = add(node)
+    assert job.state == QUEUED
+    assert (job.repl, job.retry, job.delay) == (1, 300, 0)
+    assert node.lookup(job.id) is job
+    assert node.qlen(b"q") == 1
+    assert job.id[2:10] == node.id[:8].encode()
+    assert job.id.endswith(b"-05a1")
+    assert 0 < job.etime - now_ms() <= 86400 * 1000
+    assert node.stats.jobs_added == 1
+
+
+def test_add_job_errors(node: Node) -> None:
+    with pytest.raises(errors.DisqError) as exc:
+        add(node, repl=2)
+    assert exc.value is errors.NOREPL
+    with pytest.raises(errors.DisqError, match="RETRY set to 0"):
+        add(node, repl=2, retry=0)
+    with pytest.raises(errors.DisqError, match="DELAY is greater than TTL"):
+        add(node, delay=10, ttl=10)
+    add(node)
+    with pytest.raises(errors.DisqError) as exc:
+        add(node, maxlen=1)
+    assert exc.value is errors.MAXLEN
+    node.set_pause(b"q", PAUSED_IN, broadcast=False)
+    with pytest.raises(errors.DisqError) as exc:
+        add(node)
+    assert exc.value is errors.PAUSED
+    assert len(node.jobs) == 1
+
+
+def test_ctime_strictly_increasing(node: Node) -> None:
+    jobs = [add(node) for _ in range(200)]
+    ctimes = [j.ctime for j in jobs]
+    assert ctimes == sorted(set(ctimes))
+
+
+def test_get_jobs_round_robin(node: Node) -> None:
+    a = [add(node, b"a") for _ in range(3)]
+    b = [add(node, b"b")]
+    got = node.get_jobs([b"a", b"missing", b"b"], 10)
+    assert got == [a[0], b[0], a[1], a[2]]
+    assert all(j.state == ACTIVE for j in got)
+    assert node.get_jobs([b"a", b"b"], 10) == []
+    q = node.queues.get(b"a")
+    assert (q.jobs_in, q.jobs_out) == (3, 3)
+    assert node.stats.jobs_delivered == 4
+
+
+def test_get_jobs_skips_paused_out(node: Node) -> None:
+    add(node, b"a")
+    node.set_pause(b"a", PAUSED_OUT, broadcast=False)
+    assert node.get_jobs([b"a"], 1) == []
+    node.set_pause(b"a", 0, broadcast=False)
+    assert len(node.get_jobs([b"a"], 1)) == 1
+
+
+# -- requeue counters ----------------------------------------------------------------------
+
+def test_requeue_counters(node: Node) -> None:
+    job = add(node)
+    assert node.requeue([job.id], nack=True) == 0  # queued: untouched
+    node.get_jobs([b"q"], 1)
+    assert node.requeue([job.id], nack=True) == 1
+    assert (job.nacks, job.deliveries, job.state) == (1, 0, QUEUED)
+    node.get_jobs([b"q"], 1)
+    assert node.requeue([job.id, b"D-00000000-AAAAAAAAAAAAAAAAAAAAAAAA-05a1"], nack=False) == 1
+    assert (job.nacks, job.deliveries) == (1, 1)
+    node.get_jobs([b"q"], 1)
+    assert node.requeue([job.id], nack=True) == 1
+    assert (job.nacks, job.deliveries) == (2, 1)
+    assert node.stats.jobs_nacked == 2
+    assert node.stats.jobs_requeued == 1
+    q = node.queues.get(b"q")
+    assert (q.jobs_in, q.jobs_out) == (4, 3)
+
+
+def test_first_queueing_of_delayed_job_is_not_a_redelivery(node: Node) -> None:
+    job = add(node, delay=5)
+    assert job.state == ACTIVE and node.qlen(b"q") == 0
+    assert node.requeue([job.id], nack=False) == 1
+    assert job.deliveries == 0
+    node.get_jobs([b"q"], 1)
+    assert node.requeue([job.id], nack=False) == 1
+    assert job.deliveries == 1
+
+
+def test_at_most_once_not_requeued_after_delivery(node: Node) -> None:
+    job = add(node, retry=0)
+    assert job.qtime == 0
+    node.get_jobs([b"q"], 1)
+    assert node.requeue([job.id], nack=True) == 0
+    assert node.requeue([job.id], nack=False) == 0
+    assert job.state == ACTIVE and job.nacks == 0
+
+
+def test_dequeue_and_delete(node: Node) -> None:
+    a, b = add(node), add(node)
+    assert node.dequeue_ids([a.id, a.id]) == 1
+    assert a.state == ACTIVE and node.qlen(b"q") == 1
+    assert node.delete([a.id, b.id, a.id]) == 2
+    assert a.state == DELETED and node.qlen(b"q") == 0 and len(node.jobs) == 0
+
+
+def test_ack_single_node_deletes(node: Node) -> None:
+    a = add(node)
+    assert node.ack([a.id, a.id]) == 1
+    assert node.lookup(a.id) is None and node.qlen(b"q") == 0
+    assert node.ack([b"D-00000000-AAAAAAAAAAAAAAAAAAAAAAAA-05a1"]) == 0
+    assert len(node.jobs) == 0  # no dummy ack when alone
+
+
+# -- timers with a fake "now" ------------------------------------------------------------
+
+def test_expiry_via_run_timers(node: Node) -> None:
+    queued = add(node, ttl=10)
+    fetched = add(node, ttl=10)
+    node.get_jobs([b"q"], 1)  # takes `queued`, the older one
+    keep = add(node, ttl=100)
+    now = now_ms()
+    node.run_timers(now + 1000)
+    assert len(node.jobs) == 3
+    deadline = node.run_timers(now + 11_000)
+    assert node.lookup(queued.id) is None and node.lookup(fetched.id) is None
+    assert queued.state == DELETED and fetched.state == DELETED
+    assert node.lookup(keep.id) is keep and node.qlen(b"q") == 1
+    assert node.stats.jobs_expired == 2
+    assert deadline is not None and deadline > now + 11_000
+
+
+def test_retry_requeue_via_run_timers(node: Node) -> None:
+    job = add(node, retry=5)
+    node.get_jobs([b"q"], 1)
+    now = now_ms()
+    node.run_timers(now + 4000)
+    assert job.state == ACTIVE
+    node.run_timers(now + 6000)
+    assert job.state == QUEUED and node.qlen(b"q") == 1
+    assert job.deliveries == 1
+    assert now + 6000 + 4000 <= job.qtime <= now + 6000 + 6000
+    # a queued job is not requeued again: its requeue time just moves on
+    node.run_timers(job.qtime + 1)
+    assert job.state == QUEUED and job.deliveries == 1 and node.qlen(b"q") == 1
+
+
+def test_delay_via_run_timers(node: Node) -> None:
+    job = add(node, delay=5, retry=60)
+    now = now_ms()
+    assert node.armed and min(node.armed) <= now + 5000  # type: ignore[attr-defined]
+    node.run_timers(now + 3000)
+    assert job.state == ACTIVE and node.qlen(b"q") == 0
+    node.run_timers(now + 5100)
+    assert job.state == QUEUED and job.deliveries == 0
+
+
+def test_paused_in_postpones_requeue(node: Node) -> None:
+    retrying = add(node, delay=5, retry=2)
+    once = add(node, delay=5, retry=0)
+    node.set_pause(b"q", PAUSED_IN, broadcast=False)
+    now = now_ms()
+    node.run_timers(now + 5100)
+    assert once.state == QUEUED
+    assert retrying.state == ACTIVE and retrying.qtime > now + 5100
+    node.set_pause(b"q", 0, broadcast=False)
+    node.run_timers(retrying.qtime)
+    assert retrying.state == QUEUED
+
+
+def test_at_most_once_timer_never_requeues(node: Node) -> None:
+    job = add(node, retry=0, ttl=100)
+    node.get_jobs([b"q"], 1)
+    node.run_timers(now_ms() + 50_000)
+    assert job.state == ACTIVE and job.deliveries == 0
+    node.run_timers(now_ms() + 101_000)
+    assert node.lookup(job.id) is None
+
+
+def test_working(node: Node) -> None:
+    job = add(node, retry=7)
+    with pytest.raises(errors.DisqError) as exc:
+        node.working(b"D-00000000-AAAAAAAAAAAAAAAAAAAAAAAA-05a1")
+    assert exc.value is errors.NOJOB
+    before = now_ms()
+    assert node.working(job.id) == 7
+    assert job.state == ACTIVE and node.qlen(b"q") == 0
+    assert before + 7000 - 600 <= job.qtime <= now_ms() + 7000 + 600
+    # more than half of the TTL gone: too late
+    now = now_ms()
+    job.ctime = (now - 60_000) * 1_000_000
+    job.etime = now + 10_000
+    with pytest.raises(errors.DisqError) as exc:
+        node.working(job.id)
+    assert exc.value is errors.TOOLATE
+
+
+# -- blocked consumers -------------------------------------------------------------------
+
+def test_blocked_waiters_served_in_order(node: Node) -> None:
+    w1 = FakeWaiter(node, [b"q", b"other"])
+    w2 = FakeWaiter(node, [b"q"])
+    assert node.blocked_clients == 2
+    a, b, c = add(node), add(node), add(node)
+    assert (w1.jobs, w2.jobs) == ([a], [b])
+    assert node.qlen(b"q") == 1 and c.state == QUEUED
+    assert node.blocked_clients == 0
+    assert not node.queues.get(b"other").waiters
+
+
+def test_unpause_out_serves_waiters(node: Node) -> None:
+    add(node)
+    node.set_pause(b"q", PAUSED_OUT, broadcast=False)
+    w = FakeWaiter(node, [b"q"])
+    add(node)
+    assert w.jobs == []
+    node.set_pause(b"q", PAUSED_IN, broadcast=False)
+    assert len(w.jobs) == 1 and node.qlen(b"q") == 1
+
+
+# -- queue GC ----------------------------------------------------------------------------
+
+def age(node: Node, name: bytes, ms: int) -> None:
+    node.queues.get(name).atime = now_ms() - ms
+
+
+def test_queue_gc_drops_idle_empty_queue(node: Node) -> None:
+    job = add(node, b"idle")
+    node.ack([job.id])
+    assert node.queues.get(b"idle") is not None
+    age(node, b"idle", QUEUE_MAX_IDLE_MS + 1000)
+    assert node.gc_queues(now_ms(), budget=1000) == 1
+    assert node.queues.get(b"idle") is None
+
+
+def test_queue_gc_keeps_busy_or_recent_queues(node: Node) -> None:
+    add(node, b"nonempty")
+    node.set_pause(b"paused-in", PAUSED_IN, broadcast=False)
+    node.set_pause(b"paused-out", PAUSED_OUT, broadcast=False)
+    node.set_pause(b"paused-all", PAUSED_ALL, broadcast=False)
+    FakeWaiter(node, [b"waited"])
+    job = add(node, b"recent")
+    node.ack([job.id])
+    job = add(node, b"old")
+    node.ack([job.id])
+    for name in (b"nonempty", b"paused-in", b"paused-out", b"paused-all", b"waited", b"old"):
+        age(node, name, QUEUE_MAX_IDLE_MS + 1000)
+    age(node, b"recent", QUEUE_MAX_IDLE_MS - 10_000)
+    removed = 0
+    for _ in range(3):  # the budget may spread the walk over calls
+        removed += node.gc_queues(now_ms(), budget=1000)
+    assert removed == 1
+    assert node.queues.get(b"old") is None
+    for name in (b"nonempty", b"paused-in", b"paused-out", b"paused-all", b"waited",
+                 b"recent"):
+        assert node.queues.get(name) is not None, name
+
+
+def test_queue_gc_budget(node: Node) -> None:
+    for i in range(50):
+        name = b"q%d" % i
+        node.queue(name)
+        age(node, name, QUEUE_MAX_IDLE_MS + 1)
+    assert node.gc_queues(now_ms(), budget=10) == 10
+    total = 10
+    while len(node.queues):
+        got = node.gc_queues(now_ms(), budget=10)
+        assert got <= 10
+        total += got
+    assert total == 50
+
+
+def test_enqueue_refreshes_queue_access_time(node: Node) -> None:
+    add(node, b"q")
+    node.get_jobs([b"q"], 1)
+    age(node, b"q", QUEUE_MAX_IDLE_MS + 1000)
+    job = add(node, b"q")  # enqueue = access (Disque's enqueueJob sets atime)
+    assert node.dequeue_ids([job.id]) == 1  # empty again, without a fetch
+    assert node.gc_queues(now_ms(), budget=1000) == 0
+    assert node.queues.get(b"q") is not None
+
+
+def test_flushall(node: Node) -> None:
+    for i in range(10):
+        add(node, b"q%d" % (i % 3))
+    node.set_pause(b"q0", PAUSED_IN, broadcast=False)
+    node.flushall()
+    assert len(node.jobs) == 0 and len(node.queues) == 0 and len(node.timers) == 0
+    add(node, b"q0")
+    assert node.qlen(b"q0") == 1
