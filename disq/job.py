@@ -7,6 +7,8 @@ the only holder is this node (the common single-node case).
 
 from __future__ import annotations
 
+from .gcfree import untrack
+
 # States (the numbers are Disque's).
 WAIT_REPL = 0
 ACTIVE = 1
@@ -75,6 +77,7 @@ class Job:
         self.nodes_delivered: set[str] | None = None
         self.nodes_confirmed: set[str] | None = None
         self.gc_retry = 0
+        untrack(self)  # a job is never part of a reference cycle (see gcfree.py)
 
     def __repr__(self) -> str:
         return f"<Job {self.id.decode()} {STATE_NAMES.get(self.state, b'deleted').decode()}>"

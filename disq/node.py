@@ -47,8 +47,16 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+_JITTER = [random.randint(-TIME_ERROR_MS, TIME_ERROR_MS) for _ in range(4096)]
+_jitter_pos = 0
+
+
 def _time_error() -> int:
-    return int(random.random() * (2 * TIME_ERROR_MS + 1)) - TIME_ERROR_MS
+    """A random offset in [-TIME_ERROR_MS, TIME_ERROR_MS]: spreads requeues so copies
+    on several nodes do not all fire at once. Cycles a precomputed table (hot path)."""
+    global _jitter_pos
+    _jitter_pos = (_jitter_pos + 1) & 4095
+    return _JITTER[_jitter_pos]
 
 
 class ClusterPort(Protocol):
@@ -124,25 +132,6 @@ class Stats:
             setattr(self, name, 0)
 
 
-class AddJobRequest:
-    """ADDJOB's arguments once parsed and defaulted."""
-
-    __slots__ = ("queue", "body", "timeout_ms", "repl", "delay", "retry", "ttl", "maxlen",
-                 "async_")
-
-    def __init__(self, queue: bytes, body: bytes, timeout_ms: int, repl: int | None,
-                 delay: int, retry: int | None, ttl: int, maxlen: int, async_: bool) -> None:
-        self.queue = queue
-        self.body = body
-        self.timeout_ms = timeout_ms
-        self.repl = repl
-        self.delay = delay
-        self.retry = retry
-        self.ttl = ttl
-        self.maxlen = maxlen
-        self.async_ = async_
-
-
 class Node:
     def __init__(self, config: Config, node_id: str) -> None:
         self.config = config
@@ -178,13 +167,6 @@ class Node:
         ):
             self.aof.job_removed(job.id)
 
-    def next_ctime(self, now: int) -> int:
-        ctime = now * 1_000_000
-        if ctime <= self._prev_ctime:
-            ctime = self._prev_ctime + 1
-        self._prev_ctime = ctime
-        return ctime
-
     # -- timers --------------------------------------------------------------------
     def update_awake(self, job: Job) -> None:
         """Disque's updateJobAwakeTime: the next moment the timer must look at the job."""
@@ -198,7 +180,7 @@ class Node:
                 q -= WILLQUEUE_ADVANCE_MS
             if q < at:
                 at = q
-        if at != job.awake and self.timers.schedule(job, at):
+        if at != job.awake and self.timers.schedule(job, at):  # a new earliest deadline
             self.arm_timer(at)
 
     def run_timers(self, now: int | None = None) -> int | None:
@@ -278,7 +260,9 @@ class Node:
         else:
             job.flags |= BCAST_QUEUED
         self.update_awake(job)
-        queue = self.queue(job.queue, now)
+        queue = self.queues.get(job.queue)
+        if queue is None:
+            queue = self.queue(job.queue, now)
         queue.jobs.add(job)
         queue.atime = now  # Disque's enqueueJob: an enqueue is an access too
         queue.jobs_in += 1
@@ -368,53 +352,59 @@ class Node:
                 queue.waiters.popleft()
 
     # -- ADDJOB --------------------------------------------------------------------
-    def add_job(self, req: AddJobRequest) -> Job:
-        """Create a job. The returned job is WAIT_REPL when the caller must wait for
-        synchronous replication (the cluster layer answers later), else ready."""
-        cluster_size = self.cluster.size()
-        repl = req.repl if req.repl is not None else min(3, cluster_size)
-        ttl = req.ttl
-        if repl > 1 and req.retry == 0:
+    def add_job(
+        self,
+        queue_name: bytes,
+        body: bytes,
+        timeout_ms: int = 0,
+        repl: int | None = None,
+        delay: int = 0,
+        retry: int | None = None,
+        ttl: int = DEFAULT_TTL,
+        maxlen: int = 0,
+        async_: bool = False,
+    ) -> Job:
+        """ADDJOB, its checks in Disque's order. The returned job is WAIT_REPL when the
+        caller must wait for synchronous replication (the cluster layer answers later),
+        else it is queued or scheduled already."""
+        if repl is None:
+            repl = min(3, self.cluster.size())
+        if repl > 1 and retry == 0:
             raise errors.err(
                 "With RETRY set to 0 please explicitly set  REPLICATE to 1 "
                 "(at-most-once delivery)"
             )
-        if req.delay >= ttl:
+        if delay >= ttl:
             raise errors.err(
                 "The specified DELAY is greater than TTL. Job refused since would never "
                 "be delivered"
             )
-        retry = req.retry
         if retry is None:
-            retry = min(ttl // 10, DEFAULT_RETRY_MAX) or 1
-        if repl - 1 > self.cluster.reachable_peers():
+            retry = DEFAULT_RETRY_MAX if ttl >= 10 * DEFAULT_RETRY_MAX else (ttl // 10 or 1)
+        if repl > 1 and repl - 1 > self.cluster.reachable_peers():
             raise errors.NOREPL
-        queue = self.queues.get(req.queue)
+        queue = self.queues.get(queue_name)
         if queue is not None:
-            if req.maxlen and len(queue.jobs) >= req.maxlen:
+            if maxlen and len(queue.jobs) >= maxlen:
                 raise errors.MAXLEN
             if queue.flags & PAUSED_IN:
                 raise errors.PAUSED
+            queue_name = queue.name  # share one name object between the queue's jobs
         now = now_ms()
-        job = Job(
-            self.ids.next(ttl, retry),
-            queue.name if queue is not None else req.queue,
-            req.body,
-            WAIT_REPL,
-            self.next_ctime(now),
-            now + ttl * 1000,
-            req.delay,
-            retry,
-            repl,
-        )
-        if not self.register(job):  # 144 random bits: a collision means a bug
+        ctime = now * 1_000_000
+        if ctime <= self._prev_ctime:
+            ctime = self._prev_ctime + 1
+        self._prev_ctime = ctime
+        job = Job(self.ids.next(ttl, retry), queue_name, body, WAIT_REPL, ctime,
+                  now + ttl * 1000, delay, retry, repl)
+        if not self.jobs.add(job.id, job):  # 144 random bits: a collision means a bug
             raise errors.err("Internal error creating the job, check server logs")
         self.stats.jobs_added += 1
         if repl > 1:
             job.nodes_delivered = {self.id}
-        if repl > 1 and not req.async_:
-            self.cluster.replicate(job, True, req.timeout_ms)
-            return job
+            if not async_:
+                self.cluster.replicate(job, True, timeout_ms)
+                return job
         self.activate(job, now)
         if repl > 1:
             self.cluster.replicate(job, False, 0)

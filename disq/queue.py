@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from operator import attrgetter
 from typing import Protocol
 
+from .gcfree import untrack
 from .job import Job
 
 _LOAD = 512
@@ -44,7 +45,9 @@ class SortedJobs:
         blocks, maxes = self._blocks, self._maxes
         self._len += 1
         if not blocks:
-            blocks.append([job])
+            block = [job]
+            untrack(block)  # holds only jobs: no cycle possible (see gcfree.py)
+            blocks.append(block)
             maxes.append(key)
             return
         if key >= maxes[-1]:
@@ -58,7 +61,9 @@ class SortedJobs:
             block.insert(bisect_right(block, key, key=_ctime), job)
         if len(block) > _MAX_BLOCK:
             half = len(block) >> 1
-            blocks.insert(i + 1, block[half:])
+            upper = block[half:]
+            untrack(upper)
+            blocks.insert(i + 1, upper)
             del block[half:]
             maxes.insert(i, block[-1].ctime)
 

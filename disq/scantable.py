@@ -25,12 +25,13 @@ def _reverse_bits(v: int, bits: int) -> int:
 
 
 class ScanTable(Generic[K, V]):
-    __slots__ = ("_buckets", "_mask", "_len")
+    __slots__ = ("_buckets", "_mask", "_len", "_grow_at")
 
     def __init__(self) -> None:
         self._buckets: list[dict[K, V]] = [{}]
         self._mask = 0
         self._len = 0
+        self._grow_at = _GROW_AT
 
     def __len__(self) -> int:
         return self._len
@@ -48,7 +49,7 @@ class ScanTable(Generic[K, V]):
             return False
         bucket[key] = value
         self._len += 1
-        if self._len > _GROW_AT * len(self._buckets) and len(self._buckets) < _MAX_BUCKETS:
+        if self._len > self._grow_at:
             self._grow()
         return True
 
@@ -59,7 +60,11 @@ class ScanTable(Generic[K, V]):
         return value
 
     def _grow(self) -> None:
+        if len(self._buckets) >= _MAX_BUCKETS:
+            self._grow_at = 1 << 62  # full size: never again
+            return
         size = len(self._buckets) * 2
+        self._grow_at = _GROW_AT * size
         mask = size - 1
         buckets: list[dict[K, V]] = [{} for _ in range(size)]
         for bucket in self._buckets:
@@ -75,6 +80,7 @@ class ScanTable(Generic[K, V]):
         self._buckets = [{}]
         self._mask = 0
         self._len = 0
+        self._grow_at = _GROW_AT
 
     def scan(
         self, cursor: int, count: int, keep: Callable[[V], bool] | None = None

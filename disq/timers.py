@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
+from .gcfree import untrack
 from .job import DELETED, Job
 
 
@@ -31,7 +32,9 @@ class JobTimers:
             return False
         bucket = self._buckets.get(when_ms)
         if bucket is None:
-            self._buckets[when_ms] = [job]
+            bucket = [job]
+            untrack(bucket)  # holds only jobs: no cycle possible (see gcfree.py)
+            self._buckets[when_ms] = bucket
             heapq.heappush(self._heap, when_ms)
             self._count += 1
             return self._heap[0] == when_ms

@@ -20,6 +20,7 @@ from typing import Any
 from ..cluster.membership import Membership
 from ..config import DISQ_VERSION, Config
 from ..errors import NOREPL
+from ..gcfree import tune_collector
 from ..job import Job
 from ..node import Node, now_ms
 from .connection import Client
@@ -410,6 +411,7 @@ def run(config: Config, argv: list[str]) -> None:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency
         uvloop = None
+    tune_collector()
     server = Server(config, argv)
     server.prepare()
     if uvloop is not None:

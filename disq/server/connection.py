@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 INLINE_MAX = 64 * 1024
 _perf_ns = time.perf_counter_ns
 _STAR, _DOLLAR = 42, 36
+# Encoded size of a `*<n>\r\n` / `$<n>\r\n` header, by n (the parser's byte accounting).
+_SIZE_TABLE = 10_000
+_HEADER_SIZE = [3 + len(str(n)) for n in range(_SIZE_TABLE)]
 
 ERR_NOAUTH = b"-NOAUTH Authentication required.\r\n"
 ERR_LOADING = b"-LOADING Disque is loading the dataset in memory\r\n"
@@ -246,12 +249,13 @@ class Client(asyncio.Protocol):
                         continue
                     raise ProtocolError("expected '*', got something else")
                 n = len(req)
-                pending -= 3 + (1 if n < 10 else len(str(n)))  # *<n>\r\n
+                size = _HEADER_SIZE[n] if n < _SIZE_TABLE else 3 + len(str(n))  # *<n>\r\n
                 for arg in req:
                     if arg.__class__ is not bytes:
                         raise ProtocolError("expected '$', got something else")
                     n = len(arg)  # $<n>\r\n<arg>\r\n
-                    pending -= n + 5 + (1 if n < 10 else 2 if n < 100 else len(str(n)))
+                    size += n + (_HEADER_SIZE[n] + 2 if n < _SIZE_TABLE else 5 + len(str(n)))
+                pending -= size
                 if req:
                     if len(req) > config.proto_max_multibulk_len:
                         raise ProtocolError("invalid multibulk length")
@@ -311,11 +315,12 @@ class Client(asyncio.Protocol):
                 return reply.OK
             return b"-ERR unknown command '%s'\r\n" % _printable(args[0])
         # Checks in Redis's order: unknown command, arity, authentication, loading.
-        if not spec.arity_ok(len(args)):
+        argc, arity = len(args), spec.arity
+        if (argc != arity) if arity > 0 else (argc < -arity):
             return b"-ERR wrong number of arguments for '%s' command\r\n" % spec.bname
-        if not self.authenticated and "a" not in spec.flags and server.config.requirepass:
+        if not self.authenticated and not spec.noauth and server.config.requirepass:
             return ERR_NOAUTH
-        if server.loading and "l" not in spec.flags:
+        if server.loading and not spec.while_loading:
             return ERR_LOADING
         self.last_command = spec.bname
         start = _perf_ns()

@@ -21,7 +21,8 @@ Handler = Callable[["Client", list[bytes]], "bytes | None"]
 
 
 class CommandSpec:
-    __slots__ = ("name", "handler", "arity", "flags", "calls", "usec", "bname")
+    __slots__ = ("name", "handler", "arity", "flags", "calls", "usec", "bname", "noauth",
+                 "while_loading")
 
     def __init__(self, name: str, handler: Handler, arity: int, flags: str) -> None:
         self.name = name
@@ -29,12 +30,10 @@ class CommandSpec:
         self.handler = handler
         self.arity = arity
         self.flags = flags
+        self.noauth = "a" in flags
+        self.while_loading = "l" in flags
         self.calls = 0
         self.usec = 0
-
-    def arity_ok(self, argc: int) -> bool:
-        arity = self.arity
-        return argc == arity if arity > 0 else argc >= -arity
 
 
 COMMANDS: dict[bytes, CommandSpec] = {}

@@ -9,7 +9,7 @@ from ... import errors
 from ...errors import err
 from ...ids import is_valid_job_id
 from ...job import STATE_NAMES, WAIT_REPL, Job
-from ...node import DEFAULT_TTL, AddJobRequest, now_ms
+from ...node import DEFAULT_TTL, now_ms
 from .. import reply
 from ..table import command
 from .args import parse_int, timeout_ms, validate_ids
@@ -69,10 +69,9 @@ def addjob(client: Client, args: list[bytes]) -> bytes | None:
         else:
             raise errors.SYNTAX
         j += 1
-    timeout = timeout_ms(args[3])
-    job = client.node.add_job(
-        AddJobRequest(args[1], args[2], timeout, repl, delay, retry, ttl, maxlen, async_)
-    )
+    timeout = 0 if args[3] == b"0" else timeout_ms(args[3])
+    job = client.node.add_job(args[1], args[2], timeout, repl, delay, retry, ttl, maxlen,
+                              async_)
     if job.state == WAIT_REPL:
         client.server.park_for_replication(client, job)
         return None

@@ -1,0 +1,29 @@
+"""The job store stays out of the cycle collector (disq/gcfree.py)."""
+
+from __future__ import annotations
+
+import gc
+
+from disq.config import Config
+from disq.node import Node
+
+
+def test_jobs_and_their_containers_are_not_tracked():
+    node = Node(Config(), "a" * 40)
+    jobs = [node.add_job(b"q", b"body %d" % i) for i in range(3000)]
+    assert not any(gc.is_tracked(job) for job in jobs)
+    queue = node.queues.get(b"q")
+    assert queue is not None and len(queue.jobs) == 3000
+    assert not any(gc.is_tracked(block) for block in queue.jobs._blocks)
+    assert not any(gc.is_tracked(bucket) for bucket in node.timers._buckets.values())
+
+
+def test_the_collector_still_frees_other_cycles():
+    class Cyclic:
+        pass
+
+    a, b = Cyclic(), Cyclic()
+    a.other, b.other = b, a
+    assert gc.is_tracked(a)
+    del a, b
+    assert gc.collect() >= 2
