@@ -35,12 +35,14 @@ class JobIdGenerator:
     in batches (18 bytes -> exactly 24 chars, so the batch splits cleanly): the hot
     path costs a slice and a concatenation."""
 
-    __slots__ = ("_prefix", "_pool", "_pos")
+    __slots__ = ("_prefix", "_pool", "_pos", "_last_ttl", "_last_retry", "_last_suffix")
 
     def __init__(self, node_id: str) -> None:
         self._prefix = b"D-" + node_id[:8].encode() + b"-"
         self._pool = b""
         self._pos = 0
+        self._last_ttl = self._last_retry = -1
+        self._last_suffix = b""
 
     def next(self, ttl_seconds: int, retry: int) -> bytes:
         pos = self._pos
@@ -48,7 +50,10 @@ class JobIdGenerator:
             self._pool = binascii.b2a_base64(os.urandom(_RANDOM_BYTES * _BATCH), newline=False)
             pos = 0
         self._pos = pos + 24
-        return self._prefix + self._pool[pos:pos + 24] + ttl_suffix(ttl_seconds, retry)
+        if ttl_seconds != self._last_ttl or retry != self._last_retry:  # producers repeat
+            self._last_ttl, self._last_retry = ttl_seconds, retry
+            self._last_suffix = ttl_suffix(ttl_seconds, retry)
+        return self._prefix + self._pool[pos:pos + 24] + self._last_suffix
 
 
 _SUFFIX_CACHE: dict[tuple[int, bool], bytes] = {}

@@ -8,6 +8,7 @@ the node is alone), so this module is testable without a network.
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -47,16 +48,10 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-_JITTER = [random.randint(-TIME_ERROR_MS, TIME_ERROR_MS) for _ in range(4096)]
-_jitter_pos = 0
-
-
-def _time_error() -> int:
-    """A random offset in [-TIME_ERROR_MS, TIME_ERROR_MS]: spreads requeues so copies
-    on several nodes do not all fire at once. Cycles a precomputed table (hot path)."""
-    global _jitter_pos
-    _jitter_pos = (_jitter_pos + 1) & 4095
-    return _JITTER[_jitter_pos]
+# A random offset in [-TIME_ERROR_MS, TIME_ERROR_MS]: spreads requeues so copies on
+# several nodes do not all fire at once. Cycles a precomputed table (a C call).
+_time_error = itertools.cycle(
+    [random.randint(-TIME_ERROR_MS, TIME_ERROR_MS) for _ in range(4099)]).__next__
 
 
 class ClusterPort(Protocol):
@@ -234,10 +229,11 @@ class Node:
         queue = self.queues.get(name)
         return len(queue.jobs) if queue is not None else 0
 
-    def enqueue(self, job: Job, nack: bool, now: int | None = None) -> bool:
+    def enqueue(self, job: Job, nack: bool, now: int | None = None,
+                queue: Queue | None = None) -> bool:
         """Disque's enqueueJob: put an active job in its queue. False if not allowed
         (already queued, never to be requeued, or an at-most-once job already
-        delivered)."""
+        delivered). `queue`: the job's queue if the caller looked it up already."""
         if job.state == QUEUED or job.qtime == 0:
             return False
         if job.retry == 0 and job.flags & DELIVERED:
@@ -260,9 +256,10 @@ class Node:
         else:
             job.flags |= BCAST_QUEUED
         self.update_awake(job)
-        queue = self.queues.get(job.queue)
         if queue is None:
-            queue = self.queue(job.queue, now)
+            queue = self.queues.get(job.queue)
+            if queue is None:
+                queue = self.queue(job.queue, now)
         queue.jobs.add(job)
         queue.atime = now  # Disque's enqueueJob: an enqueue is an access too
         queue.jobs_in += 1
@@ -405,13 +402,14 @@ class Node:
             if not async_:
                 self.cluster.replicate(job, True, timeout_ms)
                 return job
-        self.activate(job, now)
+        self.activate(job, now, queue)
         if repl > 1:
             self.cluster.replicate(job, False, 0)
         return job
 
-    def activate(self, job: Job, now: int | None = None) -> None:
-        """A new job's copies exist: queue it now, or schedule it after its delay."""
+    def activate(self, job: Job, now: int | None = None, queue: Queue | None = None) -> None:
+        """A new job's copies exist: queue it now, or schedule it after its delay.
+        `queue`: the job's queue if the caller looked it up already."""
         if now is None:
             now = now_ms()
         job.state = ACTIVE
@@ -422,7 +420,7 @@ class Node:
             self.update_awake(job)
         else:
             job.qtime = now + job.retry * 1000
-            self.enqueue(job, nack=False, now=now)
+            self.enqueue(job, False, now, queue)
 
     # -- acknowledgements ----------------------------------------------------------
     def ack(self, ids: list[bytes]) -> int:

@@ -44,10 +44,8 @@ class ScanTable(Generic[K, V]):
 
     def add(self, key: K, value: V) -> bool:
         """Insert; False (and nothing changed) if the key exists."""
-        bucket = self._buckets[hash(key) & self._mask]
-        if key in bucket:
+        if self._buckets[hash(key) & self._mask].setdefault(key, value) is not value:
             return False
-        bucket[key] = value
         self._len += 1
         if self._len > self._grow_at:
             self._grow()

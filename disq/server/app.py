@@ -115,6 +115,10 @@ class Server:
         self.slowlog: deque[tuple[int, int, int, list[bytes]]] = deque(
             maxlen=config.slowlog_max_len)
         self.slowlog_id = 0  # id of the next SLOWLOG entry
+        self.slowlog_threshold = _slowlog_threshold(config.slowlog_log_slower_than)
+        # Seconds since the epoch, refreshed by the cron (hz): what per-request
+        # bookkeeping reads instead of calling the clock, as Redis's server.unixtime.
+        self.unixtime = time.time()
         self._ops_samples: deque[tuple[float, int, int, int]] = deque(maxlen=16)
         self._servers: list[asyncio.AbstractServer] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -273,7 +277,7 @@ class Server:
 
     def _run_cron(self) -> None:
         try:
-            now = time.time()
+            self.unixtime = now = time.time()
             self._sample_ops(now)
             self.node.gc_queues(int(now * 1000))
             if self.config.timeout:
@@ -350,6 +354,8 @@ class Server:
                 log.warning("Can't chdir to '%s': %s", value, exc)
         elif name == "maxclients" and self.loop is not None:
             adjust_open_files_limit(self.config)  # may lower it again, as Redis does
+        elif name == "slowlog-log-slower-than":
+            self.slowlog_threshold = _slowlog_threshold(value)
         elif name == "slowlog-max-len":
             self.slowlog = deque(self.slowlog, maxlen=max(value, 0))
 
@@ -404,6 +410,11 @@ class Server:
 
     def log_exception(self, message: str, exc: BaseException) -> None:
         log.error("%s: %r", message, exc, exc_info=exc)
+
+
+def _slowlog_threshold(value: int) -> int:
+    """Microseconds from which a command is logged; a negative setting disables it."""
+    return value if value >= 0 else 1 << 62
 
 
 def run(config: Config, argv: list[str]) -> None:

@@ -37,6 +37,7 @@ _STAR, _DOLLAR = 42, 36
 # Encoded size of a `*<n>\r\n` / `$<n>\r\n` header, by n (the parser's byte accounting).
 _SIZE_TABLE = 10_000
 _HEADER_SIZE = [3 + len(str(n)) for n in range(_SIZE_TABLE)]
+_ARG_OVERHEAD = [n + 2 for n in _HEADER_SIZE]
 
 ERR_NOAUTH = b"-NOAUTH Authentication required.\r\n"
 ERR_LOADING = b"-LOADING Disque is loading the dataset in memory\r\n"
@@ -168,8 +169,9 @@ class Client(asyncio.Protocol):
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
-        self.last_interaction = time.time()
-        self.server.net_input_bytes += len(data)
+        server = self.server
+        self.last_interaction = server.unixtime
+        server.net_input_bytes += len(data)
         requests: list[list[bytes]] = []
         try:
             self._parse(data, requests)
@@ -254,7 +256,7 @@ class Client(asyncio.Protocol):
                     if arg.__class__ is not bytes:
                         raise ProtocolError("expected '$', got something else")
                     n = len(arg)  # $<n>\r\n<arg>\r\n
-                    size += n + (_HEADER_SIZE[n] + 2 if n < _SIZE_TABLE else 5 + len(str(n)))
+                    size += n + (_ARG_OVERHEAD[n] if n < _SIZE_TABLE else 5 + len(str(n)))
                 pending -= size
                 if req:
                     if len(req) > config.proto_max_multibulk_len:
@@ -335,7 +337,7 @@ class Client(asyncio.Protocol):
         spec.calls += 1
         spec.usec += usec
         server.commands_processed += 1
-        if usec >= server.config.slowlog_log_slower_than >= 0:
+        if usec >= server.slowlog_threshold:
             server.slowlog_id += 1
             server.slowlog.append((server.slowlog_id - 1, int(time.time()), usec,
                                    _slowlog_args(args)))
