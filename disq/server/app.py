@@ -102,6 +102,7 @@ class Server:
         self.run_id = os.urandom(20).hex()
         self.loading = False
         self.clients: dict[int, Client] = {}
+        self.monitors: set[Client] = set()  # clients that sent MONITOR
         self._next_client_id = 0
         self.connections_received = 0
         self.rejected_connections = 0
@@ -225,6 +226,17 @@ class Server:
 
     def client_disconnected(self, client: Client) -> None:
         self.clients.pop(client.id, None)
+
+    def feed_monitors(self, client: Client, args: list[bytes]) -> None:
+        """MONITOR: every command, as `+<sec>.<usec> [<addr>] "cmd" "arg" ...`."""
+        if args[0].lower() in (b"auth", b"hello"):
+            args = args[:1]  # never show passwords
+        now = time.time()
+        line = b"+%.6f [%s] %s\r\n" % (now, client.addr.encode(),
+                                       b" ".join(map(quote_arg, args)))
+        for monitor in list(self.monitors):
+            if monitor is not client:
+                monitor.send(line)
 
     def biggest_input_buffer(self) -> int:
         return max((c._reader.len() for c in self.clients.values()), default=0)
@@ -410,6 +422,26 @@ class Server:
 
     def log_exception(self, message: str, exc: BaseException) -> None:
         log.error("%s: %r", message, exc, exc_info=exc)
+
+
+def quote_arg(arg: bytes) -> bytes:
+    """An argument as Redis's sdscatrepr shows it: in double quotes, escaped."""
+    out = bytearray(b'"')
+    for c in arg:
+        if c in (0x22, 0x5C):
+            out += b"\\" + bytes([c])
+        elif c == 10:
+            out += b"\\n"
+        elif c == 13:
+            out += b"\\r"
+        elif c == 9:
+            out += b"\\t"
+        elif 32 <= c < 127:
+            out.append(c)
+        else:
+            out += b"\\x%02x" % c
+    out += b'"'
+    return bytes(out)
 
 
 def _slowlog_threshold(value: int) -> int:

@@ -152,6 +152,7 @@ class Client(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
+        self.server.monitors.discard(self)
         if self.blocked:
             self._cancel_block()
         self.server.client_disconnected(self)
@@ -269,6 +270,8 @@ class Client(asyncio.Protocol):
             self._mb_pending = pending
             if pending > config.client_query_buffer_limit:
                 raise ProtocolError("client reached the max query buffer length")
+            if 0 < pending <= len(chunk) and reader.has_data():
+                _check_bulk_lengths(chunk[-pending:], config.proto_max_bulk_len)
 
     def _protocol_error(self, message: str) -> None:
         self.server.log_verbose(f"Protocol error ({message}) from client: {self.addr}")
@@ -325,6 +328,8 @@ class Client(asyncio.Protocol):
         if server.loading and not spec.while_loading:
             return ERR_LOADING
         self.last_command = spec.bname
+        if server.monitors:
+            server.feed_monitors(self, args)
         start = _perf_ns()
         try:
             rep = spec.handler(self, args)
@@ -441,6 +446,25 @@ def _slowlog_args(args: list[bytes]) -> list[bytes]:
     if len(args) > 32:
         out.append(b"... (%d more arguments)" % (len(args) - 31))
     return out
+
+
+def _check_bulk_lengths(partial: bytes, limit: int) -> None:
+    """Walk the headers of an unfinished multibulk request and refuse an argument
+    longer than `limit` as soon as its `$<len>` arrives, as Redis does, rather than
+    buffering its body up to the query buffer limit."""
+    eol = partial.find(b"\r\n")
+    pos = eol + 2
+    while 0 < eol and pos < len(partial) and partial[pos] == _DOLLAR:
+        eol = partial.find(b"\r\n", pos)
+        if eol < 0:
+            return
+        digits = partial[pos + 1:eol]
+        if not digits.isdigit():
+            return  # hiredis will report it
+        length = int(digits)
+        if length > limit:
+            raise ProtocolError("invalid bulk length")
+        pos = eol + 2 + length + 2
 
 
 def _redis_protocol_message(message: str) -> str:

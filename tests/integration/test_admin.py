@@ -724,3 +724,26 @@ def test_redis_cli_session_from_stdin(node):
     assert lines[3] == "2"
     assert lines[4:10] == ["stdinq", first, "two words", "stdinq", second, "second job"]
     assert lines[10] == "0"
+
+
+def test_monitor_streams_commands_of_other_clients(node):
+    """MONITOR answers +OK, then one line per command of every other client, with
+    arguments quoted as Redis does; AUTH arguments are never shown."""
+    with node.connect() as mon:
+        assert raw_command(mon, b"MONITOR\r\n") == b"+OK\r\n"
+        other = node.client()
+        other.execute_command("ADDJOB", "mq", 'a "quoted"\nbody', 0)
+        lines: list[bytes] = []
+
+        def saw_addjob() -> bool:
+            mon.settimeout(0.2)
+            try:
+                lines.extend(mon.recv(65536).split(b"\r\n"))
+            except TimeoutError:
+                pass
+            return any(b'"ADDJOB" "mq" "a \\"quoted\\"\\nbody" "0"' in line for line in lines)
+
+        wait_for(saw_addjob, message="ADDJOB on the monitor")
+        line = next(x for x in lines if b'"ADDJOB"' in x)
+        assert line.startswith(b"+") and b" [127.0.0.1:" in line
+        other.close()

@@ -333,6 +333,21 @@ def test_query_buffer_limit(start_node):
     assert_healthy(node)
 
 
+@pytest.mark.parametrize("args, header", [
+    ((), b"*2\r\n$4\r\nPING\r\n$999999999999\r\n"),  # past the default 512mb
+    (("--proto-max-bulk-len", "1mb"), b"*3\r\n$6\r\nADDJOB\r\n$1\r\nq\r\n$2000000\r\n"),
+], ids=["default-limit", "configured-limit"])
+def test_oversized_bulk_header_is_refused_at_once(start_node, args, header):
+    """The `$<len>` of an argument longer than proto-max-bulk-len is refused as soon as
+    it arrives, without waiting for (or buffering) its body."""
+    node = start_node(*args)
+    with node.connect() as sock:
+        sock.sendall(header)
+        assert read_until_closed(sock) == b"-ERR Protocol error: invalid bulk length\r\n"
+    assert_healthy(node)
+    assert node.client().execute_command("QLEN", "q") == 0
+
+
 def test_half_a_command_then_disconnect(node):
     r = node.client()
     try:

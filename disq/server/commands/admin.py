@@ -247,6 +247,13 @@ def shutdown(client: Client, args: list[bytes]) -> bytes | None:
     return None
 
 
+@command("monitor", 1, "s")
+def monitor(client: Client, args: list[bytes]) -> bytes:
+    """MONITOR: stream every command the node receives to this client."""
+    client.server.monitors.add(client)
+    return reply.OK
+
+
 @command("slowlog", -2, "rl")
 def slowlog(client: Client, args: list[bytes]) -> bytes:
     """SLOWLOG GET [n] | LEN | RESET"""
