@@ -314,6 +314,15 @@ class Node:
                 break
         return out
 
+    def want_jobs(self, names: list[bytes]) -> None:
+        """GETJOB found nothing: create the queues and ask the cluster for jobs, as
+        Disque does for every queue named (with NOHANG too), unless leaving."""
+        if self.leaving:
+            return
+        now = now_ms()
+        for name in dict.fromkeys(names):
+            self.cluster.need_jobs(self.queue(name, now))
+
     # -- blocked consumers -----------------------------------------------------------
     def block(self, waiter: Waiter, names: list[bytes]) -> list[Queue]:
         """Park a consumer on queues; the caller keeps the returned list to unblock."""
@@ -324,9 +333,6 @@ class Node:
             queue.waiters.append(waiter)
             queues.append(queue)
         self.blocked_clients += 1
-        if not self.leaving:
-            for queue in queues:
-                self.cluster.need_jobs(queue)
         return queues
 
     def unblock(self, waiter: Waiter, queues: Iterable[Queue]) -> None:

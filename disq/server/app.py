@@ -139,13 +139,15 @@ class Server:
 
     # -- start-up ----------------------------------------------------------------------
     def prepare(self) -> None:
-        """Everything before the loop runs: directory, identity, the node."""
-        setup_logging(self.config)
-        adjust_open_files_limit(self.config)
+        """Everything before the loop runs: directory, identity, the node. As in
+        Disque, `dir` is entered first, so a relative logfile, cluster config file
+        or AOF lives there."""
         try:
             os.chdir(self.config.dir)
         except OSError as exc:
             raise SystemExit(f"Can't chdir to '{self.config.dir}': {exc}") from None
+        setup_logging(self.config)
+        adjust_open_files_limit(self.config)
         self.membership = Membership.load_or_create(
             self.config.cluster_config_file, self.config.port)
         self.node = Node(self.config, self.membership.myself.id)

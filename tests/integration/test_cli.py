@@ -324,3 +324,58 @@ def _try_scrape(port: int) -> dict[str, float] | None:
         return scrape(port)
     except OSError:
         return None
+
+
+def test_start_and_rewrite_as_disques_own_test_harness_does(tmp_path: Path):
+    """Disque's cluster tests write `port`, `dir ./disque_N`, `logfile log.txt` to a
+    config file, start the server from the parent directory with a relative config
+    path, then CONFIG SET cluster-node-timeout + CONFIG REWRITE, and later restart it
+    with the same file: log, nodes.conf and identity must all live in `dir`."""
+    port = free_port()
+    (tmp_path / "disque_0").mkdir()
+    conf = tmp_path / "disque_0" / "disque.conf"
+    conf.write_text(f"port {port}\ndir ./disque_0\nlogfile log.txt\nloglevel notice\n")
+
+    def start() -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-m", "disq", "disque_0/disque.conf"],
+                                cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+
+        def answers() -> bool:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                    s.sendall(b"PING\r\n")
+                    return s.recv(64).startswith((b"+", b"-"))
+            except OSError:
+                return False
+
+        wait_for(answers, timeout=15, message="the node answering PING")
+        return proc
+
+    proc = start()
+    try:
+        client = redis.Redis(port=port, protocol=2)
+        node_id = client.execute_command("CLUSTER", "MYID")
+        assert client.execute_command("CONFIG", "SET", "cluster-node-timeout", "3000")
+        assert client.execute_command("CONFIG", "REWRITE")
+        client.close()
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
+    assert (tmp_path / "disque_0" / "log.txt").exists()
+    assert (tmp_path / "disque_0" / "nodes.conf").exists()
+    assert not (tmp_path / "log.txt").exists() and not (tmp_path / "nodes.conf").exists()
+    text = conf.read_text()
+    for line in (f"port {port}", "dir ./disque_0", "logfile log.txt",
+                 "cluster-node-timeout 3000"):
+        assert line in text.splitlines(), text
+    proc = start()
+    try:
+        client = redis.Redis(port=port, protocol=2)
+        assert client.execute_command("CLUSTER", "MYID") == node_id
+        assert client.execute_command("CONFIG", "GET", "cluster-node-timeout") == [
+            b"cluster-node-timeout", b"3000"]
+        client.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -32,6 +32,16 @@ def test_nohang_empty_is_null_array(c: RawClient) -> None:
     assert c.call("QLEN", "other") == 1
 
 
+def test_empty_getjob_creates_the_queues_it_names(c: RawClient) -> None:
+    """As Disque (needJobsForQueueName): a GETJOB that finds nothing creates every
+    queue it names, NOHANG included, so QSTAT then describes them."""
+    assert c.call("QSTAT", "fresh1") is NULL_ARRAY
+    assert c.call("GETJOB", "NOHANG", "FROM", "fresh1", "fresh2") is NULL_ARRAY
+    for name in (b"fresh1", b"fresh2"):
+        stat = c.call("QSTAT", name)
+        assert stat[:4] == [b"name", name, b"len", 0]
+
+
 def test_nohang_wire_format(node) -> None:
     with node.connect() as sock:
         sock.sendall(b"GETJOB NOHANG FROM q\r\n")

@@ -117,6 +117,7 @@ def getjob(client: Client, args: list[bytes]) -> bytes | None:
         if len(jobs) == 1:
             return b"*1\r\n" + encode(jobs[0])
         return b"*%d\r\n" % len(jobs) + b"".join(map(encode, jobs))
+    node.want_jobs(names)
     if nohang:
         return reply.NULL_ARRAY
     if node.leaving:
