@@ -439,9 +439,9 @@ def test_debug_flushall(rc):
     assert rc.execute_command("QLEN", "a") == 0 and rc.execute_command("QLEN", "b") == 0
     for job_id in ids:
         assert rc.execute_command("SHOW", job_id) is None
-    assert rc.execute_command("GETJOB", "NOHANG", "FROM", "a", "b") is None
     fields = info_fields(rc)
     assert (fields["registered_jobs"], fields["registered_queues"]) == ("0", "0")
+    assert rc.execute_command("GETJOB", "NOHANG", "FROM", "a", "b") is None
     # the node works as before
     new_id = rc.execute_command("ADDJOB", "a", "again", 0)
     assert rc.execute_command("GETJOB", "FROM", "a") == [[b"a", new_id, b"again"]]
