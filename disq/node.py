@@ -234,19 +234,19 @@ class Node:
         """Disque's enqueueJob: put an active job in its queue. False if not allowed
         (already queued, never to be requeued, or an at-most-once job already
         delivered). `queue`: the job's queue if the caller looked it up already."""
-        if job.state == QUEUED or job.qtime == 0:
-            return False
-        if job.retry == 0 and job.flags & DELIVERED:
+        retry, flags = job.retry, job.flags
+        if job.state == QUEUED or job.qtime == 0 or (retry == 0 and flags & DELIVERED):
             return False
         if now is None:
             now = now_ms()
         job.state = QUEUED
-        if job.retry:
-            job.flags |= BCAST_WILLQUEUE
-            job.qtime = now + job.retry * 1000 + _time_error()
+        if retry:
+            flags |= BCAST_WILLQUEUE
+            job.qtime = now + retry * 1000 + _time_error()
         else:
             job.qtime = 0
-        if job.flags & BCAST_QUEUED or nack:
+        if flags & BCAST_QUEUED or nack:
+            job.flags = flags
             if nack:
                 job.nacks += 1
             else:
@@ -254,7 +254,7 @@ class Node:
                 self.stats.jobs_requeued += 1
             self.cluster.job_queued(job, INCR_NACKS if nack else INCR_DELIV)
         else:
-            job.flags |= BCAST_QUEUED
+            job.flags = flags | BCAST_QUEUED  # the first queueing is not broadcast
         self.update_awake(job)
         if queue is None:
             queue = self.queues.get(job.queue)
