@@ -26,7 +26,7 @@ from ..errors import DisqError
 from ..job import Job
 from ..queue import Queue
 from . import reply
-from .table import COMMANDS
+from .table import COMMANDS, LOOKUP
 
 if TYPE_CHECKING:
     from .app import Server
@@ -311,11 +311,10 @@ class Client(asyncio.Protocol):
             self.transport.close()
 
     def dispatch(self, args: list[bytes]) -> bytes | None:
-        name = args[0].lower()
-        spec = COMMANDS.get(name)
+        spec = LOOKUP.get(args[0]) or COMMANDS.get(args[0].lower())
         server = self.server
         if spec is None:
-            if name == b"quit":
+            if args[0].lower() == b"quit":
                 self.close_after_reply = True
                 return reply.OK
             return b"-ERR unknown command '%s'\r\n" % _printable(args[0])

@@ -37,11 +37,15 @@ class CommandSpec:
 
 
 COMMANDS: dict[bytes, CommandSpec] = {}
+# Name as sent -> spec, for the spellings clients use (lowercase, as redis-cli sends,
+# and uppercase, as most libraries do): found without lowercasing the name first.
+LOOKUP: dict[bytes, CommandSpec] = {}
 
 
 def command(name: str, arity: int, flags: str = "") -> Callable[[Handler], Handler]:
     def register(handler: Handler) -> Handler:
-        COMMANDS[name.encode()] = CommandSpec(name, handler, arity, flags)
+        spec = CommandSpec(name, handler, arity, flags)
+        COMMANDS[spec.bname] = LOOKUP[spec.bname] = LOOKUP[spec.bname.upper()] = spec
         return handler
 
     return register
