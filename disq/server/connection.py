@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 INLINE_MAX = 64 * 1024
 _perf_ns = time.perf_counter_ns
 _STAR, _DOLLAR = 42, 36
+_MINUS = 45
 # Encoded size of a `*<n>\r\n` / `$<n>\r\n` header, by n (the parser's byte accounting).
 _SIZE_TABLE = 10_000
 _HEADER_SIZE = [3 + len(str(n)) for n in range(_SIZE_TABLE)]
@@ -214,9 +215,10 @@ class Client(asyncio.Protocol):
                     out.append(args)
                 continue
             if self._mb_pending == 0 and data[0] == _STAR:
-                # Check the header of a new multibulk before buffering its body.
+                # Check the header of a new multibulk before buffering its body: a
+                # negative count, or one of 4+ digits (which may be over the limit).
                 eol = data.find(b"\r\n", 0, 24)
-                if eol > 0:
+                if eol > 4 or (eol > 0 and data[1] == _MINUS):
                     try:
                         count = int(data[1:eol])
                     except ValueError:
