@@ -146,6 +146,11 @@ class Node:
         self._last_requeue = (0, 0, 0)  # (now, retry, qtime) of the last enqueue
         self._queue_gc_names: list[bytes] = []
 
+    def set_id(self, node_id: str) -> None:
+        """A new identity (CLUSTER RESET HARD): new jobs carry the new ID prefix."""
+        self.id = node_id
+        self.ids = JobIdGenerator(node_id)
+
     # -- registry ------------------------------------------------------------------
     def lookup(self, job_id: bytes) -> Job | None:
         return self.jobs.get(job_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 from ..ids import is_valid_node_id, new_node_id
 
@@ -20,16 +21,22 @@ PRIORITY_FAIL = 100
 
 
 class ClusterNode:
-    __slots__ = ("id", "ip", "port", "flags", "ping_sent", "pong_received", "connected")
+    __slots__ = ("id", "ip", "port", "flags", "ping_sent", "pong_received", "connected",
+                 "link", "fail_reports", "last_connect", "created", "fail_time")
 
     def __init__(self, node_id: str, ip: str, port: int, flags: set[str] | None = None) -> None:
         self.id = node_id
         self.ip = ip
         self.port = port
         self.flags: set[str] = flags if flags is not None else set()
-        self.ping_sent = 0
-        self.pong_received = 0
-        self.connected = False
+        self.ping_sent = 0  # ms of the PING still unanswered, 0 = none in flight
+        self.pong_received = 0  # ms of the last PONG
+        self.connected = False  # the outbound link is up
+        self.link: Any = None  # the outbound bus link (disq.cluster.bus.Link)
+        self.fail_reports: dict[str, int] = {}  # reporter id -> ms of its report
+        self.last_connect = 0  # ms of the last connection attempt
+        self.created = int(time.time() * 1000)
+        self.fail_time = 0
 
     @property
     def is_myself(self) -> bool:
@@ -50,6 +57,9 @@ class ClusterNode:
         link = "connected" if self.is_myself or self.connected else "disconnected"
         ip = self.ip or (shown_ip or "")
         return f"{self.id} {ip}:{self.port} {flags} {self.ping_sent} {self.pong_received} {link}"
+
+
+_UNREACHABLE = frozenset({"handshake", "leaving", "fail?", "fail", "myself"})
 
 
 class Membership:
@@ -96,6 +106,11 @@ class Membership:
             membership.save()
         return membership
 
+    def set_my_id(self, node_id: str) -> None:
+        del self.nodes[self.myself.id]
+        self.myself.id = node_id
+        self.nodes[node_id] = self.myself
+
     def save(self) -> None:
         lines = [node.describe() for node in self.nodes.values()]
         tmp = f"{self.config_path}.tmp-{os.getpid()}"
@@ -108,9 +123,12 @@ class Membership:
     def size(self) -> int:
         return sum(1 for n in self.nodes.values() if "handshake" not in n.flags)
 
+    def reachable(self) -> list[ClusterNode]:
+        """Peers a job can go to: linked, not in handshake, PFAIL/FAIL or leaving."""
+        return [n for n in self.nodes.values() if n.connected and not (n.flags & _UNREACHABLE)]
+
     def reachable_peers(self) -> int:
-        bad = {"handshake", "leaving", "fail?", "fail", "myself"}
-        return sum(1 for n in self.nodes.values() if not (n.flags & bad) and n.connected)
+        return len(self.reachable())
 
     def describe_all(self, shown_ip: str) -> str:
         return "".join(

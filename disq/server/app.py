@@ -17,10 +17,12 @@ import time
 from collections import deque
 from typing import Any
 
+from ..cluster.bus import ClusterBus
 from ..cluster.membership import Membership
 from ..config import DISQ_VERSION, Config
 from ..errors import NOREPL
 from ..gcfree import tune_collector
+from ..ids import new_node_id
 from ..job import Job
 from ..node import Node, now_ms
 from .connection import Client
@@ -135,6 +137,8 @@ class Server:
         self._unpause_timer: asyncio.TimerHandle | None = None
         self.membership: Membership
         self.node: Node
+        self.bus: ClusterBus | None = None
+        self.replication: Any = None
         config.listeners.append(self._config_changed)
 
     # -- start-up ----------------------------------------------------------------------
@@ -160,6 +164,10 @@ class Server:
         self.loop = asyncio.get_running_loop()
         self._stopped = self.loop.create_future()
         await self._listen()
+        self.bus = ClusterBus(self.membership, self.config.bind, self.config.port,
+                              lambda: self.config.cluster_node_timeout, self.loop)
+        await self.bus.start()
+        self._connect_cluster()
         if self.config.metrics_port:
             from ..metrics import start_metrics_server
             self._metrics = start_metrics_server(self)
@@ -345,6 +353,33 @@ class Server:
         self.node.delete([job.id])
         raise NOREPL
 
+    def _connect_cluster(self) -> None:
+        """Let the replication layer (when present) speak for the node on the bus."""
+        try:
+            from ..replication.replicator import Replication
+        except ImportError:
+            return
+        self.replication = Replication(self.node, self.bus, self.loop)
+
+    def flush_data(self) -> None:
+        """Drop every job and queue (DEBUG FLUSHALL, CLUSTER RESET). As Disque's
+        flushServerData, consumers blocked in GETJOB get a null reply."""
+        for other in list(self.clients.values()):
+            if other.blocked and other.blocked_queues:
+                other.unblock(b"*-1\r\n")
+        self.node.flushall()
+
+    def cluster_reset(self, hard: bool) -> None:
+        """CLUSTER RESET: forget every other node and every job; HARD also takes a
+        new node ID."""
+        assert self.bus is not None
+        self.bus.reset()
+        self.flush_data()
+        if hard:
+            self.membership.set_my_id(new_node_id())
+            self.node.set_id(self.membership.myself.id)
+        self.membership.save()
+
     def set_leaving(self, leaving: bool) -> None:
         node = self.node
         node.leaving = leaving
@@ -380,6 +415,8 @@ class Server:
 
     def shutdown(self, rewrite_aof: bool = False) -> None:
         log.warning("User requested shutdown...")
+        if self.bus is not None:
+            self.bus.stop()
         try:
             self.membership.save()
         except OSError as exc:

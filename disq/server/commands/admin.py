@@ -90,11 +90,7 @@ def debug(client: Client, args: list[bytes]) -> bytes | None:
     argc = len(args)
     server = client.server
     if sub == b"flushall" and argc == 2:
-        # As Disque's flushServerData: consumers blocked in GETJOB get a null reply.
-        for other in list(server.clients.values()):
-            if other.blocked and other.blocked_queues:
-                other.unblock(reply.NULL_ARRAY)
-        client.node.flushall()
+        server.flush_data()
         return reply.OK
     if sub == b"sleep" and argc == 3:
         try:

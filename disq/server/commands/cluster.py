@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import TYPE_CHECKING
 
 from ...config import VERSION
@@ -40,11 +41,30 @@ def hello(client: Client, args: list[bytes]) -> bytes:
 
 @command("cluster", -2, "r")
 def cluster(client: Client, args: list[bytes]) -> bytes:
-    """CLUSTER MYID | NODES | INFO | SAVECONFIG | LEAVING [yes|no]"""
+    """CLUSTER MEET ip port | FORGET id | RESET [SOFT|HARD] | MYID | NODES | INFO |
+    SAVECONFIG | LEAVING [yes|no]"""
     sub = args[1].lower()
     argc = len(args)
     server = client.server
     membership = server.membership
+    if sub == b"meet" and argc == 4:
+        return _meet(client, args[2], args[3])
+    if sub == b"forget" and argc == 3:
+        node_id = args[2].decode("latin-1")
+        if len(node_id) != 40:
+            raise err("Invalid node identifier")
+        if node_id == membership.myself.id:
+            raise err("I tried hard but I can't forget myself...")
+        if node_id not in membership.nodes:
+            raise err(f"Unknown node {node_id}")
+        server.bus.forget(node_id)
+        return reply.OK
+    if sub == b"reset" and argc in (2, 3):
+        mode = args[2].lower() if argc == 3 else b"soft"
+        if mode not in (b"soft", b"hard"):
+            raise err("syntax error")
+        server.cluster_reset(hard=mode == b"hard")
+        return reply.OK
     if sub == b"myid" and argc == 2:
         return reply.bulk(membership.myself.id.encode())
     if sub == b"nodes" and argc == 2:
@@ -74,6 +94,22 @@ def cluster(client: Client, args: list[bytes]) -> bytes:
         server.set_leaving(value == b"yes")
         return reply.OK
     raise _WRONG
+
+
+def _meet(client: Client, ip_arg: bytes, port_arg: bytes) -> bytes:
+    port = parse_int(port_arg)
+    if port is None:
+        raise err(f"Invalid TCP port specified: {port_arg.decode('latin-1')}")
+    ip = ip_arg.decode("latin-1")
+    try:
+        ipaddress.ip_address(ip)
+        valid = 0 < port <= 55535
+    except ValueError:
+        valid = False
+    if not valid:
+        raise err(f"Invalid node address specified: {ip}:{port}")
+    client.server.bus.meet(ip, port)
+    return reply.OK
 
 
 def _handshake(client: Client, args: list[bytes]) -> bytes:

@@ -1,0 +1,480 @@
+"""The node-to-node bus: links, handshakes, gossip and failure detection.
+
+Every node listens on its client port + 10000 and keeps one outbound TCP link to each
+known node; a message goes out on the link to its target, and PONGs answer on the
+link the PING came in on (as Redis Cluster does). Messages for one link are coalesced
+and leave in one write at the end of the loop turn, so pipelined replicated ADDJOBs
+cost one syscall per peer per turn, not one per job.
+
+Membership: `CLUSTER MEET ip port` starts a handshake with a node known only by its
+address; its real ID arrives with its PONG. PINGs carry gossip about a few other
+nodes, so meeting one node of a cluster is enough to learn all of them. A node whose
+PONG is late by cluster-node-timeout is PFAIL ("fail?"), FAIL once a majority of the
+cluster reports it, and cleared as soon as it answers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import socket
+import time
+from collections.abc import Callable, Iterable
+
+from . import messages as m
+from .membership import ClusterNode, Membership
+from .port import Handler
+
+log = logging.getLogger("disq")
+
+BUS_PORT_OFFSET = 10000
+CRON_MS = 100
+GOSSIP_ENTRIES = 3
+FORGET_BLACKLIST_MS = 60_000
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Link(asyncio.Protocol):
+    """One bus connection. Outbound links belong to the node they reach; inbound ones
+    only receive (and carry PONGs back)."""
+
+    def __init__(self, bus: ClusterBus, node: ClusterNode | None) -> None:
+        self.bus = bus
+        self.node = node  # the target of an outbound link, None when inbound
+        self.transport: asyncio.Transport | None = None
+        self.reader = m.FrameReader()
+        self.out: list[bytes] = []
+        self.flush_scheduled = False
+        self.peer_ip = ""
+        self.local_ip = ""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("sockname")
+        self.peer_ip = peer[0] if isinstance(peer, tuple) else ""
+        self.local_ip = sock[0] if isinstance(sock, tuple) else ""
+        raw = transport.get_extra_info("socket")
+        if raw is not None:
+            try:
+                raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        if self.node is not None:
+            self.bus.link_up(self)
+        else:
+            self.bus.inbound.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.bus.bytes_received += len(data)
+        try:
+            frames = self.reader.feed(data)
+        except m.FrameError as exc:
+            log.warning("Closing bus link from %s: %s", self.peer_ip, exc)
+            self.close()
+            return
+        for frame in frames:
+            try:
+                self.bus.receive(self, frame)
+            except Exception as exc:  # a bad message must not take the node down
+                log.error("Error handling a bus message from %s: %r", self.peer_ip, exc,
+                          exc_info=exc)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self.bus.link_down(self)
+
+    def send(self, frame: bytes) -> None:
+        if self.transport is None:
+            return
+        self.out.append(frame)
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.bus.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.flush_scheduled = False
+        if self.out and self.transport is not None:
+            data = b"".join(self.out) if len(self.out) > 1 else self.out[0]
+            self.bus.bytes_sent += len(data)
+            self.transport.write(data)
+        self.out.clear()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class ClusterBus:
+    """Implements BusPort (disq/cluster/port.py) for the replication layer."""
+
+    def __init__(self, membership: Membership, bind: list[str], port: int,
+                 node_timeout: Callable[[], int], loop: asyncio.AbstractEventLoop) -> None:
+        self.membership = membership
+        self.myself = membership.myself
+        self.bind = bind
+        self.port = port + BUS_PORT_OFFSET
+        self.node_timeout = node_timeout
+        self.loop = loop
+        self.handlers: dict[int, Handler] = {}
+        self.inbound: set[Link] = set()
+        self.servers: list[asyncio.AbstractServer] = []
+        self.blacklist: dict[str, int] = {}  # forgotten node id -> ms until ignored
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self.on_membership_change: Callable[[], None] = lambda: None
+        self._cron: asyncio.TimerHandle | None = None
+        self._ticks = 0
+        self._dirty = False
+
+    # -- life cycle ------------------------------------------------------------------
+    async def start(self) -> None:
+        explicit = self.bind != ["127.0.0.1", "::1"]
+        for host in self.bind:
+            try:
+                server = await self.loop.create_server(
+                    lambda: Link(self, None), host, self.port, reuse_address=True,
+                    family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+            except OSError as exc:
+                if not explicit:
+                    log.warning("Could not listen on the cluster bus %s:%d (%s), skipping",
+                                host, self.port, exc.strerror)
+                    continue
+                raise SystemExit(f"Could not listen on the cluster bus {host}:{self.port}: "
+                                 f"{exc.strerror}") from None
+            self.servers.append(server)
+        if not self.servers:
+            raise SystemExit(f"Could not listen on the cluster bus port {self.port}")
+        self._cron = self.loop.call_later(CRON_MS / 1000, self._run_cron)
+
+    def stop(self) -> None:
+        if self._cron is not None:
+            self._cron.cancel()
+        for server in self.servers:
+            server.close()
+        for node in self.membership.nodes.values():
+            if node.link is not None:
+                node.link.close()
+        for link in list(self.inbound):
+            link.close()
+
+    # -- BusPort ---------------------------------------------------------------------
+    def on(self, mtype: int, handler: Handler) -> None:
+        self.handlers[mtype] = handler
+
+    def send(self, node_id: str, mtype: int, *fields: object) -> bool:
+        node = self.membership.nodes.get(node_id)
+        if node is None or node is self.myself or not node.connected:
+            return False
+        node.link.send(self._frame(mtype, fields))
+        self.membership.messages_sent += 1
+        return True
+
+    def broadcast(self, mtype: int, *fields: object,
+                  node_ids: Iterable[str] | None = None) -> int:
+        nodes = self.membership.nodes
+        targets = (nodes.get(i) for i in node_ids) if node_ids is not None else nodes.values()
+        frame = b""
+        sent = 0
+        for node in targets:
+            if node is None or node is self.myself or not node.connected or (
+                    "handshake" in node.flags):
+                continue
+            if not frame:
+                frame = self._frame(mtype, fields)
+            node.link.send(frame)
+            sent += 1
+        self.membership.messages_sent += sent
+        return sent
+
+    def reachable_peers(self) -> list[ClusterNode]:
+        return self.membership.reachable()
+
+    def known_ids(self) -> list[str]:
+        return [n.id for n in self.membership.nodes.values()
+                if n is not self.myself and "handshake" not in n.flags]
+
+    def size(self) -> int:
+        return self.membership.size()
+
+    def _frame(self, mtype: int, fields: tuple | list) -> bytes:
+        flags = ["leaving"] if "leaving" in self.myself.flags else []
+        return m.encode_frame(mtype, self.myself.id, self.myself.port, flags, fields)
+
+    # -- links -----------------------------------------------------------------------
+    def connect(self, node: ClusterNode) -> None:
+        """Open the outbound link to a node (in the background)."""
+        if node.link is not None or not node.ip or not node.port:
+            return
+        node.last_connect = now_ms()
+        if node.ping_sent == 0 and "handshake" not in node.flags:
+            # As Redis queues a PING on a link still connecting: a node that cannot
+            # be reached at all becomes PFAIL after the node timeout too.
+            node.ping_sent = node.last_connect
+        link = Link(self, node)
+        node.link = link
+
+        async def dial() -> None:
+            try:
+                await self.loop.create_connection(lambda: link, node.ip,
+                                                  node.port + BUS_PORT_OFFSET)
+            except OSError:
+                if node.link is link:
+                    node.link = None
+
+        self.loop.create_task(dial())
+
+    def link_up(self, link: Link) -> None:
+        node = link.node
+        assert node is not None
+        node.connected = True
+        if not self.myself.ip and link.local_ip:
+            self.myself.ip = link.local_ip
+        # The first message on a new link: MEET for a handshake, else a PING.
+        self.ping(node, m.MEET if "meet" in node.flags else m.PING)
+
+    def link_down(self, link: Link) -> None:
+        self.inbound.discard(link)
+        node = link.node
+        if node is not None and node.link is link:
+            node.link = None
+            node.connected = False  # ping_sent stays: an unanswered PING still counts
+
+    def ping(self, node: ClusterNode, mtype: int = m.PING) -> None:
+        if node.link is None or not node.connected:
+            return
+        if node.ping_sent == 0:
+            node.ping_sent = now_ms()
+        node.link.send(self._frame(mtype, [self._gossip()]))
+        self.membership.messages_sent += 1
+
+    def _gossip(self) -> list[list]:
+        """A few random other nodes, the way PING/PONG spread membership."""
+        candidates = [n for n in self.membership.nodes.values()
+                      if n is not self.myself and "handshake" not in n.flags]
+        picked = random.sample(candidates, min(GOSSIP_ENTRIES, len(candidates)))
+        return [[n.id, n.ip, n.port, sorted(n.flags & {"fail?", "fail", "leaving"}),
+                 n.ping_sent, n.pong_received] for n in picked]
+
+    # -- receiving ---------------------------------------------------------------------
+    def receive(self, link: Link, frame: list) -> None:
+        _, mtype, sender_id, sender_port, sender_flags = frame[:5]
+        fields = frame[5:]
+        self.membership.messages_received += 1
+        nodes = self.membership.nodes
+        if link.node is not None and "handshake" in link.node.flags and mtype == m.PONG:
+            self._handshake_done(link.node, sender_id)
+        sender = nodes.get(sender_id)
+        if mtype == m.MEET and sender is None and sender_id != self.myself.id:
+            if sender_id in self.blacklist:
+                return
+            sender = ClusterNode(sender_id, link.peer_ip, sender_port)
+            nodes[sender_id] = sender
+            self._membership_changed()
+            self.connect(sender)
+        if mtype in (m.PING, m.MEET):
+            if not self.myself.ip and link.local_ip:
+                self.myself.ip = link.local_ip
+            if link.transport is not None:  # PONG on the link the PING came in on
+                link.send(self._frame(m.PONG, [self._gossip()]))
+                self.membership.messages_sent += 1
+        if sender is None or sender is self.myself:
+            return  # not (yet) a member: ignored, as Redis Cluster does
+        if sender.port != sender_port and isinstance(sender_port, int):
+            sender.port = sender_port
+        if "leaving" in sender_flags:
+            if "leaving" not in sender.flags:
+                sender.flags.add("leaving")
+                self._membership_changed()
+        elif "leaving" in sender.flags:
+            sender.flags.discard("leaving")
+            self._membership_changed()
+        if mtype == m.PONG and link.node is sender:
+            sender.ping_sent = 0
+            sender.pong_received = now_ms()
+            if sender.flags & {"fail?", "fail"}:
+                if "fail" in sender.flags:
+                    log.info("Clear FAIL state for node %s: it is reachable again.", sender.id)
+                sender.flags -= {"fail?", "fail"}
+                sender.fail_reports.clear()
+                self._membership_changed()
+        if mtype in (m.PING, m.PONG, m.MEET):
+            if fields and isinstance(fields[0], list):
+                self._process_gossip(sender, fields[0])
+            return
+        if mtype == m.FAIL:
+            if fields and isinstance(fields[0], str):
+                self._mark_failed(fields[0], broadcast=False)
+            return
+        handler = self.handlers.get(mtype)
+        if handler is not None:
+            handler(sender, fields)
+
+    def _handshake_done(self, node: ClusterNode, real_id: str) -> None:
+        """The PONG of a node we met by address: learn its ID."""
+        nodes = self.membership.nodes
+        if not isinstance(real_id, str) or len(real_id) != 40 or real_id == self.myself.id:
+            self._forget(node)  # we met ourselves, or garbage
+            return
+        if real_id in nodes and nodes[real_id] is not node:
+            existing = nodes[real_id]  # known already under its real name
+            if not existing.ip:
+                existing.ip, existing.port = node.ip, node.port
+            self._forget(node)
+            return
+        del nodes[node.id]
+        node.id = real_id
+        node.flags -= {"handshake", "meet"}
+        nodes[real_id] = node
+        log.info("Handshake with node %s completed (%s:%d).", real_id, node.ip, node.port)
+        self._membership_changed()
+
+    def _process_gossip(self, sender: ClusterNode, entries: list) -> None:
+        nodes = self.membership.nodes
+        now = now_ms()
+        for entry in entries[:16]:
+            if not (isinstance(entry, list) and len(entry) >= 4 and isinstance(entry[0], str)
+                    and isinstance(entry[1], str) and isinstance(entry[2], int)
+                    and isinstance(entry[3], list)):
+                continue
+            node_id, ip, port, flags = entry[:4]
+            if node_id == self.myself.id or len(node_id) != 40:
+                continue
+            node = nodes.get(node_id)
+            if node is None:
+                if node_id in self.blacklist or not ip or not 0 < port < 55536:
+                    continue
+                if not any(n.ip == ip and n.port == port for n in nodes.values()):
+                    self.meet(ip, port, meet=False)
+                continue
+            if "handshake" in sender.flags:
+                continue
+            if "fail?" in flags or "fail" in flags:
+                node.fail_reports[sender.id] = now
+                self._check_failure(node)
+            else:
+                node.fail_reports.pop(sender.id, None)
+            if not node.ip and ip:
+                node.ip, node.port = ip, port
+
+    # -- membership changes -------------------------------------------------------------
+    def meet(self, ip: str, port: int, meet: bool = True) -> None:
+        """Start a handshake with the node at ip:port (CLUSTER MEET, or gossip)."""
+        for node in self.membership.nodes.values():
+            if "handshake" in node.flags and node.ip == ip and node.port == port:
+                return  # already in progress
+        temp = ClusterNode(os.urandom(20).hex(), ip, port,
+                           {"handshake", "meet"} if meet else {"handshake"})
+        self.membership.nodes[temp.id] = temp
+        self.connect(temp)
+
+    def forget(self, node_id: str) -> None:
+        node = self.membership.nodes.get(node_id)
+        if node is not None:
+            self.blacklist[node_id] = now_ms() + FORGET_BLACKLIST_MS
+            self._forget(node)
+
+    def _forget(self, node: ClusterNode) -> None:
+        nodes = self.membership.nodes
+        if nodes.get(node.id) is node:
+            del nodes[node.id]
+        if node.link is not None:
+            node.link.close()
+            node.link = None
+        node.connected = False
+        if "handshake" not in node.flags:
+            self._membership_changed()
+
+    def reset(self) -> None:
+        for node in list(self.membership.nodes.values()):
+            if node is not self.myself:
+                self._forget(node)
+        self.blacklist.clear()
+
+    def _membership_changed(self) -> None:
+        self._dirty = True
+        self.on_membership_change()
+
+    # -- failure detection -----------------------------------------------------------
+    def _check_failure(self, node: ClusterNode) -> None:
+        """PFAIL here + reports from a majority of the cluster = FAIL (Disque's rule:
+        size/2 + 1, this node counted)."""
+        if "fail?" not in node.flags or "fail" in node.flags:
+            return
+        validity = 2 * self.node_timeout()
+        now = now_ms()
+        reports = {k: t for k, t in node.fail_reports.items() if now - t <= validity}
+        node.fail_reports = reports
+        needed = self.membership.size() // 2 + 1
+        if len(reports) + 1 >= needed:
+            self._mark_failed(node.id, broadcast=True)
+
+    def _mark_failed(self, node_id: str, broadcast: bool) -> None:
+        node = self.membership.nodes.get(node_id)
+        if node is None or node is self.myself or "fail" in node.flags:
+            return
+        log.info("Marking node %s as failing (quorum reached).", node_id)
+        node.flags.discard("fail?")
+        node.flags.add("fail")
+        node.fail_time = now_ms()
+        self._membership_changed()
+        if broadcast:
+            self.broadcast(m.FAIL, node_id)
+
+    def _run_cron(self) -> None:
+        try:
+            self._cron_tick()
+        except Exception as exc:
+            log.error("Error in the cluster cron: %r", exc, exc_info=exc)
+        self._cron = self.loop.call_later(CRON_MS / 1000, self._run_cron)
+
+    def _cron_tick(self) -> None:
+        now = now_ms()
+        timeout = self.node_timeout()
+        self._ticks += 1
+        for node_id, until in list(self.blacklist.items()):
+            if until < now:
+                del self.blacklist[node_id]
+        nodes = list(self.membership.nodes.values())
+        for node in nodes:
+            if node is self.myself:
+                continue
+            if "handshake" in node.flags:
+                if now - node.created > max(timeout, 1000):
+                    self._forget(node)  # nobody answered the handshake
+                    continue
+            if node.link is None and now - node.last_connect > min(1000, timeout // 2 or 1):
+                self.connect(node)
+            elif node.connected:
+                if node.ping_sent == 0 and now - node.pong_received > timeout // 2:
+                    self.ping(node)
+                elif node.ping_sent and now - node.ping_sent > timeout // 2 and (
+                        now - node.last_connect > timeout // 2):
+                    node.link.close()  # the link may be stuck: reconnect, keep ping_sent
+            if "handshake" in node.flags:
+                continue
+            if node.ping_sent and now - node.ping_sent > timeout and not (
+                    node.flags & {"fail?", "fail"}):
+                log.info("*** NODE %s possibly failing", node.id)
+                node.flags.add("fail?")
+                self._membership_changed()
+            if "fail?" in node.flags:
+                self._check_failure(node)
+        if self._ticks % 10 == 0:  # once a second, PING the least recently heard of 5
+            live = [n for n in nodes if n is not self.myself and n.connected
+                    and n.ping_sent == 0]
+            if live:
+                oldest = min(random.sample(live, min(5, len(live))),
+                             key=lambda n: n.pong_received)
+                self.ping(oldest)
+        if self._dirty:
+            self._dirty = False
+            try:
+                self.membership.save()
+            except OSError as exc:
+                log.warning("Could not save the cluster config: %s", exc)

@@ -1,0 +1,87 @@
+"""Bus message types (Disque's numbering) and the frame format.
+
+A frame is a 4-byte big-endian length followed by a msgpack array:
+`[VERSION, type, sender_id, sender_port, sender_flags, *fields]`. `sender_flags` is
+a list of flag names ("leaving", ...). The fields of each type are listed below.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import msgpack
+
+VERSION = 1
+MAX_FRAME = 64 * 1024 * 1024  # a frame longer than this closes the link
+
+PING = 0  # fields: [gossip]  gossip = [[id, ip, port, flags, ping_sent, pong_received], ...]
+PONG = 1  # fields: [gossip]
+MEET = 2  # fields: [gossip]  a PING that makes the receiver add the sender
+FAIL = 3  # fields: [failing node id]
+REPLJOB = 4  # fields: [serialized job, noreply(bool)]
+GOTJOB = 5  # fields: [job id]
+ENQUEUE = 6  # fields: [job id, delay s]
+QUEUED = 7  # fields: [job id, flags (INCR_NACKS=2 / INCR_DELIV=4)]
+SETACK = 8  # fields: [job id, may-have count]
+WILLQUEUE = 9  # fields: [job id]
+GOTACK = 10  # fields: [job id, known(bool)]
+DELJOB = 11  # fields: [job id]
+NEEDJOBS = 12  # fields: [queue, count]
+YOURJOBS = 13  # fields: [[serialized job, ...]]
+WORKING = 14  # fields: [job id]
+PAUSE = 15  # fields: [queue, flags]
+
+NAMES = {
+    PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
+    GOTJOB: "gotjob", ENQUEUE: "enqueue", QUEUED: "queued", SETACK: "setack",
+    WILLQUEUE: "willqueue", GOTACK: "gotack", DELJOB: "deljob", NEEDJOBS: "needjobs",
+    YOURJOBS: "yourjobs", WORKING: "working", PAUSE: "pause",
+}
+
+_LEN = struct.Struct(">I")
+
+
+def encode_frame(mtype: int, sender_id: str, sender_port: int, sender_flags: list[str],
+                 fields: tuple | list) -> bytes:
+    payload = msgpack.packb([VERSION, mtype, sender_id, sender_port, sender_flags, *fields],
+                            use_bin_type=True)
+    return _LEN.pack(len(payload)) + payload
+
+
+class FrameError(Exception):
+    """A frame that is not ours or is corrupt: the link is closed."""
+
+
+class FrameReader:
+    """Splits a byte stream into decoded frames."""
+
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[list]:
+        buf = self._buf
+        buf += data
+        out: list[list] = []
+        pos = 0
+        while len(buf) - pos >= 4:
+            (length,) = _LEN.unpack_from(buf, pos)
+            if length > MAX_FRAME:
+                raise FrameError(f"frame of {length} bytes")
+            if len(buf) - pos - 4 < length:
+                break
+            try:
+                message = msgpack.unpackb(bytes(buf[pos + 4:pos + 4 + length]), raw=False,
+                                          strict_map_key=False, use_list=True)
+            except Exception as exc:  # any decoding problem is a corrupt frame
+                raise FrameError(f"undecodable frame: {exc}") from None
+            pos += 4 + length
+            if (not isinstance(message, list) or len(message) < 5 or message[0] != VERSION
+                    or not isinstance(message[1], int) or not isinstance(message[2], str)
+                    or not isinstance(message[3], int) or not isinstance(message[4], list)):
+                raise FrameError("malformed frame header")
+            out.append(message)
+        if pos:
+            del buf[:pos]
+        return out

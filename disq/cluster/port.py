@@ -1,0 +1,41 @@
+"""What the replication layer may use of the cluster bus (a narrow interface, so the
+replication logic can be tested with an in-memory bus and the bus knows nothing about
+jobs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from .membership import ClusterNode
+
+# handler(sender, fields): `fields` are the message fields after the header, as listed
+# in messages.py. Handlers run on the event loop and must not block.
+Handler = Callable[[ClusterNode, list], None]
+
+
+class BusPort(Protocol):
+    myself: ClusterNode
+
+    def on(self, mtype: int, handler: Handler) -> None:
+        """Register the handler of a message type (one per type)."""
+
+    def send(self, node_id: str, mtype: int, *fields: object) -> bool:
+        """Queue a message to one node; it leaves with the other messages for that node
+        at the end of this loop turn. False if the node is unknown or has no link now
+        (the message is dropped: the bus is best effort, callers retry)."""
+
+    def broadcast(self, mtype: int, *fields: object,
+                  node_ids: Iterable[str] | None = None) -> int:
+        """`send` to every known peer (not myself, not in handshake), or to the given
+        IDs (myself skipped). Returns how many sends were queued."""
+
+    def reachable_peers(self) -> list[ClusterNode]:
+        """Peers a job may be replicated to: linked, not myself, not in handshake,
+        not PFAIL/FAIL, not leaving."""
+
+    def known_ids(self) -> list[str]:
+        """IDs of every known node but myself and handshake nodes."""
+
+    def size(self) -> int:
+        """Known nodes not in handshake, myself included (Disque's cluster size)."""
