@@ -7,6 +7,8 @@ the only holder is this node (the common single-node case).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from .gcfree import untrack
 
 # States (the numbers are Disque's).
@@ -81,6 +83,15 @@ class Job:
 
     def __repr__(self) -> str:
         return f"<Job {self.id.decode()} {STATE_NAMES.get(self.state, b'deleted').decode()}>"
+
+
+def node_id_set(ids: Iterable[str] = ()) -> set[str]:
+    """A new `nodes_delivered` / `nodes_confirmed` set. It holds only strings, so like
+    the job itself it is kept out of the cycle collector (see gcfree.py); adding to it
+    later does not track it again."""
+    ids_set = set(ids)
+    untrack(ids_set)
+    return ids_set
 
 
 def job_ctime(job: Job) -> int:

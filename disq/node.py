@@ -28,6 +28,7 @@ from .job import (
     WAIT_REPL,
     WILLQUEUE_ADVANCE_MS,
     Job,
+    node_id_set,
 )
 from .queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue, Waiter
 from .scantable import ScanTable
@@ -36,6 +37,7 @@ from .timers import JobTimers
 DEFAULT_TTL = 24 * 3600
 DEFAULT_RETRY_MAX = 300
 TIME_ERROR_MS = 250  # requeue and GC times are spread by +/- this much
+GC_RETRY_MAX_MS = 180_000  # acked jobs: GC attempts back off from 1 s up to this
 QUEUE_MAX_IDLE_MS = 300_000
 TIMER_BATCH = 10_000  # jobs handled per timer callback, so clients are not starved
 
@@ -428,7 +430,7 @@ class Node:
             raise errors.err("Internal error creating the job, check server logs")
         self.stats.jobs_added += 1
         if repl > 1:
-            job.nodes_delivered = {self.id}
+            job.nodes_delivered = node_id_set((self.id,))
             if not async_:
                 self.cluster.replicate(job, True, timeout_ms)
                 return job
@@ -462,43 +464,55 @@ class Node:
             if job is None:
                 if multi and not self.leaving and ttl_minutes_from_id(job_id) & 1:
                     job = self._dummy_ack(job_id, now)
-            elif job.state != ACKED:
-                self.dequeue(job)
-                self._acknowledge(job)
+            elif self.acknowledge(job):
                 known += 1
             if job is not None:
                 self.try_gc(job, now)
         return known
 
-    def _acknowledge(self, job: Job) -> None:
+    def acknowledge(self, job: Job) -> bool:
+        """Mark a job acked (ACKJOB here, or SETACK from another node). False if it
+        already was. Replication confirmations are dropped: GC collects its own."""
+        if job.state == ACKED:
+            return False
+        self.dequeue(job)
         state = job.state
         job.state = ACKED
+        job.nodes_confirmed = None
         self.stats.jobs_acked += 1
         if self.aof is not None and state in (ACTIVE, QUEUED):
             self.aof.job_removed(job.id)
+        return True
 
     def _dummy_ack(self, job_id: bytes, now: int) -> Job:
         """An ACK for a job this node never saw, kept to spread it (cluster only)."""
         ttl_ms = ttl_minutes_from_id(job_id) * 60_000
         job = Job(job_id, None, None, ACKED, 0, now + ttl_ms, 0, 0, 0)
-        job.nodes_delivered = set()
+        job.nodes_delivered = node_id_set()
         self.register(job)
         return job
 
     def try_gc(self, job: Job, now: int | None = None) -> None:
         """Disque's tryJobGC: delete now if no other node may hold a copy, else let the
-        cluster run its SETACK/GOTACK rounds (it schedules the next attempt)."""
-        job.nodes_confirmed = {self.id} if job.nodes_delivered is not None else None
+        cluster run a SETACK/GOTACK round and schedule the next attempt. The nodes that
+        confirmed the ACK stay confirmed from one attempt to the next."""
         delivered = job.nodes_delivered
         if delivered is None or (delivered <= {self.id} and job.body is not None):
             self.unregister(job)
             return
+        if job.nodes_confirmed is None:
+            job.nodes_confirmed = node_id_set((self.id,))
         job.gc_retry += 1
         self.cluster.start_gc(job)
         if job.state == ACKED:
-            backoff = min(1000 * (1 << min(job.gc_retry - 1, 8)), 180_000)
-            job.qtime = (now or now_ms()) + backoff + _time_error()
-            self.update_awake(job)
+            self.schedule_gc(job, now)
+
+    def schedule_gc(self, job: Job, now: int | None = None) -> None:
+        """The next GC attempt of an acked job: 1 s, 2 s, 4 s... up to 3 min, by the
+        number of attempts so far (for acked jobs `qtime` is that time)."""
+        backoff = min(1000 << min(max(job.gc_retry - 1, 0), 8), GC_RETRY_MAX_MS)
+        job.qtime = (now or now_ms()) + backoff + _time_error()
+        self.update_awake(job)
 
     def fast_ack(self, ids: list[bytes]) -> int:
         deleted = 0
@@ -557,12 +571,40 @@ class Node:
             raise errors.TOOLATE
         if job.state == QUEUED:
             self.dequeue(job)
-        if job.retry and job.state != ACKED:
-            job.flags |= BCAST_WILLQUEUE
-            job.qtime = now + job.retry * 1000 + _time_error()
-            self.update_awake(job)
+        if job.state != ACKED:
+            self.postpone_requeue(job, now)
         self.cluster.job_working(job)
         return job.retry
+
+    def postpone_requeue(self, job: Job, now: int | None = None) -> None:
+        """Someone works on the job, or queued it elsewhere: requeue it here only after
+        another RETRY, announced by a WILLQUEUE. Nothing for at-most-once jobs."""
+        if job.retry:
+            job.flags |= BCAST_WILLQUEUE
+            job.qtime = (now or now_ms()) + job.retry * 1000 + _time_error()
+            self.update_awake(job)
+
+    # -- copies from other nodes -------------------------------------------------------
+    def store_copy(self, job: Job, now: int | None = None) -> bool:
+        """Keep a job another node replicated here (REPLJOB): active, not queued. Its
+        first requeue here comes after DELAY + RETRY unless a node that queued it says
+        so first. False if a job with that ID is here already."""
+        if not self.jobs.add(job.id, job):
+            return False
+        queue = self.queues.get(job.queue)
+        if queue is not None:
+            job.queue = queue.name  # share one name object between the queue's jobs
+        job.state = ACTIVE
+        job.flags = (job.flags & ~DELIVERED) | BCAST_QUEUED  # queueing it here is news
+        if job.retry:
+            job.flags |= BCAST_WILLQUEUE
+            job.qtime = ((now or now_ms()) + (job.delay + job.retry) * 1000 + _time_error())
+        else:
+            job.qtime = 0
+        if self.aof is not None:
+            self.aof.job_stored(job)
+        self.update_awake(job)
+        return True
 
     # -- pause -----------------------------------------------------------------------
     def set_pause(self, name: bytes, flags: int, broadcast: bool) -> None:

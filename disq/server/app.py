@@ -348,10 +348,17 @@ class Server:
 
     # -- commands that reach beyond one client ------------------------------------------
     def park_for_replication(self, client: Client, job: Job) -> None:
-        """Synchronous replication needs peers; a node alone never gets here because
-        ADDJOB already answered NOREPL."""
-        self.node.delete([job.id])
-        raise NOREPL
+        """ADDJOB waits until the job has its copies: the replication layer answers
+        (the ID, or a NOREPL error). If the client goes away first, the job is
+        deleted from the cluster, as Disque's unblockClientWaitingJobRepl does."""
+        replication = self.replication
+        if replication is None:  # no replication layer: nothing can confirm copies
+            self.node.delete([job.id])
+            raise NOREPL
+        job_id = job.id
+        client.blocked = True
+        client.on_unblock = lambda: replication.cancel_wait(job_id)
+        replication.wait(job, client.unblock)
 
     def _connect_cluster(self) -> None:
         """Let the replication layer (when present) speak for the node on the bus."""

@@ -1,0 +1,517 @@
+"""Jobs across nodes, as Disque does them: synchronous and asynchronous replication
+(REPLJOB / GOTJOB), requeue coordination (QUEUED, WILLQUEUE, WORKING, ENQUEUE), ACK
+garbage collection (SETACK / GOTACK / DELJOB) and queue pauses (PAUSE).
+
+`Replication` is the node's `ClusterPort`: the core calls it when something other
+nodes must hear about, and it turns bus messages into calls on the core. It only uses
+the narrow `BusPort`, so an in-memory bus can stand in for the network in tests.
+
+Waiting ADDJOBs are kept in a dict ordered by their next retry time; one loop timer
+(every 50 ms, only while something waits) retries them and enforces their timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import heapq
+import logging
+import random
+from collections.abc import Callable, Iterable
+
+from .. import errors
+from ..cluster import messages as m
+from ..cluster.membership import ClusterNode
+from ..cluster.port import BusPort
+from ..ids import is_valid_job_id
+from ..job import (
+    ACKED,
+    ACTIVE,
+    BCAST_QUEUED,
+    DELETED,
+    DELIVERED,
+    QUEUED,
+    WAIT_REPL,
+    Job,
+    node_id_set,
+)
+from ..node import INCR_DELIV, INCR_NACKS, Node, now_ms
+from ..queue import PAUSED_ALL, PAUSED_IN, Queue
+from .wire import MAX_U32, decode_job, encode_job
+
+log = logging.getLogger("disq")
+
+ADD_NODE_PERIOD_MS = 50  # a waiting ADDJOB tries one more node this often (Disque)
+
+OnDone = Callable[[bytes], None]
+
+_NOREPL_TIMEOUT = errors.NOREPL_TIMEOUT.reply()
+_NOREPL_EXPIRED = errors.NOREPL_EXPIRED.reply()
+
+
+class _WaitingAdd:
+    """An ADDJOB waiting for its copies: the job, its timeout (0 = none), the next
+    time to try one more node, and the server's callback once it has one."""
+
+    __slots__ = ("job", "deadline", "next_try", "on_done")
+
+    def __init__(self, job: Job, deadline: int, next_try: int) -> None:
+        self.job = job
+        self.deadline = deadline
+        self.next_try = next_try
+        self.on_done: OnDone | None = None
+
+
+class Replication:
+    """The cluster side of the core (`node.cluster`). The server calls `wait` right
+    after `Node.add_job` returns a WAIT_REPL job, and `cancel_wait` if that client
+    goes away. `tick` is the periodic work; it runs on `loop` (or the running loop)
+    by itself, and tests without a loop call it with their own clock."""
+
+    def __init__(self, node: Node, bus: BusPort,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.node = node
+        self.bus = bus
+        self.my_id = node.id
+        self._loop = loop
+        self._timer: asyncio.TimerHandle | None = None
+        self._waiting: dict[bytes, _WaitingAdd] = {}  # ordered by next_try
+        self._deadlines: list[tuple[int, bytes]] = []  # heap; stale entries skipped
+        node.cluster = self
+        handlers = {
+            m.REPLJOB: self._on_repljob, m.GOTJOB: self._on_gotjob,
+            m.ENQUEUE: self._on_enqueue, m.QUEUED: self._on_queued,
+            m.WORKING: self._on_working, m.WILLQUEUE: self._on_willqueue,
+            m.SETACK: self._on_setack, m.GOTACK: self._on_gotack,
+            m.DELJOB: self._on_deljob, m.PAUSE: self._on_pause,
+        }
+        for mtype, handler in handlers.items():
+            bus.on(mtype, handler)
+
+    # -- the server's side ------------------------------------------------------------
+    def wait(self, job: Job, on_done: OnDone) -> None:
+        """Answer the ADDJOB of `job` (WAIT_REPL) through `on_done(reply)`, called
+        exactly once: `+<id>` once replicated, else a -NOREPL error."""
+        waiting = self._waiting.get(job.id)
+        if waiting is not None and waiting.job is job:
+            waiting.on_done = on_done
+        else:  # settled already (a bus that delivers in the same loop turn)
+            on_done(self._outcome(job))
+
+    def cancel_wait(self, job_id: bytes) -> None:
+        """The client of a waiting ADDJOB went away. As Disque does, a job that is not
+        replicated yet is deleted here and, best effort, everywhere: nobody got its ID."""
+        waiting = self._waiting.pop(job_id, None)
+        if waiting is not None and waiting.job.state == WAIT_REPL:
+            self._delete_everywhere(waiting.job)
+
+    def tick(self, now: int | None = None) -> None:
+        """Time out waiting ADDJOBs, and give the others one more node and a resend
+        of REPLJOB to the nodes that did not confirm (every 50 ms)."""
+        if now is None:
+            now = now_ms()
+        waiting = self._waiting
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now:
+            deadline, job_id = heapq.heappop(deadlines)
+            entry = waiting.get(job_id)
+            if entry is not None and entry.deadline == deadline:
+                del waiting[job_id]
+                if entry.job.state != WAIT_REPL:  # flushed, or acked by a client
+                    self._answer(entry, self._outcome(entry.job))
+                    continue
+                self._answer(entry, _NOREPL_TIMEOUT)
+                self._delete_everywhere(entry.job)
+        due: list[_WaitingAdd] = []
+        for entry in waiting.values():
+            if entry.next_try > now:
+                break
+            due.append(entry)
+        for entry in due:
+            job = entry.job
+            if waiting.get(job.id) is not entry:
+                continue
+            del waiting[job.id]
+            if job.state != WAIT_REPL:  # flushed, or acked by a client meanwhile
+                self._answer(entry, self._outcome(job))
+                continue
+            entry.next_try = now + ADD_NODE_PERIOD_MS
+            waiting[job.id] = entry  # to the end: the dict stays ordered by next_try
+            self._resend(job, now)
+        if len(deadlines) > 2 * len(waiting) + 64:  # mostly settled ADDJOBs: rebuild
+            self._deadlines = [(e.deadline, i) for i, e in waiting.items() if e.deadline]
+            heapq.heapify(self._deadlines)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # -- ClusterPort: what the core tells the cluster -----------------------------------
+    def size(self) -> int:
+        return self.bus.size()
+
+    def reachable_peers(self) -> int:
+        return len(self.bus.reachable_peers())
+
+    def replicate(self, job: Job, sync: bool, timeout_ms: int) -> None:
+        """REPLJOB to REPLICATE-1 random reachable nodes. Synchronous: the job stays
+        WAIT_REPL until enough GOTJOBs; asynchronous: fire and forget (NOREPLY)."""
+        now = now_ms()
+        targets = self._add_targets(job, job.repl - 1)
+        if sync:
+            job.nodes_confirmed = node_id_set((self.my_id,))
+            entry = _WaitingAdd(job, now + timeout_ms if timeout_ms else 0,
+                                now + ADD_NODE_PERIOD_MS)
+            self._waiting[job.id] = entry
+            if entry.deadline:
+                heapq.heappush(self._deadlines, (entry.deadline, job.id))
+            self.node.update_awake(job)  # so that it can expire while waiting
+            self._arm()
+        self.bus.broadcast(m.REPLJOB, encode_job(job, self.my_id, now), not sync,
+                           node_ids=targets)
+
+    def job_queued(self, job: Job, flags: int) -> None:
+        if job.nodes_delivered:
+            self.bus.broadcast(m.QUEUED, job.id, flags, node_ids=job.nodes_delivered)
+
+    def send_willqueue(self, job: Job) -> None:
+        if job.nodes_delivered:
+            self.bus.broadcast(m.WILLQUEUE, job.id, node_ids=job.nodes_delivered)
+
+    def job_working(self, job: Job) -> None:
+        if job.nodes_delivered:
+            self.bus.broadcast(m.WORKING, job.id, node_ids=job.nodes_delivered)
+
+    def start_gc(self, job: Job) -> None:
+        """SETACK to every node that may have a copy and did not confirm the ACK yet;
+        a dummy ACK (no holder known) asks every node that did not answer yet."""
+        delivered = job.nodes_delivered
+        confirmed = job.nodes_confirmed or ()
+        targets = delivered if delivered else self.bus.known_ids()
+        self.bus.broadcast(m.SETACK, job.id, len(delivered or ()),
+                           node_ids=[i for i in targets if i not in confirmed])
+
+    def fast_ack(self, job_id: bytes, job: Job | None) -> None:
+        if job is None:
+            self.bus.broadcast(m.DELJOB, job_id)
+            return
+        if job.state == WAIT_REPL:
+            self.job_dropped(job)
+        if job.nodes_delivered:
+            self.bus.broadcast(m.DELJOB, job.id, node_ids=job.nodes_delivered)
+
+    def pause(self, queue: bytes, flags: int) -> None:
+        self.bus.broadcast(m.PAUSE, queue, flags)
+
+    def need_jobs(self, queue: Queue) -> None:
+        pass  # federation (NEEDJOBS / YOURJOBS) comes with issue 4
+
+    def job_dropped(self, job: Job) -> None:
+        """A WAIT_REPL job is going away (expired, deleted) before it was replicated."""
+        self._settle(job, _NOREPL_EXPIRED)
+
+    # -- bus messages -------------------------------------------------------------------
+    def _on_repljob(self, sender: ClusterNode, fields: list) -> None:
+        """Keep a copy (active, not queued) and confirm with GOTJOB, unless leaving or
+        the queue is paused in input. A copy held already only learns the new nodes."""
+        if len(fields) < 2 or type(fields[1]) is not bool or self.node.leaving:
+            return
+        node = self.node
+        now = now_ms()
+        known = {i: i for i in self.bus.known_ids()}
+        known[self.my_id] = self.my_id
+        job = decode_job(fields[0], now, known)
+        if job is None:
+            log.warning("Received a corrupted job from node %s", sender.id)
+            return
+        holders = job.nodes_delivered
+        assert holders is not None  # decode_job always sets it
+        holders.add(sender.id)
+        holders.add(self.my_id)
+        mine = node.lookup(job.id)
+        if mine is None:
+            queue = node.queues.get(job.queue)
+            if queue is not None and queue.flags & PAUSED_IN:
+                return
+            node.store_copy(job, now)
+        else:
+            self._learn_holders(mine, holders)
+            if mine.state == ACKED:  # tell the sender instead: the job must not come back
+                self._send_setack(sender.id, mine)
+                return
+        if not fields[1]:
+            self.bus.send(sender.id, m.GOTJOB, job.id)
+
+    def _on_gotjob(self, sender: ClusterNode, fields: list) -> None:
+        job = self._job_in(fields)
+        if job is None or job.state != WAIT_REPL:
+            return
+        assert job.nodes_delivered is not None and job.nodes_confirmed is not None
+        job.nodes_delivered.add(sender.id)
+        job.nodes_confirmed.add(sender.id)
+        if len(job.nodes_confirmed) >= job.repl:
+            self._replicated(job)
+
+    def _on_enqueue(self, sender: ClusterNode, fields: list) -> None:
+        """Queue a copy now, or after `delay` seconds (sent by a node that replicated
+        a job without keeping it). This node becomes its first queuer: no QUEUED."""
+        job = self._job_in(fields)
+        if job is None or job.state != ACTIVE or len(fields) < 2:
+            return
+        delay = fields[1]
+        if type(delay) is not int or not 0 <= delay <= MAX_U32:
+            return
+        queue = self.node.queues.get(job.queue)
+        if queue is not None and queue.flags & PAUSED_IN:
+            return
+        job.flags &= ~BCAST_QUEUED
+        now = now_ms()
+        if job.qtime == 0 and job.retry == 0 and not job.flags & DELIVERED:
+            job.qtime = now  # an at-most-once copy never queued: it may be, once
+        if delay:
+            job.qtime = now + delay * 1000
+            self.node.update_awake(job)
+        else:
+            self.node.enqueue(job, nack=False, now=now)
+
+    def _on_queued(self, sender: ClusterNode, fields: list) -> None:
+        job = self._job_in(fields)
+        if job is None or len(fields) < 2:
+            return
+        flags = fields[1]
+        if type(flags) is not int or not 0 <= flags <= 0xFF:
+            return
+        self._queued_elsewhere(sender, job, flags, working=False)
+
+    def _on_working(self, sender: ClusterNode, fields: list) -> None:
+        job = self._job_in(fields)
+        if job is not None:
+            self._queued_elsewhere(sender, job, 0, working=True)
+
+    def _queued_elsewhere(self, sender: ClusterNode, job: Job, flags: int,
+                          working: bool) -> None:
+        """QUEUED / WORKING from another node: requeue here only after another RETRY.
+        A copy queued here too leaves the queue on WORKING, or on QUEUED when the
+        sender wins `sender_wins`, so that concurrent requeues leave one copy queued."""
+        state = job.state
+        if state == ACTIVE or state == QUEUED:
+            if state == QUEUED and (working or sender_wins(sender.id, self.my_id, job.id)):
+                self.node.dequeue(job)
+            self.node.postpone_requeue(job)
+            if flags & INCR_NACKS:
+                job.nacks += 1
+            if flags & INCR_DELIV:
+                job.deliveries += 1
+        elif state == ACKED:
+            self._send_setack(sender.id, job)
+
+    def _on_willqueue(self, sender: ClusterNode, fields: list) -> None:
+        """The sender will requeue its copy in 500 ms: if ours is queued, say so (it
+        postpones); if it is acked here, tell it (it acks too)."""
+        job = self._job_in(fields)
+        if job is None:
+            return
+        if job.state == ACTIVE or job.state == QUEUED:
+            self._learn_holders(job, (sender.id,))
+            if job.state == QUEUED:
+                self.bus.broadcast(m.QUEUED, job.id, 0, node_ids=job.nodes_delivered)
+        elif job.state == ACKED:
+            self._send_setack(sender.id, job)
+
+    def _on_setack(self, sender: ClusterNode, fields: list) -> None:
+        """Mark the job acked and answer GOTACK, unless this node knows more nodes that
+        may hold a copy than the sender does: then it runs the GC itself."""
+        parsed = self._id_and_count(fields)
+        if parsed is None:
+            return
+        job_id, may_have = parsed
+        node = self.node
+        job = node.lookup(job_id)
+        if job is not None:
+            if job.state == WAIT_REPL:  # acked before it was replicated: it was
+                self._settle(job, b"+" + job.id + b"\r\n")
+            if node.acknowledge(job):
+                node.schedule_gc(job)  # in case the sender never finishes its GC
+        if job is None or _holder_count(job) <= may_have:
+            self.bus.send(sender.id, m.GOTACK, job_id, _has_job(job))
+        else:
+            if may_have == 0:  # the sender has a dummy ACK: it may forget it now
+                self.bus.send(sender.id, m.GOTACK, job_id, True)
+            node.try_gc(job)
+
+    def _on_gotack(self, sender: ClusterNode, fields: list) -> None:
+        """A node confirmed our SETACK. Normal job: once every node that may hold a copy
+        confirmed, DELJOB to all of them and delete. Dummy ACK: delete as soon as a
+        node knows the job (it runs the GC), or once every node said it does not."""
+        if len(fields) < 2 or type(fields[1]) is not bool:
+            return
+        job = self._job_in(fields)
+        if job is None or job.state != ACKED or job.nodes_delivered is None:
+            return
+        known: bool = fields[1]
+        delivered = job.nodes_delivered
+        if job.nodes_confirmed is None:  # a SETACK sent outside of a GC attempt
+            job.nodes_confirmed = node_id_set((self.my_id,))
+        confirmed = job.nodes_confirmed
+        if not delivered:  # dummy ACK
+            if known:
+                self.node.unregister(job)
+                return
+            confirmed.add(sender.id)
+            if confirmed.issuperset(self.bus.known_ids()):
+                self.node.unregister(job)
+            return
+        if known or sender.id in delivered:
+            delivered.add(sender.id)
+            confirmed.add(sender.id)
+        if confirmed >= delivered:
+            self._delete_everywhere(job)
+
+    def _on_deljob(self, sender: ClusterNode, fields: list) -> None:
+        job = self._job_in(fields)
+        if job is not None:
+            if job.state == WAIT_REPL:
+                self.job_dropped(job)
+            self.node.unregister(job)
+
+    def _on_pause(self, sender: ClusterNode, fields: list) -> None:
+        if len(fields) < 2:
+            return
+        queue, flags = fields[0], fields[1]
+        if type(queue) is bytes and type(flags) is int and 0 <= flags <= PAUSED_ALL:
+            self.node.set_pause(queue, flags, broadcast=False)
+
+    # -- helpers ------------------------------------------------------------------------
+    def _add_targets(self, job: Job, count: int) -> list[str]:
+        """Add up to `count` random reachable nodes that do not hold the job yet to
+        its `nodes_delivered`; returns them."""
+        if job.nodes_delivered is None:
+            job.nodes_delivered = node_id_set((self.my_id,))
+        delivered = job.nodes_delivered
+        if count <= 0:
+            return []
+        candidates = [n.id for n in self.bus.reachable_peers() if n.id not in delivered]
+        targets = random.sample(candidates, min(count, len(candidates)))
+        delivered.update(targets)
+        return targets
+
+    def _resend(self, job: Job, now: int) -> None:
+        """One more node, and REPLJOB again to the nodes that did not confirm. When a
+        node was added the confirmed ones get it too (NOREPLY), to learn the new holder."""
+        added = self._add_targets(job, 1)
+        delivered, confirmed = job.nodes_delivered, job.nodes_confirmed
+        assert delivered is not None and confirmed is not None
+        payload = encode_job(job, self.my_id, now)
+        self.bus.broadcast(m.REPLJOB, payload, False,
+                           node_ids=[i for i in delivered if i not in confirmed])
+        if added:
+            self.bus.broadcast(m.REPLJOB, payload, True, node_ids=confirmed)
+
+    def _replicated(self, job: Job) -> None:
+        """Enough copies: queue the job (or schedule it after its delay), answer."""
+        job.nodes_confirmed = None
+        self.node.activate(job)
+        self._settle(job, b"+" + job.id + b"\r\n")
+
+    def _settle(self, job: Job, reply: bytes) -> None:
+        """The job's ADDJOB no longer waits: answer its client."""
+        entry = self._waiting.pop(job.id, None)
+        if entry is not None:
+            self._answer(entry, reply)
+
+    def _outcome(self, job: Job) -> bytes:
+        """The ADDJOB reply for a job that no longer waits, from what became of it."""
+        if job.state != DELETED and self.node.lookup(job.id) is job:
+            return b"+" + job.id + b"\r\n"
+        return _NOREPL_EXPIRED
+
+    def _delete_everywhere(self, job: Job) -> None:
+        """DELJOB to every node that may hold a copy (best effort), delete it here."""
+        if job.nodes_delivered:
+            self.bus.broadcast(m.DELJOB, job.id, node_ids=job.nodes_delivered)
+        self.node.unregister(job)
+
+    def _learn_holders(self, job: Job, node_ids: Iterable[str]) -> None:
+        if job.nodes_delivered is None:
+            job.nodes_delivered = node_id_set((self.my_id,))
+        elif not job.nodes_delivered and job.state == ACKED:
+            job.nodes_confirmed = None  # a dummy ACK found holders: a fresh GC round
+        job.nodes_delivered.update(node_ids)
+
+    def _send_setack(self, node_id: str, job: Job) -> None:
+        self.bus.send(node_id, m.SETACK, job.id, _holder_count(job))
+
+    def _job_in(self, fields: list) -> Job | None:
+        """The job named by a message's first field, if valid and known here."""
+        if not fields:
+            return None
+        job_id = fields[0]
+        if type(job_id) is not bytes or not is_valid_job_id(job_id):
+            return None
+        return self.node.lookup(job_id)
+
+    @staticmethod
+    def _id_and_count(fields: list) -> tuple[bytes, int] | None:
+        if len(fields) < 2:
+            return None
+        job_id, count = fields[0], fields[1]
+        if (type(job_id) is not bytes or not is_valid_job_id(job_id)
+                or type(count) is not int or not 0 <= count <= MAX_U32):
+            return None
+        return job_id, count
+
+    @staticmethod
+    def _answer(entry: _WaitingAdd, reply: bytes) -> None:
+        on_done, entry.on_done = entry.on_done, None
+        if on_done is not None:
+            on_done(reply)
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            return
+        if self._loop is None:
+            try:
+                self._loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # no loop (unit tests): whoever drives the node calls tick()
+        self._timer = self._loop.call_later(ADD_NODE_PERIOD_MS / 1000, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        try:
+            self.tick()
+        except Exception as exc:  # never let one bad job stop every waiting ADDJOB
+            log.error("Error in the replication timer: %r", exc, exc_info=exc)
+        if self._waiting:
+            self._arm()
+
+
+def _has_job(job: Job | None) -> bool:
+    """GOTACK's "known". A dummy ACK here knows nothing of the job: answering "known"
+    would let two dummy ACKs delete each other while the real holders are unreachable
+    (Disque answers "known" for any job; disq answers for real ones only)."""
+    return job is not None and (job.body is not None or bool(job.nodes_delivered))
+
+
+def _holder_count(job: Job) -> int:
+    """How many nodes may hold the job, as far as this node knows (SETACK's aux)."""
+    return len(job.nodes_delivered) if job.nodes_delivered is not None else 1
+
+
+def sender_wins(sender_id: str, my_id: str, job_id: bytes) -> bool:
+    """Which of two nodes keeps a job both queued (Disque's compareNodeIDsByJob, as
+    disq defines it): each node ID, read as a 160-bit number, is XORed with a 160-bit
+    mask drawn from the job ID (BLAKE2b of the ID); the larger result wins. Every node
+    computes the same order for a job, and the order changes from job to job, so no
+    node always wins. True if the sender's copy stays queued rather than mine."""
+    mask = int.from_bytes(hashlib.blake2b(job_id, digest_size=20).digest(), "big")
+    return (_node_number(sender_id) ^ mask) > (_node_number(my_id) ^ mask)
+
+
+def _node_number(node_id: str) -> int:
+    try:
+        return int(node_id, 16)
+    except ValueError:  # not hex: still a deterministic number
+        return int.from_bytes(hashlib.blake2b(node_id.encode(), digest_size=20).digest(),
+                              "big")

@@ -1,0 +1,80 @@
+"""A job on the cluster bus (REPLJOB, later YOURJOBS): a msgpack-friendly list.
+
+    [id, queue, body, state, flags, repl, ttl_ms, ctime, delay, retry, nacks,
+     deliveries, nodes_delivered]
+
+`ttl_ms` is the time left before expiry, relative so that the nodes' clocks may differ
+(Disque sends seconds left + 1; milliseconds keep the expiry exact). DELIVERED is never
+sent: it says what *this* node did. The receiver trusts nothing: a field of the wrong
+type or out of range drops the whole job, and node IDs it does not know are left out of
+`nodes_delivered` (as Disque does), so a corrupt or hostile message can neither crash
+the node nor make it wait for nodes that do not exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..ids import is_valid_job_id
+from ..job import ACKED, ACTIVE, DELIVERED, Job, node_id_set
+
+FIELD_COUNT = 13
+MAX_U32 = 2**32 - 1
+MAX_TTL_MS = 2**40  # ~35 years: more than any TTL a client can ask for
+MAX_CTIME = 2**63 - 1
+MAX_NODES = 10_000  # node IDs in one job's list
+MAX_FLAGS = 0xFF
+
+
+def encode_job(job: Job, my_id: str, now: int) -> list:
+    """The job as sent to other nodes. A job only this node holds lists this node."""
+    delivered = job.nodes_delivered
+    return [
+        job.id, job.queue, job.body, job.state, job.flags & ~DELIVERED, job.repl,
+        max(job.etime - now, 1), job.ctime, job.delay, job.retry, job.nacks,
+        job.deliveries, list(delivered) if delivered is not None else [my_id],
+    ]
+
+
+def decode_job(data: object, now: int, known_ids: Mapping[str, str]) -> Job | None:
+    """Build an active job from `encode_job`'s list, or None if anything is off.
+
+    `known_ids` maps each known node ID to the string to keep (the node's own ID
+    object, so a million jobs share a few strings); other IDs are dropped. The caller
+    stores the job (`Node.store_copy` sets its requeue time and flags)."""
+    if type(data) is not list or len(data) != FIELD_COUNT:
+        return None
+    (job_id, queue, body, state, flags, repl, ttl_ms, ctime, delay, retry, nacks,
+     deliveries, nodes) = data
+    if type(job_id) is not bytes or not is_valid_job_id(job_id):
+        return None
+    if type(queue) is not bytes or type(body) is not bytes:
+        return None
+    if not (
+        _int_in(state, 0, ACKED) and _int_in(flags, 0, MAX_FLAGS)
+        and _int_in(repl, 1, 65535) and _int_in(ttl_ms, 1, MAX_TTL_MS)
+        and _int_in(ctime, 0, MAX_CTIME) and _int_in(delay, 0, MAX_U32)
+        and _int_in(retry, 0, MAX_U32) and _int_in(nacks, 0, MAX_U32)
+        and _int_in(deliveries, 0, MAX_U32)
+    ):
+        return None
+    if type(nodes) is not list or len(nodes) > MAX_NODES:
+        return None
+    delivered = node_id_set()
+    for node_id in nodes:
+        if type(node_id) is not str:
+            return None
+        kept = known_ids.get(node_id)
+        if kept is not None:
+            delivered.add(kept)
+    job = Job(job_id, queue, body, ACTIVE, ctime, now + ttl_ms, delay, retry, repl)
+    job.flags = flags & ~DELIVERED
+    job.nacks = nacks
+    job.deliveries = deliveries
+    job.nodes_delivered = delivered
+    return job
+
+
+def _int_in(value: object, low: int, high: int) -> bool:
+    """A plain int (not a bool) within [low, high]."""
+    return type(value) is int and low <= value <= high

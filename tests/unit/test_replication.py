@@ -1,0 +1,733 @@
+"""The replication layer (disq/replication) between real `Node`s over an in-memory bus.
+
+`Network` stands in for the cluster bus: messages go through msgpack as on the wire
+and wait in one FIFO queue until the test pumps it, as real messages leave at the end
+of a loop turn. A node can be `down` (not reachable: sends fail) or `silent` (reachable,
+but whatever is sent to it is lost). Time is driven by passing `now` to `tick` and
+`run_timers`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import random
+from collections import deque
+from collections.abc import Iterable
+
+import msgpack
+import pytest
+
+from disq import errors
+from disq.cluster import messages as m
+from disq.cluster.membership import ClusterNode
+from disq.config import Config
+from disq.ids import new_node_id
+from disq.job import ACKED, ACTIVE, DELIVERED, QUEUED, WAIT_REPL, Job
+from disq.node import Node, now_ms
+from disq.queue import PAUSED_IN, PAUSED_OUT
+from disq.replication.replicator import ADD_NODE_PERIOD_MS, Replication, sender_wins
+from disq.replication.wire import decode_job, encode_job
+
+NOREPL_TIMEOUT = errors.NOREPL_TIMEOUT.reply()
+NOREPL_EXPIRED = errors.NOREPL_EXPIRED.reply()
+
+
+class Network:
+    def __init__(self) -> None:
+        self.buses: dict[str, FakeBus] = {}
+        self.peers: dict[str, ClusterNode] = {}  # how the others see each node
+        self.queue: deque[tuple[str, str, int, bytes]] = deque()
+        self.down: set[str] = set()
+        self.silent: set[str] = set()
+        self.log: list[tuple[str, str, int]] = []  # (from, to, type) of every delivery
+
+    def add(self, bus: FakeBus) -> None:
+        self.buses[bus.myself.id] = bus
+        self.peers[bus.myself.id] = ClusterNode(bus.myself.id, "127.0.0.1", 7711)
+
+    def pump(self, limit: int = 100_000) -> int:
+        delivered = 0
+        while self.queue and delivered < limit:
+            src, dst, mtype, payload = self.queue.popleft()
+            if dst in self.down or dst in self.silent:
+                continue
+            delivered += 1
+            self.log.append((src, dst, mtype))
+            self.deliver(src, dst, mtype, msgpack.unpackb(payload, raw=False))
+        assert not self.queue, "messages still flowing: a loop between nodes?"
+        return delivered
+
+    def deliver(self, src: str, dst: str, mtype: int, fields: list) -> None:
+        handler = self.buses[dst].handlers.get(mtype)
+        if handler is not None:
+            handler(self.peers[src], fields)
+
+    def sent(self, mtype: int) -> int:
+        return sum(1 for _, _, t in self.log if t == mtype)
+
+
+class FakeBus:
+    """BusPort over `Network`."""
+
+    def __init__(self, network: Network, node_id: str) -> None:
+        self.network = network
+        self.myself = ClusterNode(node_id, "127.0.0.1", 7711, {"myself"})
+        self.handlers: dict[int, object] = {}
+        network.add(self)
+
+    def on(self, mtype: int, handler: object) -> None:
+        self.handlers[mtype] = handler
+
+    def send(self, node_id: str, mtype: int, *fields: object) -> bool:
+        net = self.network
+        if node_id == self.myself.id or node_id not in net.buses or node_id in net.down:
+            return False
+        payload = msgpack.packb(list(fields), use_bin_type=True)
+        net.queue.append((self.myself.id, node_id, mtype, payload))
+        return True
+
+    def broadcast(self, mtype: int, *fields: object,
+                  node_ids: Iterable[str] | None = None) -> int:
+        targets = list(node_ids) if node_ids is not None else self.known_ids()
+        return sum(self.send(i, mtype, *fields) for i in targets)
+
+    def reachable_peers(self) -> list[ClusterNode]:
+        net = self.network
+        return [net.peers[i] for i in self.known_ids() if i not in net.down]
+
+    def known_ids(self) -> list[str]:
+        return [i for i in self.network.buses if i != self.myself.id]
+
+    def size(self) -> int:
+        return len(self.network.buses)
+
+
+class Member:
+    def __init__(self, network: Network) -> None:
+        self.node = Node(Config(), new_node_id())
+        self.bus = FakeBus(network, self.node.id)
+        self.repl = Replication(self.node, self.bus)
+
+    @property
+    def id(self) -> str:
+        return self.node.id
+
+    def job(self, job_id: bytes) -> Job | None:
+        return self.node.lookup(job_id)
+
+
+def cluster(size: int) -> tuple[Network, list[Member]]:
+    net = Network()
+    return net, [Member(net) for _ in range(size)]
+
+
+def add_job(member: Member, *, repl: int | None = 3, timeout: int = 5000, ttl: int = 3600,
+            retry: int | None = None, async_: bool = False,
+            body: bytes = b"body") -> tuple[Job, list[bytes]]:
+    """ADDJOB as the server runs it: add, then wait for the reply if it must."""
+    job = member.node.add_job(b"q", body, timeout, repl, 0, retry, ttl, 0, async_)
+    replies: list[bytes] = []
+    if job.state == WAIT_REPL:
+        member.repl.wait(job, replies.append)
+    else:
+        replies.append(b"+" + job.id + b"\r\n")
+    return job, replies
+
+
+def ok(job: Job) -> list[bytes]:
+    return [b"+" + job.id + b"\r\n"]
+
+
+def holders(members: list[Member], job_id: bytes) -> list[Member]:
+    return [x for x in members if x.job(job_id) is not None]
+
+
+# -- synchronous replication --------------------------------------------------------------
+
+def test_replicate_3_puts_copies_on_3_nodes_and_answers_the_id() -> None:
+    net, (a, b, c) = cluster(3)
+    job, replies = add_job(a, body=b"hello")
+    assert job.state == WAIT_REPL and replies == []
+    net.pump()
+    assert replies == ok(job)
+    assert job.state == QUEUED and a.node.qlen(b"q") == 1
+    assert job.nodes_confirmed is None
+    for member in (b, c):
+        copy = member.job(job.id)
+        assert copy is not None and copy is not job
+        assert (copy.state, copy.queue, copy.body, copy.repl) == (ACTIVE, b"q", b"hello", 3)
+        assert copy.nodes_delivered == {a.id, b.id, c.id}
+        assert copy.ctime == job.ctime and abs(copy.etime - job.etime) < 1000
+        assert member.node.qlen(b"q") == 0
+        assert copy.qtime > now_ms() + (copy.retry * 1000) - 1000  # requeue after RETRY
+    assert job.nodes_delivered == {a.id, b.id, c.id}
+    assert net.sent(m.REPLJOB) == 2 and net.sent(m.GOTJOB) == 2
+
+
+def test_default_replication_level_is_three_and_answers_once() -> None:
+    net, members = cluster(5)
+    job, replies = add_job(members[0], repl=None)
+    net.pump()
+    assert job.repl == 3 and replies == ok(job)
+    assert len(holders(members, job.id)) == 3
+    members[0].repl.tick(now_ms() + 10 * ADD_NODE_PERIOD_MS)  # nothing left to do
+    net.pump()
+    assert replies == ok(job) and len(holders(members, job.id)) == 3
+
+
+def test_async_replication_queues_at_once_and_asks_no_confirmation() -> None:
+    net, (a, b, c) = cluster(3)
+    job, replies = add_job(a, async_=True)
+    assert job.state == QUEUED and replies == ok(job)
+    net.pump()
+    assert b.job(job.id).state == ACTIVE and c.job(job.id).state == ACTIVE
+    assert net.sent(m.GOTJOB) == 0
+
+
+def test_silent_peer_means_norepl_after_the_timeout_and_cleanup() -> None:
+    net, (a, b, c) = cluster(3)
+    net.silent.add(c.id)
+    start = now_ms()
+    job, replies = add_job(a, timeout=1000)
+    net.pump()
+    assert replies == [] and b.job(job.id) is not None
+    for t in range(start + 60, start + 1000, 60):  # retries, never more than asked
+        a.repl.tick(t)
+        net.pump()
+    assert replies == [] and job.state == WAIT_REPL
+    assert net.sent(m.REPLJOB) == 1  # b confirmed: only c is asked again (and lost)
+    a.repl.tick(start + 1001)
+    assert replies == [NOREPL_TIMEOUT]
+    assert a.job(job.id) is None
+    net.pump()  # the DELJOB reaches b
+    assert b.job(job.id) is None
+
+
+def test_another_node_is_tried_when_a_target_stays_silent() -> None:
+    extra_node_needed = 0
+    for _ in range(12):  # the targets are random: the silent node is often picked
+        net, members = cluster(4)
+        a = members[0]
+        net.silent.add(members[3].id)
+        job, replies = add_job(a)
+        net.pump()
+        if not replies:
+            extra_node_needed += 1
+            a.repl.tick(now_ms() + ADD_NODE_PERIOD_MS)
+            net.pump()
+            assert job.nodes_delivered == {x.id for x in members}
+        assert replies == ok(job)
+    assert extra_node_needed > 0
+
+
+def test_timeout_zero_waits_and_retries_until_the_node_comes_back() -> None:
+    net, (a, b, c) = cluster(3)
+    net.silent.add(c.id)
+    start = now_ms()
+    job, replies = add_job(a, timeout=0)
+    net.pump()
+    a.repl.tick(start + 3_600_000)
+    net.pump()
+    assert replies == [] and job.state == WAIT_REPL
+    net.silent.clear()  # "restarted"
+    a.repl.tick(start + 3_600_000 + ADD_NODE_PERIOD_MS)
+    net.pump()
+    assert replies == ok(job) and c.job(job.id) is not None
+
+
+def test_job_expiring_while_waiting_answers_norepl_expired() -> None:
+    net, (a, b, c) = cluster(3)
+    net.silent.add(c.id)
+    job, replies = add_job(a, ttl=1, timeout=15000)
+    net.pump()
+    a.node.run_timers(now_ms() + 2000)
+    assert replies == [NOREPL_EXPIRED] and a.job(job.id) is None
+    a.repl.tick(now_ms() + 20000)  # the timeout must not answer a second time
+    assert replies == [NOREPL_EXPIRED]
+
+
+def test_deljob_of_a_waiting_job_answers_norepl() -> None:
+    net, (a, b, c) = cluster(3)
+    net.silent.add(c.id)
+    job, replies = add_job(a)
+    assert a.node.delete([job.id]) == 1
+    assert replies == [NOREPL_EXPIRED]
+
+
+def test_client_gone_deletes_the_unreplicated_job_everywhere() -> None:
+    net, (a, b, c) = cluster(3)
+    net.silent.add(c.id)
+    job, replies = add_job(a)
+    net.pump()
+    assert b.job(job.id) is not None
+    a.repl.cancel_wait(job.id)
+    assert a.job(job.id) is None
+    net.pump()
+    assert b.job(job.id) is None and replies == []
+    a.repl.tick(now_ms() + 10_000)
+    assert replies == []
+
+
+def test_wait_after_the_job_settled_answers_at_once() -> None:
+    net, (a, b, c) = cluster(3)
+    job = a.node.add_job(b"q", b"x", 5000, 3, 0, None, 3600, 0, False)
+    net.pump()
+    replies: list[bytes] = []
+    a.repl.wait(job, replies.append)
+    assert replies == ok(job)
+
+
+def test_flushall_while_waiting_answers_on_the_next_tick() -> None:
+    net, (a, b, c) = cluster(3)
+    net.silent.add(c.id)
+    job, replies = add_job(a)
+    a.node.flushall()
+    a.repl.tick(now_ms() + ADD_NODE_PERIOD_MS)
+    assert replies == [NOREPL_EXPIRED]
+
+
+def test_client_ack_of_a_waiting_job_answers_its_id() -> None:
+    net, (a, b, c) = cluster(3)
+    net.silent.add(c.id)
+    job, replies = add_job(a, timeout=1000)
+    net.pump()
+    assert a.node.ack([job.id]) == 1  # the ID is visible to JSCAN meanwhile
+    net.pump()
+    a.repl.tick(now_ms() + 2000)  # past the timeout: answered, not deleted as a failure
+    assert replies == ok(job) and job.state == ACKED and b.job(job.id).state == ACKED
+
+
+def test_many_waiting_jobs_keep_the_timeout_heap_small() -> None:
+    net, (a, b, c) = cluster(3)
+    start = now_ms()
+    for _ in range(500):
+        add_job(a, timeout=60_000)
+    net.pump()
+    a.repl.tick(start + ADD_NODE_PERIOD_MS)
+    assert not a.repl._waiting and len(a.repl._deadlines) <= 64
+
+
+async def test_the_retry_timer_runs_on_the_event_loop() -> None:
+    net, (a, b, c) = cluster(3)
+    net.silent.add(c.id)
+    job, replies = add_job(a, timeout=120)
+    net.pump()
+    for _ in range(40):
+        await asyncio.sleep(0.02)
+        if replies:
+            break
+    assert replies == [NOREPL_TIMEOUT]
+    assert a.repl._timer is None
+
+
+# -- receiving REPLJOB ---------------------------------------------------------------------
+
+def test_repljob_refused_when_the_queue_is_paused_in_or_the_node_leaving() -> None:
+    net, (a, b, c) = cluster(3)
+    b.node.set_pause(b"q", PAUSED_IN, broadcast=False)
+    c.node.leaving = True
+    job, _ = add_job(a, async_=True)
+    net.pump()
+    assert b.job(job.id) is None and c.job(job.id) is None
+
+
+def test_duplicate_repljob_merges_the_node_lists() -> None:
+    net, (a, b, c, d) = cluster(4)
+    job, _ = add_job(a, async_=True)
+    net.pump()
+    holder = next(x for x in (b, c, d) if x.job(job.id) is not None)
+    copy = holder.job(job.id)
+    job.nodes_delivered.add(d.id)
+    net.deliver(a.id, holder.id, m.REPLJOB, [encode_job(job, a.id, now_ms()), False])
+    assert holder.job(job.id) is copy and d.id in copy.nodes_delivered
+    net.pump()  # GOTJOB for a job that no longer waits: ignored
+    assert job.state == QUEUED
+
+
+def test_replica_is_written_to_the_aof() -> None:
+    class Log:
+        def __init__(self) -> None:
+            self.stored: list[bytes] = []
+
+        def job_stored(self, job: Job) -> None:
+            self.stored.append(job.id)
+
+        def job_removed(self, job_id: bytes) -> None:
+            pass
+
+    net, (a, b, c) = cluster(3)
+    b.node.aof = Log()
+    job, _ = add_job(a)
+    net.pump()
+    assert b.node.aof.stored == [job.id]
+
+
+# -- requeue coordination -----------------------------------------------------------------
+
+def test_concurrent_requeues_leave_exactly_one_queued_copy() -> None:
+    for _ in range(10):
+        net, members = cluster(3)
+        a = members[0]
+        job, _ = add_job(a)
+        net.pump()
+        assert a.node.get_jobs([b"q"], 1) == [job]  # delivered: active everywhere
+        for member in members:  # every node requeues before hearing of the others
+            assert member.node.requeue([job.id], nack=False) == 1
+        net.pump()
+        queued = [x for x in members if x.job(job.id).state == QUEUED]
+        assert len(queued) == 1
+        winner = queued[0]
+        assert all(sender_wins(winner.id, x.id, job.id) for x in members if x is not winner)
+        assert all(x.job(job.id).deliveries == 3 for x in members)
+
+
+def test_nack_is_counted_on_every_copy() -> None:
+    net, (a, b, c) = cluster(3)
+    job, _ = add_job(a)
+    net.pump()
+    a.node.get_jobs([b"q"], 1)
+    assert a.node.requeue([job.id], nack=True) == 1
+    net.pump()
+    assert [x.job(job.id).nacks for x in (a, b, c)] == [1, 1, 1]
+    assert b.job(job.id).state == ACTIVE  # postponed, not queued
+
+
+class Clock:
+    """A settable now_ms() for the core and the replication layer."""
+
+    def __init__(self) -> None:
+        self.now = now_ms()
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr("disq.node.now_ms", fake)
+    monkeypatch.setattr("disq.replication.replicator.now_ms", fake)
+    return fake
+
+
+def test_willqueue_to_a_node_with_the_job_queued_postpones_the_requeue(clock: Clock) -> None:
+    net, (a, b, c) = cluster(3)
+    job, _ = add_job(a, retry=5)
+    net.pump()
+    copy = b.job(job.id)
+    before = copy.qtime
+    clock.now = before - 400  # 500 ms before its requeue: WILLQUEUE
+    b.node.run_timers(clock.now)
+    net.pump()
+    assert net.sent(m.WILLQUEUE) == 2 and net.sent(m.QUEUED) >= 1
+    assert copy.state == ACTIVE and copy.qtime >= clock.now + 5000 - 250
+    assert job.state == QUEUED and a.node.qlen(b"q") == 1
+    clock.now = before + 100  # the old requeue time passes: nothing happens
+    b.node.run_timers(clock.now)
+    assert copy.state == ACTIVE and b.node.qlen(b"q") == 0
+
+
+def test_working_dequeues_and_postpones_everywhere() -> None:
+    net, (a, b, c) = cluster(3)
+    job, _ = add_job(a, retry=60)
+    net.pump()
+    c_before = c.job(job.id).qtime
+    assert b.node.working(job.id) == 60
+    net.pump()
+    assert job.state == ACTIVE and a.node.qlen(b"q") == 0
+    assert job.qtime > now_ms() + 55_000
+    assert c.job(job.id).qtime >= c_before - 600
+
+
+def test_enqueue_message_queues_a_copy() -> None:
+    net, (a, b, c) = cluster(3)
+    job, _ = add_job(a)
+    net.pump()
+    net.deliver(a.id, b.id, m.ENQUEUE, [job.id, 0])
+    copy = b.job(job.id)
+    assert copy.state == QUEUED and b.node.qlen(b"q") == 1
+    assert net.sent(m.QUEUED) == 0 and not net.queue  # the first queueing is silent
+    net.deliver(a.id, c.id, m.ENQUEUE, [job.id, 30])
+    assert c.job(job.id).state == ACTIVE
+    assert now_ms() + 29_000 < c.job(job.id).qtime <= now_ms() + 30_000
+
+
+def test_pause_is_broadcast() -> None:
+    net, (a, b, c) = cluster(3)
+    a.node.set_pause(b"q", PAUSED_OUT, broadcast=True)
+    net.pump()
+    assert b.node.pause_flags(b"q") == PAUSED_OUT == c.node.pause_flags(b"q")
+
+
+# -- acknowledgements and their garbage collection ------------------------------------------
+
+@pytest.mark.parametrize("acker", [0, 1])
+def test_ackjob_on_one_node_removes_every_copy(acker: int) -> None:
+    net, members = cluster(3)
+    job, _ = add_job(members[0])
+    net.pump()
+    assert members[acker].node.ack([job.id]) == 1
+    net.pump()
+    assert holders(members, job.id) == []
+    assert net.sent(m.SETACK) >= 2 and net.sent(m.GOTACK) >= 2 and net.sent(m.DELJOB) >= 2
+
+
+def test_gc_waits_for_a_node_that_is_down_then_completes() -> None:
+    net, (a, b, c) = cluster(3)
+    job, _ = add_job(a)
+    net.pump()
+    net.down.add(c.id)
+    a.node.ack([job.id])
+    net.pump()
+    assert job.state == ACKED and b.job(job.id).state == ACKED
+    net.down.clear()
+    a.node.run_timers(job.qtime + 1)  # the next GC attempt (1 s later)
+    net.pump()
+    assert holders([a, b, c], job.id) == []
+
+
+def test_gc_keeps_confirmations_between_attempts() -> None:
+    net, (a, b, c) = cluster(3)
+    job, _ = add_job(a)
+    net.pump()
+    net.down.add(c.id)
+    a.node.ack([job.id])
+    net.pump()
+    assert job.nodes_confirmed == {a.id, b.id}
+    net.down.clear()
+    net.down.add(b.id)  # b confirmed already: c alone completes the GC
+    a.node.run_timers(job.qtime + 1)
+    net.pump()
+    assert a.job(job.id) is None and c.job(job.id) is None
+
+
+def test_dummy_ack_on_a_node_that_never_saw_the_job_removes_every_copy() -> None:
+    net, (a, b, c, d) = cluster(4)
+    net.down.add(d.id)
+    job, replies = add_job(a)
+    net.pump()
+    assert replies == ok(job)
+    net.down.clear()
+    assert d.node.ack([job.id]) == 0
+    dummy = d.job(job.id)
+    assert dummy is not None and dummy.state == ACKED and dummy.body is None
+    net.pump()
+    assert holders([a, b, c, d], job.id) == []
+
+
+def test_dummy_acks_wait_for_the_real_holders() -> None:
+    net, (a, b, c, d, e) = cluster(5)
+    net.down.update({d.id, e.id})
+    job, _ = add_job(a)
+    net.pump()
+    net.down = {a.id, b.id, c.id}
+    d.node.ack([job.id])
+    e.node.ack([job.id])
+    net.pump()  # two dummy ACKs asked each other: neither may forget the ACK yet
+    assert d.job(job.id) is not None and e.job(job.id) is not None
+    net.down.clear()
+    d.node.run_timers(d.job(job.id).qtime + 1)  # d's next GC attempt reaches the holders
+    net.pump()
+    assert all(x.job(job.id) is None or x.job(job.id).state == ACKED for x in (a, b, c, e))
+    for member in (a, b, c, e):  # whatever is left collects on its next attempt
+        if member.job(job.id) is not None:
+            member.node.run_timers(member.job(job.id).qtime + 1)
+            net.pump()
+    assert holders([a, b, c, d, e], job.id) == []
+
+
+def test_dummy_ack_of_a_job_nobody_knows_is_collected() -> None:
+    net, (a, b, c) = cluster(3)
+    job_id = b"D-" + b.id[:8].encode() + b"-" + b"A" * 24 + b"-0001"
+    assert a.node.ack([job_id]) == 0
+    assert a.job(job_id) is not None
+    net.pump()
+    assert holders([a, b, c], job_id) == []
+    assert net.sent(m.GOTACK) == 2
+
+
+def test_setack_completes_a_waiting_addjob() -> None:
+    net, (a, b, c) = cluster(3)
+    net.silent.add(c.id)
+    job, replies = add_job(a)
+    net.pump()
+    b.node.ack([job.id])
+    net.pump()
+    assert replies == ok(job)
+    assert job.state == ACKED and a.node.qlen(b"q") == 0
+
+
+def test_acked_job_never_comes_back() -> None:
+    net, (a, b, c) = cluster(3)
+    job, _ = add_job(a)
+    net.pump()
+    net.down.update({a.id, c.id})
+    b.node.ack([job.id])
+    net.pump()
+    copy = b.job(job.id)
+    assert copy.state == ACKED
+    net.down.clear()
+    # A late REPLJOB, QUEUED and WILLQUEUE from a: b stays acked and tells a.
+    net.deliver(a.id, b.id, m.REPLJOB, [encode_job(job, a.id, now_ms()), False])
+    net.deliver(a.id, b.id, m.QUEUED, [job.id, 4])
+    net.deliver(a.id, b.id, m.WILLQUEUE, [job.id])
+    assert b.job(job.id) is copy and copy.state == ACKED and b.node.qlen(b"q") == 0
+    assert [t for _, dst, t in _queued(net) if dst == a.id] == [m.SETACK] * 3
+    net.pump()
+    assert job.state == ACKED or a.job(job.id) is None
+    b.node.run_timers(copy.qtime + 1)  # b's next GC attempt reaches c too
+    net.pump()
+    assert holders([a, b, c], job.id) == []
+
+
+def _queued(net: Network) -> list[tuple[str, str, int]]:
+    return [(src, dst, mtype) for src, dst, mtype, _ in net.queue]
+
+
+def test_fastack_on_an_owner_deletes_every_copy() -> None:
+    net, (a, b, c) = cluster(3)
+    job, _ = add_job(a)
+    net.pump()
+    assert b.node.fast_ack([job.id]) == 1
+    net.pump()
+    assert holders([a, b, c], job.id) == []
+    assert net.sent(m.SETACK) == 0
+
+
+def test_fastack_on_a_node_without_the_job_broadcasts_deljob() -> None:
+    net, (a, b, c, d) = cluster(4)
+    net.down.add(d.id)
+    job, _ = add_job(a)
+    net.pump()
+    net.down.clear()
+    assert d.node.fast_ack([job.id]) == 0
+    net.pump()
+    assert holders([a, b, c, d], job.id) == []
+
+
+# -- memory -------------------------------------------------------------------------------------
+
+def test_node_sets_stay_out_of_the_cycle_collector() -> None:
+    net, (a, b, c) = cluster(3)
+    net.silent.add(c.id)
+    waiting, _ = add_job(a)
+    assert not gc.is_tracked(waiting.nodes_delivered)
+    assert not gc.is_tracked(waiting.nodes_confirmed)
+    net.silent.clear()
+    job, _ = add_job(a)
+    net.pump()
+    for member in (a, b, c):
+        assert not gc.is_tracked(member.job(job.id).nodes_delivered)
+    b.node.ack([job.id])
+    assert not gc.is_tracked(b.job(job.id).nodes_confirmed)
+    dummy_id = b"D-" + b.id[:8].encode() + b"-" + b"B" * 24 + b"-0001"
+    a.node.ack([dummy_id])
+    assert not gc.is_tracked(a.job(dummy_id).nodes_delivered)
+
+
+# -- the wire format and node order ---------------------------------------------------------
+
+def test_wire_round_trip() -> None:
+    node = Node(Config(), new_node_id())
+    job = node.add_job(b"q", b"body", 0, 1, 7, 30, 600, 0, False)
+    job.flags |= DELIVERED
+    job.nacks, job.deliveries = 2, 5
+    other = new_node_id()
+    job.nodes_delivered = {node.id, other, "f" * 40}
+    now = now_ms()
+    data = msgpack.unpackb(msgpack.packb(encode_job(job, node.id, now), use_bin_type=True),
+                           raw=False)
+    copy = decode_job(data, now + 5, {node.id: node.id, other: other})
+    assert copy is not None
+    assert (copy.id, copy.queue, copy.body, copy.state, copy.repl, copy.ctime) == (
+        job.id, b"q", b"body", ACTIVE, 1, job.ctime)
+    assert (copy.delay, copy.retry, copy.nacks, copy.deliveries) == (7, 30, 2, 5)
+    assert copy.etime == job.etime + 5  # relative TTL, re-anchored on the receiver's clock
+    assert not copy.flags & DELIVERED
+    assert copy.nodes_delivered == {node.id, other}  # unknown nodes left out
+
+
+def _corruptions(valid: list) -> Iterable[object]:
+    yield None
+    yield b"garbage"
+    yield valid[:-1]
+    yield [*valid, 1]
+    odd_values = [None, True, -1, 2**70, 1.5, "text", b"", b"x" * 41, [], {}, [1, 2]]
+    for i in range(len(valid)):
+        for value in odd_values:
+            broken = list(valid)
+            broken[i] = value
+            yield broken
+    yield [*valid[:12], [123]]
+    yield [*valid[:12], ["a" * 40] * 20_000]
+    yield [b"D-12345678-" + b"A" * 24 + b"X0001", *valid[1:]]
+
+
+def test_corrupt_repljob_is_dropped() -> None:
+    net, (a, b, c) = cluster(3)
+    job = a.node.add_job(b"q", b"x", 0, 3, 0, None, 3600, 0, True)
+    valid = encode_job(job, a.id, now_ms())
+    net.queue.clear()
+    for data in _corruptions(valid):
+        net.deliver(a.id, b.id, m.REPLJOB, [data, False])
+        net.deliver(a.id, b.id, m.REPLJOB, [data])
+        if b.job(job.id) is not None:  # a mutation that is still a valid job
+            b.node.delete([job.id])
+    for fields in ([], [valid], [valid, 0], [valid, None]):
+        net.deliver(a.id, b.id, m.REPLJOB, fields)
+    assert b.job(job.id) is None and len(b.node.jobs) == 0
+    assert {mtype for _, _, mtype in _queued(net)} <= {m.GOTJOB}  # for the valid ones
+
+
+def test_corrupt_job_messages_are_dropped() -> None:
+    net, (a, b, c) = cluster(3)
+    job, _ = add_job(a)
+    net.pump()
+    copy = b.job(job.id)
+    state = (copy.state, copy.qtime, copy.nacks, copy.deliveries, set(copy.nodes_delivered))
+    bad_fields = [[], [None], [123], ["x" * 40], [job.id.decode()], [b"D-short"],
+                  [job.id, None], [job.id, -1], [job.id, 2**40], [job.id, "1"],
+                  [job.id, 1.0], [job.id, [1]], [[job.id]], [{}, 1]]
+    job_types = (m.GOTJOB, m.ENQUEUE, m.QUEUED, m.SETACK, m.WILLQUEUE, m.GOTACK,
+                 m.DELJOB, m.WORKING)
+    for mtype in (*job_types, m.PAUSE):
+        for fields in bad_fields:
+            if mtype in (m.DELJOB, m.WORKING, m.WILLQUEUE, m.GOTJOB) and fields[:1] == [job.id]:
+                continue  # a valid message: the extra field is ignored
+            net.deliver(a.id, b.id, mtype, fields)
+    for fields in ([b"q", -1], [b"q", 9], ["q", 1], [b"q"], [None, 1]):
+        net.deliver(a.id, b.id, m.PAUSE, fields)
+    net.queue.clear()
+    assert b.job(job.id) is copy
+    assert (copy.state, copy.qtime, copy.nacks, copy.deliveries,
+            set(copy.nodes_delivered)) == state
+    assert b.node.pause_flags(b"q") == 0
+
+
+def test_random_messages_never_raise() -> None:
+    rng = random.Random(7)
+    net, (a, b, c) = cluster(3)
+    job, _ = add_job(a)
+    net.pump()
+    values = [None, True, 0, 1, -5, 2**33, 3.5, "s", b"", job.id, a.id, b"q", [], [job.id], {}]
+    for _ in range(3000):
+        mtype = rng.choice([m.REPLJOB, m.GOTJOB, m.ENQUEUE, m.QUEUED, m.SETACK, m.WILLQUEUE,
+                            m.GOTACK, m.DELJOB, m.WORKING, m.PAUSE])
+        fields = [rng.choice(values) for _ in range(rng.randrange(4))]
+        net.deliver(a.id, b.id, mtype, fields)
+    net.queue.clear()
+
+
+def test_sender_wins_is_a_strict_order_that_varies_by_job() -> None:
+    ids = [new_node_id() for _ in range(4)]
+    gen = Node(Config(), ids[0]).ids
+    jobs = [gen.next(3600, 1) for _ in range(400)]
+    wins = 0
+    for job_id in jobs:
+        assert sender_wins(ids[0], ids[1], job_id) != sender_wins(ids[1], ids[0], job_id)
+        assert not sender_wins(ids[0], ids[0], job_id)
+        wins += sender_wins(ids[0], ids[1], job_id)
+        best = [i for i in ids if all(sender_wins(i, o, job_id) for o in ids if o != i)]
+        assert len(best) == 1  # one node keeps it, whatever the order messages arrive in
+    assert 120 < wins < 280
