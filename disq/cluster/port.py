@@ -37,5 +37,9 @@ class BusPort(Protocol):
     def known_ids(self) -> list[str]:
         """IDs of every known node but myself and handshake nodes."""
 
+    def known_id_map(self) -> dict[str, str]:
+        """Every known node ID (myself included, handshake nodes not) mapped to one
+        shared string object. Read only."""
+
     def size(self) -> int:
         """Known nodes not in handshake, myself included (Disque's cluster size)."""

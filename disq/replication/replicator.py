@@ -219,9 +219,7 @@ class Replication:
             return
         node = self.node
         now = now_ms()
-        known = {i: i for i in self.bus.known_ids()}
-        known[self.my_id] = self.my_id
-        job = decode_job(fields[0], now, known)
+        job = decode_job(fields[0], now, self.bus.known_id_map())
         if job is None:
             log.warning("Received a corrupted job from node %s", sender.id)
             return

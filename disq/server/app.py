@@ -356,9 +356,8 @@ class Server:
             self.node.delete([job.id])
             raise NOREPL
         job_id = job.id
-        client.blocked = True
-        client.on_unblock = lambda: replication.cancel_wait(job_id)
-        replication.wait(job, client.unblock)
+        answer = client.defer(lambda: replication.cancel_wait(job_id))
+        replication.wait(job, answer)
 
     def _connect_cluster(self) -> None:
         """Let the replication layer (when present) speak for the node on the bus."""

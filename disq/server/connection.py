@@ -1,9 +1,11 @@
 """One client connection: bytes in, parsed by hiredis, dispatched, bytes out.
 
 Every request parsed from one read is executed in order and all their replies leave
-in a single `transport.write`. A request that parks the client (blocking GETJOB,
-synchronous ADDJOB) stops execution; later requests wait in `_pending` until the
-client is answered, as Redis does for blocked clients.
+in a single `transport.write`. A request that parks the client (blocking GETJOB)
+stops execution; later requests wait in `_pending` until the client is answered, as
+Redis does for blocked clients. An ADDJOB waiting for its copies does not park the
+client: its reply keeps its place (`defer`) while the next requests run, so a
+pipeline of replicated ADDJOBs is replicated in parallel, in one bus write per peer.
 
 Inline commands (`PING\\r\\n` typed in telnet) are parsed here; multibulk requests
 go to hiredis. As in Redis each request picks its format by its first byte (`*` =
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import hiredis
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
 INLINE_MAX = 64 * 1024
 _perf_ns = time.perf_counter_ns
 _STAR, _DOLLAR = 42, 36
+_MAX_HELD_REPLIES = 100_000  # replies waiting behind an unanswered one, per client
 _MINUS = 45
 # Encoded size of a `*<n>\r\n` / `$<n>\r\n` header, by n (the parser's byte accounting).
 _SIZE_TABLE = 10_000
@@ -113,6 +117,16 @@ def split_inline(line: bytes) -> list[bytes]:
         args.append(bytes(cur))
 
 
+class _ReplySlot:
+    """The place of a reply that comes later in a client's stream of replies."""
+
+    __slots__ = ("reply", "on_cancel")
+
+    def __init__(self, on_cancel: Callable[[], None]) -> None:
+        self.reply: bytes | None = None
+        self.on_cancel = on_cancel
+
+
 class Client(asyncio.Protocol):
     """A connected client; command handlers receive it as their context."""
 
@@ -136,6 +150,10 @@ class Client(asyncio.Protocol):
         self._inline = b""
         self._mb_pending = 0  # bytes of an unfinished multibulk request held by hiredis
         self._pending: deque[list[bytes]] = deque()
+        # Replies held back behind one still awaited (see `defer`): bytes or slots.
+        self._replies: deque[bytes | _ReplySlot] = deque()
+        self._new_slot: _ReplySlot | None = None
+        self._flush_scheduled = False
         self._held_requests_limit = 100_000
         self._reading_paused = False
         # blocking state
@@ -156,6 +174,10 @@ class Client(asyncio.Protocol):
         self.server.monitors.discard(self)
         if self.blocked:
             self._cancel_block()
+        for item in self._replies:
+            if item.__class__ is _ReplySlot and item.reply is None:  # type: ignore
+                item.on_cancel()  # type: ignore[union-attr]
+        self._replies.clear()
         self.server.client_disconnected(self)
         self.transport = None
 
@@ -286,6 +308,7 @@ class Client(asyncio.Protocol):
     def _execute(self, requests: list[list[bytes]]) -> None:
         out: list[bytes] = []
         server = self.server
+        deferred = False
         i = 0
         n = len(requests)
         while i < n:
@@ -297,14 +320,22 @@ class Client(asyncio.Protocol):
             args = requests[i]
             i += 1
             rep = self.dispatch(args)
-            if rep is None:  # parked: the rest waits for the answer
-                if self.blocked:
+            if rep is None:
+                if self.blocked:  # parked: the rest waits for the answer
                     self._pending.extend(requests[i:])
                     break
+                if self._new_slot is not None:  # answered later: keep its place
+                    out.append(self._new_slot)  # type: ignore[arg-type]
+                    self._new_slot = None
+                    deferred = True
                 continue
             out.append(rep)
             if self.close_after_reply:
                 break
+        if deferred or self._replies:
+            self._replies.extend(out)
+            self._flush_replies()
+            return
         if out and self.transport is not None:
             data = out[0] if len(out) == 1 else b"".join(out)
             server.net_output_bytes += len(data)
@@ -351,9 +382,57 @@ class Client(asyncio.Protocol):
 
     # -- replies written later ----------------------------------------------------------
     def send(self, data: bytes) -> None:
-        if self.transport is not None and not self.closing:
+        if self._replies:  # behind replies still awaited: keep the order
+            self._replies.append(data)
+            self._flush_replies()
+        elif self.transport is not None and not self.closing:
             self.server.net_output_bytes += len(data)
             self.transport.write(data)
+
+    # -- replies that come later, without parking the client ----------------------------
+    def defer(self, on_cancel: Callable[[], None]) -> Callable[[bytes], None]:
+        """For a request answered later (ADDJOB waiting for its copies): the client is
+        not parked, its next requests run at once, and their replies wait behind this
+        one so they leave in request order. Returns the function that answers it;
+        `on_cancel` runs if the client goes away first."""
+        slot = _ReplySlot(on_cancel)
+        self._new_slot = slot
+        if len(self._replies) > _MAX_HELD_REPLIES and not self._reading_paused:
+            self._reading_paused = True  # let the cluster catch up with this client
+            self.transport.pause_reading()  # type: ignore[union-attr]
+
+        def answer(data: bytes) -> None:
+            if slot.reply is None:
+                slot.reply = data
+                if not self._flush_scheduled:  # one write for all answered this turn
+                    self._flush_scheduled = True
+                    self.server.loop.call_soon(self._flush_replies)  # type: ignore
+
+        return answer
+
+    def _flush_replies(self) -> None:
+        """Write the replies at the head of the queue that are ready, in one write."""
+        self._flush_scheduled = False
+        replies = self._replies
+        ready: list[bytes] = []
+        while replies:
+            head = replies[0]
+            if head.__class__ is _ReplySlot:
+                if head.reply is None:  # type: ignore[union-attr]
+                    break
+                head = head.reply  # type: ignore[union-attr]
+            replies.popleft()
+            ready.append(head)  # type: ignore[arg-type]
+        if ready and self.transport is not None and not self.closing:
+            data = b"".join(ready)
+            self.server.net_output_bytes += len(data)
+            self.transport.write(data)
+        if not replies and self.close_after_reply and self.transport is not None:
+            self.transport.close()
+        if self._reading_paused and len(replies) < _MAX_HELD_REPLIES // 2 and not (
+                self.blocked or self.transport is None):
+            self._reading_paused = False
+            self.transport.resume_reading()
 
     def park(self, queues: list[Queue], timeout_ms: int, with_counters: bool) -> None:
         """Block in GETJOB until a job arrives on one of `queues` or the timeout."""
@@ -361,7 +440,7 @@ class Client(asyncio.Protocol):
         self.block_with_counters = with_counters
         self.blocked_queues = queues
         if timeout_ms > 0:
-            self.block_timer = asyncio.get_running_loop().call_later(
+            self.block_timer = self.server.loop.call_later(  # type: ignore[union-attr]
                 timeout_ms / 1000, self._block_timeout)
 
     def serve_job(self, job: Job) -> None:
@@ -394,7 +473,7 @@ class Client(asyncio.Protocol):
         self._cancel_block()
         self.send(data)
         if self._pending:
-            asyncio.get_running_loop().call_soon(self._resume)
+            self.server.loop.call_soon(self._resume)  # type: ignore[union-attr]
         elif self._reading_paused and self.transport is not None:
             self._reading_paused = False
             self.transport.resume_reading()

@@ -99,6 +99,9 @@ class FakeBus:
     def known_ids(self) -> list[str]:
         return [i for i in self.network.buses if i != self.myself.id]
 
+    def known_id_map(self) -> dict[str, str]:
+        return {i: i for i in self.network.buses}
+
     def size(self) -> int:
         return len(self.network.buses)
 
