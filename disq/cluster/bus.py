@@ -23,6 +23,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 
+from ..ids import is_valid_node_id
 from . import messages as m
 from .membership import ClusterNode, Membership
 from .port import Handler
@@ -79,6 +80,8 @@ class Link(asyncio.Protocol):
             self.close()
             return
         for frame in frames:
+            if self.transport is None or self.transport.is_closing():
+                return  # closed by a previous frame (e.g. a bad sender)
             try:
                 self.bus.receive(self, frame)
             except Exception as exc:  # a bad message must not take the node down
@@ -131,6 +134,7 @@ class ClusterBus:
         self._cron: asyncio.TimerHandle | None = None
         self._ticks = 0
         self._dirty = False
+        self._id_map: dict[str, str] | None = None
 
     # -- life cycle ------------------------------------------------------------------
     async def start(self) -> None:
@@ -199,6 +203,14 @@ class ClusterBus:
         return [n.id for n in self.membership.nodes.values()
                 if n is not self.myself and "handshake" not in n.flags]
 
+    def known_id_map(self) -> dict[str, str]:
+        """Every known node ID, myself included, mapped to its one shared string;
+        rebuilt when membership changes, so a lookup per received job is cheap."""
+        if self._id_map is None:
+            self._id_map = {n.id: n.id for n in self.membership.nodes.values()
+                            if "handshake" not in n.flags}
+        return self._id_map
+
     def size(self) -> int:
         return self.membership.size()
 
@@ -223,7 +235,7 @@ class ClusterBus:
             try:
                 await self.loop.create_connection(lambda: link, node.ip,
                                                   node.port + BUS_PORT_OFFSET)
-            except OSError:
+            except (OSError, OverflowError):  # OverflowError: a port beyond 65535
                 if node.link is link:
                     node.link = None
 
@@ -266,6 +278,13 @@ class ClusterBus:
         _, mtype, sender_id, sender_port, sender_flags = frame[:5]
         fields = frame[5:]
         self.membership.messages_received += 1
+        if not is_valid_node_id(sender_id) or not 0 < sender_port <= 55535:
+            # Not a Disque node (its header always holds a 40-char name): such a
+            # sender must never reach the node table, nor nodes.conf.
+            log.warning("Closing bus link from %s: bad sender %r port %r", link.peer_ip,
+                        sender_id[:64], sender_port)
+            link.close()
+            return
         nodes = self.membership.nodes
         if link.node is not None and "handshake" in link.node.flags and mtype == m.PONG:
             self._handshake_done(link.node, sender_id)
@@ -331,6 +350,7 @@ class ClusterBus:
         node.id = real_id
         node.flags -= {"handshake", "meet"}
         nodes[real_id] = node
+        self._id_map = None
         log.info("Handshake with node %s completed (%s:%d).", real_id, node.ip, node.port)
         self._membership_changed()
 
@@ -349,7 +369,10 @@ class ClusterBus:
             if node is None:
                 if node_id in self.blacklist or not ip or not 0 < port < 55536:
                     continue
-                if not any(n.ip == ip and n.port == port for n in nodes.values()):
+                # As Disque: a handshake even when a known node has that address
+                # (it may have a new ID after CLUSTER RESET HARD); meet() skips
+                # addresses already in handshake. Not my own address, though.
+                if not (ip == self.myself.ip and port == self.myself.port):
                     self.meet(ip, port, meet=False)
                 continue
             if "handshake" in sender.flags:
@@ -397,8 +420,21 @@ class ClusterBus:
         self.blacklist.clear()
 
     def _membership_changed(self) -> None:
-        self._dirty = True
+        self._id_map = None
+        if not self._dirty:
+            # Saved at the end of this loop turn, as Disque saves nodes.conf in
+            # beforeSleep: a kill -9 just after a node is learned must not lose it.
+            self._dirty = True
+            self.loop.call_soon(self._save_if_dirty)
         self.on_membership_change()
+
+    def _save_if_dirty(self) -> None:
+        if self._dirty:
+            self._dirty = False
+            try:
+                self.membership.save()
+            except OSError as exc:
+                log.warning("Could not save the cluster config: %s", exc)
 
     # -- failure detection -----------------------------------------------------------
     def _check_failure(self, node: ClusterNode) -> None:
@@ -472,9 +508,4 @@ class ClusterBus:
                 oldest = min(random.sample(live, min(5, len(live))),
                              key=lambda n: n.pong_received)
                 self.ping(oldest)
-        if self._dirty:
-            self._dirty = False
-            try:
-                self.membership.save()
-            except OSError as exc:
-                log.warning("Could not save the cluster config: %s", exc)
+        self._save_if_dirty()  # a fallback: changes are saved as they happen

@@ -112,7 +112,8 @@ class Membership:
         self.nodes[node_id] = self.myself
 
     def save(self) -> None:
-        lines = [node.describe() for node in self.nodes.values()]
+        lines = [node.describe() for node in self.nodes.values()
+                 if "handshake" not in node.flags]
         tmp = f"{self.config_path}.tmp-{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write("\n".join(lines) + "\n")
