@@ -79,23 +79,27 @@ class Link(asyncio.Protocol):
             log.warning("Closing bus link from %s: %s", self.peer_ip, exc)
             self.close()
             return
-        for frame in frames:
-            if self.transport is None or self.transport.is_closing():
-                return  # closed by a previous frame (e.g. a bad sender)
-            try:
-                self.bus.receive(self, frame)
-            except Exception as exc:  # a bad message must not take the node down
-                log.error("Error handling a bus message from %s: %r", self.peer_ip, exc,
-                          exc_info=exc)
+        receive = self.bus.receive
+        for _, sender_id, sender_port, sender_flags, batch in frames:
+            for message in batch:
+                if self.transport is None or self.transport.is_closing():
+                    return  # closed by a previous message (e.g. a bad sender)
+                try:
+                    receive(self, sender_id, sender_port, sender_flags, message[0],
+                            message[1:])
+                except Exception as exc:  # a bad message must not take the node down
+                    log.error("Error handling a bus message from %s: %r", self.peer_ip,
+                              exc, exc_info=exc)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.bus.link_down(self)
 
-    def send(self, frame: bytes) -> None:
+    def send(self, message: list) -> None:
+        """Queue `[type, *fields]`; the link's queue leaves as one frame this turn."""
         if self.transport is None:
             return
-        self.out.append(frame)
+        self.out.append(message)
         if not self.flush_scheduled:
             self.flush_scheduled = True
             self.bus.loop.call_soon(self.flush)
@@ -103,10 +107,11 @@ class Link(asyncio.Protocol):
     def flush(self) -> None:
         self.flush_scheduled = False
         if self.out and self.transport is not None:
-            data = b"".join(self.out) if len(self.out) > 1 else self.out[0]
-            self.bus.bytes_sent += len(data)
+            bus = self.bus
+            data = m.encode_frame(bus.myself.id, bus.myself.port, bus.my_flags(), self.out)
+            bus.bytes_sent += len(data)
             self.transport.write(data)
-        self.out.clear()
+        self.out = []
 
     def close(self) -> None:
         if self.transport is not None:
@@ -135,6 +140,8 @@ class ClusterBus:
         self._ticks = 0
         self._dirty = False
         self._id_map: dict[str, str] | None = None
+        self._reachable: list[ClusterNode] | None = None
+        self._size: int | None = None
 
     # -- life cycle ------------------------------------------------------------------
     async def start(self) -> None:
@@ -175,7 +182,7 @@ class ClusterBus:
         node = self.membership.nodes.get(node_id)
         if node is None or node is self.myself or not node.connected:
             return False
-        node.link.send(self._frame(mtype, fields))
+        node.link.send([mtype, *fields])
         self.membership.messages_sent += 1
         return True
 
@@ -183,21 +190,22 @@ class ClusterBus:
                   node_ids: Iterable[str] | None = None) -> int:
         nodes = self.membership.nodes
         targets = (nodes.get(i) for i in node_ids) if node_ids is not None else nodes.values()
-        frame = b""
+        message = [mtype, *fields]
         sent = 0
         for node in targets:
             if node is None or node is self.myself or not node.connected or (
                     "handshake" in node.flags):
                 continue
-            if not frame:
-                frame = self._frame(mtype, fields)
-            node.link.send(frame)
+            node.link.send(message)
             sent += 1
         self.membership.messages_sent += sent
         return sent
 
     def reachable_peers(self) -> list[ClusterNode]:
-        return self.membership.reachable()
+        """Cached until membership or a link changes (asked for every job)."""
+        if self._reachable is None:
+            self._reachable = self.membership.reachable()
+        return self._reachable
 
     def known_ids(self) -> list[str]:
         return [n.id for n in self.membership.nodes.values()
@@ -212,11 +220,17 @@ class ClusterBus:
         return self._id_map
 
     def size(self) -> int:
-        return self.membership.size()
+        if self._size is None:
+            self._size = self.membership.size()
+        return self._size
 
-    def _frame(self, mtype: int, fields: tuple | list) -> bytes:
-        flags = ["leaving"] if "leaving" in self.myself.flags else []
-        return m.encode_frame(mtype, self.myself.id, self.myself.port, flags, fields)
+    def _topology_changed(self) -> None:
+        """Forget what is derived from membership and links."""
+        self._id_map = self._reachable = self._size = None
+
+    def my_flags(self) -> list[str]:
+        """The flags every frame announces about its sender."""
+        return ["leaving"] if "leaving" in self.myself.flags else []
 
     # -- links -----------------------------------------------------------------------
     def connect(self, node: ClusterNode) -> None:
@@ -245,6 +259,7 @@ class ClusterBus:
         node = link.node
         assert node is not None
         node.connected = True
+        self._topology_changed()
         if not self.myself.ip and link.local_ip:
             self.myself.ip = link.local_ip
         # The first message on a new link: MEET for a handshake, else a PING.
@@ -254,6 +269,7 @@ class ClusterBus:
         self.inbound.discard(link)
         node = link.node
         if node is not None and node.link is link:
+            self._topology_changed()
             node.link = None
             node.connected = False  # ping_sent stays: an unanswered PING still counts
 
@@ -262,7 +278,7 @@ class ClusterBus:
             return
         if node.ping_sent == 0:
             node.ping_sent = now_ms()
-        node.link.send(self._frame(mtype, [self._gossip()]))
+        node.link.send([mtype, self._gossip()])
         self.membership.messages_sent += 1
 
     def _gossip(self) -> list[list]:
@@ -274,9 +290,8 @@ class ClusterBus:
                  n.ping_sent, n.pong_received] for n in picked]
 
     # -- receiving ---------------------------------------------------------------------
-    def receive(self, link: Link, frame: list) -> None:
-        _, mtype, sender_id, sender_port, sender_flags = frame[:5]
-        fields = frame[5:]
+    def receive(self, link: Link, sender_id: str, sender_port: int, sender_flags: list,
+                mtype: int, fields: list) -> None:
         self.membership.messages_received += 1
         if not is_valid_node_id(sender_id) or not 0 < sender_port <= 55535:
             # Not a Disque node (its header always holds a 40-char name): such a
@@ -300,7 +315,7 @@ class ClusterBus:
             if not self.myself.ip and link.local_ip:
                 self.myself.ip = link.local_ip
             if link.transport is not None:  # PONG on the link the PING came in on
-                link.send(self._frame(m.PONG, [self._gossip()]))
+                link.send([m.PONG, self._gossip()])
                 self.membership.messages_sent += 1
         if sender is None or sender is self.myself:
             return  # not (yet) a member: ignored, as Redis Cluster does
@@ -350,7 +365,7 @@ class ClusterBus:
         node.id = real_id
         node.flags -= {"handshake", "meet"}
         nodes[real_id] = node
-        self._id_map = None
+        self._topology_changed()
         log.info("Handshake with node %s completed (%s:%d).", real_id, node.ip, node.port)
         self._membership_changed()
 
@@ -420,7 +435,7 @@ class ClusterBus:
         self.blacklist.clear()
 
     def _membership_changed(self) -> None:
-        self._id_map = None
+        self._topology_changed()
         if not self._dirty:
             # Saved at the end of this loop turn, as Disque saves nodes.conf in
             # beforeSleep: a kill -9 just after a node is learned must not lose it.
