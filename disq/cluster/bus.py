@@ -79,17 +79,10 @@ class Link(asyncio.Protocol):
             log.warning("Closing bus link from %s: %s", self.peer_ip, exc)
             self.close()
             return
-        receive = self.bus.receive
         for _, sender_id, sender_port, sender_flags, batch in frames:
-            for message in batch:
-                if self.transport is None or self.transport.is_closing():
-                    return  # closed by a previous message (e.g. a bad sender)
-                try:
-                    receive(self, sender_id, sender_port, sender_flags, message[0],
-                            message[1:])
-                except Exception as exc:  # a bad message must not take the node down
-                    log.error("Error handling a bus message from %s: %r", self.peer_ip,
-                              exc, exc_info=exc)
+            if self.transport is None or self.transport.is_closing():
+                return  # closed by a previous frame (e.g. a bad sender)
+            self.bus.receive_frame(self, sender_id, sender_port, sender_flags, batch)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -290,9 +283,11 @@ class ClusterBus:
                  n.ping_sent, n.pong_received] for n in picked]
 
     # -- receiving ---------------------------------------------------------------------
-    def receive(self, link: Link, sender_id: str, sender_port: int, sender_flags: list,
-                mtype: int, fields: list) -> None:
-        self.membership.messages_received += 1
+    def receive_frame(self, link: Link, sender_id: str, sender_port: int,
+                      sender_flags: list, batch: list[list]) -> None:
+        """Handle the messages of one frame. The sender is checked and looked up once;
+        membership messages (PING, PONG, MEET, FAIL) take the full path, the others go
+        straight to their handler."""
         if not is_valid_node_id(sender_id) or not 0 < sender_port <= 55535:
             # Not a Disque node (its header always holds a 40-char name): such a
             # sender must never reach the node table, nor nodes.conf.
@@ -300,6 +295,49 @@ class ClusterBus:
                         sender_id[:64], sender_port)
             link.close()
             return
+        membership = self.membership
+        handlers = self.handlers
+        sender: ClusterNode | None = None
+        for message in batch:
+            if link.transport is None or link.transport.is_closing():
+                return  # closed by a previous message
+            mtype = message[0]
+            try:
+                if mtype <= m.FAIL:
+                    self.receive(link, sender_id, sender_port, sender_flags, mtype,
+                                 message[1:])
+                    sender = None  # membership may have changed: look it up again
+                    continue
+                membership.messages_received += 1
+                if sender is None:
+                    sender = membership.nodes.get(sender_id)
+                    if sender is None or sender is self.myself:
+                        sender = None
+                        continue  # not (yet) a member: ignored, as Redis Cluster does
+                    self._note_sender(sender, sender_port, sender_flags)
+                handler = handlers.get(mtype)
+                if handler is not None:
+                    handler(sender, message[1:])
+            except Exception as exc:  # a bad message must not take the node down
+                log.error("Error handling a bus message from %s: %r", link.peer_ip, exc,
+                          exc_info=exc)
+
+    def _note_sender(self, sender: ClusterNode, sender_port: int, sender_flags: list) -> None:
+        """What every frame says about its sender: its port and whether it leaves."""
+        if sender.port != sender_port:
+            sender.port = sender_port
+        if "leaving" in sender_flags:
+            if "leaving" not in sender.flags:
+                sender.flags.add("leaving")
+                self._membership_changed()
+        elif "leaving" in sender.flags:
+            sender.flags.discard("leaving")
+            self._membership_changed()
+
+    def receive(self, link: Link, sender_id: str, sender_port: int, sender_flags: list,
+                mtype: int, fields: list) -> None:
+        """A membership message: PING, PONG, MEET or FAIL."""
+        self.membership.messages_received += 1
         nodes = self.membership.nodes
         if link.node is not None and "handshake" in link.node.flags and mtype == m.PONG:
             self._handshake_done(link.node, sender_id)
@@ -319,15 +357,7 @@ class ClusterBus:
                 self.membership.messages_sent += 1
         if sender is None or sender is self.myself:
             return  # not (yet) a member: ignored, as Redis Cluster does
-        if sender.port != sender_port and isinstance(sender_port, int):
-            sender.port = sender_port
-        if "leaving" in sender_flags:
-            if "leaving" not in sender.flags:
-                sender.flags.add("leaving")
-                self._membership_changed()
-        elif "leaving" in sender.flags:
-            sender.flags.discard("leaving")
-            self._membership_changed()
+        self._note_sender(sender, sender_port, sender_flags)
         if mtype == m.PONG and link.node is sender:
             sender.ping_sent = 0
             sender.pong_received = now_ms()
@@ -341,13 +371,8 @@ class ClusterBus:
             if fields and isinstance(fields[0], list):
                 self._process_gossip(sender, fields[0])
             return
-        if mtype == m.FAIL:
-            if fields and isinstance(fields[0], str):
-                self._mark_failed(fields[0], broadcast=False)
-            return
-        handler = self.handlers.get(mtype)
-        if handler is not None:
-            handler(sender, fields)
+        if mtype == m.FAIL and fields and isinstance(fields[0], str):
+            self._mark_failed(fields[0], broadcast=False)
 
     def _handshake_done(self, node: ClusterNode, real_id: str) -> None:
         """The PONG of a node we met by address: learn its ID."""

@@ -390,7 +390,7 @@ class Replication:
         if count <= 0:
             return []
         candidates = [n.id for n in self.bus.reachable_peers() if n.id not in delivered]
-        targets = random.sample(candidates, min(count, len(candidates)))
+        targets = candidates if count >= len(candidates) else random.sample(candidates, count)
         delivered.update(targets)
         return targets
 
