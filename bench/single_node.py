@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -24,75 +22,9 @@ import sys
 import tempfile
 import time
 
+from common import redis_benchmark, start_disq, start_redis, stop
+
 BODY_SIZE = 100
-
-
-def free_port() -> int:
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + 10000 <= 65535:
-            return port
-
-
-def wait_port(port: int, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                s.sendall(b"PING\r\n")
-                if s.recv(100).startswith(b"+"):
-                    return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing answers on port {port}")
-
-
-def start_disq(workdir: str) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "disq", "--port", str(port), "--bind", "127.0.0.1",
-         "--dir", workdir, "--maxmemory", "16gb"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(port)
-    return proc, port
-
-
-def start_redis(workdir: str) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", workdir],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(port)
-    return proc, port
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-_RPS = re.compile(r"([\d.]+) requests per second(?:, p50=([\d.]+) msec)?")
-
-
-def redis_benchmark(port: int, requests: int, pipeline: int, *command: str) -> tuple[float, float]:
-    """Returns (requests per second, p50 ms)."""
-    out = subprocess.run(
-        ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "50", "-n",
-         str(requests), "-P", str(pipeline), "-q", *command],
-        capture_output=True, text=True, timeout=600).stdout
-    last = out.replace("\r", "\n").strip().splitlines()[-1]
-    match = _RPS.search(last)
-    if not match:
-        raise RuntimeError(f"cannot read redis-benchmark output: {last!r}")
-    return float(match.group(1)), float(match.group(2) or "nan")
 
 
 def rss(pid: int) -> int:
@@ -172,7 +104,7 @@ def throughput(args: argparse.Namespace, workdir: str) -> list[str]:
     med = {name: (statistics.median(r for r, _ in v), statistics.median(p for _, p in v))
            for name, v in results.items()}
     rows = ["| command | median req/s | median p50 ms | ratio to redis |", "|---|---|---|---|"]
-    for name, system, pipeline, _ in cases:
+    for name, _system, pipeline, _ in cases:
         ref = "RPUSH q x" + (" (-P 16)" if pipeline > 1 else "")
         ratio = med[name][0] / med[ref][0]
         rows.append(f"| {name} | {med[name][0]:,.0f} | {med[name][1]:.3f} | {ratio:.2f} |")
@@ -193,7 +125,7 @@ def memory(args: argparse.Namespace, workdir: str) -> list[str]:
         stop(proc)
     per_job = (after - before) / args.memory_jobs
     return [
-        f"| queued jobs | body | RSS before | RSS after | bytes/job | beyond body | fill rate |",
+        "| queued jobs | body | RSS before | RSS after | bytes/job | beyond body | fill rate |",
         "|---|---|---|---|---|---|---|",
         f"| {int(qlen):,} | {BODY_SIZE} B | {before / 2**20:.1f} MiB | {after / 2**20:.1f} MiB "
         f"| {per_job:.0f} | {per_job - BODY_SIZE:.0f} | {args.memory_jobs / elapsed:,.0f} jobs/s |",

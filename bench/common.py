@@ -1,0 +1,101 @@
+"""Helpers shared by the benchmark scripts: free ports, starting and stopping servers,
+running redis-benchmark and reading its figures."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+
+def free_port() -> int:
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port + 10000 <= 65535:
+            return port
+
+
+def wait_port(port: int, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(100).startswith(b"+"):
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing answers on port {port}")
+
+
+def start_disq(workdir: str, *extra: str) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "disq", "--port", str(port), "--bind", "127.0.0.1",
+         "--dir", workdir, "--maxmemory", "16gb", *extra],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return proc, port
+
+
+def start_redis(workdir: str) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", workdir],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return proc, port
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+_RPS = re.compile(r"([\d.]+) requests per second(?:, p50=([\d.]+) msec)?")
+
+
+def redis_benchmark(port: int, requests: int, pipeline: int, *command: str) -> tuple[float, float]:
+    """Returns (requests per second, p50 ms)."""
+    out = subprocess.run(
+        ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "50", "-n",
+         str(requests), "-P", str(pipeline), "-q", *command],
+        capture_output=True, text=True, timeout=600).stdout
+    last = out.replace("\r", "\n").strip().splitlines()[-1]
+    match = _RPS.search(last)
+    if not match:
+        raise RuntimeError(f"cannot read redis-benchmark output: {last!r}")
+    return float(match.group(1)), float(match.group(2) or "nan")
+
+
+
+
+def redis_benchmark_summary(port: int, requests: int, pipeline: int, *command: str,
+                            clients: int = 50) -> dict[str, float]:
+    """Throughput and latency percentiles (ms) from redis-benchmark's summary:
+    {"rps", "avg", "min", "p50", "p95", "p99", "max"}."""
+    out = subprocess.run(
+        ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", str(clients), "-n",
+         str(requests), "-P", str(pipeline), *command],
+        capture_output=True, text=True, timeout=900).stdout.replace("\r", "\n")
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    result: dict[str, float] = {}
+    for i, line in enumerate(lines):
+        if line.startswith("throughput summary:"):
+            result["rps"] = float(line.split(":")[1].split()[0])
+        if line.startswith("avg") and "p99" in line and i + 1 < len(lines):
+            result.update(zip(line.split(), map(float, lines[i + 1].split()), strict=False))
+    if "rps" not in result or "p99" not in result:
+        raise RuntimeError(f"cannot read redis-benchmark's summary: {out[-500:]!r}")
+    return result
