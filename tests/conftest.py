@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+pytest.register_assert_rewrite("support")  # its cluster helpers assert, as tests do
 
-from support import DisqProcess  # noqa: E402
+from support import NODE_TIMEOUT, DisqProcess, form_cluster  # noqa: E402
 
 
 @pytest.fixture
@@ -29,6 +30,17 @@ def start_node(tmp_path: Path) -> Iterator[Callable[..., DisqProcess]]:
     yield start
     for node in started:
         node.stop()
+
+
+@pytest.fixture
+def make_cluster(start_node: Callable[..., DisqProcess]) -> Callable[..., list[DisqProcess]]:
+    """make_cluster(n, join="star"|"chain", timeout=NODE_TIMEOUT): n nodes with that
+    cluster-node-timeout (ms) joined by MEETing node 0 only (star) or each the next one
+    (chain, as Disque's test suite does), fully formed."""
+    def make(n: int, join: str = "star", timeout: int = NODE_TIMEOUT) -> list[DisqProcess]:
+        nodes = [start_node("--cluster-node-timeout", str(timeout)) for _ in range(n)]
+        return form_cluster(nodes, join)
+    return make
 
 
 @pytest.fixture

@@ -1,15 +1,19 @@
 """Real disq-server processes for the tests: free loopback ports, a private directory,
-bounded start-up, and a stop by PID that always happens."""
+bounded start-up, and a stop by PID that always happens; and clusters of them, formed
+as Disque's own cluster suite forms its nodes (CLUSTER MEET, then polling CLUSTER INFO
+and CLUSTER NODES until every node reaches every other one)."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,12 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 START_TIMEOUT = 15.0
+NODE_TIMEOUT = 1000  # ms: PFAIL after ~1 s without a PONG
+FORM_TIMEOUT = 15.0  # s: generous deadlines, the conditions are polled
+FLAG_ORDER = ("myself", "fail?", "fail", "handshake", "noaddr", "leaving")
+NODE_LINE = re.compile(
+    r"^(?P<id>[0-9a-f]{40}) (?P<ip>\S*):(?P<port>\d+) (?P<flags>\S+) "
+    r"(?P<ping_sent>\d+) (?P<pong_recv>\d+) (?P<link>connected|disconnected)$")
 
 
 def free_port() -> int:
@@ -154,3 +164,131 @@ def raw_command(sock: socket.socket, payload: bytes, expect_close: bool = False,
         if not expect_close and data.endswith(b"\r\n"):
             break
     return data
+
+
+# -- clusters -------------------------------------------------------------------------------
+def call(node: DisqProcess, *args: object) -> object:
+    """One command on a fresh RESP2 connection, replies as they come (bytes, lists)."""
+    client = node.client(protocol=2, socket_timeout=5)
+    client.response_callbacks.clear()
+    try:
+        return client.execute_command(*args)
+    finally:
+        client.close()
+
+
+def myid(node: DisqProcess) -> str:
+    return call(node, "CLUSTER", "MYID").decode()  # type: ignore[union-attr]
+
+
+def cluster_info(node: DisqProcess) -> dict[str, str]:
+    text = call(node, "CLUSTER", "INFO").decode()  # type: ignore[union-attr]
+    assert text.endswith("\r\n")
+    fields = {}
+    for line in text[:-2].split("\r\n"):
+        key, sep, value = line.partition(":")
+        assert sep, line
+        fields[key] = value
+    return fields
+
+
+@dataclass
+class NodeLine:
+    id: str
+    ip: str
+    port: int
+    flags: tuple[str, ...]  # () for noflags
+    ping_sent: int
+    pong_recv: int
+    link: str
+
+    @property
+    def addr(self) -> str:
+        return f"{self.ip}:{self.port}"
+
+
+def parse_nodes(text: str) -> list[NodeLine]:
+    """CLUSTER NODES / nodes.conf, checked strictly against Disque's line format."""
+    assert text.endswith("\n") and "\r" not in text, repr(text)
+    lines = []
+    for line in text[:-1].split("\n"):
+        match = NODE_LINE.match(line)
+        assert match, f"bad CLUSTER NODES line {line!r}"
+        flags = match["flags"]
+        if flags == "noflags":
+            names: tuple[str, ...] = ()
+        else:
+            names = tuple(flags.split(","))
+            assert names == tuple(f for f in FLAG_ORDER if f in names), line  # order, no dups
+        lines.append(NodeLine(match["id"], match["ip"], int(match["port"]), names,
+                              int(match["ping_sent"]), int(match["pong_recv"]), match["link"]))
+    assert len({n.id for n in lines}) == len(lines), text
+    return lines
+
+
+def cluster_nodes(node: DisqProcess) -> dict[str, NodeLine]:
+    return {n.id: n for n in parse_nodes(call(node, "CLUSTER", "NODES").decode())}
+
+
+def is_formed(nodes: list[DisqProcess]) -> bool:
+    """Every node knows exactly these nodes, reaches all the others, none flagged."""
+    n = len(nodes)
+    for node in nodes:
+        info = cluster_info(node)
+        if (info["cluster_known_nodes"], info["cluster_reachable_nodes"],
+                info["cluster_size"]) != (str(n), str(n - 1), str(n)):
+            return False
+        peers = [line for line in cluster_nodes(node).values() if "myself" not in line.flags]
+        if any(line.flags or line.link != "connected" for line in peers):
+            return False
+    return True
+
+
+def wait_formed(nodes: list[DisqProcess], timeout: float = FORM_TIMEOUT) -> None:
+    wait_for(lambda: is_formed(nodes), timeout, 0.05, f"a formed cluster of {len(nodes)}")
+
+
+def conf_lists_all(node: DisqProcess, nodes: list[DisqProcess]) -> bool:
+    """nodes.conf of `node` has every node of `nodes`, with the addresses CLUSTER NODES
+    shows, itself flagged myself and the others healthy."""
+    path = node.dir / "nodes.conf"
+    if not path.exists():
+        return False
+    me = myid(node)
+    expected = {myid(n): (f"127.0.0.1:{n.port}", ("myself",) if n is node else ())
+                for n in nodes}
+    saved = {line.id: (line.addr, line.flags) for line in parse_nodes(path.read_text())}
+    return saved == expected and me in saved
+
+
+def wait_conf_saved(nodes: list[DisqProcess]) -> None:
+    for node in nodes:
+        wait_for(lambda node=node: conf_lists_all(node, nodes), 10, 0.05,
+                 f"nodes.conf of port {node.port} to list the cluster")
+
+
+def assert_stays(condition: Callable[[], bool], seconds: float, message: str) -> None:
+    """A negative check (something must NOT happen) needs a time window."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert condition(), message
+        time.sleep(0.05)
+
+
+def meet(node: DisqProcess, other: DisqProcess) -> None:
+    assert call(node, "CLUSTER", "MEET", "127.0.0.1", other.port) == b"OK"
+
+
+def form_cluster(nodes: list[DisqProcess], join: str = "star") -> list[DisqProcess]:
+    """Join running nodes by MEETing node 0 only (star) or each the next one (chain, as
+    Disque's test suite does); returns once the cluster is formed and every nodes.conf
+    lists it (kill -9 / restart tests rely on it)."""
+    if join == "star":
+        for other in nodes[1:]:
+            meet(nodes[0], other)
+    else:
+        for a, b in zip(nodes, nodes[1:], strict=False):
+            meet(a, b)
+    wait_formed(nodes)
+    wait_conf_saved(nodes)
+    return nodes

@@ -125,8 +125,11 @@ class Membership:
         return sum(1 for n in self.nodes.values() if "handshake" not in n.flags)
 
     def reachable(self) -> list[ClusterNode]:
-        """Peers a job can go to: linked, not in handshake, PFAIL/FAIL or leaving."""
-        return [n for n in self.nodes.values() if n.connected and not (n.flags & _UNREACHABLE)]
+        """Peers a job can go to: not in handshake, PFAIL/FAIL or leaving (Disque's
+        clusterUpdateReachableNodes). A peer whose link just dropped still counts until
+        it is PFAIL: messages to it are dropped meanwhile and sent again by their
+        senders, so a quick restart loses nothing."""
+        return [n for n in self.nodes.values() if not (n.flags & _UNREACHABLE)]
 
     def reachable_peers(self) -> int:
         return len(self.reachable())

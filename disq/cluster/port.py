@@ -31,8 +31,9 @@ class BusPort(Protocol):
         IDs (myself skipped). Returns how many sends were queued."""
 
     def reachable_peers(self) -> list[ClusterNode]:
-        """Peers a job may be replicated to: linked, not myself, not in handshake,
-        not PFAIL/FAIL, not leaving."""
+        """Peers a job may be replicated to: not myself, not in handshake, not
+        PFAIL/FAIL, not leaving. A peer may be without a link for a moment (until it
+        is PFAIL): a message to it is then dropped, and the caller sends it again."""
 
     def known_ids(self) -> list[str]:
         """IDs of every known node but myself and handshake nodes."""

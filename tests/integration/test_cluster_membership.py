@@ -12,93 +12,35 @@ import random
 import re
 import socket
 import struct
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import msgpack
 import pytest
 import redis
-from support import DisqProcess, free_port, wait_for
+from support import (
+    NODE_TIMEOUT,
+    DisqProcess,
+    assert_stays,
+    call,
+    cluster_info,
+    cluster_nodes,
+    conf_lists_all,
+    free_port,
+    meet,
+    myid,
+    parse_nodes,
+    wait_for,
+    wait_formed,
+)
 
-NODE_TIMEOUT = 1000  # ms: PFAIL after ~1 s without a PONG
-FORM_TIMEOUT = 15.0  # s: generous deadlines, the conditions are polled
 FAIL_TIMEOUT = 15.0
-FLAG_ORDER = ("myself", "fail?", "fail", "handshake", "noaddr", "leaving")
-NODE_LINE = re.compile(
-    r"^(?P<id>[0-9a-f]{40}) (?P<ip>\S*):(?P<port>\d+) (?P<flags>\S+) "
-    r"(?P<ping_sent>\d+) (?P<pong_recv>\d+) (?P<link>connected|disconnected)$")
 LOCALHOST = b"127.0.0.1"
 
 
 # -- talking to a node --------------------------------------------------------------------
-def call(node: DisqProcess, *args: object) -> object:
-    """One command on a fresh RESP2 connection, replies as they come (bytes, lists)."""
-    client = node.client(protocol=2, socket_timeout=5)
-    client.response_callbacks.clear()
-    try:
-        return client.execute_command(*args)
-    finally:
-        client.close()
-
-
 def error_of(node: DisqProcess, *args: object) -> str:
     with pytest.raises(redis.ResponseError) as info:
         call(node, *args)
     return str(info.value)
-
-
-def myid(node: DisqProcess) -> str:
-    return call(node, "CLUSTER", "MYID").decode()  # type: ignore[union-attr]
-
-
-def cluster_info(node: DisqProcess) -> dict[str, str]:
-    text = call(node, "CLUSTER", "INFO").decode()  # type: ignore[union-attr]
-    assert text.endswith("\r\n")
-    fields = {}
-    for line in text[:-2].split("\r\n"):
-        key, sep, value = line.partition(":")
-        assert sep, line
-        fields[key] = value
-    return fields
-
-
-@dataclass
-class NodeLine:
-    id: str
-    ip: str
-    port: int
-    flags: tuple[str, ...]  # () for noflags
-    ping_sent: int
-    pong_recv: int
-    link: str
-
-    @property
-    def addr(self) -> str:
-        return f"{self.ip}:{self.port}"
-
-
-def parse_nodes(text: str) -> list[NodeLine]:
-    """CLUSTER NODES / nodes.conf, checked strictly against Disque's line format."""
-    assert text.endswith("\n") and "\r" not in text, repr(text)
-    lines = []
-    for line in text[:-1].split("\n"):
-        match = NODE_LINE.match(line)
-        assert match, f"bad CLUSTER NODES line {line!r}"
-        flags = match["flags"]
-        if flags == "noflags":
-            names: tuple[str, ...] = ()
-        else:
-            names = tuple(flags.split(","))
-            assert names == tuple(f for f in FLAG_ORDER if f in names), line  # order, no dups
-        lines.append(NodeLine(match["id"], match["ip"], int(match["port"]), names,
-                              int(match["ping_sent"]), int(match["pong_recv"]), match["link"]))
-    assert len({n.id for n in lines}) == len(lines), text
-    return lines
-
-
-def cluster_nodes(node: DisqProcess) -> dict[str, NodeLine]:
-    return {n.id: n for n in parse_nodes(call(node, "CLUSTER", "NODES").decode())}
 
 
 def flags_seen_by(observer: DisqProcess, node_id: str) -> tuple[str, ...] | None:
@@ -127,55 +69,10 @@ def priority_seen_by(observer: DisqProcess, node_id: str) -> bytes | None:
 
 
 # -- cluster state --------------------------------------------------------------------------
-def is_formed(nodes: list[DisqProcess]) -> bool:
-    """Every node knows exactly these nodes, reaches all the others, none flagged."""
-    n = len(nodes)
-    for node in nodes:
-        info = cluster_info(node)
-        if (info["cluster_known_nodes"], info["cluster_reachable_nodes"],
-                info["cluster_size"]) != (str(n), str(n - 1), str(n)):
-            return False
-        peers = [line for line in cluster_nodes(node).values() if "myself" not in line.flags]
-        if any(line.flags or line.link != "connected" for line in peers):
-            return False
-    return True
-
-
-def wait_formed(nodes: list[DisqProcess], timeout: float = FORM_TIMEOUT) -> None:
-    wait_for(lambda: is_formed(nodes), timeout, 0.05, f"a formed cluster of {len(nodes)}")
-
-
-def conf_lists_all(node: DisqProcess, nodes: list[DisqProcess]) -> bool:
-    """nodes.conf of `node` has every node of `nodes`, with the addresses CLUSTER NODES
-    shows, itself flagged myself and the others healthy."""
-    path = node.dir / "nodes.conf"
-    if not path.exists():
-        return False
-    me = myid(node)
-    expected = {myid(n): (f"127.0.0.1:{n.port}", ("myself",) if n is node else ())
-                for n in nodes}
-    saved = {line.id: (line.addr, line.flags) for line in parse_nodes(path.read_text())}
-    return saved == expected and me in saved
-
-
-def wait_conf_saved(nodes: list[DisqProcess]) -> None:
-    for node in nodes:
-        wait_for(lambda node=node: conf_lists_all(node, nodes), 10, 0.05,
-                 f"nodes.conf of port {node.port} to list the cluster")
-
-
 def wait_flags(observers: list[DisqProcess], node_id: str, flag: str,
                timeout: float = FAIL_TIMEOUT) -> None:
     wait_for(lambda: all(flag in (flags_seen_by(o, node_id) or ()) for o in observers),
              timeout, 0.02, f"{node_id} flagged {flag!r} on {len(observers)} nodes")
-
-
-def assert_stays(condition: Callable[[], bool], seconds: float, message: str) -> None:
-    """A negative check (something must NOT happen) needs a time window."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert condition(), message
-        time.sleep(0.05)
 
 
 def messages_received(node: DisqProcess) -> int:
@@ -187,28 +84,6 @@ def wait_more_messages(node: DisqProcess, count: int) -> None:
     start = messages_received(node)
     wait_for(lambda: messages_received(node) >= start + count, 15, 0.05,
              f"{count} more bus messages on port {node.port}")
-
-
-def meet(node: DisqProcess, other: DisqProcess) -> None:
-    assert call(node, "CLUSTER", "MEET", "127.0.0.1", other.port) == b"OK"
-
-
-@pytest.fixture
-def make_cluster(start_node):
-    """make_cluster(n, join="star"|"chain"): n nodes joined by MEETing node 0 only
-    (star) or each the next one (chain, as Disque's test suite does), fully formed."""
-    def make(n: int, join: str = "star", timeout: int = NODE_TIMEOUT) -> list[DisqProcess]:
-        nodes = [start_node("--cluster-node-timeout", str(timeout)) for _ in range(n)]
-        if join == "star":
-            for other in nodes[1:]:
-                meet(nodes[0], other)
-        else:
-            for a, b in zip(nodes, nodes[1:], strict=False):
-                meet(a, b)
-        wait_formed(nodes)
-        wait_conf_saved(nodes)  # kill -9 / restart tests rely on it
-        return nodes
-    return make
 
 
 # -- forming a cluster ------------------------------------------------------------------------
@@ -533,8 +408,10 @@ def garbage_payloads() -> list[tuple[str, bytes]]:
         ("undecodable msgpack", struct.pack(">I", 16) + b"\xc1" * 16),
         ("msgpack that is not a list", struct.pack(">I", 4) + msgpack.packb({"a": 1})),
         ("a short list", frame(1, 0)),
-        ("a wrong version", frame(99, 0, "a" * 40, 7711, [], [])),
-        ("a wrong header type", frame(1, "ping", "a" * 40, 7711, [], [])),
+        ("a wrong version", frame(99, "a" * 40, 7711, [], [[0, []]])),
+        ("a wrong header type", frame(1, 7711, "a" * 40, [], [[0, []]])),
+        ("a message that is not a list", frame(1, "a" * 40, 7711, [], ["ping"])),
+        ("a message type that is not an int", frame(1, "a" * 40, 7711, [], [["0", []]])),
         ("a frame with trailing bytes", struct.pack(">I", 3) + b"\x01\x02\x03"),
     ]
     for i in range(20):  # random bodies, announced with their exact length
@@ -570,13 +447,13 @@ def test_bus_messages_from_strangers_are_ignored(make_cluster):
     a_id, b_id = myid(a), myid(b)
     stranger = "f" * 40
     messages = [
-        frame(1, 3, stranger, 7711, [], b_id),  # FAIL about b from a non-member
-        frame(1, 0, stranger, 7711, [], "not gossip"),
-        frame(1, 0, stranger, 7711, [], [[1, 2, 3], "x", [b_id, "127.0.0.1", -5, "??"]]),
-        frame(1, 1, stranger, 7711, ["leaving"], []),
-        frame(1, 200, stranger, 7711, [], 1, 2, 3),  # unknown type
-        frame(1, 4, stranger, 7711, [], b"\x00" * 10, True),  # REPLJOB from a non-member
-        frame(1, 3, a_id, 7711, [], b_id),  # FAIL "from myself"
+        frame(1, stranger, 7711, [], [[3, b_id]]),  # FAIL about b from a non-member
+        frame(1, stranger, 7711, [], [[0, "not gossip"]]),
+        frame(1, stranger, 7711, [], [[0, [[1, 2, 3], "x", [b_id, "127.0.0.1", -5, "??"]]]]),
+        frame(1, stranger, 7711, ["leaving"], [[1, []]]),
+        frame(1, stranger, 7711, [], [[200, 1, 2, 3]]),  # unknown type
+        frame(1, stranger, 7711, [], [[4, b"\x00" * 10, True]]),  # REPLJOB, non-member
+        frame(1, a_id, 7711, [], [[3, b_id]]),  # FAIL "from myself"
     ]
     with bus_connect(a) as sock:
         sock.sendall(b"".join(messages))
@@ -597,7 +474,7 @@ def test_bus_sender_that_is_no_node_is_dropped(start_node):
     for sender, port in [("short-id", 7711), ("z" * 40, 7711), ("ab" * 20, 70000),
                          ("ab" * 20, 0), ("é" * 40, 7711)]:
         with bus_connect(a) as sock:
-            sock.sendall(frame(1, 2, sender, port, [], []))  # MEET
+            sock.sendall(frame(1, sender, port, [], [[2, []]]))  # MEET
             assert closed_by_peer(sock), (sender, port)
     assert list(cluster_nodes(a)) == [a_id]
     assert call(a, "CLUSTER", "SAVECONFIG") == b"OK"
