@@ -12,8 +12,8 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
+import jobutil
 import pytest
 import redis
 from pydisque.client import Client as PyDisque
@@ -22,26 +22,19 @@ from support import DisqProcess, wait_for
 ID_RE = re.compile(rb"^D-[0-9a-f]{8}-[A-Za-z0-9+/]{24}-[0-9a-f]{4}$")
 
 
-@pytest.fixture(scope="module")
-def shared_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DisqProcess]:
-    proc = DisqProcess(Path(tmp_path_factory.mktemp("clients")))
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+shared_disq = jobutil.shared_disq  # one node for the module
 
 
 @pytest.fixture
-def node(shared_node: DisqProcess) -> Iterator[DisqProcess]:
+def node(shared_disq: DisqProcess) -> Iterator[DisqProcess]:
     """The module's node, emptied before each test."""
-    assert shared_node.alive(), shared_node.log()
-    admin = shared_node.client()
+    assert shared_disq.alive(), shared_disq.log()
+    admin = shared_disq.client()
     wait_for(lambda: admin.info("clients")["blocked_clients"] == 0,
              message="earlier blocked clients to go")
     assert admin.execute_command("DEBUG", "FLUSHALL") in (b"OK", True)
     admin.close()
-    yield shared_node
+    yield shared_disq
 
 
 @pytest.fixture
