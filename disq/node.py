@@ -69,6 +69,7 @@ class ClusterPort(Protocol):
     def fast_ack(self, job_id: bytes, job: Job | None) -> None: ...
     def pause(self, queue: bytes, flags: int) -> None: ...
     def need_jobs(self, queue: Queue) -> None: ...
+    def jobs_available(self, queue: Queue) -> None: ...
     def job_dropped(self, job: Job) -> None: ...
 
 
@@ -103,6 +104,9 @@ class SoloCluster:
         pass
 
     def need_jobs(self, queue: Queue) -> None:
+        pass
+
+    def jobs_available(self, queue: Queue) -> None:
         pass
 
     def job_dropped(self, job: Job) -> None:
@@ -274,6 +278,8 @@ class Node:
         queue.jobs_in += 1
         if queue.waiters and not queue.flags & PAUSED_OUT:
             self._serve_waiters(queue)
+        if queue.remote_wanted and queue.jobs:
+            self.cluster.jobs_available(queue)
         return True
 
     def _requeue_time(self, now: int, retry: int) -> int:

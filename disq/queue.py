@@ -148,6 +148,7 @@ class Queue:
         "needjobs_bcast_time", "needjobs_adhoc_time", "needjobs_bcast_attempt",
         "needjobs_adhoc_attempt", "needjobs_responders", "import_rate",
         "imported_prev", "imported_curr", "import_time",
+        "remote_wanted",  # other nodes asked for jobs of this queue (federation)
     )
 
     def __init__(self, name: bytes, now_ms: int) -> None:
@@ -168,6 +169,7 @@ class Queue:
         self.imported_prev = 0
         self.imported_curr = 0
         self.import_time = 0
+        self.remote_wanted = False
 
     def __len__(self) -> int:
         return len(self.jobs)

@@ -37,6 +37,7 @@ from ..job import (
 )
 from ..node import INCR_DELIV, INCR_NACKS, Node, now_ms
 from ..queue import PAUSED_ALL, PAUSED_IN, Queue
+from .federation import Federation
 from .wire import MAX_U32, decode_job, encode_job
 
 log = logging.getLogger("disq")
@@ -87,6 +88,7 @@ class Replication:
         }
         for mtype, handler in handlers.items():
             bus.on(mtype, handler)
+        self.federation = Federation(node, bus, loop)
 
     # -- the server's side ------------------------------------------------------------
     def wait(self, job: Job, on_done: OnDone) -> None:
@@ -205,7 +207,10 @@ class Replication:
         self.bus.broadcast(m.PAUSE, queue, flags)
 
     def need_jobs(self, queue: Queue) -> None:
-        pass  # federation (NEEDJOBS / YOURJOBS) comes with issue 4
+        self.federation.need_jobs(queue)
+
+    def jobs_available(self, queue: Queue) -> None:
+        self.federation.jobs_available(queue)
 
     def job_dropped(self, job: Job) -> None:
         """A WAIT_REPL job is going away (expired, deleted) before it was replicated."""

@@ -1,0 +1,176 @@
+"""Federation: jobs move to the node whose consumers wait (NEEDJOBS / YOURJOBS).
+
+A GETJOB that finds a queue empty makes its node ask the cluster (NEEDJOBS), at once
+the first time and then with back-off while nothing comes. A node that holds jobs of
+that queue sends some of them (YOURJOBS: `count` if it has twice as many, else half,
+Disque's sizing). A node that has none remembers who asked, for a few seconds, and
+pushes the next job queued there to that node right away: a consumer on another node
+gets a new job in about one bus round trip instead of Disque's 100 ms poll. While
+consumers stay blocked their node asks again every `ASK_PERIOD_MS`.
+
+A moved job keeps the exporter in its `nodes_delivered` (and the exporter adds the
+importer), so an ACK on the importer retires the exporter's copy too: Disque's issue
+#212 (a moved job delivered again after RETRY) cannot happen. A RETRY 0 job leaves the
+exporter entirely, so it is never delivered twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..cluster import messages as m
+from ..cluster.membership import ClusterNode
+from ..cluster.port import BusPort
+from ..job import ACTIVE, BCAST_QUEUED, node_id_set
+from ..node import Node, now_ms
+from ..queue import PAUSED_OUT, Queue
+from .wire import decode_job, encode_job
+
+log = logging.getLogger("disq")
+
+ASK_PERIOD_MS = 100  # blocked consumers: ask again this often at most...
+ASK_BACKOFF_MAX_MS = 2000  # ...backing off to this while nobody has jobs
+WANTED_FOR_MS = 3000  # how long a peer's NEEDJOBS is remembered for pushing jobs
+REQUEST_COUNT = 10
+MAX_BATCH = 1000
+
+
+class Federation:
+    def __init__(self, node: Node, bus: BusPort, loop: asyncio.AbstractEventLoop | None) -> None:
+        self.node = node
+        self.bus = bus
+        self.loop = loop
+        # queue name -> {node id: ms until which it wants jobs of that queue}
+        self.wanted: dict[bytes, dict[str, int]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        bus.on(m.NEEDJOBS, self._on_needjobs)
+        bus.on(m.YOURJOBS, self._on_yourjobs)
+
+    # -- consumer side -----------------------------------------------------------------
+    def need_jobs(self, queue: Queue, now: int | None = None) -> None:
+        """Ask the cluster for jobs of `queue`, unless asked too recently."""
+        if now is None:
+            now = now_ms()
+        if now < queue.needjobs_bcast_time:
+            return
+        attempt = queue.needjobs_bcast_attempt
+        delay = min(ASK_PERIOD_MS << min(attempt, 8), ASK_BACKOFF_MAX_MS) if attempt else 0
+        queue.needjobs_bcast_time = now + max(delay, 1)
+        queue.needjobs_bcast_attempt = attempt + 1
+        self.bus.broadcast(m.NEEDJOBS, queue.name, REQUEST_COUNT)
+        self._arm()
+
+    def _arm(self) -> None:
+        if self._timer is None and self.loop is not None:
+            self._timer = self.loop.call_later(ASK_PERIOD_MS / 1000, self._on_timer)
+
+    def _on_timer(self) -> None:
+        """Ask again for the queues consumers still wait on."""
+        self._timer = None
+        node = self.node
+        if node.leaving:
+            return
+        now = now_ms()
+        waiting = False
+        for queue in node.queues.values():
+            if queue.waiters and not queue.jobs:
+                waiting = True
+                self.need_jobs(queue, now)
+        if waiting:
+            self._arm()
+
+    def _on_yourjobs(self, sender: ClusterNode, fields: list) -> None:
+        if not fields or type(fields[0]) is not list:
+            return
+        node = self.node
+        now = now_ms()
+        known = self.bus.known_id_map()
+        for data in fields[0][:MAX_BATCH]:
+            job = decode_job(data, now, known)
+            if job is None:
+                log.warning("Received a corrupted job from node %s", sender.id)
+                continue
+            assert job.nodes_delivered is not None
+            job.nodes_delivered.add(sender.id)
+            job.nodes_delivered.add(node.id)
+            mine = node.lookup(job.id)
+            if mine is None:
+                if not node.store_copy(job, now):
+                    continue
+                mine = job
+            elif mine.nodes_delivered is None:
+                mine.nodes_delivered = job.nodes_delivered
+            else:
+                mine.nodes_delivered.update(job.nodes_delivered)
+            if mine.state != ACTIVE:
+                continue  # queued here already, or acked: nothing to do
+            mine.flags &= ~BCAST_QUEUED  # queued here for the first time: no QUEUED
+            if mine.qtime == 0 and mine.retry == 0:
+                mine.qtime = now  # an at-most-once job, never queued here yet
+            if node.enqueue(mine, False, now):
+                node.stats.jobs_imported += 1
+                queue = node.queues.get(mine.queue)
+                if queue is not None:
+                    queue.needjobs_bcast_attempt = 0  # jobs came: ask at once next time
+                    queue.needjobs_bcast_time = 0
+                    responders = queue.needjobs_responders
+                    if responders is None:
+                        queue.needjobs_responders = responders = {}
+                    responders[sender.id] = now
+                    queue.imported_curr += 1
+                    queue.import_time = now
+
+    # -- provider side -----------------------------------------------------------------
+    def _on_needjobs(self, sender: ClusterNode, fields: list) -> None:
+        if len(fields) < 2 or type(fields[0]) is not bytes or type(fields[1]) is not int:
+            return
+        name, count = fields[0], max(1, min(fields[1], MAX_BATCH))
+        queue = self.node.queues.get(name)
+        if queue is not None and queue.flags & PAUSED_OUT:
+            return
+        if queue is not None and queue.waiters:
+            return  # our own consumers wait on it: they come first
+        if queue is None or not queue.jobs:
+            self.wanted.setdefault(name, {})[sender.id] = now_ms() + WANTED_FOR_MS
+            self.node.queue(name).remote_wanted = True
+            return
+        qlen = len(queue.jobs)
+        self._send(sender.id, queue, count if qlen >= 2 * count else max(1, qlen // 2))
+
+    def jobs_available(self, queue: Queue) -> None:
+        """Jobs were queued here and no local consumer took them: push them to a node
+        that asked for this queue recently."""
+        wanted = self.wanted.get(queue.name)
+        now = now_ms()
+        while wanted and queue.jobs:
+            node_id, until = next(iter(wanted.items()))
+            del wanted[node_id]
+            if until >= now and node_id in self.bus.known_id_map():
+                self._send(node_id, queue, len(queue.jobs))
+        if not wanted:
+            self.wanted.pop(queue.name, None)
+            queue.remote_wanted = False
+
+    def _send(self, node_id: str, queue: Queue, count: int) -> None:
+        node = self.node
+        now = now_ms()
+        batch = []
+        for _ in range(min(count, MAX_BATCH)):
+            job = queue.jobs.pop_first()
+            if job is None:
+                break
+            job.state = ACTIVE
+            queue.jobs_out += 1
+            if job.nodes_delivered is None:
+                job.nodes_delivered = node_id_set((node.id,))
+            job.nodes_delivered.add(node_id)
+            batch.append(encode_job(job, node.id, now))
+            node.stats.jobs_exported += 1
+            if job.retry == 0:
+                node.unregister(job)  # at most once: the job lives on there only
+            else:
+                node.update_awake(job)
+        if batch:
+            self.bus.send(node_id, m.YOURJOBS, batch)
+

@@ -1,0 +1,79 @@
+"""Federation with real nodes: jobs move to the node whose consumers wait."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from support import assert_stays, call, wait_for
+
+
+def pairs(flat: list) -> dict:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def show_state(node, job_id) -> bytes | None:
+    fields = call(node, "SHOW", job_id)
+    return None if fields is None else pairs(fields)[b"state"]
+
+
+def test_blocked_consumer_gets_a_job_added_on_another_node(make_cluster):
+    """A consumer blocked on B receives, within a bus round trip or so, the job a
+    producer adds on A; acknowledged on B, the job is gone from A as well and is
+    never delivered again after its RETRY (Disque's issue #212 cannot happen)."""
+    a, b, _ = make_cluster(3)
+    got: list[object] = []
+    consumer = threading.Thread(
+        target=lambda: got.append(call(b, "GETJOB", "TIMEOUT", 5000, "FROM", "fq")))
+    consumer.start()
+    wait_for(lambda: call(b, "QSTAT", "fq") is not None
+             and pairs(call(b, "QSTAT", "fq"))[b"blocked"] == 1,
+             message="the consumer blocked on b")
+    started = time.monotonic()
+    job_id = call(a, "ADDJOB", "fq", "hello", 0, "REPLICATE", 1, "RETRY", 1)
+    consumer.join(10)
+    elapsed = time.monotonic() - started
+    assert got == [[[b"fq", job_id, b"hello"]]]
+    assert elapsed < 1.0, elapsed  # pushed at once, not found by a later poll
+    assert call(b, "ACKJOB", job_id) == 1
+    wait_for(lambda: show_state(a, job_id) is None, message="the copy on a retired")
+    assert_stays(lambda: all(call(n, "QLEN", "fq") == 0 for n in (a, b)), 2.0,
+                 "an acked job must not come back after its RETRY")
+
+
+def test_consumers_on_two_nodes_drain_a_producer_on_a_third(make_cluster):
+    """Every job produced on A is delivered exactly once to consumers on B and C."""
+    a, b, c = make_cluster(3)
+    total = 200
+    ids = {call(a, "ADDJOB", "work", f"job-{i}", 0, "REPLICATE", 1, "RETRY", 60)
+           for i in range(total)}
+    seen: list[bytes] = []
+    lock = threading.Lock()
+
+    def consume(node) -> None:
+        while True:
+            reply = call(node, "GETJOB", "TIMEOUT", 1000, "COUNT", 10, "FROM", "work")
+            if reply is None:
+                return
+            for _, job_id, _ in reply:
+                assert call(node, "ACKJOB", job_id) == 1
+                with lock:
+                    seen.append(job_id)
+
+    workers = [threading.Thread(target=consume, args=(n,)) for n in (b, c)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    assert len(seen) == total and set(seen) == ids  # all of them, none twice
+    wait_for(lambda: all(call(n, "INFO", "jobs").split(b"registered_jobs:")[1].strip()
+                         == b"0" for n in (a, b, c)), message="no job left anywhere")
+
+
+def test_at_most_once_job_moves_without_a_copy_left_behind(make_cluster):
+    """A RETRY 0 job taken by federation leaves its exporter entirely."""
+    a, b, _ = make_cluster(3)
+    job_id = call(a, "ADDJOB", "once", "body", 0, "REPLICATE", 1, "RETRY", 0)
+    assert call(b, "GETJOB", "TIMEOUT", 3000, "FROM", "once") == [[b"once", job_id, b"body"]]
+    assert show_state(a, job_id) is None
+    assert show_state(b, job_id) == b"active"
