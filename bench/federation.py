@@ -1,11 +1,12 @@
-"""Cross-node cycle latency (issue #4): ADDJOB on node A, GETJOB + ACKJOB on node B,
-one job in flight at a time.
+"""Federation figures (issue #4).
 
-    python bench/federation.py [--jobs 2000]
+    python bench/federation.py [--jobs 2000] [--bulk 200000]
 
-Starts three nodes on free loopback ports, joins them, and times each cycle from the
-ADDJOB sent to A until B's GETJOB returned that job (the consumer is already blocked
-on B when the job is added). Prints p50/p90/p99/max in ms.
+Starts three nodes on free loopback ports and joins them. Cycle latency: ADDJOB on
+node A, GETJOB + ACKJOB on node B, one job in flight, timed from the ADDJOB sent
+until B's GETJOB returned that job (the consumer is already blocked on B); prints
+p50/p90/p99/max in ms. Bulk: `--bulk N` jobs queued on A first (pipelined, REPLICATE
+1, RETRY 0), then drained from B with GETJOB COUNT 1000; prints jobs per second.
 """
 
 from __future__ import annotations
@@ -33,9 +34,36 @@ def read_reply(sock: socket.socket, buf: bytearray) -> None:
             return
 
 
+def bulk(port_a: int, port_b: int, total: int) -> float:
+    """Queue `total` jobs on A, then time draining them from B: jobs per second."""
+    producer = socket.create_connection(("127.0.0.1", port_a))
+    batch = 1000
+    for _ in range(0, total, batch):
+        producer.sendall(b"ADDJOB bulk x 0 REPLICATE 1 RETRY 0\r\n" * batch)
+        got = b""
+        while got.count(b"\r\n") < batch:
+            got += producer.recv(1 << 20)
+    consumer = socket.create_connection(("127.0.0.1", port_b))
+    moved = 0
+    start = time.perf_counter()
+    while moved < total:
+        consumer.sendall(b"GETJOB TIMEOUT 2000 COUNT 1000 FROM bulk\r\n")
+        buf = b""
+        while True:  # read until every line of the reply is here
+            buf += consumer.recv(1 << 20)
+            if buf == b"*-1\r\n":
+                raise RuntimeError(f"only {moved} of {total} jobs reached B")
+            count = int(buf[1:buf.index(b"\r\n")])
+            if buf.count(b"\r\n") >= 1 + count * 7:  # *3, $, queue, $, id, $, body
+                break
+        moved += count
+    return moved / (time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--bulk", type=int, default=0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
         nodes = start_cluster(workdir)
@@ -77,6 +105,9 @@ def main() -> None:
             print(f"| {len(latencies)} | {q[49]:.2f} | {q[89]:.2f} | {q[98]:.2f} "
                   f"| {latencies[-1]:.2f} |")
             command(port_a, "PING")
+            if args.bulk:
+                rate = bulk(port_a, port_b, args.bulk)
+                print(f"\nbulk: {args.bulk} queued jobs moved A->B at {rate:,.0f} jobs/s")
         finally:
             for proc, _ in nodes:
                 stop(proc)

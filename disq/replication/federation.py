@@ -32,8 +32,9 @@ log = logging.getLogger("disq")
 ASK_PERIOD_MS = 100  # blocked consumers: ask again this often at most...
 ASK_BACKOFF_MAX_MS = 2000  # ...backing off to this while nobody has jobs
 WANTED_FOR_MS = 3000  # how long a peer's NEEDJOBS is remembered for pushing jobs
-REQUEST_COUNT = 10
-MAX_BATCH = 1000
+REQUEST_COUNT = 10  # jobs asked for at first...
+MAX_BATCH = 1000  # ...doubling up to this while a queue keeps running dry
+BURST_GAP_MS = 200  # imports closer than this belong to one burst
 
 
 class Federation:
@@ -58,7 +59,7 @@ class Federation:
         delay = min(ASK_PERIOD_MS << min(attempt, 8), ASK_BACKOFF_MAX_MS) if attempt else 0
         queue.needjobs_bcast_time = now + max(delay, 1)
         queue.needjobs_bcast_attempt = attempt + 1
-        self.bus.broadcast(m.NEEDJOBS, queue.name, REQUEST_COUNT)
+        self.bus.broadcast(m.NEEDJOBS, queue.name, queue.needjobs_adhoc_attempt or REQUEST_COUNT)
         self._arm()
 
     def _arm(self) -> None:
@@ -114,6 +115,14 @@ class Federation:
                 if queue is not None:
                     queue.needjobs_bcast_attempt = 0  # jobs came: ask at once next time
                     queue.needjobs_bcast_time = 0
+                    # Consumers drain imports fast: ask for more at a time (the size
+                    # of the next request; `needjobs_adhoc_attempt` holds it).
+                    size = queue.needjobs_adhoc_attempt or REQUEST_COUNT
+                    if now - queue.import_time > BURST_GAP_MS:
+                        size = REQUEST_COUNT
+                    elif queue.import_time != now:
+                        size = min(size * 2, MAX_BATCH)
+                    queue.needjobs_adhoc_attempt = size
                     responders = queue.needjobs_responders
                     if responders is None:
                         queue.needjobs_responders = responders = {}
