@@ -146,7 +146,7 @@ class Queue:
         "name", "jobs", "waiters", "ctime", "atime", "flags", "jobs_in", "jobs_out",
         # federation state (used by replication/federation)
         "needjobs_bcast_time", "needjobs_adhoc_time", "needjobs_bcast_attempt",
-        "needjobs_adhoc_attempt", "needjobs_responders", "import_rate",
+        "needjobs_adhoc_attempt", "needjobs_responders", "import_second",
         "imported_prev", "imported_curr", "import_time",
         "remote_wanted",  # other nodes asked for jobs of this queue (federation)
     )
@@ -165,7 +165,7 @@ class Queue:
         self.needjobs_bcast_attempt = 0
         self.needjobs_adhoc_attempt = 0
         self.needjobs_responders: dict[str, int] | None = None
-        self.import_rate = 0
+        self.import_second = 0  # the second `imported_curr` counts
         self.imported_prev = 0
         self.imported_curr = 0
         self.import_time = 0
@@ -173,6 +173,28 @@ class Queue:
 
     def __len__(self) -> int:
         return len(self.jobs)
+
+    def note_import(self, now_ms: int) -> None:
+        """Count one job imported by federation (per-second buckets)."""
+        second = now_ms // 1000
+        if second != self.import_second:
+            self.imported_prev = self.imported_curr if second == self.import_second + 1 else 0
+            self.imported_curr = 0
+            self.import_second = second
+        self.imported_curr += 1
+        self.import_time = now_ms
+
+    def import_rate_at(self, now_ms: int) -> int:
+        """Jobs imported per second: this second's and the previous one's count, the
+        larger, as long as the last import is under 5 s old (Disque's window)."""
+        if not self.import_time or now_ms - self.import_time > 5000:
+            return 0
+        second = now_ms // 1000
+        if second == self.import_second:
+            return max(self.imported_curr, self.imported_prev)
+        if second == self.import_second + 1:
+            return self.imported_curr
+        return 1  # imported within 5 s, but not in the last two seconds
 
     @property
     def pause_name(self) -> bytes:

@@ -127,8 +127,7 @@ class Federation:
                     if responders is None:
                         queue.needjobs_responders = responders = {}
                     responders[sender.id] = now
-                    queue.imported_curr += 1
-                    queue.import_time = now
+                    queue.note_import(now)
 
     # -- provider side -----------------------------------------------------------------
     def _on_needjobs(self, sender: ClusterNode, fields: list) -> None:
@@ -138,8 +137,8 @@ class Federation:
         queue = self.node.queues.get(name)
         if queue is not None and queue.flags & PAUSED_OUT:
             return
-        if queue is not None and queue.waiters:
-            return  # our own consumers wait on it: they come first
+        if queue is not None and (queue.waiters or queue.import_rate_at(now_ms())):
+            return  # our own consumers wait on it, or we import it ourselves
         if queue is None or not queue.jobs:
             self.wanted.setdefault(name, {})[sender.id] = now_ms() + WANTED_FOR_MS
             self.node.queue(name).remote_wanted = True

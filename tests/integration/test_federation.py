@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from support import assert_stays, call, wait_for
+from support import assert_stays, call, myid, wait_for
 
 
 def pairs(flat: list) -> dict:
@@ -35,6 +35,10 @@ def test_blocked_consumer_gets_a_job_added_on_another_node(make_cluster):
     elapsed = time.monotonic() - started
     assert got == [[[b"fq", job_id, b"hello"]]]
     assert elapsed < 1.0, elapsed  # pushed at once, not found by a later poll
+    stat = pairs(call(b, "QSTAT", "fq"))
+    assert stat[b"import-from"] == [myid(a).encode()] and stat[b"import-rate"] >= 1
+    assert call(b, "QSCAN", "BUSYLOOP", "IMPORTRATE", 1)[1] == [b"fq"]
+    assert call(a, "QSCAN", "BUSYLOOP", "IMPORTRATE", 1)[1] == []
     assert call(b, "ACKJOB", job_id) == 1
     wait_for(lambda: show_state(a, job_id) is None, message="the copy on a retired")
     assert_stays(lambda: all(call(n, "QLEN", "fq") == 0 for n in (a, b)), 2.0,

@@ -56,7 +56,7 @@ def qstat(client: Client, args: list[bytes]) -> bytes:
         b"idle", (now - queue.atime) // 1000,
         b"blocked", len(queue.waiters),
         b"import-from", [n.encode() for n in importers],
-        b"import-rate", queue.import_rate,
+        b"import-rate", queue.import_rate_at(now),
         b"jobs-in", queue.jobs_in,
         b"jobs-out", queue.jobs_out,
         b"pause", PAUSE_NAMES[queue.flags & PAUSED_ALL],
@@ -126,12 +126,14 @@ def qscan(client: Client, args: list[bytes]) -> bytes:
         else:
             importrate = number
 
+    now = now_ms()
+
     def keep(queue: Queue) -> bool:
         n = len(queue.jobs)
         return (
             (minlen < 0 or n >= minlen)
             and (maxlen < 0 or n <= maxlen)
-            and (importrate < 0 or queue.import_rate >= importrate)
+            and (importrate < 0 or queue.import_rate_at(now) >= importrate)
         )
 
     cursor, queues = _scan(client.node.queues, cursor, count, busyloop, keep)
