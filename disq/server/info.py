@@ -143,6 +143,12 @@ def _commandstats(s: Server) -> list[str]:
     return lines
 
 
+def _federation(s: Server) -> list[str]:
+    """disq's own section, shown only when asked by name: Disque's layout is unchanged."""
+    stats = s.node.stats
+    return [f"jobs_imported:{stats.jobs_imported}", f"jobs_exported:{stats.jobs_exported}"]
+
+
 _SECTIONS = {
     "server": ("Server", _server),
     "clients": ("Clients", _clients),
@@ -153,6 +159,7 @@ _SECTIONS = {
     "stats": ("Stats", _stats),
     "cpu": ("CPU", _cpu),
     "commandstats": ("Commandstats", _commandstats),
+    "federation": ("Federation", _federation),
 }
 
 

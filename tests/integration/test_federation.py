@@ -39,6 +39,9 @@ def test_blocked_consumer_gets_a_job_added_on_another_node(make_cluster):
     assert stat[b"import-from"] == [myid(a).encode()] and stat[b"import-rate"] >= 1
     assert call(b, "QSCAN", "BUSYLOOP", "IMPORTRATE", 1)[1] == [b"fq"]
     assert call(a, "QSCAN", "BUSYLOOP", "IMPORTRATE", 1)[1] == []
+    assert b"jobs_imported:1\r\n" in call(b, "INFO", "federation")
+    assert b"jobs_exported:1\r\n" in call(a, "INFO", "federation")
+    assert b"Federation" not in call(a, "INFO", "all")  # Disque's layout unchanged
     assert call(b, "ACKJOB", job_id) == 1
     wait_for(lambda: show_state(a, job_id) is None, message="the copy on a retired")
     assert_stays(lambda: all(call(n, "QLEN", "fq") == 0 for n in (a, b)), 2.0,
