@@ -36,6 +36,10 @@ NOREPL_TIMEOUT = DisqError(
 NOREPL_EXPIRED = DisqError(
     "NOREPL", "job removed (expired?) before the requested replication level was achieved"
 )
+NOREPL_LEAVING = DisqError(
+    "NOREPL", "Not enough reachable nodes for the requested replication level, since I'm "
+    "unable to hold a copy of the message for the following reason: I'm leaving the "
+    "cluster")
 MAXLEN = DisqError("MAXLEN", "Queue is already longer than the specified MAXLEN count")
 PAUSED = DisqError("PAUSED", "Queue paused in input, try later")
 LEAVING = DisqError(

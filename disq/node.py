@@ -61,7 +61,8 @@ class ClusterPort(Protocol):
 
     def size(self) -> int: ...
     def reachable_peers(self) -> int: ...
-    def replicate(self, job: Job, sync: bool, timeout_ms: int) -> None: ...
+    def replicate(self, job: Job, sync: bool, timeout_ms: int,
+                  external: bool = False) -> None: ...
     def job_queued(self, job: Job, flags: int) -> None: ...
     def send_willqueue(self, job: Job) -> None: ...
     def job_working(self, job: Job) -> None: ...
@@ -82,7 +83,8 @@ class SoloCluster:
     def reachable_peers(self) -> int:
         return 0
 
-    def replicate(self, job: Job, sync: bool, timeout_ms: int) -> None:
+    def replicate(self, job: Job, sync: bool, timeout_ms: int,
+                  external: bool = False) -> None:
         pass
 
     def job_queued(self, job: Job, flags: int) -> None:
@@ -396,7 +398,10 @@ class Node:
     ) -> Job:
         """ADDJOB, its checks in Disque's order. The returned job is WAIT_REPL when the
         caller must wait for synchronous replication (the cluster layer answers later),
-        else it is queued or scheduled already."""
+        else it is queued or scheduled already.
+
+        A leaving node replicates externally, as Disque does: it keeps no copy, sends
+        the job to REPLICATE other nodes and has one of them queue it."""
         if repl is None:
             repl = min(3, self.cluster.size())
         if repl > 1 and retry == 0:
@@ -411,7 +416,11 @@ class Node:
             )
         if retry is None:
             retry = DEFAULT_RETRY_MAX if ttl >= 10 * DEFAULT_RETRY_MAX else (ttl // 10 or 1)
-        if repl > 1 and repl - 1 > self.cluster.reachable_peers():
+        external = self.leaving
+        additional = repl if external else repl - 1
+        if additional > 0 and additional > self.cluster.reachable_peers():
+            if external and additional - 1 == self.cluster.reachable_peers():
+                raise errors.NOREPL_LEAVING
             raise errors.NOREPL
         queue = self.queues.get(queue_name)
         if queue is not None:
@@ -432,6 +441,13 @@ class Node:
             self._last_etime = etime
         job = Job(self.ids.next(ttl, retry), queue_name, body, WAIT_REPL, ctime, etime,
                   delay, retry, repl)
+        if external:
+            self.stats.jobs_added += 1
+            job.nodes_delivered = node_id_set()
+            self.cluster.replicate(job, not async_, timeout_ms, external=True)
+            if async_:
+                job.state = DELETED  # nothing kept here: the reply is just the ID
+            return job
         if not self.jobs.add(job.id, job):  # 144 random bits: a collision means a bug
             raise errors.err("Internal error creating the job, check server logs")
         self.stats.jobs_added += 1

@@ -54,13 +54,14 @@ class _WaitingAdd:
     """An ADDJOB waiting for its copies: the job, its timeout (0 = none), the next
     time to try one more node, and the server's callback once it has one."""
 
-    __slots__ = ("job", "deadline", "next_try", "on_done")
+    __slots__ = ("job", "deadline", "next_try", "on_done", "external")
 
-    def __init__(self, job: Job, deadline: int, next_try: int) -> None:
+    def __init__(self, job: Job, deadline: int, next_try: int, external: bool) -> None:
         self.job = job
         self.deadline = deadline
         self.next_try = next_try
         self.on_done: OnDone | None = None
+        self.external = external  # no copy kept here: a confirmer queues it (leaving)
 
 
 class Replication:
@@ -156,15 +157,23 @@ class Replication:
     def reachable_peers(self) -> int:
         return len(self.bus.reachable_peers())
 
-    def replicate(self, job: Job, sync: bool, timeout_ms: int) -> None:
-        """REPLJOB to REPLICATE-1 random reachable nodes. Synchronous: the job stays
-        WAIT_REPL until enough GOTJOBs; asynchronous: fire and forget (NOREPLY)."""
+    def replicate(self, job: Job, sync: bool, timeout_ms: int,
+                  external: bool = False) -> None:
+        """REPLJOB to REPLICATE-1 random reachable nodes (REPLICATE when `external`: this
+        node keeps no copy). Synchronous: the job stays WAIT_REPL until enough
+        GOTJOBs; asynchronous: fire and forget (NOREPLY), and an external job is
+        queued by one of its targets (ENQUEUE)."""
         now = now_ms()
-        targets = self._add_targets(job, job.repl - 1)
+        targets = self._add_targets(job, job.repl if external else job.repl - 1)
+        if not sync and external and targets:
+            payload = encode_job(job, self.my_id, now)
+            self.bus.broadcast(m.REPLJOB, payload, True, node_ids=targets)
+            self.bus.send(random.choice(targets), m.ENQUEUE, job.id, job.delay)
+            return
         if sync:
-            job.nodes_confirmed = node_id_set((self.my_id,))
+            job.nodes_confirmed = node_id_set(() if external else (self.my_id,))
             entry = _WaitingAdd(job, now + timeout_ms if timeout_ms else 0,
-                                now + ADD_NODE_PERIOD_MS)
+                                now + ADD_NODE_PERIOD_MS, external)
             self._waiting[job.id] = entry
             if entry.deadline:
                 heapq.heappush(self._deadlines, (entry.deadline, job.id))
@@ -248,6 +257,9 @@ class Replication:
 
     def _on_gotjob(self, sender: ClusterNode, fields: list) -> None:
         job = self._job_in(fields)
+        if job is None and fields:  # replicated externally: only the wait knows it
+            entry = self._waiting.get(fields[0]) if type(fields[0]) is bytes else None
+            job = entry.job if entry is not None and entry.external else None
         if job is None or job.state != WAIT_REPL:
             return
         assert job.nodes_delivered is not None and job.nodes_confirmed is not None
@@ -412,7 +424,16 @@ class Replication:
             self.bus.broadcast(m.REPLJOB, payload, True, node_ids=confirmed)
 
     def _replicated(self, job: Job) -> None:
-        """Enough copies: queue the job (or schedule it after its delay), answer."""
+        """Enough copies: queue the job (or schedule it after its delay), answer. A job
+        replicated externally is queued by one of the nodes that confirmed it."""
+        entry = self._waiting.get(job.id)
+        if entry is not None and entry.external:
+            assert job.nodes_confirmed
+            self.bus.send(next(iter(job.nodes_confirmed)), m.ENQUEUE, job.id, job.delay)
+            job.nodes_confirmed = None
+            job.state = DELETED  # never registered here: the timers let it go
+            self._settle(job, b"+" + job.id + b"\r\n")
+            return
         job.nodes_confirmed = None
         self.node.activate(job)
         self._settle(job, b"+" + job.id + b"\r\n")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+import redis
 from support import assert_stays, call, myid, wait_for
 
 
@@ -84,3 +86,28 @@ def test_at_most_once_job_moves_without_a_copy_left_behind(make_cluster):
     assert call(b, "GETJOB", "TIMEOUT", 3000, "FROM", "once") == [[b"once", job_id, b"body"]]
     assert show_state(a, job_id) is None
     assert show_state(b, job_id) == b"active"
+
+
+def test_leaving_node_replicates_externally(make_cluster):
+    """CLUSTER LEAVING yes: ADDJOB keeps no copy on the leaving node but puts it on
+    REPLICATE other nodes, one of which queues it; GETJOB with nothing to serve answers
+    -LEAVING; peers see priority 100; too few other nodes gives Disque's NOREPL text."""
+    nodes = make_cluster(4)
+    a, others = nodes[0], nodes[1:]
+    assert call(a, "CLUSTER", "LEAVING", "yes") == b"OK"
+    wait_for(lambda: all(b"leaving" in call(n, "CLUSTER", "NODES") for n in others),
+             message="the others to see a leaving")
+    for args in ((), ("ASYNC",)):
+        job_id = call(a, "ADDJOB", "lq", "work", 5000, "REPLICATE", 3, *args)
+        assert show_state(a, job_id) is None
+        wait_for(lambda j=job_id: sorted(show_state(n, j) or b"-" for n in others)
+                 == [b"active", b"active", b"queued"], message="3 copies, one queued")
+    assert b"registered_jobs:0" in call(a, "INFO", "jobs")
+    assert call(a, "GETJOB", "NOHANG", "FROM", "nothing-here") is None
+    with pytest.raises(redis.ResponseError, match="^LEAVING This node is leaving the cluster"):
+        call(a, "GETJOB", "FROM", "nothing-here")  # would block: refused instead
+    hello = call(others[0], "HELLO")
+    assert [e[3] for e in hello[2:] if e[0] == myid(a).encode()] == [b"100"]
+    with pytest.raises(redis.ResponseError, match="unable to hold a copy of the message for "
+                       "the following reason: I'm leaving the cluster$"):
+        call(a, "ADDJOB", "lq", "work", 5000, "REPLICATE", 4)
