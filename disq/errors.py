@@ -40,6 +40,9 @@ NOREPL_LEAVING = DisqError(
     "NOREPL", "Not enough reachable nodes for the requested replication level, since I'm "
     "unable to hold a copy of the message for the following reason: I'm leaving the "
     "cluster")
+NOREPL_OOM = DisqError(
+    "NOREPL", "Not enough reachable nodes for the requested replication level, since I'm "
+    "unable to hold a copy of the message for the following reason: I'm out of memory")
 MAXLEN = DisqError("MAXLEN", "Queue is already longer than the specified MAXLEN count")
 PAUSED = DisqError("PAUSED", "Queue paused in input, try later")
 LEAVING = DisqError(

@@ -37,7 +37,8 @@ def snapshot(server: Server) -> dict[str, Any]:
         "blocked_clients": node.blocked_clients,
         "commands": [(spec.name, spec.calls, spec.usec) for spec in server.commands.values()
                      if spec.calls],
-        "memory": server.used_memory(),
+        "memory": server.rss(),
+        "used_memory": server.used_memory(),
         "connections_received": server.connections_received,
     }
 
@@ -86,6 +87,9 @@ class NodeCollector(Collector):
                                 value=snap["blocked_clients"])
         yield GaugeMetricFamily("disq_memory_rss_bytes", "Resident memory",
                                 value=snap["memory"])
+        yield GaugeMetricFamily("disq_used_memory_bytes",
+                                "Memory in use as INFO used_memory counts it (memory levels)",
+                                value=snap["used_memory"])
         yield CounterMetricFamily("disq_connections_received", "Connections accepted",
                                   value=snap["connections_received"])
         latency = SummaryMetricFamily("disq_command_duration_seconds",

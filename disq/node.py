@@ -39,6 +39,9 @@ DEFAULT_RETRY_MAX = 300
 TIME_ERROR_MS = 250  # requeue and GC times are spread by +/- this much
 GC_RETRY_MAX_MS = 180_000  # acked jobs: GC attempts back off from 1 s up to this
 QUEUE_MAX_IDLE_MS = 300_000
+# Memory per job beyond its body, as measured with 1M queued jobs (bench/RESULTS.md):
+# what used_memory counts per job, so it falls when jobs go (RSS never does).
+JOB_FOOTPRINT = 416
 TIMER_BATCH = 10_000  # jobs handled per timer callback, so clients are not starved
 
 # QUEUED message flags (Disque's mflags[0]).
@@ -149,7 +152,11 @@ class Node:
         self.leaving = False
         self.blocked_clients = 0
         self.arm_timer: Callable[[int], None] = lambda when_ms: None
+        # Disque's memory warning level: 0 normal, 1 above 75% of maxmemory, 2 above
+        # 95% (the server measures it; the core only reacts)
+        self.memory_level: Callable[[], int] = lambda: 0
         self._prev_ctime = 0
+        self.job_bytes = 0  # estimated memory of the jobs held (JOB_FOOTPRINT + body)
         self._last_etime = 0
         self._last_requeue = (0, 0, 0)  # (now, retry, qtime) of the last enqueue
         self._queue_gc_names: list[bytes] = []
@@ -164,7 +171,10 @@ class Node:
         return self.jobs.get(job_id)
 
     def register(self, job: Job) -> bool:
-        return self.jobs.add(job.id, job)
+        if not self.jobs.add(job.id, job):
+            return False
+        self.job_bytes += JOB_FOOTPRINT + len(job.body or b"")
+        return True
 
     def unregister(self, job: Job) -> None:
         """Forget a job entirely (eviction, expiry, GC, DELJOB)."""
@@ -172,9 +182,10 @@ class Node:
             self._queue_remove(job)
         state = job.state
         job.state = DELETED
-        if self.jobs.pop(job.id) is not None and self.aof is not None and state in (
-            ACTIVE, QUEUED
-        ):
+        if self.jobs.pop(job.id) is None:
+            return
+        self.job_bytes -= JOB_FOOTPRINT + len(job.body or b"")
+        if self.aof is not None and state in (ACTIVE, QUEUED):
             self.aof.job_removed(job.id)
 
     # -- timers --------------------------------------------------------------------
@@ -416,11 +427,12 @@ class Node:
             )
         if retry is None:
             retry = DEFAULT_RETRY_MAX if ttl >= 10 * DEFAULT_RETRY_MAX else (ttl // 10 or 1)
-        external = self.leaving
+        # Leaving, or short of memory: keep no copy here (Disque's external replication).
+        external = self.leaving or (self.memory_level() > 0 and self.cluster.size() > 1)
         additional = repl if external else repl - 1
         if additional > 0 and additional > self.cluster.reachable_peers():
             if external and additional - 1 == self.cluster.reachable_peers():
-                raise errors.NOREPL_LEAVING
+                raise errors.NOREPL_LEAVING if self.leaving else errors.NOREPL_OOM
             raise errors.NOREPL
         queue = self.queues.get(queue_name)
         if queue is not None:
@@ -448,7 +460,7 @@ class Node:
             if async_:
                 job.state = DELETED  # nothing kept here: the reply is just the ID
             return job
-        if not self.jobs.add(job.id, job):  # 144 random bits: a collision means a bug
+        if not self.register(job):  # 144 random bits: a collision means a bug
             raise errors.err("Internal error creating the job, check server logs")
         self.stats.jobs_added += 1
         if repl > 1:
@@ -611,7 +623,7 @@ class Node:
         """Keep a job another node replicated here (REPLJOB): active, not queued. Its
         first requeue here comes after DELAY + RETRY unless a node that queued it says
         so first. False if a job with that ID is here already."""
-        if not self.jobs.add(job.id, job):
+        if not self.register(job):
             return False
         queue = self.queues.get(job.queue)
         if queue is not None:
@@ -644,7 +656,12 @@ class Node:
 
     # -- housekeeping ------------------------------------------------------------------
     def gc_queues(self, now: int, budget: int = 100) -> int:
-        """Drop empty, idle, unpaused queues nobody waits on; a few per call."""
+        """Drop empty, idle, unpaused queues nobody waits on; a few per call. The idle
+        time allowed shrinks under memory pressure (Disque: /30 above 75% of
+        maxmemory, 2 s above 95%)."""
+        level = self.memory_level()
+        max_idle = QUEUE_MAX_IDLE_MS if level == 0 else (
+            QUEUE_MAX_IDLE_MS // 30 if level == 1 else 2000)
         removed = 0
         if not self._queue_gc_names:
             self._queue_gc_names = [q.name for q in self.queues.values()]
@@ -657,7 +674,7 @@ class Node:
                 and not queue.jobs
                 and not queue.waiters
                 and not queue.flags & PAUSED_ALL
-                and now - queue.atime > QUEUE_MAX_IDLE_MS
+                and now - queue.atime > max_idle
             ):
                 self.queues.pop(queue.name)
                 removed += 1
@@ -667,6 +684,7 @@ class Node:
         for job in list(self.jobs.values()):
             job.state = DELETED
         self.jobs.clear()
+        self.job_bytes = 0
         waiting = [q for q in self.queues.values() if q.waiters]
         self.queues.clear()
         for queue in waiting:  # keep the blocked consumers' queues alive

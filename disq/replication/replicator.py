@@ -229,7 +229,8 @@ class Replication:
     def _on_repljob(self, sender: ClusterNode, fields: list) -> None:
         """Keep a copy (active, not queued) and confirm with GOTJOB, unless leaving or
         the queue is paused in input. A copy held already only learns the new nodes."""
-        if len(fields) < 2 or type(fields[1]) is not bool or self.node.leaving:
+        if (len(fields) < 2 or type(fields[1]) is not bool or self.node.leaving
+                or self.node.memory_level() > 0):  # no new copies: leaving or short of memory
             return
         node = self.node
         now = now_ms()

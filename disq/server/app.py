@@ -155,6 +155,8 @@ class Server:
         self.membership = Membership.load_or_create(
             self.config.cluster_config_file, self.config.port)
         self.node = Node(self.config, self.membership.myself.id)
+        self.node.memory_level = self.memory_level
+        self.base_memory = rss_bytes()
         self.node.leaving = "leaving" in self.membership.myself.flags  # kept in nodes.conf
         self.node.arm_timer = self._arm_timer
         if self.config.pidfile:
@@ -332,6 +334,12 @@ class Server:
                 client.close()
 
     def used_memory(self) -> int:
+        """Memory in use: the process as it started plus what its jobs take
+        (Node.job_bytes). Unlike RSS, it falls when jobs are acknowledged, so memory
+        levels and maxmemory follow the data, as Disque's allocator count does."""
+        return self.base_memory + self.node.job_bytes
+
+    def rss(self) -> int:
         """RSS, sampled at most every 100 ms (it is a /proc read)."""
         now = time.monotonic()
         stamp, value = self._memory_cache
@@ -339,6 +347,16 @@ class Server:
             value = rss_bytes()
             self._memory_cache = (now, value)
         return value
+
+    def memory_level(self) -> int:
+        """Disque's getMemoryWarningLevel: 2 above 95% of maxmemory, 1 above 75%."""
+        maxmemory = self.config.maxmemory
+        if not maxmemory:
+            return 0
+        used = self.used_memory()
+        if used > maxmemory * 0.95:
+            return 2
+        return 1 if used > maxmemory * 0.75 else 0
 
     def reset_stats(self) -> None:
         self.connections_received = self.rejected_connections = 0

@@ -73,14 +73,15 @@ def _clients(s: Server) -> list[str]:
 
 def _memory(s: Server) -> list[str]:
     used = s.used_memory()
+    rss = s.rss()
     peak = max(s.memory_peak, used)
     return [
         f"used_memory:{used}",
         f"used_memory_human:{human_bytes(used)}",
-        f"used_memory_rss:{used}",
+        f"used_memory_rss:{rss}",
         f"used_memory_peak:{peak}",
         f"used_memory_peak_human:{human_bytes(peak)}",
-        "mem_fragmentation_ratio:1.00",
+        f"mem_fragmentation_ratio:{rss / used if used else 1:.2f}",
         "mem_allocator:pymalloc",
     ]
 

@@ -111,3 +111,24 @@ def test_leaving_node_replicates_externally(make_cluster):
     with pytest.raises(redis.ResponseError, match="unable to hold a copy of the message for "
                        "the following reason: I'm leaving the cluster$"):
         call(a, "ADDJOB", "lq", "work", 5000, "REPLICATE", 4)
+
+
+def test_memory_pressure_replicates_externally_and_collects_queues(make_cluster):
+    """Above 75% of maxmemory a node keeps no new copy (ADDJOB replicates externally,
+    REPLJOB is refused); above 95% empty idle queues go after 2 s (Disque's levels).
+    INFO used_memory follows the jobs held, so the node recovers when they go."""
+    a, b, c = make_cluster(3)
+    assert call(a, "CONFIG", "SET", "maxmemory", 3 * 1024 * 1024) == b"OK"  # below RSS
+    job_id = call(a, "ADDJOB", "mq", "body", 5000, "REPLICATE", 2)
+    assert show_state(a, job_id) is None
+    assert sorted(show_state(n, job_id) or b"-" for n in (b, c)) == [b"active", b"queued"]
+    with pytest.raises(redis.ResponseError, match="reason: I'm out of memory$"):
+        call(a, "ADDJOB", "mq", "body", 5000, "REPLICATE", 3)
+    with pytest.raises(redis.ResponseError, match="^NOREPL Timeout reached"):
+        call(b, "ADDJOB", "mq", "body", 300, "REPLICATE", 3)  # a refuses the copy
+    for i in range(20):  # empty idle queues on a: collected in about 2 s
+        call(a, "GETJOB", "NOHANG", "FROM", f"idle-{i}")
+    wait_for(lambda: b"registered_queues:0" in call(a, "INFO", "queues"), timeout=10,
+             message="idle queues collected under memory pressure")
+    assert call(a, "CONFIG", "SET", "maxmemory", "1gb") == b"OK"
+    assert show_state(a, call(a, "ADDJOB", "mq", "again", 5000, "REPLICATE", 3)) == b"queued"
