@@ -153,8 +153,8 @@ class Node:
         self.blocked_clients = 0
         self.arm_timer: Callable[[int], None] = lambda when_ms: None
         # Disque's memory warning level: 0 normal, 1 above 75% of maxmemory, 2 above
-        # 95% (the server measures it; the core only reacts)
-        self.memory_level: Callable[[], int] = lambda: 0
+        # 95%. The server keeps it current (cron, CONFIG SET); the core only reads it.
+        self.memory_level = 0
         self._prev_ctime = 0
         self.job_bytes = 0  # estimated memory of the jobs held (JOB_FOOTPRINT + body)
         self._last_etime = 0
@@ -428,7 +428,7 @@ class Node:
         if retry is None:
             retry = DEFAULT_RETRY_MAX if ttl >= 10 * DEFAULT_RETRY_MAX else (ttl // 10 or 1)
         # Leaving, or short of memory: keep no copy here (Disque's external replication).
-        external = self.leaving or (self.memory_level() > 0 and self.cluster.size() > 1)
+        external = self.leaving or (self.memory_level > 0 and self.cluster.size() > 1)
         additional = repl if external else repl - 1
         if additional > 0 and additional > self.cluster.reachable_peers():
             if external and additional - 1 == self.cluster.reachable_peers():
@@ -460,8 +460,9 @@ class Node:
             if async_:
                 job.state = DELETED  # nothing kept here: the reply is just the ID
             return job
-        if not self.register(job):  # 144 random bits: a collision means a bug
+        if not self.jobs.add(job.id, job):  # 144 random bits: a collision means a bug
             raise errors.err("Internal error creating the job, check server logs")
+        self.job_bytes += JOB_FOOTPRINT + len(body)  # register(), inlined: hot path
         self.stats.jobs_added += 1
         if repl > 1:
             job.nodes_delivered = node_id_set((self.id,))
@@ -659,7 +660,7 @@ class Node:
         """Drop empty, idle, unpaused queues nobody waits on; a few per call. The idle
         time allowed shrinks under memory pressure (Disque: /30 above 75% of
         maxmemory, 2 s above 95%)."""
-        level = self.memory_level()
+        level = self.memory_level
         max_idle = QUEUE_MAX_IDLE_MS if level == 0 else (
             QUEUE_MAX_IDLE_MS // 30 if level == 1 else 2000)
         removed = 0

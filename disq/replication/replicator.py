@@ -90,6 +90,7 @@ class Replication:
         for mtype, handler in handlers.items():
             bus.on(mtype, handler)
         self.federation = Federation(node, bus, loop)
+        self.size = bus.size  # type: ignore[method-assign]  # asked on every ADDJOB
 
     # -- the server's side ------------------------------------------------------------
     def wait(self, job: Job, on_done: OnDone) -> None:
@@ -230,7 +231,7 @@ class Replication:
         """Keep a copy (active, not queued) and confirm with GOTJOB, unless leaving or
         the queue is paused in input. A copy held already only learns the new nodes."""
         if (len(fields) < 2 or type(fields[1]) is not bool or self.node.leaving
-                or self.node.memory_level() > 0):  # no new copies: leaving or short of memory
+                or self.node.memory_level > 0):  # no new copies: leaving or short of memory
             return
         node = self.node
         now = now_ms()

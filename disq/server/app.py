@@ -155,7 +155,6 @@ class Server:
         self.membership = Membership.load_or_create(
             self.config.cluster_config_file, self.config.port)
         self.node = Node(self.config, self.membership.myself.id)
-        self.node.memory_level = self.memory_level
         self.base_memory = rss_bytes()
         self.node.leaving = "leaving" in self.membership.myself.flags  # kept in nodes.conf
         self.node.arm_timer = self._arm_timer
@@ -304,6 +303,7 @@ class Server:
         try:
             self.unixtime = now = time.time()
             self._sample_ops(now)
+            self.update_memory_level()
             self.node.gc_queues(int(now * 1000))
             if self.config.timeout:
                 self._close_idle_clients(now)
@@ -348,15 +348,18 @@ class Server:
             self._memory_cache = (now, value)
         return value
 
-    def memory_level(self) -> int:
-        """Disque's getMemoryWarningLevel: 2 above 95% of maxmemory, 1 above 75%."""
+    def update_memory_level(self) -> None:
+        """Disque's getMemoryWarningLevel, kept in `node.memory_level` (read on every
+        ADDJOB): 2 above 95% of maxmemory, 1 above 75%. Refreshed by the cron and
+        when maxmemory changes."""
         maxmemory = self.config.maxmemory
-        if not maxmemory:
-            return 0
         used = self.used_memory()
-        if used > maxmemory * 0.95:
-            return 2
-        return 1 if used > maxmemory * 0.75 else 0
+        level = 0
+        if maxmemory and used > maxmemory * 0.95:
+            level = 2
+        elif maxmemory and used > maxmemory * 0.75:
+            level = 1
+        self.node.memory_level = level
 
     def reset_stats(self) -> None:
         self.connections_received = self.rejected_connections = 0
@@ -428,6 +431,8 @@ class Server:
                 log.warning("Can't chdir to '%s': %s", value, exc)
         elif name == "maxclients" and self.loop is not None:
             adjust_open_files_limit(self.config)  # may lower it again, as Redis does
+        elif name == "maxmemory" and self.loop is not None:
+            self.update_memory_level()
         elif name == "slowlog-log-slower-than":
             self.slowlog_threshold = _slowlog_threshold(value)
         elif name == "slowlog-max-len":
