@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import shlex
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -371,11 +371,6 @@ class Config:
             return [f'{name} "{shown}"']
         return [f"{name} {shown}"]
 
-    # -- paths ----------------------------------------------------------------------
-    def path_in_dir(self, filename: str) -> str:
-        return filename if os.path.isabs(filename) else os.path.join(self.dir, filename)
-
-
 def _copy(value: Any) -> Any:
     if isinstance(value, list):
         return list(value)
@@ -383,6 +378,3 @@ def _copy(value: Any) -> Any:
         return dict(value)
     return value
 
-
-def directive_names() -> Iterable[str]:
-    return list(DIRECTIVES) + sorted(_SPECIAL)

@@ -90,6 +90,3 @@ def ttl_minutes_from_id(job_id: bytes) -> int:
     except ValueError:
         return 0
 
-
-def node_prefix(job_id: bytes) -> bytes:
-    return job_id[2:10]

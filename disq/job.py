@@ -93,7 +93,3 @@ def node_id_set(ids: Iterable[str] = ()) -> set[str]:
     untrack(ids_set)
     return ids_set
 
-
-def job_ctime(job: Job) -> int:
-    """Sort key of queues (a module function so `bisect(key=...)` stays cheap)."""
-    return job.ctime

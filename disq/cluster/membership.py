@@ -137,7 +137,3 @@ class Membership:
     def describe_all(self, shown_ip: str) -> str:
         return "".join(
             n.describe(shown_ip if n.is_myself else None) + "\n" for n in self.nodes.values())
-
-    @staticmethod
-    def now_ms() -> int:
-        return int(time.time() * 1000)

@@ -20,13 +20,14 @@ from typing import Any
 from ..cluster.bus import ClusterBus
 from ..cluster.membership import Membership
 from ..config import DISQ_VERSION, Config
-from ..errors import NOREPL
+from ..errors import LEAVING, NOREPL
 from ..gcfree import tune_collector
 from ..ids import new_node_id
 from ..job import Job
 from ..node import Node, now_ms
 from .connection import Client
 from .info import rss_bytes
+from .reply import NULL_ARRAY
 from .table import load_commands
 
 log = logging.getLogger("disq")
@@ -394,7 +395,7 @@ class Server:
         flushServerData, consumers blocked in GETJOB get a null reply."""
         for other in list(self.clients.values()):
             if other.blocked and other.blocked_queues:
-                other.unblock(b"*-1\r\n")
+                other.unblock(NULL_ARRAY)
         self.node.flushall()
 
     def cluster_reset(self, hard: bool) -> None:
@@ -416,8 +417,7 @@ class Server:
             flags.add("leaving")
             for client in list(self.clients.values()):
                 if client.blocked and client.blocked_queues:
-                    client.unblock(b"-LEAVING This node is leaving the cluster, please "
-                                   b"connect to a different one\r\n")
+                    client.unblock(LEAVING.reply())
         else:
             flags.discard("leaving")
 

@@ -161,7 +161,6 @@ class Client(asyncio.Protocol):
         self.blocked_queues: list[Queue] = []
         self.block_timer: asyncio.TimerHandle | None = None
         self.block_with_counters = False
-        self.on_unblock = None  # optional callable for other kinds of blocking
 
     # -- asyncio callbacks -----------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -461,9 +460,6 @@ class Client(asyncio.Protocol):
         if self.blocked_queues:
             self.node.unblock(self, self.blocked_queues)
             self.blocked_queues = []
-        if self.on_unblock is not None:
-            callback, self.on_unblock = self.on_unblock, None
-            callback()
         self.blocked = False
 
     def unblock(self, data: bytes) -> None:

@@ -17,10 +17,6 @@ ONE = b":1\r\n"
 _SMALL_INTS = [b":%d\r\n" % i for i in range(1024)]
 
 
-class Status(bytes):
-    """A value to encode as a status reply (`+...`) by `encode`."""
-
-
 def status(text: bytes) -> bytes:
     return b"+" + text + b"\r\n"
 
@@ -50,9 +46,7 @@ def array(items: list[bytes]) -> bytes:
 
 def encode(value: Any) -> bytes:
     """Encode nested Python values: bytes/str -> bulk, int -> integer, None -> null
-    bulk, list/tuple -> array, Status -> status."""
-    if isinstance(value, Status):
-        return b"+" + value + b"\r\n"
+    bulk, list/tuple -> array."""
     if isinstance(value, bytes):
         return b"$%d\r\n%s\r\n" % (len(value), value)
     if isinstance(value, str):
