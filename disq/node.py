@@ -282,6 +282,12 @@ class Node:
         else:
             job.flags = flags | BCAST_QUEUED  # the first queueing is not broadcast
         self.update_awake(job)
+        self._into_queue(job, now, queue)
+        return True
+
+    def _into_queue(self, job: Job, now: int, queue: Queue | None) -> None:
+        """The end of enqueue(): the job joins its queue (created on demand), a
+        blocked consumer or a node that asked for the queue gets it."""
         if queue is None:
             queue = self.queues.get(job.queue)
             if queue is None:
@@ -293,7 +299,6 @@ class Node:
             self._serve_waiters(queue)
         if queue.remote_wanted and queue.jobs:
             self.cluster.jobs_available(queue)
-        return True
 
     def _requeue_time(self, now: int, retry: int) -> int:
         """now + RETRY, spread by a random error. The jobs queued in the same
@@ -414,8 +419,9 @@ class Node:
         A leaving node replicates externally, as Disque does: it keeps no copy, sends
         the job to REPLICATE other nodes and has one of them queue it."""
         if repl is None:
-            repl = min(3, self.cluster.size())
-        if repl > 1 and retry == 0:
+            size = self.cluster.size()
+            repl = size if size < 3 else 3
+        if retry == 0 and repl > 1:
             raise errors.err(
                 "With RETRY set to 0 please explicitly set  REPLICATE to 1 "
                 "(at-most-once delivery)"
@@ -428,12 +434,14 @@ class Node:
         if retry is None:
             retry = DEFAULT_RETRY_MAX if ttl >= 10 * DEFAULT_RETRY_MAX else (ttl // 10 or 1)
         # Leaving, or short of memory: keep no copy here (Disque's external replication).
-        external = self.leaving or (self.memory_level > 0 and self.cluster.size() > 1)
-        additional = repl if external else repl - 1
-        if additional > 0 and additional > self.cluster.reachable_peers():
-            if external and additional - 1 == self.cluster.reachable_peers():
-                raise errors.NOREPL_LEAVING if self.leaving else errors.NOREPL_OOM
-            raise errors.NOREPL
+        external = (self.leaving or self.memory_level > 0) and (
+            self.leaving or self.cluster.size() > 1)
+        if repl > 1 or external:
+            additional = repl if external else repl - 1
+            if additional > self.cluster.reachable_peers():
+                if external and additional - 1 == self.cluster.reachable_peers():
+                    raise errors.NOREPL_LEAVING if self.leaving else errors.NOREPL_OOM
+                raise errors.NOREPL
         queue = self.queues.get(queue_name)
         if queue is not None:
             if maxlen and len(queue.jobs) >= maxlen:
@@ -485,9 +493,24 @@ class Node:
         if job.delay:
             job.qtime = now + job.delay * 1000
             self.update_awake(job)
+            return
+        # enqueue() and update_awake() for a job never queued before, inlined: this
+        # is ADDJOB's hot path. The first queueing is not broadcast (BCAST_QUEUED).
+        job.state = QUEUED
+        at = job.etime
+        if job.retry:
+            job.qtime = qtime = self._requeue_time(now, job.retry)
+            job.flags |= BCAST_WILLQUEUE | BCAST_QUEUED
+            if job.nodes_delivered is not None:
+                qtime -= WILLQUEUE_ADVANCE_MS
+            if qtime < at:
+                at = qtime
         else:
-            job.qtime = now + job.retry * 1000
-            self.enqueue(job, False, now, queue)
+            job.qtime = 0
+            job.flags |= BCAST_QUEUED
+        if at != job.awake and self.timers.schedule(job, at):  # a new earliest deadline
+            self.arm_timer(at)
+        self._into_queue(job, now, queue)
 
     # -- acknowledgements ----------------------------------------------------------
     def ack(self, ids: list[bytes]) -> int:

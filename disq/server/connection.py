@@ -38,11 +38,11 @@ INLINE_MAX = 64 * 1024
 _perf_ns = time.perf_counter_ns
 _STAR, _DOLLAR = 42, 36
 _MAX_HELD_REPLIES = 100_000  # replies waiting behind an unanswered one, per client
-_MINUS = 45
+_MINUS, _CR = 45, 13
 # Encoded size of a `*<n>\r\n` / `$<n>\r\n` header, by n (the parser's byte accounting).
 _SIZE_TABLE = 10_000
 _HEADER_SIZE = [3 + len(str(n)) for n in range(_SIZE_TABLE)]
-_ARG_OVERHEAD = [n + 2 for n in _HEADER_SIZE]
+_BULK_SIZE = [n + size + 2 for n, size in enumerate(_HEADER_SIZE)]
 
 ERR_NOAUTH = b"-NOAUTH Authentication required.\r\n"
 ERR_LOADING = b"-LOADING Disque is loading the dataset in memory\r\n"
@@ -235,9 +235,11 @@ class Client(asyncio.Protocol):
                 if args:
                     out.append(args)
                 continue
-            if self._mb_pending == 0 and data[0] == _STAR:
+            if self._mb_pending == 0 and data[0] == _STAR and (
+                    len(data) < 3 or data[2] != _CR or data[1] == _MINUS):
                 # Check the header of a new multibulk before buffering its body: a
                 # negative count, or one of 4+ digits (which may be over the limit).
+                # (A one-digit count, the usual case, needs no check here.)
                 eol = data.find(b"\r\n", 0, 24)
                 if eol > 4 or (eol > 0 and data[1] == _MINUS):
                     try:
@@ -254,6 +256,8 @@ class Client(asyncio.Protocol):
             # Bytes fed to hiredis that no returned request accounts for yet. hiredis
             # only accepts canonical lengths, so a request's size follows from it.
             held = pending = self._mb_pending + fed
+            max_args = config.proto_max_multibulk_len
+            may_be_too_big = held > config.proto_max_bulk_len
             while True:
                 try:
                     req = reader.gets()
@@ -275,19 +279,17 @@ class Client(asyncio.Protocol):
                         continue
                     raise ProtocolError("expected '*', got something else")
                 n = len(req)
+                if n > max_args:
+                    raise ProtocolError("invalid multibulk length")
                 size = _HEADER_SIZE[n] if n < _SIZE_TABLE else 3 + len(str(n))  # *<n>\r\n
                 for arg in req:
                     if arg.__class__ is not bytes:
                         raise ProtocolError("expected '$', got something else")
                     n = len(arg)  # $<n>\r\n<arg>\r\n
-                    size += n + (_ARG_OVERHEAD[n] if n < _SIZE_TABLE else 5 + len(str(n)))
+                    size += _BULK_SIZE[n] if n < _SIZE_TABLE else n + 5 + len(str(n))
                 pending -= size
                 if req:
-                    if len(req) > config.proto_max_multibulk_len:
-                        raise ProtocolError("invalid multibulk length")
-                    if held > config.proto_max_bulk_len and max(map(len, req)) > (
-                        config.proto_max_bulk_len
-                    ):
+                    if may_be_too_big and max(map(len, req)) > config.proto_max_bulk_len:
                         raise ProtocolError("invalid bulk length")
                     out.append(req)
             self._mb_pending = pending
@@ -372,7 +374,6 @@ class Client(asyncio.Protocol):
         usec = (_perf_ns() - start) // 1000
         spec.calls += 1
         spec.usec += usec
-        server.commands_processed += 1
         if usec >= server.slowlog_threshold:
             server.slowlog_id += 1
             server.slowlog.append((server.slowlog_id - 1, int(time.time()), usec,
