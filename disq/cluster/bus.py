@@ -49,7 +49,9 @@ class Link(asyncio.Protocol):
         self.node = node  # the target of an outbound link, None when inbound
         self.transport: asyncio.Transport | None = None
         self.reader = m.FrameReader()
-        self.out: list[bytes] = []
+        self.out: list[list] = []
+        # Messages of this turn that more items may join (send_batched), by type.
+        self.batches: dict[int, list] = {}
         self.flush_scheduled = False
         self.peer_ip = ""
         self.local_ip = ""
@@ -97,6 +99,16 @@ class Link(asyncio.Protocol):
             self.flush_scheduled = True
             self.bus.loop.call_soon(self.flush)
 
+    def send_batched(self, mtype: int, item: object) -> None:
+        """Add `item` to this turn's `[mtype, ...]` message, started if needed."""
+        batch = self.batches.get(mtype)
+        if batch is None:
+            if self.transport is None:
+                return
+            self.batches[mtype] = batch = [mtype]
+            self.send(batch)
+        batch.append(item)
+
     def flush(self) -> None:
         self.flush_scheduled = False
         if self.out and self.transport is not None:
@@ -105,6 +117,8 @@ class Link(asyncio.Protocol):
             bus.bytes_sent += len(data)
             self.transport.write(data)
         self.out = []
+        if self.batches:
+            self.batches = {}
 
     def close(self) -> None:
         if self.transport is not None:
@@ -179,14 +193,23 @@ class ClusterBus:
         self.membership.messages_sent += 1
         return True
 
+    def send_batched(self, node_id: str, mtype: int, item: object) -> bool:
+        node = self.membership.nodes.get(node_id)
+        if node is None or node is self.myself or not node.connected:
+            return False
+        node.link.send_batched(mtype, item)
+        self.membership.messages_sent += 1
+        return True
+
     def broadcast(self, mtype: int, *fields: object,
                   node_ids: Iterable[str] | None = None) -> int:
         nodes = self.membership.nodes
-        targets = (nodes.get(i) for i in node_ids) if node_ids is not None else nodes.values()
+        targets = map(nodes.get, node_ids) if node_ids is not None else nodes.values()
         message = [mtype, *fields]
         sent = 0
+        myself = self.myself
         for node in targets:
-            if node is None or node is self.myself or not node.connected or (
+            if node is None or node is myself or not node.connected or (
                     "handshake" in node.flags):
                 continue
             node.link.send(message)

@@ -22,7 +22,7 @@ PONG = 1  # fields: [gossip]
 MEET = 2  # fields: [gossip]  a PING that makes the receiver add the sender
 FAIL = 3  # fields: [failing node id]
 REPLJOB = 4  # fields: [serialized job, noreply(bool)]
-GOTJOB = 5  # fields: [job id]
+GOTJOB = 5  # fields: [job id, ...] (the confirmations of one loop turn)
 ENQUEUE = 6  # fields: [job id, delay s]
 QUEUED = 7  # fields: [job id, flags (INCR_NACKS=2 / INCR_DELIV=4)]
 SETACK = 8  # fields: [job id, may-have count]
@@ -44,10 +44,14 @@ NAMES = {
 _LEN = struct.Struct(">I")
 
 
+# One Packer for every frame: msgpack.packb builds a new one per call, which costs
+# more than encoding a small frame. Frames are encoded on the event loop only.
+_pack = msgpack.Packer(use_bin_type=True).pack
+
+
 def encode_frame(sender_id: str, sender_port: int, sender_flags: list[str],
                  messages: list[list]) -> bytes:
-    payload = msgpack.packb([VERSION, sender_id, sender_port, sender_flags, messages],
-                            use_bin_type=True)
+    payload = _pack([VERSION, sender_id, sender_port, sender_flags, messages])
     return _LEN.pack(len(payload)) + payload
 
 

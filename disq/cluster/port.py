@@ -25,6 +25,10 @@ class BusPort(Protocol):
         at the end of this loop turn. False if the node is unknown or has no link now
         (the message is dropped: the bus is best effort, callers retry)."""
 
+    def send_batched(self, node_id: str, mtype: int, item: object) -> bool:
+        """Like `send`, but the items sent to one node in one loop turn share one
+        message `[mtype, item, item, ...]` (GOTJOB confirmations of a pipeline)."""
+
     def broadcast(self, mtype: int, *fields: object,
                   node_ids: Iterable[str] | None = None) -> int:
         """`send` to every known peer (not myself, not in handshake), or to the given

@@ -243,32 +243,40 @@ class Replication:
         assert holders is not None  # decode_job always sets it
         holders.add(sender.id)
         holders.add(self.my_id)
-        mine = node.lookup(job.id)
-        if mine is None:
-            queue = node.queues.get(job.queue)
-            if queue is not None and queue.flags & PAUSED_IN:
+        queue = node.queues.get(job.queue)
+        if queue is not None and queue.flags & PAUSED_IN:
+            mine = node.lookup(job.id)  # a paused queue takes no new copy
+            if mine is None:
                 return
-            node.store_copy(job, now)
+        elif node.store_copy(job, now):  # new here: one table operation, no lookup
+            mine = None
         else:
+            mine = node.lookup(job.id)
+        if mine is not None:
             self._learn_holders(mine, holders)
             if mine.state == ACKED:  # tell the sender instead: the job must not come back
                 self._send_setack(sender.id, mine)
                 return
         if not fields[1]:
-            self.bus.send(sender.id, m.GOTJOB, job.id)
+            self.bus.send_batched(sender.id, m.GOTJOB, job.id)
 
     def _on_gotjob(self, sender: ClusterNode, fields: list) -> None:
-        job = self._job_in(fields)
-        if job is None and fields:  # replicated externally: only the wait knows it
-            entry = self._waiting.get(fields[0]) if type(fields[0]) is bytes else None
-            job = entry.job if entry is not None and entry.external else None
-        if job is None or job.state != WAIT_REPL:
-            return
-        assert job.nodes_delivered is not None and job.nodes_confirmed is not None
-        job.nodes_delivered.add(sender.id)
-        job.nodes_confirmed.add(sender.id)
-        if len(job.nodes_confirmed) >= job.repl:
-            self._replicated(job)
+        """Confirmations of copies: every job still waiting for them is in `_waiting`
+        (a small table, cheaper than the job store; it also holds the jobs replicated
+        externally, which the store does not)."""
+        waiting = self._waiting
+        for job_id in fields:
+            entry = waiting.get(job_id) if type(job_id) is bytes else None
+            if entry is None:
+                continue
+            job = entry.job
+            if job.state != WAIT_REPL:
+                continue
+            assert job.nodes_delivered is not None and job.nodes_confirmed is not None
+            job.nodes_delivered.add(sender.id)
+            job.nodes_confirmed.add(sender.id)
+            if len(job.nodes_confirmed) >= job.repl:
+                self._replicated(job, entry)
 
     def _on_enqueue(self, sender: ClusterNode, fields: list) -> None:
         """Queue a copy now, or after `delay` seconds (sent by a node that replicated
@@ -425,11 +433,10 @@ class Replication:
         if added:
             self.bus.broadcast(m.REPLJOB, payload, True, node_ids=confirmed)
 
-    def _replicated(self, job: Job) -> None:
+    def _replicated(self, job: Job, entry: _WaitingAdd) -> None:
         """Enough copies: queue the job (or schedule it after its delay), answer. A job
         replicated externally is queued by one of the nodes that confirmed it."""
-        entry = self._waiting.get(job.id)
-        if entry is not None and entry.external:
+        if entry.external:
             assert job.nodes_confirmed
             self.bus.send(next(iter(job.nodes_confirmed)), m.ENQUEUE, job.id, job.delay)
             job.nodes_confirmed = None

@@ -50,12 +50,16 @@ def decode_job(data: object, now: int, known_ids: Mapping[str, str]) -> Job | No
         return None
     if type(queue) is not bytes or type(body) is not bytes:
         return None
+    # Plain ints (`type() is int`: not bools) within range; inline, as every
+    # replicated job passes here.
     if not (
-        _int_in(state, 0, ACKED) and _int_in(flags, 0, MAX_FLAGS)
-        and _int_in(repl, 1, 65535) and _int_in(ttl_ms, 1, MAX_TTL_MS)
-        and _int_in(ctime, 0, MAX_CTIME) and _int_in(delay, 0, MAX_U32)
-        and _int_in(retry, 0, MAX_U32) and _int_in(nacks, 0, MAX_U32)
-        and _int_in(deliveries, 0, MAX_U32)
+        type(state) is int and type(flags) is int and type(repl) is int
+        and type(ttl_ms) is int and type(ctime) is int and type(delay) is int
+        and type(retry) is int and type(nacks) is int and type(deliveries) is int
+        and 0 <= state <= ACKED and 0 <= flags <= MAX_FLAGS and 1 <= repl <= 65535
+        and 1 <= ttl_ms <= MAX_TTL_MS and 0 <= ctime <= MAX_CTIME
+        and 0 <= delay <= MAX_U32 and 0 <= retry <= MAX_U32 and 0 <= nacks <= MAX_U32
+        and 0 <= deliveries <= MAX_U32
     ):
         return None
     if type(nodes) is not list or len(nodes) > MAX_NODES:
@@ -74,7 +78,3 @@ def decode_job(data: object, now: int, known_ids: Mapping[str, str]) -> Job | No
     job.nodes_delivered = delivered
     return job
 
-
-def _int_in(value: object, low: int, high: int) -> bool:
-    """A plain int (not a bool) within [low, high]."""
-    return type(value) is int and low <= value <= high

@@ -87,6 +87,9 @@ class FakeBus:
         net.queue.append((self.myself.id, node_id, mtype, payload))
         return True
 
+    def send_batched(self, node_id: str, mtype: int, item: object) -> bool:
+        return self.send(node_id, mtype, item)  # a batch of one: same message shape
+
     def broadcast(self, mtype: int, *fields: object,
                   node_ids: Iterable[str] | None = None) -> int:
         targets = list(node_ids) if node_ids is not None else self.known_ids()
@@ -166,6 +169,22 @@ def test_replicate_3_puts_copies_on_3_nodes_and_answers_the_id() -> None:
         assert copy.qtime > now_ms() + (copy.retry * 1000) - 1000  # requeue after RETRY
     assert job.nodes_delivered == {a.id, b.id, c.id}
     assert net.sent(m.REPLJOB) == 2 and net.sent(m.GOTJOB) == 2
+
+
+def test_one_gotjob_message_confirms_several_jobs() -> None:
+    """A node confirms the copies it got in one loop turn with one GOTJOB message
+    listing their IDs; entries that are not waiting IDs are skipped."""
+    net, (a, b, c) = cluster(3)
+    net.silent.update((b.id, c.id))
+    first, first_replies = add_job(a)
+    second, second_replies = add_job(a)
+    net.pump()
+    assert first.state == second.state == WAIT_REPL
+    for sender in (b, c):
+        net.deliver(sender.id, a.id, m.GOTJOB, [first.id, 42, b"D-nothing", second.id])
+    assert first_replies == ok(first) and second_replies == ok(second)
+    assert first.state == second.state == QUEUED
+    assert first.nodes_delivered == second.nodes_delivered == {a.id, b.id, c.id}
 
 
 def test_default_replication_level_is_three_and_answers_once() -> None:
