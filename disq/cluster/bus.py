@@ -362,8 +362,12 @@ class ClusterBus:
         """A membership message: PING, PONG, MEET or FAIL."""
         self.membership.messages_received += 1
         nodes = self.membership.nodes
-        if link.node is not None and "handshake" in link.node.flags and mtype == m.PONG:
-            self._handshake_done(link.node, sender_id)
+        if link.node is not None and mtype == m.PONG:
+            if "handshake" in link.node.flags:
+                self._handshake_done(link.node, sender_id)
+            elif sender_id != link.node.id:
+                self._address_taken_over(link)
+                return
         sender = nodes.get(sender_id)
         if mtype == m.MEET and sender is None and sender_id != self.myself.id:
             if sender_id in self.blacklist:
@@ -417,6 +421,20 @@ class ClusterBus:
         log.info("Handshake with node %s completed (%s:%d).", real_id, node.ip, node.port)
         self._membership_changed()
 
+    def _address_taken_over(self, link: Link) -> None:
+        """A PONG from another node ID on a known node's link: the address now belongs
+        to another node (e.g. restarted without its config). As Redis Cluster does,
+        the known node keeps its ID but loses its address (`noaddr`) and its link, so
+        it turns PFAIL then FAIL and can be forgotten; the new ID is met as any node."""
+        node = link.node
+        assert node is not None
+        log.info("Node %s at %s:%d answers with another ID: its address is stale.",
+                 node.id, node.ip, node.port)
+        node.flags.add("noaddr")
+        node.ip, node.port = "", 0
+        link.close()
+        self._membership_changed()
+
     def _process_gossip(self, sender: ClusterNode, entries: list) -> None:
         nodes = self.membership.nodes
         now = now_ms()
@@ -447,6 +465,7 @@ class ClusterBus:
                 node.fail_reports.pop(sender.id, None)
             if not node.ip and ip:
                 node.ip, node.port = ip, port
+                node.flags.discard("noaddr")
 
     # -- membership changes -------------------------------------------------------------
     def meet(self, ip: str, port: int, meet: bool = True) -> None:

@@ -55,7 +55,7 @@ class ClusterNode:
         order = ("myself", "fail?", "fail", "handshake", "noaddr", "leaving")
         flags = ",".join(f for f in order if f in self.flags) or "noflags"
         link = "connected" if self.is_myself or self.connected else "disconnected"
-        ip = self.ip or (shown_ip or "")
+        ip = self.ip or ("" if "noaddr" in self.flags else shown_ip or "")
         return f"{self.id} {ip}:{self.port} {flags} {self.ping_sent} {self.pong_received} {link}"
 
 

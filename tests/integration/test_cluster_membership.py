@@ -199,6 +199,32 @@ def test_killed_node_fails_and_rejoins_by_itself(make_cluster):
     assert "Clear FAIL state" in a.log() + b.log()
 
 
+def test_address_taken_by_another_id_becomes_noaddr(make_cluster):
+    """A node restarted without its nodes.conf comes back with a new ID on the same
+    address: as Redis Cluster does, the peers keep the old ID without an address
+    (noaddr), it fails, and it can be forgotten; nothing flaps or crashes."""
+    a, b, c = make_cluster(3)
+    old_id = myid(c)
+    c.kill()
+    (c.dir / "nodes.conf").unlink()
+    c.start()
+    new_id = myid(c)
+    assert new_id != old_id
+    for observer in (a, b):
+        wait_for(lambda o=observer: "noaddr" in (flags_seen_by(o, old_id) or ()),
+                 FAIL_TIMEOUT, 0.05, "the stale entry to lose its address")
+        wait_for(lambda o=observer: "fail" in (flags_seen_by(o, old_id) or ()),
+                 FAIL_TIMEOUT, 0.05, "the stale entry to fail")
+        line = cluster_nodes(observer)[old_id]
+        assert line.addr == ":0" and line.link == "disconnected"
+        assert new_id not in cluster_nodes(observer)  # a new node is met, not guessed
+    assert "answers with another ID" in a.log() + b.log()
+    for observer in (a, b):
+        assert call(observer, "CLUSTER", "FORGET", old_id) == b"OK"
+    call(a, "CLUSTER", "MEET", "127.0.0.1", c.port)
+    wait_formed([a, b, c])
+
+
 def test_pfail_without_majority_then_fail(make_cluster):
     """3 nodes, 2 killed: the survivor alone is no majority (3/2+1 = 2 with itself), so
     both stay PFAIL (priority 10). When one comes back, the two of them are a majority
