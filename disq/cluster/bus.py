@@ -464,8 +464,14 @@ class ClusterBus:
             else:
                 node.fail_reports.pop(sender.id, None)
             if not node.ip and ip:
+                if "noaddr" in node.flags:
+                    # As Redis Cluster: a stale address comes back only for a node
+                    # that failed here while the sender reaches it at that address.
+                    if not node.flags & {"fail?", "fail"} or (
+                            {"noaddr", "fail?", "fail"}.intersection(flags)):
+                        continue
+                    node.flags.discard("noaddr")
                 node.ip, node.port = ip, port
-                node.flags.discard("noaddr")
 
     # -- membership changes -------------------------------------------------------------
     def meet(self, ip: str, port: int, meet: bool = True) -> None:
