@@ -52,6 +52,19 @@ class ProtocolError(Exception):
     pass
 
 
+# What hiredis returns for an element that is not a bulk string -> the type byte
+# Redis names in its error ("expected '$', got ':'").
+_TYPE_BYTES = {int: ":", list: "*", float: ",", bool: "#", dict: "%", set: "~"}
+
+
+def _not_a_bulk(arg: object) -> str:
+    if arg is None:  # $-1: a bulk length Redis refuses
+        return "invalid bulk length"
+    if isinstance(arg, Exception):  # hiredis returns -ERR lines as error objects
+        return "expected '$', got '-'"
+    return f"expected '$', got '{_TYPE_BYTES.get(type(arg), '?')}'"
+
+
 def split_inline(line: bytes) -> list[bytes]:
     """Split an inline request like Redis's sdssplitargs: spaces separate words,
     "double" quotes take \\n \\r \\t \\xHH escapes, 'single' quotes are literal."""
@@ -220,7 +233,7 @@ class Client(asyncio.Protocol):
         config = self.server.config
         while data:
             if self._inline or (
-                self._mb_pending == 0 and data[0] != _STAR and data[0] != _DOLLAR
+                self._mb_pending == 0 and data[0] != _STAR
             ):
                 buf = self._inline + data if self._inline else data
                 nl = buf.find(b"\n")
@@ -274,9 +287,17 @@ class Client(asyncio.Protocol):
                 if req is False:
                     break
                 if req.__class__ is not list:
-                    if req is None:  # *-1
-                        pending -= 5
-                        continue
+                    if 0 < pending <= fed:
+                        start = chunk[-pending:]
+                        if start[0] == _STAR:  # *-1: skipped, as Redis does
+                            pending -= 5
+                            continue
+                        # A reply-shaped line after a request (`:5`, `+OK`, `$-1`): in
+                        # Redis a request not starting with '*' is an inline one.
+                        data = start
+                        self._reader = reader = hiredis.Reader()
+                        pending = 0
+                        break
                     raise ProtocolError("expected '*', got something else")
                 n = len(req)
                 if n > max_args:
@@ -284,7 +305,7 @@ class Client(asyncio.Protocol):
                 size = _HEADER_SIZE[n] if n < _SIZE_TABLE else 3 + len(str(n))  # *<n>\r\n
                 for arg in req:
                     if arg.__class__ is not bytes:
-                        raise ProtocolError("expected '$', got something else")
+                        raise ProtocolError(_not_a_bulk(arg))
                     n = len(arg)  # $<n>\r\n<arg>\r\n
                     size += _BULK_SIZE[n] if n < _SIZE_TABLE else n + 5 + len(str(n))
                 pending -= size

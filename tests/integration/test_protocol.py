@@ -235,10 +235,9 @@ def test_random_mix_of_formats_and_split_points(node):
     b"*1\r\n$x\r\n",                       # non-numeric bulk length
     b"*1\r\nfoo\r\n",                      # multibulk not followed by bulk arguments
     b"*3\r\n$6\r\nADDJOB\r\n$1\r\nq\r\n$-10\r\n",
-    b"$5\r\nhello\r\n",                    # a bare bulk string is not a request
     b"*3000000000\r\n",                    # more arguments than proto-max-multibulk-len
 ], ids=["int-element", "bad-count", "negative-len", "bad-len", "no-bulk",
-        "negative-len-later", "bare-bulk", "huge-count"])
+        "negative-len-later", "huge-count"])
 def test_malformed_resp_is_protocol_error_and_close(node, payload):
     other = node.client()
     try:
@@ -265,12 +264,37 @@ def test_malformed_resp_is_protocol_error_and_close(node, payload):
     (b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$-10\r\n", b"invalid bulk length"),
     (b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$blabla\r\n", b"invalid bulk length"),
     (b"*1\r\nfoo\r\n", b"expected '$', got 'f'"),
+    (b"*2\r\n$4\r\nPING\r\n:12\r\n", b"expected '$', got ':'"),
+    (b"*2\r\n$4\r\nPING\r\n*1\r\n$1\r\na\r\n", b"expected '$', got '*'"),
+    (b"*2\r\n$4\r\nPING\r\n-ERR\r\n", b"expected '$', got '-'"),
+    (b"*2\r\n$4\r\nPING\r\n$-1\r\n", b"invalid bulk length"),
 ])
 def test_protocol_error_messages_as_redis(node, payload, message):
     """The wording of Redis's own protocol tests (tests/unit/protocol.tcl)."""
     with node.connect() as sock:
         sock.sendall(payload)
         assert read_until_closed(sock) == b"-ERR Protocol error: " + message + b"\r\n"
+
+
+@pytest.mark.parametrize("payload, replies", [
+    (b"$5\r\nworld\r\n", [b"-ERR unknown command '$5'", b"-ERR unknown command 'world'"]),
+    (mb("PING") + b":5\r\n", [b"+PONG", b"-ERR unknown command ':5'"]),
+    (mb("PING") + b"$-1\r\n" + mb("PING"),
+     [b"+PONG", b"-ERR unknown command '$-1'", b"+PONG"]),
+    (mb("PING") + b"+PING\r\n", [b"+PONG", b"-ERR unknown command '+PING'"]),
+    (mb("PING") + b"*-1\r\n" + mb("PING"), [b"+PONG", b"+PONG"]),
+], ids=["bare-bulk", "int-after-request", "null-after-request", "status-after-request",
+        "null-multibulk-skipped"])
+def test_requests_not_starting_with_star_are_inline(node, payload, replies):
+    """As in Redis, only '*' starts a multibulk request: anything else at a request
+    boundary, even a reply-shaped line, is an inline request."""
+    with node.connect() as sock:
+        sock.sendall(payload)
+        got = read_replies(sock, len(replies))
+    shown = [b"-" + str(r).encode() if isinstance(r, hiredis.ReplyError) else b"+" + r
+             for r in got]
+    assert shown == replies
+    assert_healthy(node)
 
 
 def test_commands_before_a_protocol_error_are_answered(node):
