@@ -309,6 +309,11 @@ class Client(asyncio.Protocol):
                     n = len(arg)  # $<n>\r\n<arg>\r\n
                     size += _BULK_SIZE[n] if n < _SIZE_TABLE else n + 5 + len(str(n))
                 pending -= size
+                if pending < 0:
+                    # Counted as bulk strings but shorter: a '+' element, which hiredis
+                    # returns as bytes too (seen here at the latest at the end of the
+                    # input that contains it).
+                    raise ProtocolError("expected '$', got '+'")
                 if req:
                     if may_be_too_big and max(map(len, req)) > config.proto_max_bulk_len:
                         raise ProtocolError("invalid bulk length")

@@ -268,6 +268,7 @@ def test_malformed_resp_is_protocol_error_and_close(node, payload):
     (b"*2\r\n$4\r\nPING\r\n*1\r\n$1\r\na\r\n", b"expected '$', got '*'"),
     (b"*2\r\n$4\r\nPING\r\n-ERR\r\n", b"expected '$', got '-'"),
     (b"*2\r\n$4\r\nPING\r\n$-1\r\n", b"invalid bulk length"),
+    (b"*2\r\n$4\r\nPING\r\n+OK\r\n", b"expected '$', got '+'"),
 ])
 def test_protocol_error_messages_as_redis(node, payload, message):
     """The wording of Redis's own protocol tests (tests/unit/protocol.tcl)."""
