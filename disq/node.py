@@ -43,6 +43,8 @@ QUEUE_MAX_IDLE_MS = 300_000
 # what used_memory counts per job, so it falls when jobs go (RSS never does).
 JOB_FOOTPRINT = 416
 TIMER_BATCH = 10_000  # jobs handled per timer callback, so clients are not starved
+EVICT_TIME_LIMIT_S = 0.002  # eviction per command, as Disque's freeMemoryIfNeeded
+EVICT_GIVE_UP = 1000  # jobs in a row that may not be evicted: stop looking
 
 # QUEUED message flags (Disque's mflags[0]).
 INCR_NACKS = 2
@@ -130,7 +132,7 @@ class Stats:
 
     __slots__ = (
         "jobs_added", "jobs_delivered", "jobs_acked", "jobs_requeued", "jobs_expired",
-        "jobs_nacked", "jobs_deleted", "jobs_imported", "jobs_exported",
+        "jobs_nacked", "jobs_deleted", "jobs_imported", "jobs_exported", "jobs_evicted",
     )
 
     def __init__(self) -> None:
@@ -662,6 +664,32 @@ class Node:
         if self.aof is not None:
             self.aof.job_stored(job)
         self.update_awake(job)
+        return True
+
+    # -- memory pressure ---------------------------------------------------------------
+    def evict(self, target_job_bytes: int) -> bool:
+        """Disque's eviction above 95% of maxmemory (freeMemoryIfNeeded): drop, on this
+        node only, the jobs that may go without breaking a promise: acknowledged jobs
+        (their ACK may be lost: a copy elsewhere may be delivered again) and
+        at-most-once jobs already delivered. Random samples of the job table until
+        `job_bytes` is at most the target, for at most 2 ms or until 1000 jobs in a
+        row could not go. True if the target was reached."""
+        deadline = time.monotonic() + EVICT_TIME_LIMIT_S
+        not_freed = 0
+        while self.job_bytes > target_job_bytes:
+            if not self.jobs:
+                return False
+            for job in self.jobs.random_sample():
+                state = job.state
+                if state == ACKED or (job.retry == 0 and job.flags & DELIVERED
+                                      and state == ACTIVE):
+                    self.unregister(job)
+                    self.stats.jobs_evicted += 1
+                    not_freed = 0
+                else:
+                    not_freed += 1
+            if not_freed > EVICT_GIVE_UP or time.monotonic() > deadline:
+                return self.job_bytes <= target_job_bytes
         return True
 
     # -- pause -----------------------------------------------------------------------

@@ -9,6 +9,7 @@ the table grows between calls. The table grows while it is small and then stays 
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
@@ -69,6 +70,10 @@ class ScanTable(Generic[K, V]):
             for key, value in bucket.items():
                 buckets[hash(key) & mask][key] = value
         self._buckets, self._mask = buckets, mask
+
+    def random_sample(self) -> list[V]:
+        """The values of one bucket picked at random (eviction samples with it)."""
+        return list(self._buckets[random.randrange(len(self._buckets))].values())
 
     def values(self) -> Iterator[V]:
         for bucket in self._buckets:

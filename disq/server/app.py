@@ -130,6 +130,7 @@ class Server:
         self._stopped: asyncio.Future[None] | None = None
         self._metrics: Any = None
         self._memory_cache = (0.0, 0)
+        self.oom_job_bytes = 1 << 62  # see update_oom_threshold
         # CLIENT PAUSE: no client request runs before this time.monotonic() value;
         # the clients holding requests meanwhile are resumed when it passes.
         self.clients_paused_until = 0.0
@@ -162,6 +163,7 @@ class Server:
             self.config.cluster_config_file, self.config.port)
         self.node = Node(self.config, self.membership.myself.id)
         self.base_memory = rss_bytes()
+        self.update_oom_threshold()
         self.node.leaving = "leaving" in self.membership.myself.flags  # kept in nodes.conf
         self.node.arm_timer = self._arm_timer
         if self.config.pidfile:
@@ -354,6 +356,23 @@ class Server:
             self._memory_cache = (now, value)
         return value
 
+    def update_oom_threshold(self) -> None:
+        """`oom_job_bytes`: the job memory above which used memory passes 95% of
+        maxmemory, checked before every command that may add jobs (ADDJOB, ENQUEUE,
+        NACK) so that the check costs one comparison."""
+        maxmemory = self.config.maxmemory
+        self.oom_job_bytes = (maxmemory // 100 * 95 - self.base_memory if maxmemory
+                              else 1 << 62)
+
+    def free_memory(self) -> bool:
+        """Above 95% of maxmemory: evict what may go (policy `acks`, Disque's default)
+        and say whether memory is back under the mark; with `noeviction`, no."""
+        if self.config.maxmemory_policy == "noeviction":
+            return False
+        freed = self.node.evict(self.oom_job_bytes)
+        self.update_memory_level()
+        return freed
+
     def update_memory_level(self) -> None:
         """Disque's getMemoryWarningLevel, kept in `node.memory_level` (read on every
         ADDJOB): 2 above 95% of maxmemory, 1 above 75%. Refreshed by the cron and
@@ -437,6 +456,7 @@ class Server:
         elif name == "maxclients" and self.loop is not None:
             adjust_open_files_limit(self.config)  # may lower it again, as Redis does
         elif name == "maxmemory" and self.loop is not None:
+            self.update_oom_threshold()
             self.update_memory_level()
         elif name == "slowlog-log-slower-than":
             self.slowlog_threshold = _slowlog_threshold(value)

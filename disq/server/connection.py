@@ -46,6 +46,7 @@ _BULK_SIZE = [n + size + 2 for n, size in enumerate(_HEADER_SIZE)]
 
 ERR_NOAUTH = b"-NOAUTH Authentication required.\r\n"
 ERR_LOADING = b"-LOADING Disque is loading the dataset in memory\r\n"
+ERR_OOM = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"
 
 
 class ProtocolError(Exception):
@@ -384,6 +385,9 @@ class Client(asyncio.Protocol):
             return b"-ERR wrong number of arguments for '%s' command\r\n" % spec.bname
         if not self.authenticated and not spec.noauth and server.config.requirepass:
             return ERR_NOAUTH
+        if spec.denyoom and self.node.job_bytes > server.oom_job_bytes and (
+                not server.free_memory()):
+            return ERR_OOM
         if server.loading and not spec.while_loading:
             return ERR_LOADING
         self.last_command = spec.bname

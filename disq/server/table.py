@@ -22,7 +22,7 @@ Handler = Callable[["Client", list[bytes]], "bytes | None"]
 
 class CommandSpec:
     __slots__ = ("name", "handler", "arity", "flags", "calls", "usec", "bname", "noauth",
-                 "while_loading")
+                 "while_loading", "denyoom")
 
     def __init__(self, name: str, handler: Handler, arity: int, flags: str) -> None:
         self.name = name
@@ -32,6 +32,7 @@ class CommandSpec:
         self.flags = flags
         self.noauth = "a" in flags
         self.while_loading = "l" in flags
+        self.denyoom = "m" in flags
         self.calls = 0
         self.usec = 0
 

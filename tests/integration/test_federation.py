@@ -113,12 +113,53 @@ def test_leaving_node_replicates_externally(make_cluster):
         call(a, "ADDJOB", "lq", "work", 5000, "REPLICATE", 4)
 
 
+def used_memory(node) -> int:
+    info = call(node, "INFO", "memory").decode()
+    return int(info.split("used_memory:")[1].split("\r\n")[0])
+
+
+@pytest.mark.parametrize("policy", ["acks", "noeviction"])
+def test_above_95_percent_evicts_what_may_go_else_oom(start_node, policy):
+    """Above 95% of maxmemory, ADDJOB/ENQUEUE/NACK first evict (policy `acks`) the jobs
+    that may go: acked ones and at-most-once jobs already delivered; if that is not
+    enough, or with `noeviction`, they fail with -OOM. Queued jobs are never evicted."""
+    node = start_node("--maxmemory-policy", policy)
+    body = "x" * 4000
+    maxmemory = int((used_memory(node) + 4 * 1024 * 1024) / 0.95)
+    assert call(node, "CONFIG", "SET", "maxmemory", maxmemory) == b"OK"
+    added = 0
+    # redis-py turns -OOM into OutOfMemoryError, the code dropped from the message
+    with pytest.raises(redis.exceptions.OutOfMemoryError,
+                       match="^command not allowed when used memory > 'maxmemory'.$"):
+        for _ in range(20_000):  # ~1000 jobs fill the 4 MiB
+            call(node, "ADDJOB", "mq", body, 0, "RETRY", 0)
+            added += 1
+    assert 500 < added < 2000
+    assert call(node, "QLEN", "mq") == added  # nothing queued was lost
+    delivered = [entry[1] for entry in call(node, "GETJOB", "COUNT", 200, "FROM", "mq")]
+    assert call(node, "PING") == b"PONG"  # other commands are not refused
+    if policy == "noeviction":
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            call(node, "ADDJOB", "mq", body, 0, "RETRY", 0)
+        assert all(call(node, "SHOW", job_id) for job_id in delivered)
+        return
+    for _ in range(100):  # each ADDJOB makes room by evicting delivered RETRY 0 jobs
+        call(node, "ADDJOB", "mq", body, 0, "RETRY", 0)
+    assert call(node, "QLEN", "mq") == added - 200 + 100
+    evicted = [job_id for job_id in delivered if call(node, "SHOW", job_id) is None]
+    assert len(evicted) >= 90
+    with pytest.raises(redis.exceptions.OutOfMemoryError):  # queued jobs stay: full
+        for _ in range(200):
+            call(node, "ADDJOB", "mq", body, 0, "RETRY", 0)
+
+
 def test_memory_pressure_replicates_externally_and_collects_queues(make_cluster):
     """Above 75% of maxmemory a node keeps no new copy (ADDJOB replicates externally,
     REPLJOB is refused); above 95% empty idle queues go after 2 s (Disque's levels).
     INFO used_memory follows the jobs held, so the node recovers when they go."""
     a, b, c = make_cluster(3)
-    assert call(a, "CONFIG", "SET", "maxmemory", 3 * 1024 * 1024) == b"OK"  # below RSS
+    level_1 = int(used_memory(a) / 0.85)  # used memory at 85% of maxmemory
+    assert call(a, "CONFIG", "SET", "maxmemory", level_1) == b"OK"
     job_id = call(a, "ADDJOB", "mq", "body", 5000, "REPLICATE", 2)
     assert show_state(a, job_id) is None
     assert sorted(show_state(n, job_id) or b"-" for n in (b, c)) == [b"active", b"queued"]
@@ -126,6 +167,7 @@ def test_memory_pressure_replicates_externally_and_collects_queues(make_cluster)
         call(a, "ADDJOB", "mq", "body", 5000, "REPLICATE", 3)
     with pytest.raises(redis.ResponseError, match="^NOREPL Timeout reached"):
         call(b, "ADDJOB", "mq", "body", 300, "REPLICATE", 3)  # a refuses the copy
+    assert call(a, "CONFIG", "SET", "maxmemory", 3 * 1024 * 1024) == b"OK"  # level 2
     for i in range(20):  # empty idle queues on a: collected in about 2 s
         call(a, "GETJOB", "NOHANG", "FROM", f"idle-{i}")
     wait_for(lambda: b"registered_queues:0" in call(a, "INFO", "queues"), timeout=10,

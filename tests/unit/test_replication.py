@@ -630,6 +630,28 @@ def test_fastack_on_a_node_without_the_job_broadcasts_deljob() -> None:
 
 # -- memory -------------------------------------------------------------------------------------
 
+def test_eviction_takes_acked_and_delivered_at_most_once_jobs_only() -> None:
+    """Node.evict (above 95% of maxmemory) drops acked jobs still waiting for their
+    GC and delivered RETRY 0 jobs; queued and active jobs stay, whatever the target."""
+    net, (a, b, c) = cluster(3)
+    replicated = [add_job(a)[0] for _ in range(30)]
+    net.pump()
+    net.silent.update((a.id, c.id))  # acks on b wait for GOTACKs: they stay ACKED
+    b.node.ack([job.id for job in replicated[:10]])
+    net.pump()
+    at_most_once = [add_job(b, repl=1, retry=0)[0] for _ in range(10)]
+    fetched = b.node.get_jobs([b"q"], 5)
+    assert len(fetched) == 5 and all(job.retry == 0 for job in fetched)
+    assert b.node.evict(0) is False  # the rest may not go
+    states = {job.id: b.job(job.id) for job in replicated + at_most_once}
+    assert all(states[job.id] is None for job in replicated[:10])
+    assert all(states[job.id] is not None for job in replicated[10:])
+    delivered = {job.id for job in fetched}
+    for job in at_most_once:
+        assert (states[job.id] is None) == (job.id in delivered)
+    assert b.node.stats.jobs_evicted == 10 + 5
+
+
 def test_node_sets_stay_out_of_the_cycle_collector() -> None:
     net, (a, b, c) = cluster(3)
     net.silent.add(c.id)
