@@ -87,9 +87,11 @@ def parser() -> argparse.ArgumentParser:
     size.add_argument("--duration", type=float, default=10.0,
                       help="seconds per measured phase (default 10)")
     size.add_argument("--jobs", type=_positive,
-                      help="jobs per scenario instead of a duration (memory: default 1M)")
+                      help="jobs per scenario instead of a duration")
     p.add_argument("--prefill", type=_positive, default=200_000,
                    help="jobs queued before consume and drain when no --jobs (default 200k)")
+    p.add_argument("--memory-jobs", type=_positive, default=1_000_000,
+                   help="jobs the memory scenario queues (default 1M)")
     p.add_argument("--batch", type=_positive, default=1,
                    help="GETJOB COUNT of consumers in consume and cycle (default 1)")
     p.add_argument("--drain-batch", type=_positive, default=1000,
@@ -128,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         nodes=args.nodes, replicate=args.replicate, async_=args.async_, retry=args.retry,
         ack=args.ack, pipeline=args.pipeline, connections=args.connections,
         workers=args.workers, body_size=args.body_size,
-        duration=args.duration, jobs=args.jobs, prefill=args.prefill, batch=args.batch,
+        duration=args.duration, jobs=args.jobs, prefill=args.prefill,
+        memory_jobs=args.memory_jobs, batch=args.batch,
         drain_batch=args.drain_batch, max_backlog=args.max_backlog, rate=args.rate, aof=args.aof,
         targets=dict(args.targets), disq_src=args.disq_src.resolve(),
         progress=not args.quiet and sys.stderr.isatty())

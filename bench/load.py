@@ -44,7 +44,8 @@ class WorkerSpec:
     options: dict[str, Any] = field(default_factory=dict)
     jobs: int | None = None  # producer: how many to produce (None: until the deadline)
     batch: int = 1  # consumer: jobs asked per fetch
-    fetch_timeout_ms: int = 1000  # consumer: how long a fetch may block (0: never)
+    fetch_timeout_ms: int = 1000  # consumer: how long a fetch may block (0: never; a
+    # blocking fetch is sent alone, after the acks: the next request would wait behind it)
     stop_on_empty: bool = False  # consumer: an empty fetch ends a connection's work
     target: int | None = None  # consumer: stop once every consumer together got this many
     max_backlog: int | None = None  # producer: pause while produced - consumed exceeds it
@@ -70,7 +71,7 @@ class WorkerResult:
 
 
 class Conn:
-    __slots__ = ("sock", "reader", "pending", "acks", "done")
+    __slots__ = ("sock", "reader", "pending", "acks", "done", "fetching")
 
     def __init__(self, sock: socket.socket, reader: Any) -> None:
         self.sock = sock
@@ -78,6 +79,7 @@ class Conn:
         self.pending: deque[tuple[int, int, int]] = deque()  # (kind, sent ns, jobs)
         self.acks: deque[tuple[bytes, int]] = deque()  # ack requests waiting to be sent
         self.done = False
+        self.fetching = 0  # fetches in flight
 
 
 class Worker:
@@ -94,7 +96,7 @@ class Worker:
         self.lat = {PRODUCE: array("q"), FETCH: array("q"), ACK: array("q")}
         self.e2e = array("q")
         self.names = {PRODUCE: s.produce_name,
-                      FETCH: s.drain_name if spec.batch > 1 else s.fetch_name,
+                      FETCH: s.fetch_name if spec.fetch_timeout_ms else s.drain_name,
                       ACK: s.ack_name}
         self.budget = spec.jobs
         self.acks_in_flight = 0
@@ -165,9 +167,12 @@ class Worker:
             conn.pending.append((ACK, now, jobs))
             self.acks_in_flight += 1
             room -= 1
+        if self.spec.fetch_timeout_ms:  # a blocked fetch holds the connection: one at a time
+            room = min(room, 1 - conn.fetching)
         if room > 0 and not conn.done:
             parts.append(self.fetch_request * room)
             conn.pending.extend([(FETCH, now, 0)] * room)
+            conn.fetching += room
         if parts:
             conn.sock.sendall(b"".join(parts))
 
@@ -191,6 +196,7 @@ class Worker:
                 else:
                     self.error(self.names[PRODUCE], problem)
             elif kind == FETCH:
+                conn.fetching -= 1
                 got = system.fetched(reply)
                 if got.error is not None:
                     self.error(self.names[FETCH], got.error)

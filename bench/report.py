@@ -40,7 +40,7 @@ def _ms(value: float | None) -> str:
 def describe(settings: dict[str, Any], scenario: str) -> str:
     size = f"{settings['jobs']:,} jobs" if settings["jobs"] else f"{settings['duration']:g} s"
     if scenario == "memory":
-        size = f"{settings['jobs'] or 1_000_000:,} jobs"
+        size = f"{settings['memory_jobs']:,} jobs"
     if scenario in ("consume", "drain") and not settings["jobs"]:
         size = f"{settings['prefill']:,} prefilled jobs, at most {settings['duration']:g} s"
     extra = []

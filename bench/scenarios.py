@@ -2,15 +2,20 @@
 
 produce     producers only: ADDJOB / RPUSH / put
 consume     a queue filled first (--prefill jobs, not measured), then consumers only:
-            GETJOB + ACKJOB / BLPOP / reserve + delete, until it is empty
-cycle       producers and consumers at once on the same nodes; end-to-end delay from
-            the produce time in each body to its consumption
+            GETJOB NOHANG + ACKJOB / LPOP / reserve-with-timeout 0 + delete, until it
+            is empty
+cycle       producers and consumers at once on the same nodes; consumers block
+            (GETJOB TIMEOUT / BLPOP / reserve-with-timeout), one fetch in flight per
+            connection, acks sent before it; end-to-end delay from the produce time in
+            each body to its consumption
 cross-node  the cycle with producers on one disq node and consumers on the others
             (3 nodes: jobs cross the cluster); a reference has one node, so for it
             this is the cycle again
-drain       a queue filled first, then emptied with batched fetches (GETJOB COUNT
-            --drain-batch / LPOP count / reserve): from another node when --nodes 3
-memory      --jobs (default 1,000,000) jobs queued on a fresh server: RSS and bytes
+drain       a queue filled first, then emptied with batched fetches (GETJOB NOHANG
+            COUNT --drain-batch / LPOP count / reserve), acked by one ACKJOB per batch;
+            with --nodes 3 filled on one node and drained from the others with blocking
+            GETJOBs (that is what makes the nodes move jobs)
+memory      --memory-jobs (default 1,000,000) jobs queued on a fresh server: RSS and bytes
             per job
 """
 
@@ -26,7 +31,6 @@ from . import servers as srv
 from .load import PhaseResult, Progress, WorkerSpec, run_phase
 
 SCENARIOS = ("produce", "consume", "cycle", "cross-node", "drain", "memory")
-MEMORY_JOBS = 1_000_000
 
 
 @dataclass
@@ -44,6 +48,7 @@ class Settings:
     duration: float = 10.0
     jobs: int | None = None
     prefill: int = 200_000
+    memory_jobs: int = 1_000_000
     batch: int = 1
     drain_batch: int = 1000
     max_backlog: int = 0  # 0: what the consumers can have in flight
@@ -201,7 +206,7 @@ class Run:
         prefill = self.fill(self.servers.addresses, total)
         w = self.s.workers
         specs = [self.spec(i, "consumer", conns, batch=self.s.batch, stop_on_empty=True,
-                           target=total)
+                           target=total, fetch_timeout_ms=0)
                  for i, conns in enumerate(spread(self.servers.addresses, w,
                                                   self.s.connections))]
         out = summarize(self.phase(specs, "run", total, self.duration()), "consumer")
@@ -242,8 +247,10 @@ class Run:
         prefill = self.fill(addresses[:1], total)
         source = addresses[1:] if len(addresses) > 1 else addresses
         w = self.s.workers
+        # from another node a fetch must block: that is what asks the others for jobs
+        wait = 1000 if source is not addresses else 0
         specs = [self.spec(i, "consumer", conns, batch=self.s.drain_batch, stop_on_empty=True,
-                           target=total)
+                           target=total, fetch_timeout_ms=wait)
                  for i, conns in enumerate(spread(source, w, self.s.connections))]
         out = summarize(self.phase(specs, "run", total, self.duration()), "consumer")
         out["prefill"] = {"jobs": total, "jobs_per_s": prefill["jobs_per_s"],
@@ -255,7 +262,7 @@ class Run:
         pids = self.servers.pids
         if not pids:
             raise srv.Skip("memory needs servers this run started (not --targets)")
-        jobs = self.s.jobs or MEMORY_JOBS
+        jobs = self.s.memory_jobs
         time.sleep(0.5)
         before = [srv.rss(pid) for pid in pids]
         w = self.s.workers
