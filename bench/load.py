@@ -178,7 +178,7 @@ class Worker:
 
     # -- receiving --------------------------------------------------------------------
     def on_replies(self, conn: Conn) -> None:
-        data = conn.sock.recv(1 << 18)
+        data = conn.sock.recv(65536)
         if not data:
             raise ConnectionError("connection closed by the server")
         reader = conn.reader

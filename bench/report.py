@@ -101,7 +101,8 @@ def markdown(result: dict[str, Any]) -> str:
                         if first else "| | | | ")
                 rate = rec["commands_per_s"].get(name)
                 errors = rec["errors"].get(name, "")
-                cpu_text = f"{cpu['server_pct']:.0f}% / {cpu['load_pct']:.0f}%" if first else ""
+                server = "?" if cpu["server_pct"] is None else f"{cpu['server_pct']:.0f}%"
+                cpu_text = f"{server} / {cpu['load_pct']:.0f}%" if first else ""
                 lines.append(head + f"| {name} | {'' if rate is None else f'{rate:,.0f}'} | "
                              + " | ".join(_ms(lat.get(p)) for p in PCTS)
                              + f" | {errors} | {cpu_text} |")

@@ -89,7 +89,7 @@ def percentiles(hist: Counter[int]) -> dict[str, float]:
     return out
 
 
-def summarize(phase: PhaseResult, role_of_headline: str) -> dict[str, Any]:
+def summarize(phase: PhaseResult, role_of_headline: str, local: bool = True) -> dict[str, Any]:
     """Counts, rates, latency percentiles and errors of one measured phase."""
     workers = phase.workers
     hists: dict[str, Counter[int]] = {}
@@ -124,8 +124,11 @@ def summarize(phase: PhaseResult, role_of_headline: str) -> dict[str, Any]:
         "latency_ms": {name: percentiles(h) for name, h in hists.items()},
         "errors": dict(errors),
         "error_samples": samples[:5],
-        "cpu": {"server_s": round(phase.server_cpu_s, 2),
-                "server_pct": round(100 * phase.server_cpu_s / wall, 1) if wall else 0,
+        # CPU of the servers (all nodes together; None for --targets) and of the load
+        # processes, in % of one core over the phase's wall time
+        "cpu": {"server_s": round(phase.server_cpu_s, 2) if local else None,
+                "server_pct": round(100 * phase.server_cpu_s / wall, 1) if local and wall
+                else None,
                 "load_s": round(load_cpu, 2),
                 "load_pct": round(100 * load_cpu / wall, 1) if wall else 0},
         "stopped": phase.stopped,
@@ -174,8 +177,10 @@ class Run:
         return Progress(f"{self.scenario:<10} {self.system:<10} {what:<8}", self.s.progress)
 
     def phase(self, specs: list[WorkerSpec], what: str, goal: int | None,
-              duration: float | None) -> PhaseResult:
-        return run_phase(specs, duration, self.progress(what), goal, self.servers.pids)
+              duration: float | None, headline: str = "consumer") -> dict[str, Any]:
+        """Run the workers and summarize; `headline`: whose jobs/s the record gives."""
+        result = run_phase(specs, duration, self.progress(what), goal, self.servers.pids)
+        return summarize(result, headline, bool(self.servers.procs))
 
     def fill(self, addresses: list[tuple[str, int]], jobs: int) -> dict[str, Any]:
         """Queue `jobs` jobs before the measured phase (pipelined, not timed)."""
@@ -184,7 +189,7 @@ class Run:
                  for i, (conns, n) in enumerate(zip(
                      spread(addresses, workers, self.s.connections), split(jobs, workers),
                      strict=True))]
-        result = summarize(self.phase(specs, "prefill", jobs, None), "producer")
+        result = self.phase(specs, "prefill", jobs, None, "producer")
         if result["jobs"]["produced"] < jobs:
             raise RuntimeError(f"prefill queued {result['jobs']['produced']} of {jobs} jobs: "
                                f"{result['error_samples']}")
@@ -199,7 +204,7 @@ class Run:
         counts = split(jobs, w) if jobs else [None] * w
         specs = [self.spec(i, "producer", conns, jobs=n) for i, (conns, n) in enumerate(
             zip(spread(self.servers.addresses, w, self.s.connections), counts, strict=True))]
-        return summarize(self.phase(specs, "run", jobs, self.duration()), "producer")
+        return self.phase(specs, "run", jobs, self.duration(), "producer")
 
     def consume(self) -> dict[str, Any]:
         total = self.s.jobs or self.s.prefill
@@ -209,7 +214,7 @@ class Run:
                            target=total, fetch_timeout_ms=0)
                  for i, conns in enumerate(spread(self.servers.addresses, w,
                                                   self.s.connections))]
-        out = summarize(self.phase(specs, "run", total, self.duration()), "consumer")
+        out = self.phase(specs, "run", total, self.duration())
         out["prefill"] = {"jobs": total, "jobs_per_s": prefill["jobs_per_s"]}
         return out
 
@@ -235,7 +240,7 @@ class Run:
                             target=jobs)
                   for i, conns in enumerate(spread(consume_from, consumers,
                                                    self.s.connections))]
-        out = summarize(self.phase(specs, "run", jobs, self.duration()), "consumer")
+        out = self.phase(specs, "run", jobs, self.duration())
         out["max_backlog"] = backlog
         out["produce_nodes"] = [f"{h}:{p}" for h, p in produce_to]
         out["consume_nodes"] = [f"{h}:{p}" for h, p in consume_from]
@@ -252,7 +257,7 @@ class Run:
         specs = [self.spec(i, "consumer", conns, batch=self.s.drain_batch, stop_on_empty=True,
                            target=total, fetch_timeout_ms=wait)
                  for i, conns in enumerate(spread(source, w, self.s.connections))]
-        out = summarize(self.phase(specs, "run", total, self.duration()), "consumer")
+        out = self.phase(specs, "run", total, self.duration())
         out["prefill"] = {"jobs": total, "jobs_per_s": prefill["jobs_per_s"],
                           "node": "{}:{}".format(*addresses[0])}
         out["drain_nodes"] = [f"{h}:{p}" for h, p in source]
@@ -269,7 +274,7 @@ class Run:
         specs = [self.spec(i, "producer", conns, jobs=n) for i, (conns, n) in enumerate(zip(
             spread(self.servers.addresses, w, self.s.connections), split(jobs, w),
             strict=True))]
-        out = summarize(self.phase(specs, "fill", jobs, None), "producer")
+        out = self.phase(specs, "fill", jobs, None, "producer")
         time.sleep(0.5)
         after = [srv.rss(pid) for pid in pids]
         queued = out["jobs"]["produced"]
