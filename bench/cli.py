@@ -96,9 +96,9 @@ def parser() -> argparse.ArgumentParser:
                    help="GETJOB COUNT of consumers in consume and cycle (default 1)")
     p.add_argument("--drain-batch", type=_positive, default=1000,
                    help="GETJOB COUNT / LPOP count in drain (default 1000)")
-    p.add_argument("--max-backlog", type=int, default=0,
-                   help="cycle producers pause while this many jobs wait (default 0: as "
-                        "many as the consumers have fetches in flight)")
+    p.add_argument("--max-backlog", type=_positive, default=1000,
+                   help="cycle producers pause while this many jobs wait (default 1000); "
+                        "at saturation the end-to-end delay is mostly that wait")
     p.add_argument("--rate", type=float, default=0.0,
                    help="cycle scenarios: produce at most this many jobs/s, to measure the "
                         "end-to-end delay below saturation (default 0: as fast as possible)")
@@ -144,13 +144,17 @@ def main(argv: list[str] | None = None) -> int:
           "servers and the load processes share them", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="disq-bench-") as tmp:
         workdir = args.workdir or Path(tmp)
-        for scenario in args.scenario:
-            for system in args.systems:
-                record = run_scenario(scenario, system, settings, workdir)
-                result["records"].append(record)
-                result["ratios"] = report.ratios(result["records"])
-                report.write_json(result, args.json)
-                print(one_line(record), file=sys.stderr)
+        try:
+            for scenario in args.scenario:
+                for system in args.systems:
+                    record = run_scenario(scenario, system, settings, workdir)
+                    result["records"].append(record)
+                    result["ratios"] = report.ratios(result["records"])
+                    report.write_json(result, args.json)
+                    print(one_line(record), file=sys.stderr)
+        except KeyboardInterrupt:  # the servers of the case running were stopped
+            print("interrupted: the report has what ran", file=sys.stderr)
+            result["interrupted"] = True
     print(report.markdown(result))
     print(f"JSON: {args.json}", file=sys.stderr)
     problem = report.write_png(result, args.png)

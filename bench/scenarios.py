@@ -51,7 +51,7 @@ class Settings:
     memory_jobs: int = 1_000_000
     batch: int = 1
     drain_batch: int = 1000
-    max_backlog: int = 0  # 0: what the consumers can have in flight
+    max_backlog: int = 1000  # cycle: producers pause while this many jobs wait
     rate: float = 0.0  # cycle: jobs/s all producers together (0: as fast as they can)
     aof: str = "off"
     targets: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
@@ -228,10 +228,11 @@ class Run:
         consumers = max(1, self.s.workers - producers)
         jobs = self.s.jobs
         counts = split(jobs, producers) if jobs else [None] * producers
-        # producers wait while more jobs are queued than consumers have fetches in flight:
-        # the end-to-end delay is then the system's, not that of an ever longer queue
-        backlog = self.s.max_backlog or consumers * self.s.connections * self.s.pipeline * (
-            self.s.batch)
+        # producers pause while --max-backlog jobs wait, so that the queue does not grow
+        # without end when they outrun the consumers (they look every millisecond: a cap
+        # much below 1000 would cap the rate); at saturation the end-to-end delay is
+        # that queue's, below it (--rate) the system's
+        backlog = self.s.max_backlog
         specs = [self.spec(i, "producer", conns, jobs=n, max_backlog=backlog,
                            rate=self.s.rate / producers)
                  for i, (conns, n) in enumerate(zip(
