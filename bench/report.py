@@ -175,7 +175,7 @@ def write_png(result: dict[str, Any], path: Path) -> str | None:
     when = result.get("date", "")
     fig.suptitle(f"disq bench {when} — {result.get('machine', {}).get('cpus', '?')} cores, "
                  "servers and load generator on the same machine", fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))  # room for the title
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)
