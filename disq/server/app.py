@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import logging
 import os
 import resource
@@ -220,6 +221,9 @@ class Server:
             self._servers.append(server)
         if not self._servers:
             raise SystemExit("Configured to not listen anywhere, exiting.")
+        warning = exposure_warning(cfg.bind, cfg.requirepass)
+        if warning:
+            log.warning("%s", warning)
 
     def _new_client(self) -> Client:
         return Client(self)
@@ -541,6 +545,24 @@ def quote_arg(arg: bytes) -> bytes:
 def _slowlog_threshold(value: int) -> int:
     """Microseconds from which a command is logged; a negative setting disables it."""
     return value if value >= 0 else 1 << 62
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def exposure_warning(bind: list[str], requirepass: str) -> str | None:
+    """Redis's protected-mode advice, as a start-up warning (disq refuses no client):
+    listening beyond loopback without a password."""
+    exposed = [host for host in bind if not _is_loopback(host)]
+    if not exposed or requirepass:
+        return None
+    return (f"WARNING: listening on {', '.join(exposed)} without a password: anyone who "
+            "can reach this port can add, read and delete jobs. Set requirepass, or bind "
+            "to 127.0.0.1 only.")
 
 
 def run(config: Config, argv: list[str]) -> None:
