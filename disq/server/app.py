@@ -176,7 +176,8 @@ class Server:
         self._stopped = self.loop.create_future()
         await self._listen()
         self.bus = ClusterBus(self.membership, self.config.bind, self.config.port,
-                              lambda: self.config.cluster_node_timeout, self.loop)
+                              lambda: self.config.cluster_node_timeout, self.loop,
+                              secret=self.config.cluster_secret)
         await self.bus.start()
         self._connect_cluster()
         if self.config.metrics_port:
