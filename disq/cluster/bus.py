@@ -573,6 +573,11 @@ class ClusterBus:
         if "handshake" not in node.flags:
             self._membership_changed()
 
+    def set_my_id(self, node_id: str) -> None:
+        """A new identity (CLUSTER RESET HARD): what is derived from the old one goes."""
+        self.membership.set_my_id(node_id)
+        self._membership_changed()
+
     def reset(self) -> None:
         for node in list(self.membership.nodes.values()):
             if node is not self.myself:

@@ -434,8 +434,11 @@ class Server:
         self.bus.reset()
         self.flush_data()
         if hard:
-            self.membership.set_my_id(new_node_id())
-            self.node.set_id(self.membership.myself.id)
+            node_id = new_node_id()
+            self.bus.set_my_id(node_id)
+            self.node.set_id(node_id)
+            if self.replication is not None:
+                self.replication.identity_changed()
         self.membership.save()
 
     def set_leaving(self, leaving: bool) -> None:

@@ -382,6 +382,14 @@ def test_reset_soft_keeps_id_hard_gives_new_one(make_cluster):
     wait_formed([a, b, c])
     for node in (a, b, c):
         assert set(cluster_nodes(node)) == {a_id, myid(b), new_id}
+    # jobs carry the new identity: in their ID and among their holders, everywhere
+    for origin in (c, a):
+        job = call(origin, "ADDJOB", "q", "body", 5000, "REPLICATE", 3)
+        for node in (a, b, c):
+            holders = {i.decode() for i in call(node, "SHOW", job)[21]}
+            assert holders == {a_id, myid(b), new_id}, (origin.port, node.port)
+    assert call(c, "ADDJOB", "q", "x", 5000, "REPLICATE", 1).startswith(
+        b"D-" + new_id[:8].encode())
 
 
 # -- restarts ----------------------------------------------------------------------------------
