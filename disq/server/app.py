@@ -64,6 +64,12 @@ def setup_logging(config: Config) -> None:
     log.propagate = False
 
 
+# used_memory of a node without jobs: about what an empty Disque node reports. Like
+# Disque's allocator count, used_memory is the data (this plus the jobs' footprint),
+# not the interpreter's RSS (INFO used_memory_rss), so maxmemory and the memory
+# levels mean what they mean in Disque (its tests run at maxmemory 3mb).
+EMPTY_NODE_MEMORY = 1024 * 1024
+
 RESERVED_FDS = 32  # listeners, logs, cluster links... (Redis keeps 32 as well)
 
 
@@ -163,7 +169,7 @@ class Server:
         self.membership = Membership.load_or_create(
             self.config.cluster_config_file, self.config.port)
         self.node = Node(self.config, self.membership.myself.id)
-        self.base_memory = rss_bytes()
+        self.base_memory = EMPTY_NODE_MEMORY
         self.update_oom_threshold()
         self.node.leaving = "leaving" in self.membership.myself.flags  # kept in nodes.conf
         self.node.arm_timer = self._arm_timer
@@ -347,9 +353,9 @@ class Server:
                 client.close()
 
     def used_memory(self) -> int:
-        """Memory in use: the process as it started plus what its jobs take
-        (Node.job_bytes). Unlike RSS, it falls when jobs are acknowledged, so memory
-        levels and maxmemory follow the data, as Disque's allocator count does."""
+        """Memory in use: an empty node's plus what its jobs take (Node.job_bytes).
+        Unlike RSS, it falls when jobs are acknowledged, so memory levels and
+        maxmemory follow the data, as Disque's allocator count does."""
         return self.base_memory + self.node.job_bytes
 
     def rss(self) -> int:
