@@ -34,7 +34,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar, cast
 
 from .aio import AsyncClient
 from .client import DEFAULT_NODE, Nodes
@@ -43,7 +43,7 @@ from .types import Job, is_at_most_once
 
 log = logging.getLogger("disq_client.worker")
 
-Handler = Callable[[Job], Any] | Callable[[Job], Awaitable[Any]]
+Handler = Callable[[Job], object]  # a function, or a coroutine function
 H = TypeVar("H", bound=Handler)
 
 
@@ -200,7 +200,7 @@ class Worker:
             heartbeat = asyncio.create_task(self._heartbeat(client, job))
         try:
             if task.is_async:
-                await task.handler(job)
+                await cast(Awaitable[object], task.handler(job))
             else:
                 await asyncio.get_running_loop().run_in_executor(executor, task.handler, job)
         except Exception:

@@ -43,4 +43,6 @@ def make_client(kind: str) -> Callable[..., Any]:
     """A factory of Client, or of bridged AsyncClient, taking Client's arguments."""
     if kind == "sync":
         return Client
-    return lambda *args, **kwargs: Bridge(AsyncClient(*args, **kwargs))
+    def bridged(*args: Any, **kwargs: Any) -> Bridge:
+        return Bridge(AsyncClient(*args, **kwargs))
+    return bridged

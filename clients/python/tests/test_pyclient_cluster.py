@@ -20,7 +20,8 @@ StartCluster = Callable[..., list[DisqProcess]]
 
 def port_of(c: Any) -> int:
     assert c.current_node is not None
-    return c.current_node[1]
+    port: int = c.current_node[1]
+    return port
 
 
 def node_at(nodes: list[DisqProcess], port: int) -> DisqProcess:
@@ -122,9 +123,10 @@ def test_consumer_moves_to_the_producing_node(cluster: list[DisqProcess],
         received: list[str] = []
         # Federation brings the first jobs to the consumer's node; after ten jobs all
         # made by the producer's node, the consumer moves there.
-        wait_for(lambda: received.extend(j.id for j in consumer.get_jobs(
-            "q", count=5, timeout_ms=1000)) or port_of(consumer) == producer_node.port,
-            timeout=15, message="the consumer to move")
+        def moved() -> bool:
+            received.extend(j.id for j in consumer.get_jobs("q", count=5, timeout_ms=1000))
+            return port_of(consumer) == producer_node.port
+        wait_for(moved, timeout=15, message="the consumer to move")
         assert len(received) >= 10
         assert consumer.current_node_id == myid(producer_node)
         while len(received) < 30:

@@ -11,6 +11,7 @@ import textwrap
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from support import DisqProcess, wait_for
 WORKER_BIN = Path(sys.executable).with_name("disq-worker")
 
 
-async def run_until(worker: Worker, done: callable, timeout: float) -> None:  # type: ignore[valid-type]
+async def run_until(worker: Worker, done: Callable[[], bool], timeout: float) -> None:
     """Serve until `done()` holds, then stop the worker and wait for it."""
     task = asyncio.create_task(worker.serve())
     deadline = time.monotonic() + timeout
@@ -36,7 +37,7 @@ async def run_until(worker: Worker, done: callable, timeout: float) -> None:  # 
 
 
 def jobs_left(nodes: list[DisqProcess]) -> list[str]:
-    left = []
+    left: list[str] = []
     for n in nodes:
         with Client(addr(n), switch_after_jobs=0) as c:
             left += c.jscan()
