@@ -24,6 +24,7 @@ from .errors import (
     DisqConnectionError,
     DisqTimeoutError,
     LeavingError,
+    LoadingError,
     ProtocolError,
 )
 from .protocol import (
@@ -285,7 +286,7 @@ class AsyncClient:
                 continue
             if isinstance(reply, ErrorReply):
                 exc = from_error_reply(reply)
-                if isinstance(exc, LeavingError) and attempt < self.retries:
+                if isinstance(exc, LeavingError | LoadingError) and attempt < self.retries:
                     self.view.leaving(addr)
                     attempt += 1
                     continue

@@ -12,7 +12,13 @@ from . import commands as cmds
 from .bodies import Body
 from .cluster import ClusterView
 from .commands import Cmd
-from .errors import BatchError, DisqConnectionError, DisqTimeoutError, LeavingError
+from .errors import (
+    BatchError,
+    DisqConnectionError,
+    DisqTimeoutError,
+    LeavingError,
+    LoadingError,
+)
 from .protocol import (
     Address,
     Arg,
@@ -146,11 +152,10 @@ class Client:
 
     def _switch_to(self, addr: Address) -> None:
         """Move to `addr` if it answers; stay where we are otherwise."""
-        current = self.view.current
         try:
             self._connect_first([addr])
         except DisqConnectionError:
-            self.view.current = current
+            pass
 
     # -- running commands ---------------------------------------------------------------
     def _run(self, cmd: Cmd[T]) -> T:
@@ -168,7 +173,7 @@ class Client:
                     continue
                 if isinstance(reply, ErrorReply):
                     exc = from_error_reply(reply)
-                    if isinstance(exc, LeavingError) and attempt < self.retries:
+                    if isinstance(exc, LeavingError | LoadingError) and attempt < self.retries:
                         self.view.leaving(conn.addr)
                         attempt += 1
                         continue

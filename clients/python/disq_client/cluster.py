@@ -91,7 +91,8 @@ class ClusterView:
             self.current = None
 
     def leaving(self, addr: Address) -> None:
-        """The node answered -LEAVING: as HELLO would show it, priority 100."""
+        """The node answered -LEAVING (or -LOADING): as HELLO would show it, priority
+        100, until the next HELLO says otherwise."""
         entry = self.nodes.get(addr)
         if entry is not None:
             entry.priority = 100

@@ -37,7 +37,7 @@ def to_bytes(arg: Arg) -> bytes:
     if isinstance(arg, bytes):
         return arg
     if isinstance(arg, str):
-        return arg.encode()
+        return arg.encode("utf-8", "surrogateescape")
     if isinstance(arg, int):
         return b"%d" % arg
     raise TypeError(f"a command argument must be bytes, str or int, not {type(arg).__name__}")

@@ -195,22 +195,27 @@ class Worker:
     async def _process(self, client: AsyncClient, executor: ThreadPoolExecutor,
                        job: Job) -> None:
         task = self.tasks[job.queue]
-        heartbeat = None
+        loop = asyncio.get_running_loop()
+        heartbeat: list[asyncio.Task[None]] = []  # started only if the job runs long
+        timer = None
         if not is_at_most_once(job.id):
-            heartbeat = asyncio.create_task(self._heartbeat(client, job))
+            timer = loop.call_later(self.heartbeat_after, lambda: heartbeat.append(
+                loop.create_task(self._heartbeat(client, job))))
         try:
             if task.is_async:
                 await cast(Awaitable[object], task.handler(job))
             else:
-                await asyncio.get_running_loop().run_in_executor(executor, task.handler, job)
+                await loop.run_in_executor(executor, task.handler, job)
         except Exception:
             log.exception("job %s of queue %s failed: NACK", job.id, job.queue)
             ok = False
         else:
             ok = True
         finally:
-            if heartbeat is not None:
-                heartbeat.cancel()
+            if timer is not None:
+                timer.cancel()
+            for beat in heartbeat:
+                beat.cancel()
         if await self._settle(client, job, ok):
             if ok:
                 self.acked += 1
@@ -233,7 +238,7 @@ class Worker:
         return False
 
     async def _heartbeat(self, client: AsyncClient, job: Job) -> None:
-        await asyncio.sleep(self.heartbeat_after)
+        """From `heartbeat_after` seconds into the job until it ends."""
         try:
             info = await client.show(job.id)
         except DisqError as exc:
@@ -305,6 +310,8 @@ def main(argv: Sequence[str] | None = None) -> None:
              worker.nacked, worker.abandoned)
     if worker.abandoned and any(t.name.startswith("disq-worker")
                                 for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
         logging.shutdown()
         os._exit(0)  # handler threads past the grace period: do not wait for them
     sys.exit(0)
