@@ -15,16 +15,12 @@ from typing import TypeVar
 
 from . import commands as cmds
 from .bodies import Body
-from .client import ADD_TIMEOUT_MS, BATCH_SIZE, DEFAULT_NODE, Nodes, chunks, seed_list
-from .cluster import ClusterView
+from .client import ADD_TIMEOUT_MS, BATCH_SIZE, ClientBase, chunks
 from .commands import Cmd
 from .errors import (
     AuthenticationError,
-    BatchError,
     DisqConnectionError,
     DisqTimeoutError,
-    LeavingError,
-    LoadingError,
     ProtocolError,
 )
 from .protocol import (
@@ -159,20 +155,13 @@ class AsyncConnection(asyncio.Protocol):
             raise
 
 
-class AsyncClient:
+class AsyncClient(ClientBase):
     """The asyncio twin of `Client` (same arguments, same cluster behaviour).
 
     Use it as `async with AsyncClient(...) as client:` or call `close()`.
     """
 
-    def __init__(self, nodes: Nodes = DEFAULT_NODE, *, password: str | None = None,
-                 timeout: float | None = 5.0, connect_timeout: float | None = 2.0,
-                 switch_after_jobs: int = 100, retries: int = 3) -> None:
-        self.view = ClusterView(seed_list(nodes), switch_after_jobs)
-        self.password = password
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self.retries = retries
+    def _setup(self) -> None:
         self._conns: dict[Address, AsyncConnection] = {}
         self._blocking: dict[Address, AsyncConnection] = {}
         self._blocking_locks: dict[Address, asyncio.Lock] = {}
@@ -194,14 +183,6 @@ class AsyncClient:
 
     async def connect(self) -> Address:
         return (await self._connection()).addr
-
-    @property
-    def current_node(self) -> Address | None:
-        return self.view.current
-
-    @property
-    def current_node_id(self) -> str | None:
-        return self.view.current_id
 
     # -- connections --------------------------------------------------------------------
     def _new_connection(self, addr: Address) -> AsyncConnection:
@@ -286,8 +267,7 @@ class AsyncClient:
                 continue
             if isinstance(reply, ErrorReply):
                 exc = from_error_reply(reply)
-                if isinstance(exc, LeavingError | LoadingError) and attempt < self.retries:
-                    self.view.leaving(addr)
+                if self._moves_on(addr, exc, attempt):
                     attempt += 1
                     continue
                 raise exc
@@ -335,19 +315,11 @@ class AsyncClient:
                        async_: bool = False, batch_size: int = BATCH_SIZE) -> list[str]:
         options = cmds.addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_)
         wait = cmds.addjob_wait(timeout_ms, async_)
-        results: list[object] = []
-        failed = False
+        replies: list[object] = []
         for chunk in chunks(bodies, batch_size):
-            replies = await self._run_pipeline(cmds.encode_addjobs(queue, chunk, options), wait)
-            for reply in replies:
-                if isinstance(reply, bytes):
-                    results.append(reply.decode())
-                else:
-                    results.append(error_of(reply) or reply)
-                    failed = True
-        if failed:
-            raise BatchError(results)
-        return results  # type: ignore[return-value]
+            replies += await self._run_pipeline(cmds.encode_addjobs(queue, chunk, options),
+                                                wait)
+        return cmds.job_ids(replies)
 
     async def get_jobs(self, *queues: str, count: int = 1, timeout_ms: int = 0,
                        nohang: bool = False, with_counters: bool = False) -> list[Job]:
@@ -445,7 +417,3 @@ class AsyncClient:
 
     async def ping(self) -> str:
         return await self._run(cmds.ping())
-
-    def __repr__(self) -> str:
-        current = format_address(self.view.current) if self.view.current else None
-        return f"<AsyncClient current={current} nodes={len(self.view.nodes)}>"

@@ -13,11 +13,11 @@ from .bodies import Body
 from .cluster import ClusterView
 from .commands import Cmd
 from .errors import (
-    BatchError,
     DisqConnectionError,
     DisqTimeoutError,
     LeavingError,
     LoadingError,
+    ResponseError,
 )
 from .protocol import (
     Address,
@@ -25,7 +25,6 @@ from .protocol import (
     Connection,
     ErrorReply,
     check,
-    error_of,
     format_address,
     from_error_reply,
 )
@@ -53,7 +52,45 @@ def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
         yield chunk
 
 
-class Client:
+class ClientBase:
+    """What Client and AsyncClient share: their options, the cluster view, and the
+    choices made on a reply. They differ only in how they send and wait."""
+
+    def __init__(self, nodes: Nodes = DEFAULT_NODE, *, password: str | None = None,
+                 timeout: float | None = 5.0, connect_timeout: float | None = 2.0,
+                 switch_after_jobs: int = 100, retries: int = 3) -> None:
+        self.view = ClusterView(seed_list(nodes), switch_after_jobs)
+        self.password = password
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.retries = retries
+        self._setup()
+
+    def _setup(self) -> None:
+        """The connections' state, per client kind."""
+
+    @property
+    def current_node(self) -> Address | None:
+        return self.view.current
+
+    @property
+    def current_node_id(self) -> str | None:
+        return self.view.current_id
+
+    def _moves_on(self, addr: Address, exc: ResponseError, attempt: int) -> bool:
+        """After an error reply: whether to send the command again to another node
+        (the node is leaving or still loading)."""
+        if isinstance(exc, LeavingError | LoadingError) and attempt < self.retries:
+            self.view.leaving(addr)
+            return True
+        return False
+
+    def __repr__(self) -> str:
+        current = format_address(self.view.current) if self.view.current else None
+        return f"<{type(self).__name__} current={current} nodes={len(self.view.nodes)}>"
+
+
+class Client(ClientBase):
     """A blocking client of a disq (or Disque) cluster.
 
     `nodes` are seed addresses ("host:port", a comma-separated string of them, or
@@ -69,14 +106,7 @@ class Client:
     A Client may be shared by threads: it runs one command at a time.
     """
 
-    def __init__(self, nodes: Nodes = DEFAULT_NODE, *, password: str | None = None,
-                 timeout: float | None = 5.0, connect_timeout: float | None = 2.0,
-                 switch_after_jobs: int = 100, retries: int = 3) -> None:
-        self.view = ClusterView(seed_list(nodes), switch_after_jobs)
-        self.password = password
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self.retries = retries
+    def _setup(self) -> None:
         self._conns: dict[Address, Connection] = {}
         self._lock = threading.RLock()
 
@@ -99,14 +129,6 @@ class Client:
         """Connect now rather than at the first command; returns the node's address."""
         with self._lock:
             return self._connection().addr
-
-    @property
-    def current_node(self) -> Address | None:
-        return self.view.current
-
-    @property
-    def current_node_id(self) -> str | None:
-        return self.view.current_id
 
     def _connection(self) -> Connection:
         addr = self.view.current
@@ -173,8 +195,7 @@ class Client:
                     continue
                 if isinstance(reply, ErrorReply):
                     exc = from_error_reply(reply)
-                    if isinstance(exc, LeavingError | LoadingError) and attempt < self.retries:
-                        self.view.leaving(conn.addr)
+                    if self._moves_on(conn.addr, exc, attempt):
                         attempt += 1
                         continue
                     raise exc
@@ -227,18 +248,10 @@ class Client:
         or exception in `results`."""
         options = cmds.addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_)
         wait = cmds.addjob_wait(timeout_ms, async_)
-        results: list[object] = []
-        failed = False
+        replies: list[object] = []
         for chunk in chunks(bodies, batch_size):
-            for reply in self._run_pipeline(cmds.encode_addjobs(queue, chunk, options), wait):
-                if isinstance(reply, bytes):
-                    results.append(reply.decode())
-                else:
-                    results.append(error_of(reply) or reply)
-                    failed = True
-        if failed:
-            raise BatchError(results)
-        return results  # type: ignore[return-value]
+            replies += self._run_pipeline(cmds.encode_addjobs(queue, chunk, options), wait)
+        return cmds.job_ids(replies)
 
     def get_jobs(self, *queues: str, count: int = 1, timeout_ms: int = 0,
                  nohang: bool = False, with_counters: bool = False) -> list[Job]:
@@ -349,7 +362,3 @@ class Client:
 
     def ping(self) -> str:
         return self._run(cmds.ping())
-
-    def __repr__(self) -> str:
-        current = format_address(self.view.current) if self.view.current else None
-        return f"<Client current={current} nodes={len(self.view.nodes)}>"

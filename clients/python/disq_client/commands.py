@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from .bodies import Body, to_body
-from .protocol import Arg
+from .errors import BatchError
+from .protocol import Arg, error_of
 from .types import Hello, HelloNode, Job, JobInfo, PauseOption, QueueStat
 
 T = TypeVar("T")
@@ -68,6 +69,15 @@ def addjob_wait(timeout_ms: int, async_: bool) -> float | None:
 
 def add_job(queue: str, body: Body, options: tuple[Arg, ...], wait: float | None) -> Cmd[str]:
     return Cmd(("ADDJOB", queue, to_body(body), *options), _str, wait)
+
+
+def job_ids(replies: list[object]) -> list[str]:
+    """The IDs pipelined ADDJOBs answered; BatchError if any job was refused."""
+    results: list[object] = [r.decode() if isinstance(r, bytes) else error_of(r) or r
+                             for r in replies]
+    if any(isinstance(r, Exception) for r in results):
+        raise BatchError(results)
+    return results  # type: ignore[return-value]
 
 
 def encode_addjobs(queue: str, bodies: Iterable[Body], options: tuple[Arg, ...]) -> list[bytes]:

@@ -11,7 +11,8 @@ import textwrap
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -155,14 +156,23 @@ def slow(job):
 """
 
 
-def start_worker(tmp_path: Path, node: DisqProcess, *args: str) -> subprocess.Popen[bytes]:
+@contextmanager
+def worker_process(tmp_path: Path, node: DisqProcess, *args: str
+                   ) -> Iterator[subprocess.Popen[bytes]]:
+    """`disq-worker slowtasks:worker` on `node`; killed at the end if still running."""
     (tmp_path / "slowtasks.py").write_text(textwrap.dedent(TASKS))
     log = tmp_path / "tasks.log"
     log.touch()
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [str(WORKER_BIN), "slowtasks:worker", "--nodes", addr(node), *args],
         cwd=tmp_path, env={"TASK_LOG": str(log), "PATH": "/usr/bin:/bin"},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def log_lines(tmp_path: Path, word: str) -> list[str]:
@@ -170,8 +180,7 @@ def log_lines(tmp_path: Path, word: str) -> list[str]:
     return [line.split()[1] for line in lines if line.startswith(word + " ")]
 
 
-def stop_worker(proc: subprocess.Popen[bytes], sig: int, timeout: float) -> tuple[int, str]:
-    proc.send_signal(sig)
+def wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, str]:
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -183,44 +192,35 @@ def stop_worker(proc: subprocess.Popen[bytes], sig: int, timeout: float) -> tupl
 
 def test_sigterm_lets_running_jobs_finish(node: DisqProcess, tmp_path: Path) -> None:
     assert WORKER_BIN.exists()
-    c = Client(addr(node))
-    running = c.add_jobs("slow", [b"1.5", b"1.5"])
-    proc = start_worker(tmp_path, node)
-    try:
+    with Client(addr(node)) as c, worker_process(tmp_path, node) as proc:
+        running = c.add_jobs("slow", [b"1.5", b"1.5"])
         wait_for(lambda: len(log_lines(tmp_path, "start")) == 2, timeout=15,
                  message="both jobs to start")
-        code, out = stop_worker(proc, signal.SIGTERM, timeout=15)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert code == 0, out
-    assert sorted(log_lines(tmp_path, "end")) == sorted(running), out
-    assert "2 acked, 0 nacked, 0 given back" in out
-    assert [c.show(j) for j in running] == [None, None]  # acknowledged
-    later = c.add_job("slow", b"0")  # nothing takes it any more
-    assert c.show(later).state == "queued"  # type: ignore[union-attr]
-    c.close()
+        proc.send_signal(signal.SIGTERM)
+        later = c.add_job("slow", b"0")
+        assert proc.poll() is None  # still finishing its jobs, but fetching no more
+        code, out = wait_exit(proc, timeout=15)
+        assert code == 0, out
+        assert sorted(log_lines(tmp_path, "end")) == sorted(running), out
+        assert log_lines(tmp_path, "start") == log_lines(tmp_path, "end")
+        assert "2 acked, 0 nacked, 0 given back" in out
+        assert [c.show(j) for j in running] == [None, None]  # acknowledged
+        info = c.show(later)
+        assert info is not None and info.state == "queued"
 
 
 def test_sigterm_gives_back_jobs_past_the_grace_period(node: DisqProcess,
                                                        tmp_path: Path) -> None:
-    c = Client(addr(node))
-    job_id = c.add_job("slow", b"60")
-    proc = start_worker(tmp_path, node, "--grace", "0.5")
-    try:
+    with Client(addr(node)) as c, worker_process(tmp_path, node, "--grace", "0.5") as proc:
+        job_id = c.add_job("slow", b"60")
         wait_for(lambda: log_lines(tmp_path, "start") == [job_id], timeout=15,
                  message="the job to start")
         started = time.monotonic()
-        code, out = stop_worker(proc, signal.SIGTERM, timeout=15)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert code == 0, out
-    assert time.monotonic() - started < 10, "the worker waited for the handler"
-    assert "0 acked, 0 nacked, 1 given back" in out
-    info = c.show(job_id)
-    assert info is not None and info.state == "queued"  # queued again at once
-    assert info.additional_deliveries == 1 and info.nacks == 0
-    c.close()
+        proc.send_signal(signal.SIGTERM)
+        code, out = wait_exit(proc, timeout=15)
+        assert code == 0, out
+        assert time.monotonic() - started < 10, "the worker waited for the handler"
+        assert "0 acked, 0 nacked, 1 given back" in out
+        info = c.show(job_id)
+        assert info is not None and info.state == "queued"  # queued again at once
+        assert info.additional_deliveries == 1 and info.nacks == 0
