@@ -175,6 +175,9 @@ class AsyncClient(ClientBase):
         await self.close()
 
     async def close(self) -> None:
+        """Close every connection; commands in flight raise DisqConnectionError, later
+        ones connect again."""
+        self._generation += 1
         for conn in [*self._conns.values(), *self._blocking.values()]:
             conn.close()
         self._conns.clear()
@@ -236,17 +239,17 @@ class AsyncClient(ClientBase):
         await conn.connect()
         return conn
 
-    def _lost(self, addr: Address) -> None:
+    def _drop(self, addr: Address) -> None:
         for pool in (self._conns, self._blocking):
             conn = pool.get(addr)
             if conn is not None:
                 conn.close()
-        self.view.failed(addr)
 
     # -- running commands ---------------------------------------------------------------
     async def _run(self, cmd: Cmd[T]) -> T:
         payload = [encode(cmd.args)]
         blocking = cmd.gets_jobs and cmd.wait != 0.0
+        generation = self._generation
         attempt = 0
         while True:
             conn = await self._connection()
@@ -260,9 +263,8 @@ class AsyncClient(ClientBase):
                 else:
                     reply = (await conn.request(payload, cmd.wait))[0]
             except (DisqConnectionError, DisqTimeoutError):
-                self._lost(addr)
                 attempt += 1
-                if attempt > self.retries:
+                if not self._may_retry(addr, generation, attempt):
                     raise
                 continue
             if isinstance(reply, ErrorReply):
@@ -285,15 +287,15 @@ class AsyncClient(ClientBase):
             pass
 
     async def _run_pipeline(self, payloads: list[bytes], wait: float | None) -> list[object]:
+        generation = self._generation
         attempt = 0
         while True:
             conn = await self._connection()
             try:
                 return await conn.request(payloads, wait)
             except (DisqConnectionError, DisqTimeoutError):
-                self._lost(conn.addr)
                 attempt += 1
-                if attempt > self.retries:
+                if not self._may_retry(conn.addr, generation, attempt):
                     raise
 
     async def execute_command(self, *args: Arg) -> object:

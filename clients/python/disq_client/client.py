@@ -64,10 +64,24 @@ class ClientBase:
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.retries = retries
+        self._generation = 0  # close() bumps it: commands in flight then give up
         self._setup()
 
     def _setup(self) -> None:
         """The connections' state, per client kind."""
+
+    def _drop(self, addr: Address) -> None:
+        """Close the connections to `addr`."""
+        raise NotImplementedError
+
+    def _may_retry(self, addr: Address, generation: int, attempt: int) -> bool:
+        """A connection to `addr` broke or timed out: whether to try again (on the next
+        node), unless the client was closed meanwhile or the retries are spent."""
+        if generation != self._generation:
+            return False
+        self._drop(addr)
+        self.view.failed(addr)
+        return attempt <= self.retries
 
     @property
     def current_node(self) -> Address | None:
@@ -119,9 +133,12 @@ class Client(ClientBase):
         self.close()
 
     def close(self) -> None:
+        """Close every connection. A call blocked in another thread (a GETJOB) is woken
+        and raises DisqConnectionError; later calls connect again."""
+        self._generation += 1
+        for conn in list(self._conns.values()):
+            conn.close()
         with self._lock:
-            for conn in self._conns.values():
-                conn.close()
             self._conns.clear()
             self.view.current = None
 
@@ -168,9 +185,10 @@ class Client(ClientBase):
         hello = cmds.hello()
         return hello.parse(check(conn.execute(hello.args)))
 
-    def _lost(self, conn: Connection) -> None:
-        conn.close()
-        self.view.failed(conn.addr)
+    def _drop(self, addr: Address) -> None:
+        conn = self._conns.get(addr)
+        if conn is not None:
+            conn.close()
 
     def _switch_to(self, addr: Address) -> None:
         """Move to `addr` if it answers; stay where we are otherwise."""
@@ -182,15 +200,15 @@ class Client(ClientBase):
     # -- running commands ---------------------------------------------------------------
     def _run(self, cmd: Cmd[T]) -> T:
         with self._lock:
+            generation = self._generation
             attempt = 0
             while True:
                 conn = self._connection()
                 try:
                     reply = conn.execute(cmd.args, cmd.wait)
                 except (DisqConnectionError, DisqTimeoutError):
-                    self._lost(conn)
                     attempt += 1
-                    if attempt > self.retries:
+                    if not self._may_retry(conn.addr, generation, attempt):
                         raise
                     continue
                 if isinstance(reply, ErrorReply):
@@ -211,6 +229,7 @@ class Client(ClientBase):
         connection, send them all again to the next node."""
         data = b"".join(payloads)
         with self._lock:
+            generation = self._generation
             attempt = 0
             while True:
                 conn = self._connection()
@@ -218,9 +237,8 @@ class Client(ClientBase):
                     conn.send(data)
                     return conn.read_many(len(payloads), wait)
                 except (DisqConnectionError, DisqTimeoutError):
-                    self._lost(conn)
                     attempt += 1
-                    if attempt > self.retries:
+                    if not self._may_retry(conn.addr, generation, attempt):
                         raise
 
     def execute_command(self, *args: Arg) -> object:

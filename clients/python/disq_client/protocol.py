@@ -139,9 +139,10 @@ class Connection:
         sock, self._sock = self._sock, None
         if sock is not None:
             try:
-                sock.close()
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked reading it
             except OSError:
                 pass
+            sock.close()
 
     def execute(self, args: Sequence[Arg], extra_wait: float | None = 0.0) -> object:
         """Send one command, return its reply (an ErrorReply for an error reply).

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -79,6 +80,34 @@ def test_failover_when_the_node_is_killed(start_cluster: StartCluster,
         if jobs:
             c.ack(*[j.id for j in jobs])
             received |= {j.id for j in jobs}
+
+
+def blocked(node: DisqProcess) -> int:
+    info = call(node, "INFO", "clients")
+    assert isinstance(info, bytes)
+    return int(info.split(b"blocked_clients:")[1].split(b"\r\n")[0])
+
+
+def test_a_blocked_consumer_moves_when_its_node_dies(start_cluster: StartCluster,
+                                                     connect: Connect) -> None:
+    nodes = start_cluster(3)
+    c = connect([addr(n) for n in nodes])
+    c.connect()
+    victim = node_at(nodes, port_of(c))
+    survivors = [n for n in nodes if n is not victim]
+    got: dict[str, Any] = {}
+    consumer = threading.Thread(target=lambda: got.update(jobs=c.get_jobs("q")), daemon=True)
+    consumer.start()
+    wait_for(lambda: blocked(victim) == 1, message="GETJOB to block")
+    victim.kill()
+    [waiting_on] = wait_for(lambda: [n for n in survivors if blocked(n) == 1], timeout=10,
+                            message="GETJOB to block on another node")
+    # (produced where the consumer waits: the other survivor could push the job to the
+    # dead node, which asked for jobs of q a moment before it died)
+    with Client(addr(waiting_on)) as producer:
+        job_id = producer.add_job("q", b"x", replicate=2)
+    consumer.join(15)
+    assert [j.id for j in got["jobs"]] == [job_id]
 
 
 def test_failover_when_the_node_hangs(start_cluster: StartCluster, connect: Connect) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ from disq_client import (
     AuthenticationError,
     BadJobIdError,
     BatchError,
+    Client,
     DisqConnectionError,
     DisqTimeoutError,
     Hello,
@@ -238,6 +240,25 @@ def test_timeouts(node: DisqProcess, connect: Connect) -> None:
     finally:
         os.kill(node.pid, signal.SIGCONT)
     assert c.ping() == "PONG"  # on a new connection
+
+
+def test_close_wakes_a_blocked_consumer(node: DisqProcess) -> None:
+    c = Client(addr(node))
+    got: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            c.get_jobs("q")  # blocks for ever
+        except DisqConnectionError as exc:
+            got.append(exc)
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    wait_for(lambda: b"blocked_clients:1" in call(node, "INFO", "clients"),  # type: ignore[operator]
+             message="GETJOB to block")
+    c.close()
+    consumer.join(5)
+    assert not consumer.is_alive() and len(got) == 1
+    assert c.ping() == "PONG"  # usable again
 
 
 def test_no_node_answers(connect: Connect) -> None:
