@@ -256,7 +256,9 @@ class AsyncClient(ClientBase):
             addr = conn.addr
             try:
                 if blocking:
-                    lock = self._blocking_locks.setdefault(addr, asyncio.Lock())
+                    lock = self._blocking_locks.get(addr)
+                    if lock is None:
+                        lock = self._blocking_locks[addr] = asyncio.Lock()
                     async with lock:
                         bconn = await self._blocking_connection(addr)
                         reply = (await bconn.request(payload, cmd.wait, True))[0]
