@@ -202,7 +202,7 @@ def test_sigterm_lets_running_jobs_finish(node: DisqProcess, tmp_path: Path) -> 
         code, out = wait_exit(proc, timeout=15)
         assert code == 0, out
         assert sorted(log_lines(tmp_path, "end")) == sorted(running), out
-        assert log_lines(tmp_path, "start") == log_lines(tmp_path, "end")
+        assert sorted(log_lines(tmp_path, "start")) == sorted(running)  # none started since
         assert "2 acked, 0 nacked, 0 given back" in out
         assert [c.show(j) for j in running] == [None, None]  # acknowledged
         info = c.show(later)
