@@ -1,4 +1,5 @@
 # Two commands: `make run` starts a node on port 7711, `make test` runs the whole suite.
+# Both install the server and the Python client (clients/python) into .venv.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -11,20 +12,20 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 install: $(BIN)/python
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e . -e clients/python
 
 install-test: $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test]' -e clients/python
 
 run: install
 	$(BIN)/disq-server --port 7711 $(ARGS)
 
 test: install-test
-	$(BIN)/ruff check disq tests
+	$(BIN)/ruff check disq tests clients
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: install-test
-	$(BIN)/ruff check disq tests
+	$(BIN)/ruff check disq tests clients
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info clients/python/build clients/python/*.egg-info
