@@ -40,6 +40,7 @@ AUTH_TIMEOUT_S = 5.0  # a link that has not proven the cluster secret by then is
 # Which side proves: a proof is bound to the prover's role, so a nonce reflected back
 # on another link (to make this node prove it) is useless to an impostor.
 _CONNECTOR, _ACCEPTOR = b"disq-bus-connector", b"disq-bus-acceptor"
+_NOT_SENDABLE = frozenset({"handshake", "fail?", "fail", "noaddr"})
 
 
 def now_ms() -> int:
@@ -264,6 +265,12 @@ class ClusterBus:
         node.link.send([mtype, *fields])
         self.membership.messages_sent += 1
         return True
+
+    def can_send(self, node_id: str) -> bool:
+        node = self.membership.nodes.get(node_id)
+        return (node is not None and node is not self.myself and node.connected
+                and node.link is not None and node.link.authenticated
+                and not node.flags & _NOT_SENDABLE)
 
     def send_batched(self, node_id: str, mtype: int, item: object) -> bool:
         node = self.membership.nodes.get(node_id)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 import redis
-from support import assert_stays, call, myid, wait_for
+from support import assert_stays, call, cluster_nodes, myid, wait_for
 
 
 def pairs(flat: list) -> dict:
@@ -48,6 +48,29 @@ def test_blocked_consumer_gets_a_job_added_on_another_node(make_cluster):
     wait_for(lambda: show_state(a, job_id) is None, message="the copy on a retired")
     assert_stays(lambda: all(call(n, "QLEN", "fq") == 0 for n in (a, b)), 2.0,
                  "an acked job must not come back after its RETRY")
+
+
+@pytest.mark.parametrize("retry", [60, 0])
+def test_no_job_is_pushed_to_a_node_that_died(make_cluster, retry):
+    """A node that asked for a queue and then died is skipped when a job comes: the
+    job goes to the live node that asked (a job pushed to the dead one would wait for
+    its RETRY there; a RETRY 0 one would be lost)."""
+    a, b, c = make_cluster(3)
+    a_id = myid(a)
+    assert call(a, "GETJOB", "TIMEOUT", 300, "FROM", "dq") is None  # a asked everyone
+    a.kill()
+    wait_for(lambda: cluster_nodes(c)[a_id].link == "disconnected",
+             message="c to see its link to a down")
+    got: list[object] = []
+    consumer = threading.Thread(
+        target=lambda: got.append(call(b, "GETJOB", "TIMEOUT", 5000, "FROM", "dq")))
+    consumer.start()
+    wait_for(lambda: call(b, "QSTAT", "dq") is not None
+             and pairs(call(b, "QSTAT", "dq"))[b"blocked"] == 1,
+             message="the consumer blocked on b")
+    job_id = call(c, "ADDJOB", "dq", "body", 0, "REPLICATE", 1, "RETRY", retry)
+    consumer.join(10)
+    assert got == [[[b"dq", job_id, b"body"]]]
 
 
 def test_consumers_on_two_nodes_drain_a_producer_on_a_third(make_cluster):
