@@ -19,18 +19,25 @@ def show_state(node, job_id) -> bytes | None:
     return None if fields is None else pairs(fields)[b"state"]
 
 
+def blocked_consumer(node, queue: str) -> tuple[threading.Thread, list[object]]:
+    """A GETJOB TIMEOUT 5000 on `node` in a thread, returned once it is blocked; its
+    reply lands in the list."""
+    got: list[object] = []
+    consumer = threading.Thread(
+        target=lambda: got.append(call(node, "GETJOB", "TIMEOUT", 5000, "FROM", queue)))
+    consumer.start()
+    wait_for(lambda: call(node, "QSTAT", queue) is not None
+             and pairs(call(node, "QSTAT", queue))[b"blocked"] == 1,
+             message=f"the consumer blocked on port {node.port}")
+    return consumer, got
+
+
 def test_blocked_consumer_gets_a_job_added_on_another_node(make_cluster):
     """A consumer blocked on B receives, within a bus round trip or so, the job a
     producer adds on A; acknowledged on B, the job is gone from A as well and is
     never delivered again after its RETRY (Disque's issue #212 cannot happen)."""
     a, b, _ = make_cluster(3)
-    got: list[object] = []
-    consumer = threading.Thread(
-        target=lambda: got.append(call(b, "GETJOB", "TIMEOUT", 5000, "FROM", "fq")))
-    consumer.start()
-    wait_for(lambda: call(b, "QSTAT", "fq") is not None
-             and pairs(call(b, "QSTAT", "fq"))[b"blocked"] == 1,
-             message="the consumer blocked on b")
+    consumer, got = blocked_consumer(b, "fq")
     started = time.monotonic()
     job_id = call(a, "ADDJOB", "fq", "hello", 0, "REPLICATE", 1, "RETRY", 1)
     consumer.join(10)
@@ -61,13 +68,7 @@ def test_no_job_is_pushed_to_a_node_that_died(make_cluster, retry):
     a.kill()
     wait_for(lambda: cluster_nodes(c)[a_id].link == "disconnected",
              message="c to see its link to a down")
-    got: list[object] = []
-    consumer = threading.Thread(
-        target=lambda: got.append(call(b, "GETJOB", "TIMEOUT", 5000, "FROM", "dq")))
-    consumer.start()
-    wait_for(lambda: call(b, "QSTAT", "dq") is not None
-             and pairs(call(b, "QSTAT", "dq"))[b"blocked"] == 1,
-             message="the consumer blocked on b")
+    consumer, got = blocked_consumer(b, "dq")
     job_id = call(c, "ADDJOB", "dq", "body", 0, "REPLICATE", 1, "RETRY", retry)
     consumer.join(10)
     assert got == [[[b"dq", job_id, b"body"]]]
