@@ -1,4 +1,5 @@
-# Two commands: `make run` starts a node on port 7711, `make test` runs the whole suite;
+# Two commands: `make run` starts a node on port 7711, `make test` runs the whole suite.
+# Both install the server and the Python client (clients/python) into .venv.
 # `make bench` runs the benchmark harness (python -m bench).
 PYTHON ?= python3
 VENV := .venv
@@ -12,10 +13,10 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 install: $(BIN)/python
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e . -e clients/python
 
 install-test: $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test]' -e clients/python
 
 install-bench: $(BIN)/python
 	$(BIN)/pip install -q -e '.[bench]'
@@ -24,15 +25,15 @@ run: install
 	$(BIN)/disq-server --port 7711 $(ARGS)
 
 test: install-test
-	$(BIN)/ruff check disq tests bench
+	$(BIN)/ruff check disq tests clients bench
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: install-test
-	$(BIN)/ruff check disq tests bench
+	$(BIN)/ruff check disq tests clients bench
 
 # The benchmark harness (bench/, issue #7): `make bench ARGS="--scenario cycle"`.
 bench: install-bench
 	$(BIN)/python -m bench $(ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info clients/python/build clients/python/*.egg-info

@@ -185,6 +185,8 @@ def _directives() -> list[Directive]:
         d("client-query-buffer-limit", 1024**3, _mem, str, settable=True),
         d("proto-max-bulk-len", 512 * 1024**2, _mem, str, settable=True),
         d("proto-max-multibulk-len", 1024 * 1024, _int(1), str, settable=True),
+        # Bus links authenticate with it (both ends prove they know it); "" = open bus.
+        d("cluster-secret", "", _str, str),
     ]
 
 

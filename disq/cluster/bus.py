@@ -16,6 +16,8 @@ cluster reports it, and cleared as soon as it answers again.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
 import os
 import random
@@ -34,6 +36,11 @@ BUS_PORT_OFFSET = 10000
 CRON_MS = 100
 GOSSIP_ENTRIES = 3
 FORGET_BLACKLIST_MS = 60_000
+AUTH_TIMEOUT_S = 5.0  # a link that has not proven the cluster secret by then is closed
+# Which side proves: a proof is bound to the prover's role, so a nonce reflected back
+# on another link (to make this node prove it) is useless to an impostor.
+_CONNECTOR, _ACCEPTOR = b"disq-bus-connector", b"disq-bus-acceptor"
+_NOT_SENDABLE = frozenset({"handshake", "fail?", "fail", "noaddr"})
 
 
 def now_ms() -> int:
@@ -55,6 +62,10 @@ class Link(asyncio.Protocol):
         self.flush_scheduled = False
         self.peer_ip = ""
         self.local_ip = ""
+        # cluster-secret: nothing is sent or handled until the peer proved it knows it.
+        self.authenticated = not bus.secret
+        self.nonce = b""
+        self._auth_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -68,6 +79,10 @@ class Link(asyncio.Protocol):
                 raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
+        if not self.authenticated:
+            self.nonce = os.urandom(16)
+            self._write([[m.AUTH, self.nonce]])
+            self._auth_timer = self.bus.loop.call_later(AUTH_TIMEOUT_S, self._auth_timed_out)
         if self.node is not None:
             self.bus.link_up(self)
         else:
@@ -84,11 +99,65 @@ class Link(asyncio.Protocol):
         for _, sender_id, sender_port, sender_flags, batch in frames:
             if self.transport is None or self.transport.is_closing():
                 return  # closed by a previous frame (e.g. a bad sender)
+            if not self.authenticated:
+                batch = self._authenticate(batch)
+                if not batch:
+                    continue
             self.bus.receive_frame(self, sender_id, sender_port, sender_flags, batch)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
         self.bus.link_down(self)
+
+    # -- cluster-secret ----------------------------------------------------------------
+    def _authenticate(self, batch: list[list]) -> list[list]:
+        """Handle the messages of a link not authenticated yet: answer the peer's
+        nonce with a proof, check the peer's proof of ours. Anything else before that
+        closes the link. Returns the messages after a valid proof (to handle)."""
+        secret = self.bus.secret.encode()
+        inbound = self.node is None
+        for i, message in enumerate(batch):
+            mtype, fields = message[0], message[1:]
+            if mtype == m.AUTH and fields and type(fields[0]) is bytes:
+                role = _ACCEPTOR if inbound else _CONNECTOR
+                proof = hmac.new(secret, role + fields[0], hashlib.sha256).digest()
+                self._write([[m.AUTH_PROOF, proof]])
+                continue
+            if mtype == m.AUTH_PROOF and fields and type(fields[0]) is bytes:
+                role = _CONNECTOR if inbound else _ACCEPTOR
+                wanted = hmac.new(secret, role + self.nonce, hashlib.sha256).digest()
+                if hmac.compare_digest(fields[0], wanted):
+                    self.authenticated = True
+                    if self._auth_timer is not None:
+                        self._auth_timer.cancel()
+                        self._auth_timer = None
+                    if self.out and not self.flush_scheduled:  # held until now
+                        self.flush_scheduled = True
+                        self.bus.loop.call_soon(self.flush)
+                    return batch[i + 1:]
+            log.warning("Closing bus link %s %s: it did not prove the cluster secret.",
+                        "from" if inbound else "to", self.peer_ip)
+            self.close()
+            return []
+        return []
+
+    def _auth_timed_out(self) -> None:
+        self._auth_timer = None
+        if not self.authenticated:
+            log.warning("Closing bus link %s %s: no proof of the cluster secret in time.",
+                        "from" if self.node is None else "to", self.peer_ip)
+            self.close()
+
+    def _write(self, messages: list[list]) -> None:
+        """Send a frame at once, outside the per-turn queue (authentication)."""
+        if self.transport is not None:
+            bus = self.bus
+            data = m.encode_frame(bus.myself.id, bus.myself.port, bus.my_flags(), messages)
+            bus.bytes_sent += len(data)
+            self.transport.write(data)
 
     def send(self, message: list) -> None:
         """Queue `[type, *fields]`; the link's queue leaves as one frame this turn."""
@@ -111,6 +180,8 @@ class Link(asyncio.Protocol):
 
     def flush(self) -> None:
         self.flush_scheduled = False
+        if not self.authenticated:
+            return  # held until the peer proved the cluster secret
         if self.out and self.transport is not None:
             bus = self.bus
             data = m.encode_frame(bus.myself.id, bus.myself.port, bus.my_flags(), self.out)
@@ -129,8 +200,10 @@ class ClusterBus:
     """Implements BusPort (disq/cluster/port.py) for the replication layer."""
 
     def __init__(self, membership: Membership, bind: list[str], port: int,
-                 node_timeout: Callable[[], int], loop: asyncio.AbstractEventLoop) -> None:
+                 node_timeout: Callable[[], int], loop: asyncio.AbstractEventLoop,
+                 secret: str = "") -> None:
         self.membership = membership
+        self.secret = secret  # cluster-secret: links must prove it (see Link)
         self.myself = membership.myself
         self.bind = bind
         self.port = port + BUS_PORT_OFFSET
@@ -192,6 +265,12 @@ class ClusterBus:
         node.link.send([mtype, *fields])
         self.membership.messages_sent += 1
         return True
+
+    def can_send(self, node_id: str) -> bool:
+        node = self.membership.nodes.get(node_id)
+        return (node is not None and node is not self.myself and node.connected
+                and node.link is not None and node.link.authenticated
+                and not node.flags & _NOT_SENDABLE)
 
     def send_batched(self, node_id: str, mtype: int, item: object) -> bool:
         node = self.membership.nodes.get(node_id)
@@ -500,6 +579,11 @@ class ClusterBus:
         node.connected = False
         if "handshake" not in node.flags:
             self._membership_changed()
+
+    def set_my_id(self, node_id: str) -> None:
+        """A new identity (CLUSTER RESET HARD): what is derived from the old one goes."""
+        self.membership.set_my_id(node_id)
+        self._membership_changed()
 
     def reset(self) -> None:
         for node in list(self.membership.nodes.values()):

@@ -33,12 +33,16 @@ NEEDJOBS = 12  # fields: [queue, count]
 YOURJOBS = 13  # fields: [[serialized job, ...]]
 WORKING = 14  # fields: [job id]
 PAUSE = 15  # fields: [queue, flags]
+# With cluster-secret only: the first message each way on a new link, then the proof.
+AUTH = 16  # fields: [nonce (16 random bytes)]
+AUTH_PROOF = 17  # fields: [HMAC-SHA256(secret, role + the other side's nonce)]
 
 NAMES = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
     GOTJOB: "gotjob", ENQUEUE: "enqueue", QUEUED: "queued", SETACK: "setack",
     WILLQUEUE: "willqueue", GOTACK: "gotack", DELJOB: "deljob", NEEDJOBS: "needjobs",
-    YOURJOBS: "yourjobs", WORKING: "working", PAUSE: "pause",
+    YOURJOBS: "yourjobs", WORKING: "working", PAUSE: "pause", AUTH: "auth",
+    AUTH_PROOF: "auth-proof",
 }
 
 _LEN = struct.Struct(">I")

@@ -25,6 +25,10 @@ class BusPort(Protocol):
         at the end of this loop turn. False if the node is unknown or has no link now
         (the message is dropped: the bus is best effort, callers retry)."""
 
+    def can_send(self, node_id: str) -> bool:
+        """The node is known, not myself, its link is up and it is not failing: a
+        message sent now should arrive (for what must not be sent in vain)."""
+
     def send_batched(self, node_id: str, mtype: int, item: object) -> bool:
         """Like `send`, but the items sent to one node in one loop turn share one
         message `[mtype, item, item, ...]` (GOTJOB confirmations of a pipeline)."""

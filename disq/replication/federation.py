@@ -43,7 +43,8 @@ class Federation:
         self.bus = bus
         self.loop = loop
         # queue name -> {node id: ms until which it wants jobs of that queue}
-        self.wanted: dict[bytes, dict[str, int]] = {}
+        # queue -> {node id: (ms until which it wants jobs, how many it asked for)}
+        self.wanted: dict[bytes, dict[str, tuple[int, int]]] = {}
         self._timer: asyncio.TimerHandle | None = None
         bus.on(m.NEEDJOBS, self._on_needjobs)
         bus.on(m.YOURJOBS, self._on_yourjobs)
@@ -140,22 +141,25 @@ class Federation:
         if queue is not None and (queue.waiters or queue.import_rate_at(now_ms())):
             return  # our own consumers wait on it, or we import it ourselves
         if queue is None or not queue.jobs:
-            self.wanted.setdefault(name, {})[sender.id] = now_ms() + WANTED_FOR_MS
+            self.wanted.setdefault(name, {})[sender.id] = (now_ms() + WANTED_FOR_MS, count)
             self.node.queue(name).remote_wanted = True
             return
         qlen = len(queue.jobs)
-        self._send(sender.id, queue, count if qlen >= 2 * count else max(1, qlen // 2))
+        if self.bus.can_send(sender.id):
+            self._send(sender.id, queue, count if qlen >= 2 * count else max(1, qlen // 2))
 
     def jobs_available(self, queue: Queue) -> None:
         """Jobs were queued here and no local consumer took them: push them to a node
-        that asked for this queue recently."""
+        that asked for this queue recently, as many as it asked for, if it can be
+        reached now (a job sent to a node that just died would wait for its RETRY
+        there, and an at-most-once job would be lost)."""
         wanted = self.wanted.get(queue.name)
         now = now_ms()
         while wanted and queue.jobs:
-            node_id, until = next(iter(wanted.items()))
+            node_id, (until, count) = next(iter(wanted.items()))
             del wanted[node_id]
-            if until >= now and node_id in self.bus.known_id_map():
-                self._send(node_id, queue, len(queue.jobs))
+            if until >= now and self.bus.can_send(node_id):
+                self._send(node_id, queue, count)
         if not wanted:
             self.wanted.pop(queue.name, None)
             queue.remote_wanted = False

@@ -152,6 +152,10 @@ class Replication:
             self._timer = None
 
     # -- ClusterPort: what the core tells the cluster -----------------------------------
+    def identity_changed(self) -> None:
+        """The node took a new ID (CLUSTER RESET HARD): copies carry the new one."""
+        self.my_id = self.node.id
+
     def size(self) -> int:
         return self.bus.size()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import logging
 import os
 import resource
@@ -62,6 +63,12 @@ def setup_logging(config: Config) -> None:
     log.setLevel(_LEVELS[config.loglevel])
     log.propagate = False
 
+
+# used_memory of a node without jobs: about what an empty Disque node reports. Like
+# Disque's allocator count, used_memory is the data (this plus the jobs' footprint),
+# not the interpreter's RSS (INFO used_memory_rss), so maxmemory and the memory
+# levels mean what they mean in Disque (its tests run at maxmemory 3mb).
+EMPTY_NODE_MEMORY = 1024 * 1024
 
 RESERVED_FDS = 32  # listeners, logs, cluster links... (Redis keeps 32 as well)
 
@@ -162,7 +169,7 @@ class Server:
         self.membership = Membership.load_or_create(
             self.config.cluster_config_file, self.config.port)
         self.node = Node(self.config, self.membership.myself.id)
-        self.base_memory = rss_bytes()
+        self.base_memory = EMPTY_NODE_MEMORY
         self.update_oom_threshold()
         self.node.leaving = "leaving" in self.membership.myself.flags  # kept in nodes.conf
         self.node.arm_timer = self._arm_timer
@@ -175,7 +182,8 @@ class Server:
         self._stopped = self.loop.create_future()
         await self._listen()
         self.bus = ClusterBus(self.membership, self.config.bind, self.config.port,
-                              lambda: self.config.cluster_node_timeout, self.loop)
+                              lambda: self.config.cluster_node_timeout, self.loop,
+                              secret=self.config.cluster_secret)
         await self.bus.start()
         self._connect_cluster()
         if self.config.metrics_port:
@@ -220,6 +228,9 @@ class Server:
             self._servers.append(server)
         if not self._servers:
             raise SystemExit("Configured to not listen anywhere, exiting.")
+        warning = exposure_warning(cfg.bind, cfg.requirepass)
+        if warning:
+            log.warning("%s", warning)
 
     def _new_client(self) -> Client:
         return Client(self)
@@ -342,9 +353,9 @@ class Server:
                 client.close()
 
     def used_memory(self) -> int:
-        """Memory in use: the process as it started plus what its jobs take
-        (Node.job_bytes). Unlike RSS, it falls when jobs are acknowledged, so memory
-        levels and maxmemory follow the data, as Disque's allocator count does."""
+        """Memory in use: an empty node's plus what its jobs take (Node.job_bytes).
+        Unlike RSS, it falls when jobs are acknowledged, so memory levels and
+        maxmemory follow the data, as Disque's allocator count does."""
         return self.base_memory + self.node.job_bytes
 
     def rss(self) -> int:
@@ -429,8 +440,11 @@ class Server:
         self.bus.reset()
         self.flush_data()
         if hard:
-            self.membership.set_my_id(new_node_id())
-            self.node.set_id(self.membership.myself.id)
+            node_id = new_node_id()
+            self.bus.set_my_id(node_id)
+            self.node.set_id(node_id)
+            if self.replication is not None:
+                self.replication.identity_changed()
         self.membership.save()
 
     def set_leaving(self, leaving: bool) -> None:
@@ -541,6 +555,24 @@ def quote_arg(arg: bytes) -> bytes:
 def _slowlog_threshold(value: int) -> int:
     """Microseconds from which a command is logged; a negative setting disables it."""
     return value if value >= 0 else 1 << 62
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def exposure_warning(bind: list[str], requirepass: str) -> str | None:
+    """Redis's protected-mode advice, as a start-up warning (disq refuses no client):
+    listening beyond loopback without a password."""
+    exposed = [host for host in bind if not _is_loopback(host)]
+    if not exposed or requirepass:
+        return None
+    return (f"WARNING: listening on {', '.join(exposed)} without a password: anyone who "
+            "can reach this port can add, read and delete jobs. Set requirepass, or bind "
+            "to 127.0.0.1 only.")
 
 
 def run(config: Config, argv: list[str]) -> None:

@@ -263,6 +263,7 @@ def test_default_bind_is_loopback(tmp_path):
                 socket.create_connection((outside_ip, node.port), timeout=2).close()
     finally:
         node.stop()
+    assert "without a password" not in node.log()  # loopback: no exposure warning
 
 
 # -- metrics -----------------------------------------------------------------------------------

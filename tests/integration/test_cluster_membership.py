@@ -24,6 +24,7 @@ from support import (
     cluster_info,
     cluster_nodes,
     conf_lists_all,
+    form_cluster,
     free_port,
     meet,
     myid,
@@ -381,6 +382,14 @@ def test_reset_soft_keeps_id_hard_gives_new_one(make_cluster):
     wait_formed([a, b, c])
     for node in (a, b, c):
         assert set(cluster_nodes(node)) == {a_id, myid(b), new_id}
+    # jobs carry the new identity: in their ID and among their holders, everywhere
+    for origin in (c, a):
+        job = call(origin, "ADDJOB", "q", "body", 5000, "REPLICATE", 3)
+        for node in (a, b, c):
+            holders = {i.decode() for i in call(node, "SHOW", job)[21]}
+            assert holders == {a_id, myid(b), new_id}, (origin.port, node.port)
+    assert call(c, "ADDJOB", "q", "x", 5000, "REPLICATE", 1).startswith(
+        b"D-" + new_id[:8].encode())
 
 
 # -- restarts ----------------------------------------------------------------------------------
@@ -532,3 +541,35 @@ def test_nodes_conf_has_no_handshake_nodes(start_node):
     assert call(a, "CLUSTER", "SAVECONFIG") == b"OK"
     conf = parse_nodes((a.dir / "nodes.conf").read_text())
     assert [n.id for n in conf] == [myid(a)]
+
+
+# -- cluster-secret ------------------------------------------------------------------------
+def test_cluster_secret_keeps_strangers_out(start_node):
+    """With cluster-secret, both ends of every bus link prove they know it before any
+    message is handled: the nodes that share it form a cluster and replicate; a node
+    without it, or with another one, can neither join (MEET either way) nor talk."""
+    def secret_node(*args: str) -> DisqProcess:
+        return start_node("--cluster-node-timeout", str(NODE_TIMEOUT), *args)
+
+    a, b, c = form_cluster([secret_node("--cluster-secret", "s3cret") for _ in range(3)])
+    job_id = call(a, "ADDJOB", "q", "body", 5000, "REPLICATE", 3)
+    assert len(call(b, "SHOW", job_id)[21]) == 3  # nodes-delivered
+    members = {myid(n) for n in (a, b, c)}
+    strangers = [secret_node(), secret_node("--cluster-secret", "guess")]
+    for stranger in strangers:
+        meet(a, stranger)
+        meet(stranger, b)
+    assert_stays(lambda: all(set(cluster_nodes(n)) <= members | {
+        i for i, line in cluster_nodes(n).items() if "handshake" in line.flags}
+        for n in (a, b, c)), 3, "a stranger joined the cluster")
+    for stranger in strangers:
+        assert set(cluster_nodes(stranger)) <= {myid(stranger)} | {
+            i for i, line in cluster_nodes(stranger).items() if "handshake" in line.flags}
+    assert "did not prove the cluster secret" in a.log() + b.log()
+    # a raw MEET frame without the proof: the link is closed, nothing is added
+    with bus_connect(c) as sock:
+        sock.sendall(frame(1, "f" * 40, 7711, [], [[2, []]]))
+        assert closed_by_peer(sock)
+    assert set(cluster_nodes(c)) <= members | {
+        i for i, line in cluster_nodes(c).items() if "handshake" in line.flags}
+    wait_formed([a, b, c])

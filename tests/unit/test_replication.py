@@ -87,6 +87,10 @@ class FakeBus:
         net.queue.append((self.myself.id, node_id, mtype, payload))
         return True
 
+    def can_send(self, node_id: str) -> bool:
+        net = self.network
+        return node_id != self.myself.id and node_id in net.buses and node_id not in net.down
+
     def send_batched(self, node_id: str, mtype: int, item: object) -> bool:
         return self.send(node_id, mtype, item)  # a batch of one: same message shape
 

@@ -1,0 +1,423 @@
+"""The asyncio client: the same methods as `Client`, as coroutines.
+
+Each node gets one connection that every task shares (commands are pipelined on it and
+their replies matched in order), plus one for blocking GETJOBs, so that a consumer
+waiting for jobs does not hold up the ACKs of other tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from types import TracebackType
+from typing import TypeVar
+
+from . import commands as cmds
+from .bodies import Body
+from .client import ADD_TIMEOUT_MS, BATCH_SIZE, ClientBase, chunks
+from .commands import Cmd
+from .errors import (
+    AuthenticationError,
+    DisqConnectionError,
+    DisqTimeoutError,
+    ProtocolError,
+)
+from .protocol import (
+    Address,
+    Arg,
+    ErrorReply,
+    check,
+    encode,
+    error_of,
+    format_address,
+    from_error_reply,
+    new_reader,
+)
+from .types import Hello, Job, JobInfo, PauseOption, QueueStat
+
+T = TypeVar("T")
+
+
+class _Pending:
+    """The replies one request (a command or a pipelined batch) waits for."""
+
+    __slots__ = ("future", "left", "replies")
+
+    def __init__(self, future: asyncio.Future[list[object]], n: int) -> None:
+        self.future = future
+        self.left = n
+        self.replies: list[object] = []
+
+
+class AsyncConnection(asyncio.Protocol):
+    """One connection to one node: writes go out as they are made, replies resolve the
+    oldest pending request. A timeout or a broken link closes it and fails every
+    pending request."""
+
+    def __init__(self, addr: Address, *, timeout: float | None = 5.0,
+                 connect_timeout: float | None = 2.0, password: str | None = None) -> None:
+        self.addr = addr
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.password = password
+        self._transport: asyncio.Transport | None = None
+        self._reader = new_reader()
+        self._pending: deque[_Pending] = deque()
+
+    @property
+    def connected(self) -> bool:
+        return self._transport is not None
+
+    async def connect(self) -> None:
+        if self._transport is None:
+            await self._open(asyncio.get_running_loop())
+
+    async def _open(self, loop: asyncio.AbstractEventLoop) -> None:
+        where = format_address(self.addr)
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(lambda: self, self.addr[0], self.addr[1]),
+                self.connect_timeout)
+        except TimeoutError as exc:
+            raise DisqTimeoutError(f"connecting to {where}: timeout") from exc
+        except OSError as exc:
+            raise DisqConnectionError(f"connecting to {where}: {exc}") from exc
+        if self.password is not None:
+            reply = (await self.request([encode(("AUTH", self.password))], 0.0))[0]
+            error = error_of(reply)
+            if error is not None:
+                self.close()
+                raise AuthenticationError(error.message, error.code)
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._reader = new_reader()
+
+    def data_received(self, data: bytes) -> None:
+        reader = self._reader
+        reader.feed(data)
+        pending = self._pending
+        try:
+            reply = reader.gets()
+            while reply is not False:
+                request = pending[0]
+                request.replies.append(reply)
+                request.left -= 1
+                if not request.left:
+                    pending.popleft()
+                    if not request.future.done():
+                        request.future.set_result(request.replies)
+                reply = reader.gets()
+        except (ProtocolError, IndexError) as exc:
+            self._fail(DisqConnectionError(f"{format_address(self.addr)}: {exc!r}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        self._fail(DisqConnectionError(f"{format_address(self.addr)}: connection closed"
+                                       + (f" ({exc})" if exc else "")))
+
+    def _fail(self, exc: Exception) -> None:
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.abort()
+        pending, self._pending = self._pending, deque()
+        for request in pending:
+            if not request.future.done():
+                request.future.set_exception(exc)
+
+    def close(self) -> None:
+        self._fail(DisqConnectionError(f"{format_address(self.addr)}: closed"))
+
+    async def request(self, payloads: list[bytes], wait: float | None,
+                      close_on_cancel: bool = False) -> list[object]:
+        """Send encoded commands in one write; their replies in order. `wait` is added
+        to the timeout (None: no limit)."""
+        transport = self._transport
+        if transport is None:
+            raise DisqConnectionError(f"{format_address(self.addr)}: not connected")
+        future: asyncio.Future[list[object]] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Pending(future, len(payloads)))
+        transport.write(payloads[0] if len(payloads) == 1 else b"".join(payloads))
+        timeout = None if wait is None or self.timeout is None else self.timeout + wait
+        try:
+            if timeout is None:
+                return await future
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError as exc:
+            self.close()
+            raise DisqTimeoutError(f"{format_address(self.addr)}: no reply in time") from exc
+        except asyncio.CancelledError:
+            if close_on_cancel:  # a blocked GETJOB: jobs sent now would be lost until RETRY
+                self.close()
+            raise
+
+
+class AsyncClient(ClientBase):
+    """The asyncio twin of `Client` (same arguments, same cluster behaviour).
+
+    Use it as `async with AsyncClient(...) as client:` or call `close()`.
+    """
+
+    def _setup(self) -> None:
+        self._conns: dict[Address, AsyncConnection] = {}
+        self._blocking: dict[Address, AsyncConnection] = {}
+        self._blocking_locks: dict[Address, asyncio.Lock] = {}
+        self._reconnecting = asyncio.Lock()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close every connection; commands in flight raise DisqConnectionError, later
+        ones connect again."""
+        self._generation += 1
+        for conn in [*self._conns.values(), *self._blocking.values()]:
+            conn.close()
+        self._conns.clear()
+        self._blocking.clear()
+        self.view.current = None
+
+    async def connect(self) -> Address:
+        return (await self._connection()).addr
+
+    # -- connections --------------------------------------------------------------------
+    def _new_connection(self, addr: Address) -> AsyncConnection:
+        return AsyncConnection(addr, timeout=self.timeout, connect_timeout=self.connect_timeout,
+                               password=self.password)
+
+    async def _connection(self) -> AsyncConnection:
+        addr = self.view.current
+        if addr is not None:
+            conn = self._conns.get(addr)
+            if conn is not None and conn.connected:
+                return conn
+        async with self._reconnecting:  # one task looks for a node, the others wait for it
+            addr = self.view.current
+            if addr is not None:
+                conn = self._conns.get(addr)
+                if conn is not None and conn.connected:
+                    return conn
+            conn = await self._connect_first(self.view.candidates())
+            better = self.view.better_than(conn.addr)
+            if better:
+                try:
+                    conn = await self._connect_first(better)
+                except DisqConnectionError:
+                    pass
+            return conn
+
+    async def _connect_first(self, addrs: Sequence[Address]) -> AsyncConnection:
+        failures = []
+        for addr in addrs:
+            conn = self._conns.get(addr)
+            if conn is None or not conn.connected:
+                conn = self._conns[addr] = self._new_connection(addr)
+            try:
+                await conn.connect()
+                hello = cmds.hello()
+                reply = (await conn.request([encode(hello.args)], 0.0))[0]
+                info = hello.parse(check(reply))
+            except (DisqConnectionError, DisqTimeoutError) as exc:
+                self.view.failed(addr)
+                failures.append(str(exc))
+                continue
+            self.view.connected(addr, info)
+            return conn
+        raise DisqConnectionError("no node answered: " + "; ".join(failures))
+
+    async def _blocking_connection(self, addr: Address) -> AsyncConnection:
+        conn = self._blocking.get(addr)
+        if conn is None or not conn.connected:
+            conn = self._blocking[addr] = self._new_connection(addr)
+        await conn.connect()
+        return conn
+
+    def _drop(self, addr: Address) -> None:
+        for pool in (self._conns, self._blocking):
+            conn = pool.get(addr)
+            if conn is not None:
+                conn.close()
+
+    # -- running commands ---------------------------------------------------------------
+    async def _run(self, cmd: Cmd[T]) -> T:
+        payload = [encode(cmd.args)]
+        blocking = cmd.gets_jobs and cmd.wait != 0.0
+        generation = self._generation
+        attempt = 0
+        while True:
+            conn = await self._connection()
+            addr = conn.addr
+            try:
+                if blocking:
+                    lock = self._blocking_locks.get(addr)
+                    if lock is None:
+                        lock = self._blocking_locks[addr] = asyncio.Lock()
+                    async with lock:
+                        bconn = await self._blocking_connection(addr)
+                        reply = (await bconn.request(payload, cmd.wait, True))[0]
+                else:
+                    reply = (await conn.request(payload, cmd.wait))[0]
+            except (DisqConnectionError, DisqTimeoutError):
+                attempt += 1
+                if not self._may_retry(addr, generation, attempt):
+                    raise
+                continue
+            if isinstance(reply, ErrorReply):
+                exc = from_error_reply(reply)
+                if self._moves_on(addr, exc, attempt):
+                    attempt += 1
+                    continue
+                raise exc
+            result = cmd.parse(reply)
+            if cmd.gets_jobs:
+                target = self.view.note_jobs(result)  # type: ignore[arg-type]
+                if target is not None:
+                    await self._switch_to(target)
+            return result
+
+    async def _switch_to(self, addr: Address) -> None:
+        try:
+            await self._connect_first([addr])
+        except DisqConnectionError:
+            pass
+
+    async def _run_pipeline(self, payloads: list[bytes], wait: float | None) -> list[object]:
+        generation = self._generation
+        attempt = 0
+        while True:
+            conn = await self._connection()
+            try:
+                return await conn.request(payloads, wait)
+            except (DisqConnectionError, DisqTimeoutError):
+                attempt += 1
+                if not self._may_retry(conn.addr, generation, attempt):
+                    raise
+
+    async def execute_command(self, *args: Arg) -> object:
+        return await self._run(cmds.raw(args))
+
+    # -- jobs ---------------------------------------------------------------------------
+    async def add_job(self, queue: str, body: Body, *, timeout_ms: int = ADD_TIMEOUT_MS,
+                      replicate: int | None = None, delay: int | None = None,
+                      retry: int | None = None, ttl: int | None = None,
+                      maxlen: int | None = None, async_: bool = False) -> str:
+        options = cmds.addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_)
+        return await self._run(cmds.add_job(queue, body, options,
+                                            cmds.addjob_wait(timeout_ms, async_)))
+
+    async def add_jobs(self, queue: str, bodies: Iterable[Body], *,
+                       timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
+                       delay: int | None = None, retry: int | None = None,
+                       ttl: int | None = None, maxlen: int | None = None,
+                       async_: bool = False, batch_size: int = BATCH_SIZE) -> list[str]:
+        options = cmds.addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_)
+        wait = cmds.addjob_wait(timeout_ms, async_)
+        replies: list[object] = []
+        for chunk in chunks(bodies, batch_size):
+            replies += await self._run_pipeline(cmds.encode_addjobs(queue, chunk, options),
+                                                wait)
+        return cmds.job_ids(replies)
+
+    async def get_jobs(self, *queues: str, count: int = 1, timeout_ms: int = 0,
+                       nohang: bool = False, with_counters: bool = False) -> list[Job]:
+        return await self._run(cmds.get_jobs(queues, count, timeout_ms, nohang, with_counters))
+
+    async def get_job(self, *queues: str, timeout_ms: int = 0, nohang: bool = False,
+                      with_counters: bool = False) -> Job | None:
+        jobs = await self.get_jobs(*queues, timeout_ms=timeout_ms, nohang=nohang,
+                                   with_counters=with_counters)
+        return jobs[0] if jobs else None
+
+    async def ack(self, *job_ids: str) -> int:
+        return await self._run(cmds.ids_command("ACKJOB", job_ids))
+
+    async def fast_ack(self, *job_ids: str) -> int:
+        return await self._run(cmds.ids_command("FASTACK", job_ids))
+
+    async def nack(self, *job_ids: str) -> int:
+        return await self._run(cmds.ids_command("NACK", job_ids))
+
+    async def enqueue(self, *job_ids: str) -> int:
+        return await self._run(cmds.ids_command("ENQUEUE", job_ids))
+
+    async def dequeue(self, *job_ids: str) -> int:
+        return await self._run(cmds.ids_command("DEQUEUE", job_ids))
+
+    async def del_job(self, *job_ids: str) -> int:
+        return await self._run(cmds.ids_command("DELJOB", job_ids))
+
+    async def working(self, job_id: str) -> int:
+        return await self._run(cmds.working(job_id))
+
+    async def show(self, job_id: str) -> JobInfo | None:
+        return await self._run(cmds.show(job_id))
+
+    # -- queues -------------------------------------------------------------------------
+    async def qlen(self, queue: str) -> int:
+        return await self._run(cmds.qlen(queue))
+
+    async def qpeek(self, queue: str, count: int) -> list[Job]:
+        return await self._run(cmds.qpeek(queue, count))
+
+    async def qstat(self, queue: str) -> QueueStat | None:
+        return await self._run(cmds.qstat(queue))
+
+    async def pause(self, queue: str, *flags: PauseOption, bcast: bool = False) -> str:
+        return await self._run(cmds.pause(queue, flags, bcast))
+
+    async def _scan(self, make: Callable[[int], Cmd[tuple[int, list[object]]]]
+                    ) -> AsyncIterator[list[object]]:
+        cursor = 0
+        node = None
+        while True:
+            if node is not None and node != self.view.current:
+                cursor = 0
+            sent = cursor
+            cursor, items = await self._run(make(sent))
+            if sent and node != self.view.current:
+                cursor, items = await self._run(make(0))
+            node = self.view.current
+            yield items
+            if cursor == 0:
+                return
+
+    async def qscan(self, *, count: int | None = None, minlen: int | None = None,
+                    maxlen: int | None = None, importrate: int | None = None
+                    ) -> AsyncIterator[str]:
+        async for items in self._scan(
+                lambda c: cmds.qscan(c, count, minlen, maxlen, importrate)):
+            for name in cmds.scan_names(items):
+                yield name
+
+    async def jscan(self, *, queue: str | None = None, states: Sequence[str] = (),
+                    count: int | None = None) -> AsyncIterator[str]:
+        async for items in self._scan(lambda c: cmds.jscan(c, count, queue, states, False)):
+            for job_id in cmds.scan_names(items):
+                yield job_id
+
+    async def jscan_info(self, *, queue: str | None = None, states: Sequence[str] = (),
+                         count: int | None = None) -> AsyncIterator[JobInfo]:
+        async for items in self._scan(lambda c: cmds.jscan(c, count, queue, states, True)):
+            for info in cmds.scan_infos(items):
+                yield info
+
+    # -- server -------------------------------------------------------------------------
+    async def hello(self) -> Hello:
+        hello = await self._run(cmds.hello())
+        if self.view.current is not None:
+            self.view.learn(self.view.current, hello)
+        return hello
+
+    async def info(self, section: str | None = None
+                   ) -> dict[str, dict[str, str | int | float]]:
+        return await self._run(cmds.info(section))
+
+    async def ping(self) -> str:
+        return await self._run(cmds.ping())

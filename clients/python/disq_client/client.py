@@ -1,0 +1,382 @@
+"""The blocking client."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import islice
+from types import TracebackType
+from typing import TypeVar
+
+from . import commands as cmds
+from .bodies import Body
+from .cluster import ClusterView
+from .commands import Cmd
+from .errors import (
+    DisqConnectionError,
+    DisqTimeoutError,
+    LeavingError,
+    LoadingError,
+    ResponseError,
+)
+from .protocol import (
+    Address,
+    Arg,
+    Connection,
+    ErrorReply,
+    check,
+    format_address,
+    from_error_reply,
+)
+from .types import Hello, Job, JobInfo, PauseOption, QueueStat
+
+T = TypeVar("T")
+Nodes = str | Address | Sequence[str | Address]
+
+DEFAULT_NODE = "127.0.0.1:7711"
+ADD_TIMEOUT_MS = 5000
+BATCH_SIZE = 1000
+
+
+def seed_list(nodes: Nodes) -> list[str | Address]:
+    if isinstance(nodes, str):
+        return [n.strip() for n in nodes.split(",") if n.strip()]
+    if isinstance(nodes, tuple) and len(nodes) == 2 and isinstance(nodes[1], int):
+        return [nodes]
+    return list(nodes)
+
+
+def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    iterator = iter(items)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+class ClientBase:
+    """What Client and AsyncClient share: their options, the cluster view, and the
+    choices made on a reply. They differ only in how they send and wait."""
+
+    def __init__(self, nodes: Nodes = DEFAULT_NODE, *, password: str | None = None,
+                 timeout: float | None = 5.0, connect_timeout: float | None = 2.0,
+                 switch_after_jobs: int = 100, retries: int = 3) -> None:
+        self.view = ClusterView(seed_list(nodes), switch_after_jobs)
+        self.password = password
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.retries = retries
+        self._generation = 0  # close() bumps it: commands in flight then give up
+        self._setup()
+
+    def _setup(self) -> None:
+        """The connections' state, per client kind."""
+
+    def _drop(self, addr: Address) -> None:
+        """Close the connections to `addr`."""
+        raise NotImplementedError
+
+    def _may_retry(self, addr: Address, generation: int, attempt: int) -> bool:
+        """A connection to `addr` broke or timed out: whether to try again (on the next
+        node), unless the client was closed meanwhile or the retries are spent."""
+        if generation != self._generation:
+            return False
+        self._drop(addr)
+        self.view.failed(addr)
+        return attempt <= self.retries
+
+    @property
+    def current_node(self) -> Address | None:
+        return self.view.current
+
+    @property
+    def current_node_id(self) -> str | None:
+        return self.view.current_id
+
+    def _moves_on(self, addr: Address, exc: ResponseError, attempt: int) -> bool:
+        """After an error reply: whether to send the command again to another node
+        (the node is leaving or still loading)."""
+        if isinstance(exc, LeavingError | LoadingError) and attempt < self.retries:
+            self.view.leaving(addr)
+            return True
+        return False
+
+    def __repr__(self) -> str:
+        current = format_address(self.view.current) if self.view.current else None
+        return f"<{type(self).__name__} current={current} nodes={len(self.view.nodes)}>"
+
+
+class Client(ClientBase):
+    """A blocking client of a disq (or Disque) cluster.
+
+    `nodes` are seed addresses ("host:port", a comma-separated string of them, or
+    (host, port) tuples). The client connects to one, learns the others from HELLO,
+    and sends every command to its current node; when that node stops answering (or
+    says it is leaving) the command is sent again to the next node by HELLO priority.
+    Retrying is safe for every command but may add a job twice if the node died after
+    taking it (at-least-once). A consumer moves to the node that produced most of the
+    jobs it got (see `ClusterView`).
+
+    `timeout` bounds every wait for a reply, in seconds (GETJOB and synchronous ADDJOB
+    get their own timeout on top); `password` is sent with AUTH on every connection.
+    A Client may be shared by threads: it runs one command at a time.
+    """
+
+    def _setup(self) -> None:
+        self._conns: dict[Address, Connection] = {}
+        self._lock = threading.RLock()
+
+    # -- connections --------------------------------------------------------------------
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every connection. A call blocked in another thread (a GETJOB) is woken
+        and raises DisqConnectionError; later calls connect again."""
+        self._generation += 1
+        for conn in list(self._conns.values()):
+            conn.close()
+        with self._lock:
+            self._conns.clear()
+            self.view.current = None
+
+    def connect(self) -> Address:
+        """Connect now rather than at the first command; returns the node's address."""
+        with self._lock:
+            return self._connection().addr
+
+    def _connection(self) -> Connection:
+        addr = self.view.current
+        if addr is not None:
+            conn = self._conns.get(addr)
+            if conn is not None and conn.connected:
+                return conn
+        conn = self._connect_first(self.view.candidates())
+        better = self.view.better_than(conn.addr)
+        if better:  # e.g. the seed is leaving: the view still has it as current on failure
+            try:
+                conn = self._connect_first(better)
+            except DisqConnectionError:
+                pass
+        return conn
+
+    def _connect_first(self, addrs: Sequence[Address]) -> Connection:
+        """Connect to the first of `addrs` that answers HELLO and make it current."""
+        failures = []
+        for addr in addrs:
+            conn = self._conns.get(addr)
+            if conn is None:
+                conn = self._conns[addr] = Connection(
+                    addr, timeout=self.timeout, connect_timeout=self.connect_timeout,
+                    password=self.password)
+            try:
+                hello = self._hello_on(conn)
+            except (DisqConnectionError, DisqTimeoutError) as exc:
+                self.view.failed(addr)
+                failures.append(str(exc))
+                continue
+            self.view.connected(addr, hello)
+            return conn
+        raise DisqConnectionError("no node answered: " + "; ".join(failures))
+
+    def _hello_on(self, conn: Connection) -> Hello:
+        hello = cmds.hello()
+        return hello.parse(check(conn.execute(hello.args)))
+
+    def _drop(self, addr: Address) -> None:
+        conn = self._conns.get(addr)
+        if conn is not None:
+            conn.close()
+
+    def _switch_to(self, addr: Address) -> None:
+        """Move to `addr` if it answers; stay where we are otherwise."""
+        try:
+            self._connect_first([addr])
+        except DisqConnectionError:
+            pass
+
+    # -- running commands ---------------------------------------------------------------
+    def _run(self, cmd: Cmd[T]) -> T:
+        with self._lock:
+            generation = self._generation
+            attempt = 0
+            while True:
+                conn = self._connection()
+                try:
+                    reply = conn.execute(cmd.args, cmd.wait)
+                except (DisqConnectionError, DisqTimeoutError):
+                    attempt += 1
+                    if not self._may_retry(conn.addr, generation, attempt):
+                        raise
+                    continue
+                if isinstance(reply, ErrorReply):
+                    exc = from_error_reply(reply)
+                    if self._moves_on(conn.addr, exc, attempt):
+                        attempt += 1
+                        continue
+                    raise exc
+                result = cmd.parse(reply)
+                if cmd.gets_jobs:
+                    target = self.view.note_jobs(result)  # type: ignore[arg-type]
+                    if target is not None:
+                        self._switch_to(target)
+                return result
+
+    def _run_pipeline(self, payloads: list[bytes], wait: float | None) -> list[object]:
+        """Send encoded commands with one write and read their replies; on a broken
+        connection, send them all again to the next node."""
+        data = b"".join(payloads)
+        with self._lock:
+            generation = self._generation
+            attempt = 0
+            while True:
+                conn = self._connection()
+                try:
+                    conn.send(data)
+                    return conn.read_many(len(payloads), wait)
+                except (DisqConnectionError, DisqTimeoutError):
+                    attempt += 1
+                    if not self._may_retry(conn.addr, generation, attempt):
+                        raise
+
+    def execute_command(self, *args: Arg) -> object:
+        """Any command, its reply as hiredis gives it (bytes, int, lists, None)."""
+        return self._run(cmds.raw(args))
+
+    # -- jobs ---------------------------------------------------------------------------
+    def add_job(self, queue: str, body: Body, *, timeout_ms: int = ADD_TIMEOUT_MS,
+                replicate: int | None = None, delay: int | None = None,
+                retry: int | None = None, ttl: int | None = None, maxlen: int | None = None,
+                async_: bool = False) -> str:
+        """ADDJOB; returns the job ID. `timeout_ms` bounds synchronous replication (0:
+        no limit); delay, retry and ttl are in seconds."""
+        options = cmds.addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_)
+        return self._run(cmds.add_job(queue, body, options, cmds.addjob_wait(timeout_ms,
+                                                                              async_)))
+
+    def add_jobs(self, queue: str, bodies: Iterable[Body], *,
+                 timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
+                 delay: int | None = None, retry: int | None = None, ttl: int | None = None,
+                 maxlen: int | None = None, async_: bool = False,
+                 batch_size: int = BATCH_SIZE) -> list[str]:
+        """Pipelined ADDJOB: `batch_size` jobs per write. Returns the IDs in order; if any
+        job was refused, raises BatchError once every batch was sent, with each job's ID
+        or exception in `results`."""
+        options = cmds.addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_)
+        wait = cmds.addjob_wait(timeout_ms, async_)
+        replies: list[object] = []
+        for chunk in chunks(bodies, batch_size):
+            replies += self._run_pipeline(cmds.encode_addjobs(queue, chunk, options), wait)
+        return cmds.job_ids(replies)
+
+    def get_jobs(self, *queues: str, count: int = 1, timeout_ms: int = 0,
+                 nohang: bool = False, with_counters: bool = False) -> list[Job]:
+        """GETJOB: up to `count` jobs, oldest first. Blocks until a job comes unless
+        `nohang`; `timeout_ms` 0 waits for ever; [] when nothing came."""
+        return self._run(cmds.get_jobs(queues, count, timeout_ms, nohang, with_counters))
+
+    def get_job(self, *queues: str, timeout_ms: int = 0, nohang: bool = False,
+                with_counters: bool = False) -> Job | None:
+        jobs = self.get_jobs(*queues, timeout_ms=timeout_ms, nohang=nohang,
+                             with_counters=with_counters)
+        return jobs[0] if jobs else None
+
+    def ack(self, *job_ids: str) -> int:
+        """ACKJOB: the number of jobs that were known and not yet acknowledged."""
+        return self._run(cmds.ids_command("ACKJOB", job_ids))
+
+    def fast_ack(self, *job_ids: str) -> int:
+        """FASTACK: delete the jobs everywhere without the acknowledgement protocol."""
+        return self._run(cmds.ids_command("FASTACK", job_ids))
+
+    def nack(self, *job_ids: str) -> int:
+        """NACK: queue delivered jobs again at once, counting a failed attempt."""
+        return self._run(cmds.ids_command("NACK", job_ids))
+
+    def enqueue(self, *job_ids: str) -> int:
+        return self._run(cmds.ids_command("ENQUEUE", job_ids))
+
+    def dequeue(self, *job_ids: str) -> int:
+        return self._run(cmds.ids_command("DEQUEUE", job_ids))
+
+    def del_job(self, *job_ids: str) -> int:
+        """DELJOB: remove the jobs from the current node only."""
+        return self._run(cmds.ids_command("DELJOB", job_ids))
+
+    def working(self, job_id: str) -> int:
+        """WORKING: postpone the next requeue by the job's RETRY, which it returns (s)."""
+        return self._run(cmds.working(job_id))
+
+    def show(self, job_id: str) -> JobInfo | None:
+        return self._run(cmds.show(job_id))
+
+    # -- queues (the current node's) ----------------------------------------------------
+    def qlen(self, queue: str) -> int:
+        return self._run(cmds.qlen(queue))
+
+    def qpeek(self, queue: str, count: int) -> list[Job]:
+        """Jobs without taking them: the oldest `count`, or the newest if negative."""
+        return self._run(cmds.qpeek(queue, count))
+
+    def qstat(self, queue: str) -> QueueStat | None:
+        return self._run(cmds.qstat(queue))
+
+    def pause(self, queue: str, *flags: PauseOption, bcast: bool = False) -> str:
+        """PAUSE queue in|out|all|none; no flag only reads the state. Returns the state;
+        `bcast` sends it to every node."""
+        return self._run(cmds.pause(queue, flags, bcast))
+
+    def _scan(self, make: Callable[[int], Cmd[tuple[int, list[object]]]]
+              ) -> Iterator[list[object]]:
+        """Follow a cursor to its end; if the client moved to another node meanwhile,
+        start again there (a scan may repeat items, as Disque's do)."""
+        cursor = 0
+        node = None
+        while True:
+            with self._lock:
+                if node is not None and node != self.view.current:
+                    cursor = 0
+                sent = cursor
+                cursor, items = self._run(make(sent))
+                if sent and node != self.view.current:  # it moved during this very page
+                    cursor, items = self._run(make(0))
+                node = self.view.current
+            yield items
+            if cursor == 0:
+                return
+
+    def qscan(self, *, count: int | None = None, minlen: int | None = None,
+              maxlen: int | None = None, importrate: int | None = None) -> Iterator[str]:
+        """The names of the current node's queues, page by page."""
+        for items in self._scan(lambda c: cmds.qscan(c, count, minlen, maxlen, importrate)):
+            yield from cmds.scan_names(items)
+
+    def jscan(self, *, queue: str | None = None, states: Sequence[str] = (),
+              count: int | None = None) -> Iterator[str]:
+        """The IDs of the current node's jobs (of `queue`, in one of `states`)."""
+        for items in self._scan(lambda c: cmds.jscan(c, count, queue, states, False)):
+            yield from cmds.scan_names(items)
+
+    def jscan_info(self, *, queue: str | None = None, states: Sequence[str] = (),
+                   count: int | None = None) -> Iterator[JobInfo]:
+        """As jscan, with every job's SHOW fields (JSCAN REPLY all)."""
+        for items in self._scan(lambda c: cmds.jscan(c, count, queue, states, True)):
+            yield from cmds.scan_infos(items)
+
+    # -- server -------------------------------------------------------------------------
+    def hello(self) -> Hello:
+        """HELLO; the client also takes the node list from it."""
+        hello = self._run(cmds.hello())
+        with self._lock:
+            if self.view.current is not None:
+                self.view.learn(self.view.current, hello)
+        return hello
+
+    def info(self, section: str | None = None) -> dict[str, dict[str, str | int | float]]:
+        """INFO, by section (lower case) then field."""
+        return self._run(cmds.info(section))
+
+    def ping(self) -> str:
+        return self._run(cmds.ping())

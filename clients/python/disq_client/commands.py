@@ -1,0 +1,299 @@
+"""Every command as its arguments and the parser of its reply, shared by `Client` and
+`AsyncClient`, which only differ in how they send a `Cmd` and wait for its reply."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from .bodies import Body, to_body
+from .errors import BatchError
+from .protocol import Arg, error_of
+from .types import Hello, HelloNode, Job, JobInfo, PauseOption, QueueStat
+
+T = TypeVar("T")
+
+
+def _str(value: object) -> str:
+    assert isinstance(value, bytes), value
+    return value.decode("utf-8", "surrogateescape")
+
+
+def _int(value: object) -> int:
+    assert isinstance(value, int), value
+    return value
+
+
+def _identity(value: object) -> object:
+    return value
+
+
+@dataclass(slots=True)
+class Cmd(Generic[T]):
+    """`args` to send; `parse` turns the reply into the method's result; `wait` is how
+    long the server may legitimately take beyond the client timeout (None: for ever).
+    `gets_jobs` marks GETJOB, whose jobs tell the client which node produced them."""
+
+    args: tuple[Arg, ...]
+    parse: Callable[[object], T]
+    wait: float | None = 0.0
+    gets_jobs: bool = False
+
+
+def raw(args: Sequence[Arg]) -> Cmd[object]:
+    return Cmd(tuple(args), _identity)
+
+
+# -- producing ------------------------------------------------------------------------------
+def addjob_options(timeout_ms: int, replicate: int | None, delay: int | None,
+                   retry: int | None, ttl: int | None, maxlen: int | None,
+                   async_: bool) -> tuple[Arg, ...]:
+    """Everything after the body: the timeout, then the options given."""
+    args: list[Arg] = [timeout_ms]
+    for name, value in (("REPLICATE", replicate), ("DELAY", delay), ("RETRY", retry),
+                        ("TTL", ttl), ("MAXLEN", maxlen)):
+        if value is not None:
+            args += (name, value)
+    if async_:
+        args.append("ASYNC")
+    return tuple(args)
+
+
+def addjob_wait(timeout_ms: int, async_: bool) -> float | None:
+    """A synchronous ADDJOB may take its whole replication timeout (0 = no limit)."""
+    if async_:
+        return 0.0
+    return None if timeout_ms == 0 else timeout_ms / 1000
+
+
+def add_job(queue: str, body: Body, options: tuple[Arg, ...], wait: float | None) -> Cmd[str]:
+    return Cmd(("ADDJOB", queue, to_body(body), *options), _str, wait)
+
+
+def job_ids(replies: list[object]) -> list[str]:
+    """The IDs pipelined ADDJOBs answered; BatchError if any job was refused."""
+    results: list[object] = [r.decode() if isinstance(r, bytes) else error_of(r) or r
+                             for r in replies]
+    if any(isinstance(r, Exception) for r in results):
+        raise BatchError(results)
+    return results  # type: ignore[return-value]
+
+
+def encode_addjobs(queue: str, bodies: Iterable[Body], options: tuple[Arg, ...]) -> list[bytes]:
+    """The RESP of one ADDJOB per body, built from a prefix and suffix shared by all:
+    the produce hot path encodes only each body's length."""
+    q = queue.encode("utf-8", "surrogateescape")
+    tail = [str(a).encode() if not isinstance(a, bytes) else a for a in options]
+    head = b"*%d\r\n$6\r\nADDJOB\r\n$%d\r\n%s\r\n" % (3 + len(tail), len(q), q)
+    suffix = b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in tail)
+    out = []
+    for body in bodies:
+        data = body if isinstance(body, bytes) else to_body(body)
+        out.append(b"%s$%d\r\n%s\r\n%s" % (head, len(data), data, suffix))
+    return out
+
+
+# -- consuming ------------------------------------------------------------------------------
+def _job(entry: object) -> Job:
+    assert isinstance(entry, list), entry
+    if len(entry) == 3:
+        return Job(_str(entry[1]), _str(entry[0]), entry[2])
+    # [queue, id, body, "nacks", n, "additional-deliveries", n]
+    return Job(_str(entry[1]), _str(entry[0]), entry[2], entry[4], entry[6])
+
+
+def _jobs(reply: object) -> list[Job]:
+    if reply is None:  # NOHANG or TIMEOUT with nothing to give
+        return []
+    assert isinstance(reply, list), reply
+    return [_job(entry) for entry in reply]
+
+
+def get_jobs(queues: Sequence[str], count: int, timeout_ms: int, nohang: bool,
+             with_counters: bool) -> Cmd[list[Job]]:
+    if not queues:
+        raise ValueError("get_jobs needs at least one queue")
+    args: list[Arg] = ["GETJOB"]
+    if nohang:
+        args.append("NOHANG")
+    if timeout_ms:
+        args += ("TIMEOUT", timeout_ms)
+    if count != 1:
+        args += ("COUNT", count)
+    if with_counters:
+        args.append("WITHCOUNTERS")
+    args.append("FROM")
+    args.extend(queues)
+    if nohang:
+        wait: float | None = 0.0
+    else:
+        wait = None if timeout_ms == 0 else timeout_ms / 1000
+    return Cmd(tuple(args), _jobs, wait, gets_jobs=True)
+
+
+def ids_command(name: str, ids: Sequence[str]) -> Cmd[int]:
+    """ACKJOB FASTACK NACK ENQUEUE DEQUEUE DELJOB: an integer reply."""
+    return Cmd((name, *ids), _int)
+
+
+def working(job_id: str) -> Cmd[int]:
+    return Cmd(("WORKING", job_id), _int)
+
+
+def _optional_int(value: object) -> int | None:
+    return None if value is None else _int(value)
+
+
+def _str_list(value: object) -> list[str]:
+    assert isinstance(value, list), value
+    return [_str(v) for v in value]
+
+
+def _pairs(reply: list[object]) -> dict[str, object]:
+    return {_str(reply[i]): reply[i + 1] for i in range(0, len(reply), 2)}
+
+
+def job_info(reply: object) -> JobInfo | None:
+    if reply is None:
+        return None
+    assert isinstance(reply, list), reply
+    f = _pairs(reply)
+    body = f["body"]
+    assert body is None or isinstance(body, bytes)
+    return JobInfo(
+        id=_str(f["id"]), queue=_str(f["queue"]), state=_str(f["state"]),
+        repl=_int(f["repl"]), ttl=_int(f["ttl"]), ctime=_int(f["ctime"]),
+        delay=_int(f["delay"]), retry=_int(f["retry"]), nacks=_int(f["nacks"]),
+        additional_deliveries=_int(f["additional-deliveries"]),
+        nodes_delivered=_str_list(f["nodes-delivered"]),
+        nodes_confirmed=_str_list(f["nodes-confirmed"]),
+        next_requeue_within=_optional_int(f["next-requeue-within"]),
+        next_awake_within=_optional_int(f["next-awake-within"]),
+        body=body,
+    )
+
+
+def show(job_id: str) -> Cmd[JobInfo | None]:
+    return Cmd(("SHOW", job_id), job_info)
+
+
+# -- queues ---------------------------------------------------------------------------------
+def qlen(queue: str) -> Cmd[int]:
+    return Cmd(("QLEN", queue), _int)
+
+
+def qpeek(queue: str, count: int) -> Cmd[list[Job]]:
+    return Cmd(("QPEEK", queue, count), _jobs)
+
+
+def _queue_stat(reply: object) -> QueueStat | None:
+    if reply is None:
+        return None
+    assert isinstance(reply, list), reply
+    f = _pairs(reply)
+    return QueueStat(
+        name=_str(f["name"]), len=_int(f["len"]), age=_int(f["age"]), idle=_int(f["idle"]),
+        blocked=_int(f["blocked"]), import_from=_str_list(f["import-from"]),
+        import_rate=_int(f["import-rate"]), jobs_in=_int(f["jobs-in"]),
+        jobs_out=_int(f["jobs-out"]), pause=_str(f["pause"]),
+    )
+
+
+def qstat(queue: str) -> Cmd[QueueStat | None]:
+    return Cmd(("QSTAT", queue), _queue_stat)
+
+
+def pause(queue: str, flags: Sequence[PauseOption], bcast: bool) -> Cmd[str]:
+    """No flags: only ask the state."""
+    args: list[Arg] = ["PAUSE", queue, *flags] if flags else ["PAUSE", queue, "state"]
+    if bcast:
+        args.append("bcast")
+    return Cmd(tuple(args), _str)
+
+
+def _scan_page(reply: object) -> tuple[int, list[object]]:
+    assert isinstance(reply, list) and len(reply) == 2, reply
+    cursor, items = reply
+    assert isinstance(items, list), items
+    return int(_str(cursor)), items
+
+
+def qscan(cursor: int, count: int | None, minlen: int | None, maxlen: int | None,
+          importrate: int | None) -> Cmd[tuple[int, list[object]]]:
+    args: list[Arg] = ["QSCAN", cursor]
+    for name, value in (("COUNT", count), ("MINLEN", minlen), ("MAXLEN", maxlen),
+                        ("IMPORTRATE", importrate)):
+        if value is not None:
+            args += (name, value)
+    return Cmd(tuple(args), _scan_page)
+
+
+def jscan(cursor: int, count: int | None, queue: str | None, states: Sequence[str],
+          reply_all: bool) -> Cmd[tuple[int, list[object]]]:
+    args: list[Arg] = ["JSCAN", cursor]
+    if count is not None:
+        args += ("COUNT", count)
+    if queue is not None:
+        args += ("QUEUE", queue)
+    for state in states:
+        args += ("STATE", state)
+    args += ("REPLY", "all" if reply_all else "id")
+    return Cmd(tuple(args), _scan_page)
+
+
+def scan_names(items: list[object]) -> list[str]:
+    return [_str(item) for item in items]
+
+
+def scan_infos(items: list[object]) -> list[JobInfo]:
+    infos = [job_info(item) for item in items]
+    return [info for info in infos if info is not None]
+
+
+# -- server ---------------------------------------------------------------------------------
+def _hello(reply: object) -> Hello:
+    assert isinstance(reply, list) and len(reply) >= 2, reply
+    version, my_id, *entries = reply
+    nodes = []
+    for entry in entries:
+        assert isinstance(entry, list) and len(entry) == 4, entry
+        node_id, host, port, priority = entry
+        nodes.append(HelloNode(_str(node_id), _str(host), int(_str(port)),
+                               int(_str(priority))))
+    return Hello(_int(version), _str(my_id), nodes)
+
+
+def hello() -> Cmd[Hello]:
+    return Cmd(("HELLO",), _hello)
+
+
+def _value(text: str) -> str | int | float:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _info(reply: object) -> dict[str, dict[str, str | int | float]]:
+    sections: dict[str, dict[str, str | int | float]] = {}
+    current: dict[str, str | int | float] = {}
+    for line in _str(reply).splitlines():
+        if line.startswith("#"):
+            current = sections.setdefault(line[1:].strip().lower(), {})
+        elif ":" in line:
+            key, _, value = line.partition(":")
+            current[key] = _value(value)
+    return sections
+
+
+def info(section: str | None) -> Cmd[dict[str, dict[str, str | int | float]]]:
+    return Cmd(("INFO",) if section is None else ("INFO", section), _info)
+
+
+def ping() -> Cmd[str]:
+    return Cmd(("PING",), _str)

@@ -1,0 +1,108 @@
+"""The replies, as dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from . import bodies
+
+JobState = Literal["wait-repl", "active", "queued", "acked"]
+PauseState = Literal["none", "in", "out", "all"]
+PauseOption = Literal["in", "out", "all", "none"]
+
+
+def node_prefix(job_id: str) -> str:
+    """The 8 hex digits of a job ID that start the ID of the node that created it."""
+    return job_id[2:10]
+
+
+def is_at_most_once(job_id: str) -> bool:
+    """A job with RETRY 0 has an even last hex digit in its ID: it is never requeued."""
+    return int(job_id[-1], 16) % 2 == 0
+
+
+@dataclass(slots=True)
+class Job:
+    """A job as GETJOB and QPEEK return it. `nacks` and `additional_deliveries` are set
+    only when asked for (`with_counters=True`)."""
+
+    id: str
+    queue: str
+    body: bytes
+    nacks: int | None = None
+    additional_deliveries: int | None = None
+
+    @property
+    def node_prefix(self) -> str:
+        return node_prefix(self.id)
+
+    def text(self) -> str:
+        return bodies.text(self.body)
+
+    def json(self) -> Any:
+        return bodies.from_json(self.body)
+
+    def msgpack(self) -> Any:
+        return bodies.from_msgpack(self.body)
+
+
+@dataclass(slots=True)
+class JobInfo:
+    """SHOW: everything a node knows about a job. Times are as Disque gives them: `ttl`
+    in seconds left, `ctime` in nanoseconds-ish creation order (ms * 1e6 + counter),
+    `delay`/`retry` in seconds, `next_*_within` in ms (None: never)."""
+
+    id: str
+    queue: str
+    state: str
+    repl: int
+    ttl: int
+    ctime: int
+    delay: int
+    retry: int
+    nacks: int
+    additional_deliveries: int
+    nodes_delivered: list[str]
+    nodes_confirmed: list[str]
+    next_requeue_within: int | None
+    next_awake_within: int | None
+    body: bytes | None  # None for an acknowledgement the node holds without the job
+
+
+@dataclass(slots=True)
+class QueueStat:
+    """QSTAT. `age` and `idle` in seconds, `import_rate` in jobs per second."""
+
+    name: str
+    len: int
+    age: int
+    idle: int
+    blocked: int
+    import_from: list[str]
+    import_rate: int
+    jobs_in: int
+    jobs_out: int
+    pause: str
+
+
+@dataclass(slots=True)
+class HelloNode:
+    """One node in a HELLO reply. Priority: 1 fine, 5 no link, 10 possibly failing,
+    100 failing or leaving."""
+
+    id: str
+    host: str
+    port: int
+    priority: int
+
+    @property
+    def prefix(self) -> str:
+        return self.id[:8]
+
+
+@dataclass(slots=True)
+class Hello:
+    version: int
+    node_id: str  # the node that answered
+    nodes: list[HelloNode] = field(default_factory=list)

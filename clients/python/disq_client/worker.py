@@ -1,0 +1,317 @@
+"""A worker: handlers per queue, N jobs at a time, ack on success, nack on exception.
+
+Shape: one asyncio loop with an `AsyncClient`. A fetch loop asks for as many jobs as
+there are free slots (GETJOB COUNT free TIMEOUT poll_ms, from every queue that has a
+handler) and starts one task per job. Coroutine handlers run on the loop; plain
+functions run in a thread pool of `concurrency` threads. Then:
+
+- the handler returns: ACKJOB (the job is done, once);
+- it raises: NACK, so the job is queued again at once and its nack counter grows
+  (handlers see it with `job.nacks`, to give up on a job that keeps failing);
+- it runs long: WORKING heartbeats keep the job from being queued again while it runs.
+  After `heartbeat_after` seconds SHOW gives the job's RETRY and when it would be queued
+  again; WORKING is sent before that, then every `heartbeat_fraction` of RETRY. Jobs
+  with RETRY 0 (never queued again, seen in their ID) get none.
+- SIGTERM or SIGINT (or `stop()`): no new GETJOB; the one in flight (at most `poll_ms`)
+  completes and its jobs run; running jobs get `grace` seconds to finish and be acked.
+  Jobs still running then are given back with ENQUEUE (queued again now, counted as an
+  additional delivery) and `run()` returns. Their threads cannot be stopped: the
+  `disq-worker` command then exits without waiting for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import inspect
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TypeVar, cast
+
+from .aio import AsyncClient
+from .client import DEFAULT_NODE, Nodes
+from .errors import DisqError, NoJobError, TooLateError
+from .types import Job, is_at_most_once
+
+log = logging.getLogger("disq_client.worker")
+
+Handler = Callable[[Job], object]  # a function, or a coroutine function
+H = TypeVar("H", bound=Handler)
+
+
+@dataclass(slots=True)
+class _Task:
+    queue: str
+    handler: Handler
+    is_async: bool
+
+
+def heartbeat_interval(retry: int, fraction: float) -> float:
+    """Seconds between WORKINGs for a job with this RETRY: a fraction of it, and early
+    enough for the ±0.5 s the node adds to every requeue time."""
+    return max(0.1, min(retry * fraction, retry - 0.75))
+
+
+class Worker:
+    """Register handlers with `@worker.task("queue")`, then `worker.run()` (or the
+    `disq-worker module:worker` command). A handler gets the `Job`; its return value
+    is ignored."""
+
+    def __init__(self, nodes: Nodes = DEFAULT_NODE, *, concurrency: int = 8,
+                 password: str | None = None, grace: float = 30.0, poll_ms: int = 1000,
+                 heartbeat_after: float = 0.5, heartbeat_fraction: float = 0.5,
+                 timeout: float | None = 5.0) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.nodes = nodes
+        self.concurrency = concurrency
+        self.password = password
+        self.grace = grace
+        self.poll_ms = poll_ms
+        self.heartbeat_after = heartbeat_after
+        self.heartbeat_fraction = heartbeat_fraction
+        self.timeout = timeout
+        self.tasks: dict[str, _Task] = {}
+        self.acked = 0  # jobs acknowledged after their handler returned
+        self.nacked = 0  # jobs given back after their handler raised
+        self.abandoned = 0  # jobs still running when the grace period ended
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._stop_requested = False
+
+    def task(self, queue: str) -> Callable[[H], H]:
+        """Decorator: `handler(job)` processes the jobs of `queue`."""
+        def register(handler: H) -> H:
+            if queue in self.tasks:
+                raise ValueError(f"queue {queue!r} already has a handler")
+            self.tasks[queue] = _Task(queue, handler, inspect.iscoroutinefunction(handler))
+            return handler
+        return register
+
+    # -- running ------------------------------------------------------------------------
+    def run(self, install_signal_handlers: bool = True) -> None:
+        """Process jobs until stopped (SIGTERM, SIGINT or `stop()`)."""
+        asyncio.run(self.serve(install_signal_handlers))
+
+    def stop(self) -> None:
+        """Stop fetching and finish: callable from any thread or a signal handler."""
+        self._stop_requested = True
+        loop, event = self._loop, self._stop
+        if loop is not None and event is not None:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # the loop is already closed
+                pass
+
+    async def serve(self, install_signal_handlers: bool = False) -> None:
+        """The worker in the running loop; returns once stopped and drained."""
+        if not self.tasks:
+            raise RuntimeError("no handler registered: use @worker.task(queue)")
+        loop = asyncio.get_running_loop()
+        self._loop, self._stop = loop, asyncio.Event()
+        if self._stop_requested:
+            self._stop.set()
+        if install_signal_handlers:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.stop)
+        executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="disq-worker")
+        client = AsyncClient(self.nodes, password=self.password, timeout=self.timeout)
+        running: set[asyncio.Task[None]] = set()
+        jobs_of: dict[asyncio.Task[None], Job] = {}
+        try:
+            await self._fetch_loop(client, executor, running, jobs_of)
+            await self._drain(client, running, jobs_of)
+        finally:
+            if install_signal_handlers:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+            executor.shutdown(wait=False, cancel_futures=True)
+            await client.close()
+            self._loop = self._stop = None
+
+    async def _fetch_loop(self, client: AsyncClient, executor: ThreadPoolExecutor,
+                          running: set[asyncio.Task[None]],
+                          jobs_of: dict[asyncio.Task[None], Job]) -> None:
+        assert self._stop is not None
+        stop = self._stop
+        queues = list(self.tasks)
+        stop_waiter = asyncio.ensure_future(stop.wait())
+        backoff = 0.05
+        try:
+            while not stop.is_set():
+                free = self.concurrency - len(running)
+                if free <= 0:
+                    await asyncio.wait([stop_waiter, *running],
+                                       return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                try:
+                    jobs = await client.get_jobs(*queues, count=free, timeout_ms=self.poll_ms,
+                                                 with_counters=True)
+                except DisqError as exc:
+                    log.warning("fetching jobs failed: %s", exc)
+                    await asyncio.wait([stop_waiter], timeout=backoff)
+                    backoff = min(backoff * 2, 2.0)
+                    continue
+                backoff = 0.05
+                for job in jobs:
+                    task = asyncio.create_task(self._process(client, executor, job))
+                    running.add(task)
+                    jobs_of[task] = job
+                    task.add_done_callback(running.discard)
+                    task.add_done_callback(lambda t: jobs_of.pop(t, None))
+        finally:
+            stop_waiter.cancel()
+
+    async def _drain(self, client: AsyncClient, running: set[asyncio.Task[None]],
+                     jobs_of: dict[asyncio.Task[None], Job]) -> None:
+        if not running:
+            return
+        log.info("stopping: waiting up to %.1fs for %d running jobs", self.grace, len(running))
+        _, late = await asyncio.wait(set(running), timeout=self.grace)
+        if not late:
+            return
+        abandoned = [jobs_of[t] for t in late if t in jobs_of]
+        for task in late:
+            task.cancel()
+        await asyncio.wait(late, timeout=1.0)
+        self.abandoned += len(abandoned)
+        ids = [job.id for job in abandoned]
+        log.warning("grace period over: giving back %d running jobs", len(ids))
+        if ids:
+            try:
+                await client.enqueue(*ids)
+            except DisqError as exc:  # they come back after their RETRY anyway
+                log.warning("could not give back %s: %s", ids, exc)
+
+    # -- one job ------------------------------------------------------------------------
+    async def _process(self, client: AsyncClient, executor: ThreadPoolExecutor,
+                       job: Job) -> None:
+        task = self.tasks[job.queue]
+        loop = asyncio.get_running_loop()
+        heartbeat: list[asyncio.Task[None]] = []  # started only if the job runs long
+        timer = None
+        if not is_at_most_once(job.id):
+            timer = loop.call_later(self.heartbeat_after, lambda: heartbeat.append(
+                loop.create_task(self._heartbeat(client, job))))
+        try:
+            if task.is_async:
+                await cast(Awaitable[object], task.handler(job))
+            else:
+                await loop.run_in_executor(executor, task.handler, job)
+        except Exception:
+            log.exception("job %s of queue %s failed: NACK", job.id, job.queue)
+            ok = False
+        else:
+            ok = True
+        finally:
+            if timer is not None:
+                timer.cancel()
+            for beat in heartbeat:
+                beat.cancel()
+        if await self._settle(client, job, ok):
+            if ok:
+                self.acked += 1
+            else:
+                self.nacked += 1
+
+    async def _settle(self, client: AsyncClient, job: Job, ok: bool) -> bool:
+        """ACK or NACK, trying a few times: the client already moves to another node if
+        this one fails. If it still fails the job comes back after its RETRY."""
+        for pause in (0.1, 0.5, 0.0):
+            try:
+                if ok:
+                    await client.ack(job.id)
+                else:
+                    await client.nack(job.id)
+                return True
+            except DisqError as exc:
+                log.warning("%s of %s failed: %s", "ACK" if ok else "NACK", job.id, exc)
+                await asyncio.sleep(pause)
+        return False
+
+    async def _heartbeat(self, client: AsyncClient, job: Job) -> None:
+        """From `heartbeat_after` seconds into the job until it ends."""
+        try:
+            info = await client.show(job.id)
+        except DisqError as exc:
+            log.warning("SHOW %s failed: %s", job.id, exc)
+            info = None
+        if info is not None:
+            if info.state == "acked":
+                return
+            delay = heartbeat_interval(info.retry, self.heartbeat_fraction)
+            if info.next_requeue_within is not None:
+                delay = min(delay, max(info.next_requeue_within / 1000 - 0.75, 0.0))
+            await asyncio.sleep(delay)
+        while True:
+            started = time.monotonic()
+            try:
+                retry = await client.working(job.id)
+            except (NoJobError, TooLateError) as exc:
+                log.warning("job %s can no longer be postponed: %s", job.id, exc)
+                return
+            except DisqError as exc:
+                log.warning("WORKING %s failed: %s", job.id, exc)
+                retry = 1
+            delay = heartbeat_interval(retry, self.heartbeat_fraction)
+            await asyncio.sleep(max(delay - (time.monotonic() - started), 0.0))
+
+
+# -- the disq-worker command ---------------------------------------------------------------
+def load_worker(spec: str) -> Worker:
+    """'package.module:name' -> the Worker that module defines under that name."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise SystemExit(f"disq-worker: expected module:attribute, got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    module = importlib.import_module(module_name)
+    worker = getattr(module, attr, None)
+    if not isinstance(worker, Worker):
+        raise SystemExit(f"disq-worker: {spec} is not a disq_client.Worker")
+    return worker
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="disq-worker", description="Run the handlers of a disq_client.Worker.")
+    parser.add_argument("worker", help="module:attribute of the Worker, e.g. app.jobs:worker")
+    parser.add_argument("--nodes", help="seed nodes, host:port[,host:port...] "
+                        "(default: the Worker's)")
+    parser.add_argument("--concurrency", "-c", type=int, help="jobs run at the same time")
+    parser.add_argument("--grace", type=float, help="seconds running jobs get at shutdown")
+    parser.add_argument("--password", help="AUTH password (default: $DISQ_PASSWORD)")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    worker = load_worker(args.worker)
+    if args.nodes:
+        worker.nodes = args.nodes
+    if args.concurrency:
+        worker.concurrency = args.concurrency
+    if args.grace is not None:
+        worker.grace = args.grace
+    password = args.password or os.environ.get("DISQ_PASSWORD")
+    if password:
+        worker.password = password
+    log.info("disq-worker: queues %s, concurrency %d", ", ".join(worker.tasks),
+             worker.concurrency)
+    worker.run()
+    log.info("disq-worker: stopped (%d acked, %d nacked, %d given back)", worker.acked,
+             worker.nacked, worker.abandoned)
+    if worker.abandoned and any(t.name.startswith("disq-worker")
+                                for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(0)  # handler threads past the grace period: do not wait for them
+    sys.exit(0)

@@ -1,0 +1,122 @@
+"""The client's pieces without a server: RESP encoding, error mapping, reply parsing,
+and the cluster view's choices."""
+
+from __future__ import annotations
+
+import hiredis
+import pytest
+from disq_client import commands as cmds
+from disq_client.cluster import ClusterView
+from disq_client.errors import (
+    AuthenticationError,
+    NoReplicationError,
+    PausedError,
+    QueueFullError,
+    ResponseError,
+    from_reply,
+)
+from disq_client.protocol import encode, parse_address
+from disq_client.types import Hello, HelloNode, Job, is_at_most_once
+
+A, B, C = "a" * 40, "b" * 40, "c" * 40
+
+
+def job_from(node_id: str, n: int = 0) -> Job:
+    return Job(f"D-{node_id[:8]}-{'x' * 20}{n:04d}-05a1", "q", b"")
+
+
+def hello(me: str, *nodes: tuple[str, int, int]) -> Hello:
+    return Hello(1, me, [HelloNode(i, "127.0.0.1", port, prio) for i, port, prio in nodes])
+
+
+def test_encode() -> None:
+    assert encode(("ADDJOB", "q", b"\x00\r\n", 5)) == (
+        b"*4\r\n$6\r\nADDJOB\r\n$1\r\nq\r\n$3\r\n\x00\r\n\r\n$1\r\n5\r\n")
+    options = cmds.addjob_options(100, 2, None, 0, None, 10, True)
+    assert options == (100, "REPLICATE", 2, "RETRY", 0, "MAXLEN", 10, "ASYNC")
+    bodies: list[bytes | str] = [b"a", "é", b""]
+    assert cmds.encode_addjobs("q", bodies, options) == [
+        encode(("ADDJOB", "q", body, *options)) for body in bodies]
+
+
+def test_get_jobs_arguments() -> None:
+    cmd = cmds.get_jobs(["a", "b"], 3, 0, True, True)
+    assert cmd.args == ("GETJOB", "NOHANG", "COUNT", 3, "WITHCOUNTERS", "FROM", "a", "b")
+    assert cmd.wait == 0.0  # NOHANG never blocks
+    assert cmds.get_jobs(["a"], 1, 0, False, False).wait is None  # blocks for ever
+    assert cmds.get_jobs(["a"], 1, 250, False, False).args == ("GETJOB", "TIMEOUT", 250,
+                                                               "FROM", "a")
+    assert cmds.get_jobs(["a"], 1, 250, False, False).wait == 0.25
+
+
+def test_reply_parsing() -> None:
+    reader = hiredis.Reader()
+    reader.feed(b"*1\r\n*7\r\n$1\r\nq\r\n$2\r\nid\r\n$1\r\nb\r\n$5\r\nnacks\r\n:2\r\n"
+                b"$21\r\nadditional-deliveries\r\n:1\r\n")
+    assert cmds.get_jobs(["q"], 1, 0, False, True).parse(reader.gets()) == [
+        Job("id", "q", b"b", 2, 1)]
+    assert cmds.get_jobs(["q"], 1, 0, True, False).parse(None) == []
+    parsed = cmds.hello().parse([1, A.encode(), [A.encode(), b"127.0.0.1", b"7711", b"1"]])
+    assert parsed == hello(A, (A, 7711, 1))
+
+
+def test_error_mapping() -> None:
+    assert type(from_reply("NOREPL Timeout reached")) is NoReplicationError
+    assert type(from_reply("MAXLEN Queue is already longer")) is QueueFullError
+    assert type(from_reply("PAUSED Queue paused in input")) is PausedError
+    assert type(from_reply("ERR invalid password")) is AuthenticationError
+    assert type(from_reply("WRONGPASS invalid")) is AuthenticationError
+    other = from_reply("WEIRD thing")
+    assert type(other) is ResponseError and other.code == "WEIRD"
+    assert str(other) == "WEIRD thing"
+
+
+def test_addresses_and_ids() -> None:
+    assert parse_address("h:1") == ("h", 1)
+    assert parse_address("[::1]:7711") == ("::1", 7711)
+    assert parse_address(("h", 2)) == ("h", 2)
+    with pytest.raises(ValueError):
+        parse_address("nohost")
+    assert is_at_most_once("D-5026f6fb-3OMkS++xHKMptD/8lK8xnd3t-05a0")
+    assert not is_at_most_once("D-5026f6fb-3OMkS++xHKMptD/8lK8xnd3t-05a1")
+
+
+def test_view_learns_nodes_from_hello() -> None:
+    view = ClusterView(["localhost:1"])
+    view.connected(("localhost", 1), hello(A, (A, 1, 1), (B, 2, 1), (C, 3, 10)))
+    # the seed keeps the address it was reached at; the others come from HELLO
+    assert {a: (e.id, e.priority) for a, e in view.nodes.items()} == {
+        ("localhost", 1): (A, 1), ("127.0.0.1", 2): (B, 1), ("127.0.0.1", 3): (C, 10)}
+    assert view.current_id == A
+    # a node the cluster forgot is dropped
+    view.learn(("localhost", 1), hello(A, (A, 1, 1), (B, 2, 1)))
+    assert set(view.nodes) == {("localhost", 1), ("127.0.0.1", 2)}
+
+
+def test_view_prefers_priority_then_health() -> None:
+    view = ClusterView(["127.0.0.1:1"])
+    view.connected(("127.0.0.1", 1), hello(A, (A, 1, 100), (B, 2, 5), (C, 3, 1)))
+    assert view.candidates() == [("127.0.0.1", 3), ("127.0.0.1", 2), ("127.0.0.1", 1)]
+    assert view.better_than(("127.0.0.1", 1)) == [("127.0.0.1", 3), ("127.0.0.1", 2)]
+    view.failed(("127.0.0.1", 3))
+    assert view.current == ("127.0.0.1", 1)  # not the one that failed
+    assert view.candidates() == [("127.0.0.1", 2), ("127.0.0.1", 1), ("127.0.0.1", 3)]
+    view.failed(("127.0.0.1", 1))
+    assert view.current is None
+
+
+def test_view_follows_the_producing_node() -> None:
+    view = ClusterView(["127.0.0.1:1"], switch_after_jobs=10)
+    view.connected(("127.0.0.1", 1), hello(A, (A, 1, 1), (B, 2, 1), (C, 3, 1)))
+    # half from B is not most of them: stay
+    assert view.note_jobs([job_from(B)] * 5 + [job_from(C)] * 5) is None
+    # a window not yet full: no decision
+    assert view.note_jobs([job_from(B)] * 9) is None
+    assert view.note_jobs([job_from(B)]) == ("127.0.0.1", 2)
+    # most from the current node: stay
+    assert view.note_jobs([job_from(A)] * 8 + [job_from(B)] * 2) is None
+    # a node not known, or known as failing, is not followed
+    assert view.note_jobs([job_from("d" * 40)] * 10) is None
+    view.nodes[("127.0.0.1", 3)].priority = 100
+    assert view.note_jobs([job_from(C)] * 10) is None
+    assert ClusterView(["h:1"], switch_after_jobs=0).note_jobs([job_from(B)] * 99) is None

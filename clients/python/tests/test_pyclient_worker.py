@@ -1,0 +1,226 @@
+"""The worker against real nodes: a thousand jobs with failures on three nodes, N jobs
+at a time, WORKING heartbeats, and the disq-worker command on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from conftest import addr
+from disq_client import Client, Job, Worker
+from support import DisqProcess, wait_for
+
+WORKER_BIN = Path(sys.executable).with_name("disq-worker")
+
+
+async def run_until(worker: Worker, done: Callable[[], bool], timeout: float) -> None:
+    """Serve until `done()` holds, then stop the worker and wait for it."""
+    task = asyncio.create_task(worker.serve())
+    deadline = time.monotonic() + timeout
+    try:
+        while not done():
+            assert not task.done(), task.exception()
+            assert time.monotonic() < deadline, "the worker did not finish in time"
+            await asyncio.sleep(0.02)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 10)
+
+
+def jobs_left(nodes: list[DisqProcess]) -> list[str]:
+    left: list[str] = []
+    for n in nodes:
+        with Client(addr(n), switch_after_jobs=0) as c:
+            left += c.jscan()
+    return left
+
+
+async def test_a_thousand_jobs_some_failing(cluster: list[DisqProcess]) -> None:
+    with Client(addr(cluster[0])) as producer:
+        ids = producer.add_jobs("work", [b"%d" % i for i in range(1000)], retry=60)
+    failing = {job_id for i, job_id in enumerate(ids) if i % 7 == 0}
+    lock = threading.Lock()
+    succeeded: Counter[str] = Counter()
+    failed: Counter[str] = Counter()
+    nacks_seen: dict[str, int] = {}
+    worker = Worker([addr(n) for n in cluster], concurrency=8, poll_ms=200)
+
+    @worker.task("work")
+    def handle(job: Job) -> None:
+        assert job.nacks is not None
+        with lock:
+            if job.id in failing and job.nacks < 2:  # fails twice, then works
+                failed[job.id] += 1
+                raise RuntimeError("failing on purpose")
+            succeeded[job.id] += 1
+            nacks_seen[job.id] = job.nacks
+
+    await run_until(worker, lambda: worker.acked == 1000, timeout=60)
+
+    assert succeeded == Counter(ids)  # every job ran to the end exactly once...
+    assert worker.acked == 1000  # ...and was acknowledged once
+    assert failed == Counter({job_id: 2 for job_id in failing})
+    assert worker.nacked == 2 * len(failing)
+    # NACK requeued at once (RETRY is 60 s) and counted: the handler saw the counter grow
+    assert {nacks_seen[j] for j in failing} == {2}
+    assert {nacks_seen[j] for j in set(ids) - failing} == {0}
+    # the acknowledgements reached every node: nothing is left anywhere
+    wait_for(lambda: not jobs_left(cluster), timeout=15, interval=0.1,
+             message="acknowledged jobs to be collected on every node")
+
+
+async def test_n_jobs_at_a_time(node: DisqProcess) -> None:
+    barrier = threading.Barrier(4, timeout=10)  # breaks unless 4 handlers run together
+    with Client(addr(node)) as producer:
+        producer.add_jobs("q", [b"x"] * 4)
+    worker = Worker(addr(node), concurrency=4, poll_ms=100)
+
+    @worker.task("q")
+    def handle(job: Job) -> None:
+        barrier.wait()
+
+    await run_until(worker, lambda: worker.acked == 4, timeout=15)
+    assert worker.nacked == 0
+
+
+async def test_async_handlers(node: DisqProcess) -> None:
+    with Client(addr(node)) as producer:
+        ids = producer.add_jobs("q", [b"%d" % i for i in range(20)])
+    runs: Counter[str] = Counter()
+    worker = Worker(addr(node), concurrency=5, poll_ms=100)
+
+    @worker.task("q")
+    async def handle(job: Job) -> None:
+        runs[job.id] += 1
+        await asyncio.sleep(0.01)
+        if int(job.body) % 2 and not job.nacks:
+            raise ValueError("odd, first time")
+
+    await run_until(worker, lambda: worker.acked == 20, timeout=15)
+    assert worker.nacked == 10
+    assert runs == Counter({j: 1 if i % 2 == 0 else 2 for i, j in enumerate(ids)})
+
+
+async def test_long_jobs_are_kept_with_working(node: DisqProcess) -> None:
+    with Client(addr(node)) as c:
+        c.execute_command("CONFIG", "RESETSTAT")
+        job_id = c.add_job("slow", b"x", retry=1)
+        runs: list[float] = []
+        worker = Worker(addr(node), concurrency=2, poll_ms=100, heartbeat_after=0.1)
+
+        @worker.task("slow")
+        def handle(job: Job) -> None:
+            runs.append(time.monotonic())
+            time.sleep(2.5)  # well past RETRY: without WORKING it would run again
+
+        await run_until(worker, lambda: worker.acked == 1, timeout=20)
+        assert len(runs) == 1
+        working = c.info("commandstats")["commandstats"].get("cmdstat_working")
+        assert working is not None and "calls=" in str(working)
+        assert int(str(working).split("calls=")[1].split(",")[0]) >= 3
+        assert c.show(job_id) is None  # acked and collected
+
+
+# -- the disq-worker command ----------------------------------------------------------------
+TASKS = """
+import os
+import time
+from pathlib import Path
+
+from disq_client import Worker
+
+LOG = Path(os.environ["TASK_LOG"])
+worker = Worker(concurrency=2, poll_ms=200)
+
+
+def note(line):
+    with LOG.open("a") as f:
+        f.write(line + "\\n")
+
+
+@worker.task("slow")
+def slow(job):
+    note("start " + job.id)
+    time.sleep(float(job.body))
+    note("end " + job.id)
+"""
+
+
+@contextmanager
+def worker_process(tmp_path: Path, node: DisqProcess, *args: str
+                   ) -> Iterator[subprocess.Popen[bytes]]:
+    """`disq-worker slowtasks:worker` on `node`; killed at the end if still running."""
+    (tmp_path / "slowtasks.py").write_text(textwrap.dedent(TASKS))
+    log = tmp_path / "tasks.log"
+    log.touch()
+    proc = subprocess.Popen(
+        [str(WORKER_BIN), "slowtasks:worker", "--nodes", addr(node), *args],
+        cwd=tmp_path, env={"TASK_LOG": str(log), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def log_lines(tmp_path: Path, word: str) -> list[str]:
+    lines = (tmp_path / "tasks.log").read_text().splitlines()
+    return [line.split()[1] for line in lines if line.startswith(word + " ")]
+
+
+def wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, str]:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail("the worker did not exit:\n" + out.decode(errors="replace"))
+    return proc.returncode, out.decode(errors="replace")
+
+
+def test_sigterm_lets_running_jobs_finish(node: DisqProcess, tmp_path: Path) -> None:
+    assert WORKER_BIN.exists()
+    with Client(addr(node)) as c, worker_process(tmp_path, node) as proc:
+        running = c.add_jobs("slow", [b"1.5", b"1.5"])
+        wait_for(lambda: len(log_lines(tmp_path, "start")) == 2, timeout=15,
+                 message="both jobs to start")
+        proc.send_signal(signal.SIGTERM)
+        later = c.add_job("slow", b"0")
+        assert proc.poll() is None  # still finishing its jobs, but fetching no more
+        code, out = wait_exit(proc, timeout=15)
+        assert code == 0, out
+        assert sorted(log_lines(tmp_path, "end")) == sorted(running), out
+        assert sorted(log_lines(tmp_path, "start")) == sorted(running)  # none started since
+        assert "2 acked, 0 nacked, 0 given back" in out
+        assert [c.show(j) for j in running] == [None, None]  # acknowledged
+        info = c.show(later)
+        assert info is not None and info.state == "queued"
+
+
+def test_sigterm_gives_back_jobs_past_the_grace_period(node: DisqProcess,
+                                                       tmp_path: Path) -> None:
+    with Client(addr(node)) as c, worker_process(tmp_path, node, "--grace", "0.5") as proc:
+        job_id = c.add_job("slow", b"60")
+        wait_for(lambda: log_lines(tmp_path, "start") == [job_id], timeout=15,
+                 message="the job to start")
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code, out = wait_exit(proc, timeout=15)
+        assert code == 0, out
+        assert time.monotonic() - started < 10, "the worker waited for the handler"
+        assert "0 acked, 0 nacked, 1 given back" in out
+        info = c.show(job_id)
+        assert info is not None and info.state == "queued"  # queued again at once
+        assert info.additional_deliveries == 1 and info.nacks == 0
