@@ -99,7 +99,7 @@ def main() -> None:
                 consumer.sendall(b"ACKJOB " + job_id + b"\r\n")
                 read_reply(consumer, bytearray())
             latencies.sort()
-            q = statistics.quantiles(latencies, n=100)
+            q = statistics.quantiles(latencies, n=100, method="inclusive")
             print("| cycles | p50 ms | p90 ms | p99 ms | max ms |")
             print("|---|---|---|---|---|")
             print(f"| {len(latencies)} | {q[49]:.2f} | {q[89]:.2f} | {q[98]:.2f} "
