@@ -23,6 +23,11 @@ class ConfigError(Exception):
     """A bad directive or value; the message is shown to the user as is."""
 
 
+class ConfigApplyError(ConfigError):
+    """A valid value the server could not put into effect (CONFIG SET appendonly yes
+    when the AOF cannot be opened): CONFIG SET answers with this message as is."""
+
+
 _MEMORY_UNITS = {
     "": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3, "gb": 1024**3,
 }
@@ -313,6 +318,8 @@ class Config:
             args = [""]
         try:
             self.apply(name, args, at_runtime=True)
+        except ConfigApplyError:
+            raise
         except ConfigError:
             raise ConfigError(
                 f"Invalid argument '{value}' for CONFIG SET '{name}'"
