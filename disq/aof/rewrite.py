@@ -28,8 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ..job import ACTIVE, QUEUED, Job
-from .fileformat import loadjob_record
-from .serialize import JobEncoder
+from .fileformat import RecordEncoder
 from .writer import OFF, sync_directory
 
 if TYPE_CHECKING:
@@ -120,7 +119,7 @@ class BackgroundRewrite:
         """Every job active or queued now, a slice per loop turn, with the records
         logged meanwhile in between."""
         aof = self.aof
-        encoder: JobEncoder = aof.encoder
+        encoder: RecordEncoder = aof.encoder
         jobs = self.jobs
         count = len(jobs)
         i = 0
@@ -135,7 +134,7 @@ class BackgroundRewrite:
                 i += 1
                 assert job is not None
                 if job.state == ACTIVE or job.state == QUEUED:
-                    parts.append(loadjob_record(encoder.serialize(job)))
+                    parts.append(encoder.loadjob_record(job))
                 if not i & 255 and clock() > deadline:
                     break
             await self._write(parts)
@@ -224,7 +223,7 @@ def rewrite_now(aof: AppendOnlyFile) -> None:
         parts: list[bytes] = []
         for job in list(aof.node.jobs.values()):
             if job.state == ACTIVE or job.state == QUEUED:
-                parts.append(loadjob_record(encoder.serialize(job)))
+                parts.append(encoder.loadjob_record(job))
                 if len(parts) == 4096:
                     write_all(fd, b"".join(parts))
                     parts = []

@@ -27,7 +27,7 @@ from ..job import ACTIVE, QUEUED, Job, node_id_set
 
 # The fixed part, with the length prefix in front and the queue name's length after.
 _HEAD = struct.Struct("<I40sBBHIQIIHHI")
-_U32 = struct.Struct("<I")
+U32 = struct.Struct("<I")
 JOB_STRUCT_SER_LEN = 68
 NODE_ID_LEN = 40
 _FIXED = JOB_STRUCT_SER_LEN + 12  # beyond the length prefix: struct + three u32 counts
@@ -49,7 +49,7 @@ class JobEncoder:
 
     def __init__(self, my_id: str) -> None:
         me = my_id.encode()
-        self._alone_tail = _U32.pack(1) + me
+        self._alone_tail = U32.pack(1) + me
         self._node_bytes: dict[str, bytes] = {my_id: me}
 
     def serialize(self, job: Job) -> bytes:
@@ -59,7 +59,7 @@ class JobEncoder:
         if delivered is None:
             tail = self._alone_tail
         else:
-            tail = _U32.pack(len(delivered)) + b"".join(map(self._node_id, delivered))
+            tail = U32.pack(len(delivered)) + b"".join(map(self._node_id, delivered))
         etime = -(-job.etime // 1000)  # ms -> s, rounded up
         head = _HEAD.pack(
             _BEFORE_TAIL + len(queue) + len(body) + len(tail),
@@ -70,7 +70,7 @@ class JobEncoder:
             job.nacks if job.nacks <= U16_MAX else U16_MAX,
             job.deliveries if job.deliveries <= U16_MAX else U16_MAX,
             len(queue))
-        return b"".join((head, queue, _U32.pack(len(body)), body, tail))
+        return b"".join((head, queue, U32.pack(len(body)), body, tail))
 
     def _node_id(self, node_id: str) -> bytes:
         encoded = self._node_bytes.get(node_id)
@@ -98,13 +98,13 @@ def deserialize_job(data: bytes, known_ids: Mapping[str, str] | None = None) -> 
     pos += queue_len
     if pos + 8 > size:
         raise CorruptJob(f"queue name length {queue_len} runs past the end")
-    (body_len,) = _U32.unpack_from(data, pos)
+    (body_len,) = U32.unpack_from(data, pos)
     pos += 4
     body = data[pos:pos + body_len]
     pos += body_len
     if pos + 4 > size:
         raise CorruptJob(f"body length {body_len} runs past the end")
-    (count,) = _U32.unpack_from(data, pos)
+    (count,) = U32.unpack_from(data, pos)
     pos += 4
     if pos + count * NODE_ID_LEN != size:
         raise CorruptJob(f"{count} node IDs do not fill the {size - pos} bytes left")

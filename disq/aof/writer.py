@@ -37,8 +37,7 @@ from typing import TYPE_CHECKING
 
 from ..config import Config
 from ..job import Job
-from .fileformat import DELJOB_HEAD, LOADJOB_HEAD
-from .serialize import JobEncoder
+from .fileformat import DELJOB_HEAD, RecordEncoder
 
 if TYPE_CHECKING:
     from ..node import Node
@@ -83,7 +82,7 @@ class AppendOnlyFile:
         self.path = config.appendfilename
         self.directory = os.getcwd()
         self.fd: int | None = None
-        self.encoder = JobEncoder(node.id)
+        self.encoder = RecordEncoder(node.id)
         self.buffer: list[bytes] = []  # records logged this turn, not yet taken
         self._unwritten: list[bytes] = []  # taken, not in the file yet (write errors)
         self.appended = 0  # records logged (sequence number of the last one)
@@ -119,8 +118,7 @@ class AppendOnlyFile:
 
     # -- the core's Persistence: the hot path ---------------------------------------------
     def job_stored(self, job: Job) -> None:
-        payload = self.encoder.serialize(job)
-        self.buffer.append(b"%s$%d\r\n%s\r\n" % (LOADJOB_HEAD, len(payload), payload))
+        self.buffer.append(self.encoder.loadjob_record(job))
         self.appended += 1
         if not self._turn_scheduled:
             self._turn_scheduled = True

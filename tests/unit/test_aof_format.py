@@ -11,6 +11,7 @@ import pytest
 from disq.aof.fileformat import (
     FormatError,
     Incomplete,
+    RecordEncoder,
     RecordReader,
     deljob_record,
     loadjob_record,
@@ -111,6 +112,21 @@ def test_deserialize_refuses_damage(damage) -> None:
     data = JobEncoder(ME).serialize(a_job())
     with pytest.raises(CorruptJob):
         deserialize_job(damage(data))
+
+
+@pytest.mark.parametrize("fields", [
+    {},
+    {"nodes_delivered": {ME, OTHER}},
+    {"queue": b"", "body": b""},
+    {"body": b"b" * 100_000, "queue": b"q" * 300},
+    {"nacks": 70_000, "retry": 1 << 40},  # saturated by the general encoder
+    {"etime": 1_700_086_400_000},
+])
+def test_record_encoder_matches_the_general_one(fields) -> None:
+    encoder = RecordEncoder(ME)
+    job = a_job(**fields)
+    for _ in range(2):  # the second time from its caches
+        assert encoder.loadjob_record(job) == loadjob_record(encoder.serialize(job))
 
 
 # -- records and the parser ---------------------------------------------------------------

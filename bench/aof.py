@@ -1,0 +1,73 @@
+"""ADDJOB throughput with the AOF off, appendfsync everysec and always (issue #5).
+
+    python bench/aof.py [--runs 5] [--requests 800000] [--pipeline 16]
+
+Each run starts a fresh disq-server per case (`off`, `everysec`, `always`) in its own
+empty directory, so every case writes a file from zero, runs
+`redis-benchmark -c 50 -n <requests> -P <pipeline> -q ADDJOB q x 0` against it, and
+stops it; the cases alternate inside each run. It prints the median req/s of each
+case, the ratio of the medians to `off`, and the median of the per-run ratios (each
+run measures `off` next to the others). Defaults otherwise: auto-aof-rewrite at 64 MB
+and 100% growth, so the longer runs include an automatic rewrite, as in production.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+
+from common import redis_benchmark, start_disq, stop
+
+CASES = {
+    "off": (),
+    "everysec": ("--appendonly", "yes", "--appendfsync", "everysec"),
+    "always": ("--appendonly", "yes", "--appendfsync", "always"),
+}
+
+
+def one_case(args: argparse.Namespace, name: str, root: str, run: int) -> float:
+    workdir = os.path.join(root, f"{name}-{run}")
+    os.makedirs(workdir)
+    proc, port = start_disq(workdir, *CASES[name])
+    try:
+        rps, _ = redis_benchmark(port, args.requests, args.pipeline, "ADDJOB", "q", "x", "0")
+    finally:
+        stop(proc)
+        aof = os.path.join(workdir, "disque.aof")
+        size = os.path.getsize(aof) if os.path.exists(aof) else 0
+        shutil.rmtree(workdir)
+    print(f"run {run + 1} {name}: {rps:,.0f} req/s (AOF {size / 2**20:.1f} MiB)",
+          file=sys.stderr)
+    return rps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=800_000)
+    parser.add_argument("--pipeline", type=int, default=16)
+    args = parser.parse_args()
+    if shutil.which("redis-benchmark") is None:
+        sys.exit("redis-benchmark not found (Debian: apt-get install redis-tools)")
+    results: dict[str, list[float]] = {name: [] for name in CASES}
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as root:
+        for run in range(args.runs):
+            for name in CASES:
+                results[name].append(one_case(args, name, root, run))
+    off = results["off"]
+    print("| appendfsync | median req/s | ratio of medians | median of run ratios |")
+    print("|---|---|---|---|")
+    for name, values in results.items():
+        ratios = [v / o for v, o in zip(values, off, strict=True)]
+        print(f"| {name} | {statistics.median(values):,.0f} | "
+              f"{statistics.median(values) / statistics.median(off):.2f} | "
+              f"{statistics.median(ratios):.2f} |")
+        print(f"{name}: run ratios " + " ".join(f"{r:.2f}" for r in ratios), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
