@@ -48,7 +48,7 @@ log = logging.getLogger("disq")
 OFF, ON, WAIT_REWRITE = "off", "on", "wait-rewrite"
 WRITE_ERROR_LOG_PERIOD = 30.0  # seconds between two logs of the same write error
 RETRY_PERIOD = 1.0  # seconds between two attempts to write after an error
-FSYNC_FAILED_REWRITE_PERIOD = 5.0  # seconds between rewrites after a failed fsync
+REWRITE_RETRY_PERIOD = 5.0  # seconds after a failed rewrite before another may start
 FSYNC_DELAYED_AFTER = 2.0  # an everysec fsync still running after this is "delayed"
 
 
@@ -347,10 +347,9 @@ class AppendOnlyFile:
         self.release()
         if self.rewrite is not None:
             return
-        if self.fsync_failed:
-            if now - self._last_failed_rewrite >= FSYNC_FAILED_REWRITE_PERIOD:
-                self.start_rewrite()
-        elif self.rewrite_scheduled:
+        if now - self._last_failed_rewrite < REWRITE_RETRY_PERIOD:
+            return
+        if self.fsync_failed or self.rewrite_scheduled:
             self.start_rewrite()
         elif self.state == ON and not self.write_errno:
             self._auto_rewrite()
@@ -408,6 +407,9 @@ class AppendOnlyFile:
         self.state = OFF
         self.node.aof = None
         self.rewrite_scheduled = False
+        self._unwritten = []  # what a write error kept: no longer wanted
+        self.fsync_failed = False
+        self._set_error(0)
         self.release_all()
 
     def close_file(self) -> None:
@@ -463,7 +465,7 @@ class AppendOnlyFile:
         renamed over the old one (None on error, or if the AOF is off)."""
         self.rewrite = None
         self.sync_cap = None
-        self.last_rewrite_seconds = int(time.monotonic() - rewrite.started)
+        self.last_rewrite_seconds = round(time.monotonic() - rewrite.started)
         if error is not None:
             self.last_rewrite_ok = False
             self._last_failed_rewrite = time.monotonic()

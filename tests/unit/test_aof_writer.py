@@ -183,7 +183,7 @@ async def test_failed_fsync_rewrites_the_file(tmp_path, monkeypatch) -> None:
         real_fdatasync(fd)
 
     monkeypatch.setattr(writer_module.os, "fdatasync", failing_fdatasync)
-    monkeypatch.setattr(writer_module, "FSYNC_FAILED_REWRITE_PERIOD", 0.0)
+    monkeypatch.setattr(writer_module, "REWRITE_RETRY_PERIOD", 0.0)
     job_id = add(aof)
     assert aof.commit() is False
     answered: list[bool] = []
