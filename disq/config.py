@@ -171,7 +171,7 @@ def _directives() -> list[Directive]:
         d("appendonly", False, _bool, _show_bool, settable=True),
         d("appendfilename", "disque.aof", _str, str),
         d("appendfsync", "everysec", _enum("always", "everysec", "no"), str, settable=True),
-        d("no-appendfsync-on-rewrite", False, _bool, _show_bool, settable=True),
+        d("no-appendfsync-on-rewrite", False, _bool, _show_bool),  # not settable in Disque
         d("auto-aof-rewrite-percentage", 100, _int(0), str, settable=True),
         d("auto-aof-rewrite-min-size", 64 * 1024**2, _mem, str, settable=True),
         d("aof-rewrite-incremental-fsync", True, _bool, _show_bool, settable=True),

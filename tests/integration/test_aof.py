@@ -267,6 +267,27 @@ def test_config_set_appendonly_no_stops_logging(start_node) -> None:
     assert aof_records(node) == [(b"LOADJOB", kept)]
 
 
+def test_config_set_aof_parameters(start_node) -> None:
+    """The AOF directives CONFIG SET takes in Disque, and those it does not."""
+    node = start_node(*AOF, name="n")
+    with RawClient(node.port) as c:
+        for name, value in (("appendfsync", "always"), ("appendfsync", "no"),
+                            ("auto-aof-rewrite-percentage", "50"),
+                            ("auto-aof-rewrite-min-size", "1mb"),
+                            ("aof-rewrite-incremental-fsync", "no"),
+                            ("aof-load-truncated", "no"), ("aof-enqueue-jobs-once", "no")):
+            assert c.call("CONFIG", "SET", name, value) == b"OK", name
+            assert c.call("CONFIG", "GET", name)[1] == (
+                b"1048576" if value == "1mb" else value.encode())
+        for name in ("appendfilename", "no-appendfsync-on-rewrite"):
+            assert c.call("CONFIG", "SET", name, "x") == (
+                f"ERR Unsupported CONFIG parameter: {name}".encode())
+        assert c.call("CONFIG", "SET", "appendfsync", "sometimes") == (
+            b"ERR Invalid argument 'sometimes' for CONFIG SET 'appendfsync'")
+        job_id = c.add("q")  # appendfsync no: answered once written
+    assert aof_records(node) == [(b"LOADJOB", job_id)]
+
+
 def test_bgrewriteaof_replies(start_node) -> None:
     node = start_node(name="n")  # works with the AOF off too, as in Disque
     with RawClient(node.port) as c:
