@@ -475,7 +475,7 @@ class AppendOnlyFile:
         else:
             self.last_rewrite_ok = True
             if new_fd is not None:
-                self._adopt(new_fd)
+                self._adopt(new_fd, os.path.dirname(rewrite.target_path))
             log.info("Background AOF rewrite finished successfully")
         if self.state == OFF:
             self.node.aof = None
@@ -483,10 +483,11 @@ class AppendOnlyFile:
         self._maybe_fsync()
         self.release()
 
-    def _adopt(self, new_fd: int) -> None:
+    def _adopt(self, new_fd: int, directory: str) -> None:
         """The rewritten file is the AOF now: append to it from here on."""
         old_fd = self.fd
         self.fd = new_fd
+        self.directory = directory
         self.generation += 1
         self.current_size = self.base_size = os.fstat(new_fd).st_size
         self.written = self._taken

@@ -180,8 +180,10 @@ def test_restarted_jobs_are_requeued_after_their_retry(start_node) -> None:
 
 # -- rewrites --------------------------------------------------------------------------------
 
-def test_rewrite_during_steady_traffic_loses_nothing(start_node) -> None:
-    node = start_node(*AOF, name="n")
+@pytest.mark.parametrize("fsync", ["everysec", "always"])
+def test_rewrite_during_steady_traffic_loses_nothing(start_node, fsync: str) -> None:
+    args = (*AOF, "--appendfsync", fsync)
+    node = start_node(*args, name="n")
     filler = Producer(node.port, queue="filler", body=b"f" * 200)
     for _ in range(40):
         filler.batch(1000)  # enough jobs for a rewrite to take a while
@@ -222,7 +224,7 @@ def test_rewrite_during_steady_traffic_loses_nothing(start_node) -> None:
     expected = set(producer.answered) - producer.acked
     assert expected <= live and not producer.acked & live
     node.kill()
-    node = start_node(*AOF, name="n")
+    node = start_node(*args, name="n")
     assert job_ids(node) == live
 
 

@@ -195,3 +195,44 @@ async def test_failed_fsync_rewrites_the_file(tmp_path, monkeypatch) -> None:
     await wait_until(lambda: answered == [True])
     assert aof.write_errno == 0 and ids_in_file() == [job_id]
     aof.shutdown()
+
+
+async def test_rewrite_under_always_traffic_keeps_every_answered_job(
+        tmp_path, monkeypatch) -> None:
+    """A rewrite while jobs are added and acked under appendfsync always: the new file
+    replaces the old one, every job answered and not acked is in it, every job acked
+    is not, and the replies waiting for an fsync are all answered."""
+    from disq.aof.loader import AofLoader
+
+    aof = make(tmp_path, monkeypatch, "always")
+    node = aof.node
+    answered: list[bytes] = []
+    for _ in range(3000):
+        answered.append(add(aof))
+    aof.commit()
+    await wait_until(lambda: aof.synced == aof.appended)
+    acked: set[bytes] = set()
+    assert aof.start_rewrite()
+    turns = 0
+    while aof.rewrite is not None:
+        ids = [add(aof) for _ in range(20)]
+        to_ack = answered[turns * 5:turns * 5 + 5]
+        node.ack(to_ack)
+        acked.update(to_ack)
+        if aof.commit():
+            answered.extend(ids)
+        else:
+            aof.on_durable(lambda ids=ids: answered.extend(ids))
+        turns += 1
+        await asyncio.sleep(0)
+    assert turns > 3 and aof.generation == 1 and aof.last_rewrite_ok
+    await wait_until(lambda: not aof.waiters and aof.synced == aof.appended)
+    aof.shutdown()
+    fresh = Node(Config(), ME)
+    fresh.arm_timer = lambda when: None
+    loader = AofLoader(fresh, "disque.aof", enqueue_jobs=False, load_truncated=False,
+                       known_ids={ME: ME})
+    for _ in loader.run():
+        pass
+    loaded = {job.id for job in fresh.jobs.values()}
+    assert loaded == set(answered) - acked
