@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ..job import ACTIVE, QUEUED, Job
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from .writer import AppendOnlyFile
 
 SLICE_SECONDS = 0.002  # serializing on the loop, per turn
-CATCH_UP_BYTES = 64 * 1024  # what may be left for the final write on the loop
+MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024  # handed to the thread, not yet written
 INCREMENTAL_FSYNC_BYTES = 32 * 1024 * 1024  # aof-rewrite-incremental-fsync
 
 
@@ -77,6 +78,9 @@ class BackgroundRewrite:
         self._bytes_written = 0
         self._bytes_synced = 0
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="aof-rewrite")
+        # writes handed to the thread: (its future, last record in it, its size)
+        self._in_flight: deque[tuple[Future[None], int, int]] = deque()
+        self._in_flight_bytes = 0
         self.task = aof.loop.create_task(self._run())
 
     # -- what the writer tells it ----------------------------------------------------------
@@ -103,7 +107,6 @@ class BackgroundRewrite:
     async def _run(self) -> None:
         try:
             await self._snapshot()
-            await self._catch_up()
             new_fd = await self._finish()
         except asyncio.CancelledError:
             self._close_and_remove()
@@ -139,24 +142,22 @@ class BackgroundRewrite:
                     break
             await self._write(parts)
 
-    async def _catch_up(self) -> None:
-        """Write the records logged during the snapshot until few are left."""
-        while True:
-            self.aof.take_buffer()
-            if self._pending_bytes < CATCH_UP_BYTES:
-                return
-            await self._write(self._take_pending())
-
     async def _finish(self) -> int | None:
         """fsync, last records, rename. Returns the new file's descriptor for the
-        writer to append to (None with the AOF off: the file is closed)."""
+        writer to append to (None with the AOF off: the file is closed). What is
+        logged while the thread writes and fsyncs is written by the thread too; the
+        loop writes only what one turn logged (Disque's parent writes everything its
+        child did not read)."""
         aof = self.aof
         loop = aof.loop
         aof.take_buffer()
-        if self._pending:
-            await self._write(self._take_pending())
+        await self._write(self._take_pending())
+        await self._written(0)
         aof.sync_cap = self.seq_in_file  # see the module's docstring
         await loop.run_in_executor(self._executor, os.fsync, self.fd)
+        aof.take_buffer()  # what was logged during the fsync: most of it off the loop
+        await self._write(self._take_pending())
+        await self._written(0)
         # From here on, synchronous: nothing may be logged in between.
         aof.take_buffer()
         seq = self._seq_fed
@@ -189,13 +190,32 @@ class BackgroundRewrite:
         return parts
 
     async def _write(self, parts: list[bytes]) -> None:
-        if not parts:
-            await asyncio.sleep(0)  # a turn for the clients all the same
-            return
-        seq = self._seq_taken
-        data = b"".join(parts)
-        await self.aof.loop.run_in_executor(self._executor, self._write_in_thread, data)
-        self.seq_in_file = seq
+        """Hand the parts to the thread, then give the loop a turn: one slice per
+        turn, the writing overlapping the next ones. Waits for the thread only when
+        too much is in flight."""
+        if parts:
+            data = b"".join(parts)
+            future = self._executor.submit(self._write_in_thread, data)
+            self._in_flight.append((future, self._seq_taken, len(data)))
+            self._in_flight_bytes += len(data)
+        if not await self._written(MAX_IN_FLIGHT_BYTES):
+            await asyncio.sleep(0)
+
+    async def _written(self, limit: int) -> bool:
+        """Collect the writes the thread finished (raising their errors), waiting
+        until no more than `limit` bytes are in flight. True if it waited."""
+        waited = False
+        in_flight = self._in_flight
+        while in_flight and (self._in_flight_bytes > limit or in_flight[0][0].done()):
+            future, seq, size = in_flight.popleft()
+            if future.done():
+                future.result()
+            else:
+                waited = True
+                await asyncio.wrap_future(future)
+            self.seq_in_file = seq
+            self._in_flight_bytes -= size
+        return waited
 
     def _write_in_thread(self, data: bytes) -> None:
         write_all(self.fd, data)
