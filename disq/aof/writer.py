@@ -89,6 +89,7 @@ class AppendOnlyFile:
         self._taken = 0  # records moved out of `buffer`
         self.written = 0  # records in the file (handed to the rewrite, while no file)
         self.synced = 0  # records the disk has, under the AOF's name
+        self._fsynced = 0  # records the last fsync of this file covered (see sync_cap)
         self.current_size = 0
         self.base_size = 0  # size after the last load or rewrite (auto rewrite base)
         self.waiters: deque[tuple[int, Callable[[], None]]] = deque()
@@ -284,7 +285,7 @@ class AppendOnlyFile:
         if self.fd is None or self._fsync_running or self.fsync_failed or self.state != ON:
             return
         policy = self.config.appendfsync
-        behind = self.written > self.synced or self._dir_sync_needed
+        behind = self.written > self._fsynced or self._dir_sync_needed
         if not behind or self._fsync_paused():
             return
         if policy == "always" or (
@@ -314,6 +315,7 @@ class AppendOnlyFile:
         elif exc is not None:
             self._fsync_error(exc, directory)
         else:
+            self._fsynced = target
             cap = self.sync_cap
             reached = target if cap is None or target <= cap else cap
             if reached > self.synced:
@@ -427,7 +429,7 @@ class AppendOnlyFile:
             log.warning("Error syncing the AOF to disk: %s", exc.strerror)
         os.close(self.fd)
         self.fd = None
-        self.synced = self.written
+        self.synced = self._fsynced = self.written
 
     def shutdown(self) -> None:
         """Before the process exits: the buffer on disk, the rewrite stopped."""
@@ -489,6 +491,7 @@ class AppendOnlyFile:
         self.fd = new_fd
         self.directory = directory
         self.generation += 1
+        self._fsynced = 0
         self.current_size = self.base_size = os.fstat(new_fd).st_size
         self.written = self._taken
         self._unwritten = []
