@@ -421,6 +421,19 @@ def test_debug_loadaof_and_loadjob(start_node) -> None:
     assert job_ids(node) == {a}
 
 
+def test_debug_loadaof_on_a_damaged_file_answers_an_error(start_node) -> None:
+    node = start_node(*AOF, name="n")
+    with RawClient(node.port) as c:
+        c.add("q")
+        size = (node.dir / "disque.aof").stat().st_size
+        with open(node.dir / "disque.aof", "ab") as fh:
+            fh.write(b"#not a record\r\n" + b"x" * 100)
+        reply = c.call("DEBUG", "LOADAOF")
+        expected = f"ERR Bad file format reading the append only file at offset {size}"
+        assert reply.startswith(expected.encode()), reply
+        assert c.call("PING") == b"PONG"  # Disque exits here; disq answers and goes on
+
+
 def test_controlled_restart_requeues_jobs_once(start_node) -> None:
     """Disque's recipe: CONFIG SET aof-enqueue-jobs-once yes, CONFIG REWRITE,
     SHUTDOWN REWRITE-AOF; the option switches itself off at the next start. It
