@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from ..aof.fileformat import RecordEncoder
 from ..aof.loader import AofLoader, AofLoadError
 from ..aof.rewrite import rewrite_now
 from ..aof.writer import OFF, ON, WAIT_REWRITE, AppendOnlyFile
@@ -523,6 +524,8 @@ class Server:
         if hard:
             self.membership.set_my_id(new_node_id())
             self.node.set_id(self.membership.myself.id)
+            if self.aof is not None:
+                self.aof.encoder = RecordEncoder(self.node.id)  # jobs list their holder
         self.membership.save()
 
     def set_leaving(self, leaving: bool) -> None:
