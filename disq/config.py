@@ -23,6 +23,11 @@ class ConfigError(Exception):
     """A bad directive or value; the message is shown to the user as is."""
 
 
+class ConfigApplyError(ConfigError):
+    """A valid value the server could not put into effect (CONFIG SET appendonly yes
+    when the AOF cannot be opened): CONFIG SET answers with this message as is."""
+
+
 _MEMORY_UNITS = {
     "": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3, "gb": 1024**3,
 }
@@ -166,7 +171,7 @@ def _directives() -> list[Directive]:
         d("appendonly", False, _bool, _show_bool, settable=True),
         d("appendfilename", "disque.aof", _str, str),
         d("appendfsync", "everysec", _enum("always", "everysec", "no"), str, settable=True),
-        d("no-appendfsync-on-rewrite", False, _bool, _show_bool, settable=True),
+        d("no-appendfsync-on-rewrite", False, _bool, _show_bool),  # not settable in Disque
         d("auto-aof-rewrite-percentage", 100, _int(0), str, settable=True),
         d("auto-aof-rewrite-min-size", 64 * 1024**2, _mem, str, settable=True),
         d("aof-rewrite-incremental-fsync", True, _bool, _show_bool, settable=True),
@@ -315,6 +320,8 @@ class Config:
             args = [""]
         try:
             self.apply(name, args, at_runtime=True)
+        except ConfigApplyError:
+            raise
         except ConfigError:
             raise ConfigError(
                 f"Invalid argument '{value}' for CONFIG SET '{name}'"

@@ -59,6 +59,7 @@ def now_ms() -> int:
 # several nodes do not all fire at once. Cycles a precomputed table (a C call).
 _time_error = itertools.cycle(
     [random.randint(-TIME_ERROR_MS, TIME_ERROR_MS) for _ in range(4099)]).__next__
+random_time_error: Callable[[], int] = _time_error
 
 
 class ClusterPort(Protocol):
@@ -490,11 +491,11 @@ class Node:
         if now is None:
             now = now_ms()
         job.state = ACTIVE
-        if self.aof is not None:
-            self.aof.job_stored(job)
         if job.delay:
             job.qtime = now + job.delay * 1000
             self.update_awake(job)
+            if self.aof is not None:
+                self.aof.job_stored(job)
             return
         # enqueue() and update_awake() for a job never queued before, inlined: this
         # is ADDJOB's hot path. The first queueing is not broadcast (BCAST_QUEUED).
@@ -512,6 +513,8 @@ class Node:
             job.flags |= BCAST_QUEUED
         if at != job.awake and self.timers.schedule(job, at):  # a new earliest deadline
             self.arm_timer(at)
+        if self.aof is not None:  # logged queued, as Disque does (after enqueueJob)
+            self.aof.job_stored(job)
         self._into_queue(job, now, queue)
 
     # -- acknowledgements ----------------------------------------------------------
@@ -733,7 +736,10 @@ class Node:
         return removed
 
     def flushall(self) -> None:
+        aof = self.aof
         for job in list(self.jobs.values()):
+            if aof is not None and (job.state == ACTIVE or job.state == QUEUED):
+                aof.job_removed(job.id)  # as Disque's flushServerData: a DELJOB each
             job.state = DELETED
         self.jobs.clear()
         self.job_bytes = 0

@@ -16,17 +16,22 @@ import socket
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
+from ..aof.fileformat import RecordEncoder
+from ..aof.loader import AofLoader, AofLoadError
+from ..aof.rewrite import rewrite_now
+from ..aof.writer import OFF, ON, WAIT_REWRITE, AppendOnlyFile
 from ..cluster.bus import ClusterBus
 from ..cluster.membership import Membership
-from ..config import DISQ_VERSION, Config
+from ..config import DISQ_VERSION, Config, ConfigApplyError, ConfigError
 from ..errors import LEAVING, NOREPL
 from ..gcfree import tune_collector
 from ..ids import new_node_id
 from ..job import Job
 from ..node import Node, now_ms
-from .connection import Client
+from .connection import ERR_LOADING, Client
 from .info import rss_bytes
 from .reply import NULL_ARRAY
 from .table import load_commands
@@ -111,6 +116,11 @@ class Server:
         self.start_time = time.time()
         self.run_id = os.urandom(20).hex()
         self.loading = False
+        self.loader: AofLoader | None = None  # while loading: the progress for INFO
+        # Commands are refused while loading (-LOADING) or after an AOF write error
+        # (-MISCONF): one flag for the connection to check, the reasons in refusal().
+        self.refusing = False
+        self.aof: AppendOnlyFile | None = None
         self.clients: dict[int, Client] = {}
         self.monitors: set[Client] = set()  # clients that sent MONITOR
         self._next_client_id = 0
@@ -181,6 +191,19 @@ class Server:
         self.loop = asyncio.get_running_loop()
         self._stopped = self.loop.create_future()
         await self._listen()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.loop.add_signal_handler(sig, self._on_signal, sig)
+        self.aof = AppendOnlyFile(self.config, self.node, self.loop)
+        self.aof.on_status_change = self._update_refusing
+        await self._load_data()
+        if self._stopped.done():
+            return
+        if self.config.appendonly:
+            try:
+                self.aof.open()
+            except OSError as exc:
+                log.warning("Can't open the append-only file: %s", exc.strerror)
+                raise SystemExit(1) from None
         self.bus = ClusterBus(self.membership, self.config.bind, self.config.port,
                               lambda: self.config.cluster_node_timeout, self.loop,
                               secret=self.config.cluster_secret)
@@ -189,13 +212,63 @@ class Server:
         if self.config.metrics_port:
             from ..metrics import start_metrics_server
             self._metrics = start_metrics_server(self)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self.loop.add_signal_handler(sig, self._on_signal, sig)
         self._schedule_cron()
         log.info("Node configured with ID %s", self.node.id)
         log.info("disq %s (Disque %s compatible), port %d, pid %d: ready to accept "
                  "connections", DISQ_VERSION, "1.0-rc1", self.config.port, os.getpid())
         await self._stopped
+
+    async def _load_data(self) -> None:
+        """Disque's loadDataFromDisk: the AOF, if on (or aof-enqueue-jobs-once asks
+        for it), before anything else. Clients may connect meanwhile: they get
+        -LOADING. A damaged file stops the start."""
+        cfg = self.config
+        if not (cfg.appendonly or cfg.aof_enqueue_jobs_once):
+            return
+        loader = self.loader = self._new_loader()
+        self.loading = True
+        self._update_refusing()
+        try:
+            for _ in loader.run():
+                await asyncio.sleep(0)  # a turn for the clients (-LOADING, INFO)
+                if self._stopped is not None and self._stopped.done():
+                    return
+        except AofLoadError as exc:
+            log.warning("%s", exc)
+            raise SystemExit(1) from None
+        finally:
+            self.loading = False
+            self._update_refusing()
+        if cfg.aof_enqueue_jobs_once:  # a one-time option: it turns itself off
+            cfg.apply("aof-enqueue-jobs-once", ["no"])
+            if cfg.config_file:
+                try:
+                    cfg.rewrite()
+                except ConfigError as exc:
+                    log.warning("CONFIG REWRITE failed (executed to turn off "
+                                "aof-enqueue-jobs-once): %s", exc)
+
+    def _new_loader(self) -> AofLoader:
+        cfg = self.config
+        known = {n.id: n.id for n in self.membership.nodes.values()
+                 if "handshake" not in n.flags}
+        return AofLoader(self.node, cfg.appendfilename,
+                         enqueue_jobs=cfg.aof_enqueue_jobs_once,
+                         load_truncated=cfg.aof_load_truncated, known_ids=known)
+
+    def _update_refusing(self) -> None:
+        aof = self.aof
+        self.refusing = self.loading or (aof is not None and aof.write_errno != 0)
+
+    def refusal(self, flags: str, name: str) -> bytes | None:
+        """The error for a command while `refusing`, in Disque's order: -MISCONF for
+        write commands and PING after an AOF write error, then -LOADING."""
+        aof = self.aof
+        if aof is not None and aof.write_errno and ("w" in flags or name == "ping"):
+            return aof.misconf_reply()
+        if self.loading and "l" not in flags:
+            return ERR_LOADING
+        return None
 
     async def _listen(self) -> None:
         cfg = self.config
@@ -324,6 +397,8 @@ class Server:
             self._sample_ops(now)
             self.update_memory_level()
             self.node.gc_queues(int(now * 1000))
+            if self.aof is not None:
+                self.aof.cron()
             if self.config.timeout:
                 self._close_idle_clients(now)
             used = self.used_memory()
@@ -415,7 +490,18 @@ class Server:
             raise NOREPL
         job_id = job.id
         answer = client.defer(lambda: replication.cancel_wait(job_id))
-        replication.wait(job, answer)
+        replication.wait(job, self._after_logging(answer))
+
+    def _after_logging(self, answer: Callable[[bytes], None]) -> Callable[[bytes], None]:
+        """A reply given later (replicated ADDJOB) leaves only once what the node
+        logged is in the AOF, as the replies of a batch of requests do."""
+        def answer_when_logged(data: bytes) -> None:
+            aof = self.node.aof
+            if aof is None or aof.commit():
+                answer(data)
+            else:
+                aof.on_durable(lambda: answer(data))
+        return answer_when_logged
 
     def _connect_cluster(self) -> None:
         """Let the replication layer (when present) speak for the node on the bus."""
@@ -424,6 +510,32 @@ class Server:
         except ImportError:
             return
         self.replication = Replication(self.node, self.bus, self.loop)
+
+    def debug_load_aof(self) -> bytes:
+        """DEBUG LOADAOF: forget every job and load the AOF again. Unlike Disque,
+        dropping the jobs logs nothing: Disque logs a DELJOB for each and then appends
+        them to the very file it reloads, which empties it for the next start."""
+        aof = self.aof
+        assert aof is not None
+        if aof.rewrite is not None:
+            aof.rewrite.cancel()  # its file would miss the jobs loaded now
+        if aof.state != OFF:
+            aof.write_pending()
+        logging_to, self.node.aof = self.node.aof, None
+        try:
+            self.flush_data()
+            loader = self._new_loader()
+            for _ in loader.run():
+                pass
+        except AofLoadError as exc:
+            log.warning("DEBUG LOADAOF: %s", exc)
+            return b"-ERR " + str(exc).replace("\r", " ").replace("\n", " ").encode() + b"\r\n"
+        finally:
+            self.node.aof = logging_to
+        if aof.state == ON and loader.size_after != loader.total_bytes:
+            aof.current_size = loader.size_after  # a cut-off tail was truncated
+        log.warning("Append Only File loaded by DEBUG LOADAOF")
+        return b"+OK\r\n"
 
     def flush_data(self) -> None:
         """Drop every job and queue (DEBUG FLUSHALL, CLUSTER RESET). As Disque's
@@ -445,6 +557,8 @@ class Server:
             self.node.set_id(node_id)
             if self.replication is not None:
                 self.replication.identity_changed()
+            if self.aof is not None:
+                self.aof.encoder = RecordEncoder(self.node.id)  # jobs list their holder
         self.membership.save()
 
     def set_leaving(self, leaving: bool) -> None:
@@ -476,14 +590,41 @@ class Server:
             self.slowlog_threshold = _slowlog_threshold(value)
         elif name == "slowlog-max-len":
             self.slowlog = deque(self.slowlog, maxlen=max(value, 0))
+        elif name == "appendonly" and self.aof is not None:
+            if value and self.aof.state == OFF:
+                if not self.aof.turn_on():
+                    self.config.apply("appendonly", ["no"])
+                    raise ConfigApplyError("Unable to turn on AOF. Check server logs.")
+            elif not value and self.aof.state != OFF:
+                self.aof.turn_off()
+            self._update_refusing()
+        elif name == "appendfsync" and self.aof is not None:
+            self.aof.release()  # a weaker policy may let waiting replies go
 
     # -- shutdown and restart ------------------------------------------------------------
     def _on_signal(self, sig: int) -> None:
         log.warning("Received %s scheduling shutdown...", signal.Signals(sig).name)
-        self.shutdown()
+        if not self.shutdown():
+            log.warning("%s received but errors trying to shut down the server, check "
+                        "the logs for more information", signal.Signals(sig).name)
 
-    def shutdown(self, rewrite_aof: bool = False) -> None:
+    def shutdown(self, rewrite_aof: bool = False) -> bool:
+        """Stop the node. False (and the node goes on) if the AOF could not be
+        rewritten, as SHUTDOWN REWRITE-AOF asked or the first file of an AOF turned
+        on at run time needs."""
         log.warning("User requested shutdown...")
+        aof = self.aof
+        if aof is not None and not self.loading and (
+                rewrite_aof or aof.state == WAIT_REWRITE):
+            try:
+                rewrite_now(aof)
+            except OSError as exc:
+                log.warning("Write error writing append only file on disk: %s",
+                            exc.strerror)
+                return False
+            log.info("SYNC append only file rewrite performed")
+        if aof is not None:
+            aof.shutdown()
         if self.bus is not None:
             self.bus.stop()
         try:
@@ -507,10 +648,13 @@ class Server:
         log.warning("Disque is now ready to exit, bye bye...")
         if self._stopped is not None and not self._stopped.done():
             self._stopped.set_result(None)
+        return True
 
     def restart(self, graceful: bool, delay_ms: int) -> None:
         """DEBUG RESTART / CRASH-AND-RECOVER: exec this same program again."""
         def again() -> None:
+            if self.aof is not None:
+                self.aof.shutdown()
             if graceful:
                 try:
                     self.membership.save()

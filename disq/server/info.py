@@ -95,17 +95,25 @@ def _queues(s: Server) -> list[str]:
 
 
 def _persistence(s: Server) -> list[str]:
-    return [
-        f"loading:{int(s.loading)}",
-        f"aof_enabled:{int(s.config.appendonly)}",
-        f"aof_state:{'on' if s.config.appendonly else 'off'}",
-        "aof_rewrite_in_progress:0",
-        "aof_rewrite_scheduled:0",
-        "aof_last_rewrite_time_sec:-1",
-        "aof_current_rewrite_time_sec:-1",
-        "aof_last_bgrewrite_status:ok",
-        "aof_last_write_status:ok",
-    ]
+    lines = [f"loading:{int(s.loading)}"]
+    if s.aof is not None:
+        lines += s.aof.info()
+    else:  # before the server runs
+        lines += ["aof_enabled:0", "aof_state:off"]
+    loader = s.loader
+    if s.loading and loader is not None:
+        elapsed = time.time() - loader.start_time
+        total = max(loader.total_bytes, 1)
+        done = loader.loaded_bytes
+        eta = int(elapsed * (total - done) / done) if done and elapsed >= 1 else 1
+        lines += [
+            f"loading_start_time:{int(loader.start_time)}",
+            f"loading_total_bytes:{loader.total_bytes}",
+            f"loading_loaded_bytes:{done}",
+            f"loading_loaded_perc:{done * 100 / total:.2f}",
+            f"loading_eta_seconds:{eta}",
+        ]
+    return lines
 
 
 def _stats(s: Server) -> list[str]:

@@ -96,7 +96,8 @@ def test_command(rc):
         b"auth", b"ping", b"info", b"shutdown", b"debug", b"config", b"cluster", b"client",
         b"slowlog", b"time", b"command", b"latency", b"hello", b"addjob", b"getjob",
         b"ackjob", b"fastack", b"deljob", b"show", b"loadjob", b"qlen", b"qpeek", b"qstat",
-        b"qscan", b"jscan", b"enqueue", b"nack", b"dequeue", b"working", b"pause"}
+        b"qscan", b"jscan", b"enqueue", b"nack", b"dequeue", b"working", b"pause",
+        b"bgrewriteaof"}
     assert disque_commands <= set(by_name)
     for entry in table:
         assert len(entry) == 6

@@ -1,5 +1,5 @@
 """Server commands: PING AUTH INFO CONFIG DEBUG TIME COMMAND CLIENT SHUTDOWN SLOWLOG
-LATENCY. (QUIT is answered by the connection itself.)"""
+LATENCY BGREWRITEAOF. (QUIT is answered by the connection itself.)"""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ... import errors
 from ...config import ConfigError
-from ...errors import DisqError, err
+from ...errors import err
 from .. import info, reply
 from ..table import COMMANDS, CommandSpec, command
 from .args import parse_int, timeout_ms
@@ -101,6 +101,8 @@ def debug(client: Client, args: list[bytes]) -> bytes | None:
             raise errors.NOT_INTEGER
         time.sleep(seconds)  # blocking on purpose: DEBUG SLEEP simulates a stuck node
         return reply.OK
+    if sub == b"loadaof" and argc == 2:
+        return server.debug_load_aof()
     if sub == b"error" and argc == 3:
         return b"-" + args[2].replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n"
     if sub == b"structsize" and argc == 2:
@@ -236,11 +238,22 @@ def shutdown(client: Client, args: list[bytes]) -> bytes | None:
             rewrite_aof = True
         elif opt not in (b"nosave", b"save"):
             raise errors.SYNTAX
-    try:
-        client.server.shutdown(rewrite_aof=rewrite_aof)
-    except DisqError:
-        raise
+    if not client.server.shutdown(rewrite_aof=rewrite_aof):
+        raise err("Errors trying to SHUTDOWN. Check logs.")
     return None
+
+
+@command("bgrewriteaof", 1, "rs")
+def bgrewriteaof(client: Client, args: list[bytes]) -> bytes:
+    """BGREWRITEAOF: compact the AOF to one record per live job, in the background."""
+    aof = client.server.aof
+    if aof is None:
+        raise err("Background append only file rewriting not available yet")
+    if aof.rewrite is not None:
+        raise err("Background append only file rewriting already in progress")
+    if not aof.start_rewrite():
+        return b"-ERR\r\n"
+    return reply.status(b"Background append only file rewriting started")
 
 
 @command("monitor", 1, "s")

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 _WRONG = err("Wrong CLUSTER subcommand or number of arguments")
 
 
-@command("hello", -1, "ra")
+@command("hello", -1, "ral")  # l: Redis answers HELLO while loading
 def hello(client: Client, args: list[bytes]) -> bytes:
     """HELLO: [1, my id, [id, ip, port, priority] for every known node].
 

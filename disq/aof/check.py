@@ -1,0 +1,92 @@
+"""disq-check-aof [--fix] <file.aof>: check an AOF, and cut it after its last good
+record, like redis-check-aof / disque-check-aof (same arguments, same messages). It
+checks more than they do: every LOADJOB must hold a job that decodes, and a cut-off
+tail is told apart from damage in the middle (whose offset it prints)."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import sys
+
+from .fileformat import FormatError, RecordReader, check_record
+
+
+def analyze(path: str) -> tuple[int, int, str | None, int]:
+    """(size, offset after the last good record, what is wrong there or None,
+    number of good records)."""
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            return 0, 0, None, 0
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            reader = RecordReader(data)
+            records = 0
+            try:
+                for offset, args in reader:
+                    check_record(args, offset)
+                    records += 1
+            except FormatError as exc:
+                return size, exc.offset, f"0x{exc.offset:016x}: {exc.reason}", records
+            if reader.cut_off is not None:
+                return (size, reader.pos, f"0x{reader.pos:016x}: the file ends inside a "
+                        f"record ({reader.cut_off})", records)
+            return size, reader.pos, None, records
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    name = "disq-check-aof"
+    if not args:
+        print(f"Usage: {name} [--fix] <file.aof>")
+        return 1
+    fix = False
+    if len(args) == 2:
+        if args[0] != "--fix":
+            print(f"Invalid argument: {args[0]}")
+            return 1
+        fix = True
+    elif len(args) > 2:
+        print("Invalid arguments")
+        return 1
+    path = args[-1]
+    try:
+        size, ok_up_to, problem, records = analyze(path)
+    except OSError as exc:
+        print(f"Cannot open file: {path} ({exc.strerror})")
+        return 1
+    if size == 0:
+        print(f"Empty file: {path}")
+        return 1
+    if problem is not None:
+        print(problem)
+    diff = size - ok_up_to
+    print(f"AOF analyzed: size={size}, ok_up_to={ok_up_to}, diff={diff}")
+    if diff == 0:
+        print(f"AOF is valid ({records} records)")
+        return 0
+    if not fix:
+        print("AOF is not valid. Use the --fix option to try fixing it.")
+        return 1
+    print(f"This will shrink the AOF from {size} bytes, with {diff} bytes, to {ok_up_to} "
+          "bytes")
+    print("Continue? [y/N]: ", end="", flush=True)
+    answer = sys.stdin.readline()
+    if not answer.lower().startswith("y"):
+        print("Aborting...")
+        return 1
+    try:
+        os.truncate(path, ok_up_to)
+    except OSError as exc:
+        print(f"Failed to truncate AOF: {exc.strerror}")
+        return 1
+    print("Successfully truncated AOF")
+    return 0
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

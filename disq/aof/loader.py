@@ -1,0 +1,157 @@
+"""Replaying an AOF into a node, as Disque's loadAppendOnlyFile and LOADJOB do.
+
+A LOADJOB registers the job unless it expired or is known already. A job stored
+queued comes back active and is queued again by its retry timer (after DELAY + RETRY,
+as a copy received from another node); with `aof-enqueue-jobs-once` it goes straight
+back into its queue. RETRY 0 jobs are never queued again after a restart: they may have
+been delivered after their record was written. DELJOB removes the job.
+
+`AofLoader.run()` is a generator that yields every few thousand records, so the server
+can answer -LOADING between two slices; DEBUG LOADAOF simply runs it to the end.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import time
+from collections.abc import Iterator, Mapping
+
+from ..job import ACTIVE, BCAST_WILLQUEUE, QUEUED
+from ..node import Node, now_ms, random_time_error
+from .fileformat import FormatError, RecordReader
+from .serialize import CorruptJob, deserialize_job
+
+log = logging.getLogger("disq")
+
+RECORDS_PER_SLICE = 2000
+
+
+class AofLoadError(Exception):
+    """Loading cannot go on; the message is what the log says."""
+
+
+class AofLoader:
+    def __init__(self, node: Node, path: str, *, enqueue_jobs: bool, load_truncated: bool,
+                 known_ids: Mapping[str, str]) -> None:
+        self.node = node
+        self.path = path
+        self.enqueue_jobs = enqueue_jobs
+        self.load_truncated = load_truncated
+        self.known_ids = known_ids
+        self.start_time = time.time()
+        self.total_bytes = 0
+        self.loaded_bytes = 0
+        self.jobs_loaded = 0
+        self.size_after = 0  # the file's size once loaded (after a truncation)
+
+    def run(self) -> Iterator[None]:
+        """Load the file, yielding between slices. A missing file is an empty one."""
+        started = time.monotonic()
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise AofLoadError("Fatal error: can't open the append log file for reading: "
+                               f"{exc.strerror}") from None
+        try:
+            self.total_bytes = os.fstat(fd).st_size
+            if self.total_bytes == 0:
+                return
+            with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+                reader = RecordReader(data)
+                yield from self._replay(reader)
+                cut_off = reader.cut_off
+                valid_up_to = reader.pos
+        finally:
+            os.close(fd)
+        self.size_after = self.total_bytes
+        if cut_off is not None:
+            self._truncate(valid_up_to, cut_off)
+        log.info("DB loaded from append only file: %.3f seconds (%d jobs)",
+                 time.monotonic() - started, self.jobs_loaded)
+
+    def _replay(self, reader: RecordReader) -> Iterator[None]:
+        apply = self._apply
+        count = 0
+        try:
+            for offset, args in reader:
+                apply(offset, args)
+                count += 1
+                if count == RECORDS_PER_SLICE:
+                    count = 0
+                    self.loaded_bytes = reader.pos
+                    yield
+        except FormatError as exc:
+            raise AofLoadError(
+                f"Bad file format reading the append only file at offset {exc.offset}: "
+                f"{exc.reason}. Make a backup of your AOF file, then use "
+                f"disq-check-aof --fix {self.path}") from None
+        self.loaded_bytes = reader.pos
+
+    def _apply(self, offset: int, args: list[bytes]) -> None:
+        name = args[0].upper()
+        if name == b"LOADJOB" and len(args) == 2:
+            self._load_job(offset, args[1])
+        elif name == b"DELJOB" and len(args) >= 2:
+            node = self.node
+            for job_id in args[1:]:
+                job = node.lookup(job_id)
+                if job is not None:
+                    node.unregister(job)
+        else:
+            raise AofLoadError(f"Unknown command '{args[0][:64].decode('latin-1')}' "
+                               f"reading the append only file at offset {offset}")
+
+    def _load_job(self, offset: int, payload: bytes) -> None:
+        try:
+            job = deserialize_job(payload, self.known_ids)
+        except CorruptJob as exc:
+            raise AofLoadError("Unrecoverable error loading AOF: corrupted LOADJOB data "
+                               f"at offset {offset}: {exc}") from None
+        if job.state not in (ACTIVE, QUEUED):
+            raise AofLoadError("Unrecoverable error loading AOF: a LOADJOB record in "
+                               f"state {job.state} at offset {offset}")
+        node = self.node
+        now = now_ms()
+        if job.etime <= now:
+            return  # expired while the node was down
+        enqueue = job.state == QUEUED and self.enqueue_jobs
+        job.state = ACTIVE
+        delivered = job.nodes_delivered
+        if delivered is not None:
+            delivered.add(node.id)
+            if len(delivered) == 1:
+                job.nodes_delivered = None  # only this node holds it: the compact form
+        queue = node.queues.get(job.queue)
+        if queue is not None:
+            job.queue = queue.name  # one name object per queue
+        if job.retry:
+            job.flags |= BCAST_WILLQUEUE
+            job.qtime = now + (job.delay + job.retry) * 1000 + random_time_error()
+        else:
+            job.qtime = 0
+        if not node.register(job):
+            return  # known already: the first record wins, as in Disque
+        self.jobs_loaded += 1
+        if not (enqueue and node.enqueue(job, nack=False, now=now)):
+            node.update_awake(job)
+
+    def _truncate(self, valid_up_to: int, cut_off: str) -> None:
+        if not self.load_truncated:
+            raise AofLoadError(
+                f"Unexpected end of file reading the append only file ({cut_off} at offset "
+                f"{valid_up_to}). You can: 1) Make a backup of your AOF file, then use "
+                f"disq-check-aof --fix {self.path}. 2) Alternatively you can set the "
+                "'aof-load-truncated' configuration option to yes and restart the server.")
+        log.warning("!!! Warning: short read while loading the AOF file !!!")
+        log.warning("!!! Truncating the AOF at offset %d (the last whole record ends "
+                    "there; after it: %s) !!!", valid_up_to, cut_off)
+        try:
+            os.truncate(self.path, valid_up_to)
+        except OSError as exc:
+            raise AofLoadError(f"Error truncating the AOF file: {exc.strerror}") from None
+        self.size_after = valid_up_to
+        log.warning("AOF loaded anyway because aof-load-truncated is enabled")

@@ -1,0 +1,130 @@
+"""Disque's job serialization, storage flavour (SER_STORAGE), byte for byte.
+
+    u32 length of what follows
+    68 bytes, the leading fields of Disque's `struct job`, little-endian:
+        id[40]  state:4|gc_retry:4 (one byte)  flags u8  repl u16  etime u32 (unix s)
+        ctime u64  delay u32  retry u32  num_nacks u16  num_deliv u16
+    u32 + queue name
+    u32 + body
+    u32 count + count x 40-byte node IDs (the nodes that may hold a copy)
+
+Times are absolute and the state is kept, so a file written by Disque loads here and
+the other way round. disq keeps `etime` in milliseconds: it is stored rounded up to
+the second (a restarted job never expires early). Counters wider than the format's
+fields are stored saturated.
+
+The bus (`disq.replication.wire`) has its own msgpack encoding; this module depends
+on nothing but the job record, so it can serve there too.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+
+from ..ids import is_valid_job_id
+from ..job import ACTIVE, QUEUED, Job, node_id_set
+
+# The fixed part, with the length prefix in front and the queue name's length after.
+_HEAD = struct.Struct("<I40sBBHIQIIHHI")
+U32 = struct.Struct("<I")
+JOB_STRUCT_SER_LEN = 68
+NODE_ID_LEN = 40
+_FIXED = JOB_STRUCT_SER_LEN + 12  # beyond the length prefix: struct + three u32 counts
+_BEFORE_TAIL = JOB_STRUCT_SER_LEN + 8  # struct + the queue and body lengths
+U16_MAX = 0xFFFF
+U32_MAX = 0xFFFFFFFF
+STORED_STATES = (ACTIVE, QUEUED)
+
+
+class CorruptJob(ValueError):
+    """A serialized job that does not decode; the message says what is wrong."""
+
+
+class JobEncoder:
+    """Serializes jobs of one node. A job only this node holds (`nodes_delivered` is
+    None) lists this node, as Disque's own `nodes_delivered` always does."""
+
+    __slots__ = ("_alone_tail", "_node_bytes")
+
+    def __init__(self, my_id: str) -> None:
+        me = my_id.encode()
+        self._alone_tail = U32.pack(1) + me
+        self._node_bytes: dict[str, bytes] = {my_id: me}
+
+    def serialize(self, job: Job) -> bytes:
+        queue = job.queue or b""
+        body = job.body or b""
+        delivered = job.nodes_delivered
+        if delivered is None:
+            tail = self._alone_tail
+        else:
+            tail = U32.pack(len(delivered)) + b"".join(map(self._node_id, delivered))
+        etime = -(-job.etime // 1000)  # ms -> s, rounded up
+        head = _HEAD.pack(
+            _BEFORE_TAIL + len(queue) + len(body) + len(tail),
+            job.id, job.state & 0x0F, job.flags & 0xFF, job.repl,
+            etime if etime <= U32_MAX else U32_MAX, job.ctime,
+            job.delay if job.delay <= U32_MAX else U32_MAX,
+            job.retry if job.retry <= U32_MAX else U32_MAX,
+            job.nacks if job.nacks <= U16_MAX else U16_MAX,
+            job.deliveries if job.deliveries <= U16_MAX else U16_MAX,
+            len(queue))
+        return b"".join((head, queue, U32.pack(len(body)), body, tail))
+
+    def _node_id(self, node_id: str) -> bytes:
+        encoded = self._node_bytes.get(node_id)
+        if encoded is None:
+            encoded = self._node_bytes[node_id] = node_id.encode()
+        return encoded
+
+
+def deserialize_job(data: bytes, known_ids: Mapping[str, str] | None = None) -> Job:
+    """The job in `data` (exactly one serialized job), as stored: absolute times,
+    state and flags as written. `known_ids` maps the node IDs to keep to the string
+    to use (one shared object per node); others are dropped, as Disque drops nodes
+    it does not know. None keeps every ID. Raises CorruptJob."""
+    size = len(data)
+    if size < 4 + _FIXED:
+        raise CorruptJob(f"{size} bytes, shorter than any serialized job")
+    (length, job_id, state_byte, flags, repl, etime, ctime, delay, retry, nacks, deliv,
+     queue_len) = _HEAD.unpack_from(data)
+    if length != size - 4:
+        raise CorruptJob(f"length field says {length} bytes, {size - 4} follow it")
+    if not is_valid_job_id(job_id):
+        raise CorruptJob(f"invalid job ID {job_id!r}")
+    pos = _HEAD.size
+    queue = data[pos:pos + queue_len]
+    pos += queue_len
+    if pos + 8 > size:
+        raise CorruptJob(f"queue name length {queue_len} runs past the end")
+    (body_len,) = U32.unpack_from(data, pos)
+    pos += 4
+    body = data[pos:pos + body_len]
+    pos += body_len
+    if pos + 4 > size:
+        raise CorruptJob(f"body length {body_len} runs past the end")
+    (count,) = U32.unpack_from(data, pos)
+    pos += 4
+    if pos + count * NODE_ID_LEN != size:
+        raise CorruptJob(f"{count} node IDs do not fill the {size - pos} bytes left")
+    delivered = node_id_set()
+    for _ in range(count):
+        try:
+            node_id = data[pos:pos + NODE_ID_LEN].decode("ascii")
+        except UnicodeDecodeError:
+            raise CorruptJob(f"node ID at byte {pos} is not text") from None
+        pos += NODE_ID_LEN
+        if known_ids is None:
+            delivered.add(node_id)
+        else:
+            kept = known_ids.get(node_id)
+            if kept is not None:
+                delivered.add(kept)
+    job = Job(job_id, queue, body, state_byte & 0x0F, ctime, etime * 1000, delay, retry,
+              repl)
+    job.flags = flags
+    job.nacks = nacks
+    job.deliveries = deliv
+    job.nodes_delivered = delivered
+    return job
