@@ -436,7 +436,8 @@ class AppendOnlyFile:
         if self.rewrite is not None:
             log.warning("There is a rewrite of the AOF running. Killing it!")
             self.rewrite.cancel()
-        log.info("Calling fsync() on the AOF file.")
+        if self.fd is not None:  # an AOF file is open (not when appendonly is off)
+            log.info("Calling fsync() on the AOF file.")
         self.close_file()
         self.release_all()
         self._fsync_executor.shutdown(wait=False)
