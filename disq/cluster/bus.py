@@ -656,9 +656,7 @@ class ClusterBus:
                 if now - node.created > max(timeout, 1000):
                     self._forget(node)  # nobody answered the handshake
                     continue
-            if node.link is None and now - node.last_connect >= CRON_MS:
-                # Every tick, as Disque's clusterCron: a restarted peer is back (and
-                # its fail? flag cleared by its PONG) within about 100 ms.
+            if node.link is None and now - node.last_connect > min(1000, timeout // 2 or 1):
                 self.connect(node)
             elif node.connected:
                 if node.ping_sent == 0 and now - node.pong_received > timeout // 2:
