@@ -414,13 +414,16 @@ class Node:
         ttl: int = DEFAULT_TTL,
         maxlen: int = 0,
         async_: bool = False,
+        queue_randomly: bool = False,
     ) -> Job:
         """ADDJOB, its checks in Disque's order. The returned job is WAIT_REPL when the
         caller must wait for synchronous replication (the cluster layer answers later),
         else it is queued or scheduled already.
 
         A leaving node replicates externally, as Disque does: it keeps no copy, sends
-        the job to REPLICATE other nodes and has one of them queue it."""
+        the job to REPLICATE other nodes and has one of them queue it. QUEUE-RANDOMLY
+        (a later Disque option) does the same on purpose, in a cluster: the job is
+        queued on a random one of the nodes it is replicated to, not here."""
         if repl is None:
             size = self.cluster.size()
             repl = size if size < 3 else 3
@@ -437,12 +440,13 @@ class Node:
         if retry is None:
             retry = DEFAULT_RETRY_MAX if ttl >= 10 * DEFAULT_RETRY_MAX else (ttl // 10 or 1)
         # Leaving, or short of memory: keep no copy here (Disque's external replication).
-        external = (self.leaving or self.memory_level > 0) and (
+        external = (self.leaving or self.memory_level > 0 or queue_randomly) and (
             self.leaving or self.cluster.size() > 1)
         if repl > 1 or external:
             additional = repl if external else repl - 1
             if additional > self.cluster.reachable_peers():
-                if external and additional - 1 == self.cluster.reachable_peers():
+                if external and (self.leaving or self.memory_level > 0) and (
+                        additional - 1 == self.cluster.reachable_peers()):
                     raise errors.NOREPL_LEAVING if self.leaving else errors.NOREPL_OOM
                 raise errors.NOREPL
         queue = self.queues.get(queue_name)

@@ -198,3 +198,23 @@ def test_memory_pressure_replicates_externally_and_collects_queues(make_cluster)
              message="idle queues collected under memory pressure")
     assert call(a, "CONFIG", "SET", "maxmemory", "1gb") == b"OK"
     assert show_state(a, call(a, "ADDJOB", "mq", "again", 5000, "REPLICATE", 3)) == b"queued"
+
+
+def test_queue_randomly_queues_the_job_on_another_node(make_cluster):
+    """ADDJOB ... QUEUE-RANDOMLY (a later Disque option, its test 14-queue-randomly):
+    the job is replicated to REPLICATE other nodes, one of them queues it, the node it
+    was added on keeps no copy. On a single node it is simply queued there."""
+    nodes = make_cluster(4)
+    a = nodes[0]
+    job_id = call(a, "ADDJOB", "rq", "body", 5000, "REPLICATE", 3, "QUEUE-RANDOMLY")
+    assert call(a, "QLEN", "rq") == 0 and show_state(a, job_id) is None
+    wait_for(lambda: sorted(show_state(n, job_id) or b"-" for n in nodes[1:]) == [
+        b"active", b"active", b"queued"], message="queued on one of the three others")
+    with pytest.raises(redis.ResponseError, match="^NOREPL Not enough reachable nodes"):
+        call(a, "ADDJOB", "rq", "body", 5000, "REPLICATE", 4, "QUEUE-RANDOMLY")
+
+
+def test_queue_randomly_on_a_single_node(start_node):
+    node = start_node()
+    job_id = call(node, "ADDJOB", "rq", "body", 0, "QUEUE-RANDOMLY")
+    assert show_state(node, job_id) == b"queued"

@@ -28,12 +28,12 @@ _COUNT = err("COUNT must be a number greater than zero")
 @command("addjob", -4, "wm")
 def addjob(client: Client, args: list[bytes]) -> bytes | None:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
-    [MAXLEN n] [ASYNC]"""
+    [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY]"""
     repl: int | None = None
     ttl = DEFAULT_TTL
     retry: int | None = None
     delay = maxlen = 0
-    async_ = False
+    async_ = queue_randomly = False
     argc = len(args)
     j = 4
     while j < argc:
@@ -66,12 +66,14 @@ def addjob(client: Client, args: list[bytes]) -> bytes | None:
             j += 1
         elif opt == b"async":
             async_ = True
+        elif opt == b"queue-randomly":
+            queue_randomly = True
         else:
             raise errors.SYNTAX
         j += 1
     timeout = 0 if args[3] == b"0" else timeout_ms(args[3])
     job = client.node.add_job(args[1], args[2], timeout, repl, delay, retry, ttl, maxlen,
-                              async_)
+                              async_, queue_randomly)
     if job.state == WAIT_REPL:
         client.server.park_for_replication(client, job)
         return None
