@@ -36,13 +36,15 @@ PAUSE = 15  # fields: [queue, flags]
 # With cluster-secret only: the first message each way on a new link, then the proof.
 AUTH = 16  # fields: [nonce (16 random bytes)]
 AUTH_PROOF = 17  # fields: [HMAC-SHA256(secret, role + the other side's nonce)]
+QLEN_REQUEST = 18  # fields: [request id, queue]  (GLOBALQLEN)
+QLEN_REPLY = 19  # fields: [request id, queue length on the sender]
 
 NAMES = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
     GOTJOB: "gotjob", ENQUEUE: "enqueue", QUEUED: "queued", SETACK: "setack",
     WILLQUEUE: "willqueue", GOTACK: "gotack", DELJOB: "deljob", NEEDJOBS: "needjobs",
     YOURJOBS: "yourjobs", WORKING: "working", PAUSE: "pause", AUTH: "auth",
-    AUTH_PROOF: "auth-proof",
+    AUTH_PROOF: "auth-proof", QLEN_REQUEST: "qlen-request", QLEN_REPLY: "qlen-reply",
 }
 
 _LEN = struct.Struct(">I")

@@ -50,6 +50,9 @@ _NOREPL_TIMEOUT = errors.NOREPL_TIMEOUT.reply()
 _NOREPL_EXPIRED = errors.NOREPL_EXPIRED.reply()
 
 
+GLOBALQLEN_TIMEOUT_MS = 1000  # GLOBALQLEN answers with the nodes heard from by then
+
+
 class _WaitingAdd:
     """An ADDJOB waiting for its copies: the job, its timeout (0 = none), the next
     time to try one more node, and the server's callback once it has one."""
@@ -86,10 +89,14 @@ class Replication:
             m.WORKING: self._on_working, m.WILLQUEUE: self._on_willqueue,
             m.SETACK: self._on_setack, m.GOTACK: self._on_gotack,
             m.DELJOB: self._on_deljob, m.PAUSE: self._on_pause,
+            m.QLEN_REQUEST: self._on_qlen_request, m.QLEN_REPLY: self._on_qlen_reply,
         }
         for mtype, handler in handlers.items():
             bus.on(mtype, handler)
         self.federation = Federation(node, bus, loop)
+        # GLOBALQLEN requests in flight: id -> [nodes yet to answer, sum, on_done]
+        self._qlen_requests: dict[int, list] = {}
+        self._qlen_request_id = 0
         self.size = bus.size  # type: ignore[method-assign]  # asked on every ADDJOB
 
     # -- the server's side ------------------------------------------------------------
@@ -101,6 +108,27 @@ class Replication:
             waiting.on_done = on_done
         else:  # settled already (a bus that delivers in the same loop turn)
             on_done(self._outcome(job))
+
+    def global_qlen(self, queue: bytes, on_done: Callable[[int], None]) -> None:
+        """GLOBALQLEN (a later Disque command): the sum of the queue's length on the
+        other reachable nodes, through `on_done(sum)` once all answered or after
+        GLOBALQLEN_TIMEOUT_MS (a node that does not answer counts for nothing)."""
+        peers = [n.id for n in self.bus.reachable_peers() if self.bus.can_send(n.id)]
+        if not peers:
+            on_done(0)
+            return
+        self._qlen_request_id += 1
+        request_id = self._qlen_request_id
+        self._qlen_requests[request_id] = [set(peers), 0, on_done]
+        for node_id in peers:
+            self.bus.send(node_id, m.QLEN_REQUEST, request_id, queue)
+        loop = self._loop or asyncio.get_running_loop()
+        loop.call_later(GLOBALQLEN_TIMEOUT_MS / 1000, self._qlen_done, request_id)
+
+    def _qlen_done(self, request_id: int) -> None:
+        request = self._qlen_requests.pop(request_id, None)
+        if request is not None:
+            request[2](request[1])
 
     def cancel_wait(self, job_id: bytes) -> None:
         """The client of a waiting ADDJOB went away. As Disque does, a job that is not
@@ -281,6 +309,21 @@ class Replication:
             job.nodes_confirmed.add(sender.id)
             if len(job.nodes_confirmed) >= job.repl:
                 self._replicated(job, entry)
+
+    def _on_qlen_request(self, sender: ClusterNode, fields: list) -> None:
+        if len(fields) >= 2 and type(fields[0]) is int and type(fields[1]) is bytes:
+            self.bus.send(sender.id, m.QLEN_REPLY, fields[0], self.node.qlen(fields[1]))
+
+    def _on_qlen_reply(self, sender: ClusterNode, fields: list) -> None:
+        if len(fields) < 2 or type(fields[0]) is not int or type(fields[1]) is not int:
+            return
+        request = self._qlen_requests.get(fields[0])
+        if request is None or sender.id not in request[0]:
+            return  # answered already, timed out, or not asked
+        request[0].discard(sender.id)
+        request[1] += max(0, fields[1])
+        if not request[0]:
+            self._qlen_done(fields[0])
 
     def _on_enqueue(self, sender: ClusterNode, fields: list) -> None:
         """Queue a copy now, or after `delay` seconds (sent by a node that replicated

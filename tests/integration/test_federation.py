@@ -218,3 +218,31 @@ def test_queue_randomly_on_a_single_node(start_node):
     node = start_node()
     job_id = call(node, "ADDJOB", "rq", "body", 0, "QUEUE-RANDOMLY")
     assert show_state(node, job_id) == b"queued"
+
+
+def test_globalqlen_counts_the_queue_on_every_node(make_cluster):
+    """GLOBALQLEN queue (a later Disque command, its test 13-globallqlen): the jobs
+    queued in the whole cluster, whichever node is asked; a node that cannot be
+    reached counts for nothing instead of blocking the answer."""
+    nodes = make_cluster(3)
+    assert [call(n, "GLOBALQLEN", "gq") for n in nodes] == [0, 0, 0]
+    ids = [call(nodes[i % 3], "ADDJOB", "gq", f"job{i}", 5000, "REPLICATE", 2, "RETRY", 60)
+           for i in range(10)]
+    assert [call(n, "GLOBALQLEN", "gq") for n in nodes] == [10, 10, 10]
+    assert sum(call(n, "QLEN", "gq") for n in nodes) == 10
+    for i in range(4):  # jobs 0-3 were queued on nodes 0, 1, 2, 0
+        assert call(nodes[i % 3], "GETJOB", "NOHANG", "FROM", "gq")[0][1] in ids
+    assert call(nodes[1], "GLOBALQLEN", "gq") == 6
+    nodes[2].kill()
+    live = call(nodes[0], "QLEN", "gq") + call(nodes[1], "QLEN", "gq")
+    started = time.monotonic()
+    assert call(nodes[0], "GLOBALQLEN", "gq") == live  # the dead node's share is gone
+    assert time.monotonic() - started < 3  # at most the 1 s wait for a silent node
+    with pytest.raises(redis.ResponseError, match="wrong number of arguments"):
+        call(nodes[0], "GLOBALQLEN")
+
+
+def test_globalqlen_on_a_single_node_is_qlen(start_node):
+    node = start_node()
+    call(node, "ADDJOB", "gq", "x", 0)
+    assert call(node, "GLOBALQLEN", "gq") == 1 == call(node, "QLEN", "gq")

@@ -28,6 +28,19 @@ def qlen(client: Client, args: list[bytes]) -> bytes:
     return reply.integer(client.node.qlen(args[1]))
 
 
+@command("globalqlen", 2, "r")
+def globalqlen(client: Client, args: list[bytes]) -> bytes | None:
+    """GLOBALQLEN queue (a later Disque command): jobs queued in the whole cluster,
+    this node's QLEN plus each reachable node's, answered once they all replied."""
+    local = client.node.qlen(args[1])
+    replication = client.server.replication
+    if replication is None or client.node.cluster.size() <= 1:
+        return reply.integer(local)
+    answer = client.defer(lambda: None)
+    replication.global_qlen(args[1], lambda others: answer(reply.integer(local + others)))
+    return None
+
+
 @command("qpeek", 3, "r")
 def qpeek(client: Client, args: list[bytes]) -> bytes:
     """QPEEK queue count: oldest first for count > 0, newest first for count < 0."""
