@@ -16,6 +16,7 @@ cluster reports it, and cleared as soon as it answers again.
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import hmac
 import logging
@@ -232,7 +233,10 @@ class ClusterBus:
                     lambda: Link(self, None), host, self.port, reuse_address=True,
                     family=socket.AF_INET6 if ":" in host else socket.AF_INET)
             except OSError as exc:
-                if not explicit:
+                # The default bind skips an address the host lacks (no IPv6), as the
+                # client listener does; a port in use is fatal, as in Disque.
+                unavailable = exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT)
+                if not explicit and unavailable:
                     log.warning("Could not listen on the cluster bus %s:%d (%s), skipping",
                                 host, self.port, exc.strerror)
                     continue
@@ -341,10 +345,23 @@ class ClusterBus:
         node.link = link
 
         async def dial() -> None:
+            sock = None
             try:
-                await self.loop.create_connection(lambda: link, node.ip,
-                                                  node.port + BUS_PORT_OFFSET)
-            except (OSError, OverflowError):  # OverflowError: a port beyond 65535
+                infos = await self.loop.getaddrinfo(node.ip, node.port + BUS_PORT_OFFSET,
+                                                    type=socket.SOCK_STREAM)
+                family, _, proto, _, address = infos[0]
+                sock = socket.socket(family, socket.SOCK_STREAM, proto)
+                # As Redis's outbound sockets: SO_REUSEADDR, so that the ephemeral port
+                # this link takes never stops a node on this host from binding its bus
+                # port (Linux lets a listener share a port with a connected socket only
+                # when both set it; many nodes start at once in test suites).
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.setblocking(False)
+                await self.loop.sock_connect(sock, address)
+                await self.loop.create_connection(lambda: link, sock=sock)
+            except (OSError, OverflowError, IndexError):  # Overflow: a port > 65535
+                if sock is not None:
+                    sock.close()
                 if node.link is link:
                     node.link = None
 

@@ -100,6 +100,19 @@ def test_unknown_directive_in_config_file(tmp_path):
     assert not (tmp_path / "nodes.conf").exists()  # it never got as far as starting
 
 
+def test_bus_port_in_use_stops_the_start(tmp_path):
+    """As in Disque, a node that cannot listen on its bus port (client port + 10000)
+    exits with an error instead of running unreachable for the cluster."""
+    port = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port + 10000))
+        taken.listen()
+        # the default bind (127.0.0.1 and ::1): only a missing address is skipped
+        done = run_cli("--port", str(port), "--dir", str(tmp_path), timeout=10)
+    assert done.returncode != 0
+    assert f"cluster bus 127.0.0.1:{port + 10000}" in done.stdout + done.stderr
+
+
 def test_unknown_directive_as_flag(tmp_path):
     done = run_cli("--port", str(free_port()), "--dir", str(tmp_path), "--no-such-flag", "1")
     assert done.returncode != 0
