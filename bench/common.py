@@ -12,12 +12,20 @@ import time
 
 
 def free_port() -> int:
-    while True:
+    """A free loopback port whose bus port (port + 10000) is free as well."""
+    for _ in range(200):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port + 10000 <= 65535:
-            return port
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as s2:
+            try:
+                s2.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port pair found")
 
 
 def wait_port(port: int, timeout: float = 15.0) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import hiredis
 
+from .common import free_port
 from .protocols import BeanstalkReader, read_one
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout whose disq is measured
@@ -50,23 +51,6 @@ class Servers:
             except subprocess.TimeoutExpired:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait()
-
-
-def free_port() -> int:
-    """A free loopback port whose bus port (port + 10000) is free as well."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + 10000 > 65535:
-            continue
-        with socket.socket() as s2:
-            try:
-                s2.bind(("127.0.0.1", port + 10000))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no free port pair found")
 
 
 def command(address: tuple[str, int], *args: str | bytes, timeout: float = 10) -> Any:

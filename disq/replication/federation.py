@@ -42,7 +42,6 @@ class Federation:
         self.node = node
         self.bus = bus
         self.loop = loop
-        # queue name -> {node id: ms until which it wants jobs of that queue}
         # queue -> {node id: (ms until which it wants jobs, how many it asked for)}
         self.wanted: dict[bytes, dict[str, tuple[int, int]]] = {}
         self._timer: asyncio.TimerHandle | None = None

@@ -43,14 +43,12 @@ from .wire import MAX_U32, decode_job, encode_job
 log = logging.getLogger("disq")
 
 ADD_NODE_PERIOD_MS = 50  # a waiting ADDJOB tries one more node this often (Disque)
+GLOBALQLEN_TIMEOUT_MS = 1000  # GLOBALQLEN answers with the nodes heard from by then
 
 OnDone = Callable[[bytes], None]
 
 _NOREPL_TIMEOUT = errors.NOREPL_TIMEOUT.reply()
 _NOREPL_EXPIRED = errors.NOREPL_EXPIRED.reply()
-
-
-GLOBALQLEN_TIMEOUT_MS = 1000  # GLOBALQLEN answers with the nodes heard from by then
 
 
 class _WaitingAdd:

@@ -147,7 +147,7 @@ class Server:
         self._stopped: asyncio.Future[None] | None = None
         self._metrics: Any = None
         self._memory_cache = (0.0, 0)
-        self.oom_job_bytes = 1 << 62  # see update_oom_threshold
+        self.update_oom_threshold()
         # CLIENT PAUSE: no client request runs before this time.monotonic() value;
         # the clients holding requests meanwhile are resumed when it passes.
         self.clients_paused_until = 0.0
@@ -179,8 +179,6 @@ class Server:
         self.membership = Membership.load_or_create(
             self.config.cluster_config_file, self.config.port)
         self.node = Node(self.config, self.membership.myself.id)
-        self.base_memory = EMPTY_NODE_MEMORY
-        self.update_oom_threshold()
         self.node.leaving = "leaving" in self.membership.myself.flags  # kept in nodes.conf
         self.node.arm_timer = self._arm_timer
         if self.config.pidfile:
@@ -431,7 +429,7 @@ class Server:
         """Memory in use: an empty node's plus what its jobs take (Node.job_bytes).
         Unlike RSS, it falls when jobs are acknowledged, so memory levels and
         maxmemory follow the data, as Disque's allocator count does."""
-        return self.base_memory + self.node.job_bytes
+        return EMPTY_NODE_MEMORY + self.node.job_bytes
 
     def rss(self) -> int:
         """RSS, sampled at most every 100 ms (it is a /proc read)."""
@@ -447,7 +445,7 @@ class Server:
         maxmemory, checked before every command that may add jobs (ADDJOB, ENQUEUE,
         NACK) so that the check costs one comparison."""
         maxmemory = self.config.maxmemory
-        self.oom_job_bytes = (maxmemory // 100 * 95 - self.base_memory if maxmemory
+        self.oom_job_bytes = (maxmemory // 100 * 95 - EMPTY_NODE_MEMORY if maxmemory
                               else 1 << 62)
 
     def free_memory(self) -> bool:

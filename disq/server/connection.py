@@ -390,14 +390,13 @@ class Client(asyncio.Protocol):
                 self.close_after_reply = True
                 return reply.OK
             return b"-ERR unknown command '%s'\r\n" % _printable(args[0])
-        # Checks in Redis's order: unknown command, arity, authentication, AOF write
-        # error (-MISCONF), loading.
+        # Checks in Disque's order: unknown command, arity, authentication, -OOM (not
+        # while loading), AOF write error (-MISCONF), loading.
         argc, arity = len(args), spec.arity
         if (argc != arity) if arity > 0 else (argc < -arity):
             return b"-ERR wrong number of arguments for '%s' command\r\n" % spec.bname
         if not self.authenticated and not spec.noauth and server.config.requirepass:
             return ERR_NOAUTH
-        # Disque's order: -OOM (not while loading), then -MISCONF, then -LOADING.
         if spec.denyoom and self.node.job_bytes > server.oom_job_bytes and (
                 not server.loading and not server.free_memory()):
             return ERR_OOM
