@@ -58,8 +58,9 @@ class Link(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.reader = m.FrameReader()
         self.out: list[list] = []
-        # Messages of this turn that more items may join (send_batched), by type.
-        self.batches: dict[int, list] = {}
+        # Messages of this turn that more items may join (send_batched), by type
+        # (and head).
+        self.batches: dict[object, list] = {}
         self.flush_scheduled = False
         self.peer_ip = ""
         self.local_ip = ""
@@ -169,15 +170,16 @@ class Link(asyncio.Protocol):
             self.flush_scheduled = True
             self.bus.loop.call_soon(self.flush)
 
-    def send_batched(self, mtype: int, item: object) -> None:
-        """Add `item` to this turn's `[mtype, ...]` message, started if needed."""
-        batch = self.batches.get(mtype)
+    def send_batched(self, mtype: int, items: list, head: tuple = ()) -> None:
+        """Add `items` to this turn's `[mtype, *head, ...]` message, started if needed."""
+        key = (mtype, head) if head else mtype
+        batch = self.batches.get(key)
         if batch is None:
             if self.transport is None:
                 return
-            self.batches[mtype] = batch = [mtype]
+            self.batches[key] = batch = [mtype, *head]
             self.send(batch)
-        batch.append(item)
+        batch += items
 
     def flush(self) -> None:
         self.flush_scheduled = False
@@ -276,11 +278,11 @@ class ClusterBus:
                 and node.link is not None and node.link.authenticated
                 and not node.flags & _NOT_SENDABLE)
 
-    def send_batched(self, node_id: str, mtype: int, item: object) -> bool:
+    def send_batched(self, node_id: str, mtype: int, items: list, head: tuple = ()) -> bool:
         node = self.membership.nodes.get(node_id)
         if node is None or node is self.myself or not node.connected:
             return False
-        node.link.send_batched(mtype, item)
+        node.link.send_batched(mtype, items, head)
         self.membership.messages_sent += 1
         return True
 

@@ -14,14 +14,14 @@ import struct
 
 import msgpack
 
-VERSION = 1
+VERSION = 2  # 2: REPLJOB carries many jobs and their holders once
 MAX_FRAME = 64 * 1024 * 1024  # a frame longer than this closes the link
 
 PING = 0  # fields: [gossip]  gossip = [[id, ip, port, flags, ping_sent, pong_received], ...]
 PONG = 1  # fields: [gossip]
 MEET = 2  # fields: [gossip]  a PING that makes the receiver add the sender
 FAIL = 3  # fields: [failing node id]
-REPLJOB = 4  # fields: [serialized job, noreply(bool)]
+REPLJOB = 4  # fields: [noreply(bool), [holder ids], job copy, ...] (wire.encode_copy)
 GOTJOB = 5  # fields: [job id, ...] (the confirmations of one loop turn)
 ENQUEUE = 6  # fields: [job id, delay s]
 QUEUED = 7  # fields: [job id, flags (INCR_NACKS=2 / INCR_DELIV=4)]

@@ -38,7 +38,7 @@ from ..job import (
 from ..node import INCR_DELIV, INCR_NACKS, Node, now_ms
 from ..queue import PAUSED_ALL, PAUSED_IN, Queue
 from .federation import Federation
-from .wire import MAX_U32, decode_job, encode_job
+from .wire import MAX_U32, decode_copy, decode_holders, encode_copy
 
 log = logging.getLogger("disq")
 
@@ -197,8 +197,7 @@ class Replication:
         now = now_ms()
         targets = self._add_targets(job, job.repl if external else job.repl - 1)
         if not sync and external and targets:
-            payload = encode_job(job, self.my_id, now)
-            self.bus.broadcast(m.REPLJOB, payload, True, node_ids=targets)
+            self._send_copies(job, now, True, targets)
             self.bus.send(random.choice(targets), m.ENQUEUE, job.id, job.delay)
             return
         if sync:
@@ -210,8 +209,7 @@ class Replication:
                 heapq.heappush(self._deadlines, (entry.deadline, job.id))
             self.node.update_awake(job)  # so that it can expire while waiting
             self._arm()
-        self.bus.broadcast(m.REPLJOB, encode_job(job, self.my_id, now), not sync,
-                           node_ids=targets)
+        self._send_copies(job, now, not sync, targets)
 
     def job_queued(self, job: Job, flags: int) -> None:
         if job.nodes_delivered:
@@ -258,37 +256,47 @@ class Replication:
 
     # -- bus messages -------------------------------------------------------------------
     def _on_repljob(self, sender: ClusterNode, fields: list) -> None:
-        """Keep a copy (active, not queued) and confirm with GOTJOB, unless leaving or
-        the queue is paused in input. A copy held already only learns the new nodes."""
-        if (len(fields) < 2 or type(fields[1]) is not bool or self.node.leaving
-                or self.node.memory_level > 0):  # no new copies: leaving or short of memory
-            return
+        """Keep copies (active, not queued) and confirm them with one GOTJOB, unless
+        leaving or the queue is paused in input. A copy held already only learns the
+        new nodes. `fields`: noreply, the holders of every job of the message, jobs."""
         node = self.node
-        now = now_ms()
-        job = decode_job(fields[0], now, self.bus.known_id_map())
-        if job is None:
-            log.warning("Received a corrupted job from node %s", sender.id)
+        if (len(fields) < 3 or type(fields[0]) is not bool or node.leaving
+                or node.memory_level > 0):  # no new copies: leaving or short of memory
             return
-        holders = job.nodes_delivered
-        assert holders is not None  # decode_job always sets it
+        holders = decode_holders(fields[1], self.bus.known_id_map())
+        if holders is None:
+            log.warning("Received corrupted job holders from node %s", sender.id)
+            return
         holders.add(sender.id)
         holders.add(self.my_id)
-        queue = node.queues.get(job.queue)
-        if queue is not None and queue.flags & PAUSED_IN:
-            mine = node.lookup(job.id)  # a paused queue takes no new copy
-            if mine is None:
-                return
-        elif node.store_copy(job, now):  # new here: one table operation, no lookup
-            mine = None
-        else:
-            mine = node.lookup(job.id)
-        if mine is not None:
-            self._learn_holders(mine, holders)
-            if mine.state == ACKED:  # tell the sender instead: the job must not come back
-                self._send_setack(sender.id, mine)
-                return
-        if not fields[1]:
-            self.bus.send_batched(sender.id, m.GOTJOB, job.id)
+        noreply: bool = fields[0]
+        now = now_ms()
+        queues = node.queues
+        confirmed: list[bytes] = []
+        for data in fields[2:]:
+            job = decode_copy(data, now)
+            if job is None:
+                log.warning("Received a corrupted job from node %s", sender.id)
+                continue
+            job.nodes_delivered = node_id_set(holders)
+            queue = queues.get(job.queue)
+            if queue is not None and queue.flags & PAUSED_IN:
+                mine = node.lookup(job.id)  # a paused queue takes no new copy
+                if mine is None:
+                    continue
+            elif node.store_copy(job, now):  # new here: one table operation, no lookup
+                mine = None
+            else:
+                mine = node.lookup(job.id)
+            if mine is not None:
+                self._learn_holders(mine, holders)
+                if mine.state == ACKED:  # tell the sender instead: it must not come back
+                    self._send_setack(sender.id, mine)
+                    continue
+            if not noreply:
+                confirmed.append(job.id)
+        if confirmed:
+            self.bus.send_batched(sender.id, m.GOTJOB, confirmed)
 
     def _on_gotjob(self, sender: ClusterNode, fields: list) -> None:
         """Confirmations of copies: every job still waiting for them is in `_waiting`
@@ -472,11 +480,20 @@ class Replication:
         added = self._add_targets(job, 1)
         delivered, confirmed = job.nodes_delivered, job.nodes_confirmed
         assert delivered is not None and confirmed is not None
-        payload = encode_job(job, self.my_id, now)
-        self.bus.broadcast(m.REPLJOB, payload, False,
-                           node_ids=[i for i in delivered if i not in confirmed])
+        self._send_copies(job, now, False, [i for i in delivered if i not in confirmed])
         if added:
-            self.bus.broadcast(m.REPLJOB, payload, True, node_ids=confirmed)
+            self._send_copies(job, now, True, [i for i in confirmed if i != self.my_id])
+
+    def _send_copies(self, job: Job, now: int, noreply: bool, node_ids: list[str]) -> None:
+        """REPLJOB to `node_ids`. The copies sent to a node in one loop turn with the
+        same holders share one message, which lists the holders once."""
+        if not node_ids:
+            return
+        items = [encode_copy(job, now)]
+        head = (noreply, tuple(job.nodes_delivered or ()))
+        send = self.bus.send_batched
+        for node_id in node_ids:
+            send(node_id, m.REPLJOB, items, head)
 
     def _replicated(self, job: Job, entry: _WaitingAdd) -> None:
         """Enough copies: queue the job (or schedule it after its delay), answer. A job

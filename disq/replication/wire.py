@@ -1,7 +1,8 @@
-"""A job on the cluster bus (REPLJOB, later YOURJOBS): a msgpack-friendly list.
+"""A job on the cluster bus (REPLJOB, YOURJOBS): a msgpack-friendly list.
 
     [id, queue, body, state, flags, repl, ttl_ms, ctime, delay, retry, nacks,
-     deliveries, nodes_delivered]
+     deliveries]                      a copy (REPLJOB: the holders are the message's)
+    [..., nodes_delivered]            a job with its own holders (YOURJOBS)
 
 `ttl_ms` is the time left before expiry, relative so that the nodes' clocks may differ
 (Disque sends seconds left + 1; milliseconds keep the expiry exact). DELIVERED is never
@@ -18,6 +19,7 @@ from collections.abc import Mapping
 from ..ids import is_valid_job_id
 from ..job import ACKED, ACTIVE, DELIVERED, Job, node_id_set
 
+COPY_FIELDS = 12  # without the holders
 FIELD_COUNT = 13
 MAX_U32 = 2**32 - 1
 MAX_TTL_MS = 2**40  # ~35 years: more than any TTL a client can ask for
@@ -26,26 +28,66 @@ MAX_NODES = 10_000  # node IDs in one job's list
 MAX_FLAGS = 0xFF
 
 
-def encode_job(job: Job, my_id: str, now: int) -> list:
-    """The job as sent to other nodes. A job only this node holds lists this node."""
-    delivered = job.nodes_delivered
+def encode_copy(job: Job, now: int) -> list:
+    """The job without its holders: REPLJOB sends the holders once per message."""
     return [
         job.id, job.queue, job.body, job.state, job.flags & ~DELIVERED, job.repl,
         max(job.etime - now, 1), job.ctime, job.delay, job.retry, job.nacks,
-        job.deliveries, list(delivered) if delivered is not None else [my_id],
+        job.deliveries,
     ]
+
+
+def encode_job(job: Job, my_id: str, now: int) -> list:
+    """The job and its holders. A job only this node holds lists this node."""
+    data = encode_copy(job, now)
+    delivered = job.nodes_delivered
+    data.append(list(delivered) if delivered is not None else [my_id])
+    return data
+
+
+def decode_copy(data: object, now: int) -> Job | None:
+    """Build an active job from `encode_copy`'s list (holders not set: the caller
+    sets `nodes_delivered`), or None if anything is off. The caller stores the job
+    (`Node.store_copy` sets its requeue time and flags)."""
+    if type(data) is not list or len(data) != COPY_FIELDS:
+        return None
+    return _decode(data, now)
 
 
 def decode_job(data: object, now: int, known_ids: Mapping[str, str]) -> Job | None:
     """Build an active job from `encode_job`'s list, or None if anything is off.
 
     `known_ids` maps each known node ID to the string to keep (the node's own ID
-    object, so a million jobs share a few strings); other IDs are dropped. The caller
-    stores the job (`Node.store_copy` sets its requeue time and flags)."""
+    object, so a million jobs share a few strings); other IDs are dropped."""
     if type(data) is not list or len(data) != FIELD_COUNT:
         return None
+    delivered = decode_holders(data[COPY_FIELDS], known_ids)
+    if delivered is None:
+        return None
+    job = _decode(data, now)
+    if job is not None:
+        job.nodes_delivered = delivered
+    return job
+
+
+def decode_holders(nodes: object, known_ids: Mapping[str, str]) -> set[str] | None:
+    """A list of node IDs as a set of the known ones (None if it is not a list of
+    strings): IDs this node does not know are left out, as Disque does."""
+    if type(nodes) is not list or len(nodes) > MAX_NODES:
+        return None
+    delivered = node_id_set()
+    for node_id in nodes:
+        if type(node_id) is not str:
+            return None
+        kept = known_ids.get(node_id)
+        if kept is not None:
+            delivered.add(kept)
+    return delivered
+
+
+def _decode(data: list, now: int) -> Job | None:
     (job_id, queue, body, state, flags, repl, ttl_ms, ctime, delay, retry, nacks,
-     deliveries, nodes) = data
+     deliveries) = data[:COPY_FIELDS] if len(data) > COPY_FIELDS else data
     if type(job_id) is not bytes or not is_valid_job_id(job_id):
         return None
     if type(queue) is not bytes or type(body) is not bytes:
@@ -62,19 +104,8 @@ def decode_job(data: object, now: int, known_ids: Mapping[str, str]) -> Job | No
         and 0 <= deliveries <= MAX_U32
     ):
         return None
-    if type(nodes) is not list or len(nodes) > MAX_NODES:
-        return None
-    delivered = node_id_set()
-    for node_id in nodes:
-        if type(node_id) is not str:
-            return None
-        kept = known_ids.get(node_id)
-        if kept is not None:
-            delivered.add(kept)
     job = Job(job_id, queue, body, ACTIVE, ctime, now + ttl_ms, delay, retry, repl)
     job.flags = flags & ~DELIVERED
     job.nacks = nacks
     job.deliveries = deliveries
-    job.nodes_delivered = delivered
     return job
-

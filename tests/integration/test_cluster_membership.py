@@ -33,6 +33,8 @@ from support import (
     wait_formed,
 )
 
+from disq.cluster.messages import VERSION
+
 FAIL_TIMEOUT = 15.0
 LOCALHOST = b"127.0.0.1"
 
@@ -442,11 +444,11 @@ def garbage_payloads() -> list[tuple[str, bytes]]:
         ("a RESP command", b"*1\r\n$4\r\nPING\r\n"),
         ("undecodable msgpack", struct.pack(">I", 16) + b"\xc1" * 16),
         ("msgpack that is not a list", struct.pack(">I", 4) + msgpack.packb({"a": 1})),
-        ("a short list", frame(1, 0)),
+        ("a short list", frame(VERSION, 0)),
         ("a wrong version", frame(99, "a" * 40, 7711, [], [[0, []]])),
-        ("a wrong header type", frame(1, 7711, "a" * 40, [], [[0, []]])),
-        ("a message that is not a list", frame(1, "a" * 40, 7711, [], ["ping"])),
-        ("a message type that is not an int", frame(1, "a" * 40, 7711, [], [["0", []]])),
+        ("a wrong header type", frame(VERSION, 7711, "a" * 40, [], [[0, []]])),
+        ("a message that is not a list", frame(VERSION, "a" * 40, 7711, [], ["ping"])),
+        ("a message type that is not an int", frame(VERSION, "a" * 40, 7711, [], [["0", []]])),
         ("a frame with trailing bytes", struct.pack(">I", 3) + b"\x01\x02\x03"),
     ]
     for i in range(20):  # random bodies, announced with their exact length
@@ -482,13 +484,13 @@ def test_bus_messages_from_strangers_are_ignored(make_cluster):
     a_id, b_id = myid(a), myid(b)
     stranger = "f" * 40
     messages = [
-        frame(1, stranger, 7711, [], [[3, b_id]]),  # FAIL about b from a non-member
-        frame(1, stranger, 7711, [], [[0, "not gossip"]]),
-        frame(1, stranger, 7711, [], [[0, [[1, 2, 3], "x", [b_id, "127.0.0.1", -5, "??"]]]]),
-        frame(1, stranger, 7711, ["leaving"], [[1, []]]),
-        frame(1, stranger, 7711, [], [[200, 1, 2, 3]]),  # unknown type
-        frame(1, stranger, 7711, [], [[4, b"\x00" * 10, True]]),  # REPLJOB, non-member
-        frame(1, a_id, 7711, [], [[3, b_id]]),  # FAIL "from myself"
+        frame(VERSION, stranger, 7711, [], [[3, b_id]]),  # FAIL about b from a non-member
+        frame(VERSION, stranger, 7711, [], [[0, "not gossip"]]),
+        frame(VERSION, stranger, 7711, [], [[0, [[1, 2, 3], "x", [b_id, "127.0.0.1", -5, "??"]]]]),
+        frame(VERSION, stranger, 7711, ["leaving"], [[1, []]]),
+        frame(VERSION, stranger, 7711, [], [[200, 1, 2, 3]]),  # unknown type
+        frame(VERSION, stranger, 7711, [], [[4, b"\x00" * 10, True]]),  # REPLJOB, non-member
+        frame(VERSION, a_id, 7711, [], [[3, b_id]]),  # FAIL "from myself"
     ]
     with bus_connect(a) as sock:
         sock.sendall(b"".join(messages))
@@ -509,7 +511,7 @@ def test_bus_sender_that_is_no_node_is_dropped(start_node):
     for sender, port in [("short-id", 7711), ("z" * 40, 7711), ("ab" * 20, 70000),
                          ("ab" * 20, 0), ("é" * 40, 7711)]:
         with bus_connect(a) as sock:
-            sock.sendall(frame(1, sender, port, [], [[2, []]]))  # MEET
+            sock.sendall(frame(VERSION, sender, port, [], [[2, []]]))  # MEET
             assert closed_by_peer(sock), (sender, port)
     assert list(cluster_nodes(a)) == [a_id]
     assert call(a, "CLUSTER", "SAVECONFIG") == b"OK"
@@ -568,7 +570,7 @@ def test_cluster_secret_keeps_strangers_out(start_node):
     assert "did not prove the cluster secret" in a.log() + b.log()
     # a raw MEET frame without the proof: the link is closed, nothing is added
     with bus_connect(c) as sock:
-        sock.sendall(frame(1, "f" * 40, 7711, [], [[2, []]]))
+        sock.sendall(frame(VERSION, "f" * 40, 7711, [], [[2, []]]))
         assert closed_by_peer(sock)
     assert set(cluster_nodes(c)) <= members | {
         i for i, line in cluster_nodes(c).items() if "handshake" in line.flags}

@@ -27,7 +27,7 @@ from disq.job import ACKED, ACTIVE, DELIVERED, QUEUED, WAIT_REPL, Job
 from disq.node import Node, now_ms
 from disq.queue import PAUSED_IN, PAUSED_OUT
 from disq.replication.replicator import ADD_NODE_PERIOD_MS, Replication, sender_wins
-from disq.replication.wire import decode_job, encode_job
+from disq.replication.wire import decode_job, encode_copy, encode_job
 
 NOREPL_TIMEOUT = errors.NOREPL_TIMEOUT.reply()
 NOREPL_EXPIRED = errors.NOREPL_EXPIRED.reply()
@@ -91,8 +91,8 @@ class FakeBus:
         net = self.network
         return node_id != self.myself.id and node_id in net.buses and node_id not in net.down
 
-    def send_batched(self, node_id: str, mtype: int, item: object) -> bool:
-        return self.send(node_id, mtype, item)  # a batch of one: same message shape
+    def send_batched(self, node_id: str, mtype: int, items: list, head: tuple = ()) -> bool:
+        return self.send(node_id, mtype, *head, *items)  # a batch of its own
 
     def broadcast(self, mtype: int, *fields: object,
                   node_ids: Iterable[str] | None = None) -> int:
@@ -358,6 +358,11 @@ def test_repljob_refused_when_the_queue_is_paused_in_or_the_node_leaving() -> No
     assert b.job(job.id) is None and c.job(job.id) is None
 
 
+def repljob(job: Job, noreply: bool = False) -> list:
+    """REPLJOB's fields for one job, as its origin sends them."""
+    return [noreply, list(job.nodes_delivered), encode_copy(job, now_ms())]
+
+
 def test_duplicate_repljob_merges_the_node_lists() -> None:
     net, (a, b, c, d) = cluster(4)
     job, _ = add_job(a, async_=True)
@@ -365,7 +370,7 @@ def test_duplicate_repljob_merges_the_node_lists() -> None:
     holder = next(x for x in (b, c, d) if x.job(job.id) is not None)
     copy = holder.job(job.id)
     job.nodes_delivered.add(d.id)
-    net.deliver(a.id, holder.id, m.REPLJOB, [encode_job(job, a.id, now_ms()), False])
+    net.deliver(a.id, holder.id, m.REPLJOB, repljob(job))
     assert holder.job(job.id) is copy and d.id in copy.nodes_delivered
     net.pump()  # GOTJOB for a job that no longer waits: ignored
     assert job.state == QUEUED
@@ -595,7 +600,7 @@ def test_acked_job_never_comes_back() -> None:
     assert copy.state == ACKED
     net.down.clear()
     # A late REPLJOB, QUEUED and WILLQUEUE from a: b stays acked and tells a.
-    net.deliver(a.id, b.id, m.REPLJOB, [encode_job(job, a.id, now_ms()), False])
+    net.deliver(a.id, b.id, m.REPLJOB, repljob(job))
     net.deliver(a.id, b.id, m.QUEUED, [job.id, 4])
     net.deliver(a.id, b.id, m.WILLQUEUE, [job.id])
     assert b.job(job.id) is copy and copy.state == ACKED and b.node.qlen(b"q") == 0
@@ -707,22 +712,24 @@ def _corruptions(valid: list) -> Iterable[object]:
             broken = list(valid)
             broken[i] = value
             yield broken
-    yield [*valid[:12], [123]]
-    yield [*valid[:12], ["a" * 40] * 20_000]
     yield [b"D-12345678-" + b"A" * 24 + b"X0001", *valid[1:]]
 
 
 def test_corrupt_repljob_is_dropped() -> None:
     net, (a, b, c) = cluster(3)
     job = a.node.add_job(b"q", b"x", 0, 3, 0, None, 3600, 0, True)
-    valid = encode_job(job, a.id, now_ms())
+    valid = encode_copy(job, now_ms())
+    holders = [a.id, b.id]
     net.queue.clear()
     for data in _corruptions(valid):
-        net.deliver(a.id, b.id, m.REPLJOB, [data, False])
-        net.deliver(a.id, b.id, m.REPLJOB, [data])
+        for noreply in (False, True):
+            net.deliver(a.id, b.id, m.REPLJOB, [noreply, holders, data])
+        net.deliver(a.id, b.id, m.REPLJOB, [False, data])
         if b.job(job.id) is not None:  # a mutation that is still a valid job
             b.node.delete([job.id])
-    for fields in ([], [valid], [valid, 0], [valid, None]):
+    for fields in ([], [False], [False, holders], [valid, False], [None, holders, valid],
+                   [0, holders, valid], [False, None, valid], [False, "ids", valid],
+                   [False, [123], valid], [False, ["a" * 40] * 20_000, valid]):
         net.deliver(a.id, b.id, m.REPLJOB, fields)
     assert b.job(job.id) is None and len(b.node.jobs) == 0
     assert {mtype for _, _, mtype in _queued(net)} <= {m.GOTJOB}  # for the valid ones
