@@ -167,6 +167,8 @@ class Replication:
                 continue
             entry.next_try = now + ADD_NODE_PERIOD_MS
             waiting[job.id] = entry  # to the end: the dict stays ordered by next_try
+            if not job.awake:
+                self.node.update_awake(job)  # so that it can expire while waiting
             self._resend(job, now)
         if len(deadlines) > 2 * len(waiting) + 64:  # mostly settled ADDJOBs: rebuild
             self._deadlines = [(e.deadline, i) for i, e in waiting.items() if e.deadline]
@@ -201,14 +203,17 @@ class Replication:
             self.bus.send(random.choice(targets), m.ENQUEUE, job.id, job.delay)
             return
         if sync:
-            job.nodes_confirmed = node_id_set(() if external else (self.my_id,))
+            # A plain set: it lives until the copies are confirmed (then it is None).
+            job.nodes_confirmed = set() if external else {self.my_id}
             entry = _WaitingAdd(job, now + timeout_ms if timeout_ms else 0,
                                 now + ADD_NODE_PERIOD_MS, external)
             self._waiting[job.id] = entry
             if entry.deadline:
                 heapq.heappush(self._deadlines, (entry.deadline, job.id))
-            self.node.update_awake(job)  # so that it can expire while waiting
-            self._arm()
+            # The job gets its expiry timer if it still waits at the first retry (tick):
+            # most are confirmed before, and would be scheduled twice.
+            if self._timer is None:
+                self._arm()
         self._send_copies(job, now, not sync, targets)
 
     def job_queued(self, job: Job, flags: int) -> None:

@@ -486,9 +486,10 @@ class Server:
         if replication is None:  # no replication layer: nothing can confirm copies
             self.node.delete([job.id])
             raise NOREPL
-        job_id = job.id
-        answer = client.defer(lambda: replication.cancel_wait(job_id))
-        replication.wait(job, self._after_logging(answer))
+        answer = client.defer(replication.cancel_wait, job.id)
+        if self.node.aof is not None:
+            answer = self._after_logging(answer)
+        replication.wait(job, answer)
 
     def _after_logging(self, answer: Callable[[bytes], None]) -> Callable[[bytes], None]:
         """A reply given later (replicated ADDJOB) leaves only once what the node

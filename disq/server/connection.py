@@ -21,7 +21,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import hiredis
 
@@ -132,13 +132,25 @@ def split_inline(line: bytes) -> list[bytes]:
 
 
 class _ReplySlot:
-    """The place of a reply that comes later in a client's stream of replies."""
+    """The place of a reply that comes later in a client's stream of replies:
+    `answer` fills it; `on_cancel(cancel_arg)` runs if the client goes away first."""
 
-    __slots__ = ("reply", "on_cancel")
+    __slots__ = ("client", "reply", "on_cancel", "cancel_arg")
 
-    def __init__(self, on_cancel: Callable[[], None]) -> None:
+    def __init__(self, client: Client, on_cancel: Callable[[Any], None] | None,
+                 cancel_arg: Any) -> None:
+        self.client = client
         self.reply: bytes | None = None
         self.on_cancel = on_cancel
+        self.cancel_arg = cancel_arg
+
+    def answer(self, data: bytes) -> None:
+        if self.reply is None:
+            self.reply = data
+            client = self.client
+            if not client._flush_scheduled:  # one write for all answered this turn
+                client._flush_scheduled = True
+                client.server.loop.call_soon(client._flush_replies)  # type: ignore
 
 
 class Client(asyncio.Protocol):
@@ -189,7 +201,8 @@ class Client(asyncio.Protocol):
             self._cancel_block()
         for item in self._replies:
             if item.__class__ is _ReplySlot and item.reply is None:  # type: ignore
-                item.on_cancel()  # type: ignore[union-attr]
+                if item.on_cancel is not None:  # type: ignore[union-attr]
+                    item.on_cancel(item.cancel_arg)  # type: ignore[union-attr]
         self._replies.clear()
         self.server.client_disconnected(self)
         self.transport = None
@@ -366,7 +379,7 @@ class Client(asyncio.Protocol):
             # What these requests logged is not as safe as the AOF policy promises
             # yet (appendfsync always: not fsynced; or a write error): their replies
             # wait behind an empty one, answered when it is.
-            answer = self.defer(_nothing)
+            answer = self.defer()
             out.insert(0, self._new_slot)  # type: ignore[arg-type]
             self._new_slot = None
             aof.on_durable(lambda: answer(b""))
@@ -434,25 +447,18 @@ class Client(asyncio.Protocol):
             self.transport.write(data)
 
     # -- replies that come later, without parking the client ----------------------------
-    def defer(self, on_cancel: Callable[[], None]) -> Callable[[bytes], None]:
+    def defer(self, on_cancel: Callable[[Any], None] | None = None,
+              cancel_arg: Any = None) -> Callable[[bytes], None]:
         """For a request answered later (ADDJOB waiting for its copies): the client is
         not parked, its next requests run at once, and their replies wait behind this
         one so they leave in request order. Returns the function that answers it;
-        `on_cancel` runs if the client goes away first."""
-        slot = _ReplySlot(on_cancel)
+        `on_cancel(cancel_arg)` runs if the client goes away first."""
+        slot = _ReplySlot(self, on_cancel, cancel_arg)
         self._new_slot = slot
         if len(self._replies) > _MAX_HELD_REPLIES and not self._reading_paused:
             self._reading_paused = True  # let the cluster catch up with this client
             self.transport.pause_reading()  # type: ignore[union-attr]
-
-        def answer(data: bytes) -> None:
-            if slot.reply is None:
-                slot.reply = data
-                if not self._flush_scheduled:  # one write for all answered this turn
-                    self._flush_scheduled = True
-                    self.server.loop.call_soon(self._flush_replies)  # type: ignore
-
-        return answer
+        return slot.answer
 
     def _flush_replies(self) -> None:
         """Write the replies at the head of the queue that are ready, in one write."""
@@ -557,10 +563,6 @@ class Client(asyncio.Protocol):
             f"oll={len(self._pending)} omem=0 events=r "
             f"cmd={self.last_command.decode().lower()}"
         )
-
-
-def _nothing() -> None:
-    pass
 
 
 def _slowlog_args(args: list[bytes]) -> list[bytes]:

@@ -36,7 +36,7 @@ def globalqlen(client: Client, args: list[bytes]) -> bytes | None:
     replication = client.server.replication
     if replication is None or client.node.cluster.size() <= 1:
         return reply.integer(local)
-    answer = client.defer(lambda: None)
+    answer = client.defer()
     replication.global_qlen(args[1], lambda others: answer(reply.integer(local + others)))
     return None
 
