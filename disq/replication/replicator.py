@@ -512,7 +512,8 @@ class Replication:
             return
         job.nodes_confirmed = None
         self.node.activate(job)
-        self._settle(job, b"+" + job.id + b"\r\n")
+        self._waiting.pop(job.id, None)  # _settle(), inlined: `entry` is known
+        self._answer(entry, b"+" + job.id + b"\r\n")
 
     def _settle(self, job: Job, reply: bytes) -> None:
         """The job's ADDJOB no longer waits: answer its client."""
