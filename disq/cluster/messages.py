@@ -90,6 +90,10 @@ class FrameReader:
             except Exception as exc:  # any decoding problem is a corrupt frame
                 raise FrameError(f"undecodable frame: {exc}") from None
             pos += 4 + length
+            if (isinstance(message, list) and message and message[0] != VERSION
+                    and type(message[0]) is int):
+                raise FrameError(f"bus protocol version {message[0]}, this node speaks "
+                                 f"{VERSION} (all nodes must run the same disq version)")
             if (not isinstance(message, list) or len(message) != 5 or message[0] != VERSION
                     or not isinstance(message[1], str) or type(message[2]) is not int
                     or not isinstance(message[3], list) or not isinstance(message[4], list)):
