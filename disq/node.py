@@ -667,7 +667,8 @@ class Node:
         job.flags = (job.flags & ~DELIVERED) | BCAST_QUEUED  # queueing it here is news
         if job.retry:
             job.flags |= BCAST_WILLQUEUE
-            job.qtime = ((now or now_ms()) + (job.delay + job.retry) * 1000 + _time_error())
+            # Shared by the copies that arrive together: one timer bucket, one int.
+            job.qtime = self._requeue_time(now or now_ms(), job.delay + job.retry)
         else:
             job.qtime = 0
         if self.aof is not None:
