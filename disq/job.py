@@ -2,7 +2,8 @@
 
 A node may hold a million of these, so the record has `__slots__`, keeps times as
 plain ints (milliseconds since the epoch), and keeps `nodes_delivered` as None while
-the only holder is this node (the common single-node case).
+the only holder is this node (the common single-node case), else as a frozenset
+shared by every job with the same holders (`holder_set`).
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ class Job:
         "deliveries",  # "additional deliveries"
         "qtime",  # ms: next (re)queue time, 0 = never
         "awake",  # ms: when the timer must look at this job next, 0 = never
-        "nodes_delivered",  # None = only this node, else a set of node IDs (str)
-        "nodes_confirmed",  # None or set of node IDs
+        "nodes_delivered",  # None = only this node, else a shared frozenset of node IDs
+        "nodes_confirmed",  # None or set of node IDs (mutable: a replication or GC round)
         "gc_retry",  # number of ACK GC attempts so far
     )
 
@@ -76,7 +77,7 @@ class Job:
         self.deliveries = 0
         self.qtime = 0
         self.awake = 0
-        self.nodes_delivered: set[str] | None = None
+        self.nodes_delivered: frozenset[str] | None = None
         self.nodes_confirmed: set[str] | None = None
         self.gc_retry = 0
         untrack(self)  # a job is never part of a reference cycle (see gcfree.py)
@@ -85,8 +86,35 @@ class Job:
         return f"<Job {self.id.decode()} {STATE_NAMES.get(self.state, b'deleted').decode()}>"
 
 
+# The distinct holder sets of a node's jobs: few (one per group of nodes a job went
+# to), each shared by all the jobs with those holders.
+_HOLDER_SETS: dict[frozenset[str], frozenset[str]] = {}
+_MAX_HOLDER_SETS = 65_536  # then start again: jobs keep theirs, new ones are shared anew
+
+
+def holder_set(ids: Iterable[str]) -> frozenset[str]:
+    """A job's `nodes_delivered`: one immutable set shared by every job with the same
+    holders, so a million replicated jobs cost a pointer each rather than a 216-byte
+    set. Change a job's holders by giving it another one (`with_holders`)."""
+    key = ids if type(ids) is frozenset else frozenset(ids)
+    shared = _HOLDER_SETS.get(key)
+    if shared is None:
+        if len(_HOLDER_SETS) >= _MAX_HOLDER_SETS:
+            _HOLDER_SETS.clear()
+        _HOLDER_SETS[key] = shared = key
+    return shared
+
+
+def with_holders(holders: frozenset[str], ids: Iterable[str]) -> frozenset[str]:
+    """`holders` and `ids` as a shared holder set (`holders` itself if nothing is new)."""
+    return holders if holders.issuperset(ids) else holder_set(holders.union(ids))
+
+
+NO_HOLDERS: frozenset[str] = holder_set(())
+
+
 def node_id_set(ids: Iterable[str] = ()) -> set[str]:
-    """A new `nodes_delivered` / `nodes_confirmed` set. It holds only strings, so like
+    """A new `nodes_confirmed` set (or any set of node IDs a job keeps). It holds only strings, so like
     the job itself it is kept out of the cycle collector (see gcfree.py); adding to it
     later does not track it again."""
     ids_set = set(ids)

@@ -24,10 +24,12 @@ from .job import (
     BCAST_WILLQUEUE,
     DELETED,
     DELIVERED,
+    NO_HOLDERS,
     QUEUED,
     WAIT_REPL,
     WILLQUEUE_ADVANCE_MS,
     Job,
+    holder_set,
     node_id_set,
 )
 from .queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue, Waiter
@@ -472,7 +474,7 @@ class Node:
                   delay, retry, repl)
         if external:
             self.stats.jobs_added += 1
-            job.nodes_delivered = node_id_set()
+            job.nodes_delivered = NO_HOLDERS
             self.cluster.replicate(job, not async_, timeout_ms, external=True)
             if async_:
                 job.state = DELETED  # nothing kept here: the reply is just the ID
@@ -482,7 +484,7 @@ class Node:
         self.job_bytes += JOB_FOOTPRINT + len(body)  # register(), inlined: hot path
         self.stats.jobs_added += 1
         if repl > 1:
-            job.nodes_delivered = node_id_set((self.id,))
+            job.nodes_delivered = holder_set((self.id,))
             if not async_:
                 self.cluster.replicate(job, True, timeout_ms)
                 return job
@@ -557,7 +559,7 @@ class Node:
         """An ACK for a job this node never saw, kept to spread it (cluster only)."""
         ttl_ms = ttl_minutes_from_id(job_id) * 60_000
         job = Job(job_id, None, None, ACKED, 0, now + ttl_ms, 0, 0, 0)
-        job.nodes_delivered = node_id_set()
+        job.nodes_delivered = NO_HOLDERS
         self.register(job)
         return job
 

@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 
-from ..job import ACTIVE, BCAST_WILLQUEUE, QUEUED
+from ..job import ACTIVE, BCAST_WILLQUEUE, QUEUED, with_holders
 from ..node import Node, now_ms, random_time_error
 from .fileformat import FormatError, RecordReader
 from .serialize import CorruptJob, deserialize_job
@@ -122,9 +122,10 @@ class AofLoader:
         job.state = ACTIVE
         delivered = job.nodes_delivered
         if delivered is not None:
-            delivered.add(node.id)
-            if len(delivered) == 1:
+            if len(delivered) == 0 or delivered == {node.id}:
                 job.nodes_delivered = None  # only this node holds it: the compact form
+            else:
+                job.nodes_delivered = with_holders(delivered, (node.id,))
         queue = node.queues.get(job.queue)
         if queue is not None:
             job.queue = queue.name  # one name object per queue

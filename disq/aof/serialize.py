@@ -23,7 +23,7 @@ import struct
 from collections.abc import Mapping
 
 from ..ids import is_valid_job_id
-from ..job import ACTIVE, QUEUED, Job, node_id_set
+from ..job import ACTIVE, QUEUED, Job, holder_set
 
 # The fixed part, with the length prefix in front and the queue name's length after.
 _HEAD = struct.Struct("<I40sBBHIQIIHHI")
@@ -108,7 +108,7 @@ def deserialize_job(data: bytes, known_ids: Mapping[str, str] | None = None) -> 
     pos += 4
     if pos + count * NODE_ID_LEN != size:
         raise CorruptJob(f"{count} node IDs do not fill the {size - pos} bytes left")
-    delivered = node_id_set()
+    delivered: set[str] = set()
     for _ in range(count):
         try:
             node_id = data[pos:pos + NODE_ID_LEN].decode("ascii")
@@ -126,5 +126,5 @@ def deserialize_job(data: bytes, known_ids: Mapping[str, str] | None = None) -> 
     job.flags = flags
     job.nacks = nacks
     job.deliveries = deliv
-    job.nodes_delivered = delivered
+    job.nodes_delivered = holder_set(delivered)
     return job

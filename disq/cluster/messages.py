@@ -50,9 +50,16 @@ NAMES = {
 _LEN = struct.Struct(">I")
 
 
+def _pack_other(obj: object) -> list:
+    """Sets (a job's holders) go as arrays."""
+    if isinstance(obj, (frozenset, set)):
+        return list(obj)
+    raise TypeError(f"cannot send {type(obj).__name__} on the bus")
+
+
 # One Packer for every frame: msgpack.packb builds a new one per call, which costs
 # more than encoding a small frame. Frames are encoded on the event loop only.
-_pack = msgpack.Packer(use_bin_type=True).pack
+_pack = msgpack.Packer(use_bin_type=True, default=_pack_other).pack
 
 
 def encode_frame(sender_id: str, sender_port: int, sender_flags: list[str],

@@ -22,7 +22,7 @@ import logging
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
-from ..job import ACTIVE, BCAST_QUEUED, node_id_set
+from ..job import ACTIVE, BCAST_QUEUED, holder_set, with_holders
 from ..node import Node, now_ms
 from ..queue import PAUSED_OUT, Queue
 from .wire import decode_job, encode_job
@@ -88,13 +88,11 @@ class Federation:
         now = now_ms()
         known = self.bus.known_id_map()
         for data in fields[0][:MAX_BATCH]:
-            job = decode_job(data, now, known)
+            job = decode_job(data, now, known, sender.id, node.id)
             if job is None:
                 log.warning("Received a corrupted job from node %s", sender.id)
                 continue
             assert job.nodes_delivered is not None
-            job.nodes_delivered.add(sender.id)
-            job.nodes_delivered.add(node.id)
             mine = node.lookup(job.id)
             if mine is None:
                 if not node.store_copy(job, now):
@@ -103,7 +101,7 @@ class Federation:
             elif mine.nodes_delivered is None:
                 mine.nodes_delivered = job.nodes_delivered
             else:
-                mine.nodes_delivered.update(job.nodes_delivered)
+                mine.nodes_delivered = with_holders(mine.nodes_delivered, job.nodes_delivered)
             if mine.state != ACTIVE:
                 continue  # queued here already, or acked: nothing to do
             mine.flags &= ~BCAST_QUEUED  # queued here for the first time: no QUEUED
@@ -173,9 +171,8 @@ class Federation:
                 break
             job.state = ACTIVE
             queue.jobs_out += 1
-            if job.nodes_delivered is None:
-                job.nodes_delivered = node_id_set((node.id,))
-            job.nodes_delivered.add(node_id)
+            job.nodes_delivered = with_holders(job.nodes_delivered or holder_set((node.id,)),
+                                               (node_id,))
             batch.append(encode_job(job, node.id, now))
             node.stats.jobs_exported += 1
             if job.retry == 0:

@@ -30,10 +30,13 @@ from ..job import (
     BCAST_QUEUED,
     DELETED,
     DELIVERED,
+    NO_HOLDERS,
     QUEUED,
     WAIT_REPL,
     Job,
+    holder_set,
     node_id_set,
+    with_holders,
 )
 from ..node import INCR_DELIV, INCR_NACKS, Node, now_ms
 from ..queue import PAUSED_ALL, PAUSED_IN, Queue
@@ -268,12 +271,10 @@ class Replication:
         if (len(fields) < 3 or type(fields[0]) is not bool or node.leaving
                 or node.memory_level > 0):  # no new copies: leaving or short of memory
             return
-        holders = decode_holders(fields[1], self.bus.known_id_map())
+        holders = decode_holders(fields[1], self.bus.known_id_map(), sender.id, self.my_id)
         if holders is None:
             log.warning("Received corrupted job holders from node %s", sender.id)
             return
-        holders.add(sender.id)
-        holders.add(self.my_id)
         noreply: bool = fields[0]
         now = now_ms()
         queues = node.queues
@@ -283,7 +284,7 @@ class Replication:
             if job is None:
                 log.warning("Received a corrupted job from node %s", sender.id)
                 continue
-            job.nodes_delivered = node_id_set(holders)
+            job.nodes_delivered = holders
             queue = queues.get(job.queue)
             if queue is not None and queue.flags & PAUSED_IN:
                 mine = node.lookup(job.id)  # a paused queue takes no new copy
@@ -316,7 +317,8 @@ class Replication:
             if job.state != WAIT_REPL:
                 continue
             assert job.nodes_delivered is not None and job.nodes_confirmed is not None
-            job.nodes_delivered.add(sender.id)
+            if sender.id not in job.nodes_delivered:  # a node added by a retry
+                job.nodes_delivered = with_holders(job.nodes_delivered, (sender.id,))
             job.nodes_confirmed.add(sender.id)
             if len(job.nodes_confirmed) >= job.repl:
                 self._replicated(job, entry)
@@ -446,7 +448,7 @@ class Replication:
                 self.node.unregister(job)
             return
         if known or sender.id in delivered:
-            delivered.add(sender.id)
+            job.nodes_delivered = delivered = with_holders(delivered, (sender.id,))
             confirmed.add(sender.id)
         if confirmed >= delivered:
             self._delete_everywhere(job)
@@ -469,14 +471,15 @@ class Replication:
     def _add_targets(self, job: Job, count: int) -> list[str]:
         """Add up to `count` random reachable nodes that do not hold the job yet to
         its `nodes_delivered`; returns them."""
-        if job.nodes_delivered is None:
-            job.nodes_delivered = node_id_set((self.my_id,))
         delivered = job.nodes_delivered
+        if delivered is None:
+            job.nodes_delivered = delivered = holder_set((self.my_id,))
         if count <= 0:
             return []
         candidates = [n.id for n in self.bus.reachable_peers() if n.id not in delivered]
         targets = candidates if count >= len(candidates) else random.sample(candidates, count)
-        delivered.update(targets)
+        if targets:
+            job.nodes_delivered = holder_set(delivered.union(targets))
         return targets
 
     def _resend(self, job: Job, now: int) -> None:
@@ -495,7 +498,7 @@ class Replication:
         if not node_ids:
             return
         items = [encode_copy(job, now)]
-        head = (noreply, tuple(job.nodes_delivered or ()))
+        head = (noreply, job.nodes_delivered or NO_HOLDERS)  # a frozenset: packed as a list
         send = self.bus.send_batched
         for node_id in node_ids:
             send(node_id, m.REPLJOB, items, head)
@@ -534,11 +537,12 @@ class Replication:
         self.node.unregister(job)
 
     def _learn_holders(self, job: Job, node_ids: Iterable[str]) -> None:
-        if job.nodes_delivered is None:
-            job.nodes_delivered = node_id_set((self.my_id,))
-        elif not job.nodes_delivered and job.state == ACKED:
+        delivered = job.nodes_delivered
+        if delivered is None:
+            delivered = holder_set((self.my_id,))
+        elif not delivered and job.state == ACKED:
             job.nodes_confirmed = None  # a dummy ACK found holders: a fresh GC round
-        job.nodes_delivered.update(node_ids)
+        job.nodes_delivered = with_holders(delivered, node_ids)
 
     def _send_setack(self, node_id: str, job: Job) -> None:
         self.bus.send(node_id, m.SETACK, job.id, _holder_count(job))

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..ids import is_valid_job_id
-from ..job import ACKED, ACTIVE, DELIVERED, Job, node_id_set
+from ..job import ACKED, ACTIVE, DELIVERED, Job, holder_set
 
 COPY_FIELDS = 12  # without the holders
 FIELD_COUNT = 13
@@ -54,14 +54,16 @@ def decode_copy(data: object, now: int) -> Job | None:
     return _decode(data, now)
 
 
-def decode_job(data: object, now: int, known_ids: Mapping[str, str]) -> Job | None:
+def decode_job(data: object, now: int, known_ids: Mapping[str, str],
+               *more: str) -> Job | None:
     """Build an active job from `encode_job`'s list, or None if anything is off.
 
     `known_ids` maps each known node ID to the string to keep (the node's own ID
-    object, so a million jobs share a few strings); other IDs are dropped."""
+    object, so a million jobs share a few strings); other IDs are dropped. The
+    holders are those listed and `more`."""
     if type(data) is not list or len(data) != FIELD_COUNT:
         return None
-    delivered = decode_holders(data[COPY_FIELDS], known_ids)
+    delivered = decode_holders(data[COPY_FIELDS], known_ids, *more)
     if delivered is None:
         return None
     job = _decode(data, now)
@@ -70,19 +72,21 @@ def decode_job(data: object, now: int, known_ids: Mapping[str, str]) -> Job | No
     return job
 
 
-def decode_holders(nodes: object, known_ids: Mapping[str, str]) -> set[str] | None:
-    """A list of node IDs as a set of the known ones (None if it is not a list of
-    strings): IDs this node does not know are left out, as Disque does."""
+def decode_holders(nodes: object, known_ids: Mapping[str, str],
+                   *more: str) -> frozenset[str] | None:
+    """A list of node IDs, with `more`, as a shared holder set of the known ones
+    (None if it is not a list of strings): IDs this node does not know are left
+    out, as Disque does."""
     if type(nodes) is not list or len(nodes) > MAX_NODES:
         return None
-    delivered = node_id_set()
+    delivered = set(more)
     for node_id in nodes:
         if type(node_id) is not str:
             return None
         kept = known_ids.get(node_id)
         if kept is not None:
             delivered.add(kept)
-    return delivered
+    return holder_set(delivered)
 
 
 def _decode(data: list, now: int) -> Job | None:
