@@ -279,12 +279,19 @@ class Replication:
         now = now_ms()
         queues = node.queues
         confirmed: list[bytes] = []
+        names: dict[bytes, bytes] = {}  # one queue name object per message...
+        etime = 0  # ...and one expiry int for a burst (32 bytes a job each)
         for data in fields[2:]:
             job = decode_copy(data, now)
             if job is None:
                 log.warning("Received a corrupted job from node %s", sender.id)
                 continue
             job.nodes_delivered = holders
+            job.queue = names.setdefault(job.queue, job.queue)
+            if job.etime == etime:
+                job.etime = etime
+            else:
+                etime = job.etime
             queue = queues.get(job.queue)
             if queue is not None and queue.flags & PAUSED_IN:
                 mine = node.lookup(job.id)  # a paused queue takes no new copy
