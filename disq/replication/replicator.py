@@ -95,6 +95,8 @@ class Replication:
         for mtype, handler in handlers.items():
             bus.on(mtype, handler)
         self.federation = Federation(node, bus, loop)
+        # _add_targets' last answer: (peers, holders before, candidates, all holders)
+        self._targets: tuple = (None, None, [], NO_HOLDERS)
         # GLOBALQLEN requests in flight: id -> [nodes yet to answer, sum, on_done]
         self._qlen_requests: dict[int, list] = {}
         self._qlen_request_id = 0
@@ -477,16 +479,26 @@ class Replication:
     # -- helpers ------------------------------------------------------------------------
     def _add_targets(self, job: Job, count: int) -> list[str]:
         """Add up to `count` random reachable nodes that do not hold the job yet to
-        its `nodes_delivered`; returns them."""
+        its `nodes_delivered`; returns them (a list that may be shared: read only)."""
         delivered = job.nodes_delivered
         if delivered is None:
             job.nodes_delivered = delivered = holder_set((self.my_id,))
         if count <= 0:
             return []
-        candidates = [n.id for n in self.bus.reachable_peers() if n.id not in delivered]
-        targets = candidates if count >= len(candidates) else random.sample(candidates, count)
-        if targets:
-            job.nodes_delivered = holder_set(delivered.union(targets))
+        peers = self.bus.reachable_peers()  # a new list when the topology changes
+        cached = self._targets
+        if cached[0] is peers and cached[1] is delivered:  # a new job, as the last one
+            candidates, everyone = cached[2], cached[3]
+        else:
+            candidates = [n.id for n in peers if n.id not in delivered]
+            everyone = holder_set(delivered.union(candidates))
+            self._targets = (peers, delivered, candidates, everyone)
+        if count >= len(candidates):  # all of them (REPLICATE 3 on three nodes)
+            if candidates:
+                job.nodes_delivered = everyone
+            return candidates
+        targets = random.sample(candidates, count)
+        job.nodes_delivered = holder_set(delivered.union(targets))
         return targets
 
     def _resend(self, job: Job, now: int) -> None:
