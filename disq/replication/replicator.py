@@ -95,8 +95,9 @@ class Replication:
         for mtype, handler in handlers.items():
             bus.on(mtype, handler)
         self.federation = Federation(node, bus, loop)
-        # _add_targets' last answer: (peers, holders before, candidates, all holders)
-        self._targets: tuple = (None, None, [], NO_HOLDERS)
+        # _add_targets' last answer: (peers, holders before, candidates, all holders,
+        # [([candidate], holders with it), ...])
+        self._targets: tuple = (None, None, [], NO_HOLDERS, [])
         # GLOBALQLEN requests in flight: id -> [nodes yet to answer, sum, on_done]
         self._qlen_requests: dict[int, list] = {}
         self._qlen_request_id = 0
@@ -488,15 +489,20 @@ class Replication:
         peers = self.bus.reachable_peers()  # a new list when the topology changes
         cached = self._targets
         if cached[0] is peers and cached[1] is delivered:  # a new job, as the last one
-            candidates, everyone = cached[2], cached[3]
+            candidates, everyone, one_more = cached[2], cached[3], cached[4]
         else:
             candidates = [n.id for n in peers if n.id not in delivered]
             everyone = holder_set(delivered.union(candidates))
-            self._targets = (peers, delivered, candidates, everyone)
-        if count >= len(candidates):  # all of them (REPLICATE 3 on three nodes)
+            one_more = [([i], holder_set(delivered.union((i,)))) for i in candidates]
+            self._targets = (peers, delivered, candidates, everyone, one_more)
+        n = len(candidates)
+        if count >= n:  # all of them (REPLICATE 3 on three nodes)
             if candidates:
                 job.nodes_delivered = everyone
             return candidates
+        if count == 1:  # REPLICATE 2, or one more node for a waiting job
+            targets, job.nodes_delivered = one_more[int(random.random() * n)]
+            return targets
         targets = random.sample(candidates, count)
         job.nodes_delivered = holder_set(delivered.union(targets))
         return targets
