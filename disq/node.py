@@ -147,6 +147,7 @@ class Node:
     def __init__(self, config: Config, node_id: str) -> None:
         self.config = config
         self.id = node_id
+        self.only_me = holder_set((node_id,))  # a new job's holders before replication
         self.jobs: ScanTable[bytes, Job] = ScanTable()
         self.queues: ScanTable[bytes, Queue] = ScanTable()
         self.timers = JobTimers()
@@ -170,6 +171,7 @@ class Node:
         """A new identity (CLUSTER RESET HARD): new jobs carry the new ID prefix."""
         self.id = node_id
         self.ids = JobIdGenerator(node_id)
+        self.only_me = holder_set((node_id,))  # a new job's holders before replication
 
     # -- registry ------------------------------------------------------------------
     def lookup(self, job_id: bytes) -> Job | None:
@@ -484,7 +486,7 @@ class Node:
         self.job_bytes += JOB_FOOTPRINT + len(body)  # register(), inlined: hot path
         self.stats.jobs_added += 1
         if repl > 1:
-            job.nodes_delivered = holder_set((self.id,))
+            job.nodes_delivered = self.only_me
             if not async_:
                 self.cluster.replicate(job, True, timeout_ms)
                 return job
