@@ -70,7 +70,7 @@ class ClusterPort(Protocol):
     def size(self) -> int: ...
     def reachable_peers(self) -> int: ...
     def replicate(self, job: Job, sync: bool, timeout_ms: int,
-                  external: bool = False) -> None: ...
+                  external: bool = False, now: int = 0) -> None: ...
     def job_queued(self, job: Job, flags: int) -> None: ...
     def send_willqueue(self, job: Job) -> None: ...
     def job_working(self, job: Job) -> None: ...
@@ -92,7 +92,7 @@ class SoloCluster:
         return 0
 
     def replicate(self, job: Job, sync: bool, timeout_ms: int,
-                  external: bool = False) -> None:
+                  external: bool = False, now: int = 0) -> None:
         pass
 
     def job_queued(self, job: Job, flags: int) -> None:
@@ -477,7 +477,7 @@ class Node:
         if external:
             self.stats.jobs_added += 1
             job.nodes_delivered = NO_HOLDERS
-            self.cluster.replicate(job, not async_, timeout_ms, external=True)
+            self.cluster.replicate(job, not async_, timeout_ms, True, now)
             if async_:
                 job.state = DELETED  # nothing kept here: the reply is just the ID
             return job
@@ -488,11 +488,11 @@ class Node:
         if repl > 1:
             job.nodes_delivered = self.only_me
             if not async_:
-                self.cluster.replicate(job, True, timeout_ms)
+                self.cluster.replicate(job, True, timeout_ms, False, now)
                 return job
         self.activate(job, now, queue)
         if repl > 1:
-            self.cluster.replicate(job, False, 0)
+            self.cluster.replicate(job, False, 0, False, now)
         return job
 
     def activate(self, job: Job, now: int | None = None, queue: Queue | None = None) -> None:

@@ -197,12 +197,12 @@ class Replication:
         return len(self.bus.reachable_peers())
 
     def replicate(self, job: Job, sync: bool, timeout_ms: int,
-                  external: bool = False) -> None:
+                  external: bool = False, now: int = 0) -> None:
         """REPLJOB to REPLICATE-1 random reachable nodes (REPLICATE when `external`: this
         node keeps no copy). Synchronous: the job stays WAIT_REPL until enough
         GOTJOBs; asynchronous: fire and forget (NOREPLY), and an external job is
         queued by one of its targets (ENQUEUE)."""
-        now = now_ms()
+        now = now or now_ms()
         targets = self._add_targets(job, job.repl if external else job.repl - 1)
         if not sync and external and targets:
             self._send_copies(job, now, True, targets)
@@ -319,6 +319,7 @@ class Replication:
         (a small table, cheaper than the job store; it also holds the jobs replicated
         externally, which the store does not)."""
         waiting = self._waiting
+        now = now_ms()
         for job_id in fields:
             entry = waiting.get(job_id) if type(job_id) is bytes else None
             if entry is None:
@@ -331,7 +332,7 @@ class Replication:
                 job.nodes_delivered = with_holders(job.nodes_delivered, (sender.id,))
             job.nodes_confirmed.add(sender.id)
             if len(job.nodes_confirmed) >= job.repl:
-                self._replicated(job, entry)
+                self._replicated(job, entry, now)
 
     def _on_qlen_request(self, sender: ClusterNode, fields: list) -> None:
         if len(fields) >= 2 and type(fields[0]) is int and type(fields[1]) is bytes:
@@ -528,7 +529,7 @@ class Replication:
         for node_id in node_ids:
             send(node_id, m.REPLJOB, items, head)
 
-    def _replicated(self, job: Job, entry: _WaitingAdd) -> None:
+    def _replicated(self, job: Job, entry: _WaitingAdd, now: int) -> None:
         """Enough copies: queue the job (or schedule it after its delay), answer. A job
         replicated externally is queued by one of the nodes that confirmed it."""
         if entry.external:
@@ -539,7 +540,7 @@ class Replication:
             self._settle(job, b"+" + job.id + b"\r\n")
             return
         job.nodes_confirmed = None
-        self.node.activate(job)
+        self.node.activate(job, now)
         self._waiting.pop(job.id, None)  # _settle(), inlined: `entry` is known
         self._answer(entry, b"+" + job.id + b"\r\n")
 
