@@ -385,8 +385,11 @@ class Client(asyncio.Protocol):
             aof.on_durable(lambda: answer(b""))
             deferred = True
         if deferred or self._replies:
-            self._replies.extend(out)
-            self._flush_replies()
+            replies = self._replies
+            replies.extend(out)
+            head = replies[0]
+            if head.__class__ is not _ReplySlot or head.reply is not None:  # type: ignore
+                self._flush_replies()  # else nothing can leave yet (an ADDJOB waits)
             return
         if out and self.transport is not None:
             data = out[0] if len(out) == 1 else b"".join(out)
