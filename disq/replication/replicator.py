@@ -311,8 +311,16 @@ class Replication:
                     continue
             if not noreply:
                 confirmed.append(job.id)
-        if confirmed:
+        if not confirmed:
+            return
+        aof = node.aof
+        if aof is None:
             self.bus.send_batched(sender.id, m.GOTJOB, confirmed)
+        else:  # confirmed once the copies are as safe as the AOF policy promises
+            # (Disque writes, and with appendfsync always fsyncs, its AOF before the
+            # GOTJOB leaves: both happen before its event loop writes to sockets)
+            sender_id = sender.id
+            aof.on_durable(lambda: self.bus.send_batched(sender_id, m.GOTJOB, confirmed))
 
     def _on_gotjob(self, sender: ClusterNode, fields: list) -> None:
         """Confirmations of copies: every job still waiting for them is in `_waiting`

@@ -379,10 +379,11 @@ def test_duplicate_repljob_merges_the_node_lists() -> None:
     assert job.state == QUEUED
 
 
-def test_replica_is_written_to_the_aof() -> None:
+def test_replica_confirms_its_copy_once_it_is_in_the_aof() -> None:
     class Log:
         def __init__(self) -> None:
             self.stored: list[bytes] = []
+            self.waiting: list = []
 
         def job_stored(self, job: Job) -> None:
             self.stored.append(job.id)
@@ -390,11 +391,23 @@ def test_replica_is_written_to_the_aof() -> None:
         def job_removed(self, job_id: bytes) -> None:
             pass
 
+        def on_durable(self, callback) -> None:  # the disk is slow: until `synced`
+            self.waiting.append(callback)
+
+        def synced(self) -> None:
+            for callback in self.waiting:
+                callback()
+            self.waiting.clear()
+
     net, (a, b, c) = cluster(3)
-    b.node.aof = Log()
-    job, _ = add_job(a)
+    b.node.aof = log = Log()
+    job, replies = add_job(a)
     net.pump()
-    assert b.node.aof.stored == [job.id]
+    assert log.stored == [job.id]
+    assert job.state == WAIT_REPL and replies == []  # no GOTJOB from b yet
+    log.synced()
+    net.pump()
+    assert job.state == QUEUED and replies == [b"+" + job.id + b"\r\n"]
 
 
 # -- requeue coordination -----------------------------------------------------------------
