@@ -6,6 +6,7 @@ and CLUSTER NODES until every node reaches every other one)."""
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import socket
@@ -31,20 +32,35 @@ NODE_LINE = re.compile(
 
 
 def free_port() -> int:
-    """A port free on 127.0.0.1 whose bus port (port + 10000) is free as well."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + 10000 > 65535:
-            continue
-        with socket.socket() as s2:
-            try:
-                s2.bind(("127.0.0.1", port + 10000))
-            except OSError:
+    """A loopback port free with its bus port (port + 10000), both below the range
+    the system hands out to client sockets when it leaves room: a connection of this
+    or another process can then never take one before the node listens on it."""
+    top = _ephemeral_start() - 10001
+    for _ in range(500):
+        if top > 12000:
+            port = random.randint(12000, top)
+        else:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port + 10000 > 65535:
                 continue
+        try:
+            with socket.socket() as s1, socket.socket() as s2:
+                s1.bind(("127.0.0.1", port))
+                s2.bind(("127.0.0.1", port + 10000))
+        except OSError:
+            continue
         return port
     raise RuntimeError("no free port pair found")
+
+
+def _ephemeral_start() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 5.0, interval: float = 0.01,
