@@ -38,13 +38,14 @@ class RecordEncoder(JobEncoder):
     queue name length, cached), the frame's header from a cache. It runs once per
     ADDJOB when the AOF is on."""
 
-    __slots__ = ("_heads", "_frames", "_alone_tail_crlf", "_etime_ms", "_etime_s")
+    __slots__ = ("_heads", "_frames", "_alone_tail_crlf", "_tails", "_etime_ms", "_etime_s")
 
     def __init__(self, my_id: str) -> None:
         super().__init__(my_id)
         self._heads: dict[int, struct.Struct] = {}
         self._frames: dict[int, bytes] = {}
         self._alone_tail_crlf = self._alone_tail + b"\r\n"
+        self._tails: dict[frozenset[str], bytes] = {}  # per shared holder set
         self._etime_ms = self._etime_s = 0  # a burst of jobs shares one etime object
 
     def loadjob_record(self, job: Job) -> bytes:
@@ -54,8 +55,13 @@ class RecordEncoder(JobEncoder):
         if delivered is None:
             tail = self._alone_tail_crlf
         else:
-            tail = (U32.pack(len(delivered)) + b"".join(map(self._node_id, delivered))
-                    + b"\r\n")
+            shared = type(delivered) is frozenset
+            tail = self._tails.get(delivered) if shared else None  # type: ignore
+            if tail is None:
+                tail = (U32.pack(len(delivered)) + b"".join(map(self._node_id, delivered))
+                        + b"\r\n")
+                if shared and len(self._tails) < 4096:
+                    self._tails[delivered] = tail
         qlen = len(queue)
         length = JOB_STRUCT_SER_LEN + 8 + qlen + len(body) + len(tail) - 2
         head = self._heads.get(qlen)
