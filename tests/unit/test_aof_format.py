@@ -21,7 +21,15 @@ from disq.aof.loader import AofLoader, AofLoadError
 from disq.aof.serialize import CorruptJob, JobEncoder, deserialize_job
 from disq.config import Config
 from disq.ids import new_node_id
-from disq.job import ACTIVE, BCAST_QUEUED, BCAST_WILLQUEUE, DELIVERED, QUEUED, Job
+from disq.job import (
+    ACTIVE,
+    BCAST_QUEUED,
+    BCAST_WILLQUEUE,
+    DELIVERED,
+    QUEUED,
+    Job,
+    holder_set,
+)
 from disq.node import Node, now_ms
 
 ME = "a" * 40
@@ -117,6 +125,7 @@ def test_deserialize_refuses_damage(damage) -> None:
 @pytest.mark.parametrize("fields", [
     {},
     {"nodes_delivered": {ME, OTHER}},
+    {"nodes_delivered": holder_set((ME, OTHER))},  # shared: its part is cached
     {"queue": b"", "body": b""},
     {"body": b"b" * 100_000, "queue": b"q" * 300},
     {"nacks": 70_000, "retry": 1 << 40},  # saturated by the general encoder
