@@ -58,8 +58,8 @@ class Link(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.reader = m.FrameReader()
         self.out: list[list] = []
-        # Messages of this turn that more items may join (send_batched), by type
-        # (and head).
+        # Messages of this turn that more items may join (ClusterBus.send_batched),
+        # by type (and head).
         self.batches: dict[object, list] = {}
         self.flush_scheduled = False
         self.peer_ip = ""
@@ -170,17 +170,6 @@ class Link(asyncio.Protocol):
             self.flush_scheduled = True
             self.bus.loop.call_soon(self.flush)
 
-    def send_batched(self, mtype: int, items: list, head: tuple = ()) -> None:
-        """Add `items` to this turn's `[mtype, *head, ...]` message, started if needed."""
-        key = (mtype, head) if head else mtype
-        batch = self.batches.get(key)
-        if batch is None:
-            if self.transport is None:
-                return
-            self.batches[key] = batch = [mtype, *head]
-            self.send(batch)
-        batch += items
-
     def flush(self) -> None:
         self.flush_scheduled = False
         if not self.authenticated:
@@ -278,13 +267,27 @@ class ClusterBus:
                 and node.link is not None and node.link.authenticated
                 and not node.flags & _NOT_SENDABLE)
 
-    def send_batched(self, node_id: str, mtype: int, items: list, head: tuple = ()) -> bool:
-        node = self.membership.nodes.get(node_id)
-        if node is None or node is self.myself or not node.connected:
-            return False
-        node.link.send_batched(mtype, items, head)
-        self.membership.messages_sent += 1
-        return True
+    def send_batched(self, node_ids: Iterable[str], mtype: int, items: list,
+                     head: tuple = ()) -> int:
+        nodes = self.membership.nodes
+        myself = self.myself
+        key = (mtype, head) if head else mtype
+        sent = 0
+        for node_id in node_ids:
+            node = nodes.get(node_id)
+            if node is None or node is myself or not node.connected:
+                continue
+            link = node.link
+            batch = link.batches.get(key)  # this turn's [mtype, *head, ...] to the node
+            if batch is None:
+                if link.transport is None:
+                    continue
+                link.batches[key] = batch = [mtype, *head]
+                link.send(batch)
+            batch += items
+            sent += 1
+        self.membership.messages_sent += sent
+        return sent
 
     def broadcast(self, mtype: int, *fields: object,
                   node_ids: Iterable[str] | None = None) -> int:

@@ -29,10 +29,12 @@ class BusPort(Protocol):
         """The node is known, not myself, its link is up and it is not failing: a
         message sent now should arrive (for what must not be sent in vain)."""
 
-    def send_batched(self, node_id: str, mtype: int, items: list, head: tuple = ()) -> bool:
-        """Like `send`, but the items sent to one node in one loop turn with the same
-        type and head share one message `[mtype, *head, item, item, ...]` (the
-        REPLJOBs and GOTJOB confirmations of a pipeline)."""
+    def send_batched(self, node_ids: Iterable[str], mtype: int, items: list,
+                     head: tuple = ()) -> int:
+        """Like `send` to each node, but the items sent to one node in one loop turn
+        with the same type and head share one message `[mtype, *head, item, ...]`
+        (the REPLJOBs and GOTJOB confirmations of a pipeline). Returns how many
+        nodes it was queued for."""
 
     def broadcast(self, mtype: int, *fields: object,
                   node_ids: Iterable[str] | None = None) -> int:

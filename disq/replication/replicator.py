@@ -315,12 +315,12 @@ class Replication:
             return
         aof = node.aof
         if aof is None:
-            self.bus.send_batched(sender.id, m.GOTJOB, confirmed)
+            self.bus.send_batched((sender.id,), m.GOTJOB, confirmed)
         else:  # confirmed once the copies are as safe as the AOF policy promises
             # (Disque writes, and with appendfsync always fsyncs, its AOF before the
             # GOTJOB leaves: both happen before its event loop writes to sockets)
             sender_id = sender.id
-            aof.on_durable(lambda: self.bus.send_batched(sender_id, m.GOTJOB, confirmed))
+            aof.on_durable(lambda: self.bus.send_batched((sender_id,), m.GOTJOB, confirmed))
 
     def _on_gotjob(self, sender: ClusterNode, fields: list) -> None:
         """Confirmations of copies: every job still waiting for them is in `_waiting`
@@ -531,11 +531,8 @@ class Replication:
         same holders share one message, which lists the holders once."""
         if not node_ids:
             return
-        items = [encode_copy(job, now)]
         head = (noreply, job.nodes_delivered or NO_HOLDERS)  # a frozenset: packed as a list
-        send = self.bus.send_batched
-        for node_id in node_ids:
-            send(node_id, m.REPLJOB, items, head)
+        self.bus.send_batched(node_ids, m.REPLJOB, [encode_copy(job, now)], head)
 
     def _replicated(self, job: Job, entry: _WaitingAdd, now: int) -> None:
         """Enough copies: queue the job (or schedule it after its delay), answer. A job

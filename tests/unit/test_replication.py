@@ -91,8 +91,9 @@ class FakeBus:
         net = self.network
         return node_id != self.myself.id and node_id in net.buses and node_id not in net.down
 
-    def send_batched(self, node_id: str, mtype: int, items: list, head: tuple = ()) -> bool:
-        return self.send(node_id, mtype, *head, *items)  # a batch of its own
+    def send_batched(self, node_ids: Iterable[str], mtype: int, items: list,
+                     head: tuple = ()) -> int:
+        return sum(self.send(i, mtype, *head, *items) for i in node_ids)  # unbatched
 
     def broadcast(self, mtype: int, *fields: object,
                   node_ids: Iterable[str] | None = None) -> int:
