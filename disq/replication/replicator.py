@@ -328,6 +328,7 @@ class Replication:
         externally, which the store does not)."""
         waiting = self._waiting
         now = now_ms()
+        sender_id = sender.id
         for job_id in fields:
             entry = waiting.get(job_id) if type(job_id) is bytes else None
             if entry is None:
@@ -335,11 +336,12 @@ class Replication:
             job = entry.job
             if job.state != WAIT_REPL:
                 continue
-            assert job.nodes_delivered is not None and job.nodes_confirmed is not None
-            if sender.id not in job.nodes_delivered:  # a node added by a retry
-                job.nodes_delivered = with_holders(job.nodes_delivered, (sender.id,))
-            job.nodes_confirmed.add(sender.id)
-            if len(job.nodes_confirmed) >= job.repl:
+            # A waiting job has both sets (replicate() made them).
+            delivered, confirmed = job.nodes_delivered, job.nodes_confirmed
+            if sender_id not in delivered:  # type: ignore[operator]  # a later target
+                job.nodes_delivered = with_holders(delivered, (sender_id,))  # type: ignore
+            confirmed.add(sender_id)  # type: ignore[union-attr]
+            if len(confirmed) >= job.repl:  # type: ignore[arg-type]
                 self._replicated(job, entry, now)
 
     def _on_qlen_request(self, sender: ClusterNode, fields: list) -> None:
