@@ -19,6 +19,7 @@ import asyncio
 import errno
 import hashlib
 import hmac
+import ipaddress
 import logging
 import os
 import random
@@ -42,6 +43,15 @@ AUTH_TIMEOUT_S = 5.0  # a link that has not proven the cluster secret by then is
 # on another link (to make this node prove it) is useless to an impostor.
 _CONNECTOR, _ACCEPTOR = b"disq-bus-connector", b"disq-bus-acceptor"
 _NOT_SENDABLE = frozenset({"handshake", "fail?", "fail", "noaddr"})
+
+
+def _is_ip(text: str) -> bool:
+    """An IPv4 or IPv6 address, as gossip carries (Disque sends the peer's IP text)."""
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def now_ms() -> int:
@@ -540,8 +550,8 @@ class ClusterBus:
                     and isinstance(entry[3], list)):
                 continue
             node_id, ip, port, flags = entry[:4]
-            if node_id == self.myself.id or len(node_id) != 40:
-                continue
+            if node_id == self.myself.id or len(node_id) != 40 or (ip and not _is_ip(ip)):
+                continue  # (an address that is not an IP would end up in nodes.conf)
             node = nodes.get(node_id)
             if node is None:
                 if node_id in self.blacklist or not ip or not 0 < port < 55536:
