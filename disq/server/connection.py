@@ -294,12 +294,7 @@ class Client(asyncio.Protocol):
                         pending = 0
                         break
                     # The request's bytes, from its start, say what Redis would answer.
-                    if pending <= fed:
-                        request = chunk[-pending:]
-                    elif len(self._mb_head) < _HEAD_KEPT:
-                        request = self._mb_head + chunk
-                    else:
-                        request = b""
+                    request = self._request_bytes(chunk, pending, fed)
                     message = _redis_error(request, config.proto_max_bulk_len)
                     if message is None and request:
                         # Redis answers only once the bad header's CR arrives.
@@ -310,11 +305,13 @@ class Client(asyncio.Protocol):
                 if req is False:
                     break
                 if req.__class__ is not list:
-                    if 0 < pending <= fed:
-                        start = chunk[-pending:]
+                    start = self._request_bytes(chunk, pending, fed)
+                    if start:
                         if start[0] == _STAR:  # *-1: skipped, as Redis does
                             pending -= 5
-                            continue
+                            if not 0 < pending <= fed or chunk[-pending] == _STAR:
+                                continue
+                            start = chunk[-pending:]  # then an inline request
                         # A reply-shaped line after a request (`:5`, `+OK`, `$-1`): in
                         # Redis a request not starting with '*' is an inline one.
                         data = start
@@ -327,8 +324,10 @@ class Client(asyncio.Protocol):
                     raise ProtocolError("invalid multibulk length")
                 size = _HEADER_SIZE[n] if n < _SIZE_TABLE else 3 + len(str(n))  # *<n>\r\n
                 for arg in req:
-                    if arg.__class__ is not bytes:
-                        raise ProtocolError(_not_a_bulk(arg))
+                    if arg.__class__ is not bytes:  # (Redis names the first bad byte)
+                        raise ProtocolError(_redis_error(
+                            self._request_bytes(chunk, pending, fed),
+                            config.proto_max_bulk_len) or _not_a_bulk(arg))
                     n = len(arg)  # $<n>\r\n<arg>\r\n
                     size += _BULK_SIZE[n] if n < _SIZE_TABLE else n + 5 + len(str(n))
                 pending -= size
@@ -357,13 +356,23 @@ class Client(asyncio.Protocol):
                 # the reads, as Redis does.
                 if pending <= len(chunk):
                     start = len(chunk) - pending
-                    head = chunk[start:start + _HEAD_KEPT]
+                    head: bytes | None = chunk[start:start + _HEAD_KEPT]
+                elif len(self._mb_head) < _HEAD_KEPT:
+                    head = self._mb_head + chunk[:_HEAD_KEPT - len(self._mb_head)]
                 else:
-                    head = self._mb_head
-                    if len(head) < _HEAD_KEPT:
-                        head += chunk[:_HEAD_KEPT - len(head)]
-                self._mb_head = head
-                _check_bulk_lengths(head, config.proto_max_bulk_len)
+                    head = None  # checked already, as far as it is kept
+                if head is not None:
+                    self._mb_head = head
+                    _check_bulk_lengths(head, config.proto_max_bulk_len)
+
+    def _request_bytes(self, chunk: bytes, pending: int, fed: int) -> bytes:
+        """The bytes of the request being parsed, from its start, when known (b"" if
+        not): in this read, or begun in an earlier one (its first bytes: _mb_head)."""
+        if 0 < pending <= fed:
+            return chunk[-pending:]
+        if pending > fed and len(self._mb_head) < _HEAD_KEPT:
+            return self._mb_head + chunk
+        return b""
 
     def _wait_for_the_error(self, data: bytes) -> None:
         """A request hiredis refused, held until Redis would see what is wrong."""
