@@ -83,6 +83,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RedisPro
     disq = DisqProcess(base / "disq")
     try:
         disq.start()
+        assert exchange(disq.port, b"ADDJOB keep-this body-kept 0\r\n").startswith(b"+D-")
         yield redis_server, disq
     finally:
         disq.stop()
@@ -151,7 +152,10 @@ def test_disq_answers_what_redis_answers(servers: tuple[RedisProcess, DisqProces
 
 
 def test_the_node_survives_the_comparison(servers: tuple[RedisProcess, DisqProcess]) -> None:
-    """Runs after the property: the node still serves a new connection."""
+    """Runs after the property: the node still serves a new connection, and the job
+    added before is still queued."""
     _, disq = servers
     assert exchange(disq.port, b"PING\r\n") == b"+PONG\r\n"
+    assert exchange(disq.port, b"QLEN keep-this\r\n") == b":1\r\n"
+    assert exchange(disq.port, b"QPEEK keep-this 1\r\n").endswith(b"body-kept\r\n")
     assert "Traceback" not in disq.log()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import subprocess
 from pathlib import Path
 
 import msgpack
@@ -166,3 +167,20 @@ def test_a_plain_tcp_bus_speaker_is_refused(start_node, certs: Certs) -> None:
     assert_stays(lambda: list(cluster_nodes(node)) == [me], 2.0,
                  "a plain-TCP bus speaker became a member")
     assert myid(plain) not in cluster_nodes(node)
+
+
+def test_a_ca_directory_instead_of_a_file(start_node, certs: Certs, tmp_path: Path) -> None:
+    """tls-ca-cert-dir: a directory of CA certificates named by hash (openssl rehash)."""
+    cadir = tmp_path / "cas"
+    cadir.mkdir()
+    (cadir / "ca.pem").write_bytes(certs.ca.read_bytes())
+    subprocess.run(["openssl", "rehash", str(cadir)], check=True, capture_output=True,
+                   timeout=60)
+    tls_port = free_port()
+    start_node("--tls-cert-file", str(certs.node_cert), "--tls-key-file", str(certs.node_key),
+               "--tls-ca-cert-dir", str(cadir), "--tls-port", str(tls_port))
+    client = tls_client(tls_port, certs)
+    try:
+        assert client.ping()
+    finally:
+        client.close()
