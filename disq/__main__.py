@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from . import tls
 from .config import DISQ_VERSION, VERSION, Config, ConfigError
 
 USAGE = """Usage: disq-server [/path/to/disque.conf] [options]
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     config = Config()
     try:
         config.load_argv(args)
+        tls.prepare(config)
     except ConfigError as exc:
         sys.stderr.write(
             f"\n*** FATAL CONFIG FILE ERROR ***\n{exc}\n"

@@ -130,6 +130,12 @@ _DEFAULT_OUTPUT_LIMITS = {
     "pubsub": (32 * 1024**2, 8 * 1024**2, 60),
 }
 
+def _tls_protocols(text: str) -> str:
+    if any(word.lower() not in ("tlsv1.2", "tlsv1.3") for word in text.split()):
+        raise ConfigError("argument must be a list of: TLSv1.2, TLSv1.3")
+    return text
+
+
 _str = _one(str)
 _mem = _one(parse_memory)
 _bool = _one(parse_bool)
@@ -192,6 +198,15 @@ def _directives() -> list[Directive]:
         d("proto-max-multibulk-len", 1024 * 1024, _int(1), str, settable=True),
         # Bus links authenticate with it (both ends prove they know it); "" = open bus.
         d("cluster-secret", "", _str, str),
+        # -- TLS (Redis 6's directives; see disq/tls.py)
+        d("tls-port", 0, _int(0, 65535 - 10000), str),
+        d("tls-cert-file", "", _str, str),
+        d("tls-key-file", "", _str, str),
+        d("tls-ca-cert-file", "", _str, str),
+        d("tls-ca-cert-dir", "", _str, str),
+        d("tls-auth-clients", "yes", _enum("yes", "no", "optional"), str),
+        d("tls-cluster", False, _bool, _show_bool),
+        d("tls-protocols", "", _one(_tls_protocols), str),
     ]
 
 
@@ -215,6 +230,12 @@ class Config:
     def _store(self, name: str, value: Any) -> None:
         self.values[name] = value
         setattr(self, name.replace("-", "_"), value)
+
+    @property
+    def node_port(self) -> int:
+        """The port the node is known by in the cluster (its bus is this + 10000):
+        `port`, or `tls-port` when plain TCP is off (`port 0`), as in Redis."""
+        return self.port or self.tls_port
 
     # -- loading -----------------------------------------------------------------
     def apply(self, name: str, args: list[str], *, at_runtime: bool = False) -> None:

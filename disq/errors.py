@@ -14,7 +14,12 @@ class DisqError(Exception):
         self.message = message
 
     def reply(self) -> bytes:
-        return b"-%s %s\r\n" % (self.code.encode(), self.message.encode())
+        # A message may quote what the client sent: CR/LF would end the line early
+        # and desynchronize the client, so they become spaces (as in Redis).
+        text = self.message.encode(errors="replace")
+        if b"\r" in text or b"\n" in text:
+            text = text.replace(b"\r", b" ").replace(b"\n", b" ")
+        return b"-%s %s\r\n" % (self.code.encode(), text)
 
 
 def err(message: str) -> DisqError:

@@ -80,8 +80,11 @@ class DisqProcess:
     """One disq-server started on 127.0.0.1 in its own directory."""
 
     def __init__(self, workdir: Path, *args: str, port: int | None = None,
-                 config_text: str | None = None) -> None:
+                 config_text: str | None = None,
+                 client_kwargs: dict[str, Any] | None = None) -> None:
         self.port = port or free_port()
+        # how client() connects (TLS options, for a node whose `port` is its TLS port)
+        self.client_kwargs = client_kwargs or {}
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.args = list(args)
@@ -127,6 +130,7 @@ class DisqProcess:
             time.sleep(0.02)
 
     def client(self, **kwargs: Any) -> redis.Redis:
+        kwargs = {**self.client_kwargs, **kwargs}
         kwargs.setdefault("socket_timeout", 10)
         return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
 
@@ -180,6 +184,18 @@ def raw_command(sock: socket.socket, payload: bytes, expect_close: bool = False,
         if not expect_close and data.endswith(b"\r\n"):
             break
     return data
+
+
+def wait_closed(sock: socket.socket, timeout: float, what: str) -> None:
+    """Read (and drop) what the server sends until it closes the connection."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert time.monotonic() < deadline, f"{what} was not closed"
+        try:
+            if not sock.recv(65536):
+                return
+        except ConnectionResetError:
+            return
 
 
 # -- clusters -------------------------------------------------------------------------------

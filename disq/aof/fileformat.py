@@ -15,7 +15,14 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from ..job import Job
-from .serialize import JOB_STRUCT_SER_LEN, U32, CorruptJob, JobEncoder, deserialize_job
+from .serialize import (
+    JOB_STRUCT_SER_LEN,
+    STORED_STATES,
+    U32,
+    CorruptJob,
+    JobEncoder,
+    deserialize_job,
+)
 
 LOADJOB_HEAD = b"*2\r\n$7\r\nLOADJOB\r\n"
 DELJOB_HEAD = b"*2\r\n$6\r\nDELJOB\r\n$40\r\n"
@@ -173,9 +180,11 @@ def check_record(args: list[bytes], offset: int) -> None:
         if len(args) != 2:
             raise FormatError(offset, "LOADJOB with a wrong number of arguments")
         try:
-            deserialize_job(args[1])
+            job = deserialize_job(args[1])
         except CorruptJob as exc:
             raise FormatError(offset, f"corrupted LOADJOB data: {exc}") from None
+        if job.state not in STORED_STATES:  # the loader refuses it too
+            raise FormatError(offset, f"a LOADJOB record in state {job.state}")
     elif name == b"DELJOB":
         if len(args) < 2:
             raise FormatError(offset, "DELJOB without a job ID")

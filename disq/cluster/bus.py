@@ -19,10 +19,12 @@ import asyncio
 import errno
 import hashlib
 import hmac
+import ipaddress
 import logging
 import os
 import random
 import socket
+import ssl
 import time
 from collections.abc import Callable, Iterable
 
@@ -37,11 +39,21 @@ BUS_PORT_OFFSET = 10000
 CRON_MS = 100
 GOSSIP_ENTRIES = 3
 FORGET_BLACKLIST_MS = 60_000
+TLS_HANDSHAKE_TIMEOUT = 10.0  # s (tls-cluster)
 AUTH_TIMEOUT_S = 5.0  # a link that has not proven the cluster secret by then is closed
 # Which side proves: a proof is bound to the prover's role, so a nonce reflected back
 # on another link (to make this node prove it) is useless to an impostor.
 _CONNECTOR, _ACCEPTOR = b"disq-bus-connector", b"disq-bus-acceptor"
 _NOT_SENDABLE = frozenset({"handshake", "fail?", "fail", "noaddr"})
+
+
+def _is_ip(text: str) -> bool:
+    """An IPv4 or IPv6 address, as gossip carries (Disque sends the peer's IP text)."""
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def now_ms() -> int:
@@ -193,9 +205,12 @@ class ClusterBus:
 
     def __init__(self, membership: Membership, bind: list[str], port: int,
                  node_timeout: Callable[[], int], loop: asyncio.AbstractEventLoop,
-                 secret: str = "") -> None:
+                 secret: str = "",
+                 tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None) -> None:
         self.membership = membership
         self.secret = secret  # cluster-secret: links must prove it (see Link)
+        # tls-cluster: (accepting, connecting) contexts; the bus speaks TLS only.
+        self.tls = tls
         self.myself = membership.myself
         self.bind = bind
         self.port = port + BUS_PORT_OFFSET
@@ -222,7 +237,8 @@ class ClusterBus:
             try:
                 server = await self.loop.create_server(
                     lambda: Link(self, None), host, self.port, reuse_address=True,
-                    family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+                    family=socket.AF_INET6 if ":" in host else socket.AF_INET,
+                    **self._tls_options(0, ""))
             except OSError as exc:
                 # The default bind skips an address the host lacks (no IPv6), as the
                 # client listener does; a port in use is fatal, as in Disque.
@@ -237,6 +253,15 @@ class ClusterBus:
         if not self.servers:
             raise SystemExit(f"Could not listen on the cluster bus port {self.port}")
         self._cron = self.loop.call_later(CRON_MS / 1000, self._run_cron)
+
+    def _tls_options(self, side: int, peer_ip: str) -> dict:
+        """create_server (side 0) / create_connection (side 1) arguments for TLS."""
+        if self.tls is None:
+            return {}
+        options = {"ssl": self.tls[side], "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT}
+        if side:
+            options["server_hostname"] = peer_ip  # (not checked: peers are known by IP)
+        return options
 
     def stop(self) -> None:
         if self._cron is not None:
@@ -363,7 +388,8 @@ class ClusterBus:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 sock.setblocking(False)
                 await self.loop.sock_connect(sock, address)
-                await self.loop.create_connection(lambda: link, sock=sock)
+                await self.loop.create_connection(lambda: link, sock=sock,
+                                                  **self._tls_options(1, node.ip))
             except (OSError, OverflowError, IndexError):  # Overflow: a port > 65535
                 if sock is not None:
                     sock.close()
@@ -545,8 +571,8 @@ class ClusterBus:
                     and isinstance(entry[3], list)):
                 continue
             node_id, ip, port, flags = entry[:4]
-            if node_id == self.myself.id or len(node_id) != 40:
-                continue
+            if node_id == self.myself.id or len(node_id) != 40 or (ip and not _is_ip(ip)):
+                continue  # (an address that is not an IP would end up in nodes.conf)
             node = nodes.get(node_id)
             if node is None:
                 if node_id in self.blacklist or not ip or not 0 < port < 55536:

@@ -13,12 +13,14 @@ import os
 import resource
 import signal
 import socket
+import ssl
 import sys
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from .. import tls
 from ..aof.fileformat import RecordEncoder
 from ..aof.loader import AofLoader, AofLoadError
 from ..aof.rewrite import rewrite_now
@@ -177,7 +179,7 @@ class Server:
         setup_logging(self.config)
         adjust_open_files_limit(self.config)
         self.membership = Membership.load_or_create(
-            self.config.cluster_config_file, self.config.port)
+            self.config.cluster_config_file, self.config.node_port)
         self.node = Node(self.config, self.membership.myself.id)
         self.node.leaving = "leaving" in self.membership.myself.flags  # kept in nodes.conf
         self.node.arm_timer = self._arm_timer
@@ -202,9 +204,11 @@ class Server:
             except OSError as exc:
                 log.warning("Can't open the append-only file: %s", exc.strerror)
                 raise SystemExit(1) from None
-        self.bus = ClusterBus(self.membership, self.config.bind, self.config.port,
+        self.bus = ClusterBus(self.membership, self.config.bind, self.config.node_port,
                               lambda: self.config.cluster_node_timeout, self.loop,
-                              secret=self.config.cluster_secret)
+                              secret=self.config.cluster_secret,
+                              tls=tls.bus_contexts(self.config) if self.config.tls_cluster
+                              else None)
         await self.bus.start()
         self._connect_cluster()
         if self.config.metrics_port:
@@ -213,7 +217,7 @@ class Server:
         self._schedule_cron()
         log.info("Node configured with ID %s", self.node.id)
         log.info("disq %s (Disque %s compatible), port %d, pid %d: ready to accept "
-                 "connections", DISQ_VERSION, "1.0-rc1", self.config.port, os.getpid())
+                 "connections", DISQ_VERSION, "1.0-rc1", self.config.node_port, os.getpid())
         await self._stopped
 
     async def _load_data(self) -> None:
@@ -270,23 +274,11 @@ class Server:
 
     async def _listen(self) -> None:
         cfg = self.config
+        if cfg.port:  # `port 0`: no plain TCP (with a tls-port, TLS only)
+            await self._listen_tcp(cfg.port, None)
+        if cfg.tls_port:
+            await self._listen_tcp(cfg.tls_port, tls.client_port_context(cfg))
         factory = self._new_client
-        explicit = cfg.bind != ["127.0.0.1", "::1"]
-        for host in cfg.bind:
-            try:
-                server = await self.loop.create_server(  # type: ignore[union-attr]
-                    factory, host, cfg.port, backlog=cfg.tcp_backlog, reuse_address=True,
-                    family=socket.AF_INET6 if ":" in host else socket.AF_INET)
-            except OSError as exc:
-                unavailable = exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT)
-                if not explicit and unavailable:
-                    log.warning("Could not listen on %s:%d (%s), skipping", host, cfg.port,
-                                exc.strerror)
-                    continue
-                raise SystemExit(
-                    f"Could not create server TCP listening socket {host}:{cfg.port}: "
-                    f"{exc.strerror}") from None
-            self._servers.append(server)
         if cfg.unixsocket:
             try:
                 os.unlink(cfg.unixsocket)
@@ -302,6 +294,29 @@ class Server:
         warning = exposure_warning(cfg.bind, cfg.requirepass)
         if warning:
             log.warning("%s", warning)
+
+    async def _listen_tcp(self, port: int, ssl_context: ssl.SSLContext | None) -> None:
+        """Listen on `port` at every `bind` address (TLS with `ssl_context`)."""
+        cfg = self.config
+        explicit = cfg.bind != ["127.0.0.1", "::1"]
+        extra = ({"ssl": ssl_context, "ssl_handshake_timeout": tls.HANDSHAKE_TIMEOUT}
+                 if ssl_context is not None else {})
+        for host in cfg.bind:
+            try:
+                server = await self.loop.create_server(  # type: ignore[union-attr]
+                    self._new_client, host, port, backlog=cfg.tcp_backlog,
+                    reuse_address=True, family=socket.AF_INET6 if ":" in host
+                    else socket.AF_INET, **extra)
+            except OSError as exc:
+                unavailable = exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT)
+                if not explicit and unavailable:
+                    log.warning("Could not listen on %s:%d (%s), skipping", host, port,
+                                exc.strerror)
+                    continue
+                raise SystemExit(
+                    f"Could not create server TCP listening socket {host}:{port}: "
+                    f"{exc.strerror}") from None
+            self._servers.append(server)
 
     def _new_client(self) -> Client:
         return Client(self)

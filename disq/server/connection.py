@@ -18,6 +18,7 @@ in the same read (an inline request), the rest is parsed afresh.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -39,6 +40,7 @@ _perf_ns = time.perf_counter_ns
 _STAR, _DOLLAR = 42, 36
 _MAX_HELD_REPLIES = 100_000  # replies waiting behind an unanswered one, per client
 _MINUS, _CR = 45, 13
+_HEAD_KEPT = 64 * 1024  # bytes of an unfinished multibulk whose headers are checked
 # Encoded size of a `*<n>\r\n` / `$<n>\r\n` header, by n (the parser's byte accounting).
 _SIZE_TABLE = 10_000
 _HEADER_SIZE = [3 + len(str(n)) for n in range(_SIZE_TABLE)]
@@ -66,16 +68,20 @@ def _not_a_bulk(arg: object) -> str:
     return f"expected '$', got '{_TYPE_BYTES.get(type(arg), '?')}'"
 
 
+_SPACE = b" \t\r\n\x0b\x0c"  # isspace(): around words and after a closing quote
+_HEX = b"0123456789abcdefABCDEF"
+
+
 def split_inline(line: bytes) -> list[bytes]:
     """Split an inline request like Redis's sdssplitargs: spaces separate words,
     "double" quotes take \\n \\r \\t \\xHH escapes, 'single' quotes are literal."""
     line = line.rstrip(b"\r")
-    if b'"' not in line and b"'" not in line:
-        return line.split()
+    if b'"' not in line and b"'" not in line and b"\x0b" not in line and b"\x0c" not in line:
+        return line.split()  # (\v and \f separate words here, not in Redis)
     args: list[bytes] = []
     i, n = 0, len(line)
     while True:
-        while i < n and line[i] in b" \t\r\n\x0b\x0c":
+        while i < n and line[i] in _SPACE:
             i += 1
         if i >= n:
             return args
@@ -90,18 +96,16 @@ def split_inline(line: bytes) -> list[bytes]:
             if quote == 0x22:  # "
                 if c == 0x5C and i + 1 < n:  # backslash
                     nxt = line[i + 1]
-                    if nxt == 0x78 and i + 3 < n:  # \xHH
-                        try:
-                            cur.append(int(line[i + 2:i + 4], 16))
-                            i += 4
-                            continue
-                        except ValueError:
-                            pass
+                    if nxt == 0x78 and i + 3 < n and line[i + 2] in _HEX and (
+                            line[i + 3] in _HEX):  # \xHH
+                        cur.append(int(line[i + 2:i + 4], 16))
+                        i += 4
+                        continue
                     cur.append({0x6E: 10, 0x72: 13, 0x74: 9, 0x62: 8, 0x61: 7}.get(nxt, nxt))
                     i += 2
                     continue
                 if c == 0x22:
-                    if i + 1 < n and line[i + 1] not in b" \t\r\n":
+                    if i + 1 < n and line[i + 1] not in _SPACE:
                         raise ProtocolError("unbalanced quotes in request")
                     quote = 0
                     i += 1
@@ -113,7 +117,7 @@ def split_inline(line: bytes) -> list[bytes]:
                     i += 2
                     continue
                 if c == 0x27:
-                    if i + 1 < n and line[i + 1] not in b" \t\r\n":
+                    if i + 1 < n and line[i + 1] not in _SPACE:
                         raise ProtocolError("unbalanced quotes in request")
                     quote = 0
                     i += 1
@@ -122,7 +126,7 @@ def split_inline(line: bytes) -> list[bytes]:
             else:
                 if c in b" \t\r\n":
                     break
-                if c in (0x22, 0x27) and not cur:
+                if c == 0x22 or c == 0x27:  # a quote opens anywhere, as in Redis
                     quote = c
                     i += 1
                     continue
@@ -175,6 +179,8 @@ class Client(asyncio.Protocol):
         self._reader = hiredis.Reader()
         self._inline = b""
         self._mb_pending = 0  # bytes of an unfinished multibulk request held by hiredis
+        self._mb_head = b""  # the first bytes of that request (see _check_bulk_lengths)
+        self._refused = b""  # a request hiredis refused, until Redis would refuse it
         self._pending: deque[list[bytes]] = deque()
         # Replies held back behind one still awaited (see `defer`): bytes or slots.
         self._replies: deque[bytes | _ReplySlot] = deque()
@@ -245,6 +251,9 @@ class Client(asyncio.Protocol):
         """Append the complete requests in `data` to `out`."""
         reader = self._reader
         config = self.server.config
+        if self._refused:
+            self._wait_for_the_error(data)
+            return
         while data:
             if self._inline or (
                 self._mb_pending == 0 and data[0] != _STAR
@@ -288,7 +297,7 @@ class Client(asyncio.Protocol):
             while True:
                 try:
                     req = reader.gets()
-                except hiredis.ProtocolError:
+                except hiredis.ProtocolError as exc:
                     if pending < held and 0 < pending <= fed:
                         # Not a multibulk after the last complete request: Redis picks
                         # the format per request, so parse the rest of the chunk afresh
@@ -297,15 +306,25 @@ class Client(asyncio.Protocol):
                         self._reader = reader = hiredis.Reader()
                         pending = 0
                         break
-                    raise
+                    # The request's bytes, from its start, say what Redis would answer.
+                    request = self._request_bytes(chunk, pending, fed)
+                    message = _redis_error(request, config.proto_max_bulk_len)
+                    if message is None and request:
+                        # Redis answers only once the bad header's CR arrives.
+                        self._refused = request
+                        self._mb_pending = 0
+                        return
+                    raise ProtocolError(message or _redis_protocol_message(str(exc))) from None
                 if req is False:
                     break
                 if req.__class__ is not list:
-                    if 0 < pending <= fed:
-                        start = chunk[-pending:]
+                    start = self._request_bytes(chunk, pending, fed)
+                    if start:
                         if start[0] == _STAR:  # *-1: skipped, as Redis does
                             pending -= 5
-                            continue
+                            if not 0 < pending <= fed or chunk[-pending] == _STAR:
+                                continue
+                            start = chunk[-pending:]  # then an inline request
                         # A reply-shaped line after a request (`:5`, `+OK`, `$-1`): in
                         # Redis a request not starting with '*' is an inline one.
                         data = start
@@ -318,8 +337,10 @@ class Client(asyncio.Protocol):
                     raise ProtocolError("invalid multibulk length")
                 size = _HEADER_SIZE[n] if n < _SIZE_TABLE else 3 + len(str(n))  # *<n>\r\n
                 for arg in req:
-                    if arg.__class__ is not bytes:
-                        raise ProtocolError(_not_a_bulk(arg))
+                    if arg.__class__ is not bytes:  # (Redis names the first bad byte)
+                        raise ProtocolError(_redis_error(
+                            self._request_bytes(chunk, pending, fed),
+                            config.proto_max_bulk_len) or _not_a_bulk(arg))
                     n = len(arg)  # $<n>\r\n<arg>\r\n
                     size += _BULK_SIZE[n] if n < _SIZE_TABLE else n + 5 + len(str(n))
                 pending -= size
@@ -332,16 +353,55 @@ class Client(asyncio.Protocol):
                     if may_be_too_big and max(map(len, req)) > config.proto_max_bulk_len:
                         raise ProtocolError("invalid bulk length")
                     out.append(req)
+                if pending and chunk[-pending] != _STAR:
+                    # The next request is not a multibulk: hiredis would read it as a
+                    # RESP3 reply (`#`, `,`, `%`...) and wait for more. An inline one.
+                    data = chunk[-pending:]
+                    self._reader = reader = hiredis.Reader()
+                    pending = 0
+                    break
             self._mb_pending = pending
             if pending > config.client_query_buffer_limit:
                 raise ProtocolError("client reached the max query buffer length")
-            if 0 < pending <= len(chunk) and reader.has_data():
-                _check_bulk_lengths(chunk[-pending:], config.proto_max_bulk_len)
+            if pending:
+                # The unfinished request's first bytes (its headers, as far as they
+                # go), kept across reads so that a huge `$<len>` is refused whatever
+                # the reads, as Redis does.
+                if pending <= len(chunk):
+                    start = len(chunk) - pending
+                    head: bytes | None = chunk[start:start + _HEAD_KEPT]
+                elif len(self._mb_head) < _HEAD_KEPT:
+                    head = self._mb_head + chunk[:_HEAD_KEPT - len(self._mb_head)]
+                else:
+                    head = None  # checked already, as far as it is kept
+                if head is not None:
+                    self._mb_head = head
+                    _check_bulk_lengths(head, config.proto_max_bulk_len)
+
+    def _request_bytes(self, chunk: bytes, pending: int, fed: int) -> bytes:
+        """The bytes of the request being parsed, from its start, when known (b"" if
+        not): in this read, or begun in an earlier one (its first bytes: _mb_head)."""
+        if 0 < pending <= fed:
+            return chunk[-pending:]
+        if pending > fed and len(self._mb_head) < _HEAD_KEPT:
+            return self._mb_head + chunk
+        return b""
+
+    def _wait_for_the_error(self, data: bytes) -> None:
+        """A request hiredis refused, held until Redis would see what is wrong."""
+        request = self._refused + data
+        message = _redis_error(request, self.server.config.proto_max_bulk_len)
+        if message is None and len(request) > INLINE_MAX:
+            message = "too big bulk count string"
+        if message is not None:
+            raise ProtocolError(message)
+        self._refused = request
 
     def _protocol_error(self, message: str) -> None:
         self.server.log_verbose(f"Protocol error ({message}) from client: {self.addr}")
         if self.transport is not None:
-            self.transport.write(b"-ERR Protocol error: " + message.encode() + b"\r\n")
+            self.transport.write(b"-ERR Protocol error: " + message.encode("latin-1", "replace")
+                                 + b"\r\n")
             self.transport.close()
         self.closing = True
 
@@ -579,22 +639,41 @@ def _slowlog_args(args: list[bytes]) -> list[bytes]:
 
 
 def _check_bulk_lengths(partial: bytes, limit: int) -> None:
-    """Walk the headers of an unfinished multibulk request and refuse an argument
-    longer than `limit` as soon as its `$<len>` arrives, as Redis does, rather than
-    buffering its body up to the query buffer limit."""
-    eol = partial.find(b"\r\n")
+    """Walk the headers of an unfinished multibulk request and refuse it as soon as
+    Redis would (an argument longer than `limit` once its `$<len>` arrives, an element
+    that is not a bulk string), rather than buffering it up to the query buffer limit."""
+    message = _redis_error(partial, limit)
+    if message is not None:
+        raise ProtocolError(message)
+
+
+_CRLF = ("\r", "\n")
+_CANONICAL = re.compile(rb"(0|-?[1-9][0-9]{0,18})\Z")  # what Redis's string2ll takes
+
+
+def _redis_error(request: bytes, max_bulk: int) -> str | None:
+    """The first error Redis's processMultibulkBuffer finds in `request` (a multibulk
+    request from its `*`), or None if none shows in these bytes."""
+    eol = request.find(b"\r\n")
+    if not request.startswith(b"*") or eol < 0:
+        return None
+    if not _CANONICAL.match(request[1:eol]) or int(request[1:eol]) > 1024 * 1024:
+        return "invalid multibulk length"
     pos = eol + 2
-    while 0 < eol and pos < len(partial) and partial[pos] == _DOLLAR:
-        eol = partial.find(b"\r\n", pos)
+    for _ in range(int(request[1:eol])):
+        if request.find(b"\r", pos) < 0:
+            return None  # Redis reads an element's header once a CR arrives
+        if request[pos] != _DOLLAR:
+            got = chr(request[pos])
+            return f"expected '$', got '{' ' if got in _CRLF else got}'"
+        eol = request.find(b"\r\n", pos)
         if eol < 0:
-            return
-        digits = partial[pos + 1:eol]
-        if not digits.isdigit():
-            return  # hiredis will report it
-        length = int(digits)
-        if length > limit:
-            raise ProtocolError("invalid bulk length")
-        pos = eol + 2 + length + 2
+            return None
+        digits = request[pos + 1:eol]
+        if not _CANONICAL.match(digits) or not 0 <= int(digits) <= max_bulk:
+            return "invalid bulk length"
+        pos = eol + 2 + int(digits) + 2
+    return None
 
 
 def _redis_protocol_message(message: str) -> str:
@@ -604,8 +683,21 @@ def _redis_protocol_message(message: str) -> str:
     if "ulk string length" in message:
         return "invalid bulk length"
     if message.endswith(" as reply type byte"):  # Protocol error, got "x" as reply ...
-        return f"expected '$', got '{message.split(chr(34))[1]}'"
+        quoted = message[message.index('"') + 1:message.rindex('"')]
+        return f"expected '$', got '{_unescape_byte(quoted)}'"
     return message
+
+
+def _unescape_byte(text: str) -> str:
+    """The byte hiredis shows escaped (`\\n`, `\\x01`, `\\"`), as Redis shows it: raw,
+    CR and LF as a space (an error line cannot hold them)."""
+    if text.startswith("\\x"):
+        char = chr(int(text[2:], 16))
+    elif text.startswith("\\"):
+        char = {"n": "\n", "r": "\r", "t": "\t", "a": "\a", "b": "\b"}.get(text[1:], text[1:])
+    else:
+        char = text
+    return " " if char in _CRLF else char
 
 
 def _printable(name: bytes) -> bytes:

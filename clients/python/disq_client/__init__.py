@@ -21,6 +21,7 @@ from .errors import (
     ResponseError,
     TooLateError,
 )
+from .tls import ssl_context
 from .types import Hello, HelloNode, Job, JobInfo, QueueStat
 from .worker import Worker
 
@@ -55,5 +56,6 @@ __all__ = [
     "from_msgpack",
     "json_body",
     "msgpack_body",
+    "ssl_context",
     "to_body",
 ]

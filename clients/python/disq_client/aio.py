@@ -8,6 +8,7 @@ waiting for jobs does not hold up the ACKs of other tasks.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from types import TracebackType
@@ -56,11 +57,13 @@ class AsyncConnection(asyncio.Protocol):
     pending request."""
 
     def __init__(self, addr: Address, *, timeout: float | None = 5.0,
-                 connect_timeout: float | None = 2.0, password: str | None = None) -> None:
+                 connect_timeout: float | None = 2.0, password: str | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.addr = addr
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.password = password
+        self.ssl_context = ssl_context
         self._transport: asyncio.Transport | None = None
         self._reader = new_reader()
         self._pending: deque[_Pending] = deque()
@@ -77,7 +80,8 @@ class AsyncConnection(asyncio.Protocol):
         where = format_address(self.addr)
         try:
             await asyncio.wait_for(
-                loop.create_connection(lambda: self, self.addr[0], self.addr[1]),
+                loop.create_connection(lambda: self, self.addr[0], self.addr[1],
+                                       ssl=self.ssl_context),
                 self.connect_timeout)
         except TimeoutError as exc:
             raise DisqTimeoutError(f"connecting to {where}: timeout") from exc
@@ -190,7 +194,7 @@ class AsyncClient(ClientBase):
     # -- connections --------------------------------------------------------------------
     def _new_connection(self, addr: Address) -> AsyncConnection:
         return AsyncConnection(addr, timeout=self.timeout, connect_timeout=self.connect_timeout,
-                               password=self.password)
+                               password=self.password, ssl_context=self.ssl_context)
 
     async def _connection(self) -> AsyncConnection:
         addr = self.view.current

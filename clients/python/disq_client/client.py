@@ -28,6 +28,7 @@ from .protocol import (
     format_address,
     from_error_reply,
 )
+from .tls import SSLOption, ssl_context
 from .types import Hello, Job, JobInfo, PauseOption, QueueStat
 
 T = TypeVar("T")
@@ -58,9 +59,13 @@ class ClientBase:
 
     def __init__(self, nodes: Nodes = DEFAULT_NODE, *, password: str | None = None,
                  timeout: float | None = 5.0, connect_timeout: float | None = 2.0,
-                 switch_after_jobs: int = 100, retries: int = 3) -> None:
+                 switch_after_jobs: int = 100, retries: int = 3, ssl: SSLOption = None,
+                 ssl_ca_certs: str | None = None, ssl_certfile: str | None = None,
+                 ssl_keyfile: str | None = None, ssl_check_hostname: bool = True) -> None:
         self.view = ClusterView(seed_list(nodes), switch_after_jobs)
         self.password = password
+        self.ssl_context = ssl_context(ssl, ca_certs=ssl_ca_certs, certfile=ssl_certfile,
+                                       keyfile=ssl_keyfile, check_hostname=ssl_check_hostname)
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.retries = retries
@@ -117,6 +122,8 @@ class Client(ClientBase):
 
     `timeout` bounds every wait for a reply, in seconds (GETJOB and synchronous ADDJOB
     get their own timeout on top); `password` is sent with AUTH on every connection.
+    `ssl=True` (or an `ssl.SSLContext`, or any of `ssl_ca_certs`, `ssl_certfile` +
+    `ssl_keyfile`) connects over TLS, to nodes' `tls-port`.
     A Client may be shared by threads: it runs one command at a time.
     """
 
@@ -170,7 +177,7 @@ class Client(ClientBase):
             if conn is None:
                 conn = self._conns[addr] = Connection(
                     addr, timeout=self.timeout, connect_timeout=self.connect_timeout,
-                    password=self.password)
+                    password=self.password, ssl_context=self.ssl_context)
             try:
                 hello = self._hello_on(conn)
             except (DisqConnectionError, DisqTimeoutError) as exc:

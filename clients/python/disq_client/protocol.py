@@ -7,6 +7,7 @@ RESP multibulk, and a batch of them is sent with a single write.
 from __future__ import annotations
 
 import socket
+import ssl
 from collections.abc import Iterable, Sequence
 
 import hiredis
@@ -95,11 +96,13 @@ class Connection:
     """
 
     def __init__(self, addr: Address, *, timeout: float | None = 5.0,
-                 connect_timeout: float | None = 2.0, password: str | None = None) -> None:
+                 connect_timeout: float | None = 2.0, password: str | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.addr = addr
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.password = password
+        self.ssl_context = ssl_context
         self._sock: socket.socket | None = None
         self._reader = new_reader()
         self._sock_timeout: float | None = -1.0  # what the socket is set to now
@@ -113,6 +116,12 @@ class Connection:
             return
         try:
             sock = socket.create_connection(self.addr, timeout=self.connect_timeout)
+            if self.ssl_context is not None:
+                try:  # the handshake, within connect_timeout
+                    sock = self.ssl_context.wrap_socket(sock, server_hostname=self.addr[0])
+                except BaseException:
+                    sock.close()
+                    raise
         except TimeoutError as exc:
             raise DisqTimeoutError(f"connecting to {format_address(self.addr)}: timeout") \
                 from exc

@@ -39,6 +39,7 @@ from typing import TypeVar, cast
 from .aio import AsyncClient
 from .client import DEFAULT_NODE, Nodes
 from .errors import DisqError, NoJobError, TooLateError
+from .tls import SSLOption
 from .types import Job, is_at_most_once
 
 log = logging.getLogger("disq_client.worker")
@@ -68,12 +69,13 @@ class Worker:
     def __init__(self, nodes: Nodes = DEFAULT_NODE, *, concurrency: int = 8,
                  password: str | None = None, grace: float = 30.0, poll_ms: int = 1000,
                  heartbeat_after: float = 0.5, heartbeat_fraction: float = 0.5,
-                 timeout: float | None = 5.0) -> None:
+                 timeout: float | None = 5.0, ssl: SSLOption = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.nodes = nodes
         self.concurrency = concurrency
         self.password = password
+        self.ssl = ssl  # True or an ssl.SSLContext (disq_client.ssl_context(...))
         self.grace = grace
         self.poll_ms = poll_ms
         self.heartbeat_after = heartbeat_after
@@ -123,7 +125,8 @@ class Worker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop)
         executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="disq-worker")
-        client = AsyncClient(self.nodes, password=self.password, timeout=self.timeout)
+        client = AsyncClient(self.nodes, password=self.password, timeout=self.timeout,
+                             ssl=self.ssl)
         running: set[asyncio.Task[None]] = set()
         jobs_of: dict[asyncio.Task[None], Job] = {}
         try:

@@ -1,0 +1,146 @@
+"""Properties of the bus frame decoder (disq/cluster/messages.py) and the job decoder
+of replication (disq/replication/wire.py): whatever the bytes, the only outcomes are
+well-formed frames or FrameError (a job: a valid Job or None), never another
+exception."""
+
+from __future__ import annotations
+
+import struct
+
+import msgpack
+from fuzzing import fuzz_settings
+from hypothesis import given
+from hypothesis import strategies as st
+
+from disq.cluster import messages as m
+from disq.job import Job
+from disq.replication.wire import FIELD_COUNT, decode_job, encode_job
+
+SENDER = "a" * 40
+JOB_ID = b"D-aaaaaaaa-0123456789abcdefghijklmn-05a1"
+
+# msgpack-able values of every type the decoder may meet
+LEAVES = (st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats(allow_nan=False)
+          | st.text(max_size=20) | st.binary(max_size=20))
+VALUES = st.recursive(LEAVES, lambda inner: st.lists(inner, max_size=5)
+                      | st.dictionaries(st.text(max_size=5) | st.integers(-9, 9), inner, max_size=3),
+                      max_leaves=20)
+CUTS = st.lists(st.integers(0, 100_000), max_size=6)
+
+
+def feed_in_pieces(data: bytes, cuts: list[int]) -> list[list]:
+    """Feed `data` in pieces; returns the frames, or raises FrameError."""
+    reader = m.FrameReader()
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    bounds = [0, *points, len(data)]
+    frames: list[list] = []
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        frames += reader.feed(data[a:b])
+    return frames
+
+
+def check_frames(frames: list[list]) -> None:
+    """What the link's code relies on in every frame it is given."""
+    for frame in frames:
+        assert type(frame) is list and len(frame) == 5 and frame[0] == m.VERSION
+        assert type(frame[1]) is str and type(frame[2]) is int
+        assert type(frame[3]) is list and type(frame[4]) is list
+        for message in frame[4]:
+            assert type(message) is list and message and type(message[0]) is int
+
+
+def outcome(data: bytes, cuts: list[int]) -> list[list] | str:
+    try:
+        frames = feed_in_pieces(data, cuts)
+    except m.FrameError:
+        return "error"
+    check_frames(frames)
+    return frames
+
+
+def frame_of(payload: object) -> bytes:
+    packed = msgpack.packb(payload, use_bin_type=True)
+    return struct.pack(">I", len(packed)) + packed
+
+
+MESSAGES = st.lists(st.lists(VALUES, max_size=4).flatmap(
+    lambda fields: st.integers(0, 30).map(lambda t: [t, *fields])), max_size=4)
+
+
+@fuzz_settings(150)
+@given(MESSAGES, CUTS)
+def test_valid_frames_decode_whatever_the_reads(messages: list[list], cuts: list[int]) -> None:
+    data = m.encode_frame(SENDER, 7711, ["leaving"], messages) * 2
+    frames = feed_in_pieces(data, cuts)
+    check_frames(frames)
+    assert len(frames) == 2 and frames[0][1] == SENDER and frames[0][2] == 7711
+    assert frames[0][4] == msgpack.unpackb(msgpack.packb(messages), strict_map_key=False)
+
+
+@fuzz_settings(150)
+@given(st.binary(max_size=400), CUTS)
+def test_random_bytes_are_frames_or_frame_errors(data: bytes, cuts: list[int]) -> None:
+    outcome(data, cuts)
+
+
+@fuzz_settings(150)
+@given(MESSAGES, st.lists(st.tuples(st.integers(0, 2), st.integers(0, 10_000),
+                                    st.integers(0, 255)), min_size=1, max_size=4), CUTS)
+def test_mutated_frames_are_frames_or_frame_errors(messages: list[list],
+                                                   edits: list[tuple[int, int, int]],
+                                                   cuts: list[int]) -> None:
+    data = bytearray(m.encode_frame(SENDER, 7711, [], messages))
+    for kind, pos, byte in edits:
+        pos %= len(data) + 1
+        if kind == 0 and pos < len(data):
+            data[pos] = byte
+        elif kind == 1:
+            data.insert(pos, byte)
+        else:
+            del data[pos:pos + 1]
+    whole = outcome(bytes(data), [])
+    assert outcome(bytes(data), cuts) == whole  # the reads never change the outcome
+
+
+@fuzz_settings(150)
+@given(st.one_of(VALUES, st.lists(VALUES, min_size=5, max_size=5),
+                 st.tuples(st.just(m.VERSION), st.text(max_size=41) | VALUES,
+                           st.integers(-5, 70000) | VALUES, st.lists(VALUES) | VALUES,
+                           MESSAGES | st.lists(VALUES)).map(list)))
+def test_wrong_typed_msgpack_is_refused_or_well_formed(payload: object) -> None:
+    outcome(frame_of(payload), [])
+
+
+def test_a_frame_too_long_is_refused_before_its_body() -> None:
+    reader = m.FrameReader()
+    try:
+        reader.feed(struct.pack(">I", m.MAX_FRAME + 1))
+    except m.FrameError:
+        return
+    raise AssertionError("a frame longer than MAX_FRAME was accepted")
+
+
+# -- jobs on the bus ---------------------------------------------------------------------
+
+def a_job() -> Job:
+    job = Job(JOB_ID, b"q", b"body", 1, 1_700_000_000_000_000_000, 2_000_000_000_000, 0, 60, 2)
+    job.nodes_delivered = {SENDER, "b" * 40}
+    return job
+
+
+@fuzz_settings(150)
+@given(st.lists(VALUES, min_size=FIELD_COUNT, max_size=FIELD_COUNT) | VALUES)
+def test_decode_job_takes_anything(data: object) -> None:
+    job = decode_job(data, 1_000, {SENDER: SENDER})
+    assert job is None or isinstance(job, Job)
+
+
+@fuzz_settings(150)
+@given(st.integers(0, FIELD_COUNT - 1), VALUES)
+def test_decode_job_with_one_field_replaced(index: int, value: object) -> None:
+    data = encode_job(a_job(), SENDER, 1_000)
+    data[index] = value
+    job = decode_job(data, 1_000, {SENDER: SENDER})
+    if job is not None:  # a valid value: the job says what was sent
+        assert job.id == JOB_ID or index == 0
+        assert job.nodes_delivered is not None and job.nodes_delivered <= {SENDER}
