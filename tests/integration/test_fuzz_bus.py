@@ -136,15 +136,17 @@ GOSSIP = st.lists(st.tuples(st.sampled_from([IMPOSTOR, "f" * 40, "0" * 40]) | st
                                              "999.1.1.1"]) | st.text(max_size=8),
                             INT, st.lists(st.sampled_from(["fail", "fail?", "leaving", "x"])),
                             INT, INT).map(list), max_size=3)
-WIRE_JOB = st.tuples(ID, st.binary(max_size=8), st.binary(max_size=8), INT, INT, INT, INT, INT,
-                     INT, INT, INT, INT,
-                     st.lists(st.sampled_from([IMPOSTOR, "f" * 40]) | VALUES, max_size=3)
-                     ).map(list)
+HOLDERS = st.lists(st.sampled_from([IMPOSTOR, "f" * 40]) | VALUES, max_size=3)
+WIRE_COPY = st.tuples(ID, st.binary(max_size=8), st.binary(max_size=8), INT, INT, INT, INT, INT,
+                      INT, INT, INT, INT).map(list)  # REPLJOB's: holders once per message
+WIRE_JOB = st.tuples(WIRE_COPY, HOLDERS).map(lambda t: [*t[0], t[1]])  # YOURJOBS'
+REPLJOB_FIELDS = st.builds(lambda noreply, holders, copies: (noreply, holders, *copies),
+                           st.booleans(), HOLDERS, st.lists(WIRE_COPY, max_size=3))
 # Per type, fields of the right shape (values in and out of range): deeper paths.
 SHAPED = {
     m.PING: st.tuples(GOSSIP), m.PONG: st.tuples(GOSSIP), m.MEET: st.tuples(GOSSIP),
     m.FAIL: st.tuples(st.sampled_from([IMPOSTOR, "f" * 40]) | st.text(max_size=41)),
-    m.REPLJOB: st.tuples(WIRE_JOB, st.booleans()), m.GOTJOB: st.lists(ID, max_size=3),
+    m.REPLJOB: REPLJOB_FIELDS, m.GOTJOB: st.lists(ID, max_size=3),
     m.ENQUEUE: st.tuples(ID, INT), m.QUEUED: st.tuples(ID, INT), m.SETACK: st.tuples(ID, INT),
     m.WILLQUEUE: st.tuples(ID), m.GOTACK: st.tuples(ID, st.booleans()), m.DELJOB: st.tuples(ID),
     m.NEEDJOBS: st.tuples(st.sampled_from([PROBE_QUEUE, b"other"]), INT),

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from disq.cluster import messages as m
 from disq.job import Job
-from disq.replication.wire import FIELD_COUNT, decode_job, encode_job
+from disq.replication.wire import (
+    COPY_FIELDS,
+    FIELD_COUNT,
+    decode_copy,
+    decode_holders,
+    decode_job,
+    encode_job,
+)
 
 SENDER = "a" * 40
 JOB_ID = b"D-aaaaaaaa-0123456789abcdefghijklmn-05a1"
@@ -144,3 +151,17 @@ def test_decode_job_with_one_field_replaced(index: int, value: object) -> None:
     if job is not None:  # a valid value: the job says what was sent
         assert job.id == JOB_ID or index == 0
         assert job.nodes_delivered is not None and job.nodes_delivered <= {SENDER}
+
+
+@fuzz_settings(150)
+@given(st.lists(VALUES, min_size=COPY_FIELDS, max_size=COPY_FIELDS) | VALUES)
+def test_decode_copy_takes_anything(data: object) -> None:
+    job = decode_copy(data, 1_000)
+    assert job is None or (isinstance(job, Job) and job.nodes_delivered is None)
+
+
+@fuzz_settings(150)
+@given(st.lists(VALUES | st.sampled_from([SENDER, "b" * 40]), max_size=5) | VALUES)
+def test_decode_holders_keeps_known_ids_only(data: object) -> None:
+    holders = decode_holders(data, {SENDER: SENDER}, "m" * 40)
+    assert holders is None or holders <= {SENDER, "m" * 40}
