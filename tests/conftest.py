@@ -21,11 +21,12 @@ def start_node(tmp_path: Path) -> Iterator[Callable[..., DisqProcess]]:
     started: list[DisqProcess] = []
 
     def start(*args: str, config_text: str | None = None, name: str | None = None,
-              port: int | None = None, client_kwargs: dict | None = None) -> DisqProcess:
+              port: int | None = None, client_kwargs: dict | None = None,
+              loaded: bool = True) -> DisqProcess:
         node = DisqProcess(tmp_path / (name or f"node{len(started)}"), *args,
                            config_text=config_text, port=port, client_kwargs=client_kwargs)
         started.append(node)
-        return node.start()
+        return node.start(loaded)
 
     yield start
     for node in started:

@@ -101,7 +101,9 @@ class DisqProcess:
         cmd += ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir)]
         return cmd + self.args
 
-    def start(self) -> DisqProcess:
+    def start(self, loaded: bool = True) -> DisqProcess:
+        """Start, and return once the node answers (and, if `loaded`, has loaded its
+        AOF: it answers PING while loading, and may still refuse to start after)."""
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.command_line(), stdout=log, stderr=subprocess.STDOUT,
                                      cwd=self.dir)
@@ -114,7 +116,7 @@ class DisqProcess:
             # no retries inside redis-py (4 s of backoff on NOAUTH): this loop retries
             probe = self.client(socket_timeout=1, retry=Retry(NoBackoff(), 0))
             try:
-                if probe.ping():
+                if probe.ping() and not (loaded and probe.info("persistence").get("loading")):
                     return self
             except redis.exceptions.AuthenticationError:
                 return self  # answering: NOAUTH to redis-py's HELLO (--requirepass)

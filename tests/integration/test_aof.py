@@ -397,7 +397,7 @@ def test_loading_answers_loading_then_serves(start_node, tmp_path: Path) -> None
             job_id = b"D-01234567-%024d-05a1" % i
             job = Job(job_id, b"q", b"x", QUEUED, i, expire, 0, 300, 1)
             fh.write(loadjob_record(encoder.serialize(job)))
-    node = start_node(*AOF, name="n")
+    node = start_node(*AOF, name="n", loaded=False)
     with RawClient(node.port) as c:
         c.send_raw(encode("INFO", "persistence") + encode("ADDJOB", "q", "x", 0)
                    + encode("PING"))
