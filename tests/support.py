@@ -64,8 +64,9 @@ class DisqProcess:
     """One disq-server started on 127.0.0.1 in its own directory."""
 
     def __init__(self, workdir: Path, *args: str, port: int | None = None,
-                 config_text: str | None = None) -> None:
+                 config_text: str | None = None, host: str = "127.0.0.1") -> None:
         self.port = port or free_port()
+        self.host = host  # any 127.x.y.z: tests/faults puts a proxy on 127.0.0.1
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.args = list(args)
@@ -79,7 +80,7 @@ class DisqProcess:
             conf = self.dir / "disq.conf"
             conf.write_text(self.config_text)
             cmd.append(str(conf))
-        cmd += ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir)]
+        cmd += ["--port", str(self.port), "--bind", self.host, "--dir", str(self.dir)]
         return cmd + self.args
 
     def start(self) -> DisqProcess:
@@ -112,10 +113,10 @@ class DisqProcess:
 
     def client(self, **kwargs: Any) -> redis.Redis:
         kwargs.setdefault("socket_timeout", 10)
-        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
+        return redis.Redis(host=self.host, port=self.port, **kwargs)
 
     def connect(self) -> socket.socket:
-        sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        sock = socket.create_connection((self.host, self.port), timeout=10)
         return sock
 
     @property
