@@ -21,6 +21,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+ROOT = Path(__file__).resolve().parent.parent  # the checkout the servers run from
 START_TIMEOUT = 15.0
 NODE_TIMEOUT = 1000  # ms: PFAIL after ~1 s without a PONG
 FORM_TIMEOUT = 15.0  # s: generous deadlines, the conditions are polled
@@ -85,8 +86,11 @@ class DisqProcess:
 
     def start(self) -> DisqProcess:
         log = open(self.log_path, "ab")
+        # The server is this checkout's, whatever disq the interpreter has installed.
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
         self.proc = subprocess.Popen(self.command_line(), stdout=log, stderr=subprocess.STDOUT,
-                                     cwd=self.dir)
+                                     cwd=self.dir, env=env)
         log.close()
         deadline = time.monotonic() + START_TIMEOUT
         while True:

@@ -25,6 +25,8 @@ daemon thread; the test thread calls the public methods.
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import struct
 import threading
 from collections.abc import Iterable
@@ -65,6 +67,7 @@ class Network:
         self.node_ids: dict[int, str] = {}  # proxied client port -> node ID
         self.resets = 0  # connections reset or refused by a `drop` rule
         self.connections = 0  # bus connections proxied
+        self.opened: collections.Counter[tuple[str, int]] = collections.Counter()
 
     def _run(self, coro: object, timeout: float = 10.0) -> object:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)  # type: ignore[arg-type]
@@ -76,10 +79,12 @@ class Network:
 
     async def _add(self, port: int, host: str) -> None:
         async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await self._splice(reader, writer, host, port, None)
+            with contextlib.suppress(asyncio.CancelledError):  # cancelled by close()
+                await self._splice(reader, writer, host, port, None)
 
         async def bus(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await self._splice(reader, writer, host, port + 10000, port)
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._splice(reader, writer, host, port + 10000, port)
 
         for listen, handler in ((port, client), (port + 10000, bus)):
             self.servers.append(await asyncio.start_server(handler, "127.0.0.1", listen,
@@ -89,12 +94,20 @@ class Network:
         """The node behind the proxy at `port` has this ID (rules are by node ID)."""
         self.node_ids[port] = node_id
 
+    def connections_from(self, src: str, port: int) -> int:
+        """Bus connections node `src` opened to the node proxied at `port`."""
+        return self.opened[(src, port)]
+
     def close(self) -> None:
         async def shut() -> None:
             for server in self.servers:
                 server.close()
             for conn in list(self.conns):
                 conn.abort()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         try:
             self._run(shut())
         finally:
@@ -160,6 +173,7 @@ class Network:
         self.conns.add(conn)
         if proxied is not None:
             self.connections += 1
+            self.opened[(src, proxied_port)] += 1
         try:
             if first:
                 await conn.flowing.wait()
