@@ -37,6 +37,10 @@ BUS_PORT_OFFSET = 10000
 CRON_MS = 100
 GOSSIP_ENTRIES = 3
 FORGET_BLACKLIST_MS = 60_000
+# Output queued for a peer that does not read it, beyond which the link is dropped
+# (and reconnected): a stuck peer costs bounded memory. The largest frame a peer
+# accepts is well under it, so a healthy link never gets there.
+LINK_SENDBUF_LIMIT = 4 * m.MAX_FRAME
 AUTH_TIMEOUT_S = 5.0  # a link that has not proven the cluster secret by then is closed
 # Which side proves: a proof is bound to the prover's role, so a nonce reflected back
 # on another link (to make this node prove it) is useless to an impostor.
@@ -188,6 +192,10 @@ class Link(asyncio.Protocol):
             data = m.encode_frame(bus.myself.id, bus.myself.port, bus.my_flags(), self.out)
             bus.bytes_sent += len(data)
             self.transport.write(data)
+            if self.transport.get_write_buffer_size() > LINK_SENDBUF_LIMIT:
+                log.warning("Dropping the bus link to %s: %d bytes wait for it to read.",
+                            self.peer_ip, self.transport.get_write_buffer_size())
+                self.abort()
         self.out = []
         if self.batches:
             self.batches = {}
@@ -195,6 +203,13 @@ class Link(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
+
+    def abort(self) -> None:
+        """Drop the connection and what it still had to send, as Disque frees a link:
+        close() would wait for a peer that does not read to take it, forever, keeping
+        the link (so no reconnection) and queueing every later message for it."""
+        if self.transport is not None:
+            self.transport.abort()
 
 
 class ClusterBus:
@@ -680,7 +695,7 @@ class ClusterBus:
                     self.ping(node)
                 elif node.ping_sent and now - node.ping_sent > timeout // 2 and (
                         now - node.last_connect > timeout // 2):
-                    node.link.close()  # the link may be stuck: reconnect, keep ping_sent
+                    node.link.abort()  # the link may be stuck: reconnect, keep ping_sent
             if "handshake" in node.flags:
                 continue
             if node.ping_sent and now - node.ping_sent > timeout and not (
