@@ -1,8 +1,10 @@
 """A Jepsen-style run against a cluster of real disq-server processes.
 
 Producers ADDJOB unique bodies (REPLICATE 3, RETRY 1, a 2 s timeout) to random nodes
-and record every ID they are answered; consumers GETJOB and ACKJOB from random nodes
-and record every body delivered; meanwhile a nemesis driven by a seeded
+and record every ID they are answered; consumers GETJOB from random nodes and, for
+each job, ACKJOB it (30% of the time on another node than the one that delivered it),
+NACK it (5%) or abandon it as a consumer that died would (10%: it is queued again after
+RETRY), recording every body they acknowledge; meanwhile a nemesis driven by a seeded
 `random.Random` injects faults:
 
 - `kill`: kill -9 a random node and restart it later with the same directory (it keeps
@@ -20,9 +22,11 @@ At the end everything is healed and restarted, the producers stop, and the consu
 drain every node until no node holds a queued, active or waiting job. The checker
 counts:
 
-- lost: bodies whose ADDJOB was answered with an ID but were never delivered (must be 0);
-- duplicates: deliveries beyond the first of a body (at-least-once: reported, not
-  failed), as a % of the bodies delivered;
+- lost: bodies whose ADDJOB was answered with an ID but never delivered to a consumer
+  that acknowledged them (must be 0);
+- duplicates: acknowledged deliveries beyond the first of a body (at-least-once:
+  reported, not failed), as a % of the bodies delivered; NACKed and abandoned
+  deliveries are expected to come again and are not counted;
 - unexpected: bodies delivered that no producer ever sent (must be 0).
 
 Run it longer than the test suite does with, from the repository root:
@@ -76,6 +80,9 @@ class Config:
     consumers: int = 3
     node_timeout: int = 1000  # ms
     drain_timeout: float = 60.0
+    nack: float = 0.05  # of the jobs delivered, NACKed
+    abandon: float = 0.10  # left without an answer (a consumer that died)
+    ack_elsewhere: float = 0.3  # of the acknowledgements, sent to another node
     log: bool = False
 
 
@@ -85,8 +92,9 @@ class Result:
     attempted: int = 0
     added: int = 0  # ADDJOB answered with an ID
     uncertain: int = 0  # ADDJOB failed or timed out: the job may or may not exist
-    delivered: int = 0  # distinct bodies delivered
-    deliveries: int = 0  # GETJOB deliveries in all
+    delivered: int = 0  # distinct bodies delivered and acknowledged by a consumer
+    completions: int = 0  # deliveries acknowledged by a consumer
+    deliveries: int = 0  # GETJOB deliveries in all (NACKed and abandoned ones too)
     lost: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     faults: collections.Counter = field(default_factory=collections.Counter)
@@ -96,7 +104,7 @@ class Result:
 
     @property
     def duplicates(self) -> int:
-        return self.deliveries - self.delivered
+        return self.completions - self.delivered
 
     @property
     def duplicate_pct(self) -> float:
@@ -107,7 +115,8 @@ class Result:
         faults = " ".join(f"{k}={v}" for k, v in sorted(self.faults.items())) or "none"
         return (f"jepsen nemesis={c.nemesis} seed={c.seed} aof={'yes' if c.aof else 'no'} "
                 f"duration={c.duration:g}s: added={self.added} uncertain={self.uncertain} "
-                f"delivered={self.delivered} lost={len(self.lost)} "
+                f"delivered={self.delivered} (of {self.deliveries} deliveries) "
+                f"lost={len(self.lost)} "
                 f"duplicates={self.duplicates} ({self.duplicate_pct:.2f}%) "
                 f"unexpected={len(self.unexpected)} drained={self.drained} "
                 f"faults: {faults} ({self.elapsed:.1f}s)")
@@ -202,7 +211,9 @@ class Workload:
         self.attempted: set[str] = set()
         self.added: dict[str, str] = {}  # body -> job ID
         self.uncertain: set[str] = set()
+        # body -> deliveries a consumer completed (acknowledged, whatever came of it)
         self.delivered: collections.Counter[str] = collections.Counter()
+        self.deliveries = 0  # every job GETJOB handed out, NACKed and abandoned too
         self.stop_producing = threading.Event()
         self.stop_consuming = threading.Event()
         self.threads = [threading.Thread(target=self._produce, args=(n,), daemon=True)
@@ -251,7 +262,11 @@ class Workload:
             client.close()
 
     def _consume(self, worker: int) -> None:
-        rng = random.Random(self.config.seed * 1000 + 500 + worker)
+        """GETJOB from a random node; each job is acknowledged (on that node, or on
+        another one: the ack then travels as a dummy ack), or NACKed, or abandoned
+        as by a consumer that died (queued again after RETRY)."""
+        config = self.config
+        rng = random.Random(config.seed * 1000 + 500 + worker)
         nodes = self.cluster.nodes
         clients: dict[int, redis.Redis] = {}
         while not self.stop_consuming.is_set():
@@ -262,10 +277,25 @@ class Workload:
                                                "FROM", QUEUE)
                 if not reply:
                     continue
+                acks, nacks = [], []
                 with self.lock:
-                    for _queue, _job_id, body in reply:
-                        self.delivered[body.decode()] += 1
-                client.execute_command("ACKJOB", *[job[1] for job in reply])
+                    for _queue, job_id, body in reply:
+                        self.deliveries += 1
+                        draw = rng.random()
+                        if draw < config.nack:
+                            nacks.append(job_id)
+                        elif draw < config.nack + config.abandon:
+                            pass
+                        else:
+                            acks.append(job_id)
+                            self.delivered[body.decode()] += 1
+                if nacks:
+                    client.execute_command("NACK", *nacks)
+                if acks:
+                    if rng.random() < config.ack_elsewhere:
+                        i = rng.randrange(len(nodes))
+                        client = clients.get(i) or clients.setdefault(i, _client(nodes[i]))
+                    client.execute_command("ACKJOB", *acks)
             except redis.exceptions.ResponseError:
                 self.stop_consuming.wait(0.05)  # LOADING after a restart...
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
@@ -415,7 +445,8 @@ def run(config: Config, workdir: Path) -> Result:
         result.added = len(workload.added)
         result.uncertain = len(workload.uncertain)
         result.delivered = len(workload.delivered)
-        result.deliveries = sum(workload.delivered.values())
+        result.completions = sum(workload.delivered.values())
+        result.deliveries = workload.deliveries
         result.lost = sorted(b for b in workload.added if not workload.delivered[b])
         result.unexpected = sorted(b for b in workload.delivered if b not in workload.attempted)
     result.elapsed = time.monotonic() - started
