@@ -4,13 +4,14 @@ link instead of queueing for it without end, and take the peer back once it read
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
 import pytest
 from jepsen import Config, FaultCluster, _call
 from netproxy import STUCK
-from support import cluster_nodes, wait_for
+from support import cluster_nodes, myid, wait_for
 
 BODY = b"x" * (1 << 20)
 JOBS = 40  # 40 MB of REPLJOB for the stuck peer: far more than TCP buffers hold
@@ -51,3 +52,45 @@ def test_stuck_peer(tmp_path: Path) -> None:
         assert timed(c, "SHOW", job)
     finally:
         cluster.close()
+
+
+def _unanswering_listener(port: int) -> list[socket.socket]:
+    """A listener on 127.0.0.1:port whose accept queue is full: the kernel drops the
+    SYNs of any further connection, so a dial there hangs, as behind a firewall that
+    drops packets. Returns the sockets to close."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(0)
+    held = [listener]
+    for _ in range(8):  # never accepted: they fill the queue
+        filler = socket.socket()
+        filler.settimeout(0.3)
+        held.append(filler)
+        try:
+            filler.connect(("127.0.0.1", port))
+        except TimeoutError:
+            return held  # this SYN was dropped: the queue is full
+    raise AssertionError("could not fill the accept queue")
+
+
+@pytest.mark.timeout(60)
+def test_hanging_dial_is_given_up(make_cluster) -> None:
+    """A dial whose SYNs get no answer is given up after the node timeout and made
+    again, so a node that comes back is reached within a few seconds, not after the
+    kernel's SYN retries (up to two minutes)."""
+    a, c = make_cluster(2)
+    c_id = myid(c)
+    c.kill()
+    held = _unanswering_listener(c.port + 10000)
+    try:
+        wait_for(lambda: "fail?" in cluster_nodes(a)[c_id].flags, 10, 0.05, "C PFAIL")
+        # No event shows a dial hanging: give A time to start one, and for the
+        # kernel's SYN retries to back off beyond the bound checked below.
+        time.sleep(12)
+    finally:
+        for sock in held:
+            sock.close()
+    c.start()
+    wait_for(lambda: not cluster_nodes(a)[c_id].flags and
+             cluster_nodes(a)[c_id].link == "connected", 5, 0.05, "A to reach C again")
