@@ -16,7 +16,8 @@ RETRY), recording every body they acknowledge; meanwhile a nemesis driven by a s
   when every node holding it loses its memory before it is delivered);
 - `partition`: cut every link between a random minority (1 or 2 nodes) and the rest,
   either resetting the connections (`drop`) or holding them open without moving a
-  byte (`stuck`), then heal, over and over (tests/faults/netproxy.py).
+  byte (`stuck`), then heal, over and over (tests/faults/netproxy.py);
+- `mixed`: either of the above at each step.
 
 At the end everything is healed and restarted, the producers stop, and the consumers
 drain every node until no node holds a queued, active or waiting job. The checker
@@ -69,7 +70,7 @@ ADD_TIMEOUT_MS = 2000
 
 @dataclass
 class Config:
-    nemesis: str = "kill"  # kill | partition | none
+    nemesis: str = "kill"  # kill | partition | mixed (both) | none
     seed: int = 1
     duration: float = 20.0  # s of traffic under faults
     nodes: int = 5
@@ -100,6 +101,7 @@ class Result:
     faults: collections.Counter = field(default_factory=collections.Counter)
     drained: bool = False
     leftover: dict[str, int] = field(default_factory=dict)  # node port -> jobs left
+    gc_pending: int = -1  # jobs still registered once drained (acked, not yet collected)
     elapsed: float = 0.0
 
     @property
@@ -119,6 +121,7 @@ class Result:
                 f"lost={len(self.lost)} "
                 f"duplicates={self.duplicates} ({self.duplicate_pct:.2f}%) "
                 f"unexpected={len(self.unexpected)} drained={self.drained} "
+                f"gc-pending={self.gc_pending} "
                 f"faults: {faults} ({self.elapsed:.1f}s)")
 
 
@@ -326,48 +329,46 @@ class Nemesis(threading.Thread):
             print(f"{time.strftime('%H:%M:%S')} nemesis: {text}", flush=True)
 
     def run(self) -> None:
+        steps = {"kill": [self._kill_step], "partition": [self._partition_step],
+                 "mixed": [self._kill_step, self._partition_step]}.get(self.config.nemesis)
         try:
-            if self.config.nemesis == "kill":
-                self._kills()
-            elif self.config.nemesis == "partition":
-                self._partitions()
-            else:
+            if not steps:
                 self.stopping.wait()
+            while not self.stopping.wait(self.rng.uniform(0.5, 2.5)):
+                self.rng.choice(steps)()
         except BaseException as exc:  # reported by the run, not lost in the thread
             self.error = exc
 
-    def _kills(self) -> None:
+    def _kill_step(self) -> None:
+        """kill -9 a node (at most max_down down), or restart one."""
         rng = self.rng
-        while not self.stopping.wait(rng.uniform(0.5, 2.5)):
-            up = [i for i in self.victims if i not in self.down]
-            if up and len(self.down) < self.config.max_down and (
-                    not self.down or rng.random() < 0.5):
-                victim = rng.choice(up)
-                self.cluster.kill(victim)
-                self.down.append(victim)
-                self.faults["kill"] += 1
-                self.note(f"kill -9 node{victim}")
-            elif self.down:
-                back = self.down.pop(rng.randrange(len(self.down)))
-                self.cluster.restart(back)
-                self.faults["restart"] += 1
-                self.note(f"restart node{back}")
+        up = [i for i in self.victims if i not in self.down]
+        if up and len(self.down) < self.config.max_down and (
+                not self.down or rng.random() < 0.5):
+            victim = rng.choice(up)
+            self.cluster.kill(victim)
+            self.down.append(victim)
+            self.faults["kill"] += 1
+            self.note(f"kill -9 node{victim}")
+        elif self.down:
+            back = self.down.pop(rng.randrange(len(self.down)))
+            self.cluster.restart(back)
+            self.faults["restart"] += 1
+            self.note(f"restart node{back}")
 
-    def _partitions(self) -> None:
+    def _partition_step(self) -> None:
+        """Cut a minority of 1 or 2 nodes from the rest for 1-4 s, then heal."""
         rng = self.rng
         ids = self.cluster.ids
-        net = self.cluster.net
-        while not self.stopping.wait(rng.uniform(0.5, 2.0)):
-            minority = rng.sample(ids, rng.choice((1, 2)))
-            majority = [i for i in ids if i not in minority]
-            mode = rng.choice((DROP, STUCK))
-            net.cut(minority, majority, mode)
-            self.faults[f"partition-{mode}"] += 1
-            self.note(f"cut {[ids.index(i) for i in minority]} from the rest ({mode})")
-            if self.stopping.wait(rng.uniform(1.0, 4.0)):
-                break
-            net.heal()
-            self.note("heal")
+        minority = rng.sample(ids, rng.choice((1, 2)))
+        majority = [i for i in ids if i not in minority]
+        mode = rng.choice((DROP, STUCK))
+        self.cluster.net.cut(minority, majority, mode)
+        self.faults[f"partition-{mode}"] += 1
+        self.note(f"cut {[ids.index(i) for i in minority]} from the rest ({mode})")
+        self.stopping.wait(rng.uniform(1.0, 4.0))
+        self.cluster.net.heal()
+        self.note("heal")
 
     def heal(self) -> None:
         self.stopping.set()
@@ -415,6 +416,20 @@ def drain(cluster: FaultCluster, timeout: float) -> tuple[bool, dict[str, int]]:
     return False, left
 
 
+def gc_pending(cluster: FaultCluster, timeout: float) -> int:
+    """Jobs the nodes still hold once drained: acknowledged jobs whose garbage
+    collection (SETACK/GOTACK/DELJOB) has not finished, given `timeout` to finish."""
+    deadline = time.monotonic() + timeout
+    while True:
+        held = 0
+        for node in cluster.nodes:
+            info = _call(node, "INFO", "jobs").decode()  # type: ignore[union-attr]
+            held += int(info.split("registered_jobs:")[1].split()[0])
+        if held == 0 or time.monotonic() > deadline:
+            return held
+        time.sleep(0.25)
+
+
 def run(config: Config, workdir: Path) -> Result:
     """One run: start, load, faults, heal, drain, check. Every process is stopped."""
     started = time.monotonic()
@@ -433,6 +448,8 @@ def run(config: Config, workdir: Path) -> Result:
         cluster.wait_formed(60)
         result.drained, result.leftover = drain(cluster, config.drain_timeout)
         workload.join()
+        if result.drained:
+            result.gc_pending = gc_pending(cluster, 10.0)
     finally:
         workload.stop_producing.set()
         workload.stop_consuming.set()
@@ -455,7 +472,8 @@ def run(config: Config, workdir: Path) -> Result:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nemesis", choices=("kill", "partition", "none"), default="kill")
+    parser.add_argument("--nemesis", choices=("kill", "partition", "mixed", "none"),
+                        default="kill")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--duration", type=float, default=60.0, help="s of traffic")
     parser.add_argument("--aof", choices=("yes", "no"), default="yes")
