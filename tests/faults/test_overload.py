@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable
 
 import pytest
-from support import DisqProcess, wait_for
+import redis
+from support import DisqProcess, form_cluster, wait_for
 
 ANSWER_S = 5.0  # every command must be answered within this, however loaded the node
 MAXCLIENTS_ERR = b"-ERR max number of clients reached\r\n"
@@ -195,3 +196,30 @@ def test_memory_pressure(start_node: Callable[..., DisqProcess]) -> None:
         assert client.execute_command("ADDJOB", "mem", body, 0).startswith(b"D-")
     finally:
         client.close()
+
+
+@pytest.mark.timeout(60)
+def test_memory_pressure_in_a_cluster(start_node: Callable[..., DisqProcess]) -> None:
+    """A node full to its maxmemory keeps answering and refuses new copies; the
+    others replicate around it."""
+    a, c = start_node(), start_node()
+    b = start_node("--maxmemory", "4mb")
+    form_cluster([a, b, c])
+    body = b"m" * 10_000
+    rb, ra = b.client(socket_timeout=ANSWER_S), a.client(socket_timeout=ANSWER_S)
+    try:
+        for _ in range(1000):
+            try:
+                rb.execute_command("ADDJOB", "full", body, 0, "REPLICATE", 1)
+            except redis.exceptions.OutOfMemoryError:  # -OOM
+                break
+        else:
+            raise AssertionError("no -OOM under maxmemory 4mb")
+        assert rb.ping()
+        job = ra.execute_command("ADDJOB", "q", "around", 2000, "REPLICATE", 2)
+        assert not b.client().execute_command("SHOW", job)
+        assert c.client().execute_command("SHOW", job)
+        assert rb.execute_command("QLEN", "full") > 0
+    finally:
+        rb.close()
+        ra.close()
