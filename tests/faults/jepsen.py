@@ -77,6 +77,7 @@ class Config:
     replicate: int = 3
     max_down: int = 2
     aof: bool = True
+    any_victim: bool = False  # AOF off: kill any node, not just max_down fixed ones
     producers: int = 3
     consumers: int = 3
     node_timeout: int = 1000  # ms
@@ -115,7 +116,9 @@ class Result:
     def summary(self) -> str:
         c = self.config
         faults = " ".join(f"{k}={v}" for k, v in sorted(self.faults.items())) or "none"
-        return (f"jepsen nemesis={c.nemesis} seed={c.seed} aof={'yes' if c.aof else 'no'} "
+        victims = " any-victim" if c.any_victim and not c.aof else ""
+        return (f"jepsen nemesis={c.nemesis} seed={c.seed} aof={'yes' if c.aof else 'no'}"
+                f"{victims} "
                 f"duration={c.duration:g}s: added={self.added} uncertain={self.uncertain} "
                 f"delivered={self.delivered} (of {self.deliveries} deliveries) "
                 f"lost={len(self.lost)} "
@@ -321,8 +324,8 @@ class Nemesis(threading.Thread):
         self.down: list[int] = []
         self.error: BaseException | None = None
         n = config.nodes
-        self.victims = list(range(n)) if config.aof else self.rng.sample(range(n),
-                                                                          config.max_down)
+        self.victims = (list(range(n)) if config.aof or config.any_victim
+                        else self.rng.sample(range(n), config.max_down))
 
     def note(self, text: str) -> None:
         if self.config.log:
@@ -479,10 +482,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aof", choices=("yes", "no"), default="yes")
     parser.add_argument("--nodes", type=int, default=5)
     parser.add_argument("--max-down", type=int, default=2)
+    parser.add_argument("--any-victim", action="store_true",
+                        help="with --aof no, kill any node (jobs can then be lost: a "
+                             "restarted node comes back empty)")
     parser.add_argument("--quiet", action="store_true", help="no nemesis log")
     args = parser.parse_args(argv)
     config = Config(nemesis=args.nemesis, seed=args.seed, duration=args.duration,
                     aof=args.aof == "yes", nodes=args.nodes, max_down=args.max_down,
+                    any_victim=args.any_victim,
                     log=not args.quiet, drain_timeout=max(60.0, args.duration / 2))
     with tempfile.TemporaryDirectory(prefix="disq-jepsen-") as tmp:
         result = run(config, Path(tmp))
