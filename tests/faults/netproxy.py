@@ -15,7 +15,9 @@ and then applies the rule for the (sender, destination) pair:
   firewall rejects (the sender sees its link fail and reconnects, in vain);
 - `stuck`: connections stay open but nothing is read or forwarded either way, a peer
   that accepts and never reads (a blackhole: TCP buffers fill, then the sender's
-  writes queue up).
+  writes queue up);
+- `slow`: every chunk waits SLOW_S before it is forwarded, either way (a slow peer or
+  a long path).
 
 Healing sets every pair back to `ok`; stuck connections then deliver what they held.
 The client port is forwarded untouched. Everything runs on one asyncio loop in a
@@ -33,7 +35,8 @@ from collections.abc import Iterable
 
 import msgpack
 
-OK, DROP, STUCK = "ok", "drop", "stuck"
+OK, DROP, STUCK, SLOW = "ok", "drop", "stuck", "slow"
+SLOW_S = 0.2
 _LEN = struct.Struct(">I")
 CHUNK = 65536
 
@@ -47,6 +50,7 @@ class _Conn:
         self.port = port
         self.writers = writers
         self.flowing = asyncio.Event()
+        self.delay = 0.0  # s before each chunk is forwarded (`slow`)
 
     def abort(self) -> None:
         for writer in self.writers:
@@ -134,6 +138,7 @@ class Network:
         self.rules.update(rules)
         for conn in list(self.conns):
             mode = self.rules.get((conn.src, self.node_ids.get(conn.port, "")), OK)
+            conn.delay = SLOW_S if mode == SLOW else 0.0
             if mode == DROP:
                 self.resets += 1
                 conn.abort()
@@ -143,6 +148,7 @@ class Network:
     def _heal(self) -> None:
         self.rules.clear()
         for conn in self.conns:
+            conn.delay = 0.0
             conn.flowing.set()
 
     # -- forwarding --------------------------------------------------------------------
@@ -168,8 +174,11 @@ class Network:
             writer.transport.abort()
             return
         conn = _Conn(src, proxied_port, [writer, up_writer])
-        if self.rules.get((src, dst), OK) == OK:
+        mode = self.rules.get((src, dst), OK)
+        if mode != STUCK:
             conn.flowing.set()
+        if mode == SLOW:
+            conn.delay = SLOW_S
         self.conns.add(conn)
         if proxied is not None:
             self.connections += 1
@@ -207,6 +216,8 @@ class Network:
                 if not data:
                     break
                 await conn.flowing.wait()
+                if conn.delay:
+                    await asyncio.sleep(conn.delay)
                 writer.write(data)
                 await writer.drain()
         except (OSError, asyncio.CancelledError):

@@ -1,6 +1,7 @@
-"""A peer that accepts its bus connections and never reads them (netproxy's `stuck`):
-the other nodes keep answering, keep replicating among themselves, close the stuck
-link instead of queueing for it without end, and take the peer back once it reads."""
+"""Peers that misbehave on the bus: one that accepts its connections and never reads
+them (netproxy's `stuck`): the other nodes keep answering, keep replicating among
+themselves, drop the stuck link instead of queueing for it without end, and take the
+peer back once it reads; one whose SYNs are dropped; one that is slow."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from jepsen import Config, FaultCluster, _call
-from netproxy import STUCK
-from support import cluster_nodes, myid, wait_for
+from netproxy import SLOW, STUCK
+from support import assert_stays, cluster_nodes, myid, wait_for
 
 BODY = b"x" * (1 << 20)
 JOBS = 40  # 40 MB of REPLJOB for the stuck peer: far more than TCP buffers hold
@@ -94,3 +95,25 @@ def test_hanging_dial_is_given_up(make_cluster) -> None:
     c.start()
     wait_for(lambda: not cluster_nodes(a)[c_id].flags and
              cluster_nodes(a)[c_id].link == "connected", 5, 0.05, "A to reach C again")
+
+
+@pytest.mark.timeout(60)
+def test_slow_peer(tmp_path: Path) -> None:
+    """A peer 0.2 s away each way (netproxy's `slow`): it stays a member, gets its
+    copies, and the node talking to it answers its clients meanwhile."""
+    cluster = FaultCluster(tmp_path, Config(nodes=3, aof=False, node_timeout=3000))
+    try:
+        a, _, c = cluster.nodes
+        c_id = cluster.ids[2]
+        cluster.net.isolate(c_id, cluster.ids, SLOW)
+        jobs = [timed(a, "ADDJOB", "slow", f"j{n}", 0, "REPLICATE", 3, "ASYNC")
+                for n in range(20)]
+        assert timed(a, "PING") == b"PONG"
+        job = _call(a, "ADDJOB", "slow", "sync", 5000, "REPLICATE", 3)
+        assert job.startswith(b"D-")
+        for job in jobs:
+            wait_for(lambda job=job: _call(c, "SHOW", job), 10, 0.05, "a copy on C")
+        assert_stays(lambda: not cluster_nodes(a)[c_id].flags, 2.0,
+                     "a slow peer must not be flagged failing")
+    finally:
+        cluster.close()
