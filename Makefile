@@ -1,12 +1,13 @@
 # Two commands: `make run` starts a node on port 7711, `make test` runs the whole suite.
 # Both install the server and the Python client (clients/python) into .venv.
 # `make bench` runs the benchmark harness (python -m bench).
+# `make faults` runs a long Jepsen-style fault run (docs/FAULTS.md).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test lint bench install install-test install-bench clean
+.PHONY: run test lint bench faults install install-test install-bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +31,12 @@ test: install-test
 
 lint: install-test
 	$(BIN)/ruff check disq tests clients bench
+
+# A long fault run (tests/faults/jepsen.py): 5 nodes, kill -9 and partitions, then a
+# check that no acknowledged job is lost: `make faults ARGS="--nemesis mixed --seed 7"`.
+FAULT_ARGS ?= --nemesis mixed --seed 1 --duration 300
+faults: install-test
+	$(BIN)/python tests/faults/jepsen.py $(if $(ARGS),$(ARGS),$(FAULT_ARGS))
 
 # The benchmark harness (bench/, issue #7): `make bench ARGS="--scenario cycle"`.
 bench: install-bench

@@ -22,6 +22,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+ROOT = Path(__file__).resolve().parent.parent  # the checkout the servers run from
 START_TIMEOUT = 15.0
 NODE_TIMEOUT = 1000  # ms: PFAIL after ~1 s without a PONG
 FORM_TIMEOUT = 15.0  # s: generous deadlines, the conditions are polled
@@ -81,10 +82,12 @@ class DisqProcess:
 
     def __init__(self, workdir: Path, *args: str, port: int | None = None,
                  config_text: str | None = None,
-                 client_kwargs: dict[str, Any] | None = None) -> None:
+                 client_kwargs: dict[str, Any] | None = None,
+                 host: str = "127.0.0.1") -> None:
         self.port = port or free_port()
         # how client() connects (TLS options, for a node whose `port` is its TLS port)
         self.client_kwargs = client_kwargs or {}
+        self.host = host  # any 127.x.y.z: tests/faults puts a proxy on 127.0.0.1
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.args = list(args)
@@ -98,15 +101,18 @@ class DisqProcess:
             conf = self.dir / "disq.conf"
             conf.write_text(self.config_text)
             cmd.append(str(conf))
-        cmd += ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir)]
+        cmd += ["--port", str(self.port), "--bind", self.host, "--dir", str(self.dir)]
         return cmd + self.args
 
     def start(self, loaded: bool = True) -> DisqProcess:
         """Start, and return once the node answers (and, if `loaded`, has loaded its
         AOF: it answers PING while loading, and may still refuse to start after)."""
         log = open(self.log_path, "ab")
+        # The server is this checkout's, whatever disq the interpreter has installed.
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
         self.proc = subprocess.Popen(self.command_line(), stdout=log, stderr=subprocess.STDOUT,
-                                     cwd=self.dir)
+                                     cwd=self.dir, env=env)
         log.close()
         deadline = time.monotonic() + START_TIMEOUT
         while True:
@@ -134,10 +140,10 @@ class DisqProcess:
     def client(self, **kwargs: Any) -> redis.Redis:
         kwargs = {**self.client_kwargs, **kwargs}
         kwargs.setdefault("socket_timeout", 10)
-        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
+        return redis.Redis(host=self.host, port=self.port, **kwargs)
 
     def connect(self) -> socket.socket:
-        sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        sock = socket.create_connection((self.host, self.port), timeout=10)
         return sock
 
     @property

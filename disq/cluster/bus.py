@@ -40,6 +40,10 @@ CRON_MS = 100
 GOSSIP_ENTRIES = 3
 FORGET_BLACKLIST_MS = 60_000
 TLS_HANDSHAKE_TIMEOUT = 10.0  # s (tls-cluster)
+# Output queued for a peer that does not read it, beyond which the link is dropped
+# (and reconnected): a stuck peer costs bounded memory. The largest frame a peer
+# accepts is well under it, so a healthy link never gets there.
+LINK_SENDBUF_LIMIT = 4 * m.MAX_FRAME
 AUTH_TIMEOUT_S = 5.0  # a link that has not proven the cluster secret by then is closed
 # Which side proves: a proof is bound to the prover's role, so a nonce reflected back
 # on another link (to make this node prove it) is useless to an impostor.
@@ -80,6 +84,7 @@ class Link(asyncio.Protocol):
         self.authenticated = not bus.secret
         self.nonce = b""
         self._auth_timer: asyncio.TimerHandle | None = None
+        self.dial: asyncio.Task | None = None  # an outbound link still connecting
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -191,6 +196,10 @@ class Link(asyncio.Protocol):
             data = m.encode_frame(bus.myself.id, bus.myself.port, bus.my_flags(), self.out)
             bus.bytes_sent += len(data)
             self.transport.write(data)
+            if self.transport.get_write_buffer_size() > LINK_SENDBUF_LIMIT:
+                log.warning("Dropping the bus link to %s: %d bytes wait for it to read.",
+                            self.peer_ip, self.transport.get_write_buffer_size())
+                self.abort()
         self.out = []
         if self.batches:
             self.batches = {}
@@ -198,6 +207,19 @@ class Link(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
+        elif self.dial is not None:
+            self.dial.cancel()
+
+    def abort(self) -> None:
+        """Drop the connection and what it still had to send, as Disque frees a link:
+        close() would wait for a peer that does not read to take it, forever, keeping
+        the link (so no reconnection) and queueing every later message for it. A link
+        still connecting gives its dial up (SYNs nobody answers, as behind a firewall
+        dropping packets, would keep it for the kernel's two minutes of retries)."""
+        if self.transport is not None:
+            self.transport.abort()
+        elif self.dial is not None:
+            self.dial.cancel()
 
 
 class ClusterBus:
@@ -390,13 +412,17 @@ class ClusterBus:
                 await self.loop.sock_connect(sock, address)
                 await self.loop.create_connection(lambda: link, sock=sock,
                                                   **self._tls_options(1, node.ip))
+                sock = None  # the transport's now
             except (OSError, OverflowError, IndexError):  # Overflow: a port > 65535
+                pass
+            finally:  # failed, or given up (cancelled by Link.abort)
+                link.dial = None
                 if sock is not None:
                     sock.close()
-                if node.link is link:
+                if node.link is link and link.transport is None:
                     node.link = None
 
-        self.loop.create_task(dial())
+        link.dial = self.loop.create_task(dial())
 
     def link_up(self, link: Link) -> None:
         node = link.node
@@ -704,14 +730,17 @@ class ClusterBus:
                 if now - node.created > max(timeout, 1000):
                     self._forget(node)  # nobody answered the handshake
                     continue
-            if node.link is None and now - node.last_connect > min(1000, timeout // 2 or 1):
-                self.connect(node)
-            elif node.connected:
-                if node.ping_sent == 0 and now - node.pong_received > timeout // 2:
-                    self.ping(node)
-                elif node.ping_sent and now - node.ping_sent > timeout // 2 and (
-                        now - node.last_connect > timeout // 2):
-                    node.link.close()  # the link may be stuck: reconnect, keep ping_sent
+            if node.link is None:
+                if now - node.last_connect > min(1000, timeout // 2 or 1):
+                    self.connect(node)
+            elif node.connected and node.ping_sent == 0 and (
+                    now - node.pong_received > timeout // 2):
+                self.ping(node)
+            elif node.ping_sent and now - node.ping_sent > timeout // 2 and (
+                    now - node.last_connect > timeout // 2):
+                # No PONG for a while on a link up, or a dial still unanswered: the
+                # link may be stuck. Drop it and reconnect; ping_sent stays.
+                node.link.abort()
             if "handshake" in node.flags:
                 continue
             if node.ping_sent and now - node.ping_sent > timeout and not (
