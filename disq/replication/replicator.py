@@ -37,6 +37,7 @@ from ..job import (
 )
 from ..node import INCR_DELIV, INCR_NACKS, Node, now_ms
 from ..queue import PAUSED_ALL, PAUSED_IN, Queue
+from .dedup import Dedup
 from .federation import Federation
 from .wire import MAX_U32, decode_job, encode_job
 
@@ -55,7 +56,7 @@ class _WaitingAdd:
     """An ADDJOB waiting for its copies: the job, its timeout (0 = none), the next
     time to try one more node, and the server's callback once it has one."""
 
-    __slots__ = ("job", "deadline", "next_try", "on_done", "external")
+    __slots__ = ("job", "deadline", "next_try", "on_done", "external", "dedup_key")
 
     def __init__(self, job: Job, deadline: int, next_try: int, external: bool) -> None:
         self.job = job
@@ -63,6 +64,7 @@ class _WaitingAdd:
         self.next_try = next_try
         self.on_done: OnDone | None = None
         self.external = external  # no copy kept here: a confirmer queues it (leaving)
+        self.dedup_key: bytes | None = None  # ADDJOB's DEDUP key, sent with REPLJOB
 
 
 class Replication:
@@ -92,6 +94,8 @@ class Replication:
         for mtype, handler in handlers.items():
             bus.on(mtype, handler)
         self.federation = Federation(node, bus, loop)
+        self.dedup = Dedup(self, loop)
+        self.dedup_key: bytes | None = None  # set by `dedup` while it adds a job
         # GLOBALQLEN requests in flight: id -> [nodes yet to answer, sum, on_done]
         self._qlen_requests: dict[int, list] = {}
         self._qlen_request_id = 0
@@ -167,12 +171,13 @@ class Replication:
                 continue
             entry.next_try = now + ADD_NODE_PERIOD_MS
             waiting[job.id] = entry  # to the end: the dict stays ordered by next_try
-            self._resend(job, now)
+            self._resend(job, now, entry.dedup_key)
         if len(deadlines) > 2 * len(waiting) + 64:  # mostly settled ADDJOBs: rebuild
             self._deadlines = [(e.deadline, i) for i, e in waiting.items() if e.deadline]
             heapq.heapify(self._deadlines)
 
     def close(self) -> None:
+        self.dedup.close()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -196,21 +201,24 @@ class Replication:
         queued by one of its targets (ENQUEUE)."""
         now = now_ms()
         targets = self._add_targets(job, job.repl if external else job.repl - 1)
+        key = self.dedup_key
+        extra = () if key is None else (key,)  # DEDUP: the copies record the key
         if not sync and external and targets:
             payload = encode_job(job, self.my_id, now)
-            self.bus.broadcast(m.REPLJOB, payload, True, node_ids=targets)
+            self.bus.broadcast(m.REPLJOB, payload, True, *extra, node_ids=targets)
             self.bus.send(random.choice(targets), m.ENQUEUE, job.id, job.delay)
             return
         if sync:
             job.nodes_confirmed = node_id_set(() if external else (self.my_id,))
             entry = _WaitingAdd(job, now + timeout_ms if timeout_ms else 0,
                                 now + ADD_NODE_PERIOD_MS, external)
+            entry.dedup_key = key
             self._waiting[job.id] = entry
             if entry.deadline:
                 heapq.heappush(self._deadlines, (entry.deadline, job.id))
             self.node.update_awake(job)  # so that it can expire while waiting
             self._arm()
-        self.bus.broadcast(m.REPLJOB, encode_job(job, self.my_id, now), not sync,
+        self.bus.broadcast(m.REPLJOB, encode_job(job, self.my_id, now), not sync, *extra,
                            node_ids=targets)
 
     def job_queued(self, job: Job, flags: int) -> None:
@@ -282,6 +290,8 @@ class Replication:
             mine = None
         else:
             mine = node.lookup(job.id)
+        if len(fields) > 2:  # ADDJOB had DEDUP: the key lives as long as the job
+            self.dedup.replicated(fields[2], job)
         if mine is not None:
             self._learn_holders(mine, holders)
             if mine.state == ACKED:  # tell the sender instead: the job must not come back
@@ -466,17 +476,18 @@ class Replication:
         delivered.update(targets)
         return targets
 
-    def _resend(self, job: Job, now: int) -> None:
+    def _resend(self, job: Job, now: int, dedup_key: bytes | None = None) -> None:
         """One more node, and REPLJOB again to the nodes that did not confirm. When a
         node was added the confirmed ones get it too (NOREPLY), to learn the new holder."""
         added = self._add_targets(job, 1)
         delivered, confirmed = job.nodes_delivered, job.nodes_confirmed
         assert delivered is not None and confirmed is not None
         payload = encode_job(job, self.my_id, now)
-        self.bus.broadcast(m.REPLJOB, payload, False,
+        extra = () if dedup_key is None else (dedup_key,)
+        self.bus.broadcast(m.REPLJOB, payload, False, *extra,
                            node_ids=[i for i in delivered if i not in confirmed])
         if added:
-            self.bus.broadcast(m.REPLJOB, payload, True, node_ids=confirmed)
+            self.bus.broadcast(m.REPLJOB, payload, True, *extra, node_ids=confirmed)
 
     def _replicated(self, job: Job, entry: _WaitingAdd) -> None:
         """Enough copies: queue the job (or schedule it after its delay), answer. A job
