@@ -19,12 +19,13 @@ MAX_KEY_LEN = 256  # bytes: a key is a hash or an ID, not a payload
 
 
 class DedupTable:
-    __slots__ = ("_entries", "_buckets", "_seconds")
+    __slots__ = ("_entries", "_buckets", "_seconds", "hits")
 
     def __init__(self) -> None:
         self._entries: dict[bytes, tuple[bytes, int]] = {}  # key -> (job id, expiry ms)
         self._buckets: dict[int, list[bytes]] = {}  # expiry second -> keys
         self._seconds: list[int] = []  # heap of the buckets' seconds
+        self.hits = 0  # ADDJOBs answered with the ID of a job added before (INFO dedup)
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -152,6 +152,7 @@ class Dedup:
             if type(job_id) is bytes and type(left) is int and 0 < left <= MAX_TTL_MS:
                 del queries[key]
                 self.node.dedup.record(key, job_id, now_ms() + left)
+                self.node.dedup.hits += len(self.pending.get(key, ()))
                 self._finish(key, b"+" + job_id + b"\r\n")
                 continue
             query.peers.discard(sender.id)

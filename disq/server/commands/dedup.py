@@ -31,6 +31,7 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
     if dedup is None or key not in dedup.pending:
         known = node.dedup.get(key, now_ms())
         if known is not None:
+            node.dedup.hits += 1
             return b"+" + known + b"\r\n"
     if dedup is None or node.cluster.size() <= 1:  # alone: this table is the truth
         job = node.add_job(queue, body, *options)

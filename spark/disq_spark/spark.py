@@ -1,0 +1,66 @@
+"""`write_jobs`: a DataFrame or RDD written as disq jobs by the executors themselves.
+
+The driver only ships the options and reads the accumulator: every Spark task writes
+its own partition (`PartitionWriter`) to the node `partition % len(nodes)` first, so
+every node takes load, and adds what it did to one accumulator, which Spark merges
+once per successful task (a failed attempt's counts are dropped, its rows are sent
+again by the next attempt and DEDUP answers the jobs added already).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pyspark.accumulators import AccumulatorParam
+
+from .writer import Body, Key, PartitionWriter, WriteOptions, WriteStats
+
+
+class _StatsParam(AccumulatorParam):
+    def zero(self, value: WriteStats) -> WriteStats:
+        return WriteStats()
+
+    def addInPlace(self, value1: WriteStats, value2: WriteStats) -> WriteStats:  # noqa: N802
+        return value1 + value2
+
+
+def write_jobs(data: Any, queue: str, nodes: Sequence[str] | str, *,
+               body: Body = "body", key: Key = None, job_name: str | None = None,
+               dedup: bool = True, replicate: int | None = None, retry: int | None = None,
+               ttl: int | None = None, delay: int | None = None, async_: bool = False,
+               batch_size: int = 1000, timeout_ms: int = 10_000,
+               max_body_bytes: int = 1 << 20, password: str | None = None,
+               max_attempts: int = 10) -> WriteStats:
+    """Add one job per row of `data` (a DataFrame or an RDD) to `queue`, from the
+    executors, and return the counts (`WriteStats`: added, bad_rows, bad_examples).
+
+    `nodes`: "host:port" of disq nodes (a list or a comma-separated string).
+    `body`: a column name, or a function of the row; bytes go as they are, text as
+    UTF-8, anything else as JSON. `key`: a column or function giving each row's
+    identity; without it a row is known by (`job_name`, partition, position), stable
+    when Spark re-runs a task over the same input. `job_name`: names this write for its
+    keys; give the same name to make re-running the whole write add nothing (default: a
+    new name per call). `dedup=False` sends plain ADDJOBs (at least once: a retried
+    task may add jobs twice). `replicate`, `retry`, `ttl`, `delay`, `async_`,
+    `timeout_ms`: ADDJOB's options. Raises WriteError (through Spark) if a partition
+    cannot be written after its retries."""
+    rdd = data.rdd if hasattr(data, "rdd") else data
+    if isinstance(nodes, str):
+        nodes = [n.strip() for n in nodes.split(",") if n.strip()]
+    options = WriteOptions(
+        queue=queue, nodes=list(nodes), body=body, key=key,
+        job_name=job_name if job_name is not None else uuid.uuid4().hex, dedup=dedup,
+        replicate=replicate, retry=retry, ttl=ttl, delay=delay, async_=async_,
+        timeout_ms=timeout_ms, batch_size=batch_size, max_body_bytes=max_body_bytes,
+        password=password, max_attempts=max_attempts)
+    PartitionWriter(options, 0)  # checks the options on the driver, sends nothing
+    stats = rdd.context.accumulator(WriteStats(), _StatsParam())
+
+    def write_partition(index: int, rows: Iterable[Any]) -> Iterable[int]:
+        stats.add(PartitionWriter(options, index).write(rows))
+        return iter(())
+
+    rdd.mapPartitionsWithIndex(write_partition).count()
+    return stats.value
