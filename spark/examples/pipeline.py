@@ -6,8 +6,8 @@ Python-client workers consume and acknowledge the jobs; counts and rates at the 
     python spark/examples/pipeline.py --rows 1000000 --nodes 127.0.0.1:7711,127.0.0.1:7712
     python spark/examples/pipeline.py --master spark://host:7077 --nodes ...   # a cluster
 
-Without --nodes the example starts three disq nodes on free loopback ports in a
-temporary directory (`python -m disq`), joins them, and stops them at the end.
+Without --nodes the example starts three disq nodes on 127.0.0.1 ports 17711-17713
+(--base-port) in a temporary directory (`python -m disq`), joins them, and stops them at the end.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,22 +32,6 @@ QUEUE = "orders"
 
 
 # -- disq nodes for the example ---------------------------------------------------------
-def _free_port() -> int:
-    """A free loopback port whose bus port (+10000) is free too."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + 10000 > 65535:
-            continue
-        with socket.socket() as s2:
-            try:
-                s2.bind(("127.0.0.1", port + 10000))
-            except OSError:
-                continue
-        return port
-
-
 def _wait(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not condition():
@@ -66,22 +49,26 @@ def _answers(port: int) -> bool:
 
 
 @contextmanager
-def local_cluster(size: int = 3) -> Iterator[list[str]]:
-    """`size` disq nodes started here, joined into one cluster, stopped at the end."""
+def local_cluster(base_port: int, size: int = 3) -> Iterator[list[str]]:
+    """`size` disq nodes started here on `base_port`, `base_port + 1`... (their bus on
+    port + 10000), joined into one cluster, stopped at the end."""
     procs: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory(prefix="disq-example-") as base:
         try:
             ports = []
             for i in range(size):
-                port = _free_port()
+                port = base_port + i
                 workdir = Path(base) / f"n{i}"
                 workdir.mkdir()
                 procs.append(subprocess.Popen(
                     [sys.executable, "-m", "disq", "--port", str(port), "--dir", str(workdir)],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir))
                 ports.append(port)
-            for port in ports:
-                _wait(lambda p=port: _answers(p), 15, f"disq on port {port}")
+            for proc, port in zip(procs, ports, strict=True):
+                _wait(lambda: proc.poll() is not None or _answers(port), 15,  # noqa: B023
+                      f"disq on port {port}")
+                if proc.poll() is not None:
+                    raise RuntimeError(f"disq on port {port} exited: port in use?")
             with Client(f"127.0.0.1:{ports[0]}") as c:
                 for port in ports[1:]:
                     c.execute_command("CLUSTER", "MEET", "127.0.0.1", port)
@@ -147,6 +134,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--nodes", help="host:port,... (default: start 3 local nodes)")
+    parser.add_argument("--base-port", type=int, default=17711,
+                        help="without --nodes: the local nodes' first port")
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--replicate", type=int, default=2)
     parser.add_argument("--workers", type=int, default=3, help="consumer processes")
@@ -160,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
-    cluster = local_cluster() if not args.nodes else None
+    cluster = local_cluster(args.base_port) if not args.nodes else None
     try:
         nodes = cluster.__enter__() if cluster else args.nodes.split(",")
         with tempfile.TemporaryDirectory(prefix="disq-orders-") as tmp:
