@@ -30,7 +30,7 @@ def write_jobs(data: Any, queue: str, nodes: Sequence[str] | str, *,
                body: Body = "body", key: Key = None, job_name: str | None = None,
                dedup: bool = True, replicate: int | None = None, retry: int | None = None,
                ttl: int | None = None, delay: int | None = None, async_: bool = False,
-               batch_size: int = 1000, timeout_ms: int = 10_000,
+               batch_size: int = 1000, pipeline: int = 2, timeout_ms: int = 10_000,
                max_body_bytes: int = 1 << 20, password: str | None = None,
                max_attempts: int = 10) -> WriteStats:
     """Add one job per row of `data` (a DataFrame or an RDD) to `queue`, from the
@@ -44,7 +44,8 @@ def write_jobs(data: Any, queue: str, nodes: Sequence[str] | str, *,
     keys; give the same name to make re-running the whole write add nothing (default: a
     new name per call). `dedup=False` sends plain ADDJOBs (at least once: a retried
     task may add jobs twice). `replicate`, `retry`, `ttl`, `delay`, `async_`,
-    `timeout_ms`: ADDJOB's options. Raises WriteError (through Spark) if a partition
+    `timeout_ms`: ADDJOB's options. `batch_size` ADDJOBs per write, `pipeline` such
+    batches in flight per task. Raises WriteError (through Spark) if a partition
     cannot be written after its retries."""
     rdd = data.rdd if hasattr(data, "rdd") else data
     if isinstance(nodes, str):
@@ -53,7 +54,8 @@ def write_jobs(data: Any, queue: str, nodes: Sequence[str] | str, *,
         queue=queue, nodes=list(nodes), body=body, key=key,
         job_name=job_name if job_name is not None else uuid.uuid4().hex, dedup=dedup,
         replicate=replicate, retry=retry, ttl=ttl, delay=delay, async_=async_,
-        timeout_ms=timeout_ms, batch_size=batch_size, max_body_bytes=max_body_bytes,
+        timeout_ms=timeout_ms, batch_size=batch_size, pipeline=pipeline,
+        max_body_bytes=max_body_bytes,
         password=password, max_attempts=max_attempts)
     PartitionWriter(options, 0)  # checks the options on the driver, sends nothing
     stats = rdd.context.accumulator(WriteStats(), _StatsParam())

@@ -16,6 +16,7 @@ import hashlib
 import json
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from disq_client.protocol import Connection, ErrorReply, parse_address
 TRANSIENT = ("NOREPL", "LOADING", "LEAVING", "PAUSED", "MAXLEN", "OOM", "TRYAGAIN")
 MOVE_ON = ("LEAVING", "LOADING")  # these move the partition to the next node too
 MAX_EXAMPLES = 5
+CONNECTION_ERRORS = (DisqConnectionError, DisqTimeoutError, OSError)
 
 Body = Callable[[Any], Any] | str
 Key = Callable[[Any], Any] | str | None
@@ -80,6 +82,7 @@ class WriteOptions:
     async_: bool = False
     timeout_ms: int = 10_000  # ADDJOB's replication timeout
     batch_size: int = 1000
+    pipeline: int = 2  # batches in flight per connection
     max_body_bytes: int = 1 << 20
     password: str | None = None
     max_attempts: int = 10  # per batch, over every node
@@ -138,6 +141,8 @@ class PartitionWriter:
         self.node_index = partition % len(self.addrs)
         self.conns: dict[int, Connection] = {}
         self.stats = WriteStats(partitions=1)
+        self.inflight: deque[tuple[list[bytes], list[bytes]]] = deque()  # sent, unread
+        self._flush_then_move = False  # a node said -LEAVING/-LOADING: use the next one
         self.options = addjob_options(options.timeout_ms, options.replicate, options.delay,
                                       options.retry, options.ttl, None, options.async_)
         # how long to wait for a batch's replies: the socket timeout, plus the time
@@ -168,10 +173,11 @@ class PartitionWriter:
             batch_bodies.append(body)
             batch_keys.append(key)
             if len(batch_bodies) >= o.batch_size:
-                self._send(batch_bodies, batch_keys)
+                self._submit(batch_bodies, batch_keys)
                 batch_bodies, batch_keys = [], []
         if batch_bodies:
-            self._send(batch_bodies, batch_keys)
+            self._submit(batch_bodies, batch_keys)
+        self._flush()
         self.close()
         return self.stats
 
@@ -193,55 +199,118 @@ class PartitionWriter:
         return f"partition {self.partition} row {index}"
 
     # -- sending ----------------------------------------------------------------------------
-    def _send(self, bodies: list[bytes], keys: list[bytes]) -> None:
-        """Send a batch until every job is added or bad; WriteError past max_attempts."""
-        o = self.o
-        attempt = 0
-        delay = o.backoff_s
-        while bodies:
-            attempt += 1
-            try:
-                replies = self._round_trip(bodies, keys)
-            except (DisqConnectionError, DisqTimeoutError, OSError) as exc:
-                failure = f"{exc}"
-                self._next_node()
-                retry_bodies, retry_keys = bodies, keys
-            else:
-                retry_bodies, retry_keys = [], []
-                failure = ""
-                move_on = False
-                for body, key, reply in zip(bodies, keys, replies, strict=True):
-                    if not isinstance(reply, ErrorReply):
-                        self.stats.added += 1
-                        continue
-                    message = str(reply.args[0]) if reply.args else "ERR"
-                    code = message.split(" ", 1)[0]
-                    if code in TRANSIENT:
-                        retry_bodies.append(body)
-                        retry_keys.append(key)
-                        failure = message
-                        move_on = move_on or code in MOVE_ON
-                    else:
-                        self.stats.bad(f"partition {self.partition} key {key.decode()}",
-                                       message[:200])
-                if move_on:
-                    self._next_node()
-            bodies, keys = retry_bodies, retry_keys
-            if not bodies:
-                return
-            if attempt >= o.max_attempts:
-                raise WriteError(f"partition {self.partition}: {len(bodies)} jobs not added "
-                                 f"after {attempt} attempts, last error: {failure}")
-            self.stats.retries += 1
-            time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, o.backoff_max_s)
+    def _submit(self, bodies: list[bytes], keys: list[bytes]) -> None:
+        """Send a batch without waiting for its replies: up to `pipeline` batches are in
+        flight on the connection, so the node never waits for this task between
+        batches. The oldest batch's replies are read when the window is full."""
+        while len(self.inflight) >= self.o.pipeline:
+            self._collect_oldest()
+        try:
+            self._connection().send(self._encode(bodies, keys))
+        except CONNECTION_ERRORS as exc:
+            self._resend([*self._lost(), (bodies, keys)], str(exc))
+            return
+        self.inflight.append((bodies, keys))
 
-    def _round_trip(self, bodies: list[bytes], keys: list[bytes]) -> list[object]:
-        conn = self._connection()
-        payload = encode_addjobs(self.o.queue, bodies, self.options,
-                                 keys if self.o.dedup else None)
-        conn.send(b"".join(payload))
-        return conn.read_many(len(payload), self.reply_wait)
+    def _flush(self) -> None:
+        while self.inflight:
+            self._collect_oldest()
+
+    def _collect_oldest(self) -> None:
+        bodies, keys = self.inflight[0]
+        try:
+            replies = self._connection().read_many(len(bodies), self.reply_wait)
+        except CONNECTION_ERRORS as exc:
+            self._resend(self._lost(), str(exc))
+            return
+        self.inflight.popleft()
+        failed = self._tally(bodies, keys, replies)
+        if failed is not None:  # the batches behind it are answered first
+            pile = [failed[:2]]
+            while self.inflight:
+                bodies, keys = self.inflight[0]
+                try:
+                    replies = self._connection().read_many(len(bodies), self.reply_wait)
+                except CONNECTION_ERRORS:
+                    pile += self._lost()
+                    break
+                self.inflight.popleft()
+                more = self._tally(bodies, keys, replies)
+                if more is not None:
+                    pile.append(more[:2])
+            self._resend(pile, failed[2])
+
+    def _lost(self) -> list[tuple[list[bytes], list[bytes]]]:
+        """The connection broke: every batch in flight goes to the next node."""
+        lost = list(self.inflight)
+        self.inflight.clear()
+        self._next_node()
+        return lost
+
+    def _tally(self, bodies: list[bytes], keys: list[bytes], replies: list[object]
+               ) -> tuple[list[bytes], list[bytes], str] | None:
+        """Count a batch's replies; the jobs to send again and the last reason, if any."""
+        retry_bodies: list[bytes] = []
+        retry_keys: list[bytes] = []
+        failure = ""
+        move_on = False
+        for body, key, reply in zip(bodies, keys, replies, strict=True):
+            if not isinstance(reply, ErrorReply):
+                self.stats.added += 1
+                continue
+            message = str(reply.args[0]) if reply.args else "ERR"
+            code = message.split(" ", 1)[0]
+            if code in TRANSIENT:
+                retry_bodies.append(body)
+                retry_keys.append(key)
+                failure = message
+                move_on = move_on or code in MOVE_ON
+            else:
+                self.stats.bad(f"partition {self.partition} key {key.decode()}", message[:200])
+        if move_on:
+            self._flush_then_move = True
+        if not retry_bodies:
+            return None
+        return retry_bodies, retry_keys, failure
+
+    def _resend(self, pile: list[tuple[list[bytes], list[bytes]]], failure: str) -> None:
+        """Send failed batches again, one at a time, after a back-off each round, until
+        every job is added or bad; WriteError past max_attempts. Nothing is in flight."""
+        o = self.o
+        if self._flush_then_move:
+            self._flush_then_move = False
+            self._next_node()
+        for bodies, keys in pile:
+            attempt = 1
+            delay = o.backoff_s
+            while bodies:
+                if attempt >= o.max_attempts:
+                    raise WriteError(
+                        f"partition {self.partition}: {len(bodies)} jobs not added after "
+                        f"{attempt} attempts, last error: {failure}")
+                self.stats.retries += 1
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, o.backoff_max_s)
+                attempt += 1
+                try:
+                    conn = self._connection()
+                    conn.send(self._encode(bodies, keys))
+                    replies = conn.read_many(len(bodies), self.reply_wait)
+                except CONNECTION_ERRORS as exc:
+                    failure = str(exc)
+                    self._next_node()
+                    continue
+                failed = self._tally(bodies, keys, replies)
+                if self._flush_then_move:
+                    self._flush_then_move = False
+                    self._next_node()
+                if failed is None:
+                    break
+                bodies, keys, failure = failed
+
+    def _encode(self, bodies: list[bytes], keys: list[bytes]) -> bytes:
+        return b"".join(encode_addjobs(self.o.queue, bodies, self.options,
+                                       keys if self.o.dedup else None))
 
     def _connection(self) -> Connection:
         conn = self.conns.get(self.node_index)

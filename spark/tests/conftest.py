@@ -65,3 +65,13 @@ def own_trio(tmp_path: Path) -> Iterator[list[DisqProcess]]:
     """Three formed disq nodes for one test (one that kills a node)."""
     with running_cluster(tmp_path) as nodes:
         yield nodes
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[DisqProcess]:
+    """One disq node for one test."""
+    proc = DisqProcess(tmp_path / "node").start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
