@@ -40,7 +40,7 @@ QLEN_REQUEST = 18  # fields: [request id, queue]  (GLOBALQLEN)
 QLEN_REPLY = 19  # fields: [request id, queue length on the sender]
 # disq extensions (ADDJOB DEDUP), unknown to Disque:
 DEDUP_QUERY = 20  # fields: [key, ...] (the keys of one loop turn): do you know them?
-DEDUP_REPLY = 21  # fields: [[key, job id or nil, ms left], ...] one per key asked
+DEDUP_REPLY = 21  # fields: [[key, job id or nil, ms left or -1 = busy], ...] one per key
 DEDUP_FORGET = 22  # fields: [key, job id]  that ADDJOB failed: drop the key if it names it
 
 NAMES = {

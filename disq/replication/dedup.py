@@ -12,6 +12,13 @@ DEDUP_TIMEOUT_MS fails the ADDJOB with -NOREPL (nothing was added: the client tr
 again, and a dead peer soon has no link and is not asked). Concurrent ADDJOBs with
 one key on one node share the first one's outcome.
 
+One key added at the same time on two nodes: a node answers "busy" (ms left = -1)
+for a key it is adding, and for a key it is checking itself when it goes first by
+`wins` (an order of the two node IDs drawn from the key); a node that gets "busy", or
+that answered a node going first, checks again RECHECK_MS later instead of adding,
+until it finds the other node's job (or that node failed and it may add), for at most
+MAX_WAIT_MS.
+
 An ADDJOB that fails after its copies were sent (replication timeout, job expired)
 sends DEDUP_FORGET so that the holders drop the key with the job.
 """
@@ -19,6 +26,7 @@ sends DEDUP_FORGET so that the holders drop the key with the job.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -37,6 +45,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("disq")
 
 DEDUP_TIMEOUT_MS = 2000  # every asked peer answers within this, or ADDJOB fails
+RECHECK_MS = 20  # a node adding the key itself answered "busy": ask again after this
+MAX_WAIT_MS = 15_000  # ... for at most this long in all, then ADDJOB fails (-NOREPL)
+BUSY = -1  # DEDUP_REPLY's "ms left" when the sender is adding that key itself
 CHECK_SLACK_MS = 10  # the timer fires this long after the oldest deadline
 
 Answer = Callable[[bytes], None]
@@ -44,17 +55,32 @@ MakeJob = Callable[[], Job]
 
 _TIMEOUT = DisqError(
     "NOREPL", "Timeout reached before every reachable node answered the DEDUP check").reply()
+_TOO_LONG = DisqError(
+    "NOREPL", "Timeout reached while another node was adding a job with this DEDUP key"
+).reply()
 
 
 class _Query:
-    """A key being checked with the peers: who has yet to answer, and what to do next."""
+    """A key being checked with the peers: who has yet to answer, whether one of them
+    is adding the key itself (`busy`) or asked while this node must give way
+    (`yielded`): then the check runs again later rather than adding."""
 
-    __slots__ = ("peers", "deadline", "make_job")
+    __slots__ = ("peers", "deadline", "make_job", "started", "busy", "yielded")
 
-    def __init__(self, peers: set[str], deadline: int, make_job: MakeJob) -> None:
-        self.peers = peers
-        self.deadline = deadline
+    def __init__(self, make_job: MakeJob, now: int) -> None:
+        self.peers: set[str] = set()
+        self.deadline = 0
         self.make_job = make_job
+        self.started = now
+        self.busy = False
+        self.yielded = False
+
+
+def wins(my_id: str, other_id: str, key: bytes) -> bool:
+    """Of two nodes checking one key at once, the one that goes first: an order drawn
+    from the key, the same on every node, different from key to key."""
+    mine = hashlib.blake2b(key + my_id.encode(), digest_size=8).digest()
+    return mine > hashlib.blake2b(key + other_id.encode(), digest_size=8).digest()
 
 
 class Dedup:
@@ -67,8 +93,10 @@ class Dedup:
         self.bus = replication.bus
         self._loop = loop
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0
         self.pending: dict[bytes, list[Answer]] = {}  # key -> ADDJOBs waiting on it
         self._queries: dict[bytes, _Query] = {}  # ordered by deadline
+        self._rechecks: dict[bytes, tuple[int, _Query]] = {}  # key -> (when, query)
         for mtype, handler in ((m.DEDUP_QUERY, self._on_query),
                                (m.DEDUP_REPLY, self._on_reply),
                                (m.DEDUP_FORGET, self._on_forget)):
@@ -83,13 +111,20 @@ class Dedup:
             waiting.append(answer)
             return
         self.pending[key] = [answer]
+        self._ask(key, _Query(make_job, now_ms()))
+
+    def _ask(self, key: bytes, query: _Query) -> None:
+        """DEDUP_QUERY to every peer that can be reached (again, after a "busy")."""
         peers = {n.id for n in self.bus.reachable_peers() if self.bus.can_send(n.id)}
         if not peers:
-            self._add(key, make_job)
+            self._add(key, query.make_job)
             return
         for node_id in peers:
             self.bus.send_batched(node_id, m.DEDUP_QUERY, key)
-        self._queries[key] = _Query(peers, now_ms() + DEDUP_TIMEOUT_MS, make_job)
+        query.peers = peers
+        query.busy = query.yielded = False
+        query.deadline = now_ms() + DEDUP_TIMEOUT_MS
+        self._queries[key] = query
         self._arm()
 
     def _add(self, key: bytes, make_job: MakeJob) -> None:
@@ -131,6 +166,8 @@ class Dedup:
 
     # -- bus messages -------------------------------------------------------------------
     def _on_query(self, sender: ClusterNode, fields: list) -> None:
+        """Answer each key: its job and the time it has left, "busy" if this node is
+        adding it or checking it and goes first, else unknown (nil)."""
         table = self.node.dedup
         now = now_ms()
         for key in fields:
@@ -138,6 +175,15 @@ class Dedup:
                 continue
             job_id = table.get(key, now)
             left = table.expiry(key) - now if job_id is not None else 0
+            if job_id is None and key in self.pending:
+                query = self._queries.get(key)
+                if query is None:
+                    entry = self._rechecks.get(key)
+                    query = entry[1] if entry is not None else None
+                if query is None or wins(self.replication.my_id, sender.id, key):
+                    left = BUSY  # adding it now, or checking it and going first
+                else:
+                    query.yielded = True  # the sender goes first: check again after
             self.bus.send_batched(sender.id, m.DEDUP_REPLY, [key, job_id, left])
 
     def _on_reply(self, sender: ClusterNode, fields: list) -> None:
@@ -147,18 +193,24 @@ class Dedup:
                 continue
             key, job_id, left = item
             query = queries.get(key) if type(key) is bytes else None
-            if query is None or sender.id not in query.peers:
+            if query is None or sender.id not in query.peers or type(left) is not int:
                 continue
-            if type(job_id) is bytes and type(left) is int and 0 < left <= MAX_TTL_MS:
+            if type(job_id) is bytes and 0 < left <= MAX_TTL_MS:
                 del queries[key]
                 self.node.dedup.record(key, job_id, now_ms() + left)
                 self.node.dedup.hits += len(self.pending.get(key, ()))
                 self._finish(key, b"+" + job_id + b"\r\n")
                 continue
             query.peers.discard(sender.id)
+            if left == BUSY:
+                query.busy = True
             if not query.peers:
                 del queries[key]
-                self._add(key, query.make_job)
+                if query.busy or query.yielded:
+                    self._rechecks[key] = (now_ms() + RECHECK_MS, query)
+                    self._arm()
+                else:
+                    self._add(key, query.make_job)
 
     def _on_forget(self, sender: ClusterNode, fields: list) -> None:
         if len(fields) >= 2 and type(fields[0]) is bytes and type(fields[1]) is bytes:
@@ -166,7 +218,8 @@ class Dedup:
 
     # -- timeouts -----------------------------------------------------------------------
     def check(self, now: int | None = None) -> None:
-        """Fail the queries some peer did not answer in time."""
+        """Fail the queries some peer did not answer in time; ask again the keys
+        another node was busy with."""
         if now is None:
             now = now_ms()
         queries = self._queries
@@ -178,10 +231,17 @@ class Dedup:
         for key in expired:
             del queries[key]
             self._finish(key, _TIMEOUT)
+        due = [key for key, (when, _) in self._rechecks.items() if when <= now]
+        for key in due:
+            query = self._rechecks.pop(key)[1]
+            if now - query.started > MAX_WAIT_MS:
+                self._finish(key, _TOO_LONG)
+            else:
+                self._ask(key, query)
 
     def _arm(self) -> None:
-        """One timer for every query: at the oldest one's deadline."""
-        if self._timer is not None or not self._queries:
+        """One timer for everything: the oldest query's deadline or the next recheck."""
+        if not (self._queries or self._rechecks):
             return
         loop = self._loop
         if loop is None:
@@ -189,8 +249,17 @@ class Dedup:
                 loop = self._loop = asyncio.get_running_loop()
             except RuntimeError:
                 return  # no loop (unit tests): the test calls check()
-        first = next(iter(self._queries.values()))
-        delay = max(first.deadline - now_ms(), 0) + CHECK_SLACK_MS
+        at = min((when for when, _ in self._rechecks.values()), default=None)
+        if self._queries:
+            first = next(iter(self._queries.values())).deadline
+            at = first if at is None else min(at, first)
+        assert at is not None
+        if self._timer is not None:
+            if self._timer_at <= at:
+                return
+            self._timer.cancel()  # a recheck comes before the deadline it waits for
+        self._timer_at = at
+        delay = max(at - now_ms(), 0) + CHECK_SLACK_MS
         self._timer = loop.call_later(delay / 1000, self._on_timer)
 
     def _on_timer(self) -> None:

@@ -4,6 +4,7 @@ the origin killed; concurrent ADDJOBs with one key; bad keys."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -118,4 +119,32 @@ def test_cluster_pipelined_keys_over_nodes(three: list[DisqProcess]) -> None:
         finally:
             client.close()
     assert all(len(v) == 1 for v in ids.values())
+    wait_for(lambda: total_qlen(three) == 300, timeout=10, message="300 queued jobs")
+
+
+def test_cluster_same_keys_on_every_node_at_once(three: list[DisqProcess]) -> None:
+    """The same keys sent to the three nodes at the same moment: one job per key."""
+    results: list[list[bytes]] = []
+    barrier = threading.Barrier(3)
+
+    def produce(node: DisqProcess) -> None:
+        client = node.client()
+        try:
+            pipe = client.pipeline(transaction=False)
+            for i in range(300):
+                pipe.execute_command("ADDJOB", "q", f"b{i}", TIMEOUT, "REPLICATE", "2",
+                                     "DEDUP", f"k{i}")
+            barrier.wait(timeout=30)
+            results.append(pipe.execute())
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=produce, args=(n,)) for n in three]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(results) == 3
+    for i in range(300):
+        assert len({r[i] for r in results}) == 1, f"k{i} has several jobs"
     wait_for(lambda: total_qlen(three) == 300, timeout=10, message="300 queued jobs")

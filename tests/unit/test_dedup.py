@@ -8,7 +8,7 @@ from functools import partial
 from disq.dedup import DedupTable
 from disq.node import now_ms
 from disq.queue import PAUSED_IN
-from disq.replication.dedup import DEDUP_TIMEOUT_MS
+from disq.replication.dedup import DEDUP_TIMEOUT_MS, RECHECK_MS, wins
 
 from .test_replication import Member, cluster
 
@@ -121,3 +121,32 @@ def test_a_failed_add_makes_the_replicas_forget_the_key() -> None:
     assert len(replies) == 1 and replies[0].startswith(b"-NOREPL")
     assert b.node.dedup.get(b"k", now_ms()) is None
     assert a.node.dedup.get(b"k", now_ms()) is None
+
+
+def test_one_key_on_two_nodes_at_once_adds_one_job() -> None:
+    """Both nodes ask before either added: the one that goes first adds, the other
+    hears "busy", asks again and gets the first one's job."""
+    for attempt in range(8):  # several keys: either node may go first
+        net, (a, b, c) = cluster(3)
+        key = b"k%d" % attempt
+        first: list[bytes] = []
+        second: list[bytes] = []
+        dedup_add(a, key, first)
+        dedup_add(b, key, second)
+        net.pump()
+        for _ in range(5):  # the one that gave way asks again, until it has its answer
+            if first and second:
+                break
+            for member in (a, b):
+                member.repl.dedup.check(now_ms() + RECHECK_MS + 1)
+            net.pump()
+        assert len(first) == len(second) == 1
+        assert first == second and first[0].startswith(b"+D-")
+        assert queued([a, b, c]) == 1
+
+
+def test_wins_is_an_order_drawn_from_the_key() -> None:
+    firsts = {wins("a" * 40, "b" * 40, b"k%d" % i) for i in range(32)}
+    assert firsts == {True, False}  # no node always goes first
+    assert all(wins("a" * 40, "b" * 40, b"k") != wins("b" * 40, "a" * 40, b"k")
+               for _ in range(3))
