@@ -104,21 +104,27 @@ def test_cluster_acked_job_still_deduped(three: list[DisqProcess]) -> None:
     assert total_qlen(three) == 0
 
 
+def pipelined_adds(node: DisqProcess, keys: int,
+                   barrier: threading.Barrier | None = None) -> list[bytes]:
+    """ADDJOB ... DEDUP k<i> for i < keys in one pipeline, sent once all the threads
+    at `barrier` are ready; the IDs answered."""
+    client = node.client()
+    try:
+        pipe = client.pipeline(transaction=False)
+        for i in range(keys):
+            pipe.execute_command("ADDJOB", "q", f"b{i}", TIMEOUT, "REPLICATE", "2",
+                                 "DEDUP", f"k{i}")
+        if barrier is not None:
+            barrier.wait(timeout=30)
+        return pipe.execute()
+    finally:
+        client.close()
+
+
 def test_cluster_pipelined_keys_over_nodes(three: list[DisqProcess]) -> None:
-    """Many keys at once through every node: one job per key in the cluster."""
-    ids: dict[str, set[str]] = {}
-    for node in three:
-        client = node.client()
-        try:
-            pipe = client.pipeline(transaction=False)
-            for i in range(300):
-                pipe.execute_command("ADDJOB", "q", f"b{i}", TIMEOUT, "REPLICATE", "2",
-                                     "DEDUP", f"k{i}")
-            for i, job_id in enumerate(pipe.execute()):
-                ids.setdefault(f"k{i}", set()).add(job_id.decode())
-        finally:
-            client.close()
-    assert all(len(v) == 1 for v in ids.values())
+    """Many keys through every node in turn: one job per key in the cluster."""
+    results = [pipelined_adds(node, 300) for node in three]
+    assert all(len({r[i] for r in results}) == 1 for i in range(300))
     wait_for(lambda: total_qlen(three) == 300, timeout=10, message="300 queued jobs")
 
 
@@ -126,20 +132,8 @@ def test_cluster_same_keys_on_every_node_at_once(three: list[DisqProcess]) -> No
     """The same keys sent to the three nodes at the same moment: one job per key."""
     results: list[list[bytes]] = []
     barrier = threading.Barrier(3)
-
-    def produce(node: DisqProcess) -> None:
-        client = node.client()
-        try:
-            pipe = client.pipeline(transaction=False)
-            for i in range(300):
-                pipe.execute_command("ADDJOB", "q", f"b{i}", TIMEOUT, "REPLICATE", "2",
-                                     "DEDUP", f"k{i}")
-            barrier.wait(timeout=30)
-            results.append(pipe.execute())
-        finally:
-            client.close()
-
-    threads = [threading.Thread(target=produce, args=(n,)) for n in three]
+    threads = [threading.Thread(target=lambda n=n: results.append(
+        pipelined_adds(n, 300, barrier))) for n in three]
     for thread in threads:
         thread.start()
     for thread in threads:
