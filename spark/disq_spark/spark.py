@@ -1,6 +1,8 @@
 """`write_jobs`: a DataFrame or RDD written as disq jobs by the executors themselves.
 
-The driver only ships the options and reads the accumulator: every Spark task writes
+A DataFrame whose body and key are columns reaches the tasks as Arrow batches
+(mapInArrow), anything else as Row objects (mapPartitionsWithIndex). The driver only
+ships the options and reads the accumulator: every Spark task writes
 its own partition (`PartitionWriter`) to the node `partition % len(nodes)` first, so
 every node takes load, and adds what it did to one accumulator, which Spark merges
 once per successful task (a failed attempt's counts are dropped, its rows are sent
@@ -10,7 +12,8 @@ again by the next attempt and DEDUP answers the jobs added already).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pyspark.accumulators import AccumulatorParam
@@ -47,7 +50,6 @@ def write_jobs(data: Any, queue: str, nodes: Sequence[str] | str, *,
     `timeout_ms`: ADDJOB's options. `batch_size` ADDJOBs per write, `pipeline` such
     batches in flight per task. Raises WriteError (through Spark) if a partition
     cannot be written after its retries."""
-    rdd = data.rdd if hasattr(data, "rdd") else data
     if isinstance(nodes, str):
         nodes = [n.strip() for n in nodes.split(",") if n.strip()]
     options = WriteOptions(
@@ -58,6 +60,9 @@ def write_jobs(data: Any, queue: str, nodes: Sequence[str] | str, *,
         max_body_bytes=max_body_bytes,
         password=password, max_attempts=max_attempts)
     PartitionWriter(options, 0)  # checks the options on the driver, sends nothing
+    if _arrow_ready(data, body, key):
+        return _write_arrow(data, options)
+    rdd = data.rdd if hasattr(data, "rdd") else data
     stats = rdd.context.accumulator(WriteStats(), _StatsParam())
 
     def write_partition(index: int, rows: Iterable[Any]) -> Iterable[int]:
@@ -65,4 +70,35 @@ def write_jobs(data: Any, queue: str, nodes: Sequence[str] | str, *,
         return iter(())
 
     rdd.mapPartitionsWithIndex(write_partition).count()
+    return stats.value
+
+
+def _arrow_ready(data: Any, body: Body, key: Key) -> bool:
+    """A DataFrame whose body and key are columns goes to the tasks as Arrow batches
+    (mapInArrow): much cheaper than Row objects, the rows' order is the same."""
+    if not (hasattr(data, "mapInArrow") and isinstance(body, str)
+            and (key is None or isinstance(key, str))):
+        return False
+    try:  # pyspark[sql]: Spark's Arrow support needs both
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _write_arrow(df: Any, options: WriteOptions) -> WriteStats:
+    columns = [options.body] + ([options.key] if options.key is not None else [])
+    task_options = replace(options, body=0, key=1 if options.key is not None else None)
+    stats = df.sparkSession.sparkContext.accumulator(WriteStats(), _StatsParam())
+
+    def write_batches(batches: Iterable[Any]) -> Iterator[Any]:
+        from pyspark import TaskContext
+
+        rows = (row for batch in batches
+                for row in zip(*(c.to_pylist() for c in batch.columns), strict=True))
+        stats.add(PartitionWriter(task_options, TaskContext.get().partitionId()).write(rows))
+        return iter(())
+
+    df.select(*columns).mapInArrow(write_batches, "written long").collect()
     return stats.value

@@ -32,8 +32,8 @@ MOVE_ON = ("LEAVING", "LOADING")  # these move the partition to the next node to
 MAX_EXAMPLES = 5
 CONNECTION_ERRORS = (DisqConnectionError, DisqTimeoutError, OSError)
 
-Body = Callable[[Any], Any] | str
-Key = Callable[[Any], Any] | str | None
+Body = Callable[[Any], Any] | str | int  # a function of the row, or its column (name)
+Key = Callable[[Any], Any] | str | int | None
 
 
 class WriteError(RuntimeError):
@@ -122,7 +122,7 @@ def user_key(job_name: str, value: Any) -> bytes:
                                    digest_size=15).hexdigest().encode()
 
 
-def _field(row: Any, getter: Callable[[Any], Any] | str) -> Any:
+def _field(row: Any, getter: Callable[[Any], Any] | str | int) -> Any:
     if callable(getter):
         return getter(row)
     return row[getter]
