@@ -28,8 +28,9 @@ from bench.servers import command, start_disq
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _children_cpu(root: int) -> float:
-    """CPU seconds (user + system) of every live descendant of `root`."""
+def _children_cpu(root: int, exclude: list[int]) -> float:
+    """CPU seconds (user + system) of every live descendant of `root`, but those of
+    the `exclude` processes (the disq nodes, children of this process too)."""
     parent: dict[int, int] = {}
     cpu: dict[int, float] = {}
     for entry in os.listdir("/proc"):
@@ -44,8 +45,10 @@ def _children_cpu(root: int) -> float:
         cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
     total = 0.0
     for pid, seconds in cpu.items():
+        if pid in exclude:
+            continue
         p = parent.get(pid)
-        while p is not None and p > 1:
+        while p is not None and p > 1 and p not in exclude:
             if p == root:
                 total += seconds
                 break
@@ -72,13 +75,13 @@ def one_run(spark, args: argparse.Namespace, workdir: Path) -> dict[str, float]:
         write_jobs(spark.range(2000, numPartitions=args.partitions), "warm-up", nodes,
                    body=lambda row: str(row.id), replicate=args.replicate)
         node_cpu = [_node_cpu(a) for a in servers.addresses]
-        spark_cpu = _children_cpu(os.getpid())
+        spark_cpu = _children_cpu(os.getpid(), servers.pids)
         start = time.perf_counter()
         result = write_jobs(df, "spark", nodes, body="body", replicate=args.replicate,
                             batch_size=args.batch_size, pipeline=args.pipeline,
                             dedup=not args.no_dedup, async_=args.async_)
         wall = time.perf_counter() - start
-        spark_cpu = _children_cpu(os.getpid()) - spark_cpu
+        spark_cpu = _children_cpu(os.getpid(), servers.pids) - spark_cpu
         node_cpu = [_node_cpu(a) - c for a, c in zip(servers.addresses, node_cpu, strict=True)]
         queued = sum(int(command(a, "QLEN", "spark")) for a in servers.addresses)
         if result.added != args.rows or (queued != args.rows and not args.async_):
