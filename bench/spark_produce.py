@@ -79,8 +79,7 @@ def one_run(spark, args: argparse.Namespace, workdir: Path) -> dict[str, float]:
         start = time.perf_counter()
         result = write_jobs(df, "spark", nodes, body="body", replicate=args.replicate,
                             batch_size=args.batch_size, pipeline=args.pipeline,
-                            dedup=not args.no_dedup, async_=args.async_,
-                            fast_first_attempt=args.fast_first_attempt)
+                            dedup=not args.no_dedup, async_=args.async_)
         wall = time.perf_counter() - start
         spark_cpu = _children_cpu(os.getpid(), servers.pids) - spark_cpu
         node_cpu = [_node_cpu(a) - c for a, c in zip(servers.addresses, node_cpu, strict=True)]
@@ -103,8 +102,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--pipeline", type=int, default=2)
     parser.add_argument("--no-dedup", action="store_true")
-    parser.add_argument("--fast-first-attempt", action="store_true",
-                        help="write_jobs(fast_first_attempt=True): DEDUP-NEW on first attempts")
     parser.add_argument("--async", dest="async_", action="store_true")
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args(argv)
@@ -133,7 +130,6 @@ def main(argv: list[str] | None = None) -> None:
           f"({args.rows:,} rows, {args.nodes} nodes, REPLICATE {args.replicate}, "
           f"{args.master}, {args.partitions} partitions, batch {args.batch_size}, "
           f"pipeline {args.pipeline}, dedup {'off' if args.no_dedup else 'on'}"
-          f"{', fast first attempt' if args.fast_first_attempt else ''}"
           f"{', ASYNC' if args.async_ else ''})")
 
 

@@ -103,19 +103,15 @@ class Dedup:
             self.bus.on(mtype, handler)
 
     # -- ADDJOB's side ------------------------------------------------------------------
-    def add(self, key: bytes, make_job: MakeJob, answer: Answer, ask: bool = True) -> None:
+    def add(self, key: bytes, make_job: MakeJob, answer: Answer) -> None:
         """ADDJOB with DEDUP `key`, not known here: `answer` gets the existing job's ID,
-        the new job's ID once `make_job()` added and replicated it, or an error.
-        `ask` False (DEDUP-NEW): the client vouches the key is new, add at once."""
+        the new job's ID once `make_job()` added and replicated it, or an error."""
         waiting = self.pending.get(key)
         if waiting is not None:  # the same key is being added here: same outcome
             waiting.append(answer)
             return
         self.pending[key] = [answer]
-        if ask:
-            self._ask(key, _Query(make_job, now_ms()))
-        else:
-            self._add(key, make_job)
+        self._ask(key, _Query(make_job, now_ms()))
 
     def _ask(self, key: bytes, query: _Query) -> None:
         """DEDUP_QUERY to every peer that can be reached (again, after a "busy")."""

@@ -35,7 +35,7 @@ def write_jobs(data: Any, queue: str, nodes: Sequence[str] | str, *,
                ttl: int | None = None, delay: int | None = None, async_: bool = False,
                batch_size: int = 1000, pipeline: int = 2, timeout_ms: int = 10_000,
                max_body_bytes: int = 1 << 20, password: str | None = None,
-               max_attempts: int = 10, fast_first_attempt: bool = False) -> WriteStats:
+               max_attempts: int = 10) -> WriteStats:
     """Add one job per row of `data` (a DataFrame or an RDD) to `queue`, from the
     executors, and return the counts (`WriteStats`: added, bad_rows, bad_examples).
 
@@ -49,14 +49,7 @@ def write_jobs(data: Any, queue: str, nodes: Sequence[str] | str, *,
     task may add jobs twice). `replicate`, `retry`, `ttl`, `delay`, `async_`,
     `timeout_ms`: ADDJOB's options. `batch_size` ADDJOBs per write, `pipeline` such
     batches in flight per task. Raises WriteError (through Spark) if a partition
-    cannot be written after its retries.
-
-    `fast_first_attempt` (with the default job_name and no key): a task's first
-    attempt sends its keys to its home node with DEDUP-NEW, which asks no other node
-    (about twice the rate on 3 nodes). Task retries and every other node still get
-    DEDUP. Its corner: a stage run again after a shuffle fetch failure restarts tasks
-    at attempt 0; if the earlier run had moved to another node (home unreachable for
-    a moment) the rows it wrote there may be added twice."""
+    cannot be written after its retries."""
     if isinstance(nodes, str):
         nodes = [n.strip() for n in nodes.split(",") if n.strip()]
     options = WriteOptions(
@@ -68,15 +61,12 @@ def write_jobs(data: Any, queue: str, nodes: Sequence[str] | str, *,
         password=password, max_attempts=max_attempts)
     PartitionWriter(options, 0)  # checks the options on the driver, sends nothing
     if _arrow_ready(data, body, key):
-        return _write_arrow(data, options, job_name is None and key is None)
+        return _write_arrow(data, options)
     rdd = data.rdd if hasattr(data, "rdd") else data
     stats = rdd.context.accumulator(WriteStats(), _StatsParam())
 
-    # keys of a name made for this call, and the caller accepts DEDUP-NEW's corner
-    fresh = fast_first_attempt and job_name is None and key is None
-
     def write_partition(index: int, rows: Iterable[Any]) -> Iterable[int]:
-        stats.add(PartitionWriter(options, index, fresh and _first_run()).write(rows))
+        stats.add(PartitionWriter(options, index).write(rows))
         return iter(())
 
     rdd.mapPartitionsWithIndex(write_partition).count()
@@ -97,17 +87,7 @@ def _arrow_ready(data: Any, body: Body, key: Key) -> bool:
     return True
 
 
-def _first_run() -> bool:
-    """This task's first attempt (not a retry, not a speculative copy). PySpark does
-    not tell the stage attempt: a stage run again after a fetch failure starts its
-    tasks at attempt 0 again (see fast_first_attempt)."""
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    return ctx is not None and ctx.attemptNumber() == 0
-
-
-def _write_arrow(df: Any, options: WriteOptions, fresh: bool) -> WriteStats:
+def _write_arrow(df: Any, options: WriteOptions) -> WriteStats:
     columns = [options.body] + ([options.key] if options.key is not None else [])
     task_options = replace(options, body=0, key=1 if options.key is not None else None)
     stats = df.sparkSession.sparkContext.accumulator(WriteStats(), _StatsParam())
@@ -117,9 +97,7 @@ def _write_arrow(df: Any, options: WriteOptions, fresh: bool) -> WriteStats:
 
         rows = (row for batch in batches
                 for row in zip(*(c.to_pylist() for c in batch.columns), strict=True))
-        writer = PartitionWriter(task_options, TaskContext.get().partitionId(),
-                                 fresh and _first_run())
-        stats.add(writer.write(rows))
+        stats.add(PartitionWriter(task_options, TaskContext.get().partitionId()).write(rows))
         return iter(())
 
     df.select(*columns).mapInArrow(write_batches, "written long").collect()

@@ -132,14 +132,11 @@ class PartitionWriter:
     """Writes one partition. Node `partition % len(nodes)` first, the others in turn
     when it cannot be reached."""
 
-    def __init__(self, options: WriteOptions, partition: int, new_keys: bool = False) -> None:
+    def __init__(self, options: WriteOptions, partition: int) -> None:
         if not options.nodes:
             raise ValueError("write_jobs needs at least one disq node")
         self.o = options
         self.partition = partition
-        # the keys were never sent (a task's first run, keys of a new job name): the
-        # first send of a batch uses DEDUP-NEW, so the nodes do not ask each other
-        self.new_keys = new_keys
         self.addrs = [parse_address(n) for n in options.nodes]
         self.node_index = partition % len(self.addrs)
         self.conns: dict[int, Connection] = {}
@@ -209,7 +206,7 @@ class PartitionWriter:
         while len(self.inflight) >= self.o.pipeline:
             self._collect_oldest()
         try:
-            self._connection().send(self._encode(bodies, keys, self._first_option()))
+            self._connection().send(self._encode(bodies, keys))
         except CONNECTION_ERRORS as exc:
             self._resend([*self._lost(), (bodies, keys)], str(exc))
             return
@@ -311,18 +308,9 @@ class PartitionWriter:
                     break
                 bodies, keys, failure = failed
 
-    def _first_option(self) -> bytes:
-        """DEDUP-NEW for the first send of new keys, to the home node only: another
-        node may be where an earlier run of the task went."""
-        if self.new_keys and self.node_index == self.partition % len(self.addrs):
-            return b"DEDUP-NEW"
-        return b"DEDUP"
-
-    def _encode(self, bodies: list[bytes], keys: list[bytes],
-                dedup_option: bytes = b"DEDUP") -> bytes:
-        """A batch's ADDJOBs; jobs sent again always with DEDUP (a node may have them)."""
+    def _encode(self, bodies: list[bytes], keys: list[bytes]) -> bytes:
         return b"".join(encode_addjobs(self.o.queue, bodies, self.options,
-                                       keys if self.o.dedup else None, dedup_option))
+                                       keys if self.o.dedup else None))
 
     def _connection(self) -> Connection:
         conn = self.conns.get(self.node_index)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import pytest
 from disq_client import Client
 from disq_spark import write_jobs
 from support import DisqProcess, call, wait_for
@@ -43,9 +42,8 @@ def test_100k_rows_become_100k_jobs(spark: Any, trio: list[DisqProcess]) -> None
     assert all(int(call(n, "QLEN", "rows")) > 0 for n in trio)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("fast", [False, True], ids=["dedup", "fast-first-attempt"])
-def test_a_task_failing_once_still_gives_exactly_100k(spark: Any, trio: list[DisqProcess],
-                                                      fast: bool) -> None:
+def test_a_task_failing_once_still_gives_exactly_100k(spark: Any,
+                                                      trio: list[DisqProcess]) -> None:
     def fail_once_half_way(index: int, rows: Any) -> Any:
         """The first attempt of partition 1's task fails once half its rows were sent
         (defined here: the workers get it by value, they cannot import this module)."""
@@ -60,14 +58,12 @@ def test_a_task_failing_once_still_gives_exactly_100k(spark: Any, trio: list[Dis
 
     rdd = (spark.range(ROWS, numPartitions=4).selectExpr("concat('row-', id) AS body").rdd
            .mapPartitionsWithIndex(fail_once_half_way))
-    hits_before = sum(_info_int(n, "dedup", "dedup_hits") for n in trio)
-    queue = f"retried-{fast}"
-    result = write_jobs(rdd, queue, addrs(trio), body="body", replicate=2, batch_size=500,
-                        fast_first_attempt=fast)
+    result = write_jobs(rdd, "retried", addrs(trio), body="body", replicate=2,
+                        batch_size=500)
     assert (result.added, result.bad_rows, result.partitions) == (ROWS, 0, 4)
-    assert queued(trio, queue) == ROWS
+    assert queued(trio, "retried") == ROWS
     # the failed attempt did send jobs before failing: the retry found them by key
-    hits = sum(_info_int(n, "dedup", "dedup_hits") for n in trio) - hits_before
+    hits = sum(_info_int(n, "dedup", "dedup_hits") for n in trio)
     assert hits >= 1
 
 
@@ -119,8 +115,7 @@ def test_a_node_killed_during_the_write(spark: Any, own_trio: list[DisqProcess])
     killer = threading.Thread(target=kill_when_under_way, daemon=True)
     killer.start()
     df = spark.range(rows, numPartitions=6).selectExpr("concat('row-', id) AS body")
-    result = write_jobs(df, "kill", addrs(nodes), body="body", replicate=2, batch_size=250,
-                        fast_first_attempt=True)  # the victim's partitions move: DEDUP
+    result = write_jobs(df, "kill", addrs(nodes), body="body", replicate=2, batch_size=250)
     assert killed.is_set(), "the node was not killed during the write"
     killer.join(timeout=10)
     assert result.added == rows and result.bad_rows == 0

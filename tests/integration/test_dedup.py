@@ -142,17 +142,3 @@ def test_cluster_same_keys_on_every_node_at_once(three: list[DisqProcess]) -> No
     for i in range(300):
         assert len({r[i] for r in results}) == 1, f"k{i} has several jobs"
     wait_for(lambda: total_qlen(three) == 300, timeout=10, message="300 queued jobs")
-
-
-def test_dedup_new_asks_nobody_but_records_the_key(three: list[DisqProcess]) -> None:
-    """DEDUP-NEW: the client vouches it never sent the key; the node adds without
-    asking, and the key is known as DEDUP's is (here, and on the copies)."""
-    a, b, c = three
-    reply = call(a, "ADDJOB", "q", "body", TIMEOUT, "REPLICATE", "2", "DEDUP-NEW", "fresh")
-    assert isinstance(reply, bytes)
-    job_id = reply.decode()
-    assert add(a, "fresh") == job_id  # known here
-    assert add(b, "fresh") == job_id and add(c, "fresh") == job_id  # and by the others
-    again = call(a, "ADDJOB", "q", "body", TIMEOUT, "DEDUP-NEW", "fresh")
-    assert again == reply  # the local table is still checked
-    assert total_qlen(three) == 1

@@ -83,12 +83,10 @@ def job_ids(replies: list[object]) -> list[str]:
 
 
 def encode_addjobs(queue: str, bodies: Iterable[Body], options: tuple[Arg, ...],
-                   dedup: Sequence[Arg] | None = None, dedup_option: bytes = b"DEDUP"
-                   ) -> list[bytes]:
+                   dedup: Sequence[Arg] | None = None) -> list[bytes]:
     """The RESP of one ADDJOB per body, built from a prefix and suffix shared by all:
     the produce hot path encodes only each body's length. `dedup`: one DEDUP key per
-    body (disq's extension), appended after the shared options; `dedup_option`
-    b"DEDUP-NEW" for keys never sent before (the server asks no other node)."""
+    body (disq's extension), appended after the shared options."""
     q = queue.encode("utf-8", "surrogateescape")
     tail = [to_bytes(a) for a in options]
     argc = 3 + len(tail) + (2 if dedup is not None else 0)
@@ -100,8 +98,7 @@ def encode_addjobs(queue: str, bodies: Iterable[Body], options: tuple[Arg, ...],
         cmd = b"%s$%d\r\n%s\r\n%s" % (head, len(data), data, suffix)
         if dedup is not None:
             key = to_bytes(dedup[i])
-            cmd += b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(dedup_option), dedup_option,
-                                                    len(key), key)
+            cmd += b"$5\r\nDEDUP\r\n$%d\r\n%s\r\n" % (len(key), key)
         out.append(cmd)
     return out
 

@@ -18,12 +18,11 @@ if TYPE_CHECKING:
 _BAD_KEY = err(f"DEDUP key must be 1 to {MAX_KEY_LEN} bytes")
 
 
-def add_deduped(client: Client, key: bytes, new: bool, queue: bytes, body: bytes,
+def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
                 options: tuple) -> bytes | None:
     """ADDJOB ... DEDUP key: the ID of the job added with `key` if the cluster knows
     it, else add the job (`options`: Node.add_job's arguments after the body) and
-    record the key. Answered later when other nodes must be asked first. `new`
-    (DEDUP-NEW: the client never sent this key before) asks no other node."""
+    record the key. Answered later when other nodes must be asked first."""
     if not key or len(key) > MAX_KEY_LEN:
         raise _BAD_KEY
     node = client.node
@@ -43,5 +42,5 @@ def add_deduped(client: Client, key: bytes, new: bool, queue: bytes, body: bytes
         return b"+" + job.id + b"\r\n"
     # The client going away does not cancel the add: with a key, a retry gets the ID.
     answer = server._after_logging(client.defer(lambda: None))
-    dedup.add(key, partial(node.add_job, queue, body, *options), answer, ask=not new)
+    dedup.add(key, partial(node.add_job, queue, body, *options), answer)
     return None

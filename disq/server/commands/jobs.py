@@ -29,14 +29,13 @@ _COUNT = err("COUNT must be a number greater than zero")
 @command("addjob", -4, "wm")
 def addjob(client: Client, args: list[bytes]) -> bytes | None:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
-    [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP|DEDUP-NEW key]  (disq extensions)"""
+    [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key]  (DEDUP: a disq extension)"""
     repl: int | None = None
     ttl = DEFAULT_TTL
     retry: int | None = None
     delay = maxlen = 0
     async_ = queue_randomly = False
     dedup: bytes | None = None
-    dedup_new = False
     argc = len(args)
     j = 4
     while j < argc:
@@ -71,16 +70,15 @@ def addjob(client: Client, args: list[bytes]) -> bytes | None:
             async_ = True
         elif opt == b"queue-randomly":
             queue_randomly = True
-        elif (opt == b"dedup" or opt == b"dedup-new") and has_value:
+        elif opt == b"dedup" and has_value:
             dedup = args[j + 1]
-            dedup_new = opt == b"dedup-new"
             j += 1
         else:
             raise errors.SYNTAX
         j += 1
     timeout = 0 if args[3] == b"0" else timeout_ms(args[3])
     if dedup is not None:
-        return add_deduped(client, dedup, dedup_new, args[1], args[2], (
+        return add_deduped(client, dedup, args[1], args[2], (
             timeout, repl, delay, retry, ttl, maxlen, async_, queue_randomly))
     job = client.node.add_job(args[1], args[2], timeout, repl, delay, retry, ttl, maxlen,
                               async_, queue_randomly)
