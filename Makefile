@@ -16,8 +16,9 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/pip install -q -e . -e clients/python
 
+# the tests include disq_spark (spark/), which brings pyspark; `make run` does without
 install-test: $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]' -e clients/python
+	$(BIN)/pip install -q -e '.[test]' -e clients/python -e spark
 
 install-bench: $(BIN)/python
 	$(BIN)/pip install -q -e '.[bench]'
@@ -26,11 +27,11 @@ run: install
 	$(BIN)/disq-server --port 7711 $(ARGS)
 
 test: install-test
-	$(BIN)/ruff check disq tests clients bench
+	$(BIN)/ruff check disq tests clients bench spark
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: install-test
-	$(BIN)/ruff check disq tests clients bench
+	$(BIN)/ruff check disq tests clients bench spark
 
 # A long fault run (tests/faults/jepsen.py): 5 nodes, kill -9 and partitions, then a
 # check that no acknowledged job is lost: `make faults ARGS="--nemesis mixed --seed 7"`.
@@ -43,4 +44,5 @@ bench: install-bench
 	$(BIN)/python -m bench $(ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info clients/python/build clients/python/*.egg-info
+	rm -rf $(VENV) build *.egg-info clients/python/build clients/python/*.egg-info \
+		spark/build spark/*.egg-info

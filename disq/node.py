@@ -16,6 +16,7 @@ from typing import Protocol
 
 from . import errors
 from .config import Config
+from .dedup import DedupTable
 from .ids import JobIdGenerator, is_valid_job_id, ttl_minutes_from_id
 from .job import (
     ACKED,
@@ -150,6 +151,7 @@ class Node:
         self.only_me = holder_set((node_id,))  # a new job's holders before replication
         self.jobs: ScanTable[bytes, Job] = ScanTable()
         self.queues: ScanTable[bytes, Queue] = ScanTable()
+        self.dedup = DedupTable()  # ADDJOB DEDUP keys (a disq extension)
         self.timers = JobTimers()
         self.ids = JobIdGenerator(node_id)
         self.stats = Stats()
@@ -761,6 +763,7 @@ class Node:
             queue.flags = 0
             self.queues.add(queue.name, queue)
         self.timers.clear()
+        self.dedup.clear()
         self._queue_gc_names = []
 
 

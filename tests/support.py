@@ -13,7 +13,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -332,3 +333,17 @@ def form_cluster(nodes: list[DisqProcess], join: str = "star") -> list[DisqProce
     wait_formed(nodes)
     wait_conf_saved(nodes)
     return nodes
+
+
+@contextmanager
+def running_cluster(base: Path, size: int = 3, *args: str) -> Iterator[list[DisqProcess]]:
+    """`size` formed nodes in directories under `base`, stopped on leaving the block."""
+    nodes = [DisqProcess(base / f"n{i}", "--cluster-node-timeout", str(NODE_TIMEOUT), *args)
+             for i in range(size)]
+    try:
+        for node in nodes:
+            node.start()
+        yield form_cluster(nodes)
+    finally:
+        for node in nodes:
+            node.stop()

@@ -21,7 +21,8 @@ PING = 0  # fields: [gossip]  gossip = [[id, ip, port, flags, ping_sent, pong_re
 PONG = 1  # fields: [gossip]
 MEET = 2  # fields: [gossip]  a PING that makes the receiver add the sender
 FAIL = 3  # fields: [failing node id]
-REPLJOB = 4  # fields: [noreply(bool), [holder ids], job copy, ...] (wire.encode_copy)
+REPLJOB = 4  # fields: [noreply(bool), [holder ids], job copy, ...] (wire.encode_copy;
+#              a copy of an ADDJOB with DEDUP ends with its key)
 GOTJOB = 5  # fields: [job id, ...] (the confirmations of one loop turn)
 ENQUEUE = 6  # fields: [job id, delay s]
 QUEUED = 7  # fields: [job id, flags (INCR_NACKS=2 / INCR_DELIV=4)]
@@ -38,6 +39,10 @@ AUTH = 16  # fields: [nonce (16 random bytes)]
 AUTH_PROOF = 17  # fields: [HMAC-SHA256(secret, role + the other side's nonce)]
 QLEN_REQUEST = 18  # fields: [request id, queue]  (GLOBALQLEN)
 QLEN_REPLY = 19  # fields: [request id, queue length on the sender]
+# disq extensions (ADDJOB DEDUP), unknown to Disque:
+DEDUP_QUERY = 20  # fields: [key, ...] (the keys of one loop turn): do you know them?
+DEDUP_REPLY = 21  # fields: [[key, job id or nil, ms left or -1 = busy], ...] one per key
+DEDUP_FORGET = 22  # fields: [key, job id]  that ADDJOB failed: drop the key if it names it
 
 NAMES = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -45,6 +50,7 @@ NAMES = {
     WILLQUEUE: "willqueue", GOTACK: "gotack", DELJOB: "deljob", NEEDJOBS: "needjobs",
     YOURJOBS: "yourjobs", WORKING: "working", PAUSE: "pause", AUTH: "auth",
     AUTH_PROOF: "auth-proof", QLEN_REQUEST: "qlen-request", QLEN_REPLY: "qlen-reply",
+    DEDUP_QUERY: "dedup-query", DEDUP_REPLY: "dedup-reply", DEDUP_FORGET: "dedup-forget",
 }
 
 _LEN = struct.Struct(">I")

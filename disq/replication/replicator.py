@@ -40,8 +40,9 @@ from ..job import (
 )
 from ..node import INCR_DELIV, INCR_NACKS, Node, now_ms
 from ..queue import PAUSED_ALL, PAUSED_IN, Queue
+from .dedup import Dedup
 from .federation import Federation
-from .wire import MAX_U32, decode_copy, decode_holders, encode_copy
+from .wire import COPY_FIELDS, MAX_U32, decode_copy, decode_holders, encode_copy
 
 log = logging.getLogger("disq")
 
@@ -58,7 +59,7 @@ class _WaitingAdd:
     """An ADDJOB waiting for its copies: the job, its timeout (0 = none), the next
     time to try one more node, and the server's callback once it has one."""
 
-    __slots__ = ("job", "deadline", "next_try", "on_done", "external")
+    __slots__ = ("job", "deadline", "next_try", "on_done", "external", "dedup_key")
 
     def __init__(self, job: Job, deadline: int, next_try: int, external: bool) -> None:
         self.job = job
@@ -66,6 +67,7 @@ class _WaitingAdd:
         self.next_try = next_try
         self.on_done: OnDone | None = None
         self.external = external  # no copy kept here: a confirmer queues it (leaving)
+        self.dedup_key: bytes | None = None  # ADDJOB's DEDUP key, sent with REPLJOB
 
 
 class Replication:
@@ -98,6 +100,8 @@ class Replication:
         # _add_targets' last answer: (peers, holders before, candidates, all holders,
         # [([candidate], holders with it), ...])
         self._targets: tuple = (None, None, [], NO_HOLDERS, [])
+        self.dedup = Dedup(self, loop)
+        self.dedup_key: bytes | None = None  # set by `dedup` while it adds a job
         # GLOBALQLEN requests in flight: id -> [nodes yet to answer, sum, on_done]
         self._qlen_requests: dict[int, list] = {}
         self._qlen_request_id = 0
@@ -175,12 +179,13 @@ class Replication:
             waiting[job.id] = entry  # to the end: the dict stays ordered by next_try
             if not job.awake:
                 self.node.update_awake(job)  # so that it can expire while waiting
-            self._resend(job, now)
+            self._resend(job, now, entry.dedup_key)
         if len(deadlines) > 2 * len(waiting) + 64:  # mostly settled ADDJOBs: rebuild
             self._deadlines = [(e.deadline, i) for i, e in waiting.items() if e.deadline]
             heapq.heapify(self._deadlines)
 
     def close(self) -> None:
+        self.dedup.close()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -204,8 +209,9 @@ class Replication:
         queued by one of its targets (ENQUEUE)."""
         now = now or now_ms()
         targets = self._add_targets(job, job.repl if external else job.repl - 1)
+        key = self.dedup_key  # DEDUP: the copies record the key
         if not sync and external and targets:
-            self._send_copies(job, now, True, targets)
+            self._send_copies(job, now, True, targets, key)
             self.bus.send(random.choice(targets), m.ENQUEUE, job.id, job.delay)
             return
         if sync:
@@ -213,6 +219,7 @@ class Replication:
             job.nodes_confirmed = set() if external else {self.my_id}
             entry = _WaitingAdd(job, now + timeout_ms if timeout_ms else 0,
                                 now + ADD_NODE_PERIOD_MS, external)
+            entry.dedup_key = key
             self._waiting[job.id] = entry
             if entry.deadline:
                 heapq.heappush(self._deadlines, (entry.deadline, job.id))
@@ -220,7 +227,7 @@ class Replication:
             # most are confirmed before, and would be scheduled twice.
             if self._timer is None:
                 self._arm()
-        self._send_copies(job, now, not sync, targets)
+        self._send_copies(job, now, not sync, targets, key)
 
     def job_queued(self, job: Job, flags: int) -> None:
         if job.nodes_delivered:
@@ -304,6 +311,8 @@ class Replication:
                 mine = None
             else:
                 mine = node.lookup(job.id)
+            if len(data) > COPY_FIELDS:  # ADDJOB had DEDUP: the key lives as long as the job
+                self.dedup.replicated(data[COPY_FIELDS], job)
             if mine is not None:
                 self._learn_holders(mine, holders)
                 if mine.state == ACKED:  # tell the sender instead: it must not come back
@@ -518,23 +527,30 @@ class Replication:
         job.nodes_delivered = holder_set(delivered.union(targets))
         return targets
 
-    def _resend(self, job: Job, now: int) -> None:
+    def _resend(self, job: Job, now: int, dedup_key: bytes | None = None) -> None:
         """One more node, and REPLJOB again to the nodes that did not confirm. When a
         node was added the confirmed ones get it too (NOREPLY), to learn the new holder."""
         added = self._add_targets(job, 1)
         delivered, confirmed = job.nodes_delivered, job.nodes_confirmed
         assert delivered is not None and confirmed is not None
-        self._send_copies(job, now, False, [i for i in delivered if i not in confirmed])
+        self._send_copies(job, now, False, [i for i in delivered if i not in confirmed],
+                          dedup_key)
         if added:
-            self._send_copies(job, now, True, [i for i in confirmed if i != self.my_id])
+            self._send_copies(job, now, True, [i for i in confirmed if i != self.my_id],
+                              dedup_key)
 
-    def _send_copies(self, job: Job, now: int, noreply: bool, node_ids: list[str]) -> None:
+    def _send_copies(self, job: Job, now: int, noreply: bool, node_ids: list[str],
+                     dedup_key: bytes | None = None) -> None:
         """REPLJOB to `node_ids`. The copies sent to a node in one loop turn with the
-        same holders share one message, which lists the holders once."""
+        same holders share one message, which lists the holders once. A DEDUP key
+        goes at the end of its job's copy."""
         if not node_ids:
             return
         head = (noreply, job.nodes_delivered or NO_HOLDERS)  # a frozenset: packed as a list
-        self.bus.send_batched(node_ids, m.REPLJOB, [encode_copy(job, now)], head)
+        copy = encode_copy(job, now)
+        if dedup_key is not None:
+            copy.append(dedup_key)
+        self.bus.send_batched(node_ids, m.REPLJOB, [copy], head)
 
     def _replicated(self, job: Job, entry: _WaitingAdd, now: int) -> None:
         """Enough copies: queue the job (or schedule it after its delay), answer. A job

@@ -1,7 +1,7 @@
 """A job on the cluster bus (REPLJOB, YOURJOBS): a msgpack-friendly list.
 
     [id, queue, body, state, flags, repl, ttl_ms, ctime, delay, retry, nacks,
-     deliveries]                      a copy (REPLJOB: the holders are the message's)
+     deliveries(, dedup key)]         a copy (REPLJOB: the holders are the message's)
     [..., nodes_delivered]            a job with its own holders (YOURJOBS)
 
 `ttl_ms` is the time left before expiry, relative so that the nodes' clocks may differ
@@ -48,8 +48,9 @@ def encode_job(job: Job, my_id: str, now: int) -> list:
 def decode_copy(data: object, now: int) -> Job | None:
     """Build an active job from `encode_copy`'s list (holders not set: the caller
     sets `nodes_delivered`), or None if anything is off. The caller stores the job
-    (`Node.store_copy` sets its requeue time and flags)."""
-    if type(data) is not list or len(data) != COPY_FIELDS:
+    (`Node.store_copy` sets its requeue time and flags). One more field (ADDJOB's
+    DEDUP key) is the caller's to check."""
+    if type(data) is not list or not COPY_FIELDS <= len(data) <= COPY_FIELDS + 1:
         return None
     return _decode(data, now)
 

@@ -410,6 +410,7 @@ class Server:
             self._sample_ops(now)
             self.update_memory_level()
             self.node.gc_queues(int(now * 1000))
+            self.node.dedup.sweep(int(now * 1000))
             if self.aof is not None:
                 self.aof.cron()
             if self.config.timeout:

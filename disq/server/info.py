@@ -158,6 +158,12 @@ def _federation(s: Server) -> list[str]:
     return [f"jobs_imported:{stats.jobs_imported}", f"jobs_exported:{stats.jobs_exported}"]
 
 
+def _dedup(s: Server) -> list[str]:
+    """disq's own section (ADDJOB DEDUP), shown only when asked by name."""
+    table = s.node.dedup
+    return [f"dedup_keys:{len(table)}", f"dedup_hits:{table.hits}"]
+
+
 _SECTIONS = {
     "server": ("Server", _server),
     "clients": ("Clients", _clients),
@@ -169,6 +175,7 @@ _SECTIONS = {
     "cpu": ("CPU", _cpu),
     "commandstats": ("Commandstats", _commandstats),
     "federation": ("Federation", _federation),
+    "dedup": ("Dedup", _dedup),
 }
 
 

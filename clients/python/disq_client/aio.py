@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from . import commands as cmds
 from .bodies import Body
-from .client import ADD_TIMEOUT_MS, BATCH_SIZE, ClientBase, chunks
+from .client import ADD_TIMEOUT_MS, BATCH_SIZE, ClientBase
 from .commands import Cmd
 from .errors import (
     AuthenticationError,
@@ -311,8 +311,10 @@ class AsyncClient(ClientBase):
     async def add_job(self, queue: str, body: Body, *, timeout_ms: int = ADD_TIMEOUT_MS,
                       replicate: int | None = None, delay: int | None = None,
                       retry: int | None = None, ttl: int | None = None,
-                      maxlen: int | None = None, async_: bool = False) -> str:
-        options = cmds.addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_)
+                      maxlen: int | None = None, async_: bool = False,
+                      dedup: str | bytes | None = None) -> str:
+        options = cmds.addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_,
+                                      dedup)
         return await self._run(cmds.add_job(queue, body, options,
                                             cmds.addjob_wait(timeout_ms, async_)))
 
@@ -320,13 +322,13 @@ class AsyncClient(ClientBase):
                        timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
                        delay: int | None = None, retry: int | None = None,
                        ttl: int | None = None, maxlen: int | None = None,
-                       async_: bool = False, batch_size: int = BATCH_SIZE) -> list[str]:
+                       async_: bool = False, batch_size: int = BATCH_SIZE,
+                       dedup: Iterable[str | bytes] | None = None) -> list[str]:
         options = cmds.addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_)
         wait = cmds.addjob_wait(timeout_ms, async_)
         replies: list[object] = []
-        for chunk in chunks(bodies, batch_size):
-            replies += await self._run_pipeline(cmds.encode_addjobs(queue, chunk, options),
-                                                wait)
+        for payload in cmds.addjob_batches(queue, bodies, options, dedup, batch_size):
+            replies += await self._run_pipeline(payload, wait)
         return cmds.job_ids(replies)
 
     async def get_jobs(self, *queues: str, count: int = 1, timeout_ms: int = 0,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import islice
 from types import TracebackType
 from typing import TypeVar
 
@@ -45,12 +44,6 @@ def seed_list(nodes: Nodes) -> list[str | Address]:
     if isinstance(nodes, tuple) and len(nodes) == 2 and isinstance(nodes[1], int):
         return [nodes]
     return list(nodes)
-
-
-def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    iterator = iter(items)
-    while chunk := list(islice(iterator, size)):
-        yield chunk
 
 
 class ClientBase:
@@ -256,10 +249,12 @@ class Client(ClientBase):
     def add_job(self, queue: str, body: Body, *, timeout_ms: int = ADD_TIMEOUT_MS,
                 replicate: int | None = None, delay: int | None = None,
                 retry: int | None = None, ttl: int | None = None, maxlen: int | None = None,
-                async_: bool = False) -> str:
+                async_: bool = False, dedup: str | bytes | None = None) -> str:
         """ADDJOB; returns the job ID. `timeout_ms` bounds synchronous replication (0:
-        no limit); delay, retry and ttl are in seconds."""
-        options = cmds.addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_)
+        no limit); delay, retry and ttl are in seconds. `dedup` (disq's extension): a
+        key; if the cluster added a job with it already, that job's ID, nothing added."""
+        options = cmds.addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_,
+                                      dedup)
         return self._run(cmds.add_job(queue, body, options, cmds.addjob_wait(timeout_ms,
                                                                               async_)))
 
@@ -267,15 +262,17 @@ class Client(ClientBase):
                  timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
                  delay: int | None = None, retry: int | None = None, ttl: int | None = None,
                  maxlen: int | None = None, async_: bool = False,
-                 batch_size: int = BATCH_SIZE) -> list[str]:
+                 batch_size: int = BATCH_SIZE,
+                 dedup: Iterable[str | bytes] | None = None) -> list[str]:
         """Pipelined ADDJOB: `batch_size` jobs per write. Returns the IDs in order; if any
         job was refused, raises BatchError once every batch was sent, with each job's ID
-        or exception in `results`."""
+        or exception in `results`. `dedup`: one DEDUP key per body (see add_job), which
+        also makes sending a batch again after a broken connection add nothing twice."""
         options = cmds.addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_)
         wait = cmds.addjob_wait(timeout_ms, async_)
         replies: list[object] = []
-        for chunk in chunks(bodies, batch_size):
-            replies += self._run_pipeline(cmds.encode_addjobs(queue, chunk, options), wait)
+        for payload in cmds.addjob_batches(queue, bodies, options, dedup, batch_size):
+            replies += self._run_pipeline(payload, wait)
         return cmds.job_ids(replies)
 
     def get_jobs(self, *queues: str, count: int = 1, timeout_ms: int = 0,

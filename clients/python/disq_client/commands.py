@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Generic, TypeVar
 
 from .bodies import Body, to_body
 from .errors import BatchError
-from .protocol import Arg, error_of
+from .protocol import Arg, error_of, to_bytes
 from .types import Hello, HelloNode, Job, JobInfo, PauseOption, QueueStat
 
 T = TypeVar("T")
@@ -48,11 +49,12 @@ def raw(args: Sequence[Arg]) -> Cmd[object]:
 # -- producing ------------------------------------------------------------------------------
 def addjob_options(timeout_ms: int, replicate: int | None, delay: int | None,
                    retry: int | None, ttl: int | None, maxlen: int | None,
-                   async_: bool) -> tuple[Arg, ...]:
-    """Everything after the body: the timeout, then the options given."""
+                   async_: bool, dedup: Arg | None = None) -> tuple[Arg, ...]:
+    """Everything after the body: the timeout, then the options given. `dedup` is
+    disq's DEDUP extension (Disque refuses it)."""
     args: list[Arg] = [timeout_ms]
     for name, value in (("REPLICATE", replicate), ("DELAY", delay), ("RETRY", retry),
-                        ("TTL", ttl), ("MAXLEN", maxlen)):
+                        ("TTL", ttl), ("MAXLEN", maxlen), ("DEDUP", dedup)):
         if value is not None:
             args += (name, value)
     if async_:
@@ -80,18 +82,42 @@ def job_ids(replies: list[object]) -> list[str]:
     return results  # type: ignore[return-value]
 
 
-def encode_addjobs(queue: str, bodies: Iterable[Body], options: tuple[Arg, ...]) -> list[bytes]:
+def encode_addjobs(queue: str, bodies: Iterable[Body], options: tuple[Arg, ...],
+                   dedup: Sequence[Arg] | None = None) -> list[bytes]:
     """The RESP of one ADDJOB per body, built from a prefix and suffix shared by all:
-    the produce hot path encodes only each body's length."""
+    the produce hot path encodes only each body's length. `dedup`: one DEDUP key per
+    body (disq's extension), appended after the shared options."""
     q = queue.encode("utf-8", "surrogateescape")
-    tail = [str(a).encode() if not isinstance(a, bytes) else a for a in options]
-    head = b"*%d\r\n$6\r\nADDJOB\r\n$%d\r\n%s\r\n" % (3 + len(tail), len(q), q)
+    tail = [to_bytes(a) for a in options]
+    argc = 3 + len(tail) + (2 if dedup is not None else 0)
+    head = b"*%d\r\n$6\r\nADDJOB\r\n$%d\r\n%s\r\n" % (argc, len(q), q)
     suffix = b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in tail)
     out = []
-    for body in bodies:
+    for i, body in enumerate(bodies):
         data = body if isinstance(body, bytes) else to_body(body)
-        out.append(b"%s$%d\r\n%s\r\n%s" % (head, len(data), data, suffix))
+        cmd = b"%s$%d\r\n%s\r\n%s" % (head, len(data), data, suffix)
+        if dedup is not None:
+            key = to_bytes(dedup[i])
+            cmd += b"$5\r\nDEDUP\r\n$%d\r\n%s\r\n" % (len(key), key)
+        out.append(cmd)
     return out
+
+
+def addjob_batches(queue: str, bodies: Iterable[Body], options: tuple[Arg, ...],
+                   dedup: Iterable[Arg] | None, batch_size: int) -> Iterator[list[bytes]]:
+    """`encode_addjobs` by `batch_size` bodies (each with its key if `dedup`)."""
+    if dedup is None:
+        for chunk in chunks(bodies, batch_size):
+            yield encode_addjobs(queue, chunk, options)
+        return
+    for pairs in chunks(zip(bodies, dedup, strict=True), batch_size):
+        yield encode_addjobs(queue, [b for b, _ in pairs], options, [k for _, k in pairs])
+
+
+def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    iterator = iter(items)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
 
 
 # -- consuming ------------------------------------------------------------------------------

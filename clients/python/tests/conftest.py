@@ -17,7 +17,14 @@ if str(SERVER_TESTS) not in sys.path:
 pytest.register_assert_rewrite("support")
 
 from bridge import make_client  # noqa: E402
-from support import NODE_TIMEOUT, DisqProcess, call, form_cluster, wait_for  # noqa: E402
+from support import (  # noqa: E402
+    NODE_TIMEOUT,
+    DisqProcess,
+    call,
+    form_cluster,
+    running_cluster,
+    wait_for,
+)
 
 
 def addr(node: DisqProcess) -> str:
@@ -52,16 +59,8 @@ def node(shared_node: DisqProcess) -> DisqProcess:
 
 @pytest.fixture(scope="module")
 def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[DisqProcess]]:
-    base = tmp_path_factory.mktemp("trio")
-    nodes = [DisqProcess(base / f"n{i}", "--cluster-node-timeout", str(NODE_TIMEOUT))
-             for i in range(3)]
-    try:
-        for n in nodes:
-            n.start()
-        yield form_cluster(nodes)
-    finally:
-        for n in nodes:
-            n.stop()
+    with running_cluster(tmp_path_factory.mktemp("trio")) as nodes:
+        yield nodes
 
 
 @pytest.fixture

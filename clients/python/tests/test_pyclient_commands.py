@@ -176,6 +176,16 @@ def test_add_jobs_pipeline(node: DisqProcess, connect: Connect) -> None:
     assert c.qlen("q2") == 2
 
 
+def test_add_with_dedup_keys(node: DisqProcess, connect: Connect) -> None:
+    """disq's DEDUP extension: a key adds its job once."""
+    c = connect(addr(node))
+    first = c.add_job("q", "a", dedup="key-1")
+    assert c.add_job("q", "b", dedup=b"key-1") == first
+    ids = c.add_jobs("q", [b"x", b"y", b"z"], dedup=["key-1", "key-2", "key-2"])
+    assert ids[0] == first and ids[1] == ids[2] != first
+    assert c.qlen("q") == 2
+
+
 def test_typed_errors(node: DisqProcess, connect: Connect) -> None:
     c = connect(addr(node))
     with pytest.raises(NoReplicationError, match="NOREPL Not enough reachable nodes"):

@@ -120,3 +120,13 @@ def test_view_follows_the_producing_node() -> None:
     view.nodes[("127.0.0.1", 3)].priority = 100
     assert view.note_jobs([job_from(C)] * 10) is None
     assert ClusterView(["h:1"], switch_after_jobs=0).note_jobs([job_from(B)] * 99) is None
+
+
+def test_encode_addjobs_with_dedup_keys() -> None:
+    options = cmds.addjob_options(100, None, None, None, None, None, False)
+    assert cmds.encode_addjobs("q", [b"a"], options, [b"k1"]) == [
+        b"*6\r\n$6\r\nADDJOB\r\n$1\r\nq\r\n$1\r\na\r\n$3\r\n100\r\n$5\r\nDEDUP\r\n$2\r\nk1\r\n"]
+    batches = list(cmds.addjob_batches("q", [b"a", b"b", b"c"], options, ["x", "y", "z"], 2))
+    assert [len(b) for b in batches] == [2, 1]
+    assert batches[1][0].endswith(b"$5\r\nDEDUP\r\n$1\r\nz\r\n")
+    assert cmds.addjob_options(0, None, None, None, None, None, False, "k") == (0, "DEDUP", "k")

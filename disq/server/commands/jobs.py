@@ -13,6 +13,7 @@ from ...node import DEFAULT_TTL, now_ms
 from .. import reply
 from ..table import command
 from .args import parse_int, timeout_ms, validate_ids
+from .dedup import add_deduped
 
 if TYPE_CHECKING:
     from ..connection import Client
@@ -28,12 +29,13 @@ _COUNT = err("COUNT must be a number greater than zero")
 @command("addjob", -4, "wm")
 def addjob(client: Client, args: list[bytes]) -> bytes | None:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
-    [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY]"""
+    [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key]  (DEDUP: a disq extension)"""
     repl: int | None = None
     ttl = DEFAULT_TTL
     retry: int | None = None
     delay = maxlen = 0
     async_ = queue_randomly = False
+    dedup: bytes | None = None
     argc = len(args)
     j = 4
     while j < argc:
@@ -68,10 +70,16 @@ def addjob(client: Client, args: list[bytes]) -> bytes | None:
             async_ = True
         elif opt == b"queue-randomly":
             queue_randomly = True
+        elif opt == b"dedup" and has_value:
+            dedup = args[j + 1]
+            j += 1
         else:
             raise errors.SYNTAX
         j += 1
     timeout = 0 if args[3] == b"0" else timeout_ms(args[3])
+    if dedup is not None:
+        return add_deduped(client, dedup, args[1], args[2], (
+            timeout, repl, delay, retry, ttl, maxlen, async_, queue_randomly))
     job = client.node.add_job(args[1], args[2], timeout, repl, delay, retry, ttl, maxlen,
                               async_, queue_randomly)
     if job.state == WAIT_REPL:

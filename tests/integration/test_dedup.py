@@ -1,0 +1,144 @@
+"""ADDJOB ... DEDUP key (a disq extension): one job per key in the whole cluster, for
+the job's life, its acknowledgement included; the key known on a replica only, with
+the origin killed; concurrent ADDJOBs with one key; bad keys."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+import redis
+from support import DisqProcess, call, wait_for
+
+TIMEOUT = "5000"
+
+
+def add(node: DisqProcess, key: str, body: str = "body", *opts: str) -> str:
+    reply = call(node, "ADDJOB", "q", body, TIMEOUT, *opts, "DEDUP", key)
+    assert isinstance(reply, bytes), reply
+    return reply.decode()
+
+
+def holders(nodes: list[DisqProcess], job_id: str) -> list[DisqProcess]:
+    return [n for n in nodes if call(n, "SHOW", job_id) is not None]
+
+
+def total_qlen(nodes: list[DisqProcess]) -> int:
+    return sum(int(call(n, "QLEN", "q")) for n in nodes)  # type: ignore[arg-type]
+
+
+def test_single_node_same_key_same_job(node: DisqProcess) -> None:
+    first = add(node, "k1")
+    assert add(node, "k1", "another body") == first
+    assert add(node, "k2") != first
+    assert call(node, "QLEN", "q") == 2
+    assert call(node, "ACKJOB", first) == 1
+    assert add(node, "k1") == first  # acknowledged: still the same job, not a new one
+    assert call(node, "QLEN", "q") == 1
+
+
+def test_pipelined_same_key_adds_once(node: DisqProcess) -> None:
+    client = node.client()
+    try:
+        pipe = client.pipeline(transaction=False)
+        for i in range(50):
+            pipe.execute_command("ADDJOB", "q", f"b{i}", "0", "DEDUP", f"k{i % 5}")
+        ids = pipe.execute()
+    finally:
+        client.close()
+    assert len(set(ids)) == 5
+    assert call(node, "QLEN", "q") == 5
+
+
+def test_bad_keys_and_plain_addjob_unchanged(node: DisqProcess) -> None:
+    with pytest.raises(redis.ResponseError, match="DEDUP key"):
+        call(node, "ADDJOB", "q", "b", "0", "DEDUP", "")
+    with pytest.raises(redis.ResponseError, match="DEDUP key"):
+        call(node, "ADDJOB", "q", "b", "0", "DEDUP", "x" * 257)
+    with pytest.raises(redis.ResponseError, match="syntax"):
+        call(node, "ADDJOB", "q", "b", "0", "DEDUP")
+    with pytest.raises(redis.ResponseError, match="TTL"):
+        call(node, "ADDJOB", "q", "b", "0", "TTL", "0", "DEDUP", "k")
+    assert call(node, "QLEN", "q") == 0
+    assert call(node, "ADDJOB", "q", "b", "0") != call(node, "ADDJOB", "q", "b", "0")
+
+
+@pytest.fixture
+def three(make_cluster: Callable[..., list[DisqProcess]]) -> list[DisqProcess]:
+    return make_cluster(3)
+
+
+def test_cluster_key_known_on_the_holders_only(three: list[DisqProcess]) -> None:
+    a, b, c = three
+    job_id = add(a, "key", "body", "REPLICATE", "2")
+    copies = holders(three, job_id)
+    assert len(copies) == 2
+    other = next(n for n in three if n not in copies)
+    # the node without a copy asks the others; the replica knows the key itself
+    assert add(other, "key") == job_id
+    replica = next(n for n in copies if n is not a)
+    assert add(replica, "key") == job_id
+    assert total_qlen(three) == 1
+
+
+def test_cluster_origin_killed_replica_still_knows(three: list[DisqProcess]) -> None:
+    a, b, c = three
+    job_id = add(a, "key", "body", "REPLICATE", "2")
+    replica = next(n for n in holders(three, job_id) if n is not a)
+    third = next(n for n in three if n is not a and n is not replica)
+    a.kill()
+    wait_for(lambda: add(third, "key") == job_id, timeout=10, interval=0.1,
+             message="the surviving replica to answer the dedup query")
+    assert call(third, "QLEN", "q") == 0  # nothing new added there
+
+
+def test_cluster_acked_job_still_deduped(three: list[DisqProcess]) -> None:
+    a, b, c = three
+    job_id = add(a, "key", "body", "REPLICATE", "3")
+    assert call(b, "ACKJOB", job_id) == 1
+    wait_for(lambda: not holders(three, job_id), timeout=10, interval=0.05,
+             message="the acked job to be collected everywhere")
+    for node in three:
+        assert add(node, "key", "again") == job_id
+    assert total_qlen(three) == 0
+
+
+def pipelined_adds(node: DisqProcess, keys: int,
+                   barrier: threading.Barrier | None = None) -> list[bytes]:
+    """ADDJOB ... DEDUP k<i> for i < keys in one pipeline, sent once all the threads
+    at `barrier` are ready; the IDs answered."""
+    client = node.client()
+    try:
+        pipe = client.pipeline(transaction=False)
+        for i in range(keys):
+            pipe.execute_command("ADDJOB", "q", f"b{i}", TIMEOUT, "REPLICATE", "2",
+                                 "DEDUP", f"k{i}")
+        if barrier is not None:
+            barrier.wait(timeout=30)
+        return pipe.execute()
+    finally:
+        client.close()
+
+
+def test_cluster_pipelined_keys_over_nodes(three: list[DisqProcess]) -> None:
+    """Many keys through every node in turn: one job per key in the cluster."""
+    results = [pipelined_adds(node, 300) for node in three]
+    assert all(len({r[i] for r in results}) == 1 for i in range(300))
+    wait_for(lambda: total_qlen(three) == 300, timeout=10, message="300 queued jobs")
+
+
+def test_cluster_same_keys_on_every_node_at_once(three: list[DisqProcess]) -> None:
+    """The same keys sent to the three nodes at the same moment: one job per key."""
+    results: list[list[bytes]] = []
+    barrier = threading.Barrier(3)
+    threads = [threading.Thread(target=lambda n=n: results.append(
+        pipelined_adds(n, 300, barrier))) for n in three]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(results) == 3
+    for i in range(300):
+        assert len({r[i] for r in results}) == 1, f"k{i} has several jobs"
+    wait_for(lambda: total_qlen(three) == 300, timeout=10, message="300 queued jobs")

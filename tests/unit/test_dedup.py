@@ -1,0 +1,152 @@
+"""ADDJOB DEDUP: the key table (lookups, lazy expiry, the sweep, forgetting) and the
+queries between nodes over test_replication's in-memory bus."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from disq.dedup import DedupTable
+from disq.node import now_ms
+from disq.queue import PAUSED_IN
+from disq.replication.dedup import DEDUP_TIMEOUT_MS, RECHECK_MS, wins
+
+from .test_replication import Member, cluster
+
+
+def test_record_get_and_lazy_expiry() -> None:
+    table = DedupTable()
+    table.record(b"k", b"id1", 5000)
+    assert table.get(b"k", 4999) == b"id1"
+    assert table.expiry(b"k") == 5000
+    assert table.get(b"k", 5000) is None
+    assert len(table) == 0
+
+
+def test_sweep_drops_only_expired_entries() -> None:
+    table = DedupTable()
+    for i in range(100):
+        table.record(b"a%d" % i, b"id", 1000)
+        table.record(b"b%d" % i, b"id", 9000)
+    assert table.sweep(1500) == 0  # the 1000 ms bucket is swept once its second passed
+    assert table.sweep(2000) == 100
+    assert len(table) == 100
+    assert table.sweep(9000) == 0
+    assert table.sweep(10_000, budget=30) == 30  # a budget per call
+    assert table.sweep(10_000) == 70
+    assert len(table) == 0
+
+
+def test_recorded_again_later_survives_the_old_bucket() -> None:
+    table = DedupTable()
+    table.record(b"k", b"id", 1000)
+    table.record(b"k", b"id", 60_000)
+    table.sweep(5000)
+    assert table.get(b"k", 5000) == b"id"
+
+
+def test_forget_only_the_named_job() -> None:
+    table = DedupTable()
+    table.record(b"k", b"id1", 9000)
+    assert not table.forget(b"k", b"id2")
+    assert table.forget(b"k", b"id1")
+    assert table.get(b"k", 0) is None
+
+
+# -- across nodes (disq/replication/dedup.py), over the in-memory bus of test_replication --
+
+def dedup_add(member: Member, key: bytes, replies: list[bytes], repl: int = 2,
+              timeout: int = 5000) -> None:
+    """ADDJOB ... DEDUP key as the server runs it on a node that does not know the key."""
+    make = partial(member.node.add_job, b"q", b"body", timeout, repl, 0, None, 3600, 0,
+                   False, False)
+    member.repl.dedup.add(key, make, replies.append)
+
+
+def queued(members: list[Member]) -> int:
+    return sum(x.node.qlen(b"q") for x in members)
+
+
+def test_a_replica_knows_the_key_and_the_others_ask() -> None:
+    net, (a, b, c) = cluster(3)
+    first: list[bytes] = []
+    dedup_add(a, b"k", first)
+    net.pump()
+    assert len(first) == 1 and first[0].startswith(b"+D-")
+    job_id = first[0][1:-2]
+    knowing = [x for x in (a, b, c) if x.node.dedup.get(b"k", now_ms()) == job_id]
+    assert len(knowing) == 2  # the origin and its one replica
+    asker = next(x for x in (a, b, c) if x not in knowing)
+    again: list[bytes] = []
+    dedup_add(asker, b"k", again)
+    net.pump()
+    assert again == first and queued([a, b, c]) == 1
+    assert asker.node.dedup.get(b"k", now_ms()) == job_id  # remembered for next time
+
+
+def test_same_key_twice_while_asking_shares_one_outcome() -> None:
+    net, (a, b, c) = cluster(3)
+    replies: list[bytes] = []
+    dedup_add(a, b"k", replies)
+    dedup_add(a, b"k", replies)
+    net.pump()
+    assert len(replies) == 2 and replies[0] == replies[1]
+    assert queued([a, b, c]) == 1
+
+
+def test_a_silent_peer_fails_the_add_with_norepl_and_adds_nothing() -> None:
+    net, (a, b, c) = cluster(3)
+    net.silent.add(c.id)
+    replies: list[bytes] = []
+    dedup_add(a, b"k", replies)
+    net.pump()
+    assert replies == []
+    a.repl.dedup.check(now_ms() + DEDUP_TIMEOUT_MS + 1)
+    assert len(replies) == 1 and replies[0].startswith(b"-NOREPL")
+    assert queued([a, b, c]) == 0 and not a.node.jobs
+    net.silent.clear()
+    dedup_add(a, b"k", replies)  # tried again once the peer answers
+    net.pump()
+    assert replies[1].startswith(b"+D-")
+
+
+def test_a_failed_add_makes_the_replicas_forget_the_key() -> None:
+    net, (a, b, c) = cluster(3)
+    replies: list[bytes] = []
+    c.node.set_pause(b"q", PAUSED_IN, broadcast=False)  # c answers, but takes no copy
+    dedup_add(a, b"k", replies, repl=3)
+    net.pump()
+    assert b.node.dedup.get(b"k", now_ms()) is not None
+    a.repl.tick(now_ms() + 6000)  # the ADDJOB times out
+    net.pump()
+    assert len(replies) == 1 and replies[0].startswith(b"-NOREPL")
+    assert b.node.dedup.get(b"k", now_ms()) is None
+    assert a.node.dedup.get(b"k", now_ms()) is None
+
+
+def test_one_key_on_two_nodes_at_once_adds_one_job() -> None:
+    """Both nodes ask before either added: the one that goes first adds, the other
+    hears "busy", asks again and gets the first one's job."""
+    for attempt in range(8):  # several keys: either node may go first
+        net, (a, b, c) = cluster(3)
+        key = b"k%d" % attempt
+        first: list[bytes] = []
+        second: list[bytes] = []
+        dedup_add(a, key, first)
+        dedup_add(b, key, second)
+        net.pump()
+        for _ in range(5):  # the one that gave way asks again, until it has its answer
+            if first and second:
+                break
+            for member in (a, b):
+                member.repl.dedup.check(now_ms() + RECHECK_MS + 1)
+            net.pump()
+        assert len(first) == len(second) == 1
+        assert first == second and first[0].startswith(b"+D-")
+        assert queued([a, b, c]) == 1
+
+
+def test_wins_is_an_order_drawn_from_the_key() -> None:
+    firsts = {wins("a" * 40, "b" * 40, b"k%d" % i) for i in range(32)}
+    assert firsts == {True, False}  # no node always goes first
+    assert all(wins("a" * 40, "b" * 40, b"k") != wins("b" * 40, "a" * 40, b"k")
+               for _ in range(3))
