@@ -98,8 +98,8 @@ class Replication:
             bus.on(mtype, handler)
         self.federation = Federation(node, bus, loop)
         # _add_targets' last answer: (peers, holders before, candidates, all holders,
-        # [([candidate], holders with it), ...])
-        self._targets: tuple = (None, None, [], NO_HOLDERS, [])
+        # [([candidate], holders with it), ...], {count: this loop turn's pick})
+        self._targets: tuple = (None, None, [], NO_HOLDERS, [], {})
         self.dedup = Dedup(self, loop)
         self.dedup_key: bytes | None = None  # set by `dedup` while it adds a job
         # GLOBALQLEN requests in flight: id -> [nodes yet to answer, sum, on_done]
@@ -500,7 +500,11 @@ class Replication:
     # -- helpers ------------------------------------------------------------------------
     def _add_targets(self, job: Job, count: int) -> list[str]:
         """Add up to `count` random reachable nodes that do not hold the job yet to
-        its `nodes_delivered`; returns them (a list that may be shared: read only)."""
+        its `nodes_delivered`; returns them (a list that may be shared: read only).
+        The jobs of one loop turn get the same random pick: their copies travel in
+        one REPLJOB per target and come back confirmed together, so the replies to a
+        client's pipeline leave in one write (a pick per job spread them over the
+        GOTJOBs of several peers). Over many turns the load is spread as evenly."""
         delivered = job.nodes_delivered
         if delivered is None:
             job.nodes_delivered = delivered = holder_set((self.my_id,))
@@ -509,22 +513,29 @@ class Replication:
         peers = self.bus.reachable_peers()  # a new list when the topology changes
         cached = self._targets
         if cached[0] is peers and cached[1] is delivered:  # a new job, as the last one
-            candidates, everyone, one_more = cached[2], cached[3], cached[4]
+            candidates, everyone, one_more, picks = cached[2:]
         else:
             candidates = [n.id for n in peers if n.id not in delivered]
             everyone = holder_set(delivered.union(candidates))
             one_more = [([i], holder_set(delivered.union((i,)))) for i in candidates]
-            self._targets = (peers, delivered, candidates, everyone, one_more)
+            picks = {}
+            self._targets = (peers, delivered, candidates, everyone, one_more, picks)
         n = len(candidates)
         if count >= n:  # all of them (REPLICATE 3 on three nodes)
             if candidates:
                 job.nodes_delivered = everyone
             return candidates
-        if count == 1:  # REPLICATE 2, or one more node for a waiting job
-            targets, job.nodes_delivered = one_more[int(random.random() * n)]
-            return targets
-        targets = random.sample(candidates, count)
-        job.nodes_delivered = holder_set(delivered.union(targets))
+        pick = picks.get(count)
+        if pick is None:
+            if count == 1:  # REPLICATE 2, or one more node for a waiting job
+                pick = one_more[int(random.random() * n)]
+            else:
+                chosen = random.sample(candidates, count)
+                pick = (chosen, holder_set(delivered.union(chosen)))
+            if self._loop is not None:  # kept until the end of this loop turn
+                picks[count] = pick
+                self._loop.call_soon(picks.clear)
+        targets, job.nodes_delivered = pick
         return targets
 
     def _resend(self, job: Job, now: int, dedup_key: bytes | None = None) -> None:
