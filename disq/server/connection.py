@@ -353,7 +353,9 @@ class Client(asyncio.Protocol):
                     if may_be_too_big and max(map(len, req)) > config.proto_max_bulk_len:
                         raise ProtocolError("invalid bulk length")
                     out.append(req)
-                if pending and chunk[-pending] != _STAR:
+                if not pending:
+                    break  # every byte fed is accounted for: hiredis holds nothing
+                if chunk[-pending] != _STAR:
                     # The next request is not a multibulk: hiredis would read it as a
                     # RESP3 reply (`#`, `,`, `%`...) and wait for more. An inline one.
                     data = chunk[-pending:]
