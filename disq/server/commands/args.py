@@ -12,8 +12,16 @@ __all__ = ["parse_int", "int_or", "timeout_ms", "validate_ids"]
 _LL_MIN, _LL_MAX = -(2**63), 2**63 - 1
 
 
+# The canonical spellings of small numbers (REPLICATE 2, RETRY 30, COUNT 10...): one
+# dict lookup for the option values clients send on every request.
+_SMALL = {b"%d" % i: i for i in range(1025)}
+
+
 def parse_int(arg: bytes) -> int | None:
     """The integer value of `arg`, or None if Redis would not accept it."""
+    value = _SMALL.get(arg)
+    if value is not None:
+        return value
     if not arg:
         return 0
     digits = arg[1:] if arg[0] in (43, 45) else arg  # '+' or '-'
