@@ -345,12 +345,13 @@ class Replication:
             job = entry.job
             if job.state != WAIT_REPL:
                 continue
-            # A waiting job has both sets (replicate() made them).
             delivered, confirmed = job.nodes_delivered, job.nodes_confirmed
-            if sender_id not in delivered:  # type: ignore[operator]  # a later target
-                job.nodes_delivered = with_holders(delivered, (sender_id,))  # type: ignore
-            confirmed.add(sender_id)  # type: ignore[union-attr]
-            if len(confirmed) >= job.repl:  # type: ignore[arg-type]
+            if delivered is None or confirmed is None:
+                continue  # never: replicate() gave the waiting job both
+            if sender_id not in delivered:  # a node added by a retry
+                job.nodes_delivered = with_holders(delivered, (sender_id,))
+            confirmed.add(sender_id)
+            if len(confirmed) >= job.repl:
                 self._replicated(job, entry, now)
 
     def _on_qlen_request(self, sender: ClusterNode, fields: list) -> None:
