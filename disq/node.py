@@ -147,13 +147,11 @@ class Stats:
 class Node:
     def __init__(self, config: Config, node_id: str) -> None:
         self.config = config
-        self.id = node_id
-        self.only_me = holder_set((node_id,))  # a new job's holders before replication
+        self.set_id(node_id)
         self.jobs: ScanTable[bytes, Job] = ScanTable()
         self.queues: ScanTable[bytes, Queue] = ScanTable()
         self.dedup = DedupTable()  # ADDJOB DEDUP keys (a disq extension)
         self.timers = JobTimers()
-        self.ids = JobIdGenerator(node_id)
         self.stats = Stats()
         self.cluster: ClusterPort = SoloCluster()
         self.aof: Persistence | None = None
@@ -170,7 +168,8 @@ class Node:
         self._queue_gc_names: list[bytes] = []
 
     def set_id(self, node_id: str) -> None:
-        """A new identity (CLUSTER RESET HARD): new jobs carry the new ID prefix."""
+        """The node's identity (a new one on CLUSTER RESET HARD): new jobs carry its
+        ID prefix."""
         self.id = node_id
         self.ids = JobIdGenerator(node_id)
         self.only_me = holder_set((node_id,))  # a new job's holders before replication

@@ -22,7 +22,7 @@ import logging
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
-from ..job import ACTIVE, BCAST_QUEUED, holder_set, with_holders
+from ..job import ACTIVE, BCAST_QUEUED, with_holders
 from ..node import Node, now_ms
 from ..queue import PAUSED_OUT, Queue
 from .wire import decode_job, encode_job
@@ -171,7 +171,7 @@ class Federation:
                 break
             job.state = ACTIVE
             queue.jobs_out += 1
-            job.nodes_delivered = with_holders(job.nodes_delivered or holder_set((node.id,)),
+            job.nodes_delivered = with_holders(job.nodes_delivered or node.only_me,
                                                (node_id,))
             batch.append(encode_job(job, node.id, now))
             node.stats.jobs_exported += 1

@@ -508,7 +508,7 @@ class Replication:
         GOTJOBs of several peers). Over many turns the load is spread as evenly."""
         delivered = job.nodes_delivered
         if delivered is None:
-            job.nodes_delivered = delivered = holder_set((self.my_id,))
+            job.nodes_delivered = delivered = self.node.only_me
         if count <= 0:
             return []
         peers = self.bus.reachable_peers()  # a new list when the topology changes
@@ -600,7 +600,7 @@ class Replication:
     def _learn_holders(self, job: Job, node_ids: Iterable[str]) -> None:
         delivered = job.nodes_delivered
         if delivered is None:
-            delivered = holder_set((self.my_id,))
+            delivered = self.node.only_me
         elif not delivered and job.state == ACKED:
             job.nodes_confirmed = None  # a dummy ACK found holders: a fresh GC round
         job.nodes_delivered = with_holders(delivered, node_ids)
