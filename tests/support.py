@@ -6,7 +6,6 @@ and CLUSTER NODES until every node reaches every other one)."""
 from __future__ import annotations
 
 import os
-import random
 import re
 import signal
 import socket
@@ -24,6 +23,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout the servers run from
+sys.path.insert(0, str(ROOT))
+from bench.common import free_port  # noqa: E402  (one port picker for tests and bench)
+
 START_TIMEOUT = 15.0
 NODE_TIMEOUT = 1000  # ms: PFAIL after ~1 s without a PONG
 FORM_TIMEOUT = 15.0  # s: generous deadlines, the conditions are polled
@@ -31,38 +33,6 @@ FLAG_ORDER = ("myself", "fail?", "fail", "handshake", "noaddr", "leaving")
 NODE_LINE = re.compile(
     r"^(?P<id>[0-9a-f]{40}) (?P<ip>\S*):(?P<port>\d+) (?P<flags>\S+) "
     r"(?P<ping_sent>\d+) (?P<pong_recv>\d+) (?P<link>connected|disconnected)$")
-
-
-def free_port() -> int:
-    """A loopback port free with its bus port (port + 10000), both below the range
-    the system hands out to client sockets when it leaves room: a connection of this
-    or another process can then never take one before the node listens on it."""
-    top = _ephemeral_start() - 10001
-    for _ in range(500):
-        if top > 12000:
-            port = random.randint(12000, top)
-        else:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            if port + 10000 > 65535:
-                continue
-        try:
-            with socket.socket() as s1, socket.socket() as s2:
-                s1.bind(("127.0.0.1", port))
-                s2.bind(("127.0.0.1", port + 10000))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free port pair found")
-
-
-def _ephemeral_start() -> int:
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
-            return int(fh.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768  # Linux's default
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 5.0, interval: float = 0.01,
