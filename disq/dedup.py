@@ -6,6 +6,11 @@ acked the first attempt's job still gets the old ID and adds nothing. The table 
 separate from the jobs; every node holding a copy of a job records its key (the key
 travels with REPLJOB), so a key is still known with REPLICATE-1 of its nodes down.
 
+A node that was asked about a key it does not know keeps a reservation for it (an
+entry without a job ID, for the asking ADDJOB's TTL): that node may have added the job
+since, on nodes other than this one, so this node must not vouch for the key alone
+(see replication/dedup.py).
+
 Expiry costs no timer per entry: entries are bucketed by their expiry second, the
 server's cron sweeps the due buckets (`sweep`), and `get` drops an expired entry it
 meets (lazy expiry).
@@ -16,62 +21,84 @@ from __future__ import annotations
 import heapq
 
 MAX_KEY_LEN = 256  # bytes: a key is a hash or an ID, not a payload
+RESERVED = b""  # the "job ID" of a reservation
 
 
 class DedupTable:
-    __slots__ = ("_entries", "_buckets", "_seconds", "hits")
+    """Two dicts of bytes and ints, no tuple per entry: a dict whose values are all
+    atomic is left alone by the cycle collector, while one of tuples was put back in
+    its young generation at every insert and walked whole by every young collection
+    (4 us per ADDJOB with 100k keys, measured in bench/RESULTS.md)."""
+
+    __slots__ = ("_ids", "_expiry", "_buckets", "_seconds", "_last", "hits")
 
     def __init__(self) -> None:
-        self._entries: dict[bytes, tuple[bytes, int]] = {}  # key -> (job id, expiry ms)
+        self._ids: dict[bytes, bytes] = {}  # key -> job ID (RESERVED: a reservation)
+        self._expiry: dict[bytes, int] = {}  # key -> expiry (ms)
         self._buckets: dict[int, list[bytes]] = {}  # expiry second -> keys
         self._seconds: list[int] = []  # heap of the buckets' seconds
+        self._last: tuple[int, list[bytes]] = (0, [])  # the last bucket used
         self.hits = 0  # ADDJOBs answered with the ID of a job added before (INFO dedup)
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._ids)
 
     def get(self, key: bytes, now: int) -> bytes | None:
-        """The job ID recorded for `key`, None if none or expired."""
-        entry = self._entries.get(key)
-        if entry is None:
+        """The job ID recorded for `key`, None if none (or a reservation) or expired."""
+        return self.peek(key, now) or None
+
+    def peek(self, key: bytes, now: int) -> bytes | None:
+        """As `get`, but a reservation is RESERVED (b"")."""
+        job_id = self._ids.get(key)
+        if job_id is None:
             return None
-        if entry[1] <= now:
-            del self._entries[key]
+        if self._expiry[key] <= now:
+            del self._ids[key], self._expiry[key]
             return None
-        return entry[0]
+        return job_id
 
     def expiry(self, key: bytes) -> int:
         """The entry's expiry (ms), 0 if there is none."""
-        entry = self._entries.get(key)
-        return entry[1] if entry is not None else 0
+        return self._expiry.get(key, 0)
 
     def record(self, key: bytes, job_id: bytes, expire_ms: int) -> None:
         """Remember `key` -> `job_id` until `expire_ms` (a later expiry wins)."""
-        old = self._entries.get(key)
-        if old is not None and old[0] == job_id and old[1] >= expire_ms:
+        if self._ids.get(key) == job_id and self._expiry[key] >= expire_ms:
             return
-        self._entries[key] = (job_id, expire_ms)
+        self._ids[key] = job_id
+        self._expiry[key] = expire_ms
         second = expire_ms // 1000 + 1  # swept once the whole second has passed
+        last = self._last
+        if last[0] == second:  # the jobs of one burst share their expiry second
+            last[1].append(key)
+            return
         bucket = self._buckets.get(second)
         if bucket is None:
-            self._buckets[second] = [key]
+            self._buckets[second] = bucket = [key]
             heapq.heappush(self._seconds, second)
         else:
             bucket.append(key)
+        self._last = (second, bucket)
+
+    def reserve(self, key: bytes, now: int, expire_ms: int) -> None:
+        """Another node checks `key` and may add its job: keep a reservation until
+        `expire_ms`, unless a job ID is recorded already."""
+        old = self.peek(key, now)
+        if old is None or old == RESERVED:
+            self.record(key, RESERVED, expire_ms)
 
     def forget(self, key: bytes, job_id: bytes) -> bool:
         """Drop the entry if it still names `job_id` (an ADDJOB that failed)."""
-        entry = self._entries.get(key)
-        if entry is None or entry[0] != job_id:
+        if self._ids.get(key) != job_id:
             return False
-        del self._entries[key]
+        del self._ids[key], self._expiry[key]
         return True
 
     def sweep(self, now: int, budget: int = 10_000) -> int:
         """Drop the expired entries of the due buckets, about `budget` keys per call.
         A key recorded again with a later expiry sits in two buckets: the earlier one
         finds it alive and leaves it. Returns how many entries went."""
-        seconds, buckets, entries = self._seconds, self._buckets, self._entries
+        seconds, buckets, ids, expiry = self._seconds, self._buckets, self._ids, self._expiry
         removed = 0
         while seconds and seconds[0] * 1000 <= now and budget > 0:
             second = seconds[0]
@@ -79,16 +106,19 @@ class DedupTable:
             while bucket and budget > 0:
                 key = bucket.pop()
                 budget -= 1
-                entry = entries.get(key)
-                if entry is not None and entry[1] <= now:
-                    del entries[key]
+                if expiry.get(key, now + 1) <= now:
+                    del ids[key], expiry[key]
                     removed += 1
             if not bucket:
                 heapq.heappop(seconds)
                 del buckets[second]
+                if self._last[0] == second:
+                    self._last = (0, [])
         return removed
 
     def clear(self) -> None:
-        self._entries.clear()
+        self._ids.clear()
+        self._expiry.clear()
         self._buckets.clear()
         self._seconds.clear()
+        self._last = (0, [])

@@ -151,6 +151,10 @@ class Node:
         self.jobs: ScanTable[bytes, Job] = ScanTable()
         self.queues: ScanTable[bytes, Queue] = ScanTable()
         self.dedup = DedupTable()  # ADDJOB DEDUP keys (a disq extension)
+        # The table holds every key recorded here since this time (ms): 0 for a node
+        # that is new, its start for one that was in a cluster before (keys are kept
+        # in memory only).
+        self.dedup_since = 0
         self.timers = JobTimers()
         self.stats = Stats()
         self.cluster: ClusterPort = SoloCluster()

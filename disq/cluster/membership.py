@@ -71,6 +71,7 @@ class Membership:
         self.config_path = config_path
         self.messages_sent = 0
         self.messages_received = 0
+        self.restored = False  # the node's identity came from the config file
 
     @classmethod
     def load_or_create(cls, config_path: str, port: int) -> Membership:
@@ -100,6 +101,7 @@ class Membership:
             myself = ClusterNode(new_node_id(), "", port, {"myself"})
         myself.port = port
         membership = cls(myself, config_path)
+        membership.restored = not created
         for node in others:
             membership.nodes[node.id] = node
         if created:

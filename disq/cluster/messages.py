@@ -14,7 +14,7 @@ import struct
 
 import msgpack
 
-VERSION = 2  # 2: REPLJOB carries many jobs and their holders once
+VERSION = 3  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks
 MAX_FRAME = 64 * 1024 * 1024  # a frame longer than this closes the link
 
 PING = 0  # fields: [gossip]  gossip = [[id, ip, port, flags, ping_sent, pong_received], ...]
@@ -22,7 +22,8 @@ PONG = 1  # fields: [gossip]
 MEET = 2  # fields: [gossip]  a PING that makes the receiver add the sender
 FAIL = 3  # fields: [failing node id]
 REPLJOB = 4  # fields: [noreply(bool), [holder ids], job copy, ...] (wire.encode_copy;
-#              a copy of an ADDJOB with DEDUP ends with its key)
+#              a copy of an ADDJOB with DEDUP ends with its key, then `True` when
+#              the receiver must check the key: see replication/dedup.py)
 GOTJOB = 5  # fields: [job id, ...] (the confirmations of one loop turn)
 ENQUEUE = 6  # fields: [job id, delay s]
 QUEUED = 7  # fields: [job id, flags (INCR_NACKS=2 / INCR_DELIV=4)]
@@ -40,9 +41,10 @@ AUTH_PROOF = 17  # fields: [HMAC-SHA256(secret, role + the other side's nonce)]
 QLEN_REQUEST = 18  # fields: [request id, queue]  (GLOBALQLEN)
 QLEN_REPLY = 19  # fields: [request id, queue length on the sender]
 # disq extensions (ADDJOB DEDUP), unknown to Disque:
-DEDUP_QUERY = 20  # fields: [key, ...] (the keys of one loop turn): do you know them?
+DEDUP_QUERY = 20  # fields: [[key, ttl s], ...] (the keys of one loop turn): known?
 DEDUP_REPLY = 21  # fields: [[key, job id or nil, ms left or -1 = busy], ...] one per key
 DEDUP_FORGET = 22  # fields: [key, job id]  that ADDJOB failed: drop the key if it names it
+DEDUP_CONFLICT = 23  # fields: [job id, ...]  copies refused: their DEDUP key may exist
 
 NAMES = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -51,6 +53,7 @@ NAMES = {
     YOURJOBS: "yourjobs", WORKING: "working", PAUSE: "pause", AUTH: "auth",
     AUTH_PROOF: "auth-proof", QLEN_REQUEST: "qlen-request", QLEN_REPLY: "qlen-reply",
     DEDUP_QUERY: "dedup-query", DEDUP_REPLY: "dedup-reply", DEDUP_FORGET: "dedup-forget",
+    DEDUP_CONFLICT: "dedup-conflict",
 }
 
 _LEN = struct.Struct(">I")

@@ -5,22 +5,39 @@ ADDJOB answers that job's ID and adds nothing.
 Where a key is known: every node holding a copy of the job records it in its
 `node.dedup` table (the origin once the ADDJOB succeeded, the others as the REPLJOB
 carrying the key arrives), so with REPLICATE-1 of those nodes down one still knows.
-A node that does not know a key asks every peer it can reach (DEDUP_QUERY, the keys of
-one loop turn in one message per peer, answered by one DEDUP_REPLY) and adds the job
-only once they all said they do not know it. A peer that does not answer within
-DEDUP_TIMEOUT_MS fails the ADDJOB with -NOREPL (nothing was added: the client tries
-again, and a dead peer soon has no link and is not asked). Concurrent ADDJOBs with
-one key on one node share the first one's outcome.
 
-One key added at the same time on two nodes: a node answers "busy" (ms left = -1)
+Checked by the copies (the usual case): when the job's REPLICATE is more than half of
+the nodes the origin knows, any two sets of REPLICATE holders share a node, so the
+copies themselves can check the key. The origin adds the job at once and its REPLJOB
+copies ask their receivers to check: a node that knows the key for another job, is
+adding or checking it itself, keeps a reservation for it (see below), or may have lost
+keys (it restarted within the job's TTL, `node.dedup_since`) refuses the copy
+(DEDUP_CONFLICT). On a refusal the origin deletes the job everywhere and asks every
+node, as follows. Of two such ADDJOBs of one key, the second to reach their shared
+node is refused; if each is refused somewhere, both ask.
+
+Asking every node (when the copies cannot check, or they refused): a node that does
+not know a key asks every peer it can reach (DEDUP_QUERY, the keys of one loop turn in
+one message per peer, answered by one DEDUP_REPLY) and adds the job only once they all
+said they do not know it. A peer that does not answer within DEDUP_TIMEOUT_MS fails the
+ADDJOB with -NOREPL (nothing was added: the client tries again, and a dead peer soon
+has no link and is not asked). An asked node that does not know the key keeps a
+reservation for the job's TTL: the asking node may add the job on other nodes, so a
+later ADDJOB of the key must not be checked by copies that include this node alone.
+Concurrent ADDJOBs with one key on one node share the first one's outcome.
+
+One key asked for at the same time by two nodes: a node answers "busy" (ms left = -1)
 for a key it is adding, and for a key it is checking itself when it goes first by
 `wins` (an order of the two node IDs drawn from the key); a node that gets "busy", or
 that answered a node going first, checks again RECHECK_MS later instead of adding,
 until it finds the other node's job (or that node failed and it may add), for at most
 MAX_WAIT_MS.
 
-An ADDJOB that fails after its copies were sent (replication timeout, job expired)
-sends DEDUP_FORGET so that the holders drop the key with the job.
+An ADDJOB that fails after its copies were sent (replication timeout, job expired,
+refused copies) sends DEDUP_FORGET so that the holders drop the key with the job.
+
+Not covered (as for any check across nodes): nodes that cannot reach each other
+while both add the key, and a node whose keys were dropped by DEBUG FLUSHALL.
 """
 
 from __future__ import annotations
@@ -49,6 +66,8 @@ RECHECK_MS = 20  # a node adding the key itself answered "busy": ask again after
 MAX_WAIT_MS = 15_000  # ... for at most this long in all, then ADDJOB fails (-NOREPL)
 BUSY = -1  # DEDUP_REPLY's "ms left" when the sender is adding that key itself
 CHECK_SLACK_MS = 10  # the timer fires this long after the oldest deadline
+# What a waiting ADDJOB gets when a copy was refused (never sent to a client).
+CONFLICT = b"-CONFLICT a copy refused the DEDUP key\r\n"
 
 Answer = Callable[[bytes], None]
 MakeJob = Callable[[], Job]
@@ -65,15 +84,52 @@ class _Query:
     is adding the key itself (`busy`) or asked while this node must give way
     (`yielded`): then the check runs again later rather than adding."""
 
-    __slots__ = ("peers", "deadline", "make_job", "started", "busy", "yielded")
+    __slots__ = ("peers", "deadline", "make_job", "ttl", "started", "busy", "yielded")
 
-    def __init__(self, make_job: MakeJob, now: int) -> None:
+    def __init__(self, make_job: MakeJob, ttl: int, now: int) -> None:
         self.peers: set[str] = set()
         self.deadline = 0
         self.make_job = make_job
+        self.ttl = ttl  # the job's TTL (s): how long the asked nodes keep a reservation
         self.started = now
         self.busy = False
         self.yielded = False
+
+
+class _Adding:
+    """A key being added here: the ADDJOBs waiting for its outcome (`answer`, then
+    `more`), how to add its job, and the job once added. `done` is the job's
+    replication callback (an object, fewer allocations than a closure per job)."""
+
+    __slots__ = ("dedup", "key", "make_job", "ttl", "job", "answer", "more")
+
+    def __init__(self, dedup: Dedup, key: bytes, make_job: MakeJob, ttl: int,
+                 answer: Answer) -> None:
+        self.dedup = dedup
+        self.key = key
+        self.make_job = make_job
+        self.ttl = ttl
+        self.job: Job | None = None
+        self.answer = answer
+        self.more: list[Answer] | None = None
+
+    def done(self, reply: bytes) -> None:
+        """The job's ADDJOB is settled (`Replication.wait`)."""
+        job = self.job
+        if reply[:1] != b"+" or job is None:
+            self.dedup._failed(self, reply)
+            return
+        dedup = self.dedup
+        dedup.node.dedup.record(self.key, job.id, job.etime)
+        if dedup.pending.get(self.key) is self:
+            del dedup.pending[self.key]
+        self.answer(reply)
+        if self.more is not None:
+            for answer in self.more:
+                answer(reply)
+
+    def count(self) -> int:
+        return 1 + len(self.more) if self.more is not None else 1
 
 
 def wins(my_id: str, other_id: str, key: bytes) -> bool:
@@ -94,44 +150,70 @@ class Dedup:
         self._loop = loop
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0
-        self.pending: dict[bytes, list[Answer]] = {}  # key -> ADDJOBs waiting on it
+        self.pending: dict[bytes, _Adding] = {}  # the keys being added here
+        self.conflicts = 0  # copies refused (the key was then asked for)
         self._queries: dict[bytes, _Query] = {}  # ordered by deadline
         self._rechecks: dict[bytes, tuple[int, _Query]] = {}  # key -> (when, query)
         for mtype, handler in ((m.DEDUP_QUERY, self._on_query),
                                (m.DEDUP_REPLY, self._on_reply),
-                               (m.DEDUP_FORGET, self._on_forget)):
+                               (m.DEDUP_FORGET, self._on_forget),
+                               (m.DEDUP_CONFLICT, self._on_conflict)):
             self.bus.on(mtype, handler)
 
     # -- ADDJOB's side ------------------------------------------------------------------
-    def add(self, key: bytes, make_job: MakeJob, answer: Answer) -> None:
+    def add(self, key: bytes, make_job: MakeJob, answer: Answer, ttl: int,
+            by_copies: bool) -> None:
         """ADDJOB with DEDUP `key`, not known here: `answer` gets the existing job's ID,
-        the new job's ID once `make_job()` added and replicated it, or an error."""
-        waiting = self.pending.get(key)
-        if waiting is not None:  # the same key is being added here: same outcome
-            waiting.append(answer)
+        the new job's ID once `make_job()` added and replicated it, or an error.
+        `by_copies`: `copies_can_check` said yes."""
+        adding = self.pending.get(key)
+        if adding is not None:  # the same key is being added here: same outcome
+            if adding.more is None:
+                adding.more = [answer]
+            else:
+                adding.more.append(answer)
             return
-        self.pending[key] = [answer]
-        self._ask(key, _Query(make_job, now_ms()))
+        self.pending[key] = adding = _Adding(self, key, make_job, ttl, answer)
+        if by_copies:
+            self._add(adding, True)
+        else:
+            self._ask(key, _Query(make_job, ttl, now_ms()))
+
+    def copies_can_check(self, repl: int | None, ttl: int, now: int) -> bool:
+        """Whether the copies of a job can check its key (the module's docstring): its
+        REPLICATE (None: the default) is more than half of the known nodes and this
+        node cannot have lost keys of its TTL (s). The caller knows the job is added
+        synchronously and kept here (not ASYNC, not QUEUE-RANDOMLY) and that this
+        node holds no entry or reservation for the key."""
+        node = self.node
+        size = self.replication.size()
+        if repl is None:
+            repl = size if size < 3 else 3
+        return (2 <= repl and 2 * repl > size and not node.leaving
+                and node.memory_level == 0 and node.dedup_since <= now - ttl * 1000)
 
     def _ask(self, key: bytes, query: _Query) -> None:
         """DEDUP_QUERY to every peer that can be reached (again, after a "busy")."""
         peers = {n.id for n in self.bus.reachable_peers() if self.bus.can_send(n.id)}
         if not peers:
-            self._add(key, query.make_job)
+            self._add(self.pending[key], False)
             return
-        self.bus.send_batched(peers, m.DEDUP_QUERY, [key])
+        self.bus.send_batched(peers, m.DEDUP_QUERY, [[key, query.ttl]])
         query.peers = peers
         query.busy = query.yielded = False
         query.deadline = now_ms() + DEDUP_TIMEOUT_MS
         self._queries[key] = query
         self._arm()
 
-    def _add(self, key: bytes, make_job: MakeJob) -> None:
-        """Nobody knows the key: add the job, its REPLJOBs carrying the key."""
+    def _add(self, adding: _Adding, by_copies: bool) -> None:
+        """Add the job, its REPLJOBs carrying the key (and asking to check it when
+        `by_copies`): nobody knows the key, or the copies will tell."""
         replication = self.replication
+        key = adding.key
         replication.dedup_key = key
+        replication.dedup_check = by_copies
         try:
-            job = make_job()
+            adding.job = job = adding.make_job()
         except DisqError as exc:
             self._finish(key, exc.reply())
             return
@@ -141,21 +223,31 @@ class Dedup:
             return
         finally:
             replication.dedup_key = None
+            replication.dedup_check = False
         if job.state == WAIT_REPL:
-            replication.wait(job, lambda reply: self._added(key, job, reply))
+            replication.wait(job, adding.done)
         else:
-            self._added(key, job, b"+" + job.id + b"\r\n")
+            adding.done(b"+" + job.id + b"\r\n")
 
-    def _added(self, key: bytes, job: Job, reply: bytes) -> None:
-        if reply[:1] == b"+":
-            self.node.dedup.record(key, job.id, job.etime)
-        elif job.nodes_delivered:  # its copies had the key: they forget it
+    def _failed(self, adding: _Adding, reply: bytes) -> None:
+        """The job of `adding` was not added (or a copy refused the key)."""
+        job = adding.job
+        key = adding.key
+        if job is not None and job.nodes_delivered:  # its copies had the key: they forget it
             self.bus.broadcast(m.DEDUP_FORGET, key, job.id, node_ids=job.nodes_delivered)
-        self._finish(key, reply)
+        if reply is CONFLICT:  # a copy refused the key (the job is deleted): ask
+            self.conflicts += 1
+            adding.job = None
+            self._ask(key, _Query(adding.make_job, adding.ttl, now_ms()))
+        else:
+            self._finish(key, reply)
 
     def _finish(self, key: bytes, reply: bytes) -> None:
-        for answer in self.pending.pop(key, ()):
-            answer(reply)
+        adding = self.pending.pop(key, None)
+        if adding is not None:
+            adding.answer(reply)
+            for answer in adding.more or ():
+                answer(reply)
 
     # -- the REPLJOB side ---------------------------------------------------------------
     def replicated(self, key: object, job: Job) -> None:
@@ -163,14 +255,33 @@ class Dedup:
         if type(key) is bytes and 0 < len(key) <= MAX_KEY_LEN:
             self.node.dedup.record(key, job.id, job.etime)
 
+    def accepts(self, key: object, job: Job, now: int) -> bool:
+        """A copy that asks to check its key (the module's docstring): False if another
+        job may have the key, as far as this node can tell."""
+        if type(key) is not bytes or not 0 < len(key) <= MAX_KEY_LEN:
+            return False
+        node = self.node
+        known = node.dedup.peek(key, now)
+        if known is not None:
+            return known == job.id  # (a copy sent again, or another job / a reservation)
+        if key in self.pending:  # adding or checking it here
+            return False
+        # An earlier job with the key, alive now, was added after now - TTL: this node
+        # knows its key unless it restarted since (the copy's TTL is the ADDJOB's).
+        return node.dedup_since <= now - (job.etime - job.ctime // 1_000_000)
+
     # -- bus messages -------------------------------------------------------------------
     def _on_query(self, sender: ClusterNode, fields: list) -> None:
         """Answer each key: its job and the time it has left, "busy" if this node is
-        adding it or checking it and goes first, else unknown (nil)."""
+        adding it or checking it and goes first, else unknown (nil), keeping a
+        reservation for the asker's TTL."""
         table = self.node.dedup
         now = now_ms()
-        for key in fields:
-            if type(key) is not bytes:
+        for item in fields:
+            if type(item) is not list or len(item) != 2:
+                continue
+            key, ttl = item
+            if type(key) is not bytes or type(ttl) is not int:
                 continue
             job_id = table.get(key, now)
             left = table.expiry(key) - now if job_id is not None else 0
@@ -183,6 +294,8 @@ class Dedup:
                     left = BUSY  # adding it now, or checking it and going first
                 else:
                     query.yielded = True  # the sender goes first: check again after
+            elif job_id is None and 0 < ttl * 1000 <= MAX_TTL_MS:
+                table.reserve(key, now, now + ttl * 1000)
             self.bus.send_batched((sender.id,), m.DEDUP_REPLY, [[key, job_id, left]])
 
     def _on_reply(self, sender: ClusterNode, fields: list) -> None:
@@ -197,7 +310,8 @@ class Dedup:
             if type(job_id) is bytes and 0 < left <= MAX_TTL_MS:
                 del queries[key]
                 self.node.dedup.record(key, job_id, now_ms() + left)
-                self.node.dedup.hits += len(self.pending.get(key, ()))
+                adding = self.pending.get(key)
+                self.node.dedup.hits += adding.count() if adding is not None else 0
                 self._finish(key, b"+" + job_id + b"\r\n")
                 continue
             query.peers.discard(sender.id)
@@ -209,11 +323,17 @@ class Dedup:
                     self._rechecks[key] = (now_ms() + RECHECK_MS, query)
                     self._arm()
                 else:
-                    self._add(key, query.make_job)
+                    self._add(self.pending[key], False)
 
     def _on_forget(self, sender: ClusterNode, fields: list) -> None:
         if len(fields) >= 2 and type(fields[0]) is bytes and type(fields[1]) is bytes:
             self.node.dedup.forget(fields[0], fields[1])
+
+    def _on_conflict(self, sender: ClusterNode, fields: list) -> None:
+        """Copies refused by the sender: their ADDJOBs ask every node instead."""
+        for job_id in fields:
+            if type(job_id) is bytes:
+                self.replication.abort_checked(job_id)
 
     # -- timeouts -----------------------------------------------------------------------
     def check(self, now: int | None = None) -> None:

@@ -40,13 +40,14 @@ from ..job import (
 )
 from ..node import INCR_DELIV, INCR_NACKS, Node, now_ms
 from ..queue import PAUSED_ALL, PAUSED_IN, Queue
-from .dedup import Dedup
+from .dedup import CONFLICT, Dedup
 from .federation import Federation
 from .wire import COPY_FIELDS, MAX_U32, decode_copy, decode_holders, encode_copy
 
 log = logging.getLogger("disq")
 
 ADD_NODE_PERIOD_MS = 50  # a waiting ADDJOB tries one more node this often (Disque)
+MAX_PATIENCE_MS = 1000  # ...later when its nodes are slow to confirm (_targets_behind)
 GLOBALQLEN_TIMEOUT_MS = 1000  # GLOBALQLEN answers with the nodes heard from by then
 
 OnDone = Callable[[bytes], None]
@@ -59,7 +60,8 @@ class _WaitingAdd:
     """An ADDJOB waiting for its copies: the job, its timeout (0 = none), the next
     time to try one more node, and the server's callback once it has one."""
 
-    __slots__ = ("job", "deadline", "next_try", "on_done", "external", "dedup_key")
+    __slots__ = ("job", "deadline", "next_try", "on_done", "external", "dedup_key",
+                 "dedup_check", "seq", "sent")
 
     def __init__(self, job: Job, deadline: int, next_try: int, external: bool) -> None:
         self.job = job
@@ -68,6 +70,9 @@ class _WaitingAdd:
         self.on_done: OnDone | None = None
         self.external = external  # no copy kept here: a confirmer queues it (leaving)
         self.dedup_key: bytes | None = None  # ADDJOB's DEDUP key, sent with REPLJOB
+        self.dedup_check = False  # ... for the copies to check (replication/dedup.py)
+        self.seq = 0  # the waiting ADDJOBs are numbered in the order their copies left
+        self.sent = 0  # when (ms)
 
 
 class Replication:
@@ -85,6 +90,10 @@ class Replication:
         self._timer: asyncio.TimerHandle | None = None
         self._waiting: dict[bytes, _WaitingAdd] = {}  # ordered by next_try
         self._deadlines: list[tuple[int, bytes]] = []  # heap; stale entries skipped
+        self._seq = 0  # the last _WaitingAdd.seq
+        # peer -> [the highest seq of the copies it confirmed, its usual time to confirm
+        # (ms, a moving average)]
+        self._progress: dict[str, list[int]] = {}
         node.cluster = self
         handlers = {
             m.REPLJOB: self._on_repljob, m.GOTJOB: self._on_gotjob,
@@ -102,6 +111,7 @@ class Replication:
         self._targets: tuple = (None, None, [], NO_HOLDERS, [], {})
         self.dedup = Dedup(self, loop)
         self.dedup_key: bytes | None = None  # set by `dedup` while it adds a job
+        self.dedup_check = False  # ... and whether its copies check the key
         # GLOBALQLEN requests in flight: id -> [nodes yet to answer, sum, on_done]
         self._qlen_requests: dict[int, list] = {}
         self._qlen_request_id = 0
@@ -179,7 +189,8 @@ class Replication:
             waiting[job.id] = entry  # to the end: the dict stays ordered by next_try
             if not job.awake:
                 self.node.update_awake(job)  # so that it can expire while waiting
-            self._resend(job, now, entry.dedup_key)
+            if not self._targets_behind(entry, now):
+                self._resend(job, now, entry.dedup_key, entry.dedup_check)
         if len(deadlines) > 2 * len(waiting) + 64:  # mostly settled ADDJOBs: rebuild
             self._deadlines = [(e.deadline, i) for i, e in waiting.items() if e.deadline]
             heapq.heapify(self._deadlines)
@@ -210,6 +221,7 @@ class Replication:
         now = now or now_ms()
         targets = self._add_targets(job, job.repl if external else job.repl - 1)
         key = self.dedup_key  # DEDUP: the copies record the key
+        check = self.dedup_check
         if not sync and external and targets:
             self._send_copies(job, now, True, targets, key)
             self.bus.send(random.choice(targets), m.ENQUEUE, job.id, job.delay)
@@ -220,6 +232,9 @@ class Replication:
             entry = _WaitingAdd(job, now + timeout_ms if timeout_ms else 0,
                                 now + ADD_NODE_PERIOD_MS, external)
             entry.dedup_key = key
+            entry.dedup_check = check
+            self._seq = entry.seq = self._seq + 1
+            entry.sent = now
             self._waiting[job.id] = entry
             if entry.deadline:
                 heapq.heappush(self._deadlines, (entry.deadline, job.id))
@@ -227,7 +242,18 @@ class Replication:
             # most are confirmed before, and would be scheduled twice.
             if self._timer is None:
                 self._arm()
-        self._send_copies(job, now, not sync, targets, key)
+        self._send_copies(job, now, not sync, targets, key, check)
+
+    def abort_checked(self, job_id: bytes) -> None:
+        """A node refused a copy of a waiting ADDJOB whose copies check its DEDUP key:
+        delete the job everywhere, and answer the ADDJOB with dedup.CONFLICT (the DEDUP
+        side then asks every node)."""
+        entry = self._waiting.get(job_id)
+        if entry is None or not entry.dedup_check or entry.job.state != WAIT_REPL:
+            return  # replicated already (by other copies, all checked), or gone
+        del self._waiting[job_id]
+        self._delete_everywhere(entry.job)
+        self._answer(entry, CONFLICT)
 
     def job_queued(self, job: Job, flags: int) -> None:
         if job.nodes_delivered:
@@ -289,6 +315,7 @@ class Replication:
         now = now_ms()
         queues = node.queues
         confirmed: list[bytes] = []
+        refused: list[bytes] = []  # copies whose DEDUP key another job may have
         names: dict[bytes, bytes] = {}  # one queue name object per message...
         etime = 0  # ...and one expiry int for a burst (32 bytes a job each)
         for data in fields[2:]:
@@ -302,6 +329,10 @@ class Replication:
                 job.etime = etime
             else:
                 etime = job.etime
+            if len(data) > COPY_FIELDS + 1 and data[COPY_FIELDS + 1] is True and (
+                    not self.dedup.accepts(data[COPY_FIELDS], job, now)):
+                refused.append(job.id)
+                continue
             queue = queues.get(job.queue)
             if queue is not None and queue.flags & PAUSED_IN:
                 mine = node.lookup(job.id)  # a paused queue takes no new copy
@@ -320,6 +351,8 @@ class Replication:
                     continue
             if not noreply:
                 confirmed.append(job.id)
+        if refused:
+            self.bus.send_batched((sender.id,), m.DEDUP_CONFLICT, refused)
         if not confirmed:
             return
         aof = node.aof
@@ -338,10 +371,15 @@ class Replication:
         waiting = self._waiting
         now = now_ms()
         sender_id = sender.id
+        progress = self._progress.get(sender_id)
+        if progress is None:
+            progress = self._progress[sender_id] = [0, 0]
+        last: _WaitingAdd | None = None
         for job_id in fields:
             entry = waiting.get(job_id) if type(job_id) is bytes else None
             if entry is None:
                 continue
+            last = entry
             job = entry.job
             if job.state != WAIT_REPL:
                 continue
@@ -353,6 +391,9 @@ class Replication:
             confirmed.add(sender_id)
             if len(confirmed) >= job.repl:
                 self._replicated(job, entry, now)
+        if last is not None and last.seq > progress[0]:  # the sender's pace
+            progress[0] = last.seq
+            progress[1] += (now - last.sent - progress[1]) // 4
 
     def _on_qlen_request(self, sender: ClusterNode, fields: list) -> None:
         if len(fields) >= 2 and type(fields[0]) is int and type(fields[1]) is bytes:
@@ -539,29 +580,54 @@ class Replication:
         targets, job.nodes_delivered = pick
         return targets
 
-    def _resend(self, job: Job, now: int, dedup_key: bytes | None = None) -> None:
+    def _targets_behind(self, entry: _WaitingAdd, now: int) -> bool:
+        """Whether every node yet to confirm the job usually takes longer than this to
+        confirm (deep pipelines: each copy waits behind thousands), and confirmed no
+        copy sent after this one: one more node would add load, not safety. Disque's
+        "one more node every 50 ms" then starts at twice that usual time (at most
+        MAX_PATIENCE_MS more). A node that confirmed a later copy and not this one
+        skipped it (a paused queue): another node is tried at once."""
+        job = entry.job
+        confirmed = job.nodes_confirmed
+        if not job.nodes_delivered or confirmed is None:
+            return False
+        waited = now - entry.sent
+        progress = self._progress
+        for node_id in job.nodes_delivered:
+            if node_id in confirmed:
+                continue
+            seen = progress.get(node_id)
+            if seen is None or seen[0] >= entry.seq or (
+                    waited > min(2 * seen[1], MAX_PATIENCE_MS) + ADD_NODE_PERIOD_MS):
+                return False
+        return True
+
+    def _resend(self, job: Job, now: int, dedup_key: bytes | None = None,
+                check: bool = False) -> None:
         """One more node, and REPLJOB again to the nodes that did not confirm. When a
         node was added the confirmed ones get it too (NOREPLY), to learn the new holder."""
         added = self._add_targets(job, 1)
         delivered, confirmed = job.nodes_delivered, job.nodes_confirmed
         assert delivered is not None and confirmed is not None
         self._send_copies(job, now, False, [i for i in delivered if i not in confirmed],
-                          dedup_key)
+                          dedup_key, check)
         if added:
             self._send_copies(job, now, True, [i for i in confirmed if i != self.my_id],
-                              dedup_key)
+                              dedup_key, check)
 
     def _send_copies(self, job: Job, now: int, noreply: bool, node_ids: list[str],
-                     dedup_key: bytes | None = None) -> None:
+                     dedup_key: bytes | None = None, check: bool = False) -> None:
         """REPLJOB to `node_ids`. The copies sent to a node in one loop turn with the
         same holders share one message, which lists the holders once. A DEDUP key
-        goes at the end of its job's copy."""
+        goes at the end of its job's copy, then True if the receiver must check it."""
         if not node_ids:
             return
         head = (noreply, job.nodes_delivered or NO_HOLDERS)  # a frozenset: packed as a list
         copy = encode_copy(job, now)
         if dedup_key is not None:
             copy.append(dedup_key)
+            if check:
+                copy.append(True)
         self.bus.send_batched(node_ids, m.REPLJOB, [copy], head)
 
     def _replicated(self, job: Job, entry: _WaitingAdd, now: int) -> None:

@@ -48,9 +48,9 @@ def encode_job(job: Job, my_id: str, now: int) -> list:
 def decode_copy(data: object, now: int) -> Job | None:
     """Build an active job from `encode_copy`'s list (holders not set: the caller
     sets `nodes_delivered`), or None if anything is off. The caller stores the job
-    (`Node.store_copy` sets its requeue time and flags). One more field (ADDJOB's
-    DEDUP key) is the caller's to check."""
-    if type(data) is not list or not COPY_FIELDS <= len(data) <= COPY_FIELDS + 1:
+    (`Node.store_copy` sets its requeue time and flags). Up to two more fields
+    (ADDJOB's DEDUP key, and whether to check it) are the caller's to check."""
+    if type(data) is not list or not COPY_FIELDS <= len(data) <= COPY_FIELDS + 2:
         return None
     return _decode(data, now)
 

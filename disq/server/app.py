@@ -182,6 +182,8 @@ class Server:
             self.config.cluster_config_file, self.config.node_port)
         self.node = Node(self.config, self.membership.myself.id)
         self.node.leaving = "leaving" in self.membership.myself.flags  # kept in nodes.conf
+        if self.membership.restored:  # it may have known DEDUP keys it has lost
+            self.node.dedup_since = now_ms()
         self.node.arm_timer = self._arm_timer
         if self.config.pidfile:
             with open(self.config.pidfile, "w") as fh:

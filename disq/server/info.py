@@ -161,7 +161,10 @@ def _federation(s: Server) -> list[str]:
 def _dedup(s: Server) -> list[str]:
     """disq's own section (ADDJOB DEDUP), shown only when asked by name."""
     table = s.node.dedup
-    return [f"dedup_keys:{len(table)}", f"dedup_hits:{table.hits}"]
+    replication = s.replication
+    conflicts = replication.dedup.conflicts if replication is not None else 0
+    return [f"dedup_keys:{len(table)}", f"dedup_hits:{table.hits}",
+            f"dedup_conflicts:{conflicts}"]
 
 
 _SECTIONS = {

@@ -1,6 +1,7 @@
 """ADDJOB ... DEDUP key (a disq extension): one job per key in the whole cluster, for
 the job's life, its acknowledgement included; the key known on a replica only, with
-the origin killed; concurrent ADDJOBs with one key; bad keys."""
+the origin killed; a restarted node that lost its keys; concurrent ADDJOBs with one
+key; bad keys."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 import redis
-from support import DisqProcess, call, wait_for
+from support import DisqProcess, call, wait_for, wait_formed
 
 TIMEOUT = "5000"
 
@@ -102,6 +103,29 @@ def test_cluster_acked_job_still_deduped(three: list[DisqProcess]) -> None:
     for node in three:
         assert add(node, "key", "again") == job_id
     assert total_qlen(three) == 0
+
+
+def info_field(node: DisqProcess, name: str) -> int:
+    return int(node.client().info("dedup")[name])
+
+
+def test_cluster_restarted_node_does_not_vouch_for_keys_it_lost(
+        three: list[DisqProcess]) -> None:
+    """Keys whose copies are on a and c; c restarts (no AOF: its copies and keys are
+    gone). b adds them again: its one copy goes to a (who knows the key) or to c, who
+    knows nothing but restarted within the keys' TTL, so refuses to vouch: either way
+    b asks every node and a answers."""
+    a, b, c = three
+    ids = {f"k{i}": add(a, f"k{i}", "body", "REPLICATE", "2") for i in range(40)}
+    on_c = [k for k, job_id in ids.items() if call(c, "SHOW", job_id) is not None]
+    assert on_c  # 40 keys: about half went to c
+    assert c.stop() == 0
+    c.start()
+    wait_formed(three)
+    for key in on_c:
+        assert add(b, key, "again", "REPLICATE", "2") == ids[key]
+    assert info_field(b, "dedup_conflicts") == len(on_c)
+    assert total_qlen(three) == 40
 
 
 def pipelined_adds(node: DisqProcess, keys: int,

@@ -1,11 +1,13 @@
-"""ADDJOB DEDUP: the key table (lookups, lazy expiry, the sweep, forgetting) and the
-queries between nodes over test_replication's in-memory bus."""
+"""ADDJOB DEDUP: the key table (lookups, lazy expiry, the sweep, forgetting,
+reservations), the queries between nodes and the checks by copies, over
+test_replication's in-memory bus."""
 
 from __future__ import annotations
 
 from functools import partial
 
-from disq.dedup import DedupTable
+from disq.cluster import messages as m
+from disq.dedup import RESERVED, DedupTable
 from disq.node import now_ms
 from disq.queue import PAUSED_IN
 from disq.replication.dedup import DEDUP_TIMEOUT_MS, RECHECK_MS, wins
@@ -44,6 +46,16 @@ def test_recorded_again_later_survives_the_old_bucket() -> None:
     assert table.get(b"k", 5000) == b"id"
 
 
+def test_a_reservation_is_no_job_and_gives_way_to_one() -> None:
+    table = DedupTable()
+    table.reserve(b"k", 0, 9000)
+    assert table.get(b"k", 0) is None and table.peek(b"k", 0) == RESERVED
+    table.record(b"k", b"id1", 5000)
+    assert table.get(b"k", 0) == b"id1"
+    table.reserve(b"k", 0, 9000)  # a job ID recorded stays
+    assert table.peek(b"k", 0) == b"id1"
+
+
 def test_forget_only_the_named_job() -> None:
     table = DedupTable()
     table.record(b"k", b"id1", 9000)
@@ -55,11 +67,15 @@ def test_forget_only_the_named_job() -> None:
 # -- across nodes (disq/replication/dedup.py), over the in-memory bus of test_replication --
 
 def dedup_add(member: Member, key: bytes, replies: list[bytes], repl: int = 2,
-              timeout: int = 5000) -> None:
-    """ADDJOB ... DEDUP key as the server runs it on a node that does not know the key."""
+              timeout: int = 5000, by_copies: bool = False) -> None:
+    """ADDJOB ... DEDUP key as the server runs it on a node that does not know the key
+    (`by_copies`: checked by the copies when `copies_can_check` allows it)."""
     make = partial(member.node.add_job, b"q", b"body", timeout, repl, 0, None, 3600, 0,
                    False, False)
-    member.repl.dedup.add(key, make, replies.append)
+    dedup = member.repl.dedup
+    reserved = member.node.dedup.peek(key, now_ms()) is not None
+    dedup.add(key, make, replies.append, 3600,
+              by_copies and not reserved and dedup.copies_can_check(repl, 3600, now_ms()))
 
 
 def queued(members: list[Member]) -> int:
@@ -150,3 +166,92 @@ def test_wins_is_an_order_drawn_from_the_key() -> None:
     assert firsts == {True, False}  # no node always goes first
     assert all(wins("a" * 40, "b" * 40, b"k") != wins("b" * 40, "a" * 40, b"k")
                for _ in range(3))
+
+
+# -- checked by the copies ------------------------------------------------------------
+
+def test_copies_check_the_key_without_asking_when_replicate_is_a_majority() -> None:
+    net, (a, b, c) = cluster(3)
+    assert a.repl.dedup.copies_can_check(2, 3600, now_ms())
+    assert not a.repl.dedup.copies_can_check(1, 3600, now_ms())
+    net5, five = cluster(5)
+    assert not five[0].repl.dedup.copies_can_check(2, 3600, now_ms())  # 2 of 5
+    assert five[0].repl.dedup.copies_can_check(None, 3600, now_ms())  # 3 of 5
+    replies: list[bytes] = []
+    dedup_add(a, b"k", replies, by_copies=True)
+    net.pump()
+    assert len(replies) == 1 and replies[0].startswith(b"+D-")
+    assert net.sent(m.DEDUP_QUERY) == 0 and net.sent(m.DEDUP_CONFLICT) == 0
+    job_id = replies[0][1:-2]
+    assert sum(x.node.dedup.get(b"k", now_ms()) == job_id for x in (a, b, c)) == 2
+
+
+def test_a_copy_to_a_node_that_knows_the_key_is_refused_then_asked() -> None:
+    """Whichever target the third node picks, its ADDJOB ends with the first job: a
+    refused copy deletes its job, and asking finds the first one."""
+    refusals = 0
+    for attempt in range(12):
+        net, (a, b, c) = cluster(3)
+        key = b"k%d" % attempt
+        first: list[bytes] = []
+        dedup_add(a, key, first, by_copies=True)
+        net.pump()
+        knowing = [x for x in (a, b, c) if x.node.dedup.get(key, now_ms())]
+        other = next(x for x in (a, b, c) if x not in knowing)
+        again: list[bytes] = []
+        dedup_add(other, key, again, by_copies=True)
+        net.pump()
+        assert again == first and queued([a, b, c]) == 1
+        assert sum(len(x.node.jobs) for x in (a, b, c)) == 2  # the first job's copies
+        refusals += net.sent(m.DEDUP_CONFLICT)
+    assert refusals == 12  # its one copy always reaches a node that knows the key
+
+
+def test_one_key_checked_by_copies_on_two_nodes_at_once_adds_one_job() -> None:
+    for attempt in range(12):
+        net, members = cluster(3)
+        a, b, c = members
+        key = b"k%d" % attempt
+        first: list[bytes] = []
+        second: list[bytes] = []
+        dedup_add(a, key, first, by_copies=True)
+        dedup_add(b, key, second, by_copies=True)
+        net.pump()
+        for _ in range(5):
+            if first and second:
+                break
+            for member in members:
+                member.repl.dedup.check(now_ms() + RECHECK_MS + 1)
+            net.pump()
+        assert len(first) == len(second) == 1
+        assert first == second and first[0].startswith(b"+D-")
+        assert queued(members) == 1
+        job_id = first[0][1:-2]
+        assert all(job.id == job_id for x in members for job in x.node.jobs.values())
+
+
+def test_an_asked_node_keeps_a_reservation_and_stops_vouching_alone() -> None:
+    net, (a, b, c) = cluster(3)
+    replies: list[bytes] = []
+    dedup_add(a, b"k", replies)  # asks b and c
+    net.pump()
+    holders = [x for x in (b, c) if x.node.dedup.get(b"k", now_ms())]
+    other = next(x for x in (b, c) if x not in holders)
+    assert other.node.dedup.peek(b"k", now_ms()) == RESERVED
+    checked: list[bytes] = []
+    dedup_add(other, b"k", checked, by_copies=True)  # asks: the reservation says so
+    net.pump()
+    assert checked == replies and net.sent(m.DEDUP_CONFLICT) == 0
+
+
+def test_a_node_that_may_have_lost_keys_refuses_checked_copies() -> None:
+    net, (a, b, c) = cluster(3)
+    for x in (b, c):
+        x.node.dedup_since = now_ms()  # restarted: keys of the last TTL may be lost
+    assert not b.repl.dedup.copies_can_check(2, 3600, now_ms())
+    replies: list[bytes] = []
+    dedup_add(a, b"k", replies, by_copies=True)
+    net.pump()
+    assert net.sent(m.DEDUP_CONFLICT) == 1 and net.sent(m.DEDUP_QUERY) == 2
+    assert len(replies) == 1 and replies[0].startswith(b"+D-")
+    assert queued([a, b, c]) == 1 and sum(len(x.node.jobs) for x in (a, b, c)) == 2

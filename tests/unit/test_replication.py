@@ -26,7 +26,12 @@ from disq.ids import new_node_id
 from disq.job import ACKED, ACTIVE, DELIVERED, QUEUED, WAIT_REPL, Job
 from disq.node import Node, now_ms
 from disq.queue import PAUSED_IN, PAUSED_OUT
-from disq.replication.replicator import ADD_NODE_PERIOD_MS, Replication, sender_wins
+from disq.replication.replicator import (
+    ADD_NODE_PERIOD_MS,
+    MAX_PATIENCE_MS,
+    Replication,
+    sender_wins,
+)
 from disq.replication.wire import decode_job, encode_copy, encode_job
 
 NOREPL_TIMEOUT = errors.NOREPL_TIMEOUT.reply()
@@ -229,6 +234,34 @@ def test_silent_peer_means_norepl_after_the_timeout_and_cleanup() -> None:
     assert a.job(job.id) is None
     net.pump()  # the DELJOB reaches b
     assert b.job(job.id) is None
+
+
+def test_a_node_behind_a_deep_pipeline_gets_time_before_another_is_tried() -> None:
+    """A target that usually confirms after 400 ms (copies queued behind thousands)
+    and has not confirmed anything sent after this job is given twice that before one
+    more node is tried: under load, extra copies would only add load."""
+    net, (a, b, c) = cluster(3)  # (nothing delivered: the copy waits)
+    start = now_ms()
+    job, replies = add_job(a, repl=2)
+    target = next(iter(job.nodes_delivered - {a.id}))
+    a.repl._progress[target] = [0, 400]  # confirmed older copies, usually in 400 ms
+    for t in range(start + ADD_NODE_PERIOD_MS, start + 800, ADD_NODE_PERIOD_MS):
+        a.repl.tick(t)
+    assert job.nodes_delivered == {a.id, target}  # nobody else asked yet
+    a.repl.tick(start + 800 + ADD_NODE_PERIOD_MS + 1)
+    assert len(job.nodes_delivered) == 3
+    assert MAX_PATIENCE_MS < 60_000  # (and never more than that, however slow)
+
+
+def test_a_node_that_confirmed_later_copies_skipped_this_one() -> None:
+    net, (a, b, c) = cluster(3)  # (nothing delivered)
+    start = now_ms()
+    job, replies = add_job(a, repl=2)
+    target = next(iter(job.nodes_delivered - {a.id}))
+    later, _ = add_job(a, repl=2)
+    a.repl._progress[target] = [a.repl._waiting[later.id].seq, 400]  # it confirmed later
+    a.repl.tick(start + ADD_NODE_PERIOD_MS)
+    assert len(job.nodes_delivered) == 3  # one more node at once
 
 
 def test_another_node_is_tried_when_a_target_stays_silent() -> None:

@@ -28,9 +28,11 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
     node = client.node
     server = client.server
     dedup = server.replication.dedup if server.replication is not None else None
+    now = now_ms()
+    known = None
     if dedup is None or key not in dedup.pending:
-        known = node.dedup.get(key, now_ms())
-        if known is not None:
+        known = node.dedup.peek(key, now)
+        if known:  # (not a reservation)
             node.dedup.hits += 1
             return b"+" + known + b"\r\n"
     if dedup is None or node.cluster.size() <= 1:  # alone: this table is the truth
@@ -41,6 +43,13 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
         node.dedup.record(key, job.id, job.etime)
         return b"+" + job.id + b"\r\n"
     # The client going away does not cancel the add: with a key, a retry gets the ID.
-    answer = server._after_logging(client.defer(lambda: None))
-    dedup.add(key, partial(node.add_job, queue, body, *options), answer)
+    answer = client.defer()
+    if node.aof is not None:
+        answer = server._after_logging(answer)
+    _, repl, _, _, ttl, _, async_, queue_randomly = options
+    # Checked by the copies unless ASYNC or QUEUE-RANDOMLY (no synchronous copy here)
+    # or a reservation (RESERVED: another node asked for the key).
+    by_copies = known is None and not (async_ or queue_randomly) and (
+        dedup.copies_can_check(repl, ttl, now))
+    dedup.add(key, partial(node.add_job, queue, body, *options), answer, ttl, by_copies)
     return None
