@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import heapq
 import logging
 import random
 from collections.abc import Callable, Iterable
@@ -89,7 +88,6 @@ class Replication:
         self._loop = loop
         self._timer: asyncio.TimerHandle | None = None
         self._waiting: dict[bytes, _WaitingAdd] = {}  # ordered by next_try
-        self._deadlines: list[tuple[int, bytes]] = []  # heap; stale entries skipped
         self._seq = 0  # the last _WaitingAdd.seq
         # peer -> [the highest seq of the copies it confirmed, its usual time to confirm
         # (ms, a moving average)]
@@ -157,21 +155,12 @@ class Replication:
 
     def tick(self, now: int | None = None) -> None:
         """Time out waiting ADDJOBs, and give the others one more node and a resend
-        of REPLJOB to the nodes that did not confirm (every 50 ms)."""
+        of REPLJOB to the nodes that did not confirm (every 50 ms). An ADDJOB is due
+        at its next try or its deadline if sooner, so no structure orders deadlines:
+        a timeout is noticed at the first tick after it."""
         if now is None:
             now = now_ms()
         waiting = self._waiting
-        deadlines = self._deadlines
-        while deadlines and deadlines[0][0] <= now:
-            deadline, job_id = heapq.heappop(deadlines)
-            entry = waiting.get(job_id)
-            if entry is not None and entry.deadline == deadline:
-                del waiting[job_id]
-                if entry.job.state != WAIT_REPL:  # flushed, or acked by a client
-                    self._answer(entry, self._outcome(entry.job))
-                    continue
-                self._answer(entry, _NOREPL_TIMEOUT)
-                self._delete_everywhere(entry.job)
         due: list[_WaitingAdd] = []
         for entry in waiting.values():
             if entry.next_try > now:
@@ -185,15 +174,18 @@ class Replication:
             if job.state != WAIT_REPL:  # flushed, or acked by a client meanwhile
                 self._answer(entry, self._outcome(job))
                 continue
-            entry.next_try = now + ADD_NODE_PERIOD_MS
-            waiting[job.id] = entry  # to the end: the dict stays ordered by next_try
+            deadline = entry.deadline
+            if deadline and deadline <= now:
+                self._answer(entry, _NOREPL_TIMEOUT)
+                self._delete_everywhere(job)
+                continue
+            retry_at = now + ADD_NODE_PERIOD_MS
+            entry.next_try = deadline if deadline and deadline < retry_at else retry_at
+            waiting[job.id] = entry  # to the end: ordered by next_try (to a tick or so)
             if not job.awake:
                 self.node.update_awake(job)  # so that it can expire while waiting
             if not self._targets_behind(entry, now):
                 self._resend(job, now, entry.dedup_key, entry.dedup_check)
-        if len(deadlines) > 2 * len(waiting) + 64:  # mostly settled ADDJOBs: rebuild
-            self._deadlines = [(e.deadline, i) for i, e in waiting.items() if e.deadline]
-            heapq.heapify(self._deadlines)
 
     def close(self) -> None:
         self.dedup.close()
@@ -229,15 +221,15 @@ class Replication:
         if sync:
             # A plain set: it lives until the copies are confirmed (then it is None).
             job.nodes_confirmed = set() if external else {self.my_id}
-            entry = _WaitingAdd(job, now + timeout_ms if timeout_ms else 0,
-                                now + ADD_NODE_PERIOD_MS, external)
+            deadline = now + timeout_ms if timeout_ms else 0
+            retry_at = now + ADD_NODE_PERIOD_MS
+            entry = _WaitingAdd(job, deadline, deadline if 0 < deadline < retry_at else retry_at,
+                                external)
             entry.dedup_key = key
             entry.dedup_check = check
             self._seq = entry.seq = self._seq + 1
             entry.sent = now
             self._waiting[job.id] = entry
-            if entry.deadline:
-                heapq.heappush(self._deadlines, (entry.deadline, job.id))
             # The job gets its expiry timer if it still waits at the first retry (tick):
             # most are confirmed before, and would be scheduled twice.
             if self._timer is None:

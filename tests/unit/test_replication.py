@@ -361,14 +361,18 @@ def test_client_ack_of_a_waiting_job_answers_its_id() -> None:
     assert replies == ok(job) and job.state == ACKED and b.job(job.id).state == ACKED
 
 
-def test_many_waiting_jobs_keep_the_timeout_heap_small() -> None:
+def test_a_timeout_is_noticed_by_the_first_tick_after_it() -> None:
+    """No structure orders the deadlines: a waiting ADDJOB is due at its next try, or
+    at its deadline when that comes first, behind those queued before it."""
     net, (a, b, c) = cluster(3)
+    net.silent.update((b.id, c.id))
     start = now_ms()
-    for _ in range(500):
-        add_job(a, timeout=60_000)
+    slow, slow_replies = add_job(a, timeout=60_000)
+    quick, quick_replies = add_job(a, timeout=30)
     net.pump()
-    a.repl.tick(start + ADD_NODE_PERIOD_MS)
-    assert not a.repl._waiting and len(a.repl._deadlines) <= 64
+    a.repl.tick(start + 30 + ADD_NODE_PERIOD_MS + 5)
+    assert quick_replies == [NOREPL_TIMEOUT] and a.job(quick.id) is None
+    assert slow_replies == [] and list(a.repl._waiting) == [slow.id]
 
 
 async def test_the_retry_timer_runs_on_the_event_loop() -> None:
