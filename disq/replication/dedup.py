@@ -8,13 +8,16 @@ carrying the key arrives), so with REPLICATE-1 of those nodes down one still kno
 
 Checked by the copies (the usual case): when the job's REPLICATE is more than half of
 the nodes the origin knows, any two sets of REPLICATE holders share a node, so the
-copies themselves can check the key. The origin adds the job at once and its REPLJOB
-copies ask their receivers to check: a node that knows the key for another job, is
-adding or checking it itself, keeps a reservation for it (see below), or may have lost
-keys (it restarted within the job's TTL, `node.dedup_since`) refuses the copy
-(DEDUP_CONFLICT). On a refusal the origin deletes the job everywhere and asks every
-node, as follows. Of two such ADDJOBs of one key, the second to reach their shared
-node is refused; if each is refused somewhere, both ask.
+copies themselves can check the key. The origin adds the job at once, records the key
+for it (another ADDJOB of the key there joins the waiting one: `Replication.join`), and
+its REPLJOB copies ask their receivers to check: a node that knows the key for another
+job (one it is adding, too), is checking it itself, keeps a reservation for it (see
+below), or may have lost keys (it restarted within the job's TTL, `node.dedup_since`)
+refuses the copy (DEDUP_CONFLICT). On a refusal the origin deletes the job everywhere
+and asks every node, as follows (`checked_add_failed`). Of two such ADDJOBs of one
+key, the second to reach their shared node is refused; if each is refused somewhere,
+both ask. This path costs a waiting ADDJOB nothing but the key's entry: no object of
+its own, which matters at 100k ADDJOBs a second.
 
 Asking every node (when the copies cannot check, or they refused): a node that does
 not know a key asks every peer it can reach (DEDUP_QUERY, the keys of one loop turn in
@@ -46,6 +49,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..cluster import messages as m
@@ -97,9 +101,9 @@ class _Query:
 
 
 class _Adding:
-    """A key being added here: the ADDJOBs waiting for its outcome (`answer`, then
-    `more`), how to add its job, and the job once added. `done` is the job's
-    replication callback (an object, fewer allocations than a closure per job)."""
+    """A key being asked for, then added here: the ADDJOBs waiting for its outcome
+    (`answer`, then `more`), how to add its job, and the job once added. `done` is the
+    job's replication callback."""
 
     __slots__ = ("dedup", "key", "make_job", "ttl", "job", "answer", "more")
 
@@ -117,7 +121,10 @@ class _Adding:
         """The job's ADDJOB is settled (`Replication.wait`)."""
         job = self.job
         if reply[:1] != b"+" or job is None:
-            self.dedup._failed(self, reply)
+            if job is not None and job.nodes_delivered:  # its copies had the key
+                self.dedup.bus.broadcast(m.DEDUP_FORGET, self.key, job.id,
+                                         node_ids=job.nodes_delivered)
+            self.dedup._finish(self.key, reply)
             return
         dedup = self.dedup
         dedup.node.dedup.record(self.key, job.id, job.etime)
@@ -127,6 +134,13 @@ class _Adding:
         if self.more is not None:
             for answer in self.more:
                 answer(reply)
+
+    def join(self, answer: Answer) -> None:
+        """Another ADDJOB of the key: the same outcome."""
+        if self.more is None:
+            self.more = [answer]
+        else:
+            self.more.append(answer)
 
     def count(self) -> int:
         return 1 + len(self.more) if self.more is not None else 1
@@ -161,23 +175,78 @@ class Dedup:
             self.bus.on(mtype, handler)
 
     # -- ADDJOB's side ------------------------------------------------------------------
-    def add(self, key: bytes, make_job: MakeJob, answer: Answer, ttl: int,
+    def add(self, key: bytes, queue: bytes, body: bytes, options: tuple, answer: Answer,
             by_copies: bool) -> None:
-        """ADDJOB with DEDUP `key`, not known here: `answer` gets the existing job's ID,
-        the new job's ID once `make_job()` added and replicated it, or an error.
-        `by_copies`: `copies_can_check` said yes."""
+        """ADDJOB with DEDUP `key`, not known here (or a reservation): `answer` gets the
+        existing job's ID, the new job's ID once `node.add_job(queue, body, *options)`
+        added and replicated it, or an error. `by_copies`: `copies_can_check` said yes."""
         adding = self.pending.get(key)
-        if adding is not None:  # the same key is being added here: same outcome
-            if adding.more is None:
-                adding.more = [answer]
-            else:
-                adding.more.append(answer)
+        if adding is not None:  # the same key is being asked for here: same outcome
+            adding.join(answer)
             return
-        self.pending[key] = adding = _Adding(self, key, make_job, ttl, answer)
         if by_copies:
-            self._add(adding, True)
-        else:
-            self._ask(key, _Query(make_job, ttl, now_ms()))
+            self._add_checked(key, queue, body, options, answer)
+            return
+        make_job = partial(self.node.add_job, queue, body, *options)
+        ttl = options[4]
+        self.pending[key] = _Adding(self, key, make_job, ttl, answer)
+        self._ask(key, _Query(make_job, ttl, now_ms()))
+
+    def adding_here(self, job_id: bytes) -> bool:
+        """Whether `job_id`, which a key names here, waits for its copies: another
+        ADDJOB of the key `join`s it."""
+        return self.replication.waiting_for(job_id)
+
+    def join(self, job_id: bytes, answer: Answer) -> None:
+        """`answer` gets the outcome of the waiting ADDJOB of `job_id` (`adding_here`)."""
+        if not self.replication.join(job_id, answer):
+            answer(b"+" + job_id + b"\r\n")  # (settled meanwhile: never in one call)
+
+    def _add_checked(self, key: bytes, queue: bytes, body: bytes, options: tuple,
+                     answer: Answer) -> None:
+        """Add the job now, its copies checking the key; from now on the key names the
+        job here. If it is not added, `checked_add_failed` follows."""
+        replication = self.replication
+        node = self.node
+        replication.dedup_key = key
+        replication.dedup_readd = options
+        try:
+            job = node.add_job(queue, body, *options)
+        except DisqError as exc:
+            answer(exc.reply())
+            return
+        except Exception as exc:  # a bug must not leave the client hanging
+            log.error("Error adding a DEDUP job: %r", exc, exc_info=exc)
+            answer(b"-ERR internal error while executing 'addjob'\r\n")
+            return
+        finally:
+            replication.dedup_key = None
+            replication.dedup_readd = None
+        node.dedup.record(key, job.id, job.etime)
+        if job.state != WAIT_REPL and node.lookup(job.id) is not job:
+            node.dedup.forget(key, job.id)  # settled at once, and not added (never)
+        replication.wait(job, answer)
+
+    def checked_add_failed(self, job: Job, key: bytes, options: tuple, answer: Answer,
+                           reply: bytes) -> None:
+        """The job of an ADDJOB whose copies checked its key was not added (`reply`,
+        CONFLICT if a copy was refused): the key no longer names it anywhere; after a
+        refusal, ask every node and add the job if none knows the key."""
+        self.node.dedup.forget(key, job.id)
+        if job.nodes_delivered:
+            self.bus.broadcast(m.DEDUP_FORGET, key, job.id, node_ids=job.nodes_delivered)
+        if reply is not CONFLICT:
+            answer(reply)
+            return
+        self.conflicts += 1
+        adding = self.pending.get(key)
+        if adding is not None:  # (another ADDJOB of the key asks here already)
+            adding.join(answer)
+            return
+        make_job = partial(self.node.add_job, job.queue, job.body, *options)
+        ttl = options[4]
+        self.pending[key] = _Adding(self, key, make_job, ttl, answer)
+        self._ask(key, _Query(make_job, ttl, now_ms()))
 
     def copies_can_check(self, repl: int | None, ttl: int, now: int) -> bool:
         """Whether the copies of a job can check its key (the module's docstring): its
@@ -196,7 +265,7 @@ class Dedup:
         """DEDUP_QUERY to every peer that can be reached (again, after a "busy")."""
         peers = {n.id for n in self.bus.reachable_peers() if self.bus.can_send(n.id)}
         if not peers:
-            self._add(self.pending[key], False)
+            self._add(self.pending[key])
             return
         self.bus.send_batched(peers, m.DEDUP_QUERY, [[key, query.ttl]])
         query.peers = peers
@@ -205,13 +274,11 @@ class Dedup:
         self._queries[key] = query
         self._arm()
 
-    def _add(self, adding: _Adding, by_copies: bool) -> None:
-        """Add the job, its REPLJOBs carrying the key (and asking to check it when
-        `by_copies`): nobody knows the key, or the copies will tell."""
+    def _add(self, adding: _Adding) -> None:
+        """Add the job, its REPLJOBs carrying the key: no node knows it."""
         replication = self.replication
         key = adding.key
         replication.dedup_key = key
-        replication.dedup_check = by_copies
         try:
             adding.job = job = adding.make_job()
         except DisqError as exc:
@@ -223,24 +290,10 @@ class Dedup:
             return
         finally:
             replication.dedup_key = None
-            replication.dedup_check = False
         if job.state == WAIT_REPL:
             replication.wait(job, adding.done)
         else:
             adding.done(b"+" + job.id + b"\r\n")
-
-    def _failed(self, adding: _Adding, reply: bytes) -> None:
-        """The job of `adding` was not added (or a copy refused the key)."""
-        job = adding.job
-        key = adding.key
-        if job is not None and job.nodes_delivered:  # its copies had the key: they forget it
-            self.bus.broadcast(m.DEDUP_FORGET, key, job.id, node_ids=job.nodes_delivered)
-        if reply is CONFLICT:  # a copy refused the key (the job is deleted): ask
-            self.conflicts += 1
-            adding.job = None
-            self._ask(key, _Query(adding.make_job, adding.ttl, now_ms()))
-        else:
-            self._finish(key, reply)
 
     def _finish(self, key: bytes, reply: bytes) -> None:
         adding = self.pending.pop(key, None)
@@ -285,7 +338,9 @@ class Dedup:
                 continue
             job_id = table.get(key, now)
             left = table.expiry(key) - now if job_id is not None else 0
-            if job_id is None and key in self.pending:
+            if job_id is not None and self.replication.waiting_for(job_id):
+                job_id, left = None, BUSY  # adding it here, its copies checking it
+            elif job_id is None and key in self.pending:
                 query = self._queries.get(key)
                 if query is None:
                     entry = self._rechecks.get(key)
@@ -323,7 +378,7 @@ class Dedup:
                     self._rechecks[key] = (now_ms() + RECHECK_MS, query)
                     self._arm()
                 else:
-                    self._add(self.pending[key], False)
+                    self._add(self.pending[key])
 
     def _on_forget(self, sender: ClusterNode, fields: list) -> None:
         if len(fields) >= 2 and type(fields[0]) is bytes and type(fields[1]) is bytes:

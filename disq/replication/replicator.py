@@ -60,7 +60,7 @@ class _WaitingAdd:
     time to try one more node, and the server's callback once it has one."""
 
     __slots__ = ("job", "deadline", "next_try", "on_done", "external", "dedup_key",
-                 "dedup_check", "seq", "sent")
+                 "dedup_readd", "seq", "sent")
 
     def __init__(self, job: Job, deadline: int, next_try: int, external: bool) -> None:
         self.job = job
@@ -69,9 +69,26 @@ class _WaitingAdd:
         self.on_done: OnDone | None = None
         self.external = external  # no copy kept here: a confirmer queues it (leaving)
         self.dedup_key: bytes | None = None  # ADDJOB's DEDUP key, sent with REPLJOB
-        self.dedup_check = False  # ... for the copies to check (replication/dedup.py)
+        # When the copies check the key (replication/dedup.py): ADDJOB's arguments after
+        # the body, to add the job again if a copy is refused.
+        self.dedup_readd: tuple | None = None
         self.seq = 0  # the waiting ADDJOBs are numbered in the order their copies left
         self.sent = 0  # when (ms)
+
+
+class _Replies:
+    """Answers several ADDJOBs with one reply (ADDJOBs of one DEDUP key, `join`)."""
+
+    __slots__ = ("first", "more")
+
+    def __init__(self, first: OnDone, more: OnDone) -> None:
+        self.first = first
+        self.more = [more]
+
+    def __call__(self, reply: bytes) -> None:
+        self.first(reply)
+        for on_done in self.more:
+            on_done(reply)
 
 
 class Replication:
@@ -109,7 +126,7 @@ class Replication:
         self._targets: tuple = (None, None, [], NO_HOLDERS, [], {})
         self.dedup = Dedup(self, loop)
         self.dedup_key: bytes | None = None  # set by `dedup` while it adds a job
-        self.dedup_check = False  # ... and whether its copies check the key
+        self.dedup_readd: tuple | None = None  # ... and _WaitingAdd.dedup_readd
         # GLOBALQLEN requests in flight: id -> [nodes yet to answer, sum, on_done]
         self._qlen_requests: dict[int, list] = {}
         self._qlen_request_id = 0
@@ -185,7 +202,7 @@ class Replication:
             if not job.awake:
                 self.node.update_awake(job)  # so that it can expire while waiting
             if not self._targets_behind(entry, now):
-                self._resend(job, now, entry.dedup_key, entry.dedup_check)
+                self._resend(job, now, entry.dedup_key, entry.dedup_readd is not None)
 
     def close(self) -> None:
         self.dedup.close()
@@ -213,7 +230,7 @@ class Replication:
         now = now or now_ms()
         targets = self._add_targets(job, job.repl if external else job.repl - 1)
         key = self.dedup_key  # DEDUP: the copies record the key
-        check = self.dedup_check
+        readd = self.dedup_readd
         if not sync and external and targets:
             self._send_copies(job, now, True, targets, key)
             self.bus.send(random.choice(targets), m.ENQUEUE, job.id, job.delay)
@@ -226,7 +243,7 @@ class Replication:
             entry = _WaitingAdd(job, deadline, deadline if 0 < deadline < retry_at else retry_at,
                                 external)
             entry.dedup_key = key
-            entry.dedup_check = check
+            entry.dedup_readd = readd
             self._seq = entry.seq = self._seq + 1
             entry.sent = now
             self._waiting[job.id] = entry
@@ -234,14 +251,14 @@ class Replication:
             # most are confirmed before, and would be scheduled twice.
             if self._timer is None:
                 self._arm()
-        self._send_copies(job, now, not sync, targets, key, check)
+        self._send_copies(job, now, not sync, targets, key, readd is not None)
 
     def abort_checked(self, job_id: bytes) -> None:
         """A node refused a copy of a waiting ADDJOB whose copies check its DEDUP key:
         delete the job everywhere, and answer the ADDJOB with dedup.CONFLICT (the DEDUP
         side then asks every node)."""
         entry = self._waiting.get(job_id)
-        if entry is None or not entry.dedup_check or entry.job.state != WAIT_REPL:
+        if entry is None or entry.dedup_readd is None or entry.job.state != WAIT_REPL:
             return  # replicated already (by other copies, all checked), or gone
         del self._waiting[job_id]
         self._delete_everywhere(entry.job)
@@ -685,11 +702,32 @@ class Replication:
             return None
         return job_id, count
 
-    @staticmethod
-    def _answer(entry: _WaitingAdd, reply: bytes) -> None:
+    def _answer(self, entry: _WaitingAdd, reply: bytes) -> None:
         on_done, entry.on_done = entry.on_done, None
-        if on_done is not None:
+        if on_done is None:
+            return
+        if entry.dedup_readd is not None and reply[:1] != b"+":  # its copies checked a key
+            self.dedup.checked_add_failed(entry.job, entry.dedup_key, entry.dedup_readd,
+                                          on_done, reply)
+        else:
             on_done(reply)
+
+    def waiting_for(self, job_id: bytes) -> bool:
+        """Whether the ADDJOB of `job_id` waits for its copies."""
+        return job_id in self._waiting
+
+    def join(self, job_id: bytes, on_done: OnDone) -> bool:
+        """`on_done` gets the reply of the waiting ADDJOB of `job_id` too (another
+        ADDJOB of its DEDUP key on this node). False if it waits no more."""
+        entry = self._waiting.get(job_id)
+        if entry is None or entry.on_done is None:
+            return False
+        first = entry.on_done
+        if type(first) is _Replies:
+            first.more.append(on_done)
+        else:
+            entry.on_done = _Replies(first, on_done)
+        return True
 
     def _arm(self) -> None:
         if self._timer is not None:

@@ -152,6 +152,22 @@ def test_cluster_pipelined_keys_over_nodes(three: list[DisqProcess]) -> None:
     wait_for(lambda: total_qlen(three) == 300, timeout=10, message="300 queued jobs")
 
 
+def test_cluster_pipelined_same_key_joins_the_waiting_add(three: list[DisqProcess]) -> None:
+    """Each key five times in one pipeline to one node: the later ADDJOBs of a key come
+    while its job waits for its copies, and answer that job's ID."""
+    client = three[0].client()
+    try:
+        pipe = client.pipeline(transaction=False)
+        for i in range(200):
+            pipe.execute_command("ADDJOB", "q", f"b{i}", TIMEOUT, "REPLICATE", "2",
+                                 "DEDUP", f"k{i % 40}")
+        ids = pipe.execute()
+    finally:
+        client.close()
+    assert all(ids[i] == ids[i % 40] for i in range(200)) and len(set(ids)) == 40
+    wait_for(lambda: total_qlen(three) == 40, timeout=10, message="40 queued jobs")
+
+
 def test_cluster_same_keys_on_every_node_at_once(three: list[DisqProcess]) -> None:
     """The same keys sent to the three nodes at the same moment: one job per key."""
     results: list[list[bytes]] = []

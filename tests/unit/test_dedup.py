@@ -4,8 +4,6 @@ test_replication's in-memory bus."""
 
 from __future__ import annotations
 
-from functools import partial
-
 from disq.cluster import messages as m
 from disq.dedup import RESERVED, DedupTable
 from disq.node import now_ms
@@ -70,11 +68,10 @@ def dedup_add(member: Member, key: bytes, replies: list[bytes], repl: int = 2,
               timeout: int = 5000, by_copies: bool = False) -> None:
     """ADDJOB ... DEDUP key as the server runs it on a node that does not know the key
     (`by_copies`: checked by the copies when `copies_can_check` allows it)."""
-    make = partial(member.node.add_job, b"q", b"body", timeout, repl, 0, None, 3600, 0,
-                   False, False)
+    options = (timeout, repl, 0, None, 3600, 0, False, False)
     dedup = member.repl.dedup
     reserved = member.node.dedup.peek(key, now_ms()) is not None
-    dedup.add(key, make, replies.append, 3600,
+    dedup.add(key, b"q", b"body", options, replies.append,
               by_copies and not reserved and dedup.copies_can_check(repl, 3600, now_ms()))
 
 
@@ -188,7 +185,8 @@ def test_copies_check_the_key_without_asking_when_replicate_is_a_majority() -> N
 
 def test_a_copy_to_a_node_that_knows_the_key_is_refused_then_asked() -> None:
     """Whichever target the third node picks, its ADDJOB ends with the first job: a
-    refused copy deletes its job, and asking finds the first one."""
+    refused copy deletes its job, and asking finds the first one. An ADDJOB of the key
+    that joined the refused one gets the same answer."""
     refusals = 0
     for attempt in range(12):
         net, (a, b, c) = cluster(3)
@@ -199,9 +197,14 @@ def test_a_copy_to_a_node_that_knows_the_key_is_refused_then_asked() -> None:
         knowing = [x for x in (a, b, c) if x.node.dedup.get(key, now_ms())]
         other = next(x for x in (a, b, c) if x not in knowing)
         again: list[bytes] = []
+        joined: list[bytes] = []
         dedup_add(other, key, again, by_copies=True)
+        waiting_id = other.node.dedup.get(key, now_ms())
+        assert waiting_id is not None and waiting_id != first[0][1:-2]
+        other.repl.dedup.join(waiting_id, joined.append)
         net.pump()
-        assert again == first and queued([a, b, c]) == 1
+        assert again == joined == first and queued([a, b, c]) == 1
+        assert other.node.dedup.get(key, now_ms()) == first[0][1:-2]
         assert sum(len(x.node.jobs) for x in (a, b, c)) == 2  # the first job's copies
         refusals += net.sent(m.DEDUP_CONFLICT)
     assert refusals == 12  # its one copy always reaches a node that knows the key
@@ -255,3 +258,33 @@ def test_a_node_that_may_have_lost_keys_refuses_checked_copies() -> None:
     assert net.sent(m.DEDUP_CONFLICT) == 1 and net.sent(m.DEDUP_QUERY) == 2
     assert len(replies) == 1 and replies[0].startswith(b"+D-")
     assert queued([a, b, c]) == 1 and sum(len(x.node.jobs) for x in (a, b, c)) == 2
+
+
+def test_same_key_twice_while_its_copies_check_it_shares_one_outcome() -> None:
+    """The key names the waiting job at once: a second ADDJOB of it joins the first."""
+    net, (a, b, c) = cluster(3)
+    first: list[bytes] = []
+    second: list[bytes] = []
+    dedup_add(a, b"k", first, by_copies=True)
+    job_id = a.node.dedup.get(b"k", now_ms())
+    assert job_id is not None and a.repl.dedup.adding_here(job_id)
+    a.repl.dedup.join(job_id, second.append)
+    net.pump()
+    assert first == second == [b"+" + job_id + b"\r\n"]
+    assert queued([a, b, c]) == 1 and not a.repl.dedup.adding_here(job_id)
+
+
+def test_a_checked_add_that_times_out_forgets_the_key_everywhere() -> None:
+    net, (a, b, c) = cluster(3)
+    c.node.set_pause(b"q", PAUSED_IN, broadcast=False)  # c answers, but takes no copy
+    replies: list[bytes] = []
+    dedup_add(a, b"k", replies, repl=3, by_copies=True)
+    net.pump()
+    assert a.node.dedup.get(b"k", now_ms()) is not None
+    assert b.node.dedup.get(b"k", now_ms()) is not None
+    a.repl.tick(now_ms() + 6000)  # the ADDJOB times out
+    net.pump()
+    assert len(replies) == 1 and replies[0].startswith(b"-NOREPL")
+    assert all(x.node.dedup.get(b"k", now_ms()) is None for x in (a, b, c))
+    assert a.repl.dedup.conflicts == 0 and not a.repl.dedup.pending
+

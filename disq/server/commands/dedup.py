@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from functools import partial
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ...dedup import MAX_KEY_LEN
@@ -22,7 +22,8 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
                 options: tuple) -> bytes | None:
     """ADDJOB ... DEDUP key: the ID of the job added with `key` if the cluster knows
     it, else add the job (`options`: Node.add_job's arguments after the body) and
-    record the key. Answered later when other nodes must be asked first."""
+    record the key. Answered later when the job waits for its copies or other nodes
+    must be asked first."""
     if not key or len(key) > MAX_KEY_LEN:
         raise _BAD_KEY
     node = client.node
@@ -33,6 +34,9 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
     if dedup is None or key not in dedup.pending:
         known = node.dedup.peek(key, now)
         if known:  # (not a reservation)
+            if dedup is not None and dedup.adding_here(known):  # its outcome is ours
+                dedup.join(known, _answer(client))
+                return None
             node.dedup.hits += 1
             return b"+" + known + b"\r\n"
     if dedup is None or node.cluster.size() <= 1:  # alone: this table is the truth
@@ -42,14 +46,19 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
             return None
         node.dedup.record(key, job.id, job.etime)
         return b"+" + job.id + b"\r\n"
-    # The client going away does not cancel the add: with a key, a retry gets the ID.
-    answer = client.defer()
-    if node.aof is not None:
-        answer = server._after_logging(answer)
     _, repl, _, _, ttl, _, async_, queue_randomly = options
     # Checked by the copies unless ASYNC or QUEUE-RANDOMLY (no synchronous copy here)
     # or a reservation (RESERVED: another node asked for the key).
     by_copies = known is None and not (async_ or queue_randomly) and (
         dedup.copies_can_check(repl, ttl, now))
-    dedup.add(key, partial(node.add_job, queue, body, *options), answer, ttl, by_copies)
+    dedup.add(key, queue, body, options, _answer(client), by_copies)
     return None
+
+
+def _answer(client: Client) -> Callable[[bytes], None]:
+    """The client's reply, given later. The client going away does not cancel the
+    add: with a key, a retry gets the ID."""
+    answer = client.defer()
+    if client.node.aof is not None:
+        answer = client.server._after_logging(answer)
+    return answer
