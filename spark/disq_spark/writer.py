@@ -107,11 +107,18 @@ def encode_body(value: Any) -> bytes | None:
     return json.dumps(value, default=str, separators=(",", ":")).encode()
 
 
-def row_key(job_name: str, queue: str, partition: int, index: int) -> bytes:
-    """The DEDUP key of the `index`-th row of a partition: the same on every attempt of
-    the task, as long as the partition's rows come in the same order."""
-    data = f"{job_name}\0{queue}\0{partition}\0{index}".encode()
-    return b"s:" + hashlib.blake2b(data, digest_size=15).hexdigest().encode()
+def row_key_prefix(job_name: str, queue: str, partition: int) -> bytes:
+    """What the DEDUP keys of a partition's rows share: a hash of the write's job name,
+    the queue and the partition (80 bits: partitions of one write do not collide)."""
+    data = f"{job_name}\0{queue}\0{partition}".encode()
+    return b"s:" + hashlib.blake2b(data, digest_size=10).hexdigest().encode() + b":"
+
+
+def row_key(prefix: bytes, index: int) -> bytes:
+    """The DEDUP key of the `index`-th row of a partition (`row_key_prefix`): the same
+    on every attempt of the task, as long as the partition's rows come in the same
+    order. No hash per row: it is Spark's CPU, on the machine the nodes run on."""
+    return b"%s%x" % (prefix, index)
 
 
 def user_key(job_name: str, value: Any) -> bytes:
@@ -141,6 +148,7 @@ class PartitionWriter:
         self.node_index = partition % len(self.addrs)
         self.conns: dict[int, Connection] = {}
         self.stats = WriteStats(partitions=1)
+        self.key_prefix = row_key_prefix(options.job_name, options.queue, partition)
         self.inflight: deque[tuple[list[bytes], list[bytes]]] = deque()  # sent, unread
         self._flush_then_move = False  # a node said -LEAVING/-LOADING: use the next one
         self.options = addjob_options(options.timeout_ms, options.replicate, options.delay,
@@ -184,7 +192,7 @@ class PartitionWriter:
     def _key(self, row: Any, index: int) -> bytes | None:
         o = self.o
         if o.key is None:
-            return row_key(o.job_name, o.queue, self.partition, index)
+            return row_key(self.key_prefix, index)
         try:
             value = _field(row, o.key)
         except Exception as exc:
