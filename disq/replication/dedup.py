@@ -54,11 +54,11 @@ from typing import TYPE_CHECKING
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
-from ..dedup import MAX_KEY_LEN
+from ..dedup import MAX_KEY_LEN, RESERVED
 from ..errors import DisqError
 from ..job import WAIT_REPL, Job
 from ..node import now_ms
-from .wire import MAX_TTL_MS
+from .wire import COPY_FIELDS, MAX_TTL_MS
 
 if TYPE_CHECKING:
     from .replicator import Replication
@@ -72,6 +72,7 @@ BUSY = -1  # DEDUP_REPLY's "ms left" when the sender is adding that key itself
 CHECK_SLACK_MS = 10  # the timer fires this long after the oldest deadline
 # What a waiting ADDJOB gets when a copy was refused (never sent to a client).
 CONFLICT = b"-CONFLICT a copy refused the DEDUP key\r\n"
+REFUSED = RESERVED  # copy_key's "refused" (b"", never a key)
 
 Answer = Callable[[bytes], None]
 MakeJob = Callable[[], Job]
@@ -303,25 +304,28 @@ class Dedup:
                 answer(reply)
 
     # -- the REPLJOB side ---------------------------------------------------------------
-    def replicated(self, key: object, job: Job) -> None:
-        """A copy arrived with its DEDUP key: remember it for the job's life."""
-        if type(key) is bytes and 0 < len(key) <= MAX_KEY_LEN:
-            self.node.dedup.record(key, job.id, job.etime)
-
-    def accepts(self, key: object, job: Job, now: int) -> bool:
-        """A copy that asks to check its key (the module's docstring): False if another
-        job may have the key, as far as this node can tell."""
-        if type(key) is not bytes or not 0 < len(key) <= MAX_KEY_LEN:
-            return False
+    def copy_key(self, data: list, job: Job, now: int) -> bytes | None:
+        """The DEDUP key a REPLJOB copy carries after the job's fields (`data`), to
+        record once the copy is stored: None if it has none (or not a valid one),
+        REFUSED if it asks this node to check the key and another job may have it, as
+        far as this node can tell (the module's docstring)."""
+        key = data[COPY_FIELDS]
+        valid = type(key) is bytes and 0 < len(key) <= MAX_KEY_LEN
+        if len(data) == COPY_FIELDS + 1 or data[COPY_FIELDS + 1] is not True:
+            return key if valid else None  # (not to check)
+        if not valid:
+            return REFUSED
         node = self.node
         known = node.dedup.peek(key, now)
-        if known is not None:
-            return known == job.id  # (a copy sent again, or another job / a reservation)
-        if key in self.pending:  # adding or checking it here
-            return False
+        if known is not None:  # a copy sent again, or another job / a reservation
+            return key if known == job.id else REFUSED
+        if key in self.pending:  # asking for it here
+            return REFUSED
         # An earlier job with the key, alive now, was added after now - TTL: this node
         # knows its key unless it restarted since (the copy's TTL is the ADDJOB's).
-        return node.dedup_since <= now - (job.etime - job.ctime // 1_000_000)
+        if node.dedup_since > now - (job.etime - job.ctime // 1_000_000):
+            return REFUSED
+        return key
 
     # -- bus messages -------------------------------------------------------------------
     def _on_query(self, sender: ClusterNode, fields: list) -> None:

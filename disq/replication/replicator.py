@@ -39,7 +39,7 @@ from ..job import (
 )
 from ..node import INCR_DELIV, INCR_NACKS, Node, now_ms
 from ..queue import PAUSED_ALL, PAUSED_IN, Queue
-from .dedup import CONFLICT, Dedup
+from .dedup import CONFLICT, REFUSED, Dedup
 from .federation import Federation
 from .wire import COPY_FIELDS, MAX_U32, decode_copy, decode_holders, encode_copy
 
@@ -325,6 +325,7 @@ class Replication:
         queues = node.queues
         confirmed: list[bytes] = []
         refused: list[bytes] = []  # copies whose DEDUP key another job may have
+        dedup_table = node.dedup
         names: dict[bytes, bytes] = {}  # one queue name object per message...
         etime = 0  # ...and one expiry int for a burst (32 bytes a job each)
         for data in fields[2:]:
@@ -338,8 +339,8 @@ class Replication:
                 job.etime = etime
             else:
                 etime = job.etime
-            if len(data) > COPY_FIELDS + 1 and data[COPY_FIELDS + 1] is True and (
-                    not self.dedup.accepts(data[COPY_FIELDS], job, now)):
+            key = self.dedup.copy_key(data, job, now) if len(data) > COPY_FIELDS else None
+            if key is REFUSED:
                 refused.append(job.id)
                 continue
             queue = queues.get(job.queue)
@@ -351,8 +352,8 @@ class Replication:
                 mine = None
             else:
                 mine = node.lookup(job.id)
-            if len(data) > COPY_FIELDS:  # ADDJOB had DEDUP: the key lives as long as the job
-                self.dedup.replicated(data[COPY_FIELDS], job)
+            if key is not None:  # ADDJOB had DEDUP: the key lives as long as the job
+                dedup_table.record(key, job.id, job.etime)
             if mine is not None:
                 self._learn_holders(mine, holders)
                 if mine.state == ACKED:  # tell the sender instead: it must not come back
