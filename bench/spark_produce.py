@@ -8,9 +8,10 @@ cluster of `--nodes` local disq nodes with REPLICATE `--replicate`, on local[2].
 Each run starts fresh disq nodes (bench/servers.py), writes
 `spark.range(rows).selectExpr("concat('row-', id) AS body")` with write_jobs, checks
 that the nodes queued exactly `rows` jobs, and stops them. One SparkSession serves
-every run; its start and a 2000-row warm-up write per run are not timed. Prints each run's jobs/s and the median, and where
-the CPU went: each disq node's (INFO cpu) and Spark's (the JVM and its Python workers,
-this process's descendants, from /proc), against the wall time × the cores.
+every run; its start and a 20,000-row warm-up write per run (the same path: Arrow
+batches, the same options) are not timed. Prints each run's jobs/s and the median, and
+where the CPU went: each disq node's (INFO cpu) and Spark's (the JVM and its Python
+workers, this process's descendants, from /proc), against the wall time × the cores.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 from bench.servers import command, start_disq
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+WARM_UP_ROWS = 20_000
 
 
 def _children_cpu(root: int, exclude: list[int]) -> float:
@@ -71,9 +73,13 @@ def one_run(spark, args: argparse.Namespace, workdir: Path) -> dict[str, float]:
         nodes = [f"{h}:{p}" for h, p in servers.addresses]
         df = spark.range(args.rows, numPartitions=args.partitions) \
             .selectExpr("concat('row-', id) AS body")
-        # warm-up, not timed: the Python workers start and import, the JVM compiles
-        write_jobs(spark.range(2000, numPartitions=args.partitions), "warm-up", nodes,
-                   body=lambda row: str(row.id), replicate=args.replicate)
+        # warm-up, not timed, through the same path (Arrow batches): the Python
+        # workers start and import, the JVM compiles
+        warm_up = spark.range(WARM_UP_ROWS, numPartitions=args.partitions) \
+            .selectExpr("concat('warm-up-', id) AS body")
+        write_jobs(warm_up, "warm-up", nodes, body="body", replicate=args.replicate,
+                   batch_size=args.batch_size, pipeline=args.pipeline,
+                   dedup=not args.no_dedup, async_=args.async_)
         node_cpu = [_node_cpu(a) for a in servers.addresses]
         spark_cpu = _children_cpu(os.getpid(), servers.pids)
         start = time.perf_counter()
