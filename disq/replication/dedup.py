@@ -176,17 +176,34 @@ class Dedup:
             self.bus.on(mtype, handler)
 
     # -- ADDJOB's side ------------------------------------------------------------------
-    def add(self, key: bytes, queue: bytes, body: bytes, options: tuple, answer: Answer,
-            by_copies: bool) -> None:
-        """ADDJOB with DEDUP `key`, not known here (or a reservation): `answer` gets the
-        existing job's ID, the new job's ID once `node.add_job(queue, body, *options)`
-        added and replicated it, or an error. `by_copies`: `copies_can_check` said yes."""
+    def add_checked(self, key: bytes, queue: bytes, body: bytes, options: tuple) -> Job:
+        """ADDJOB with DEDUP `key`, known nowhere as far as this node can tell, when
+        `copies_can_check`: `node.add_job(queue, body, *options)` now (its DisqError
+        is ADDJOB's), its copies checking the key, which names the job here from now
+        on. The caller `Replication.wait`s for it; if the job is not added,
+        `checked_add_failed` follows."""
+        replication = self.replication
+        node = self.node
+        replication.dedup_key = key
+        replication.dedup_readd = options
+        try:
+            job = node.add_job(queue, body, *options)
+        finally:
+            replication.dedup_key = None
+            replication.dedup_readd = None
+        if job.state == WAIT_REPL or node.lookup(job.id) is job:  # (else settled, failed)
+            node.dedup.record(key, job.id, job.etime)
+        return job
+
+    def ask(self, key: bytes, queue: bytes, body: bytes, options: tuple,
+            answer: Answer) -> None:
+        """ADDJOB with DEDUP `key`, not known here (or a reservation) when the copies
+        cannot check it: `answer` gets the ID of the job some node knows for it, or of
+        the job `node.add_job(queue, body, *options)` adds once every node said it
+        does not know the key, or an error."""
         adding = self.pending.get(key)
         if adding is not None:  # the same key is being asked for here: same outcome
             adding.join(answer)
-            return
-        if by_copies:
-            self._add_checked(key, queue, body, options, answer)
             return
         make_job = partial(self.node.add_job, queue, body, *options)
         ttl = options[4]
@@ -202,31 +219,6 @@ class Dedup:
         """`answer` gets the outcome of the waiting ADDJOB of `job_id` (`adding_here`)."""
         if not self.replication.join(job_id, answer):
             answer(b"+" + job_id + b"\r\n")  # (settled meanwhile: never in one call)
-
-    def _add_checked(self, key: bytes, queue: bytes, body: bytes, options: tuple,
-                     answer: Answer) -> None:
-        """Add the job now, its copies checking the key; from now on the key names the
-        job here. If it is not added, `checked_add_failed` follows."""
-        replication = self.replication
-        node = self.node
-        replication.dedup_key = key
-        replication.dedup_readd = options
-        try:
-            job = node.add_job(queue, body, *options)
-        except DisqError as exc:
-            answer(exc.reply())
-            return
-        except Exception as exc:  # a bug must not leave the client hanging
-            log.error("Error adding a DEDUP job: %r", exc, exc_info=exc)
-            answer(b"-ERR internal error while executing 'addjob'\r\n")
-            return
-        finally:
-            replication.dedup_key = None
-            replication.dedup_readd = None
-        node.dedup.record(key, job.id, job.etime)
-        if job.state != WAIT_REPL and node.lookup(job.id) is not job:
-            node.dedup.forget(key, job.id)  # settled at once, and not added (never)
-        replication.wait(job, answer)
 
     def checked_add_failed(self, job: Job, key: bytes, options: tuple, answer: Answer,
                            reply: bytes) -> None:

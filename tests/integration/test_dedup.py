@@ -81,6 +81,10 @@ def test_cluster_key_known_on_the_holders_only(three: list[DisqProcess]) -> None
     replica = next(n for n in copies if n is not a)
     assert add(replica, "key") == job_id
     assert total_qlen(three) == 1
+    # ADDJOB's own errors come first, and leave the key unknown
+    with pytest.raises(redis.ResponseError, match="DELAY is greater than TTL"):
+        call(a, "ADDJOB", "q", "x", TIMEOUT, "DELAY", "20", "TTL", "10", "DEDUP", "new")
+    assert add(a, "new") != job_id and total_qlen(three) == 2
 
 
 def test_cluster_origin_killed_replica_still_knows(three: list[DisqProcess]) -> None:

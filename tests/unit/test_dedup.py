@@ -71,8 +71,12 @@ def dedup_add(member: Member, key: bytes, replies: list[bytes], repl: int = 2,
     options = (timeout, repl, 0, None, 3600, 0, False, False)
     dedup = member.repl.dedup
     reserved = member.node.dedup.peek(key, now_ms()) is not None
-    dedup.add(key, b"q", b"body", options, replies.append,
-              by_copies and not reserved and dedup.copies_can_check(repl, 3600, now_ms()))
+    if (by_copies and not reserved and key not in dedup.pending
+            and dedup.copies_can_check(repl, 3600, now_ms())):
+        job = dedup.add_checked(key, b"q", b"body", options)
+        member.repl.wait(job, replies.append)
+    else:
+        dedup.ask(key, b"q", b"body", options, replies.append)
 
 
 def queued(members: list[Member]) -> int:

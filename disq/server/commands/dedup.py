@@ -28,10 +28,11 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
         raise _BAD_KEY
     node = client.node
     server = client.server
-    dedup = server.replication.dedup if server.replication is not None else None
+    replication = server.replication
+    dedup = replication.dedup if replication is not None else None
     now = now_ms()
     known = None
-    if dedup is None or key not in dedup.pending:
+    if dedup is None or key not in dedup.pending:  # (else: the same key, being asked for)
         known = node.dedup.peek(key, now)
         if known:  # (not a reservation)
             if dedup is not None and dedup.adding_here(known):  # its outcome is ours
@@ -49,9 +50,12 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
     _, repl, _, _, ttl, _, async_, queue_randomly = options
     # Checked by the copies unless ASYNC or QUEUE-RANDOMLY (no synchronous copy here)
     # or a reservation (RESERVED: another node asked for the key).
-    by_copies = known is None and not (async_ or queue_randomly) and (
-        dedup.copies_can_check(repl, ttl, now))
-    dedup.add(key, queue, body, options, _answer(client), by_copies)
+    if known is None and not (async_ or queue_randomly) and key not in dedup.pending and (
+            dedup.copies_can_check(repl, ttl, now)):
+        job = dedup.add_checked(key, queue, body, options)
+        replication.wait(job, _answer(client))  # type: ignore[union-attr]
+        return None
+    dedup.ask(key, queue, body, options, _answer(client))
     return None
 
 
