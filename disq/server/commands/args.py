@@ -12,9 +12,10 @@ __all__ = ["parse_int", "int_or", "timeout_ms", "validate_ids"]
 _LL_MIN, _LL_MAX = -(2**63), 2**63 - 1
 
 
-# The canonical spellings of small numbers (REPLICATE 2, RETRY 30, COUNT 10...): one
-# dict lookup for the option values clients send on every request.
-_SMALL = {b"%d" % i: i for i in range(1025)}
+# The canonical spellings of small numbers (REPLICATE 2, RETRY 30, COUNT 10...) and of
+# round timeouts (ADDJOB ... 5000, GETJOB TIMEOUT 10000): one dict lookup for the
+# values clients send on every request.
+_SMALL = {b"%d" % i: i for i in (*range(1025), *range(1100, 120_001, 100))}
 
 
 def parse_int(arg: bytes) -> int | None:
