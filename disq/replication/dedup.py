@@ -232,14 +232,7 @@ class Dedup:
             answer(reply)
             return
         self.conflicts += 1
-        adding = self.pending.get(key)
-        if adding is not None:  # (another ADDJOB of the key asks here already)
-            adding.join(answer)
-            return
-        make_job = partial(self.node.add_job, job.queue, job.body, *options)
-        ttl = options[4]
-        self.pending[key] = _Adding(self, key, make_job, ttl, answer)
-        self._ask(key, _Query(make_job, ttl, now_ms()))
+        self.ask(key, job.queue, job.body, options, answer)
 
     def copies_can_check(self, repl: int | None, ttl: int, now: int) -> bool:
         """Whether the copies of a job can check its key (the module's docstring): its
