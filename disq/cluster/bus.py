@@ -326,7 +326,12 @@ class ClusterBus:
                 continue
             link = node.link
             batch = link.batches.get(key)  # this turn's [mtype, *head, ...] to the node
-            if batch is None:
+            out = link.out
+            if batch is None or not out or out[-1] is not batch:
+                # A new message unless the batch is the link's last one: items joining
+                # an older batch would overtake the messages queued since, and a link
+                # keeps its messages in order, as Disque's does (DELJOB and
+                # DEDUP_FORGET of a job, then DEDUP_QUERY of its key, must arrive so).
                 if link.transport is None:
                     continue
                 link.batches[key] = batch = [mtype, *head]

@@ -31,10 +31,11 @@ class BusPort(Protocol):
 
     def send_batched(self, node_ids: Iterable[str], mtype: int, items: list,
                      head: tuple = ()) -> int:
-        """Like `send` to each node, but the items sent to one node in one loop turn
-        with the same type and head share one message `[mtype, *head, item, ...]`
-        (the REPLJOBs and GOTJOB confirmations of a pipeline). Returns how many
-        nodes it was queued for."""
+        """Like `send` to each node, but items sent to one node one after the other
+        in a loop turn, with the same type and head, share one message
+        `[mtype, *head, item, ...]` (the REPLJOBs and GOTJOB confirmations of a
+        pipeline); the messages to a node keep the order they were sent in. Returns
+        how many nodes it was queued for."""
 
     def broadcast(self, mtype: int, *fields: object,
                   node_ids: Iterable[str] | None = None) -> int:

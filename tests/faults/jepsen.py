@@ -19,6 +19,14 @@ RETRY), recording every body they acknowledge; meanwhile a nemesis driven by a s
   byte (`stuck`), then heal, over and over (tests/faults/netproxy.py);
 - `mixed`: either of the above at each step.
 
+With `--dedup` every ADDJOB carries its body as a DEDUP key (disq's extension) and a
+producer whose ADDJOB failed sends the same body again, to another random node, until
+it gets an ID (at most DEDUP_ATTEMPTS times): exactly-once production. The checker then
+also counts the bodies that were answered, or delivered, with more than one job ID
+(must be 0 with the `kill` nemesis: a key is known on every node holding its job, and a
+restarted node neither vouches for keys it may have lost nor lets copies pass it;
+across a partition both sides may add a job with one key, as documented).
+
 At the end everything is healed and restarted, the producers stop, and the consumers
 drain every node until no node holds a queued, active or waiting job. The checker
 counts:
@@ -28,7 +36,8 @@ counts:
 - duplicates: acknowledged deliveries beyond the first of a body (at-least-once:
   reported, not failed), as a % of the bodies delivered; NACKed and abandoned
   deliveries are expected to come again and are not counted;
-- unexpected: bodies delivered that no producer ever sent (must be 0).
+- unexpected: bodies delivered that no producer ever sent (must be 0);
+- with `--dedup`, two jobs: bodies answered or delivered with several job IDs.
 
 Run it longer than the test suite does with, from the repository root:
 
@@ -66,6 +75,7 @@ from support import DisqProcess, free_port, myid, wait_for, wait_formed  # noqa:
 QUEUE = "jepsen"
 RETRY_S = 1
 ADD_TIMEOUT_MS = 2000
+DEDUP_ATTEMPTS = 5
 
 
 @dataclass
@@ -85,6 +95,7 @@ class Config:
     nack: float = 0.05  # of the jobs delivered, NACKed
     abandon: float = 0.10  # left without an answer (a consumer that died)
     ack_elsewhere: float = 0.3  # of the acknowledgements, sent to another node
+    dedup: bool = False  # ADDJOB ... DEDUP <body>, sent again until it gets an ID
     log: bool = False
 
 
@@ -99,6 +110,8 @@ class Result:
     deliveries: int = 0  # GETJOB deliveries in all (NACKed and abandoned ones too)
     lost: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
+    two_jobs: list[str] = field(default_factory=list)  # --dedup: several IDs for a body
+    retried: int = 0  # --dedup: ADDJOBs sent again with their key
     faults: collections.Counter = field(default_factory=collections.Counter)
     drained: bool = False
     leftover: dict[str, int] = field(default_factory=dict)  # node port -> jobs left
@@ -123,7 +136,10 @@ class Result:
                 f"delivered={self.delivered} (of {self.deliveries} deliveries) "
                 f"lost={len(self.lost)} "
                 f"duplicates={self.duplicates} ({self.duplicate_pct:.2f}%) "
-                f"unexpected={len(self.unexpected)} drained={self.drained} "
+                f"unexpected={len(self.unexpected)} "
+                + (f"dedup: two-jobs={len(self.two_jobs)} retried={self.retried} "
+                   if c.dedup else "")
+                + f"drained={self.drained} "
                 f"gc-pending={self.gc_pending} "
                 f"faults: {faults} ({self.elapsed:.1f}s)")
 
@@ -216,6 +232,9 @@ class Workload:
         self.lock = threading.Lock()
         self.attempted: set[str] = set()
         self.added: dict[str, str] = {}  # body -> job ID
+        # body -> every job ID it was answered or delivered with (--dedup: one)
+        self.job_ids: collections.defaultdict[str, set[str]] = collections.defaultdict(set)
+        self.retried = 0
         self.uncertain: set[str] = set()
         # body -> deliveries a consumer completed (acknowledged, whatever came of it)
         self.delivered: collections.Counter[str] = collections.Counter()
@@ -241,27 +260,37 @@ class Workload:
         rng = random.Random(self.config.seed * 1000 + worker)
         nodes = self.cluster.nodes
         clients: dict[int, redis.Redis] = {}
+        dedup = ("DEDUP",) if self.config.dedup else ()
+        attempts = DEDUP_ATTEMPTS if dedup else 1
         seq = 0
         while not self.stop_producing.is_set():
-            i = rng.randrange(len(nodes))
             body = f"p{worker}-{seq}"
             seq += 1
             with self.lock:
                 self.attempted.add(body)
-            try:
-                client = clients.get(i) or clients.setdefault(i, _client(nodes[i]))
-                reply = client.execute_command(
-                    "ADDJOB", QUEUE, body, ADD_TIMEOUT_MS, "REPLICATE", self.config.replicate,
-                    "RETRY", RETRY_S)
-            except redis.exceptions.ResponseError:
-                reply = None  # NOREPL, LOADING...: copies may exist, and be delivered
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-                reply = None
-                clients.pop(i).close()
-                self.stop_producing.wait(0.05)  # the node is down: try another
+            for attempt in range(attempts):
+                i = rng.randrange(len(nodes))
+                try:
+                    client = clients.get(i) or clients.setdefault(i, _client(nodes[i]))
+                    reply = client.execute_command(
+                        "ADDJOB", QUEUE, body, ADD_TIMEOUT_MS, "REPLICATE",
+                        self.config.replicate, "RETRY", RETRY_S, *dedup,
+                        *((body,) if dedup else ()))
+                except redis.exceptions.ResponseError:
+                    reply = None  # NOREPL, LOADING...: copies may exist, and be delivered
+                except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                    reply = None
+                    clients.pop(i).close()
+                    self.stop_producing.wait(0.05)  # the node is down: try another
+                if isinstance(reply, bytes) or self.stop_producing.is_set():
+                    break
+                if attempt + 1 < attempts:
+                    with self.lock:
+                        self.retried += 1
             with self.lock:
                 if isinstance(reply, bytes):
                     self.added[body] = reply.decode()
+                    self.job_ids[body].add(reply.decode())
                 else:
                     self.uncertain.add(body)
         for client in clients.values():
@@ -295,6 +324,7 @@ class Workload:
                         else:
                             acks.append(job_id)
                             self.delivered[body.decode()] += 1
+                        self.job_ids[body.decode()].add(job_id.decode())
                 if nacks:
                     client.execute_command("NACK", *nacks)
                 if acks:
@@ -469,6 +499,9 @@ def run(config: Config, workdir: Path) -> Result:
         result.deliveries = workload.deliveries
         result.lost = sorted(b for b in workload.added if not workload.delivered[b])
         result.unexpected = sorted(b for b in workload.delivered if b not in workload.attempted)
+        if config.dedup:
+            result.two_jobs = sorted(b for b, ids in workload.job_ids.items() if len(ids) > 1)
+            result.retried = workload.retried
     result.elapsed = time.monotonic() - started
     return result
 
@@ -485,11 +518,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--any-victim", action="store_true",
                         help="with --aof no, kill any node (jobs can then be lost: a "
                              "restarted node comes back empty)")
+    parser.add_argument("--dedup", action="store_true",
+                        help="ADDJOB ... DEDUP <body>, sent again until it gets an ID; "
+                             "check that no body has two jobs")
     parser.add_argument("--quiet", action="store_true", help="no nemesis log")
     args = parser.parse_args(argv)
     config = Config(nemesis=args.nemesis, seed=args.seed, duration=args.duration,
                     aof=args.aof == "yes", nodes=args.nodes, max_down=args.max_down,
-                    any_victim=args.any_victim,
+                    any_victim=args.any_victim, dedup=args.dedup,
                     log=not args.quiet, drain_timeout=max(60.0, args.duration / 2))
     with tempfile.TemporaryDirectory(prefix="disq-jepsen-") as tmp:
         result = run(config, Path(tmp))
@@ -498,9 +534,12 @@ def main(argv: list[str] | None = None) -> int:
         print("lost:", " ".join(result.lost[:50]))
     if result.unexpected:
         print("unexpected:", " ".join(result.unexpected[:50]))
+    if result.two_jobs:
+        print("two jobs:", " ".join(result.two_jobs[:50]))
     if not result.drained:
         print("not drained, jobs left per node:", result.leftover)
-    return 0 if not result.lost and not result.unexpected and result.drained else 1
+    ok = not (result.lost or result.unexpected or result.two_jobs) and result.drained
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -14,12 +14,14 @@ import gc
 import random
 from collections import deque
 from collections.abc import Iterable
+from types import SimpleNamespace
 
 import msgpack
 import pytest
 
 from disq import errors
 from disq.cluster import messages as m
+from disq.cluster.bus import ClusterBus
 from disq.cluster.membership import ClusterNode
 from disq.config import Config
 from disq.ids import new_node_id
@@ -841,3 +843,29 @@ def test_sender_wins_is_a_strict_order_that_varies_by_job() -> None:
         best = [i for i in ids if all(sender_wins(i, o, job_id) for o in ids if o != i)]
         assert len(best) == 1  # one node keeps it, whatever the order messages arrive in
     assert 120 < wins < 280
+
+
+def test_the_real_bus_batches_without_reordering_a_link() -> None:
+    """ClusterBus.send_batched joins items to the link's last message only: joining an
+    older batch would deliver them before the messages queued since (a DEDUP_QUERY
+    ahead of the DELJOB and DEDUP_FORGET of the job it would be answered with)."""
+
+    class Link:  # what send_batched uses of a bus link
+        def __init__(self) -> None:
+            self.batches: dict = {}
+            self.out: list[list] = []
+            self.transport = object()
+
+        def send(self, message: list) -> None:
+            self.out.append(message)
+
+    link = Link()
+    peer = SimpleNamespace(connected=True, link=link)
+    bus = SimpleNamespace(membership=SimpleNamespace(nodes={"b": peer}, messages_sent=0),
+                          myself=object())
+    ClusterBus.send_batched(bus, ["b"], m.DEDUP_QUERY, [[b"k1", 60]])  # type: ignore[arg-type]
+    ClusterBus.send_batched(bus, ["b"], m.DEDUP_QUERY, [[b"k2", 60]])  # type: ignore[arg-type]
+    link.send([m.DELJOB, b"J"])
+    ClusterBus.send_batched(bus, ["b"], m.DEDUP_QUERY, [[b"k3", 60]])  # type: ignore[arg-type]
+    assert link.out == [[m.DEDUP_QUERY, [b"k1", 60], [b"k2", 60]], [m.DELJOB, b"J"],
+                        [m.DEDUP_QUERY, [b"k3", 60]]]
