@@ -75,8 +75,12 @@ class Link(asyncio.Protocol):
         self.reader = m.FrameReader()
         self.out: list[list] = []
         # Messages of this turn that more items may join (ClusterBus.send_batched),
-        # by type (and head).
+        # by type (and head): [message, its index in `out`].
         self.batches: dict[object, list] = {}
+        # `out`'s length after its last message that is not a batch: a batch before
+        # it takes no more items, which would overtake that message. Batches may pass
+        # each other (copies, confirmations, queries of different jobs and keys).
+        self.fence = 0
         self.flush_scheduled = False
         self.peer_ip = ""
         self.local_ip = ""
@@ -183,9 +187,27 @@ class Link(asyncio.Protocol):
         if self.transport is None:
             return
         self.out.append(message)
+        self.fence = len(self.out)
         if not self.flush_scheduled:
             self.flush_scheduled = True
             self.bus.loop.call_soon(self.flush)
+
+    def batch(self, key: object, mtype: int, head: tuple) -> list | None:
+        """This turn's message `[mtype, *head, items...]` for `key` that items may
+        still join (see `fence`), queued now if there is none; None if the link is
+        down."""
+        entry = self.batches.get(key)
+        if entry is not None and entry[1] >= self.fence:
+            return entry[0]
+        if self.transport is None:
+            return None
+        message = [mtype, *head]
+        self.batches[key] = [message, len(self.out)]
+        self.out.append(message)
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.bus.loop.call_soon(self.flush)
+        return message
 
     def flush(self) -> None:
         self.flush_scheduled = False
@@ -201,6 +223,7 @@ class Link(asyncio.Protocol):
                             self.peer_ip, self.transport.get_write_buffer_size())
                 self.abort()
         self.out = []
+        self.fence = 0
         if self.batches:
             self.batches = {}
 
@@ -324,18 +347,9 @@ class ClusterBus:
             node = nodes.get(node_id)
             if node is None or node is myself or not node.connected:
                 continue
-            link = node.link
-            batch = link.batches.get(key)  # this turn's [mtype, *head, ...] to the node
-            out = link.out
-            if batch is None or not out or out[-1] is not batch:
-                # A new message unless the batch is the link's last one: items joining
-                # an older batch would overtake the messages queued since, and a link
-                # keeps its messages in order, as Disque's does (DELJOB and
-                # DEDUP_FORGET of a job, then DEDUP_QUERY of its key, must arrive so).
-                if link.transport is None:
-                    continue
-                link.batches[key] = batch = [mtype, *head]
-                link.send(batch)
+            batch = node.link.batch(key, mtype, head)
+            if batch is None:
+                continue
             batch += items
             sent += 1
         self.membership.messages_sent += sent

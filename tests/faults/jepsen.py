@@ -22,10 +22,12 @@ RETRY), recording every body they acknowledge; meanwhile a nemesis driven by a s
 With `--dedup` every ADDJOB carries its body as a DEDUP key (disq's extension) and a
 producer whose ADDJOB failed sends the same body again, to another random node, until
 it gets an ID (at most DEDUP_ATTEMPTS times): exactly-once production. The checker then
-also counts the bodies that were answered, or delivered, with more than one job ID
-(must be 0 with the `kill` nemesis: a key is known on every node holding its job, and a
-restarted node neither vouches for keys it may have lost nor lets copies pass it;
-across a partition both sides may add a job with one key, as documented).
+also counts the bodies that were answered, or delivered, with more than one job ID.
+A key is known on every node holding its job, and a restarted node neither vouches for
+keys it may have lost nor lets copies pass it; what can still make two jobs (README,
+DEDUP limits): a node killed while the copies of an ADDJOB it never answered were
+leaving can leave fewer copies than REPLICATE, which the retry's copies may not meet
+(rare: seen once in a dozen 30 s kill runs), and both sides of a partition.
 
 At the end everything is healed and restarted, the producers stop, and the consumers
 drain every node until no node holds a queued, active or waiting job. The checker

@@ -21,7 +21,7 @@ import pytest
 
 from disq import errors
 from disq.cluster import messages as m
-from disq.cluster.bus import ClusterBus
+from disq.cluster.bus import ClusterBus, Link
 from disq.cluster.membership import ClusterNode
 from disq.config import Config
 from disq.ids import new_node_id
@@ -846,26 +846,27 @@ def test_sender_wins_is_a_strict_order_that_varies_by_job() -> None:
 
 
 def test_the_real_bus_batches_without_reordering_a_link() -> None:
-    """ClusterBus.send_batched joins items to the link's last message only: joining an
-    older batch would deliver them before the messages queued since (a DEDUP_QUERY
-    ahead of the DELJOB and DEDUP_FORGET of the job it would be answered with)."""
-
-    class Link:  # what send_batched uses of a bus link
-        def __init__(self) -> None:
-            self.batches: dict = {}
-            self.out: list[list] = []
-            self.transport = object()
-
-        def send(self, message: list) -> None:
-            self.out.append(message)
-
-    link = Link()
+    """ClusterBus.send_batched: an item joins this turn's message of its type unless a
+    message that is no batch was queued since (it would overtake it: a DEDUP_QUERY
+    ahead of the DELJOB and DEDUP_FORGET of the job it would be answered with).
+    Batches may pass each other."""
+    loop = SimpleNamespace(call_soon=lambda callback: None)
+    link = Link(SimpleNamespace(loop=loop, secret=""), None)  # type: ignore[arg-type]
+    link.transport = object()  # type: ignore[assignment]
     peer = SimpleNamespace(connected=True, link=link)
     bus = SimpleNamespace(membership=SimpleNamespace(nodes={"b": peer}, messages_sent=0),
                           myself=object())
-    ClusterBus.send_batched(bus, ["b"], m.DEDUP_QUERY, [[b"k1", 60]])  # type: ignore[arg-type]
-    ClusterBus.send_batched(bus, ["b"], m.DEDUP_QUERY, [[b"k2", 60]])  # type: ignore[arg-type]
+
+    def batched(mtype: int, item: object) -> None:
+        ClusterBus.send_batched(bus, ["b"], mtype, [item])  # type: ignore[arg-type]
+
+    batched(m.DEDUP_QUERY, [b"k1", 60])
+    batched(m.GOTJOB, b"J1")
+    batched(m.DEDUP_QUERY, [b"k2", 60])
     link.send([m.DELJOB, b"J"])
-    ClusterBus.send_batched(bus, ["b"], m.DEDUP_QUERY, [[b"k3", 60]])  # type: ignore[arg-type]
-    assert link.out == [[m.DEDUP_QUERY, [b"k1", 60], [b"k2", 60]], [m.DELJOB, b"J"],
-                        [m.DEDUP_QUERY, [b"k3", 60]]]
+    batched(m.DEDUP_QUERY, [b"k3", 60])
+    batched(m.GOTJOB, b"J2")
+    batched(m.DEDUP_QUERY, [b"k4", 60])
+    assert link.out == [[m.DEDUP_QUERY, [b"k1", 60], [b"k2", 60]], [m.GOTJOB, b"J1"],
+                        [m.DELJOB, b"J"], [m.DEDUP_QUERY, [b"k3", 60], [b"k4", 60]],
+                        [m.GOTJOB, b"J2"]]
