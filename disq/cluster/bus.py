@@ -188,9 +188,7 @@ class Link(asyncio.Protocol):
             return
         self.out.append(message)
         self.fence = len(self.out)
-        if not self.flush_scheduled:
-            self.flush_scheduled = True
-            self.bus.loop.call_soon(self.flush)
+        self._flush_soon()
 
     def batch(self, key: object, mtype: int, head: tuple) -> list | None:
         """This turn's message `[mtype, *head, items...]` for `key` that items may
@@ -204,10 +202,14 @@ class Link(asyncio.Protocol):
         message = [mtype, *head]
         self.batches[key] = [message, len(self.out)]
         self.out.append(message)
+        self._flush_soon()
+        return message
+
+    def _flush_soon(self) -> None:
+        """The queue leaves at the end of this loop turn, as one frame."""
         if not self.flush_scheduled:
             self.flush_scheduled = True
             self.bus.loop.call_soon(self.flush)
-        return message
 
     def flush(self) -> None:
         self.flush_scheduled = False

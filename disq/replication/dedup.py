@@ -89,62 +89,71 @@ class _Query:
     is adding the key itself (`busy`) or asked while this node must give way
     (`yielded`): then the check runs again later rather than adding."""
 
-    __slots__ = ("peers", "deadline", "make_job", "ttl", "started", "busy", "yielded")
+    __slots__ = ("peers", "deadline", "ttl", "started", "busy", "yielded")
 
-    def __init__(self, make_job: MakeJob, ttl: int, now: int) -> None:
+    def __init__(self, ttl: int, now: int) -> None:
         self.peers: set[str] = set()
         self.deadline = 0
-        self.make_job = make_job
         self.ttl = ttl  # the job's TTL (s): how long the asked nodes keep a reservation
         self.started = now
         self.busy = False
         self.yielded = False
 
 
+class Replies:
+    """One reply for several ADDJOBs (of one DEDUP key): see `joined`."""
+
+    __slots__ = ("answers",)
+
+    def __init__(self, first: Answer, more: Answer) -> None:
+        self.answers = [first, more]
+
+    def __call__(self, reply: bytes) -> None:
+        for answer in self.answers:
+            answer(reply)
+
+
+def joined(answer: Answer, more: Answer) -> Answer:
+    """What answers both `answer` and `more` (another ADDJOB of the same key)."""
+    if type(answer) is Replies:
+        answer.answers.append(more)
+        return answer
+    return Replies(answer, more)
+
+
 class _Adding:
     """A key being asked for, then added here: the ADDJOBs waiting for its outcome
-    (`answer`, then `more`), how to add its job, and the job once added. `done` is the
-    job's replication callback."""
+    (`answer`, several once `joined`), how to add its job, and the job once added.
+    `done` is the job's replication callback."""
 
-    __slots__ = ("dedup", "key", "make_job", "ttl", "job", "answer", "more")
+    __slots__ = ("dedup", "key", "make_job", "job", "answer")
 
-    def __init__(self, dedup: Dedup, key: bytes, make_job: MakeJob, ttl: int,
-                 answer: Answer) -> None:
+    def __init__(self, dedup: Dedup, key: bytes, make_job: MakeJob, answer: Answer) -> None:
         self.dedup = dedup
         self.key = key
         self.make_job = make_job
-        self.ttl = ttl
         self.job: Job | None = None
         self.answer = answer
-        self.more: list[Answer] | None = None
 
     def done(self, reply: bytes) -> None:
-        """The job's ADDJOB is settled (`Replication.wait`)."""
+        """The job's ADDJOB is settled (`Replication.wait`; `job` is set by then)."""
         job = self.job
-        if reply[:1] != b"+" or job is None:
-            if job is not None and job.nodes_delivered:  # its copies had the key
-                self.dedup.bus.broadcast(m.DEDUP_FORGET, self.key, job.id,
-                                         node_ids=job.nodes_delivered)
-            self.dedup._finish(self.key, reply)
-            return
+        assert job is not None
         dedup = self.dedup
+        if reply[:1] != b"+":
+            if job.nodes_delivered:  # its copies had the key
+                dedup.bus.broadcast(m.DEDUP_FORGET, self.key, job.id,
+                                    node_ids=job.nodes_delivered)
+            dedup._finish(self.key, reply)
+            return
         dedup.node.dedup.record(self.key, job.id, job.etime)
         if dedup.pending.get(self.key) is self:
             del dedup.pending[self.key]
         self.answer(reply)
-        if self.more is not None:
-            for answer in self.more:
-                answer(reply)
-
-    def join(self, answer: Answer) -> None:
-        """Another ADDJOB of the key: the same outcome."""
-        if self.more is None:
-            self.more = [answer]
-        else:
-            self.more.append(answer)
 
     def count(self) -> int:
-        return 1 + len(self.more) if self.more is not None else 1
+        """How many ADDJOBs wait for the outcome."""
+        return len(self.answer.answers) if type(self.answer) is Replies else 1
 
 
 def wins(my_id: str, other_id: str, key: bytes) -> bool:
@@ -203,12 +212,11 @@ class Dedup:
         does not know the key, or an error."""
         adding = self.pending.get(key)
         if adding is not None:  # the same key is being asked for here: same outcome
-            adding.join(answer)
+            adding.answer = joined(adding.answer, answer)
             return
         make_job = partial(self.node.add_job, queue, body, *options)
-        ttl = options[4]
-        self.pending[key] = _Adding(self, key, make_job, ttl, answer)
-        self._ask(key, _Query(make_job, ttl, now_ms()))
+        self.pending[key] = _Adding(self, key, make_job, answer)
+        self._ask(key, _Query(options[4], now_ms()))
 
     def adding_here(self, job_id: bytes) -> bool:
         """Whether `job_id`, which a key names here, waits for its copies: another
@@ -285,8 +293,6 @@ class Dedup:
         adding = self.pending.pop(key, None)
         if adding is not None:
             adding.answer(reply)
-            for answer in adding.more or ():
-                answer(reply)
 
     # -- the REPLJOB side ---------------------------------------------------------------
     def copy_key(self, data: list, job: Job, now: int) -> bytes | None:

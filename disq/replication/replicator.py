@@ -39,7 +39,7 @@ from ..job import (
 )
 from ..node import INCR_DELIV, INCR_NACKS, Node, now_ms
 from ..queue import PAUSED_ALL, PAUSED_IN, Queue
-from .dedup import CONFLICT, REFUSED, Dedup
+from .dedup import CONFLICT, REFUSED, Dedup, joined
 from .federation import Federation
 from .wire import COPY_FIELDS, MAX_U32, decode_copy, decode_holders, encode_copy
 
@@ -74,21 +74,6 @@ class _WaitingAdd:
         self.dedup_readd: tuple | None = None
         self.seq = 0  # the waiting ADDJOBs are numbered in the order their copies left
         self.sent = 0  # when (ms)
-
-
-class _Replies:
-    """Answers several ADDJOBs with one reply (ADDJOBs of one DEDUP key, `join`)."""
-
-    __slots__ = ("first", "more")
-
-    def __init__(self, first: OnDone, more: OnDone) -> None:
-        self.first = first
-        self.more = [more]
-
-    def __call__(self, reply: bytes) -> None:
-        self.first(reply)
-        for on_done in self.more:
-            on_done(reply)
 
 
 class Replication:
@@ -723,11 +708,7 @@ class Replication:
         entry = self._waiting.get(job_id)
         if entry is None or entry.on_done is None:
             return False
-        first = entry.on_done
-        if type(first) is _Replies:
-            first.more.append(on_done)
-        else:
-            entry.on_done = _Replies(first, on_done)
+        entry.on_done = joined(entry.on_done, on_done)
         return True
 
     def _arm(self) -> None:

@@ -32,7 +32,8 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
     dedup = replication.dedup if replication is not None else None
     now = now_ms()
     known = None
-    if dedup is None or key not in dedup.pending:  # (else: the same key, being asked for)
+    asking = dedup is not None and key in dedup.pending  # the same key, asked for here
+    if not asking:
         known = node.dedup.peek(key, now)
         if known:  # (not a reservation)
             if dedup is not None and dedup.adding_here(known):  # its outcome is ours
@@ -50,7 +51,7 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
     _, repl, _, _, ttl, _, async_, queue_randomly = options
     # Checked by the copies unless ASYNC or QUEUE-RANDOMLY (no synchronous copy here)
     # or a reservation (RESERVED: another node asked for the key).
-    if known is None and not (async_ or queue_randomly) and key not in dedup.pending and (
+    if known is None and not (async_ or queue_randomly or asking) and (
             dedup.copies_can_check(repl, ttl, now)):
         job = dedup.add_checked(key, queue, body, options)
         replication.wait(job, _answer(client))  # type: ignore[union-attr]
