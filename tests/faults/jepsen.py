@@ -262,22 +262,21 @@ class Workload:
         rng = random.Random(self.config.seed * 1000 + worker)
         nodes = self.cluster.nodes
         clients: dict[int, redis.Redis] = {}
-        dedup = ("DEDUP",) if self.config.dedup else ()
-        attempts = DEDUP_ATTEMPTS if dedup else 1
+        attempts = DEDUP_ATTEMPTS if self.config.dedup else 1
         seq = 0
         while not self.stop_producing.is_set():
             body = f"p{worker}-{seq}"
             seq += 1
             with self.lock:
                 self.attempted.add(body)
+            dedup = ("DEDUP", body) if self.config.dedup else ()
             for attempt in range(attempts):
                 i = rng.randrange(len(nodes))
                 try:
                     client = clients.get(i) or clients.setdefault(i, _client(nodes[i]))
                     reply = client.execute_command(
                         "ADDJOB", QUEUE, body, ADD_TIMEOUT_MS, "REPLICATE",
-                        self.config.replicate, "RETRY", RETRY_S, *dedup,
-                        *((body,) if dedup else ()))
+                        self.config.replicate, "RETRY", RETRY_S, *dedup)
                 except redis.exceptions.ResponseError:
                     reply = None  # NOREPL, LOADING...: copies may exist, and be delivered
                 except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
