@@ -3,6 +3,7 @@ running redis-benchmark and reading its figures."""
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import signal
@@ -10,6 +11,12 @@ import socket
 import subprocess
 import sys
 import time
+
+
+def rss(pid: int) -> int:
+    """Resident set size of a process, in bytes."""
+    with open(f"/proc/{pid}/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def free_port() -> int:

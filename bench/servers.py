@@ -17,7 +17,7 @@ from typing import Any
 
 import hiredis
 
-from .common import free_port
+from .common import free_port, rss  # noqa: F401  (srv.rss)
 from .protocols import BeanstalkReader, read_one
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout whose disq is measured
@@ -68,12 +68,6 @@ def command(address: tuple[str, int], *args: str | bytes, timeout: float = 10) -
                 raise ConnectionError(f"{address} closed the connection")
             reader.feed(data)
     return reply
-
-
-def rss(pid: int) -> int:
-    """Resident set size of a process, in bytes."""
-    with open(f"/proc/{pid}/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _answers(port: int, probe: bytes, expect: bytes) -> bool:

@@ -13,7 +13,6 @@ redis-tools).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import socket
 import statistics
@@ -22,14 +21,9 @@ import sys
 import tempfile
 import time
 
-from common import redis_benchmark, start_disq, start_redis, stop
+from common import redis_benchmark, rss, start_disq, start_redis, stop
 
 BODY_SIZE = 100
-
-
-def rss(pid: int) -> int:
-    with open(f"/proc/{pid}/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def fill(port: int, jobs: int, batch: int = 1000) -> None:

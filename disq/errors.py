@@ -1,4 +1,10 @@
-"""Errors the core raises; the protocol layer turns each into a RESP error reply."""
+"""Errors the core raises; the protocol layer turns each into a RESP error reply.
+
+The fixed replies (`NOREPL`, `BADID`, ...) are classes, raised as `raise errors.NOREPL`:
+each raise makes a fresh instance that dies with its except block. A shared instance
+would not: every raise adds its frames to the instance's `__traceback__`, so the
+arguments of every refused command (a 100 KB body, a 50 MB bogus ID) would stay in
+memory for the life of the process."""
 
 from __future__ import annotations
 
@@ -14,43 +20,71 @@ class DisqError(Exception):
         self.message = message
 
     def reply(self) -> bytes:
-        # A message may quote what the client sent: CR/LF would end the line early
-        # and desynchronize the client, so they become spaces (as in Redis).
-        text = self.message.encode(errors="replace")
-        if b"\r" in text or b"\n" in text:
-            text = text.replace(b"\r", b" ").replace(b"\n", b" ")
-        return b"-%s %s\r\n" % (self.code.encode(), text)
+        return _encode(self.code, self.message)
+
+
+class FixedError(DisqError):
+    """An error whose reply never changes: its bytes are built once, with the class."""
+
+    __slots__ = ()
+    CODE = "ERR"
+    MESSAGE = ""
+    REPLY = b""
+
+    def __init__(self) -> None:
+        super().__init__(self.CODE, self.MESSAGE)
+
+    def reply(self) -> bytes:
+        return self.REPLY
+
+
+def _encode(code: str, message: str) -> bytes:
+    # A message may quote what the client sent: CR/LF would end the line early
+    # and desynchronize the client, so they become spaces (as in Redis).
+    text = message.encode(errors="replace")
+    if b"\r" in text or b"\n" in text:
+        text = text.replace(b"\r", b" ").replace(b"\n", b" ")
+    return b"-%s %s\r\n" % (code.encode(), text)
 
 
 def err(message: str) -> DisqError:
     return DisqError("ERR", message)
 
 
-SYNTAX = err("syntax error")
-NOT_INTEGER = err("value is not an integer or out of range")
-BADID = DisqError("BADID", "Invalid Job ID format.")
-NOJOB = DisqError("NOJOB", "Job not known in the context of this node.")
-TOOLATE = DisqError(
-    "TOOLATE",
+def fixed(name: str, code: str, message: str) -> type[FixedError]:
+    """A FixedError class for one reply (`raise` it: a fresh instance each time)."""
+    return type(name, (FixedError,), {
+        "__slots__": (), "CODE": code, "MESSAGE": message, "REPLY": _encode(code, message)})
+
+
+SYNTAX = fixed("SYNTAX", "ERR", "syntax error")
+NOT_INTEGER = fixed("NOT_INTEGER", "ERR", "value is not an integer or out of range")
+BADID = fixed("BADID", "BADID", "Invalid Job ID format.")
+NOJOB = fixed("NOJOB", "NOJOB", "Job not known in the context of this node.")
+TOOLATE = fixed(
+    "TOOLATE", "TOOLATE",
     "Half of job TTL already elapsed, you are no longer allowed to postpone the next delivery.",
 )
-NOREPL = DisqError("NOREPL", "Not enough reachable nodes for the requested replication level")
-NOREPL_TIMEOUT = DisqError(
-    "NOREPL", "Timeout reached before replicating to the requested number of nodes"
-)
-NOREPL_EXPIRED = DisqError(
-    "NOREPL", "job removed (expired?) before the requested replication level was achieved"
-)
-NOREPL_LEAVING = DisqError(
-    "NOREPL", "Not enough reachable nodes for the requested replication level, since I'm "
+NOREPL = fixed(
+    "NOREPL", "NOREPL", "Not enough reachable nodes for the requested replication level")
+NOREPL_TIMEOUT = fixed(
+    "NOREPL_TIMEOUT", "NOREPL",
+    "Timeout reached before replicating to the requested number of nodes")
+NOREPL_EXPIRED = fixed(
+    "NOREPL_EXPIRED", "NOREPL",
+    "job removed (expired?) before the requested replication level was achieved")
+NOREPL_LEAVING = fixed(
+    "NOREPL_LEAVING", "NOREPL",
+    "Not enough reachable nodes for the requested replication level, since I'm "
     "unable to hold a copy of the message for the following reason: I'm leaving the "
     "cluster")
-NOREPL_OOM = DisqError(
-    "NOREPL", "Not enough reachable nodes for the requested replication level, since I'm "
+NOREPL_OOM = fixed(
+    "NOREPL_OOM", "NOREPL",
+    "Not enough reachable nodes for the requested replication level, since I'm "
     "unable to hold a copy of the message for the following reason: I'm out of memory")
-MAXLEN = DisqError("MAXLEN", "Queue is already longer than the specified MAXLEN count")
-PAUSED = DisqError("PAUSED", "Queue paused in input, try later")
-LEAVING = DisqError(
-    "LEAVING", "This node is leaving the cluster, please connect to a different one"
-)
-OOM = DisqError("OOM", "command not allowed when used memory > 'maxmemory'.")
+MAXLEN = fixed("MAXLEN", "MAXLEN", "Queue is already longer than the specified MAXLEN count")
+PAUSED = fixed("PAUSED", "PAUSED", "Queue paused in input, try later")
+LEAVING = fixed(
+    "LEAVING", "LEAVING",
+    "This node is leaving the cluster, please connect to a different one")
+OOM = fixed("OOM", "OOM", "command not allowed when used memory > 'maxmemory'.")

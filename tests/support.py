@@ -24,7 +24,7 @@ from redis.retry import Retry
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout the servers run from
 sys.path.insert(0, str(ROOT))
-from bench.common import free_port  # noqa: E402  (one port picker for tests and bench)
+from bench.common import free_port, rss  # noqa: E402  (one port picker for tests and bench)
 
 START_TIMEOUT = 15.0
 NODE_TIMEOUT = 1000  # ms: PFAIL after ~1 s without a PONG
@@ -121,6 +121,10 @@ class DisqProcess:
     def pid(self) -> int:
         assert self.proc is not None
         return self.proc.pid
+
+    def rss(self) -> int:
+        """The process's resident set size, in bytes."""
+        return rss(self.pid)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

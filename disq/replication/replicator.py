@@ -51,8 +51,8 @@ GLOBALQLEN_TIMEOUT_MS = 1000  # GLOBALQLEN answers with the nodes heard from by 
 
 OnDone = Callable[[bytes], None]
 
-_NOREPL_TIMEOUT = errors.NOREPL_TIMEOUT.reply()
-_NOREPL_EXPIRED = errors.NOREPL_EXPIRED.reply()
+_NOREPL_TIMEOUT = errors.NOREPL_TIMEOUT.REPLY
+_NOREPL_EXPIRED = errors.NOREPL_EXPIRED.REPLY
 
 
 class _WaitingAdd:

@@ -586,7 +586,7 @@ class Server:
             flags.add("leaving")
             for client in list(self.clients.values()):
                 if client.blocked and client.blocked_queues:
-                    client.unblock(LEAVING.reply())
+                    client.unblock(LEAVING.REPLY)
         else:
             flags.discard("leaving")
 

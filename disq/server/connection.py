@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import hiredis
 
-from ..errors import DisqError
+from ..errors import OOM, DisqError
 from ..job import Job
 from ..queue import Queue
 from . import reply
@@ -48,7 +48,7 @@ _BULK_SIZE = [n + size + 2 for n, size in enumerate(_HEADER_SIZE)]
 
 ERR_NOAUTH = b"-NOAUTH Authentication required.\r\n"
 ERR_LOADING = b"-LOADING Disque is loading the dataset in memory\r\n"
-ERR_OOM = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"
+ERR_OOM = OOM.REPLY
 
 
 class ProtocolError(Exception):

@@ -56,7 +56,7 @@ def test_add_job_defaults(node: Node) -> None:
 def test_add_job_errors(node: Node) -> None:
     with pytest.raises(errors.DisqError) as exc:
         add(node, repl=2)
-    assert exc.value is errors.NOREPL
+    assert type(exc.value) is errors.NOREPL
     with pytest.raises(errors.DisqError, match="RETRY set to 0"):
         add(node, repl=2, retry=0)
     with pytest.raises(errors.DisqError, match="DELAY is greater than TTL"):
@@ -64,11 +64,11 @@ def test_add_job_errors(node: Node) -> None:
     add(node)
     with pytest.raises(errors.DisqError) as exc:
         add(node, maxlen=1)
-    assert exc.value is errors.MAXLEN
+    assert type(exc.value) is errors.MAXLEN
     node.set_pause(b"q", PAUSED_IN, broadcast=False)
     with pytest.raises(errors.DisqError) as exc:
         add(node)
-    assert exc.value is errors.PAUSED
+    assert type(exc.value) is errors.PAUSED
     assert len(node.jobs) == 1
 
 
@@ -222,7 +222,7 @@ def test_working(node: Node) -> None:
     job = add(node, retry=7)
     with pytest.raises(errors.DisqError) as exc:
         node.working(b"D-00000000-AAAAAAAAAAAAAAAAAAAAAAAA-05a1")
-    assert exc.value is errors.NOJOB
+    assert type(exc.value) is errors.NOJOB
     before = now_ms()
     assert node.working(job.id) == 7
     assert job.state == ACTIVE and node.qlen(b"q") == 0
@@ -233,7 +233,7 @@ def test_working(node: Node) -> None:
     job.etime = now + 10_000
     with pytest.raises(errors.DisqError) as exc:
         node.working(job.id)
-    assert exc.value is errors.TOOLATE
+    assert type(exc.value) is errors.TOOLATE
 
 
 # -- blocked consumers -------------------------------------------------------------------

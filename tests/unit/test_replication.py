@@ -36,8 +36,8 @@ from disq.replication.replicator import (
 )
 from disq.replication.wire import decode_job, encode_copy, encode_job
 
-NOREPL_TIMEOUT = errors.NOREPL_TIMEOUT.reply()
-NOREPL_EXPIRED = errors.NOREPL_EXPIRED.reply()
+NOREPL_TIMEOUT = errors.NOREPL_TIMEOUT.REPLY
+NOREPL_EXPIRED = errors.NOREPL_EXPIRED.REPLY
 
 
 class Network:

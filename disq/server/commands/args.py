@@ -4,7 +4,7 @@ range; an empty string is 0."""
 
 from __future__ import annotations
 
-from ...errors import DisqError, err
+from ...errors import DisqError, fixed
 from ...node import validate_ids
 
 __all__ = ["parse_int", "int_or", "timeout_ms", "validate_ids"]
@@ -41,8 +41,8 @@ def int_or(arg: bytes, error: DisqError) -> int:
     return value
 
 
-_TIMEOUT_NOT_INT = err("timeout is not an integer or out of range")
-_TIMEOUT_NEGATIVE = err("timeout is negative")
+_TIMEOUT_NOT_INT = fixed("TIMEOUT_NOT_INT", "ERR", "timeout is not an integer or out of range")
+_TIMEOUT_NEGATIVE = fixed("TIMEOUT_NEGATIVE", "ERR", "timeout is negative")
 
 
 def timeout_ms(arg: bytes) -> int:

@@ -6,7 +6,7 @@ import ipaddress
 from typing import TYPE_CHECKING
 
 from ...config import VERSION
-from ...errors import DisqError, err
+from ...errors import DisqError, err, fixed
 from .. import reply
 from ..table import command
 from .args import parse_int
@@ -14,7 +14,7 @@ from .args import parse_int
 if TYPE_CHECKING:
     from ..connection import Client
 
-_WRONG = err("Wrong CLUSTER subcommand or number of arguments")
+_WRONG = fixed("WRONG", "ERR", "Wrong CLUSTER subcommand or number of arguments")
 
 
 @command("hello", -1, "ral")  # l: Redis answers HELLO while loading

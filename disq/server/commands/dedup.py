@@ -8,14 +8,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ...dedup import MAX_KEY_LEN
-from ...errors import err
+from ...errors import fixed
 from ...job import WAIT_REPL
 from ...node import now_ms
 
 if TYPE_CHECKING:
     from ..connection import Client
 
-_BAD_KEY = err(f"DEDUP key must be 1 to {MAX_KEY_LEN} bytes")
+_BAD_KEY = fixed("BAD_KEY", "ERR", f"DEDUP key must be 1 to {MAX_KEY_LEN} bytes")
 
 
 def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ... import errors
-from ...errors import err
+from ...errors import fixed
 from ...ids import is_valid_job_id
 from ...job import STATE_NAMES, WAIT_REPL, Job
 from ...node import DEFAULT_TTL, now_ms
@@ -18,12 +18,12 @@ from .dedup import add_deduped
 if TYPE_CHECKING:
     from ..connection import Client
 
-_REPLICATE = err("REPLICATE must be between 1 and 65535")
-_TTL = err("TTL must be a number > 0")
-_RETRY = err("RETRY time must be a non negative number")
-_DELAY = err("DELAY time must be a non negative number")
-_MAXLEN = err("MAXLEN must be a positive number")
-_COUNT = err("COUNT must be a number greater than zero")
+_REPLICATE = fixed("REPLICATE", "ERR", "REPLICATE must be between 1 and 65535")
+_TTL = fixed("TTL", "ERR", "TTL must be a number > 0")
+_RETRY = fixed("RETRY", "ERR", "RETRY time must be a non negative number")
+_DELAY = fixed("DELAY", "ERR", "DELAY time must be a non negative number")
+_MAXLEN = fixed("MAXLEN", "ERR", "MAXLEN must be a positive number")
+_COUNT = fixed("COUNT", "ERR", "COUNT must be a number greater than zero")
 
 
 @command("addjob", -4, "wm")

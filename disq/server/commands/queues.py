@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ... import errors
-from ...errors import err
+from ...errors import fixed
 from ...job import STATE_BY_NAME, Job
 from ...node import now_ms
 from ...queue import PAUSE_NAMES, PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue
@@ -17,9 +17,9 @@ from .jobs import show_job
 if TYPE_CHECKING:
     from ..connection import Client
 
-_BAD_CURSOR = err("invalid cursor or option name")
-_BAD_STATE = err("Invalid job state name")
-_BAD_REPLY = err("Invalid REPLY type, try ID or ALL")
+_BAD_CURSOR = fixed("BAD_CURSOR", "ERR", "invalid cursor or option name")
+_BAD_STATE = fixed("BAD_STATE", "ERR", "Invalid job state name")
+_BAD_REPLY = fixed("BAD_REPLY", "ERR", "Invalid REPLY type, try ID or ALL")
 
 
 @command("qlen", 2, "r")
