@@ -45,6 +45,7 @@ QUEUE_MAX_IDLE_MS = 300_000
 # Memory per job beyond its body, as measured with 1M queued jobs (bench/RESULTS.md):
 # what used_memory counts per job, so it falls when jobs go (RSS never does).
 JOB_FOOTPRINT = 416
+NO_MEMORY_LIMIT = 1 << 62  # the memory marks without maxmemory
 TIMER_BATCH = 10_000  # jobs handled per timer callback, so clients are not starved
 EVICT_TIME_LIMIT_S = 0.002  # eviction per command, as Disque's freeMemoryIfNeeded
 EVICT_GIVE_UP = 1000  # jobs in a row that may not be evicted: stop looking
@@ -162,9 +163,11 @@ class Node:
         self.leaving = False
         self.blocked_clients = 0
         self.arm_timer: Callable[[int], None] = lambda when_ms: None
-        # Disque's memory warning level: 0 normal, 1 above 75% of maxmemory, 2 above
-        # 95%. The server keeps it current (cron, CONFIG SET); the core only reads it.
-        self.memory_level = 0
+        # maxmemory's marks in job bytes (see set_memory_limit): above `warn_bytes`
+        # (75%) new jobs are placed on other nodes, above `full_bytes` (95%) nothing
+        # new is taken that eviction cannot make room for.
+        self.warn_bytes = self.full_bytes = NO_MEMORY_LIMIT
+        self.may_evict = True  # maxmemory-policy acks (noeviction: False)
         self._prev_ctime = 0
         self.job_bytes = 0  # estimated memory of the jobs held (JOB_FOOTPRINT + body)
         self._last_etime = 0
@@ -177,6 +180,30 @@ class Node:
         self.id = node_id
         self.ids = JobIdGenerator(node_id)
         self.only_me = holder_set((node_id,))  # a new job's holders before replication
+
+    # -- memory ----------------------------------------------------------------------
+    def set_memory_limit(self, maxmemory: int, base: int, may_evict: bool) -> None:
+        """maxmemory (0: none), of which the node without jobs takes `base`, as marks
+        in job bytes; `may_evict`: acknowledged jobs may go to make room."""
+        if maxmemory:
+            self.warn_bytes = maxmemory // 100 * 75 - base
+            self.full_bytes = maxmemory // 100 * 95 - base
+        else:
+            self.warn_bytes = self.full_bytes = NO_MEMORY_LIMIT
+        self.may_evict = may_evict
+
+    @property
+    def memory_level(self) -> int:
+        """Disque's memory warning level, always current: 0 normal, 1 above 75% of
+        maxmemory (new jobs go to other nodes, copies are refused), 2 above 95%."""
+        used = self.job_bytes
+        return 2 if used > self.full_bytes else 1 if used > self.warn_bytes else 0
+
+    def make_room(self, size: int) -> bool:
+        """Whether `size` more job bytes fit under the 95% mark, after evicting what
+        may go (Disque's freeMemoryIfNeeded)."""
+        target = self.full_bytes - size
+        return self.job_bytes <= target or (self.may_evict and self.evict(target))
 
     # -- registry ------------------------------------------------------------------
     def lookup(self, job_id: bytes) -> Job | None:
@@ -449,15 +476,22 @@ class Node:
         if retry is None:
             retry = DEFAULT_RETRY_MAX if ttl >= 10 * DEFAULT_RETRY_MAX else (ttl // 10 or 1)
         # Leaving, or short of memory: keep no copy here (Disque's external replication).
-        external = (self.leaving or self.memory_level > 0 or queue_randomly) and (
+        size = JOB_FOOTPRINT + len(body)
+        short = self.job_bytes > self.warn_bytes
+        external = (self.leaving or short or queue_randomly) and (
             self.leaving or self.cluster.size() > 1)
         if repl > 1 or external:
             additional = repl if external else repl - 1
             if additional > self.cluster.reachable_peers():
-                if external and (self.leaving or self.memory_level > 0) and (
+                if external and (self.leaving or short) and (
                         additional - 1 == self.cluster.reachable_peers()):
                     raise errors.NOREPL_LEAVING if self.leaving else errors.NOREPL_OOM
                 raise errors.NOREPL
+        # A job kept here must fit under the 95% mark: a node full of big jobs
+        # refuses the next big one and goes on taking the small ones that fit.
+        if self.job_bytes + size > self.full_bytes and not external and (
+                not self.make_room(size)):
+            raise errors.OOM
         queue = self.queues.get(queue_name)
         if queue is not None:
             if maxlen and len(queue.jobs) >= maxlen:
@@ -488,7 +522,7 @@ class Node:
             return job
         if not self.jobs.add(job.id, job):  # 144 random bits: a collision means a bug
             raise errors.err("Internal error creating the job, check server logs")
-        self.job_bytes += JOB_FOOTPRINT + len(body)  # register(), inlined: hot path
+        self.job_bytes += size  # register(), inlined: hot path
         self.stats.jobs_added += 1
         if repl > 1:
             job.nodes_delivered = self.only_me

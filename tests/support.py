@@ -192,6 +192,12 @@ def call(node: DisqProcess, *args: object) -> object:
         client.close()
 
 
+def used_memory(node: DisqProcess) -> int:
+    """INFO used_memory: what maxmemory is compared with (the jobs held, not RSS)."""
+    info = call(node, "INFO", "memory").decode()  # type: ignore[union-attr]
+    return int(info.split("used_memory:")[1].split("\r\n")[0])
+
+
 def myid(node: DisqProcess) -> str:
     return call(node, "CLUSTER", "MYID").decode()  # type: ignore[union-attr]
 

@@ -149,7 +149,6 @@ class Server:
         self._stopped: asyncio.Future[None] | None = None
         self._metrics: Any = None
         self._memory_cache = (0.0, 0)
-        self.update_oom_threshold()
         # CLIENT PAUSE: no client request runs before this time.monotonic() value;
         # the clients holding requests meanwhile are resumed when it passes.
         self.clients_paused_until = 0.0
@@ -181,6 +180,7 @@ class Server:
         self.membership = Membership.load_or_create(
             self.config.cluster_config_file, self.config.node_port)
         self.node = Node(self.config, self.membership.myself.id)
+        self.update_memory_limit()
         self.node.leaving = "leaving" in self.membership.myself.flags  # kept in nodes.conf
         if self.membership.restored:  # it may have known DEDUP keys it has lost
             self.node.dedup_since = now_ms()
@@ -410,7 +410,6 @@ class Server:
         try:
             self.unixtime = now = time.time()
             self._sample_ops(now)
-            self.update_memory_level()
             self.node.gc_queues(int(now * 1000))
             self.node.dedup.sweep(int(now * 1000))
             if self.aof is not None:
@@ -458,35 +457,13 @@ class Server:
             self._memory_cache = (now, value)
         return value
 
-    def update_oom_threshold(self) -> None:
-        """`oom_job_bytes`: the job memory above which used memory passes 95% of
-        maxmemory, checked before every command that may add jobs (ADDJOB, ENQUEUE,
-        NACK) so that the check costs one comparison."""
-        maxmemory = self.config.maxmemory
-        self.oom_job_bytes = (maxmemory // 100 * 95 - EMPTY_NODE_MEMORY if maxmemory
-                              else 1 << 62)
-
-    def free_memory(self) -> bool:
-        """Above 95% of maxmemory: evict what may go (policy `acks`, Disque's default)
-        and say whether memory is back under the mark; with `noeviction`, no."""
-        if self.config.maxmemory_policy == "noeviction":
-            return False
-        freed = self.node.evict(self.oom_job_bytes)
-        self.update_memory_level()
-        return freed
-
-    def update_memory_level(self) -> None:
-        """Disque's getMemoryWarningLevel, kept in `node.memory_level` (read on every
-        ADDJOB): 2 above 95% of maxmemory, 1 above 75%. Refreshed by the cron and
-        when maxmemory changes."""
-        maxmemory = self.config.maxmemory
-        used = self.used_memory()
-        level = 0
-        if maxmemory and used > maxmemory * 0.95:
-            level = 2
-        elif maxmemory and used > maxmemory * 0.75:
-            level = 1
-        self.node.memory_level = level
+    def update_memory_limit(self) -> None:
+        """Give the core maxmemory's marks (in job bytes) and the eviction policy:
+        checked before every command that may add jobs (ADDJOB, ENQUEUE, NACK), and
+        against each new job's size, so the levels are always current."""
+        config = self.config
+        self.node.set_memory_limit(config.maxmemory, EMPTY_NODE_MEMORY,
+                                   config.maxmemory_policy != "noeviction")
 
     def reset_stats(self) -> None:
         self.connections_received = self.rejected_connections = 0
@@ -601,8 +578,7 @@ class Server:
         elif name == "maxclients" and self.loop is not None:
             adjust_open_files_limit(self.config)  # may lower it again, as Redis does
         elif name == "maxmemory" and self.loop is not None:
-            self.update_oom_threshold()
-            self.update_memory_level()
+            self.update_memory_limit()
         elif name == "slowlog-log-slower-than":
             self.slowlog_threshold = _slowlog_threshold(value)
         elif name == "slowlog-max-len":

@@ -475,8 +475,8 @@ class Client(asyncio.Protocol):
             return b"-ERR wrong number of arguments for '%s' command\r\n" % spec.bname
         if not self.authenticated and not spec.noauth and server.config.requirepass:
             return ERR_NOAUTH
-        if spec.denyoom and self.node.job_bytes > server.oom_job_bytes and (
-                not server.loading and not server.free_memory()):
+        if spec.denyoom and self.node.job_bytes > self.node.full_bytes and (
+                not server.loading and not self.node.make_room(0)):
             return ERR_OOM
         if server.refusing:
             refused = server.refusal(spec.flags, spec.name)

@@ -200,26 +200,31 @@ def test_memory_pressure(start_node: Callable[..., DisqProcess]) -> None:
 
 @pytest.mark.timeout(60)
 def test_memory_pressure_in_a_cluster(start_node: Callable[..., DisqProcess]) -> None:
-    """A node full to its maxmemory keeps answering and refuses new copies; the
-    others replicate around it."""
+    """A node past 75% of its maxmemory keeps answering, refuses new copies and
+    places its own new jobs on the others (no -OOM while they have room); the others
+    replicate around it."""
     a, c = start_node(), start_node()
     b = start_node("--maxmemory", "4mb")
     form_cluster([a, b, c])
     body = b"m" * 10_000
     rb, ra = b.client(socket_timeout=ANSWER_S), a.client(socket_timeout=ANSWER_S)
     try:
+        kept = 0
         for _ in range(1000):
-            try:
-                rb.execute_command("ADDJOB", "full", body, 0, "REPLICATE", 1)
-            except redis.exceptions.OutOfMemoryError:  # -OOM
-                break
+            job = rb.execute_command("ADDJOB", "full", body, 0, "REPLICATE", 1)
+            if not rb.execute_command("SHOW", job):
+                break  # placed on a peer: b is short of memory
+            kept += 1
         else:
-            raise AssertionError("no -OOM under maxmemory 4mb")
+            raise AssertionError("b kept every job under maxmemory 4mb")
+        for _ in range(100):  # from now on every new job goes to a peer, none refused
+            job = rb.execute_command("ADDJOB", "full", body, 0, "REPLICATE", 1)
+            assert not rb.execute_command("SHOW", job)
         assert rb.ping()
         job = ra.execute_command("ADDJOB", "q", "around", 2000, "REPLICATE", 2)
         assert not b.client().execute_command("SHOW", job)
         assert c.client().execute_command("SHOW", job)
-        assert rb.execute_command("QLEN", "full") > 0
+        assert rb.execute_command("QLEN", "full") == kept > 0
     finally:
         rb.close()
         ra.close()

@@ -7,7 +7,9 @@ from __future__ import annotations
 import socket
 
 import hiredis
-from support import DisqProcess
+import pytest
+import redis
+from support import DisqProcess, call, used_memory
 
 BIG = b"x" * 100_000
 # One request for each error path, each with a 100 KB argument that must not be kept.
@@ -83,3 +85,71 @@ def test_a_huge_refused_argument_is_not_kept(node: DisqProcess) -> None:
     assert all(isinstance(reply, hiredis.ReplyError) for reply in replies)
     grown = (node.rss() - before) / 1e6
     assert grown < 60, f"RSS grew by {grown:.0f} MB after ten refused 20 MB IDs"
+
+
+# -- a full node (maxmemory) -----------------------------------------------------------
+ROOM = 20 * 1024 * 1024  # job memory below the 95% mark
+
+
+def fill_to_the_mark(node: DisqProcess) -> tuple[int, int]:
+    """Set maxmemory so that ROOM bytes of jobs fit under its 95% mark; returns the
+    memory a job takes beyond its body, and a big body size that leaves 300-600 KB
+    under the mark once the node holds as many such jobs as fit."""
+    maxmemory = int((used_memory(node) + ROOM) / 0.95) + 1
+    assert call(node, "CONFIG", "SET", "maxmemory", maxmemory) == b"OK"
+    before = used_memory(node)
+    probe = call(node, "ADDJOB", "probe", b"p" * 1000, 0)
+    footprint = used_memory(node) - before - 1000
+    call(node, "DELJOB", probe)
+    mark = maxmemory // 100 * 95 - used_memory(node)
+    big = 1_000_000
+    while not 300_000 <= mark % (big + footprint) <= 600_000:
+        big += 7_000
+    return footprint, big
+
+
+def test_a_full_node_refuses_big_jobs_and_takes_small_ones(node: DisqProcess) -> None:
+    """Flooded with ~1 MB jobs, a node refuses the big job that would take it past
+    95% of maxmemory (-OOM) and keeps taking the small ones that still fit."""
+    footprint, big = fill_to_the_mark(node)
+    client = node.client()
+    taken = 0
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        for _ in range(100):
+            client.execute_command("ADDJOB", "flood", b"b" * big, 0)
+            taken += 1
+    assert taken == ROOM // (big + footprint) or taken == ROOM // (big + footprint) - 1
+    canaries = 0
+    for _ in range(100):  # 100 x ~500 bytes: they fit in what the big jobs left
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            client.execute_command("ADDJOB", "flood", b"b" * big, 0)
+        assert client.execute_command("ADDJOB", "canary", b"c" * 100, 0).startswith(b"D-")
+        canaries += 1
+    assert canaries == 100
+    # ... until they no longer fit either; nothing queued was dropped
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        for _ in range(2000):
+            client.execute_command("ADDJOB", "canary", b"c" * 100, 0)
+            canaries += 1
+    assert 300_000 // (100 + footprint) < canaries <= 620_000 // (100 + footprint)
+    assert call(node, "QLEN", "flood") == taken and call(node, "QLEN", "canary") == canaries
+    assert client.ping()
+
+
+def test_a_flooded_node_places_jobs_on_its_peers(make_cluster) -> None:
+    """Past 75% of its maxmemory a node keeps no copy of new jobs and places them on
+    its peers (Disque's external replication), from the very job that crosses the
+    mark: a flood of 1 MB jobs never fills it, big and small jobs are all taken."""
+    a, b, c = make_cluster(3)
+    fill_to_the_mark(a)
+    pipe = a.client().pipeline(transaction=False)
+    for i in range(60):  # 60 MB against 20 MB of room, as fast as the node takes them
+        pipe.execute_command("ADDJOB", "flood", b"b" * 1_000_000, 0, "REPLICATE", 1)
+        pipe.execute_command("ADDJOB", "canary", b"c%d" % i, 0, "REPLICATE", 1)
+    replies = pipe.execute(raise_on_error=False)
+    refused = [r for r in replies if not isinstance(r, bytes)]
+    assert refused == []
+    assert sum(int(call(n, "QLEN", "flood")) for n in (a, b, c)) == 60  # type: ignore
+    assert sum(int(call(n, "QLEN", "canary")) for n in (a, b, c)) == 60  # type: ignore
+    maxmemory = int(call(a, "CONFIG", "GET", "maxmemory")[1])  # type: ignore[index]
+    assert used_memory(a) <= maxmemory * 0.95
