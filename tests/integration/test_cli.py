@@ -8,6 +8,7 @@ import re
 import socket
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -372,6 +373,31 @@ def test_metrics_endpoint(start_node):
         assert got_id in ids
     finally:
         client.close()
+
+
+def test_metrics_only_at_the_metrics_path(start_node):
+    metrics_port = free_port()
+    start_node("--metrics-port", str(metrics_port))
+    wait_for(lambda: _try_scrape(metrics_port), message="metrics endpoint")
+    for path in ("/", "/favicon.ico", "/metricsx", "/metrics/", "/anything"):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}{path}", timeout=10)
+        assert refused.value.code == 404, path
+    assert "disq_jobs_added_total" in scrape(metrics_port)  # still served
+
+
+def test_busy_metrics_port_stops_the_start_with_one_line(tmp_path):
+    """As a busy client port does: an error naming the address, no traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        metrics_port = taken.getsockname()[1]
+        done = run_cli("--port", str(free_port()), "--dir", str(tmp_path),
+                       "--metrics-port", str(metrics_port))
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "Traceback" not in output, output
+    assert f"Could not create metrics listening socket 127.0.0.1:{metrics_port}" in output
 
 
 def test_metrics_off_by_default(node):
