@@ -203,8 +203,10 @@ def test_readme_prerequisites_then_quick_start_then_reference() -> None:
 
 def make_dry_run(target: str, venv: Path) -> str:
     """What `make <target>` would run with this venv (`make -n`: nothing is run)."""
+    env = {name: value for name, value in os.environ.items()  # not a `make test`'s flags
+           if name not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     done = subprocess.run(["make", "-n", "-C", str(ROOT), target, f"VENV={venv}"],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
