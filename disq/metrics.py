@@ -129,7 +129,7 @@ class _MetricsServer(ThreadingMixIn, WSGIServer):
 class _QuietHandler(WSGIRequestHandler):
     """No line on stderr per request: the node has its own log."""
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
