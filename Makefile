@@ -1,11 +1,17 @@
 # Two commands: `make run` starts a node on port 7711, `make test` runs the whole suite.
-# Both install the server and the Python client (clients/python) into .venv.
+# Both install the server and the Python client (clients/python) into .venv, once: again
+# only when a pyproject.toml changes (the stamp files in .venv say what was installed).
 # `make bench` runs the benchmark harness (python -m bench).
 # `make faults` runs a long Jepsen-style fault run (docs/FAULTS.md).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+DATA := data
 ARGS ?=
+# setuptools tells, on every editable install of a package that sits at the top of its
+# project (disq/, disq_client/), that a folder of the same name in the working directory
+# may shadow it: here that folder is the package itself, so the note is only noise.
+PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q
 
 .PHONY: run test lint bench faults install install-test install-bench clean
 
@@ -13,18 +19,29 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-install: $(BIN)/python
-	$(BIN)/pip install -q -e . -e clients/python
+$(VENV)/.installed: $(BIN)/python pyproject.toml clients/python/pyproject.toml
+	$(PIP_INSTALL) -e . -e clients/python
+	touch $@
 
-# the tests include disq_spark (spark/), which brings pyspark; `make run` does without
-install-test: $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]' -e clients/python -e spark
+# the tests include disq_spark (spark/), which brings pyspark; `make run` does without.
+# This installs everything `install` does, so it leaves that stamp too.
+$(VENV)/.installed-test: $(BIN)/python pyproject.toml clients/python/pyproject.toml \
+		spark/pyproject.toml
+	$(PIP_INSTALL) -e '.[test]' -e clients/python -e spark
+	touch $@ $(VENV)/.installed
 
-install-bench: $(BIN)/python
-	$(BIN)/pip install -q -e '.[bench]'
+$(VENV)/.installed-bench: $(BIN)/python pyproject.toml
+	$(PIP_INSTALL) -e '.[bench]'
+	touch $@
 
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+install-bench: $(VENV)/.installed-bench
+
+# The node keeps its files (nodes.conf, the AOF if turned on) in data/, not in the checkout.
 run: install
-	$(BIN)/disq-server --port 7711 $(ARGS)
+	mkdir -p $(DATA)
+	$(BIN)/disq-server --port 7711 --dir $(DATA) $(ARGS)
 
 test: install-test
 	$(BIN)/ruff check disq tests clients bench spark

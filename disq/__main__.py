@@ -5,14 +5,24 @@ from __future__ import annotations
 import sys
 
 from . import tls
-from .config import DISQ_VERSION, VERSION, Config, ConfigError
+from .config import (
+    DIRECTIVES,
+    DISQ_VERSION,
+    SPECIAL_DOCS,
+    VERSION,
+    Config,
+    ConfigError,
+    default_lines,
+)
 
 USAGE = """Usage: disq-server [/path/to/disque.conf] [options]
        disq-server - (read config from stdin)
        disq-server -v or --version
        disq-server -h or --help
 
-Every config file directive can be given as an option: --directive value.
+Every config file directive can be given as an option: --directive value
+(the options win over the file). disq.conf, at the top of the source tree, is
+a sample config file with every directive.
 
 Examples:
        disq-server (run the server with default config, port 7711)
@@ -23,13 +33,24 @@ Examples:
 """
 
 
+def directives_help() -> str:
+    """Every directive of the table, as set to its default, with its one line."""
+    lines = ["", "Directives (shown with their default value):", ""]
+    for name, directive in DIRECTIVES.items():
+        lines += [f"  {line}" for line in default_lines(name)]
+        lines.append(f"        {directive.doc}")
+    for usage, doc in SPECIAL_DOCS:
+        lines += [f"  {usage}", f"        {doc}"]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in ("-v", "--version"):
         print(f"disq {DISQ_VERSION} (Disque server v={VERSION} compatible)")
         return
     if args and args[0] in ("-h", "--help"):
-        print(USAGE, end="")
+        print(USAGE + directives_help(), end="")
         return
     if args and args[0] == "--test-memory":
         print("disq: --test-memory is not supported (Python manages its own memory).")

@@ -75,6 +75,7 @@ class Directive:
     show: Callable[[Any], str]
     settable: bool = False  # CONFIG SET allowed at run time
     nargs: int = 1  # -1 = one or more
+    doc: str = ""  # one line for `disq-server --help` and the sample disq.conf
 
 
 def _one(parser: Callable[[str], Any]) -> Callable[[list[str]], Any]:
@@ -145,74 +146,152 @@ def _directives() -> list[Directive]:
     d = Directive
     return [
         # -- network
-        d("port", 7711, _int(0, 65535 - 10000), str),
-        d("bind", ["127.0.0.1", "::1"], list, _show_list, nargs=-1),
-        d("tcp-backlog", 511, _int(0), str),
-        d("tcp-keepalive", 0, _int(0), str, settable=True),
-        d("timeout", 0, _int(0), str, settable=True),
-        d("unixsocket", "", _str, str),
-        d("unixsocketperm", 0, _one(lambda s: int(s, 8)), lambda v: f"{v:o}"),
-        d("maxclients", 10000, _int(1), str, settable=True),
-        d("requirepass", "", _str, str, settable=True),
+        d("port", 7711, _int(0, 65535 - 10000), str,
+          doc="TCP port for clients (0: none); the cluster bus listens on port + 10000"),
+        d("bind", ["127.0.0.1", "::1"], list, _show_list, nargs=-1,
+          doc="addresses to listen on (one or more)"),
+        d("tcp-backlog", 511, _int(0), str,
+          doc="backlog of the listening sockets"),
+        d("tcp-keepalive", 0, _int(0), str, settable=True,
+          doc="non-zero: TCP keepalive on client connections"),
+        d("timeout", 0, _int(0), str, settable=True,
+          doc="close a client idle for this many seconds (0: never)"),
+        d("unixsocket", "", _str, str,
+          doc="also listen on this unix socket"),
+        d("unixsocketperm", 0, _one(lambda s: int(s, 8)), lambda v: f"{v:o}",
+          doc="permissions of the unix socket, in octal (e.g. 700)"),
+        d("maxclients", 10000, _int(1), str, settable=True,
+          doc="most clients at once; more are refused with an error"),
+        d("requirepass", "", _str, str, settable=True,
+          doc="clients must AUTH with this password (\"\": none)"),
         # -- process
-        d("dir", ".", _str, str, settable=True),
-        d("daemonize", False, _bool, _show_bool),
-        d("pidfile", "", _str, str),
-        d("loglevel", "notice", _enum("debug", "verbose", "notice", "warning"), str, settable=True),
-        d("logfile", "", _str, str),
-        d("syslog-enabled", False, _bool, _show_bool),
-        d("syslog-ident", "disque", _str, str),
-        d("syslog-facility", "local0", _str, str),
-        d("databases", 16, _int(1), str),
-        d("hz", 10, _int(1, 500), str, settable=True),
-        d("activerehashing", True, _bool, _show_bool, settable=True),
-        d("watchdog-period", 0, _int(0), str, settable=True),
+        d("dir", ".", _str, str, settable=True,
+          doc="working directory (it must exist): nodes.conf, the AOF, a relative logfile"),
+        d("daemonize", False, _bool, _show_bool,
+          doc="accepted for Disque compatibility; disq always runs in the foreground"),
+        d("pidfile", "", _str, str,
+          doc="write the process ID to this file"),
+        d("loglevel", "notice", _enum("debug", "verbose", "notice", "warning"), str, settable=True,
+          doc="debug, verbose, notice or warning"),
+        d("logfile", "", _str, str,
+          doc="log to this file (\"\": standard output)"),
+        d("syslog-enabled", False, _bool, _show_bool,
+          doc="accepted for Disque compatibility; no effect"),
+        d("syslog-ident", "disque", _str, str,
+          doc="accepted for Disque compatibility; no effect"),
+        d("syslog-facility", "local0", _str, str,
+          doc="accepted for Disque compatibility; no effect"),
+        d("databases", 16, _int(1), str,
+          doc="accepted for Disque compatibility; no effect"),
+        d("hz", 10, _int(1, 500), str, settable=True,
+          doc="background tasks per second (idle clients, queue collection, AOF fsync)"),
+        d("activerehashing", True, _bool, _show_bool, settable=True,
+          doc="accepted for Disque compatibility; no effect"),
+        d("watchdog-period", 0, _int(0), str, settable=True,
+          doc="accepted for Disque compatibility; no effect"),
         # -- memory
-        d("maxmemory", 1024**3, _mem, str, settable=True),
-        d("maxmemory-policy", "acks", _enum("acks", "noeviction"), str, settable=True),
-        d("maxmemory-samples", 5, _int(1), str, settable=True),
+        d("maxmemory", 1024**3, _mem, str, settable=True,
+          doc="data memory limit (INFO used_memory): above 95% ADDJOB evicts, then answers -OOM"),
+        d("maxmemory-policy", "acks", _enum("acks", "noeviction"), str, settable=True,
+          doc="acks (evict acknowledged jobs when full) or noeviction"),
+        d("maxmemory-samples", 5, _int(1), str, settable=True,
+          doc="accepted for Disque compatibility; no effect"),
         d("client-output-buffer-limit", dict(_DEFAULT_OUTPUT_LIMITS), _parse_output_limits,
-          _show_output_limits, settable=True, nargs=-1),
+          _show_output_limits, settable=True, nargs=-1,
+          doc="accepted for Disque compatibility (class hard soft seconds); no effect"),
         # -- append only file
-        d("appendonly", False, _bool, _show_bool, settable=True),
-        d("appendfilename", "disque.aof", _str, str),
-        d("appendfsync", "everysec", _enum("always", "everysec", "no"), str, settable=True),
-        d("no-appendfsync-on-rewrite", False, _bool, _show_bool),  # not settable in Disque
-        d("auto-aof-rewrite-percentage", 100, _int(0), str, settable=True),
-        d("auto-aof-rewrite-min-size", 64 * 1024**2, _mem, str, settable=True),
-        d("aof-rewrite-incremental-fsync", True, _bool, _show_bool, settable=True),
-        d("aof-load-truncated", True, _bool, _show_bool, settable=True),
-        d("aof-enqueue-jobs-once", False, _bool, _show_bool, settable=True),
+        d("appendonly", False, _bool, _show_bool, settable=True,
+          doc="log jobs to the append-only file and reload it at start"),
+        d("appendfilename", "disque.aof", _str, str,
+          doc="name of the append-only file, in dir"),
+        d("appendfsync", "everysec", _enum("always", "everysec", "no"), str, settable=True,
+          doc="always, everysec or no: when the AOF is fsynced"),
+        d("no-appendfsync-on-rewrite", False, _bool, _show_bool,  # not settable in Disque
+          doc="no fsync of the AOF while it is being rewritten"),
+        d("auto-aof-rewrite-percentage", 100, _int(0), str, settable=True,
+          doc="rewrite the AOF once it grew by this % since the last rewrite (0: never)"),
+        d("auto-aof-rewrite-min-size", 64 * 1024**2, _mem, str, settable=True,
+          doc="no automatic rewrite of an AOF smaller than this"),
+        d("aof-rewrite-incremental-fsync", True, _bool, _show_bool, settable=True,
+          doc="fsync a rewritten AOF every 32 MB while writing it"),
+        d("aof-load-truncated", True, _bool, _show_bool, settable=True,
+          doc="load an AOF cut off in its last record (no: refuse to start)"),
+        d("aof-enqueue-jobs-once", False, _bool, _show_bool, settable=True,
+          doc="queue the jobs of the AOF at the next start (then turns itself off)"),
         # -- cluster
-        d("cluster-config-file", "nodes.conf", _str, str),
-        d("cluster-node-timeout", 15000, _int(1), str, settable=True),
+        d("cluster-config-file", "nodes.conf", _str, str,
+          doc="the node's ID and its peers, kept by the node (in dir)"),
+        d("cluster-node-timeout", 15000, _int(1), str, settable=True,
+          doc="milliseconds without an answer before a peer is flagged fail?"),
         # -- diagnostics
-        d("slowlog-log-slower-than", 10000, _int(), str, settable=True),
-        d("slowlog-max-len", 128, _int(0), str, settable=True),
-        d("latency-monitor-threshold", 0, _int(0), str, settable=True),
+        d("slowlog-log-slower-than", 10000, _int(), str, settable=True,
+          doc="SLOWLOG keeps commands slower than this many microseconds (<0: none)"),
+        d("slowlog-max-len", 128, _int(0), str, settable=True,
+          doc="most entries SLOWLOG keeps"),
+        d("latency-monitor-threshold", 0, _int(0), str, settable=True,
+          doc="accepted for Disque compatibility; LATENCY records no events"),
         # -- disq extensions
-        d("metrics-port", 0, _int(0, 65535), str),
-        d("metrics-bind", "127.0.0.1", _str, str),
-        d("client-query-buffer-limit", 1024**3, _mem, str, settable=True),
-        d("proto-max-bulk-len", 512 * 1024**2, _mem, str, settable=True),
-        d("proto-max-multibulk-len", 1024 * 1024, _int(1), str, settable=True),
+        d("metrics-port", 0, _int(0, 65535), str,
+          doc="serve Prometheus metrics on http://metrics-bind:port/metrics (0: off)"),
+        d("metrics-bind", "127.0.0.1", _str, str,
+          doc="address of the metrics endpoint"),
+        d("client-query-buffer-limit", 1024**3, _mem, str, settable=True,
+          doc="disconnect a client whose pending request grows past this"),
+        d("proto-max-bulk-len", 512 * 1024**2, _mem, str, settable=True,
+          doc="largest single argument of a request"),
+        d("proto-max-multibulk-len", 1024 * 1024, _int(1), str, settable=True,
+          doc="most arguments in one request"),
         # Bus links authenticate with it (both ends prove they know it); "" = open bus.
-        d("cluster-secret", "", _str, str),
+        d("cluster-secret", "", _str, str,
+          doc="bus links must prove they know this secret, both ways (\"\": open bus)"),
         # -- TLS (Redis 6's directives; see disq/tls.py)
-        d("tls-port", 0, _int(0, 65535 - 10000), str),
-        d("tls-cert-file", "", _str, str),
-        d("tls-key-file", "", _str, str),
-        d("tls-ca-cert-file", "", _str, str),
-        d("tls-ca-cert-dir", "", _str, str),
-        d("tls-auth-clients", "yes", _enum("yes", "no", "optional"), str),
-        d("tls-cluster", False, _bool, _show_bool),
-        d("tls-protocols", "", _one(_tls_protocols), str),
+        d("tls-port", 0, _int(0, 65535 - 10000), str,
+          doc="also serve clients over TLS on this port (0: off)"),
+        d("tls-cert-file", "", _str, str,
+          doc="the node's certificate (PEM), for the TLS port and the bus"),
+        d("tls-key-file", "", _str, str,
+          doc="the key of tls-cert-file (PEM)"),
+        d("tls-ca-cert-file", "", _str, str,
+          doc="CA certificates that client and peer certificates must chain to"),
+        d("tls-ca-cert-dir", "", _str, str,
+          doc="a directory of such CA certificates"),
+        d("tls-auth-clients", "yes", _enum("yes", "no", "optional"), str,
+          doc="yes, optional or no: TLS clients must present a certificate"),
+        d("tls-cluster", False, _bool, _show_bool,
+          doc="the bus speaks TLS only, mutually authenticated"),
+        d("tls-protocols", "", _one(_tls_protocols), str,
+          doc="TLS versions allowed, e.g. \"TLSv1.2 TLSv1.3\" (\"\": TLSv1.2 and up)"),
     ]
 
 
 DIRECTIVES: dict[str, Directive] = {d.name: d for d in _directives()}
 # Accepted on the command line / config file only, with special handling.
 _SPECIAL = {"include", "rename-command"}
+# (usage, one line) of those, for `disq-server --help` and the sample disq.conf
+SPECIAL_DOCS = (
+    ("include /path/to/other.conf", "read another config file at this point"),
+    ("rename-command NAME NEW-NAME", "accepted for Disque compatibility; no effect"),
+)
+
+
+def _memory_text(value: int) -> str:
+    """1073741824 -> "1gb": how a person writes a size in a config file."""
+    for unit, size in (("gb", 1024**3), ("mb", 1024**2), ("kb", 1024)):
+        if value and value % size == 0:
+            return f"{value // size}{unit}"
+    return str(value)
+
+
+def default_lines(name: str) -> list[str]:
+    """The config file lines that give directive `name` its default value (sizes as
+    `1gb`): what `disq-server --help` and the sample disq.conf show."""
+    directive = DIRECTIVES[name]
+    if directive.parse is _mem:
+        return [f"{name} {_memory_text(directive.default)}"]
+    if name == "client-output-buffer-limit":
+        return [f"{name} {cls} {_memory_text(hard)} {_memory_text(soft)} {seconds}"
+                for cls, (hard, soft, seconds) in directive.default.items()]
+    return Config()._lines_for(name)
 
 
 class Config:

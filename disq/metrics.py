@@ -8,15 +8,21 @@ same ones) and turns it into metric families.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import socket
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from .server.app import Server
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 MAX_QUEUES_EXPORTED = 10_000
 SCRAPE_TIMEOUT = 5.0
@@ -99,8 +105,50 @@ class NodeCollector(Collector):
         yield latency
 
 
-def start_metrics_server(server: Server) -> Any:
+METRICS_PATH = "/metrics"
+_NOT_FOUND = b"Not found: the metrics are at /metrics\n"
+
+
+def metrics_only(app: WSGIApp) -> WSGIApp:
+    """`app` at /metrics, 404 on every other path (prometheus_client's own app answers
+    the metrics whatever the path)."""
+    def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO", "") == METRICS_PATH:
+            return app(environ, start_response)
+        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8"),
+                                         ("Content-Length", str(len(_NOT_FOUND)))])
+        return [_NOT_FOUND]
+
+    return dispatch
+
+
+class _MetricsServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a scrape in progress never holds up the node's exit
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No line on stderr per request: the node has its own log."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def start_metrics_server(server: Server) -> WSGIServer:
+    """Serve /metrics on `metrics-bind`:`metrics-port` from a thread of its own (a
+    request waits there for the loop's snapshot; the loop never waits for HTTP). A
+    port that cannot be had stops the start with one line, as the client port does."""
     registry = CollectorRegistry()
     registry.register(NodeCollector(server, asyncio.get_running_loop()))
     cfg = server.config
-    return start_http_server(cfg.metrics_port, addr=cfg.metrics_bind, registry=registry)
+    host, port = cfg.metrics_bind, cfg.metrics_port
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                    flags=socket.AI_PASSIVE)[0][0]
+        server_class = type("MetricsServer", (_MetricsServer,), {"address_family": family})
+        httpd = make_server(host, port, metrics_only(make_wsgi_app(registry)), server_class,
+                            handler_class=_QuietHandler)
+    except OSError as exc:
+        raise SystemExit(f"Could not create metrics listening socket {host}:{port}: "
+                         f"{exc.strerror or exc}") from None
+    threading.Thread(target=httpd.serve_forever, name="disq-metrics", daemon=True).start()
+    return httpd

@@ -34,11 +34,24 @@ def analyze(path: str) -> tuple[int, int, str | None, int]:
             return size, reader.pos, None, records
 
 
+USAGE = """Usage: disq-check-aof [--fix] <file.aof>
+
+Checks an append-only file (appendfilename, disque.aof by default, in the node's dir)
+record by record. --fix offers to cut the file after its last good record.
+"""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    name = "disq-check-aof"
+    if args and args[0] in ("-h", "--help"):
+        print(USAGE, end="")
+        return 0
     if not args:
-        print(f"Usage: {name} [--fix] <file.aof>")
+        print(USAGE.splitlines()[0])
+        return 1
+    if len(args) == 1 and args[0].startswith("-") and not os.path.exists(args[0]):
+        print(f"Invalid argument: {args[0]}")  # an option, not a file to open
+        print(USAGE.splitlines()[0])
         return 1
     fix = False
     if len(args) == 2:

@@ -193,6 +193,9 @@ class Server:
         self.loop = asyncio.get_running_loop()
         self._stopped = self.loop.create_future()
         await self._listen()
+        if self.config.metrics_port:  # a busy port stops the start here, as `port` does
+            from ..metrics import start_metrics_server
+            self._metrics = start_metrics_server(self)
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._on_signal, sig)
         self.aof = AppendOnlyFile(self.config, self.node, self.loop)
@@ -213,9 +216,6 @@ class Server:
                               else None)
         await self.bus.start()
         self._connect_cluster()
-        if self.config.metrics_port:
-            from ..metrics import start_metrics_server
-            self._metrics = start_metrics_server(self)
         self._schedule_cron()
         log.info("Node configured with ID %s", self.node.id)
         log.info("disq %s (Disque %s compatible), port %d, pid %d: ready to accept "

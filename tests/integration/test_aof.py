@@ -378,6 +378,23 @@ def test_check_aof_on_a_good_file(start_node) -> None:
         "AOF is valid (3 records)"]
 
 
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_check_aof_help(flag: str, tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "disq.aof.check", flag], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout
+    assert out.stdout.startswith("Usage: disq-check-aof [--fix] <file.aof>")
+    assert "Cannot open" not in out.stdout
+
+
+def test_check_aof_unknown_option_is_not_a_file_name(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "disq.aof.check", "--verbose"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert out.stdout.splitlines() == ["Invalid argument: --verbose",
+                                       "Usage: disq-check-aof [--fix] <file.aof>"]
+
+
 # -- loading -----------------------------------------------------------------------------
 
 def test_loading_answers_loading_then_serves(start_node, tmp_path: Path) -> None:

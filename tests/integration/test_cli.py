@@ -8,12 +8,15 @@ import re
 import socket
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 import redis
-from support import DisqProcess, free_port, wait_for
+from support import ROOT, DisqProcess, free_port, wait_for
+
+from disq.config import DIRECTIVES, Config
 
 NODE_ID_RE = re.compile(r"^[0-9a-f]{40}$")
 
@@ -52,6 +55,54 @@ def test_help(flag):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Usage: disq-server")
     assert "--port" in done.stdout and "--version" in done.stdout
+
+
+def test_help_lists_every_directive_with_its_default_and_meaning():
+    """Every config error says to run --help: it names each directive of the table,
+    as set to its default, with its one line."""
+    done = run_cli("--help")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    for name, directive in DIRECTIVES.items():
+        assert f"  {name} " in done.stdout, name
+        assert f"        {directive.doc}" in lines, name
+    assert "  port 7711" in lines and "  maxmemory 1gb" in lines
+    assert "  include /path/to/other.conf" in lines
+
+
+# -- the sample config file ------------------------------------------------------------------
+
+SAMPLE_CONFIG = ROOT / "disq.conf"
+
+
+def test_sample_config_sets_every_directive_to_its_default():
+    """disq.conf (like redis.conf): each directive of the table once, at its default,
+    under a comment that is the table's own line for it."""
+    lines = SAMPLE_CONFIG.read_text().splitlines()
+    first_line: dict[str, int] = {}
+    for number, line in enumerate(lines):
+        if line and not line.startswith("#"):
+            first_line.setdefault(line.split()[0], number)
+    assert sorted(first_line) == sorted(DIRECTIVES)
+    for name, number in first_line.items():
+        assert lines[number - 1] == f"# {DIRECTIVES[name].doc}", name
+    config = Config()
+    config.load_file(str(SAMPLE_CONFIG))
+    for name, directive in DIRECTIVES.items():
+        assert config.values[name] == directive.default, name
+
+
+def test_node_starts_with_the_sample_config_unchanged(start_node):
+    node = start_node(config_text=SAMPLE_CONFIG.read_text())  # + --port/--bind/--dir
+    client = raw_client(node)
+    try:
+        assert client.execute_command("PING") == b"PONG"
+        assert config_get(client, "maxmemory") == str(1024**3).encode()
+        assert config_get(client, "client-output-buffer-limit") == (
+            b"normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60")
+        assert client.execute_command("ADDJOB", "sampleq", "body", 0).startswith(b"D-")
+    finally:
+        client.close()
 
 
 # -- configuration ---------------------------------------------------------------------------
@@ -322,6 +373,31 @@ def test_metrics_endpoint(start_node):
         assert got_id in ids
     finally:
         client.close()
+
+
+def test_metrics_only_at_the_metrics_path(start_node):
+    metrics_port = free_port()
+    start_node("--metrics-port", str(metrics_port))
+    wait_for(lambda: _try_scrape(metrics_port), message="metrics endpoint")
+    for path in ("/", "/favicon.ico", "/metricsx", "/metrics/", "/anything"):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}{path}", timeout=10)
+        assert refused.value.code == 404, path
+    assert "disq_jobs_added_total" in scrape(metrics_port)  # still served
+
+
+def test_busy_metrics_port_stops_the_start_with_one_line(tmp_path):
+    """As a busy client port does: an error naming the address, no traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        metrics_port = taken.getsockname()[1]
+        done = run_cli("--port", str(free_port()), "--dir", str(tmp_path),
+                       "--metrics-port", str(metrics_port))
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "Traceback" not in output, output
+    assert f"Could not create metrics listening socket 127.0.0.1:{metrics_port}" in output
 
 
 def test_metrics_off_by_default(node):

@@ -31,6 +31,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -276,11 +277,31 @@ def load_worker(spec: str) -> Worker:
         raise SystemExit(f"disq-worker: expected module:attribute, got {spec!r}")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name + ".").startswith(exc.name + "."):
+            raise SystemExit(f"disq-worker: no module named {exc.name!r} (looked in "
+                             f"{os.getcwd()} and sys.path; run it from the directory that "
+                             "holds the module, or set PYTHONPATH)") from None
+        raise SystemExit(f"disq-worker: cannot import {module_name!r}: "
+                         f"{_describe(exc)}") from None
+    except Exception as exc:  # the module's own code failed: say where, in one line
+        raise SystemExit(f"disq-worker: cannot import {module_name!r}: "
+                         f"{_describe(exc)}") from None
     worker = getattr(module, attr, None)
     if not isinstance(worker, Worker):
         raise SystemExit(f"disq-worker: {spec} is not a disq_client.Worker")
     return worker
+
+
+def _describe(exc: BaseException) -> str:
+    """`ValueError: bad value (app/jobs.py, line 3)`: the error and where it was raised."""
+    text = f"{type(exc).__name__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames and not isinstance(exc, SyntaxError):  # a SyntaxError names its line itself
+        text += f" ({frames[-1].filename}, line {frames[-1].lineno})"
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> None:

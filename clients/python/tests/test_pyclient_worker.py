@@ -175,6 +175,33 @@ def worker_process(tmp_path: Path, node: DisqProcess, *args: str
             proc.wait()
 
 
+CLIENT_SOURCE = Path(__file__).resolve().parents[1]  # this checkout's disq_client
+
+
+@pytest.mark.parametrize("module_text, message", [
+    (None, "disq-worker: no module named 'jobs' (looked in {cwd} and sys.path; run it "
+           "from the directory that holds the module, or set PYTHONPATH)"),
+    ("import not_installed_anywhere\n", "disq-worker: cannot import 'jobs': "
+     "ModuleNotFoundError: No module named 'not_installed_anywhere' ({cwd}/jobs.py, line 1)"),
+    ("\nsettings = {}\nsettings['missing']\n", "disq-worker: cannot import 'jobs': "
+     "KeyError: 'missing' ({cwd}/jobs.py, line 3)"),
+    ("def broken(:\n", "disq-worker: cannot import 'jobs': SyntaxError: invalid syntax "
+     "(jobs.py, line 1)"),
+])
+def test_a_module_that_does_not_import_is_one_line(tmp_path: Path, module_text: str | None,
+                                                   message: str) -> None:
+    """`disq-worker jobs:worker` whose module is missing or fails: one line that says
+    why and where, no traceback."""
+    if module_text is not None:
+        (tmp_path / "jobs.py").write_text(module_text)
+    done = subprocess.run([str(WORKER_BIN), "jobs:worker"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(CLIENT_SOURCE)})
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr == message.format(cwd=tmp_path.resolve()) + "\n"
+
+
 def log_lines(tmp_path: Path, word: str) -> list[str]:
     lines = (tmp_path / "tasks.log").read_text().splitlines()
     return [line.split()[1] for line in lines if line.startswith(word + " ")]
