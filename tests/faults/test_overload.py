@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable
 
 import pytest
-import redis
 from support import DisqProcess, form_cluster, wait_for
 
 ANSWER_S = 5.0  # every command must be answered within this, however loaded the node
