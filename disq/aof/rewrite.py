@@ -29,8 +29,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ..job import ACTIVE, QUEUED, Job
+from .disk import OFF, sync_directory
 from .fileformat import RecordEncoder
-from .writer import OFF, sync_directory
 
 if TYPE_CHECKING:
     from .writer import AppendOnlyFile

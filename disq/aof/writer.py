@@ -37,15 +37,15 @@ from typing import TYPE_CHECKING
 
 from ..config import Config
 from ..job import Job
+from .disk import OFF, ON, WAIT_REWRITE, sync_directory
 from .fileformat import DELJOB_HEAD, RecordEncoder
+from .rewrite import BackgroundRewrite
 
 if TYPE_CHECKING:
     from ..node import Node
-    from .rewrite import BackgroundRewrite
 
 log = logging.getLogger("disq")
 
-OFF, ON, WAIT_REWRITE = "off", "on", "wait-rewrite"
 WRITE_ERROR_LOG_PERIOD = 30.0  # seconds between two logs of the same write error
 RETRY_PERIOD = 1.0  # seconds between two attempts to write after an error
 REWRITE_RETRY_PERIOD = 5.0  # seconds after a failed rewrite before another may start
@@ -58,14 +58,6 @@ def _fsync(fd: int, directory: str | None) -> None:
     os.fdatasync(fd)
     if directory is not None:
         sync_directory(directory)
-
-
-def sync_directory(directory: str) -> None:
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class AppendOnlyFile:
@@ -447,7 +439,6 @@ class AppendOnlyFile:
         """BGREWRITEAOF: False if it could not start (one is running already)."""
         if self.rewrite is not None:
             return False
-        from .rewrite import BackgroundRewrite
         try:
             self.rewrite = BackgroundRewrite(self)
         except OSError as exc:

@@ -21,10 +21,11 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import tls
+from ..aof.disk import OFF, ON, WAIT_REWRITE
 from ..aof.fileformat import RecordEncoder
 from ..aof.loader import AofLoader, AofLoadError
 from ..aof.rewrite import rewrite_now
-from ..aof.writer import OFF, ON, WAIT_REWRITE, AppendOnlyFile
+from ..aof.writer import AppendOnlyFile
 from ..cluster.bus import ClusterBus
 from ..cluster.membership import Membership
 from ..config import DISQ_VERSION, Config, ConfigApplyError, ConfigError
@@ -33,10 +34,10 @@ from ..gcfree import tune_collector
 from ..ids import new_node_id
 from ..job import Job
 from ..node import Node, now_ms
+from .commands import load_commands
 from .connection import ERR_LOADING, Client
 from .info import rss_bytes
 from .reply import NULL_ARRAY
-from .table import load_commands
 
 log = logging.getLogger("disq")
 
@@ -194,7 +195,7 @@ class Server:
         self._stopped = self.loop.create_future()
         await self._listen()
         if self.config.metrics_port:  # a busy port stops the start here, as `port` does
-            from ..metrics import start_metrics_server
+            from .metrics import start_metrics_server
             self._metrics = start_metrics_server(self)
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._on_signal, sig)

@@ -51,9 +51,3 @@ def command(name: str, arity: int, flags: str = "") -> Callable[[Handler], Handl
 
     return register
 
-
-def load_commands() -> dict[bytes, CommandSpec]:
-    """Import every command module (they register themselves) and return the table."""
-    from .commands import admin, cluster, jobs, queues  # noqa: F401
-
-    return COMMANDS

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support import DisqProcess, raw_command
 
-from disq.server.table import load_commands
+from disq.server.commands import load_commands
 
 KEEP_QUEUE = b"fuzz-keep-0b7e5c"  # no generated argument is this name
 KEEP_JOBS = 3

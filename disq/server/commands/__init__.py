@@ -6,3 +6,13 @@
 - admin.py: PING AUTH INFO CONFIG DEBUG TIME COMMAND CLIENT SHUTDOWN SLOWLOG LATENCY
   BGREWRITEAOF MONITOR (QUIT is handled by the connection itself)
 """
+
+from __future__ import annotations
+
+from ..table import COMMANDS, CommandSpec
+from . import admin, cluster, jobs, queues  # noqa: F401  (each registers its commands)
+
+
+def load_commands() -> dict[bytes, CommandSpec]:
+    """The table of every command: importing this package registered them all."""
+    return COMMANDS
