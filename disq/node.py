@@ -80,6 +80,7 @@ class ClusterPort(Protocol):
     def fast_ack(self, job_id: bytes, job: Job | None) -> None: ...
     def pause(self, queue: bytes, flags: int) -> None: ...
     def need_jobs(self, queue: Queue) -> None: ...
+    def jobs_not_needed(self, queue: Queue) -> None: ...
     def jobs_available(self, queue: Queue) -> None: ...
     def job_dropped(self, job: Job) -> None: ...
 
@@ -116,6 +117,9 @@ class SoloCluster:
         pass
 
     def need_jobs(self, queue: Queue) -> None:
+        pass
+
+    def jobs_not_needed(self, queue: Queue) -> None:
         pass
 
     def jobs_available(self, queue: Queue) -> None:
@@ -425,6 +429,8 @@ class Node:
                 queue.waiters.remove(waiter)
             except ValueError:
                 pass
+            if queue.needjobs_asked_time and not queue.waiters:
+                self.cluster.jobs_not_needed(queue)  # the last one left: stop the pushes
         self.blocked_clients -= 1
 
     def _serve_waiters(self, queue: Queue) -> None:

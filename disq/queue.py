@@ -140,12 +140,15 @@ class Waiter(Protocol):
 
     def serve_job(self, job: Job) -> None: ...
 
+    def wait_left_ms(self) -> int | None:
+        """How long it still waits, in ms; None: without a timeout."""
+
 
 class Queue:
     __slots__ = (
         "name", "jobs", "waiters", "ctime", "atime", "flags", "jobs_in", "jobs_out",
         # federation state (used by replication/federation)
-        "needjobs_bcast_time", "needjobs_adhoc_time", "needjobs_bcast_attempt",
+        "needjobs_bcast_time", "needjobs_asked_time", "needjobs_bcast_attempt",
         "needjobs_adhoc_attempt", "needjobs_responders", "import_second",
         "imported_prev", "imported_curr", "import_time",
         "remote_wanted",  # other nodes asked for jobs of this queue (federation)
@@ -161,7 +164,8 @@ class Queue:
         self.jobs_in = 0
         self.jobs_out = 0
         self.needjobs_bcast_time = 0
-        self.needjobs_adhoc_time = 0
+        # when a NEEDJOBS for consumers blocked here went out, 0 once they are gone
+        self.needjobs_asked_time = 0
         self.needjobs_bcast_attempt = 0
         self.needjobs_adhoc_attempt = 0
         self.needjobs_responders: dict[str, int] | None = None

@@ -358,7 +358,7 @@ class ClusterBus:
         return sent
 
     def broadcast(self, mtype: int, *fields: object,
-                  node_ids: Iterable[str] | None = None) -> int:
+                  node_ids: Iterable[str] | None = None, urgent: bool = False) -> int:
         nodes = self.membership.nodes
         targets = map(nodes.get, node_ids) if node_ids is not None else nodes.values()
         message = [mtype, *fields]
@@ -369,6 +369,8 @@ class ClusterBus:
                     "handshake" in node.flags):
                 continue
             node.link.send(message)
+            if urgent:
+                node.link.flush()
             sent += 1
         self.membership.messages_sent += sent
         return sent

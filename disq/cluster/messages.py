@@ -31,7 +31,9 @@ SETACK = 8  # fields: [job id, may-have count]
 WILLQUEUE = 9  # fields: [job id]
 GOTACK = 10  # fields: [job id, known(bool)]
 DELJOB = 11  # fields: [job id]
-NEEDJOBS = 12  # fields: [queue, count]
+NEEDJOBS = 12  # fields: [queue, count, wait ms]  wait: how long the asker's consumers
+#               still wait (0: none wait); without it (a disq before NEEDJOBS_CANCEL),
+#               as long as federation.WANTED_FOR_MS
 YOURJOBS = 13  # fields: [[serialized job, ...]]
 WORKING = 14  # fields: [job id]
 PAUSE = 15  # fields: [queue, flags]
@@ -45,6 +47,10 @@ DEDUP_QUERY = 20  # fields: [[key, ttl s], ...] (the keys of one loop turn): kno
 DEDUP_REPLY = 21  # fields: [[key, job id or nil, ms left or -1 = busy], ...] one per key
 DEDUP_FORGET = 22  # fields: [key, job id]  that ADDJOB failed: drop the key if it names it
 DEDUP_CONFLICT = 23  # fields: [job id, ...]  copies refused: their DEDUP key may exist
+# disq extension (federation): the last consumer waiting on the queue left: forget my
+# NEEDJOBS. A node that does not know it ignores it (and the third NEEDJOBS field), so
+# the bus VERSION is unchanged: it only makes pushes stop sooner.
+NEEDJOBS_CANCEL = 24  # fields: [queue]
 
 NAMES = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -53,7 +59,7 @@ NAMES = {
     YOURJOBS: "yourjobs", WORKING: "working", PAUSE: "pause", AUTH: "auth",
     AUTH_PROOF: "auth-proof", QLEN_REQUEST: "qlen-request", QLEN_REPLY: "qlen-reply",
     DEDUP_QUERY: "dedup-query", DEDUP_REPLY: "dedup-reply", DEDUP_FORGET: "dedup-forget",
-    DEDUP_CONFLICT: "dedup-conflict",
+    DEDUP_CONFLICT: "dedup-conflict", NEEDJOBS_CANCEL: "needjobs-cancel",
 }
 
 _LEN = struct.Struct(">I")

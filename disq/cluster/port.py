@@ -38,9 +38,11 @@ class BusPort(Protocol):
         how many nodes it was queued for."""
 
     def broadcast(self, mtype: int, *fields: object,
-                  node_ids: Iterable[str] | None = None) -> int:
+                  node_ids: Iterable[str] | None = None, urgent: bool = False) -> int:
         """`send` to every known peer (not myself, not in handshake), or to the given
-        IDs (myself skipped). Returns how many sends were queued."""
+        IDs (myself skipped). Returns how many sends were queued. `urgent`: the
+        links' queues leave now, not at the end of the loop turn (ahead of a client
+        reply the caller is about to write)."""
 
     def reachable_peers(self) -> list[ClusterNode]:
         """Peers a job may be replicated to: not myself, not in handshake, not

@@ -3,10 +3,18 @@
 A GETJOB that finds a queue empty makes its node ask the cluster (NEEDJOBS), at once
 the first time and then with back-off while nothing comes. A node that holds jobs of
 that queue sends some of them (YOURJOBS: `count` if it has twice as many, else half,
-Disque's sizing). A node that has none remembers who asked, for a few seconds, and
-pushes the next job queued there to that node right away: a consumer on another node
-gets a new job in about one bus round trip instead of Disque's 100 ms poll. While
-consumers stay blocked their node asks again every `ASK_PERIOD_MS`.
+Disque's sizing). A node that has none remembers who asked, and pushes the next job
+queued there to that node right away: a consumer on another node gets a new job in
+about one bus round trip instead of Disque's 100 ms poll. While consumers stay blocked
+their node asks again every `ASK_PERIOD_MS` or more.
+
+Pushes go only to consumers that still wait (issue #16: a job pushed after they left
+sits on a node where nobody asks for it). NEEDJOBS says how long the asker's consumers
+wait, and the provider forgets the asker then (at most `WANTED_FOR_MS`, refreshed by
+the asks that follow); when the last of them leaves (served, timed out, gone) the asker
+sends NEEDJOBS_CANCEL at once, ahead of the reply the consumer gets, and the asks go
+on no sooner than `ASK_PERIOD_MS` after the last one: a provider answers an ask with
+the jobs it holds, which would then move them to a node whose consumer just gave up.
 
 A moved job keeps the exporter in its `nodes_delivered` (and the exporter adds the
 importer), so an ACK on the importer retires the exporter's copy too: Disque's issue
@@ -31,7 +39,7 @@ log = logging.getLogger("disq")
 
 ASK_PERIOD_MS = 100  # blocked consumers: ask again this often at most...
 ASK_BACKOFF_MAX_MS = 2000  # ...backing off to this while nobody has jobs
-WANTED_FOR_MS = 3000  # how long a peer's NEEDJOBS is remembered for pushing jobs
+WANTED_FOR_MS = 3000  # a peer's NEEDJOBS is remembered for pushing jobs this long at most
 REQUEST_COUNT = 10  # jobs asked for at first...
 MAX_BATCH = 1000  # ...doubling up to this while a queue keeps running dry
 BURST_GAP_MS = 200  # imports closer than this belong to one burst
@@ -47,6 +55,7 @@ class Federation:
         self._timer: asyncio.TimerHandle | None = None
         bus.on(m.NEEDJOBS, self._on_needjobs)
         bus.on(m.YOURJOBS, self._on_yourjobs)
+        bus.on(m.NEEDJOBS_CANCEL, self._on_needjobs_cancel)
 
     # -- consumer side -----------------------------------------------------------------
     def need_jobs(self, queue: Queue, now: int | None = None) -> None:
@@ -56,11 +65,38 @@ class Federation:
         if now < queue.needjobs_bcast_time:
             return
         attempt = queue.needjobs_bcast_attempt
-        delay = min(ASK_PERIOD_MS << min(attempt, 8), ASK_BACKOFF_MAX_MS) if attempt else 0
-        queue.needjobs_bcast_time = now + max(delay, 1)
+        queue.needjobs_bcast_time = now + min(ASK_PERIOD_MS << min(attempt, 8),
+                                              ASK_BACKOFF_MAX_MS)
         queue.needjobs_bcast_attempt = attempt + 1
-        self.bus.broadcast(m.NEEDJOBS, queue.name, queue.needjobs_adhoc_attempt or REQUEST_COUNT)
-        self._arm()
+        wait = self._wait_ms(queue)
+        self.bus.broadcast(m.NEEDJOBS, queue.name,
+                           queue.needjobs_adhoc_attempt or REQUEST_COUNT, wait)
+        if wait:
+            queue.needjobs_asked_time = now
+            self._arm()
+
+    @staticmethod
+    def _wait_ms(queue: Queue) -> int:
+        """How long the consumers blocked on `queue` still wait, the longest, at most
+        `WANTED_FOR_MS` (they ask again before that); 0 if none is blocked."""
+        longest = 0
+        for waiter in queue.waiters:
+            left = waiter.wait_left_ms()
+            if left is None or left >= WANTED_FOR_MS:
+                return WANTED_FOR_MS
+            if left > longest:
+                longest = left
+        return longest
+
+    def jobs_not_needed(self, queue: Queue) -> None:
+        """The last consumer blocked on `queue` left: the nodes asked stop pushing jobs
+        here. Sent at once, so that it leaves before the consumer's reply: a producer
+        this consumer then talks to finds the cancel handled. The next ask waits until
+        `ASK_PERIOD_MS` after the last one, no longer, as its pushes stop now."""
+        queue.needjobs_bcast_time = min(queue.needjobs_bcast_time,
+                                        queue.needjobs_asked_time + ASK_PERIOD_MS)
+        queue.needjobs_asked_time = 0
+        self.bus.broadcast(m.NEEDJOBS_CANCEL, queue.name, urgent=True)
 
     def _arm(self) -> None:
         if self._timer is None and self.loop is not None:
@@ -132,18 +168,35 @@ class Federation:
         if len(fields) < 2 or type(fields[0]) is not bytes or type(fields[1]) is not int:
             return
         name, count = fields[0], max(1, min(fields[1], MAX_BATCH))
+        wait = fields[2] if len(fields) > 2 else WANTED_FOR_MS  # older disq: no wait
+        if type(wait) is not int:
+            return
         queue = self.node.queues.get(name)
         if queue is not None and queue.flags & PAUSED_OUT:
             return
         if queue is not None and (queue.waiters or queue.import_rate_at(now_ms())):
             return  # our own consumers wait on it, or we import it ourselves
         if queue is None or not queue.jobs:
-            self.wanted.setdefault(name, {})[sender.id] = (now_ms() + WANTED_FOR_MS, count)
-            self.node.queue(name).remote_wanted = True
+            if wait > 0:  # consumers wait there: push them the jobs queued meanwhile
+                until = now_ms() + min(wait, WANTED_FOR_MS)
+                self.wanted.setdefault(name, {})[sender.id] = (until, count)
+                self.node.queue(name).remote_wanted = True
             return
         qlen = len(queue.jobs)
         if self.bus.can_send(sender.id):
             self._send(sender.id, queue, count if qlen >= 2 * count else max(1, qlen // 2))
+
+    def _on_needjobs_cancel(self, sender: ClusterNode, fields: list) -> None:
+        """The sender's consumers of that queue are gone: push it nothing more."""
+        if not fields or type(fields[0]) is not bytes:
+            return
+        wanted = self.wanted.get(fields[0])
+        if wanted is None or wanted.pop(sender.id, None) is None or wanted:
+            return
+        del self.wanted[fields[0]]
+        queue = self.node.queues.get(fields[0])
+        if queue is not None:
+            queue.remote_wanted = False
 
     def jobs_available(self, queue: Queue) -> None:
         """Jobs were queued here and no local consumer took them: push them to a node

@@ -285,6 +285,9 @@ class Replication:
     def need_jobs(self, queue: Queue) -> None:
         self.federation.need_jobs(queue)
 
+    def jobs_not_needed(self, queue: Queue) -> None:
+        self.federation.jobs_not_needed(queue)
+
     def jobs_available(self, queue: Queue) -> None:
         self.federation.jobs_available(queue)
 

@@ -564,6 +564,13 @@ class Client(asyncio.Protocol):
                  else reply.job_entry(job))
         self.unblock(b"*1\r\n" + entry)
 
+    def wait_left_ms(self) -> int | None:
+        """How long this blocked consumer still waits (ms, rounded up); None: no timeout."""
+        timer = self.block_timer
+        if timer is None:
+            return None
+        return max(0, int((timer.when() - self.server.loop.time()) * 1000) + 1)  # type: ignore
+
     def _block_timeout(self) -> None:
         self.block_timer = None
         if self.blocked:

@@ -74,6 +74,30 @@ def test_no_job_is_pushed_to_a_node_that_died(make_cluster, retry):
     assert got == [[[b"dq", job_id, b"body"]]]
 
 
+def test_no_job_moves_to_a_node_whose_consumer_gave_up(make_cluster):
+    """Issue #16: a consumer on B that timed out must not pull the next job added on A
+    to B, where nobody waits for it any more. A third-party client's sequence, 30
+    rounds: GETJOB TIMEOUT 1 (ms) on B, ADDJOB REPLICATE 1 on A, GETJOB TIMEOUT 1 on B
+    gets nothing and the job stays queued on A."""
+    a, b = make_cluster(2)
+    on_a, on_b = a.client(protocol=2, socket_timeout=5), b.client(protocol=2, socket_timeout=5)
+    try:
+        for client in (on_a, on_b):
+            client.response_callbacks.clear()
+        for round_no in range(30):
+            queue = f"gone-{round_no}"
+            assert on_b.execute_command("GETJOB", "TIMEOUT", 1, "FROM", queue) is None
+            job_id = on_a.execute_command("ADDJOB", queue, "body", 0, "REPLICATE", 1)
+            got = on_b.execute_command("GETJOB", "TIMEOUT", 1, "FROM", queue)
+            assert got is None, f"round {round_no}: B got {got}"
+            assert on_a.execute_command("QLEN", queue) == 1, f"round {round_no}: left A"
+            assert on_b.execute_command("QLEN", queue) == 0, f"round {round_no}: on B"
+            assert on_a.execute_command("DELJOB", job_id) == 1
+    finally:
+        on_a.close()
+        on_b.close()
+
+
 def test_consumers_on_two_nodes_drain_a_producer_on_a_third(make_cluster):
     """Every job produced on A is delivered exactly once to consumers on B and C."""
     a, b, c = make_cluster(3)

@@ -125,7 +125,7 @@ def messages(draw: st.DrawFn) -> list[list]:
     out = []
     for _ in range(draw(st.integers(1, 4))):
         fields = draw(st.lists(VALUES | st.just("PROBE"), max_size=4))
-        out.append([draw(st.integers(0, 22)), *fields])
+        out.append([draw(st.integers(0, max(m.NAMES) + 1)), *fields])
     return out
 
 
@@ -149,7 +149,9 @@ SHAPED = {
     m.REPLJOB: REPLJOB_FIELDS, m.GOTJOB: st.lists(ID, max_size=3),
     m.ENQUEUE: st.tuples(ID, INT), m.QUEUED: st.tuples(ID, INT), m.SETACK: st.tuples(ID, INT),
     m.WILLQUEUE: st.tuples(ID), m.GOTACK: st.tuples(ID, st.booleans()), m.DELJOB: st.tuples(ID),
-    m.NEEDJOBS: st.tuples(st.sampled_from([PROBE_QUEUE, b"other"]), INT),
+    m.NEEDJOBS: st.tuples(st.sampled_from([PROBE_QUEUE, b"other"]), INT)
+    | st.tuples(st.sampled_from([PROBE_QUEUE, b"other"]), INT, INT | VALUES),
+    m.NEEDJOBS_CANCEL: st.tuples(st.sampled_from([PROBE_QUEUE, b"other"]) | VALUES),
     m.YOURJOBS: st.tuples(st.lists(WIRE_JOB, max_size=2)), m.WORKING: st.tuples(ID),
     m.PAUSE: st.tuples(st.sampled_from([PROBE_QUEUE, b"other"]), INT),
     m.QLEN_REQUEST: st.tuples(INT, st.binary(max_size=8)), m.QLEN_REPLY: st.tuples(INT, INT),

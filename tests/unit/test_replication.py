@@ -103,7 +103,7 @@ class FakeBus:
         return sum(self.send(i, mtype, *head, *items) for i in node_ids)  # unbatched
 
     def broadcast(self, mtype: int, *fields: object,
-                  node_ids: Iterable[str] | None = None) -> int:
+                  node_ids: Iterable[str] | None = None, urgent: bool = False) -> int:
         targets = list(node_ids) if node_ids is not None else self.known_ids()
         return sum(self.send(i, mtype, *fields) for i in targets)
 
@@ -547,6 +547,116 @@ def test_pause_is_broadcast() -> None:
     assert b.node.pause_flags(b"q") == PAUSED_OUT == c.node.pause_flags(b"q")
 
 
+# -- federation ----------------------------------------------------------------------------
+
+class Consumer:
+    """A consumer blocked in GETJOB on a member, waiting `wait_ms` more (None: forever)."""
+
+    def __init__(self, member: Member, wait_ms: int | None) -> None:
+        self.node = member.node
+        self.wait_ms = wait_ms
+        self.jobs: list[Job] = []
+        self.queues = self.node.block(self, [b"q"])
+        self.node.want_jobs([b"q"])  # GETJOB asks once parked
+
+    def wait_left_ms(self) -> int | None:
+        return self.wait_ms
+
+    def serve_job(self, job: Job) -> None:
+        self.jobs.append(job)
+        self.leave()
+
+    def leave(self) -> None:
+        self.node.unblock(self, self.queues)
+        self.queues = []
+
+
+def wanted_by(member: Member) -> dict[str, tuple[int, int]]:
+    return member.repl.federation.wanted.get(b"q", {})
+
+
+def test_a_job_is_pushed_to_a_consumer_that_waits() -> None:
+    net, (a, b) = cluster(2)
+    consumer = Consumer(b, 5000)
+    net.pump()
+    assert now_ms() < wanted_by(a)[b.id][0] <= now_ms() + 3000  # at most WANTED_FOR_MS
+    job, _ = add_job(a, repl=1)
+    net.pump()
+    assert [j.id for j in consumer.jobs] == [job.id]
+    assert net.sent(m.NEEDJOBS_CANCEL) == 1  # its last consumer served: no more pushes
+    assert wanted_by(a) == {} and not a.node.queues.get(b"q").remote_wanted
+
+
+@pytest.mark.parametrize("how", ["timed out", "served here"])
+def test_no_job_is_pushed_once_the_consumers_left(how: str) -> None:
+    """Issue #16: the asker says when its last consumer left, and the jobs queued on
+    the other nodes after that stay there."""
+    net, (a, b, c) = cluster(3)
+    first, second = Consumer(b, 200), Consumer(b, None)
+    net.pump()
+    assert net.sent(m.NEEDJOBS) == 2  # one ask
+    assert b.id in wanted_by(a) and b.id in wanted_by(c)
+    first.leave()
+    net.pump()
+    assert net.sent(m.NEEDJOBS_CANCEL) == 0  # one still waits
+    if how == "timed out":
+        second.leave()
+    else:
+        add_job(b, repl=1)
+    net.pump()
+    assert net.sent(m.NEEDJOBS_CANCEL) == 2
+    assert wanted_by(a) == {} == wanted_by(c)
+    job, _ = add_job(a, repl=1)
+    net.pump()
+    assert net.sent(m.YOURJOBS) == 0 and a.node.qlen(b"q") == 1
+    assert b.node.queues.get(b"q").needjobs_asked_time == 0
+
+
+def test_needjobs_says_how_long_the_consumers_wait() -> None:
+    net, (a, b) = cluster(2)
+    Consumer(b, 40)
+    Consumer(b, 70)  # asks no sooner than ASK_PERIOD_MS after the first: not sent
+    net.pump()
+    assert net.log == [(b.id, a.id, m.NEEDJOBS)]
+    assert wanted_by(a)[b.id][0] <= now_ms() + 40
+    b.node.queues.get(b"q").needjobs_bcast_time = 0  # the timer's next ask
+    b.repl.federation.need_jobs(b.node.queues.get(b"q"))
+    net.pump()
+    assert now_ms() + 40 < wanted_by(a)[b.id][0] <= now_ms() + 70  # the longest wait
+
+
+def test_needjobs_without_consumers_takes_the_jobs_on_hand_only() -> None:
+    """GETJOB NOHANG asks too (as Disque does) but nobody waits for a later job."""
+    net, (a, b) = cluster(2)
+    job, _ = add_job(a, repl=1)
+    b.node.want_jobs([b"q"])
+    net.pump()
+    assert b.node.qlen(b"q") == 1 and b.job(job.id) is not None
+    b.node.queues.get(b"q").needjobs_bcast_time = 0
+    b.node.want_jobs([b"q"])
+    net.pump()
+    assert wanted_by(a) == {}
+    add_job(a, repl=1)
+    net.pump()
+    assert a.node.qlen(b"q") == 1
+
+
+def test_needjobs_of_an_older_disq_is_remembered_for_a_while() -> None:
+    """A NEEDJOBS without the wait (a disq before NEEDJOBS_CANCEL): pushes for
+    WANTED_FOR_MS, as before; a malformed wait is ignored."""
+    net, (a, b) = cluster(2)
+    for fields in ([b"q", 10, "x"], [b"q", 10, None], [b"q", 10, 1.5], [b"q", 10, -5]):
+        net.deliver(b.id, a.id, m.NEEDJOBS, fields)
+    for fields in ([], [None], ["q"], [b"other"]):
+        net.deliver(b.id, a.id, m.NEEDJOBS_CANCEL, fields)
+    assert wanted_by(a) == {}
+    net.deliver(b.id, a.id, m.NEEDJOBS, [b"q", 10])
+    assert now_ms() + 2900 < wanted_by(a)[b.id][0] <= now_ms() + 3000
+    job, _ = add_job(a, repl=1)
+    net.pump()
+    assert b.node.qlen(b"q") == 1 and b.job(job.id) is not None
+
+
 # -- acknowledgements and their garbage collection ------------------------------------------
 
 @pytest.mark.parametrize("acker", [0, 1])
@@ -825,7 +935,8 @@ def test_random_messages_never_raise() -> None:
     values = [None, True, 0, 1, -5, 2**33, 3.5, "s", b"", job.id, a.id, b"q", [], [job.id], {}]
     for _ in range(3000):
         mtype = rng.choice([m.REPLJOB, m.GOTJOB, m.ENQUEUE, m.QUEUED, m.SETACK, m.WILLQUEUE,
-                            m.GOTACK, m.DELJOB, m.WORKING, m.PAUSE])
+                            m.GOTACK, m.DELJOB, m.WORKING, m.PAUSE, m.NEEDJOBS,
+                            m.NEEDJOBS_CANCEL, m.YOURJOBS])
         fields = [rng.choice(values) for _ in range(rng.randrange(4))]
         net.deliver(a.id, b.id, mtype, fields)
     net.queue.clear()

@@ -127,13 +127,14 @@ def getjob(client: Client, args: list[bytes]) -> bytes | None:
         if len(jobs) == 1:
             return b"*1\r\n" + encode(jobs[0])
         return b"*%d\r\n" % len(jobs) + b"".join(map(encode, jobs))
-    node.want_jobs(names)
     if nohang:
+        node.want_jobs(names)
         return reply.NULL_ARRAY
     if node.leaving:
         raise errors.LEAVING
     queues = node.block(client, names)
     client.park(queues, timeout, with_counters)
+    node.want_jobs(names)  # parked first: the NEEDJOBS says how long this client waits
     return None
 
 
