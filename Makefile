@@ -30,8 +30,8 @@ $(VENV)/.installed-test: $(BIN)/python pyproject.toml clients/python/pyproject.t
 	$(PIP_INSTALL) -e '.[test]' -e clients/python -e spark
 	touch $@ $(VENV)/.installed
 
-$(VENV)/.installed-bench: $(BIN)/python pyproject.toml
-	$(PIP_INSTALL) -e '.[bench]'
+$(VENV)/.installed-bench: $(BIN)/python pyproject.toml clients/python/pyproject.toml
+	$(PIP_INSTALL) -e '.[bench]' -e clients/python
 	touch $@
 
 install: $(VENV)/.installed

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import heapq
 
-MAX_KEY_LEN = 256  # bytes: a key is a hash or an ID, not a payload
+from disq_client.spec import DEDUP_KEY_MAX_LEN
+
+MAX_KEY_LEN = DEDUP_KEY_MAX_LEN  # bytes: a key is a hash or an ID, not a payload
 RESERVED = b""  # the "job ID" of a reservation
 
 

@@ -17,7 +17,7 @@ from typing import Protocol
 from . import errors
 from .config import Config
 from .dedup import DedupTable
-from .ids import JobIdGenerator, is_valid_job_id, ttl_minutes_from_id
+from .ids import JobIdGenerator, ttl_minutes_from_id
 from .job import (
     ACKED,
     ACTIVE,
@@ -34,10 +34,10 @@ from .job import (
     node_id_set,
 )
 from .queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue, Waiter
+from .requests import DEFAULT_TTL
 from .scantable import ScanTable
 from .timers import JobTimers
 
-DEFAULT_TTL = 24 * 3600
 DEFAULT_RETRY_MAX = 300
 TIME_ERROR_MS = 250  # requeue and GC times are spread by +/- this much
 GC_RETRY_MAX_MS = 180_000  # acked jobs: GC attempts back off from 1 s up to this
@@ -808,10 +808,3 @@ class Node:
         self.timers.clear()
         self.dedup.clear()
         self._queue_gc_names = []
-
-
-def validate_ids(ids: Iterable[bytes]) -> None:
-    """Disque checks every ID before touching any job."""
-    for job_id in ids:
-        if not is_valid_job_id(job_id):
-            raise errors.BADID

@@ -817,7 +817,8 @@ def test_eviction_takes_acked_and_delivered_at_most_once_jobs_only() -> None:
     at_most_once = [add_job(b, repl=1, retry=0)[0] for _ in range(10)]
     fetched = b.node.get_jobs([b"q"], 5)
     assert len(fetched) == 5 and all(job.retry == 0 for job in fetched)
-    assert b.node.evict(0) is False  # the rest may not go
+    # each call is one command's slice (2 ms at most: a loaded machine may need several)
+    assert not any(b.node.evict(0) for _ in range(20))  # the rest may not go
     states = {job.id: b.job(job.id) for job in replicated + at_most_once}
     assert all(states[job.id] is None for job in replicated[:10])
     assert all(states[job.id] is not None for job in replicated[10:])

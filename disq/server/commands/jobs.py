@@ -9,7 +9,8 @@ from ... import errors
 from ...errors import fixed
 from ...ids import is_valid_job_id
 from ...job import STATE_NAMES, WAIT_REPL, Job
-from ...node import DEFAULT_TTL, now_ms
+from ...node import now_ms
+from ...requests import DEFAULT_TTL, GetJob
 from .. import reply
 from ..table import command
 from .args import parse_int, timeout_ms, validate_ids
@@ -23,7 +24,6 @@ _TTL = fixed("TTL", "ERR", "TTL must be a number > 0")
 _RETRY = fixed("RETRY", "ERR", "RETRY time must be a non negative number")
 _DELAY = fixed("DELAY", "ERR", "DELAY time must be a non negative number")
 _MAXLEN = fixed("MAXLEN", "ERR", "MAXLEN must be a positive number")
-_COUNT = fixed("COUNT", "ERR", "COUNT must be a number greater than zero")
 
 
 @command("addjob", -4, "wm")
@@ -91,49 +91,22 @@ def addjob(client: Client, args: list[bytes]) -> bytes | None:
 @command("getjob", -2, "w")
 def getjob(client: Client, args: list[bytes]) -> bytes | None:
     """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue [queue ...]"""
-    timeout = 0
-    count = 1
-    nohang = with_counters = False
-    names: list[bytes] = []
-    argc = len(args)
-    j = 1
-    while j < argc:
-        opt = args[j].lower()
-        has_value = j + 1 < argc
-        if opt == b"nohang":
-            nohang = True
-        elif opt == b"withcounters":
-            with_counters = True
-        elif opt == b"timeout" and has_value:
-            timeout = timeout_ms(args[j + 1])
-            j += 1
-        elif opt == b"count" and has_value:
-            count = parse_int(args[j + 1])  # type: ignore[assignment]
-            if count is None or count <= 0:
-                raise _COUNT
-            j += 1
-        elif opt == b"from":
-            names = args[j + 1:]
-            break
-        else:
-            raise errors.SYNTAX
-        j += 1
-    if not names:
-        raise errors.SYNTAX
+    request = GetJob.parse(args)
+    names, with_counters = request.queues, request.with_counters
     node = client.node
-    jobs = node.get_jobs(names, count)
+    jobs = node.get_jobs(names, request.count)
     if jobs:
         encode = reply.job_entry_with_counters if with_counters else reply.job_entry
         if len(jobs) == 1:
             return b"*1\r\n" + encode(jobs[0])
         return b"*%d\r\n" % len(jobs) + b"".join(map(encode, jobs))
-    if nohang:
+    if request.nohang:
         node.want_jobs(names)
         return reply.NULL_ARRAY
     if node.leaving:
         raise errors.LEAVING
     queues = node.block(client, names)
-    client.park(queues, timeout, with_counters)
+    client.park(queues, request.timeout, with_counters)
     node.want_jobs(names)  # parked first: the NEEDJOBS says how long this client waits
     return None
 

@@ -1,0 +1,96 @@
+"""The commands' options, defined once.
+
+The server parses requests with these tables (disq/requests.py), this client encodes
+its calls with them, and the HTTP API maps its fields through them: an option is
+added here, and every front end takes it. The module has no dependency, so the client
+installs without the server; the server depends on this package for it.
+
+An option is a token, optionally followed by one value. `field` is its name in a
+parsed request and in the client's keyword arguments. Values are checked as Disque
+checks them (strtoll: optional sign, digits only, 64-bit), and an option out of its
+range is refused with its own message, Disque's text where Disque has the option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+FLAG = "flag"  # the token alone: the field becomes True
+INT = "int"  # an integer in [low, high]
+MS = "ms"  # a timeout in milliseconds: an integer >= 0 (Disque's timeout errors)
+BYTES = "bytes"  # a string of min_len to max_len bytes
+
+
+@dataclass(frozen=True)
+class Option:
+    token: str  # as sent, upper case: REPLICATE
+    field: str  # the request's attribute and the client's keyword: repl
+    kind: str  # FLAG, INT, MS or BYTES
+    error: str = ""  # INT/BYTES: the -ERR message for a value out of range
+    low: int = 0  # INT: inclusive bounds
+    high: int = 2**63 - 1
+    min_len: int = 1  # BYTES: inclusive bounds
+    max_len: int = 512 * 1024 * 1024
+    extension: bool = False  # a disq extension: Disque has no such option
+
+    @property
+    def takes_value(self) -> bool:
+        return self.kind != FLAG
+
+
+@dataclass(frozen=True)
+class CommandOptions:
+    name: str
+    options: tuple[Option, ...]
+    by_token: dict[bytes, Option] = field(init=False, repr=False, compare=False)
+    by_field: dict[str, Option] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # lowercase and uppercase spellings: found without lowercasing the token first
+        tokens = {}
+        for option in self.options:
+            token = option.token.encode()
+            tokens[token] = tokens[token.lower()] = option
+        object.__setattr__(self, "by_token", tokens)
+        object.__setattr__(self, "by_field", {o.field: o for o in self.options})
+
+    def lookup(self, token: bytes) -> Option | None:
+        return self.by_token.get(token) or self.by_token.get(token.lower())
+
+    def encode(self, values: dict[str, object]) -> list[object]:
+        """The option tokens and values for `values` (field -> value): None and False
+        leave an option out. A field this command does not have is a TypeError."""
+        out: list[object] = []
+        for name, value in values.items():
+            option = self.by_field.get(name)
+            if option is None:
+                raise TypeError(f"{self.name} has no option {name!r}")
+            if value is None or value is False:
+                continue
+            out.append(option.token)
+            if option.takes_value:
+                out.append(value)
+        return out
+
+
+DEDUP_KEY_MAX_LEN = 256
+
+ADDJOB = CommandOptions("ADDJOB", (
+    Option("REPLICATE", "repl", INT, "REPLICATE must be between 1 and 65535", 1, 65535),
+    Option("DELAY", "delay", INT, "DELAY time must be a non negative number", 0),
+    Option("RETRY", "retry", INT, "RETRY time must be a non negative number", 0),
+    Option("TTL", "ttl", INT, "TTL must be a number > 0", 1),
+    Option("MAXLEN", "maxlen", INT, "MAXLEN must be a positive number", 1),
+    Option("ASYNC", "async_", FLAG),
+    Option("QUEUE-RANDOMLY", "queue_randomly", FLAG),
+    Option("DEDUP", "dedup", BYTES, f"DEDUP key must be 1 to {DEDUP_KEY_MAX_LEN} bytes",
+           max_len=DEDUP_KEY_MAX_LEN, extension=True),
+))
+
+# GETJOB's options come before FROM; every argument after FROM is a queue name.
+GETJOB = CommandOptions("GETJOB", (
+    Option("NOHANG", "nohang", FLAG),
+    Option("TIMEOUT", "timeout", MS),
+    Option("COUNT", "count", INT, "COUNT must be a number greater than zero", 1),
+    Option("WITHCOUNTERS", "with_counters", FLAG),
+))

@@ -1,0 +1,184 @@
+"""Typed requests: a command's arguments parsed once, checked as Disque checks them,
+then handed to the core (`node.add_job(request)`). Every front end builds the same
+objects: the RESP server with `parse`, the HTTP API from its fields. The options come
+from one table per command (disq_client.spec), which the Python client encodes with.
+
+Numbers follow the strtoll() rules Disque uses: an optional sign and decimal digits,
+nothing around them, 64-bit range; an empty string is 0."""
+
+from __future__ import annotations
+
+from disq_client.spec import ADDJOB, BYTES, FLAG, GETJOB, INT, MS, CommandOptions, Option
+
+from . import errors
+from .errors import FixedError, fixed
+from .ids import is_valid_job_id
+
+DEFAULT_TTL = 24 * 3600
+
+_LL_MIN, _LL_MAX = -(2**63), 2**63 - 1
+# The canonical spellings of small numbers (REPLICATE 2, RETRY 30, COUNT 10...) and of
+# round timeouts (ADDJOB ... 5000, GETJOB TIMEOUT 10000): one dict lookup for the
+# values clients send on every request.
+_SMALL = {b"%d" % i: i for i in (*range(1025), *range(1100, 120_001, 100))}
+
+TIMEOUT_NOT_INT = fixed("TIMEOUT_NOT_INT", "ERR", "timeout is not an integer or out of range")
+TIMEOUT_NEGATIVE = fixed("TIMEOUT_NEGATIVE", "ERR", "timeout is negative")
+
+
+def parse_int(arg: bytes) -> int | None:
+    """The integer value of `arg`, or None if Redis would not accept it."""
+    value = _SMALL.get(arg)
+    if value is not None:
+        return value
+    if not arg:
+        return 0
+    digits = arg[1:] if arg[0] in (43, 45) else arg  # '+' or '-'
+    if not digits.isdigit() or len(digits) > 40:
+        return None
+    value = int(arg)
+    if value < _LL_MIN or value > _LL_MAX:
+        return None
+    return value
+
+
+def timeout_ms(arg: bytes) -> int:
+    value = parse_int(arg)
+    if value is None:
+        raise TIMEOUT_NOT_INT
+    if value < 0:
+        raise TIMEOUT_NEGATIVE
+    return value
+
+
+def validate_ids(ids: list[bytes]) -> list[bytes]:
+    """Disque checks every ID before touching any job."""
+    for job_id in ids:
+        if not is_valid_job_id(job_id):
+            raise errors.BADID
+    return ids
+
+
+class _Parser:
+    """One option of a command, compiled for the RESP parser: how its value converts,
+    and the error its bad values get."""
+
+    __slots__ = ("field", "kind", "low", "high", "min_len", "max_len", "error")
+
+    def __init__(self, option: Option) -> None:
+        self.field = option.field
+        self.kind = option.kind
+        self.low, self.high = option.low, option.high
+        self.min_len, self.max_len = option.min_len, option.max_len
+        self.error: type[FixedError] | None = (
+            fixed(option.token, "ERR", option.error) if option.error else None)
+
+    def value(self, arg: bytes) -> object:
+        kind = self.kind
+        if kind == INT:
+            number = parse_int(arg)
+            if number is None or not self.low <= number <= self.high:
+                raise self.error  # type: ignore[misc]
+            return number
+        if kind == MS:
+            return timeout_ms(arg)
+        if kind == BYTES:
+            if not self.min_len <= len(arg) <= self.max_len:
+                raise self.error  # type: ignore[misc]
+            return arg
+        return True
+
+
+def _compile(spec: CommandOptions) -> dict[bytes, _Parser]:
+    parsers = {o.field: _Parser(o) for o in spec.options}
+    return {token: parsers[o.field] for token, o in spec.by_token.items()}
+
+
+def _parse_options(request: object, options: dict[bytes, _Parser], args: list[bytes],
+                   start: int, stop: bytes = b"") -> int:
+    """Set `request`'s fields from the options from args[start] on, up to the token
+    `stop` (not taken as an option's value), whose index is returned (len(args) if
+    absent). An unknown token, or one whose value is missing, is a syntax error."""
+    end = len(args)
+    j = start
+    while j < end:
+        parser = options.get(args[j])
+        if parser is None:
+            token = args[j].lower()
+            parser = options.get(token)
+            if parser is None:
+                if token == stop:
+                    return j
+                raise errors.SYNTAX
+        if parser.kind == FLAG:
+            setattr(request, parser.field, True)
+        elif j + 1 < end:
+            j += 1
+            setattr(request, parser.field, parser.value(args[j]))
+        else:
+            raise errors.SYNTAX
+        j += 1
+    return end
+
+
+class AddJob:
+    """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
+    [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key]. `repl` None: the cluster's
+    default (3, or its size if smaller); `retry` None: derived from the TTL."""
+
+    __slots__ = ("queue", "body", "timeout", "repl", "delay", "retry", "ttl", "maxlen",
+                 "async_", "queue_randomly", "dedup")
+    OPTIONS = ADDJOB
+    _PARSERS = _compile(ADDJOB)
+
+    def __init__(self, queue: bytes, body: bytes, timeout: int = 0, repl: int | None = None,
+                 delay: int = 0, retry: int | None = None, ttl: int = DEFAULT_TTL,
+                 maxlen: int = 0, async_: bool = False, queue_randomly: bool = False,
+                 dedup: bytes | None = None) -> None:
+        self.queue = queue
+        self.body = body
+        self.timeout = timeout  # ms to wait for the copies (0: the default)
+        self.repl = repl
+        self.delay = delay
+        self.retry = retry
+        self.ttl = ttl
+        self.maxlen = maxlen
+        self.async_ = async_
+        self.queue_randomly = queue_randomly
+        self.dedup = dedup
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> AddJob:
+        """From a RESP request (args[0] is the command name)."""
+        request = cls(args[1], args[2])
+        if len(args) > 4:
+            _parse_options(request, cls._PARSERS, args, 4)
+        timeout = args[3]
+        if timeout != b"0":  # options first, then the timeout: Disque's order of errors
+            request.timeout = timeout_ms(timeout)
+        return request
+
+
+class GetJob:
+    """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue [queue ...]"""
+
+    __slots__ = ("queues", "nohang", "timeout", "count", "with_counters")
+    OPTIONS = GETJOB
+    _PARSERS = _compile(GETJOB)
+
+    def __init__(self, queues: list[bytes], nohang: bool = False, timeout: int = 0,
+                 count: int = 1, with_counters: bool = False) -> None:
+        self.queues = queues
+        self.nohang = nohang
+        self.timeout = timeout  # ms; 0: wait for ever
+        self.count = count
+        self.with_counters = with_counters
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> GetJob:
+        request = cls([])
+        start = _parse_options(request, cls._PARSERS, args, 1, b"from") + 1
+        if start >= len(args):  # no FROM, or no queue after it
+            raise errors.SYNTAX
+        request.queues = args[start:]
+        return request

@@ -1,0 +1,68 @@
+"""Typed requests parsed from RESP arguments with the options of disq_client.spec, and
+the client's encoding of the same options."""
+
+from __future__ import annotations
+
+import pytest
+from disq_client.spec import ADDJOB, GETJOB
+
+from disq import errors
+from disq.requests import DEFAULT_TTL, AddJob, GetJob
+
+
+def args(text: str) -> list[bytes]:
+    return [a.encode() for a in text.split()]
+
+
+def test_addjob_defaults_and_every_option() -> None:
+    plain = AddJob.parse(args("ADDJOB q body 0"))
+    assert (plain.queue, plain.body, plain.timeout, plain.repl, plain.delay, plain.retry,
+            plain.ttl, plain.maxlen, plain.async_, plain.queue_randomly, plain.dedup) == (
+        b"q", b"body", 0, None, 0, None, DEFAULT_TTL, 0, False, False, None)
+    full = AddJob.parse(args("ADDJOB q body 250 replicate 2 DELAY 5 Retry 30 TTL 600 "
+                             "MAXLEN 9 ASYNC queue-randomly DEDUP key-1"))
+    assert (full.timeout, full.repl, full.delay, full.retry, full.ttl, full.maxlen,
+            full.async_, full.queue_randomly, full.dedup) == (
+        250, 2, 5, 30, 600, 9, True, True, b"key-1")
+
+
+@pytest.mark.parametrize(("text", "reply"), [
+    ("ADDJOB q b 0 REPLICATE 0", b"-ERR REPLICATE must be between 1 and 65535\r\n"),
+    ("ADDJOB q b 0 REPLICATE 65536", b"-ERR REPLICATE must be between 1 and 65535\r\n"),
+    ("ADDJOB q b 0 TTL 0", b"-ERR TTL must be a number > 0\r\n"),
+    ("ADDJOB q b 0 RETRY -1", b"-ERR RETRY time must be a non negative number\r\n"),
+    ("ADDJOB q b 0 DELAY x", b"-ERR DELAY time must be a non negative number\r\n"),
+    ("ADDJOB q b 0 MAXLEN 0", b"-ERR MAXLEN must be a positive number\r\n"),
+    ("ADDJOB q b 0 TTL", b"-ERR syntax error\r\n"),  # a value is missing
+    ("ADDJOB q b 0 BOGUS", b"-ERR syntax error\r\n"),
+    ("ADDJOB q b soon", b"-ERR timeout is not an integer or out of range\r\n"),
+    ("ADDJOB q b -1", b"-ERR timeout is negative\r\n"),
+    ("ADDJOB q b soon TTL 0", b"-ERR TTL must be a number > 0\r\n"),  # options first
+    ("ADDJOB q b 0 DEDUP " + "k" * 257, b"-ERR DEDUP key must be 1 to 256 bytes\r\n"),
+    ("GETJOB FROM", b"-ERR syntax error\r\n"),
+    ("GETJOB q", b"-ERR syntax error\r\n"),
+    ("GETJOB COUNT 0 FROM q", b"-ERR COUNT must be a number greater than zero\r\n"),
+    ("GETJOB TIMEOUT from FROM q", b"-ERR timeout is not an integer or out of range\r\n"),
+    ("GETJOB TIMEOUT", b"-ERR syntax error\r\n"),
+])
+def test_bad_requests_get_disques_errors(text: str, reply: bytes) -> None:
+    parse = AddJob.parse if text.startswith("ADDJOB") else GetJob.parse
+    with pytest.raises(errors.DisqError) as refused:
+        parse(args(text))
+    assert refused.value.reply() == reply
+
+
+def test_getjob_options_stop_at_from() -> None:
+    request = GetJob.parse(args("GETJOB nohang TIMEOUT 100 COUNT 5 WITHCOUNTERS from a COUNT"))
+    assert (request.nohang, request.timeout, request.count, request.with_counters,
+            request.queues) == (True, 100, 5, True, [b"a", b"COUNT"])
+
+
+def test_the_client_encodes_the_options_the_server_parses() -> None:
+    tail = ADDJOB.encode({"repl": 2, "ttl": 60, "async_": True, "dedup": "k", "delay": None})
+    assert tail == ["REPLICATE", 2, "TTL", 60, "ASYNC", "DEDUP", "k"]
+    request = AddJob.parse([b"ADDJOB", b"q", b"b", b"0", *(str(a).encode() for a in tail)])
+    assert (request.repl, request.ttl, request.async_, request.dedup) == (2, 60, True, b"k")
+    assert GETJOB.encode({"count": 3, "nohang": False}) == ["COUNT", 3]
+    with pytest.raises(TypeError, match="no option 'priority'"):
+        ADDJOB.encode({"priority": 1})
