@@ -1,5 +1,5 @@
-"""What a client knows of the cluster, and its choices of node. No I/O here: `Client`
-and `AsyncClient` connect, and tell this view what happened.
+"""What a client knows of the cluster, and its choices of node. No I/O here: it is part
+of the client's sans-I/O core (`ClientCore`, core.py), which tells it what happened.
 
 The policy is the one Disque recommends to its clients:
 - start from a random seed, learn every node from HELLO;
