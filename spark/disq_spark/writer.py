@@ -4,7 +4,8 @@
 node as pipelined ADDJOBs, `batch_size` per write, and retries what failed for a
 passing reason: a broken connection sends the batch again to the next node, and the
 jobs a node refused for now (-NOREPL, -LOADING, -LEAVING, -PAUSED, -MAXLEN, -OOM) are
-sent again after a back-off. With DEDUP keys (the default) sending a job again never
+sent again after a back-off (disq_client.retry: the policy and the transient errors the
+client and its worker use too). With DEDUP keys (the default) sending a job again never
 adds it twice. Rows that can never become jobs (a null body, a body over the size
 limit, a body of a type that has no encoding, or a server error that is not
 transient) are counted as bad rows, with a few examples, never dropped silently.
@@ -14,23 +15,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from disq_client.client import Connection
 from disq_client.commands import addjob_options, encode_addjobs
-from disq_client.errors import DisqConnectionError, DisqTimeoutError
-from disq_client.protocol import Connection, ErrorReply, parse_address
+from disq_client.protocol import ErrorReply, parse_address
+from disq_client.retry import (
+    CONNECTION_ERRORS,
+    MOVE_ON_CODES,
+    TRANSIENT_CODES,
+    RetryPolicy,
+    error_code,
+)
 
-# -NOREPL: not enough copies yet; -LOADING: the node loads its AOF; -LEAVING: it is
-# leaving (try the next node); -PAUSED, -MAXLEN: the queue takes no more for now; -OOM.
-TRANSIENT = ("NOREPL", "LOADING", "LEAVING", "PAUSED", "MAXLEN", "OOM", "TRYAGAIN")
-MOVE_ON = ("LEAVING", "LOADING")  # these move the partition to the next node too
 MAX_EXAMPLES = 5
-CONNECTION_ERRORS = (DisqConnectionError, DisqTimeoutError, OSError)
+# a connection that broke, timed out, or failed below the client (a socket option)
+SEND_ERRORS = (*CONNECTION_ERRORS, OSError)
 
 Body = Callable[[Any], Any] | str | int  # a function of the row, or its column (name)
 Key = Callable[[Any], Any] | str | int | None
@@ -89,6 +93,12 @@ class WriteOptions:
     backoff_s: float = 0.05  # first back-off, doubled each time up to backoff_max_s
     backoff_max_s: float = 2.0
     socket_timeout_s: float = 30.0
+
+    def retry_policy(self) -> RetryPolicy:
+        """Resending a batch: `max_attempts` sends in all, exponential back-off between
+        them (from backoff_s to backoff_max_s, ±50 % jitter)."""
+        return RetryPolicy(max_attempts=max(self.max_attempts, 1), base_delay=self.backoff_s,
+                           max_delay=self.backoff_max_s)
 
 
 def encode_body(value: Any) -> bytes | None:
@@ -153,6 +163,7 @@ class PartitionWriter:
         self._flush_then_move = False  # a node said -LEAVING/-LOADING: use the next one
         self.options = addjob_options(options.timeout_ms, options.replicate, options.delay,
                                       options.retry, options.ttl, None, options.async_)
+        self.backoff = options.retry_policy()
         # how long to wait for a batch's replies: the socket timeout, plus the time
         # ADDJOB may wait for its copies (a DEDUP check may add up to 2 s)
         self.reply_wait = options.timeout_ms / 1000 + 2.0
@@ -215,7 +226,7 @@ class PartitionWriter:
             self._collect_oldest()
         try:
             self._connection().send(self._encode(bodies, keys))
-        except CONNECTION_ERRORS as exc:
+        except SEND_ERRORS as exc:
             self._resend([*self._lost(), (bodies, keys)], str(exc))
             return
         self.inflight.append((bodies, keys))
@@ -228,7 +239,7 @@ class PartitionWriter:
         bodies, keys = self.inflight[0]
         try:
             replies = self._connection().read_many(len(bodies), self.reply_wait)
-        except CONNECTION_ERRORS as exc:
+        except SEND_ERRORS as exc:
             self._resend(self._lost(), str(exc))
             return
         self.inflight.popleft()
@@ -239,7 +250,7 @@ class PartitionWriter:
                 bodies, keys = self.inflight[0]
                 try:
                     replies = self._connection().read_many(len(bodies), self.reply_wait)
-                except CONNECTION_ERRORS:
+                except SEND_ERRORS:
                     pile += self._lost()
                     break
                 self.inflight.popleft()
@@ -267,12 +278,12 @@ class PartitionWriter:
                 self.stats.added += 1
                 continue
             message = str(reply.args[0]) if reply.args else "ERR"
-            code = message.split(" ", 1)[0]
-            if code in TRANSIENT:
+            code = error_code(message)
+            if code in TRANSIENT_CODES:
                 retry_bodies.append(body)
                 retry_keys.append(key)
                 failure = message
-                move_on = move_on or code in MOVE_ON
+                move_on = move_on or code in MOVE_ON_CODES
             else:
                 self.stats.bad(f"partition {self.partition} key {key.decode()}", message[:200])
         if move_on:
@@ -283,28 +294,26 @@ class PartitionWriter:
 
     def _resend(self, pile: list[tuple[list[bytes], list[bytes]]], failure: str) -> None:
         """Send failed batches again, one at a time, after a back-off each round, until
-        every job is added or bad; WriteError past max_attempts. Nothing is in flight."""
-        o = self.o
+        every job is added or bad; WriteError once the retry policy gives up (past
+        max_attempts). Nothing is in flight."""
         if self._flush_then_move:
             self._flush_then_move = False
             self._next_node()
         for bodies, keys in pile:
-            attempt = 1
-            delay = o.backoff_s
+            attempts = self.backoff.attempts()
             while bodies:
-                if attempt >= o.max_attempts:
+                pause = attempts.failed()  # the last send of these jobs failed
+                if pause is None:
                     raise WriteError(
                         f"partition {self.partition}: {len(bodies)} jobs not added after "
-                        f"{attempt} attempts, last error: {failure}")
+                        f"{attempts.failures} attempts, last error: {failure}")
                 self.stats.retries += 1
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, o.backoff_max_s)
-                attempt += 1
+                time.sleep(pause)
                 try:
                     conn = self._connection()
                     conn.send(self._encode(bodies, keys))
                     replies = conn.read_many(len(bodies), self.reply_wait)
-                except CONNECTION_ERRORS as exc:
+                except SEND_ERRORS as exc:
                     failure = str(exc)
                     self._next_node()
                     continue

@@ -1,4 +1,5 @@
-"""The asyncio client: the same methods as `Client`, as coroutines.
+"""The asyncio client: the same methods as `Client`, as coroutines; like it, an I/O
+shell around the sans-I/O `ClientCore` (core.py), which makes every choice.
 
 Each node gets one connection that every task shares (commands are pipelined on it and
 their replies matched in order), plus one for blocking GETJOBs, so that a consumer
@@ -16,25 +17,22 @@ from typing import TypeVar
 
 from . import commands as cmds
 from .bodies import Body
-from .client import ADD_TIMEOUT_MS, BATCH_SIZE, ClientBase
+from .client import ClientBase
 from .commands import Cmd
-from .errors import (
-    AuthenticationError,
-    DisqConnectionError,
-    DisqTimeoutError,
-    ProtocolError,
-)
+from .core import ADD_TIMEOUT_MS, BATCH_SIZE, HELLO_REQUEST
+from .errors import DisqConnectionError, DisqTimeoutError, ProtocolError
 from .protocol import (
     Address,
     Arg,
     ErrorReply,
-    check,
+    auth_failure,
+    auth_request,
     encode,
-    error_of,
     format_address,
-    from_error_reply,
     new_reader,
+    reply_wait,
 )
+from .retry import CONNECTION_ERRORS
 from .types import Hello, Job, JobInfo, PauseOption, QueueStat
 
 T = TypeVar("T")
@@ -88,11 +86,11 @@ class AsyncConnection(asyncio.Protocol):
         except OSError as exc:
             raise DisqConnectionError(f"connecting to {where}: {exc}") from exc
         if self.password is not None:
-            reply = (await self.request([encode(("AUTH", self.password))], 0.0))[0]
-            error = error_of(reply)
+            reply = (await self.request([auth_request(self.password)], 0.0))[0]
+            error = auth_failure(reply)
             if error is not None:
                 self.close()
-                raise AuthenticationError(error.message, error.code)
+                raise error
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -145,7 +143,7 @@ class AsyncConnection(asyncio.Protocol):
         future: asyncio.Future[list[object]] = asyncio.get_running_loop().create_future()
         self._pending.append(_Pending(future, len(payloads)))
         transport.write(payloads[0] if len(payloads) == 1 else b"".join(payloads))
-        timeout = None if wait is None or self.timeout is None else self.timeout + wait
+        timeout = reply_wait(self.timeout, wait)
         try:
             if timeout is None:
                 return await future
@@ -181,12 +179,11 @@ class AsyncClient(ClientBase):
     async def close(self) -> None:
         """Close every connection; commands in flight raise DisqConnectionError, later
         ones connect again."""
-        self._generation += 1
+        self.core.close()  # commands in flight give up instead of failing over
         for conn in [*self._conns.values(), *self._blocking.values()]:
             conn.close()
         self._conns.clear()
         self._blocking.clear()
-        self.view.current = None
 
     async def connect(self) -> Address:
         return (await self._connection()).addr
@@ -197,19 +194,20 @@ class AsyncClient(ClientBase):
                                password=self.password, ssl_context=self.ssl_context)
 
     async def _connection(self) -> AsyncConnection:
-        addr = self.view.current
+        view = self.core.view
+        addr = view.current
         if addr is not None:
             conn = self._conns.get(addr)
             if conn is not None and conn.connected:
                 return conn
         async with self._reconnecting:  # one task looks for a node, the others wait for it
-            addr = self.view.current
+            addr = view.current
             if addr is not None:
                 conn = self._conns.get(addr)
                 if conn is not None and conn.connected:
                     return conn
-            conn = await self._connect_first(self.view.candidates())
-            better = self.view.better_than(conn.addr)
+            conn = await self._connect_first(self.core.candidates())
+            better = self.core.better_than(conn.addr)
             if better:
                 try:
                     conn = await self._connect_first(better)
@@ -225,16 +223,14 @@ class AsyncClient(ClientBase):
                 conn = self._conns[addr] = self._new_connection(addr)
             try:
                 await conn.connect()
-                hello = cmds.hello()
-                reply = (await conn.request([encode(hello.args)], 0.0))[0]
-                info = hello.parse(check(reply))
-            except (DisqConnectionError, DisqTimeoutError) as exc:
-                self.view.failed(addr)
+                reply = (await conn.request([HELLO_REQUEST], 0.0))[0]
+            except CONNECTION_ERRORS as exc:
+                self.core.connect_failed(addr)
                 failures.append(str(exc))
                 continue
-            self.view.connected(addr, info)
+            self.core.hello_reply(addr, reply)
             return conn
-        raise DisqConnectionError("no node answered: " + "; ".join(failures))
+        raise self.core.no_node(failures)
 
     async def _blocking_connection(self, addr: Address) -> AsyncConnection:
         conn = self._blocking.get(addr)
@@ -251,10 +247,11 @@ class AsyncClient(ClientBase):
 
     # -- running commands ---------------------------------------------------------------
     async def _run(self, cmd: Cmd[T]) -> T:
+        core = self.core
         payload = [encode(cmd.args)]
         blocking = cmd.gets_jobs and cmd.wait != 0.0
-        generation = self._generation
-        attempt = 0
+        generation = core.generation
+        failures = 0
         while True:
             conn = await self._connection()
             addr = conn.addr
@@ -268,20 +265,18 @@ class AsyncClient(ClientBase):
                         reply = (await bconn.request(payload, cmd.wait, True))[0]
                 else:
                     reply = (await conn.request(payload, cmd.wait))[0]
-            except (DisqConnectionError, DisqTimeoutError):
-                attempt += 1
-                if not self._may_retry(addr, generation, attempt):
+            except CONNECTION_ERRORS:
+                failures += 1
+                if not self._may_retry(addr, generation, failures):
                     raise
                 continue
             if isinstance(reply, ErrorReply):
-                exc = from_error_reply(reply)
-                if self._moves_on(addr, exc, attempt):
-                    attempt += 1
-                    continue
-                raise exc
+                failures += 1
+                core.refused(addr, reply, failures)  # raises unless moving on
+                continue
             result = cmd.parse(reply)
             if cmd.gets_jobs:
-                target = self.view.note_jobs(result)  # type: ignore[arg-type]
+                target = core.follow(result)  # type: ignore[arg-type]
                 if target is not None:
                     await self._switch_to(target)
             return result
@@ -293,15 +288,15 @@ class AsyncClient(ClientBase):
             pass
 
     async def _run_pipeline(self, payloads: list[bytes], wait: float | None) -> list[object]:
-        generation = self._generation
-        attempt = 0
+        generation = self.core.generation
+        failures = 0
         while True:
             conn = await self._connection()
             try:
                 return await conn.request(payloads, wait)
-            except (DisqConnectionError, DisqTimeoutError):
-                attempt += 1
-                if not self._may_retry(conn.addr, generation, attempt):
+            except CONNECTION_ERRORS:
+                failures += 1
+                if not self._may_retry(conn.addr, generation, failures):
                     raise
 
     async def execute_command(self, *args: Arg) -> object:
@@ -380,19 +375,11 @@ class AsyncClient(ClientBase):
 
     async def _scan(self, make: Callable[[int], Cmd[tuple[int, list[object]]]]
                     ) -> AsyncIterator[list[object]]:
-        cursor = 0
-        node = None
-        while True:
-            if node is not None and node != self.view.current:
-                cursor = 0
-            sent = cursor
-            cursor, items = await self._run(make(sent))
-            if sent and node != self.view.current:
-                cursor, items = await self._run(make(0))
-            node = self.view.current
-            yield items
-            if cursor == 0:
-                return
+        scan = self.core.scan()
+        while not scan.done:
+            cursor, items = await self._run(make(scan.next()))
+            if scan.answered(cursor):
+                yield items
 
     async def qscan(self, *, count: int | None = None, minlen: int | None = None,
                     maxlen: int | None = None, importrate: int | None = None
@@ -417,8 +404,7 @@ class AsyncClient(ClientBase):
     # -- server -------------------------------------------------------------------------
     async def hello(self) -> Hello:
         hello = await self._run(cmds.hello())
-        if self.view.current is not None:
-            self.view.learn(self.view.current, hello)
+        self.core.hello_answered(hello)
         return hello
 
     async def info(self, section: str | None = None

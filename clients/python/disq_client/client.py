@@ -1,7 +1,10 @@
-"""The blocking client."""
+"""The blocking client: sockets around the sans-I/O `ClientCore` (core.py), which makes
+every choice (nodes, failover, replies); this module only connects, sends and waits."""
 
 from __future__ import annotations
 
+import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
@@ -11,58 +14,52 @@ from . import commands as cmds
 from .bodies import Body
 from .cluster import ClusterView
 from .commands import Cmd
-from .errors import (
-    DisqConnectionError,
-    DisqTimeoutError,
-    LeavingError,
-    LoadingError,
-    ResponseError,
+from .core import (
+    ADD_TIMEOUT_MS,
+    BATCH_SIZE,
+    DEFAULT_NODE,
+    HELLO_REQUEST,
+    ClientCore,
+    Nodes,
+    seed_list,
 )
+from .errors import DisqConnectionError, DisqTimeoutError
 from .protocol import (
     Address,
     Arg,
-    Connection,
     ErrorReply,
-    check,
+    auth_failure,
+    auth_request,
+    encode,
     format_address,
-    from_error_reply,
+    new_reader,
+    reply_wait,
 )
+from .retry import CONNECTION_ERRORS
 from .tls import SSLOption, ssl_context
 from .types import Hello, Job, JobInfo, PauseOption, QueueStat
 
+__all__ = ["ADD_TIMEOUT_MS", "BATCH_SIZE", "DEFAULT_NODE", "Client", "ClientBase",
+           "Connection", "Nodes", "seed_list"]
+
 T = TypeVar("T")
-Nodes = str | Address | Sequence[str | Address]
-
-DEFAULT_NODE = "127.0.0.1:7711"
-ADD_TIMEOUT_MS = 5000
-BATCH_SIZE = 1000
-
-
-def seed_list(nodes: Nodes) -> list[str | Address]:
-    if isinstance(nodes, str):
-        return [n.strip() for n in nodes.split(",") if n.strip()]
-    if isinstance(nodes, tuple) and len(nodes) == 2 and isinstance(nodes[1], int):
-        return [nodes]
-    return list(nodes)
 
 
 class ClientBase:
-    """What Client and AsyncClient share: their options, the cluster view, and the
-    choices made on a reply. They differ only in how they send and wait."""
+    """What Client and AsyncClient share: their options and their `core` (the cluster
+    view and every choice, core.py). They differ only in how they send and wait."""
 
     def __init__(self, nodes: Nodes = DEFAULT_NODE, *, password: str | None = None,
                  timeout: float | None = 5.0, connect_timeout: float | None = 2.0,
                  switch_after_jobs: int = 100, retries: int = 3, ssl: SSLOption = None,
                  ssl_ca_certs: str | None = None, ssl_certfile: str | None = None,
                  ssl_keyfile: str | None = None, ssl_check_hostname: bool = True) -> None:
-        self.view = ClusterView(seed_list(nodes), switch_after_jobs)
+        self.core = ClientCore(nodes, switch_after_jobs=switch_after_jobs, retries=retries)
         self.password = password
         self.ssl_context = ssl_context(ssl, ca_certs=ssl_ca_certs, certfile=ssl_certfile,
                                        keyfile=ssl_keyfile, check_hostname=ssl_check_hostname)
         self.timeout = timeout
         self.connect_timeout = connect_timeout
-        self.retries = retries
-        self._generation = 0  # close() bumps it: commands in flight then give up
         self._setup()
 
     def _setup(self) -> None:
@@ -72,34 +69,182 @@ class ClientBase:
         """Close the connections to `addr`."""
         raise NotImplementedError
 
-    def _may_retry(self, addr: Address, generation: int, attempt: int) -> bool:
+    def _may_retry(self, addr: Address, generation: int, failures: int) -> bool:
         """A connection to `addr` broke or timed out: whether to try again (on the next
         node), unless the client was closed meanwhile or the retries are spent."""
-        if generation != self._generation:
+        if self.core.closed_since(generation):
             return False
         self._drop(addr)
-        self.view.failed(addr)
-        return attempt <= self.retries
+        return self.core.broken(addr, failures)
+
+    @property
+    def view(self) -> ClusterView:
+        return self.core.view
+
+    @property
+    def retries(self) -> int:
+        """Tries after the first one, each on the next node, when a node fails."""
+        return self.core.retries
+
+    @retries.setter
+    def retries(self, retries: int) -> None:
+        self.core.retries = retries
 
     @property
     def current_node(self) -> Address | None:
-        return self.view.current
+        return self.core.view.current
 
     @property
     def current_node_id(self) -> str | None:
-        return self.view.current_id
-
-    def _moves_on(self, addr: Address, exc: ResponseError, attempt: int) -> bool:
-        """After an error reply: whether to send the command again to another node
-        (the node is leaving or still loading)."""
-        if isinstance(exc, LeavingError | LoadingError) and attempt < self.retries:
-            self.view.leaving(addr)
-            return True
-        return False
+        return self.core.view.current_id
 
     def __repr__(self) -> str:
-        current = format_address(self.view.current) if self.view.current else None
-        return f"<{type(self).__name__} current={current} nodes={len(self.view.nodes)}>"
+        view = self.core.view
+        current = format_address(view.current) if view.current else None
+        return f"<{type(self).__name__} current={current} nodes={len(view.nodes)}>"
+
+
+class Connection:
+    """One blocking TCP connection to one node. Not thread-safe: the Client guards it.
+
+    `timeout` bounds every wait for a reply; commands that block on the server
+    (GETJOB, synchronous ADDJOB) pass how much longer they may take. A connection that
+    timed out or broke is closed, since the replies that may still come would be out of
+    step with the next command.
+    """
+
+    def __init__(self, addr: Address, *, timeout: float | None = 5.0,
+                 connect_timeout: float | None = 2.0, password: str | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        self.addr = addr
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.password = password
+        self.ssl_context = ssl_context
+        self._sock: socket.socket | None = None
+        self._reader = new_reader()
+        self._sock_timeout: float | None = -1.0  # what the socket is set to now
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    def connect(self) -> None:
+        if self._sock is not None:
+            return
+        try:
+            sock = socket.create_connection(self.addr, timeout=self.connect_timeout)
+            if self.ssl_context is not None:
+                try:  # the handshake, within connect_timeout
+                    sock = self.ssl_context.wrap_socket(sock, server_hostname=self.addr[0])
+                except BaseException:
+                    sock.close()
+                    raise
+        except TimeoutError as exc:
+            raise DisqTimeoutError(f"connecting to {format_address(self.addr)}: timeout") \
+                from exc
+        except OSError as exc:
+            raise DisqConnectionError(f"connecting to {format_address(self.addr)}: {exc}") \
+                from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        self._sock = sock
+        self._sock_timeout = self.connect_timeout
+        self._reader = new_reader()
+        if self.password is not None:
+            try:
+                reply = self.request(auth_request(self.password))
+            except BaseException:
+                self.close()
+                raise
+            error = auth_failure(reply)
+            if error is not None:
+                self.close()
+                raise error
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked reading it
+            except OSError:
+                pass
+            sock.close()
+
+    def execute(self, args: Sequence[Arg], extra_wait: float | None = 0.0) -> object:
+        """Send one command, return its reply (an ErrorReply for an error reply).
+        `extra_wait` None waits for ever (a GETJOB without TIMEOUT)."""
+        self.send(encode(args))
+        return self.read(extra_wait)
+
+    def request(self, payload: bytes, extra_wait: float | None = 0.0) -> object:
+        """Send one encoded command, return its reply."""
+        self.send(payload)
+        return self.read(extra_wait)
+
+    def execute_many(self, commands: Iterable[Sequence[Arg]],
+                     extra_wait: float | None = 0.0) -> list[object]:
+        """Pipeline: one write for every command, then their replies in order."""
+        payload = [encode(args) for args in commands]
+        self.send(b"".join(payload))
+        return self.read_many(len(payload), extra_wait)
+
+    def send(self, data: bytes) -> None:
+        self.connect()
+        assert self._sock is not None
+        try:
+            self._sock.sendall(data)
+        except OSError as exc:
+            self.close()
+            raise DisqConnectionError(f"{format_address(self.addr)}: {exc}") from exc
+
+    def read(self, extra_wait: float | None = 0.0) -> object:
+        gets = self._reader.gets
+        reply = gets()
+        if reply is False:
+            wait = self._wait(extra_wait)
+            while reply is False:
+                self._recv(wait)
+                reply = gets()
+        return reply
+
+    def read_many(self, n: int, extra_wait: float | None = 0.0) -> list[object]:
+        replies: list[object] = []
+        gets = self._reader.gets
+        wait = self._wait(extra_wait)
+        while True:
+            reply = gets()
+            while reply is not False:
+                replies.append(reply)
+                if len(replies) == n:
+                    return replies
+                reply = gets()
+            self._recv(wait)
+
+    def _wait(self, extra_wait: float | None) -> float | None:
+        """How long one read may wait for bytes (`reply_wait`)."""
+        return reply_wait(self.timeout, extra_wait)
+
+    def _recv(self, wait: float | None) -> None:
+        """Feed the reader with what the socket has, waiting at most `wait` seconds."""
+        sock = self._sock
+        if sock is None:
+            raise DisqConnectionError(f"{format_address(self.addr)}: not connected")
+        if wait != self._sock_timeout:
+            sock.settimeout(wait)
+            self._sock_timeout = wait
+        try:
+            data = sock.recv(262144)
+        except TimeoutError as exc:
+            self.close()
+            raise DisqTimeoutError(f"{format_address(self.addr)}: no reply in time") from exc
+        except OSError as exc:
+            self.close()
+            raise DisqConnectionError(f"{format_address(self.addr)}: {exc}") from exc
+        if not data:
+            self.close()
+            raise DisqConnectionError(f"{format_address(self.addr)}: connection closed")
+        self._reader.feed(data)
 
 
 class Client(ClientBase):
@@ -135,12 +280,12 @@ class Client(ClientBase):
     def close(self) -> None:
         """Close every connection. A call blocked in another thread (a GETJOB) is woken
         and raises DisqConnectionError; later calls connect again."""
-        self._generation += 1
+        self.core.close()  # commands in flight give up instead of failing over
         for conn in list(self._conns.values()):
             conn.close()
         with self._lock:
             self._conns.clear()
-            self.view.current = None
+            self.core.view.current = None
 
     def connect(self) -> Address:
         """Connect now rather than at the first command; returns the node's address."""
@@ -148,13 +293,13 @@ class Client(ClientBase):
             return self._connection().addr
 
     def _connection(self) -> Connection:
-        addr = self.view.current
+        addr = self.core.view.current
         if addr is not None:
             conn = self._conns.get(addr)
             if conn is not None and conn.connected:
                 return conn
-        conn = self._connect_first(self.view.candidates())
-        better = self.view.better_than(conn.addr)
+        conn = self._connect_first(self.core.candidates())
+        better = self.core.better_than(conn.addr)
         if better:  # e.g. the seed is leaving: the view still has it as current on failure
             try:
                 conn = self._connect_first(better)
@@ -172,18 +317,14 @@ class Client(ClientBase):
                     addr, timeout=self.timeout, connect_timeout=self.connect_timeout,
                     password=self.password, ssl_context=self.ssl_context)
             try:
-                hello = self._hello_on(conn)
-            except (DisqConnectionError, DisqTimeoutError) as exc:
-                self.view.failed(addr)
+                reply = conn.request(HELLO_REQUEST)
+            except CONNECTION_ERRORS as exc:
+                self.core.connect_failed(addr)
                 failures.append(str(exc))
                 continue
-            self.view.connected(addr, hello)
+            self.core.hello_reply(addr, reply)
             return conn
-        raise DisqConnectionError("no node answered: " + "; ".join(failures))
-
-    def _hello_on(self, conn: Connection) -> Hello:
-        hello = cmds.hello()
-        return hello.parse(check(conn.execute(hello.args)))
+        raise self.core.no_node(failures)
 
     def _drop(self, addr: Address) -> None:
         conn = self._conns.get(addr)
@@ -199,27 +340,26 @@ class Client(ClientBase):
 
     # -- running commands ---------------------------------------------------------------
     def _run(self, cmd: Cmd[T]) -> T:
+        core = self.core
         with self._lock:
-            generation = self._generation
-            attempt = 0
+            generation = core.generation
+            failures = 0
             while True:
                 conn = self._connection()
                 try:
                     reply = conn.execute(cmd.args, cmd.wait)
-                except (DisqConnectionError, DisqTimeoutError):
-                    attempt += 1
-                    if not self._may_retry(conn.addr, generation, attempt):
+                except CONNECTION_ERRORS:
+                    failures += 1
+                    if not self._may_retry(conn.addr, generation, failures):
                         raise
                     continue
                 if isinstance(reply, ErrorReply):
-                    exc = from_error_reply(reply)
-                    if self._moves_on(conn.addr, exc, attempt):
-                        attempt += 1
-                        continue
-                    raise exc
+                    failures += 1
+                    core.refused(conn.addr, reply, failures)  # raises unless moving on
+                    continue
                 result = cmd.parse(reply)
                 if cmd.gets_jobs:
-                    target = self.view.note_jobs(result)  # type: ignore[arg-type]
+                    target = core.follow(result)  # type: ignore[arg-type]
                     if target is not None:
                         self._switch_to(target)
                 return result
@@ -229,16 +369,16 @@ class Client(ClientBase):
         connection, send them all again to the next node."""
         data = b"".join(payloads)
         with self._lock:
-            generation = self._generation
-            attempt = 0
+            generation = self.core.generation
+            failures = 0
             while True:
                 conn = self._connection()
                 try:
                     conn.send(data)
                     return conn.read_many(len(payloads), wait)
-                except (DisqConnectionError, DisqTimeoutError):
-                    attempt += 1
-                    if not self._may_retry(conn.addr, generation, attempt):
+                except CONNECTION_ERRORS:
+                    failures += 1
+                    if not self._may_retry(conn.addr, generation, failures):
                         raise
 
     def execute_command(self, *args: Arg) -> object:
@@ -334,22 +474,14 @@ class Client(ClientBase):
 
     def _scan(self, make: Callable[[int], Cmd[tuple[int, list[object]]]]
               ) -> Iterator[list[object]]:
-        """Follow a cursor to its end; if the client moved to another node meanwhile,
-        start again there (a scan may repeat items, as Disque's do)."""
-        cursor = 0
-        node = None
-        while True:
+        """Follow a cursor to its end (see core.ScanCursor)."""
+        scan = self.core.scan()
+        while not scan.done:
             with self._lock:
-                if node is not None and node != self.view.current:
-                    cursor = 0
-                sent = cursor
-                cursor, items = self._run(make(sent))
-                if sent and node != self.view.current:  # it moved during this very page
-                    cursor, items = self._run(make(0))
-                node = self.view.current
+                cursor, items = self._run(make(scan.next()))
+                if not scan.answered(cursor):
+                    continue
             yield items
-            if cursor == 0:
-                return
 
     def qscan(self, *, count: int | None = None, minlen: int | None = None,
               maxlen: int | None = None, importrate: int | None = None) -> Iterator[str]:
@@ -374,8 +506,7 @@ class Client(ClientBase):
         """HELLO; the client also takes the node list from it."""
         hello = self._run(cmds.hello())
         with self._lock:
-            if self.view.current is not None:
-                self.view.learn(self.view.current, hello)
+            self.core.hello_answered(hello)
         return hello
 
     def info(self, section: str | None = None) -> dict[str, dict[str, str | int | float]]:

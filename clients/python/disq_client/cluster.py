@@ -1,5 +1,5 @@
-"""What a client knows of the cluster, and its choices of node. No I/O here: `Client`
-and `AsyncClient` connect, and tell this view what happened.
+"""What a client knows of the cluster, and its choices of node. No I/O here: it is part
+of the client's sans-I/O core (`ClientCore`, core.py), which tells it what happened.
 
 The policy is the one Disque recommends to its clients:
 - start from a random seed, learn every node from HELLO;
@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from .protocol import Address, parse_address
@@ -40,10 +40,13 @@ class ClusterView:
     """Known nodes by address, the current node, and the producers of received jobs.
 
     `switch_after_jobs` is the window of received jobs after which a consumer looks for
-    a node that produced more than half of them (0 turns this off).
+    a node that produced more than half of them (0 turns this off). `clock` (monotonic
+    seconds) and `rng` (which shuffles the seeds) are there for tests.
     """
 
-    def __init__(self, seeds: Sequence[str | Address], switch_after_jobs: int = 100) -> None:
+    def __init__(self, seeds: Sequence[str | Address], switch_after_jobs: int = 100, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 rng: random.Random | None = None) -> None:
         if not seeds:
             raise ValueError("give at least one node address")
         self.seeds = [parse_address(s) for s in seeds]
@@ -53,15 +56,17 @@ class ClusterView:
         self.switch_after_jobs = switch_after_jobs
         self._origins: Counter[str] = Counter()
         self._received = 0
+        self._clock = clock
+        self._shuffle = rng.shuffle if rng is not None else random.shuffle
 
     # -- choosing a node ----------------------------------------------------------------
     def candidates(self, exclude: Iterable[Address] = ()) -> list[Address]:
         """Nodes to try, best first: before any HELLO the seeds in random order, then
         by priority, with the ones that failed lately last."""
-        now = time.monotonic()
+        now = self._clock()
         skip = set(exclude)
         entries = [e for e in self.nodes.values() if e.addr not in skip]
-        random.shuffle(entries)
+        self._shuffle(entries)
         entries.sort(key=lambda e: (e.recently_failed(now), e.priority))
         return [e.addr for e in entries]
 
@@ -70,7 +75,7 @@ class ClusterView:
         entry = self.nodes.get(addr)
         if entry is None:
             return []
-        now = time.monotonic()
+        now = self._clock()
         return [a for a in self.candidates((addr,))
                 if self.nodes[a].priority < entry.priority
                 and not self.nodes[a].recently_failed(now)]
@@ -86,7 +91,7 @@ class ClusterView:
     def failed(self, addr: Address) -> None:
         entry = self.nodes.get(addr)
         if entry is not None:
-            entry.failed_at = time.monotonic()
+            entry.failed_at = self._clock()
         if self.current == addr:
             self.current = None
 
@@ -158,7 +163,7 @@ class ClusterView:
         if count * 2 <= total or (current_id is not None and current_id.startswith(prefix)):
             return None
         entry = self.by_prefix(prefix)
-        if entry is None or entry.recently_failed(time.monotonic()):
+        if entry is None or entry.recently_failed(self._clock()):
             return None
         current = self.nodes.get(self.current) if self.current else None
         if current is not None and entry.priority > current.priority:

@@ -1,4 +1,6 @@
-"""RESP: encoding commands, and a blocking socket connection parsed by hiredis.
+"""RESP without I/O: encoding commands, the hiredis reader that parses replies, and
+what a reply means (errors, AUTH, addresses). The connections are the shells' (the
+socket one in client.py, the asyncio one in aio.py).
 
 A command is a sequence of arguments (bytes, str or int); `encode` turns it into one
 RESP multibulk, and a batch of them is sent with a single write.
@@ -6,16 +8,13 @@ RESP multibulk, and a batch of them is sent with a single write.
 
 from __future__ import annotations
 
-import socket
-import ssl
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import hiredis
 
 from .errors import (
     AuthenticationError,
-    DisqConnectionError,
-    DisqTimeoutError,
     ProtocolError,
     ResponseError,
     from_reply,
@@ -86,142 +85,26 @@ def format_address(addr: Address) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-class Connection:
-    """One blocking TCP connection to one node. Not thread-safe: the Client guards it.
+def auth_request(password: str) -> bytes:
+    return encode(("AUTH", password))
 
-    `timeout` bounds every wait for a reply; commands that block on the server
-    (GETJOB, synchronous ADDJOB) pass how much longer they may take. A connection that
-    timed out or broke is closed, since the replies that may still come would be out of
-    step with the next command.
-    """
 
-    def __init__(self, addr: Address, *, timeout: float | None = 5.0,
-                 connect_timeout: float | None = 2.0, password: str | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
-        self.addr = addr
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self.password = password
-        self.ssl_context = ssl_context
-        self._sock: socket.socket | None = None
-        self._reader = new_reader()
-        self._sock_timeout: float | None = -1.0  # what the socket is set to now
+def auth_failure(reply: object) -> AuthenticationError | None:
+    """The error to raise if AUTH was refused, None if it passed."""
+    error = error_of(reply)
+    return None if error is None else AuthenticationError(error.message, error.code)
 
-    @property
-    def connected(self) -> bool:
-        return self._sock is not None
 
-    def connect(self) -> None:
-        if self._sock is not None:
-            return
-        try:
-            sock = socket.create_connection(self.addr, timeout=self.connect_timeout)
-            if self.ssl_context is not None:
-                try:  # the handshake, within connect_timeout
-                    sock = self.ssl_context.wrap_socket(sock, server_hostname=self.addr[0])
-                except BaseException:
-                    sock.close()
-                    raise
-        except TimeoutError as exc:
-            raise DisqTimeoutError(f"connecting to {format_address(self.addr)}: timeout") \
-                from exc
-        except OSError as exc:
-            raise DisqConnectionError(f"connecting to {format_address(self.addr)}: {exc}") \
-                from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        self._sock = sock
-        self._sock_timeout = self.connect_timeout
-        self._reader = new_reader()
-        if self.password is not None:
-            try:
-                reply = self.execute(("AUTH", self.password))
-            except BaseException:
-                self.close()
-                raise
-            error = error_of(reply)
-            if error is not None:
-                self.close()
-                raise AuthenticationError(error.message, error.code)
+def reply_wait(timeout: float | None, extra_wait: float | None) -> float | None:
+    """How long to wait for a reply: the client's timeout plus what the command may
+    take on the server (a GETJOB's TIMEOUT, ADDJOB's replication); None for ever."""
+    if extra_wait is None or timeout is None:
+        return None
+    return timeout + extra_wait
 
-    def close(self) -> None:
-        sock, self._sock = self._sock, None
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked reading it
-            except OSError:
-                pass
-            sock.close()
 
-    def execute(self, args: Sequence[Arg], extra_wait: float | None = 0.0) -> object:
-        """Send one command, return its reply (an ErrorReply for an error reply).
-        `extra_wait` None waits for ever (a GETJOB without TIMEOUT)."""
-        self.send(encode(args))
-        return self.read(extra_wait)
-
-    def execute_many(self, commands: Iterable[Sequence[Arg]],
-                     extra_wait: float | None = 0.0) -> list[object]:
-        """Pipeline: one write for every command, then their replies in order."""
-        payload = [encode(args) for args in commands]
-        self.send(b"".join(payload))
-        return self.read_many(len(payload), extra_wait)
-
-    def send(self, data: bytes) -> None:
-        self.connect()
-        assert self._sock is not None
-        try:
-            self._sock.sendall(data)
-        except OSError as exc:
-            self.close()
-            raise DisqConnectionError(f"{format_address(self.addr)}: {exc}") from exc
-
-    def read(self, extra_wait: float | None = 0.0) -> object:
-        gets = self._reader.gets
-        reply = gets()
-        if reply is False:
-            wait = self._wait(extra_wait)
-            while reply is False:
-                self._recv(wait)
-                reply = gets()
-        return reply
-
-    def read_many(self, n: int, extra_wait: float | None = 0.0) -> list[object]:
-        replies: list[object] = []
-        gets = self._reader.gets
-        wait = self._wait(extra_wait)
-        while True:
-            reply = gets()
-            while reply is not False:
-                replies.append(reply)
-                if len(replies) == n:
-                    return replies
-                reply = gets()
-            self._recv(wait)
-
-    def _wait(self, extra_wait: float | None) -> float | None:
-        """How long one read may wait for bytes: the timeout, plus what the command may
-        take on the server; None for ever."""
-        if extra_wait is None or self.timeout is None:
-            return None
-        return self.timeout + extra_wait
-
-    def _recv(self, wait: float | None) -> None:
-        """Feed the reader with what the socket has, waiting at most `wait` seconds."""
-        sock = self._sock
-        if sock is None:
-            raise DisqConnectionError(f"{format_address(self.addr)}: not connected")
-        if wait != self._sock_timeout:
-            sock.settimeout(wait)
-            self._sock_timeout = wait
-        try:
-            data = sock.recv(262144)
-        except TimeoutError as exc:
-            self.close()
-            raise DisqTimeoutError(f"{format_address(self.addr)}: no reply in time") from exc
-        except OSError as exc:
-            self.close()
-            raise DisqConnectionError(f"{format_address(self.addr)}: {exc}") from exc
-        if not data:
-            self.close()
-            raise DisqConnectionError(f"{format_address(self.addr)}: connection closed")
-        self._reader.feed(data)
+def __getattr__(name: str) -> Any:
+    if name == "Connection":  # it lived here once: the blocking client's connection
+        from .client import Connection
+        return Connection
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,8 +38,9 @@ from dataclasses import dataclass
 from typing import TypeVar, cast
 
 from .aio import AsyncClient
-from .client import DEFAULT_NODE, Nodes
+from .core import DEFAULT_NODE, Nodes
 from .errors import DisqError, NoJobError, TooLateError
+from .retry import RetryPolicy, is_transient
 from .tls import SSLOption
 from .types import Job, is_at_most_once
 
@@ -47,6 +48,13 @@ log = logging.getLogger("disq_client.worker")
 
 Handler = Callable[[Job], object]  # a function, or a coroutine function
 H = TypeVar("H", bound=Handler)
+
+# GETJOB failing (no node answers, ...): try again for ever, backing off to 2 s.
+FETCH_RETRY = RetryPolicy(max_attempts=None, base_delay=0.05, max_delay=2.0)
+# ACK or NACK failing (the client already failed over): three tries, 0.1 s then 0.5 s
+# apart; then the job comes back after its RETRY anyway.
+SETTLE_RETRY = RetryPolicy(max_attempts=3, base_delay=0.1, max_delay=0.5, multiplier=5.0,
+                           jitter=0.0)
 
 
 @dataclass(slots=True)
@@ -148,7 +156,7 @@ class Worker:
         stop = self._stop
         queues = list(self.tasks)
         stop_waiter = asyncio.ensure_future(stop.wait())
-        backoff = 0.05
+        fetching = FETCH_RETRY.attempts()
         try:
             while not stop.is_set():
                 free = self.concurrency - len(running)
@@ -161,10 +169,10 @@ class Worker:
                                                  with_counters=True)
                 except DisqError as exc:
                     log.warning("fetching jobs failed: %s", exc)
-                    await asyncio.wait([stop_waiter], timeout=backoff)
-                    backoff = min(backoff * 2, 2.0)
+                    pause = fetching.failed()  # never None: FETCH_RETRY has no limit
+                    await asyncio.wait([stop_waiter], timeout=pause)
                     continue
-                backoff = 0.05
+                fetching.succeeded()
                 for job in jobs:
                     task = asyncio.create_task(self._process(client, executor, job))
                     running.add(task)
@@ -227,9 +235,11 @@ class Worker:
                 self.nacked += 1
 
     async def _settle(self, client: AsyncClient, job: Job, ok: bool) -> bool:
-        """ACK or NACK, trying a few times: the client already moves to another node if
-        this one fails. If it still fails the job comes back after its RETRY."""
-        for pause in (0.1, 0.5, 0.0):
+        """ACK or NACK, trying a few times (SETTLE_RETRY) if the error may pass: the
+        client already moves to another node if this one fails. If it still fails the
+        job comes back after its RETRY."""
+        failures = 0
+        while True:
             try:
                 if ok:
                     await client.ack(job.id)
@@ -238,8 +248,10 @@ class Worker:
                 return True
             except DisqError as exc:
                 log.warning("%s of %s failed: %s", "ACK" if ok else "NACK", job.id, exc)
-                await asyncio.sleep(pause)
-        return False
+                failures += 1
+                if not (is_transient(exc) and SETTLE_RETRY.allows(failures)):
+                    return False
+                await asyncio.sleep(SETTLE_RETRY.delay(failures))
 
     async def _heartbeat(self, client: AsyncClient, job: Job) -> None:
         """From `heartbeat_after` seconds into the job until it ends."""
