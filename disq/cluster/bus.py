@@ -85,6 +85,7 @@ class Link(asyncio.Protocol):
         # each other (copies, confirmations, queries of different jobs and keys).
         self.fence = 0
         self.flush_scheduled = False
+        self.pong_queued = False  # a PONG waits in `out`: the PINGs of this turn have it
         self.peer_ip = ""
         self.local_ip = ""
         # cluster-secret: nothing is sent or handled until the peer proved it knows it.
@@ -223,6 +224,7 @@ class Link(asyncio.Protocol):
         self.flush_scheduled = False
         if not self.authenticated:
             return  # held until the peer proved the cluster secret
+        self.pong_queued = False
         if self.out and self.transport is not None:
             bus = self.bus
             data = m.encode_frame(bus.myself.id, bus.myself.port, bus.my_flags(), self.out)
@@ -561,7 +563,10 @@ class ClusterBus:
         if mtype in (m.PING, m.MEET):
             if not self.myself.ip and link.local_ip:
                 self.myself.ip = link.local_ip
-            if link.transport is not None:  # PONG on the link the PING came in on
+            # PONG on the link the PING came in on; one a turn is the answer to all
+            # (a frame of 3-byte PINGs would queue ~1 KB of PONG each).
+            if link.transport is not None and not link.pong_queued:
+                link.pong_queued = True
                 link.send([m.PONG, self._gossip()])
                 self.membership.messages_sent += 1
         if sender is None or sender is self.myself:

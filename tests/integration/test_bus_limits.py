@@ -112,3 +112,19 @@ def test_amplifying_frame_from_a_link_that_may_talk(start_node) -> None:
     assert "would decode into more than" in node.log()
     cluster_works(nodes)
 
+
+def test_one_pong_for_a_frame_of_pings(start_node) -> None:
+    """A PING is answered on its link; a frame of 3-byte PINGs must not make the node
+    queue a PONG (with its gossip, ~1 KB) for each (was: 50,000 PONGs)."""
+    node = start_node()
+    reader = m.FrameReader()
+    with socket.create_connection(("127.0.0.1", node.port + 10000), timeout=5) as sock:
+        sock.sendall(frame([[m.MEET, []]] + [[m.PING, []]] * 50_000))
+        frames: list[list] = []
+        while not frames:
+            data = sock.recv(1 << 20)
+            assert data, "the node closed the link"
+            frames += reader.feed(data)
+        pongs = [message for message in frames[0][4] if message[0] == m.PONG]
+        assert len(pongs) == 1, len(pongs)
+    assert call(node, "PING") == b"PONG"
