@@ -128,3 +128,26 @@ def test_one_pong_for_a_frame_of_pings(start_node) -> None:
         pongs = [message for message in frames[0][4] if message[0] == m.PONG]
         assert len(pongs) == 1, len(pongs)
     assert call(node, "PING") == b"PONG"
+
+
+def test_big_and_dense_frames_of_a_real_cluster_pass(start_node) -> None:
+    """What the limits must let through: a 30 MB body, and the copies of thousands of
+    pipelined ADDJOBs (frames well over PLAIN_DECODE_MAX, dense in small lists)."""
+    nodes = form_cluster([start_node("--cluster-secret", "s3cret") for _ in range(2)])
+    body = bytes(range(256)) * (30 * MB // 256)
+    job = call(nodes[0], "ADDJOB", b"big-q", body, 20_000, "REPLICATE", 2)
+    shown = call(nodes[1], "SHOW", job)
+    assert dict(zip(shown[::2], shown[1::2], strict=True))[b"body"] == body
+    client = nodes[0].client(protocol=2, socket_timeout=30)
+    try:
+        pipe = client.pipeline(transaction=False)
+        for i in range(20_000):
+            pipe.execute_command("ADDJOB", b"dense-q", b"%d" % i, 20_000, "REPLICATE", 2)
+        jobs = pipe.execute()
+    finally:
+        client.close()
+    assert all(j.startswith(b"D-") for j in jobs)  # each one replicated, synchronously
+    for job in jobs[::1000]:
+        assert call(nodes[1], "SHOW", job)
+    for node in nodes:
+        assert "Closing bus link" not in node.log()
