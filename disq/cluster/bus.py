@@ -72,7 +72,10 @@ class Link(asyncio.Protocol):
         self.bus = bus
         self.node = node  # the target of an outbound link, None when inbound
         self.transport: asyncio.Transport | None = None
-        self.reader = m.FrameReader()
+        # cluster-secret: until the peer proved it, only handshake frames (see _authenticate).
+        self.authenticated = not bus.secret
+        self.reader = m.FrameReader(m.MAX_FRAME if self.authenticated
+                                    else m.MAX_HANDSHAKE_FRAME)
         self.out: list[list] = []
         # Messages of this turn that more items may join (ClusterBus.send_batched),
         # by type (and head): [message, its index in `out`].
@@ -82,11 +85,12 @@ class Link(asyncio.Protocol):
         # each other (copies, confirmations, queries of different jobs and keys).
         self.fence = 0
         self.flush_scheduled = False
+        self.pong_queued = False  # a PONG waits in `out`: the PINGs of this turn have it
         self.peer_ip = ""
         self.local_ip = ""
         # cluster-secret: nothing is sent or handled until the peer proved it knows it.
-        self.authenticated = not bus.secret
         self.nonce = b""
+        self.proved = False  # this side answered the peer's AUTH (once only)
         self._auth_timer: asyncio.TimerHandle | None = None
         self.dial: asyncio.Task | None = None  # an outbound link still connecting
 
@@ -113,20 +117,23 @@ class Link(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.bus.bytes_received += len(data)
+        frames = self.reader.feed(data)  # decoded one by one: auth changes the limit
         try:
-            frames = self.reader.feed(data)
+            for _, sender_id, sender_port, sender_flags, batch in frames:
+                if self.transport is None or self.transport.is_closing():
+                    return  # closed by a previous frame (e.g. a bad sender)
+                if not self.authenticated:
+                    batch = self._authenticate(batch)
+                    if not batch:
+                        continue
+                self.bus.receive_frame(self, sender_id, sender_port, sender_flags, batch)
         except m.FrameError as exc:
-            log.warning("Closing bus link from %s: %s", self.peer_ip, exc)
+            if self.authenticated:
+                log.warning("Closing bus link from %s: %s", self.peer_ip, exc)
+            else:
+                log.warning("Closing bus link %s %s: %s before proving the cluster secret.",
+                            "from" if self.node is None else "to", self.peer_ip, exc)
             self.close()
-            return
-        for _, sender_id, sender_port, sender_flags, batch in frames:
-            if self.transport is None or self.transport.is_closing():
-                return  # closed by a previous frame (e.g. a bad sender)
-            if not self.authenticated:
-                batch = self._authenticate(batch)
-                if not batch:
-                    continue
-            self.bus.receive_frame(self, sender_id, sender_port, sender_flags, batch)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -144,7 +151,8 @@ class Link(asyncio.Protocol):
         inbound = self.node is None
         for i, message in enumerate(batch):
             mtype, fields = message[0], message[1:]
-            if mtype == m.AUTH and fields and type(fields[0]) is bytes:
+            if mtype == m.AUTH and fields and type(fields[0]) is bytes and not self.proved:
+                self.proved = True  # one proof per link: nothing to repeat it for
                 role = _ACCEPTOR if inbound else _CONNECTOR
                 proof = hmac.new(secret, role + fields[0], hashlib.sha256).digest()
                 self._write([[m.AUTH_PROOF, proof]])
@@ -154,6 +162,7 @@ class Link(asyncio.Protocol):
                 wanted = hmac.new(secret, role + self.nonce, hashlib.sha256).digest()
                 if hmac.compare_digest(fields[0], wanted):
                     self.authenticated = True
+                    self.reader.max_frame = m.MAX_FRAME
                     if self._auth_timer is not None:
                         self._auth_timer.cancel()
                         self._auth_timer = None
@@ -215,6 +224,7 @@ class Link(asyncio.Protocol):
         self.flush_scheduled = False
         if not self.authenticated:
             return  # held until the peer proved the cluster secret
+        self.pong_queued = False
         if self.out and self.transport is not None:
             bus = self.bus
             data = m.encode_frame(bus.myself.id, bus.myself.port, bus.my_flags(), self.out)
@@ -555,7 +565,10 @@ class ClusterBus:
         if mtype in (m.PING, m.MEET):
             if not self.myself.ip and link.local_ip:
                 self.myself.ip = link.local_ip
-            if link.transport is not None:  # PONG on the link the PING came in on
+            # PONG on the link the PING came in on; one a turn is the answer to all
+            # (a frame of 3-byte PINGs would queue ~1 KB of PONG each).
+            if link.transport is not None and not link.pong_queued:
+                link.pong_queued = True
                 link.send([m.PONG, self._gossip()])
                 self.membership.messages_sent += 1
         if sender is None or sender is self.myself:

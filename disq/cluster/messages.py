@@ -11,11 +11,24 @@ listed below.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
+from typing import NoReturn
 
 import msgpack
 
 VERSION = 3  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks
 MAX_FRAME = 64 * 1024 * 1024  # a frame longer than this closes the link
+# Before a link has proven the cluster secret it may only send the handshake: frames
+# of AUTH (a 16-byte nonce) and AUTH_PROOF (a 32-byte HMAC), ~100 bytes each.
+MAX_HANDSHAKE_FRAME = 512
+# A frame up to this long is decoded as is: even of the costliest msgpack (one-byte
+# empty arrays, 64 bytes each once decoded) it makes at most 16 MB of lists. A longer
+# one may not decode into lists taking more than LIST_BYTES_PER_BYTE times its length:
+# checked by _lists_fit (one pass in C) up to PRECOUNT_MAX, else (or if that cannot
+# tell) by _ListBudget (a call per list).
+PLAIN_DECODE_MAX = 256 * 1024
+LIST_BYTES_PER_BYTE = 20  # the lists a frame may decode into, per byte of it
+PRECOUNT_MAX = 8 * 1024 * 1024  # (longer frames are mostly job bodies: few lists)
 
 PING = 0  # fields: [gossip]  gossip = [[id, ip, port, flags, ping_sent, pong_received], ...]
 PONG = 1  # fields: [gossip]
@@ -87,43 +100,133 @@ class FrameError(Exception):
     """A frame that is not ours or is corrupt: the link is closed."""
 
 
+def _no_map(_: object) -> NoReturn:
+    raise ValueError("a map (the bus never sends one)")
+
+
+def _no_ext(code: int, _: bytes) -> NoReturn:
+    raise ValueError(f"an ext type {code} (the bus never sends one)")
+
+
+# Maps and ext types are not part of the protocol: refused, and so they cost nothing
+# to legit frames (an empty map is one byte that decodes into a 64-byte dict).
+_DECODE = {"raw": False, "use_list": True, "max_map_len": 0, "max_ext_len": 0,
+           "object_hook": _no_map, "ext_hook": _no_ext}
+
+
+class _ListBudget:
+    """What the arrays of one frame may cost once decoded. A msgpack array of n items
+    becomes a list of 56 + 8n bytes however short the items are: an empty one is a
+    byte that becomes 64, so 20 MB of them made 1.4 GB. Each list is charged as it is
+    built (list_hook); the frame is refused once they cost LIST_BYTES_PER_BYTE times
+    its length, which the densest legit frames (DEDUP replies or PAUSEs of one-byte
+    names: ~15) stay under."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, length: int) -> None:
+        self.left = LIST_BYTES_PER_BYTE * length
+
+    def charge(self, items: list) -> list:
+        self.left -= 56 + 8 * len(items)
+        if self.left < 0:
+            raise ValueError(f"its arrays would decode into more than {LIST_BYTES_PER_BYTE} "
+                             "times its length")
+        return items
+
+
+# Every msgpack array starts with one of these bytes (fixarray, array 16, array 32).
+_NOT_ARRAY_HEADS = bytes(b for b in range(256) if not (0x90 <= b <= 0x9f or b in (0xdc, 0xdd)))
+
+
+def _lists_fit(payload: bytearray) -> bool:
+    """Whether the payload's lists are sure to fit their budget without counting them
+    as they are built (a call per list): there are no more of them than bytes that
+    may start an array, and no more items than bytes. One pass in C, a fraction of
+    what the calls cost to a big batch of small messages."""
+    heads = len(payload.translate(None, _NOT_ARRAY_HEADS))
+    return 56 * heads + 8 * len(payload) <= LIST_BYTES_PER_BYTE * len(payload)
+
+
 class FrameReader:
-    """Splits a byte stream into decoded frames."""
+    """Splits a byte stream into decoded frames, one at a time (`feed` is lazy), so
+    that `max_frame` may change between two frames: a link still proving the cluster
+    secret takes only MAX_HANDSHAKE_FRAME, then MAX_FRAME."""
 
-    __slots__ = ("_buf",)
+    __slots__ = ("_buf", "max_frame")
 
-    def __init__(self) -> None:
+    def __init__(self, max_frame: int = MAX_FRAME) -> None:
         self._buf = bytearray()
+        self.max_frame = max_frame
 
-    def feed(self, data: bytes) -> list[list]:
+    def feed(self, data: bytes) -> Iterator[list]:
+        """Buffer `data`; returns an iterator of the frames now complete, decoded one
+        by one as they are asked for. A frame longer than `max_frame` raises
+        FrameError from its length, before its bytes are waited for."""
+        self._buf += data
+        return self._frames()
+
+    def _frames(self) -> Iterator[list]:
         buf = self._buf
-        buf += data
-        out: list[list] = []
         pos = 0
-        while len(buf) - pos >= 4:
-            (length,) = _LEN.unpack_from(buf, pos)
-            if length > MAX_FRAME:
-                raise FrameError(f"frame of {length} bytes")
-            if len(buf) - pos - 4 < length:
-                break
-            try:
-                message = msgpack.unpackb(bytes(buf[pos + 4:pos + 4 + length]), raw=False,
-                                          strict_map_key=False, use_list=True)
-            except Exception as exc:  # any decoding problem is a corrupt frame
-                raise FrameError(f"undecodable frame: {exc}") from None
-            pos += 4 + length
-            if (isinstance(message, list) and message and message[0] != VERSION
-                    and type(message[0]) is int):
-                raise FrameError(f"bus protocol version {message[0]}, this node speaks "
-                                 f"{VERSION} (all nodes must run the same disq version)")
-            if (not isinstance(message, list) or len(message) != 5 or message[0] != VERSION
-                    or not isinstance(message[1], str) or type(message[2]) is not int
-                    or not isinstance(message[3], list) or not isinstance(message[4], list)):
-                raise FrameError("malformed frame header")
-            for item in message[4]:
-                if not isinstance(item, list) or not item or type(item[0]) is not int:
-                    raise FrameError("malformed message")
-            out.append(message)
-        if pos:
-            del buf[:pos]
-        return out
+        try:
+            while len(buf) - pos >= 4:
+                (length,) = _LEN.unpack_from(buf, pos)
+                if length > self.max_frame:
+                    raise FrameError(f"frame of {length} bytes")
+                end = pos + 4 + length
+                if len(buf) < end:
+                    break
+                message = _decode(buf, pos + 4, end)
+                pos = end
+                yield message
+        finally:
+            if pos:
+                del buf[:pos]
+
+
+def _new_unpacker() -> msgpack.Unpacker:
+    """The decoder of frames up to PLAIN_DECODE_MAX, made once: unpackb parses its
+    options on every call, which costs more than decoding a small frame. No array may
+    claim more items than such a frame has bytes (msgpack allocates them up front)."""
+    return msgpack.Unpacker(max_buffer_size=PLAIN_DECODE_MAX,
+                            max_array_len=PLAIN_DECODE_MAX, **_DECODE)
+
+
+_unpacker = _new_unpacker()
+
+
+def _decode(buf: bytearray, start: int, end: int) -> list:
+    """msgpack-decode the frame in buf[start:end] and check its shape. A long one is
+    decoded in place (no copy), its arrays on a budget."""
+    global _unpacker
+    length = end - start
+    unpacker = _unpacker
+    offset = unpacker.tell()
+    try:
+        if length <= PLAIN_DECODE_MAX:
+            unpacker.feed(buf[start:end])
+            message = unpacker.unpack()
+            if unpacker.tell() - offset != length:
+                raise ValueError("extra bytes after its object")
+        elif length <= PRECOUNT_MAX and _lists_fit(payload := buf[start:end]):
+            message = msgpack.unpackb(payload, **_DECODE)
+        else:
+            with memoryview(buf) as whole, whole[start:end] as data:
+                message = msgpack.unpackb(data, list_hook=_ListBudget(length).charge,
+                                          **_DECODE)
+    except Exception as exc:  # any decoding problem is a corrupt frame
+        _unpacker = _new_unpacker()  # without what is left of that frame
+        raise FrameError(f"undecodable frame: {exc}") from None
+    if (isinstance(message, list) and message and message[0] != VERSION
+            and type(message[0]) is int):
+        raise FrameError(f"bus protocol version {message[0]}, this node speaks "
+                         f"{VERSION} (all nodes must run the same disq version)")
+    if (not isinstance(message, list) or len(message) != 5 or message[0] != VERSION
+            or not isinstance(message[1], str) or type(message[2]) is not int
+            or not isinstance(message[3], list) or not isinstance(message[4], list)):
+        raise FrameError("malformed frame header")
+    for item in message[4]:
+        if not isinstance(item, list) or not item or type(item[0]) is not int:
+            raise FrameError("malformed message")
+    return message

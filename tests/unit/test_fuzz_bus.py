@@ -8,6 +8,7 @@ from __future__ import annotations
 import struct
 
 import msgpack
+import pytest
 from fuzzing import fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
@@ -32,6 +33,8 @@ LEAVES = (st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats
 VALUES = st.recursive(LEAVES, lambda inner: st.lists(inner, max_size=5)
                       | st.dictionaries(st.text(max_size=5) | st.integers(-9, 9), inner, max_size=3),
                       max_leaves=20)
+# what the bus sends: no maps (a frame with one is refused)
+SENT_VALUES = st.recursive(LEAVES, lambda inner: st.lists(inner, max_size=5), max_leaves=20)
 CUTS = st.lists(st.integers(0, 100_000), max_size=6)
 
 
@@ -70,7 +73,7 @@ def frame_of(payload: object) -> bytes:
     return struct.pack(">I", len(packed)) + packed
 
 
-MESSAGES = st.lists(st.lists(VALUES, max_size=4).flatmap(
+MESSAGES = st.lists(st.lists(SENT_VALUES, max_size=4).flatmap(
     lambda fields: st.integers(0, 30).map(lambda t: [t, *fields])), max_size=4)
 
 
@@ -81,7 +84,7 @@ def test_valid_frames_decode_whatever_the_reads(messages: list[list], cuts: list
     frames = feed_in_pieces(data, cuts)
     check_frames(frames)
     assert len(frames) == 2 and frames[0][1] == SENDER and frames[0][2] == 7711
-    assert frames[0][4] == msgpack.unpackb(msgpack.packb(messages), strict_map_key=False)
+    assert frames[0][4] == msgpack.unpackb(msgpack.packb(messages))
 
 
 @fuzz_settings(150)
@@ -119,12 +122,81 @@ def test_wrong_typed_msgpack_is_refused_or_well_formed(payload: object) -> None:
 
 
 def test_a_frame_too_long_is_refused_before_its_body() -> None:
-    reader = m.FrameReader()
-    try:
-        reader.feed(struct.pack(">I", m.MAX_FRAME + 1))
-    except m.FrameError:
-        return
-    raise AssertionError("a frame longer than MAX_FRAME was accepted")
+    for limit in (m.MAX_FRAME, m.MAX_HANDSHAKE_FRAME):
+        reader = m.FrameReader(limit)
+        with pytest.raises(m.FrameError, match=f"frame of {limit + 1} bytes"):
+            list(reader.feed(struct.pack(">I", limit + 1)))
+
+
+def test_the_handshake_fits_its_limit_and_what_follows_it_the_frame_limit() -> None:
+    """A link proving the cluster secret takes frames of MAX_HANDSHAKE_FRAME, then (set
+    between two frames of one read) of MAX_FRAME."""
+    auth = m.encode_frame("f" * 40, 55535, ["leaving"], [[m.AUTH, bytes(16)]])
+    proof = m.encode_frame("f" * 40, 55535, ["leaving"], [[m.AUTH_PROOF, bytes(32)]])
+    big = m.encode_frame(SENDER, 7711, [], [[m.REPLJOB, b"x" * 10_000]])
+    reader = m.FrameReader(m.MAX_HANDSHAKE_FRAME)
+    frames = []
+    for frame in reader.feed(auth + proof + big):
+        frames.append(frame)
+        if frame[4][0][0] == m.AUTH_PROOF:
+            reader.max_frame = m.MAX_FRAME
+    assert [f[4][0][0] for f in frames] == [m.AUTH, m.AUTH_PROOF, m.REPLJOB]
+    with pytest.raises(m.FrameError):
+        list(m.FrameReader(m.MAX_HANDSHAKE_FRAME).feed(auth + big))
+
+
+def header(count: int) -> bytes:
+    """The start of a frame whose messages array holds `count` messages."""
+    head = b"\x95" + b"".join(map(msgpack.packb, (m.VERSION, SENDER, 7711, [])))
+    return head + b"\xdd" + struct.pack(">I", count)
+
+
+def framed(payload: bytes) -> bytes:
+    return struct.pack(">I", len(payload)) + payload
+
+
+@pytest.mark.parametrize("shape", ["flat", "nested"])
+def test_a_frame_may_not_decode_into_far_more_lists_than_its_bytes(shape: str) -> None:
+    """Empty arrays: one byte each, 64 once decoded (20 MB of them made 1.4 GB)."""
+    count = 2 * m.PLAIN_DECODE_MAX
+    if shape == "flat":  # [[PING, [], [], ...]]
+        payload = header(1) + b"\xdd" + struct.pack(">I", count + 1) + b"\x00" + b"\x90" * count
+    else:  # [[PING, [[], [], ...]], ...]: arrays no single length limit stops
+        message = b"\x92\x00\xdc" + struct.pack(">H", 1000) + b"\x90" * 1000
+        payload = header(count // 1000) + message * (count // 1000)
+    with pytest.raises(m.FrameError, match="would decode into more than"):
+        list(m.FrameReader().feed(framed(payload)))
+    small = header(1) + b"\xdc" + struct.pack(">H", 10_001) + b"\x00" + b"\x90" * 10_000
+    assert len(next(m.FrameReader().feed(framed(small)))[4][0]) == 10_001  # decoded as is
+
+
+@pytest.mark.parametrize("precount", [True, False])
+def test_the_densest_legit_frames_decode(precount: bool, monkeypatch) -> None:
+    """Batches of one loop turn, well over PLAIN_DECODE_MAX, with the most lists per
+    byte the bus sends: DEDUP replies and PAUSEs of one-byte names, tiny jobs. Their
+    lists fit the budget whether they are bounded first or counted as built."""
+    if not precount:
+        monkeypatch.setattr(m, "PRECOUNT_MAX", 0)
+    copy = [JOB_ID.decode(), b"q", b"", 1, 0, 2, 300_000, 1, 0, 300, 0, 0]
+    batches = [
+        [[m.DEDUP_REPLY, *[[b"k", None, -1]] * 100_000]],
+        [[m.PAUSE, b"q", 1]] * 100_000,
+        [[m.QLEN_REQUEST, 1, b"q"]] * 100_000,
+        [[m.REPLJOB, False, [SENDER], *[copy] * 30_000]],
+        [[m.DEDUP_QUERY, *[[b"k", 1]] * 100_000]],
+    ]
+    for messages in batches:
+        data = m.encode_frame(SENDER, 7711, [], messages)
+        assert len(data) > m.PLAIN_DECODE_MAX
+        assert next(m.FrameReader().feed(data))[4] == messages
+
+
+@pytest.mark.parametrize("value", [{}, {"a": 1}, msgpack.ExtType(1, b""),
+                                   msgpack.ExtType(5, b"abc")])
+def test_maps_and_ext_types_are_refused(value: object) -> None:
+    """Never sent by the bus; an empty map is a byte that decodes into 64."""
+    with pytest.raises(m.FrameError, match="undecodable frame"):
+        list(m.FrameReader().feed(frame_of([m.VERSION, SENDER, 7711, [], [[0, value]]])))
 
 
 # -- jobs on the bus ---------------------------------------------------------------------
