@@ -70,21 +70,6 @@ def test_syslog_enabled_without_a_syslog_stops_the_start(tmp_path):
         "syslog-enabled yes: can't reach the syslog at /dev/log")
 
 
-def test_runtime_config_set_follows_the_same_rules(start_node):
-    node = start_node()
-    client = raw_client(node)
-    try:
-        assert error_of(client, "CONFIG", "SET", "databases", "16") == (
-            "Unsupported CONFIG parameter: databases")
-        assert error_of(client, "CONFIG", "SET", "maxmemory-samples", "0").startswith(
-            "Invalid argument '0' for CONFIG SET 'maxmemory-samples'")
-        assert client.execute_command("CONFIG", "SET", "maxmemory-samples", "10") == b"OK"
-        assert client.execute_command("CONFIG", "SET", "activerehashing", "no") == b"OK"
-        assert client.execute_command("CONFIG", "GET", "databases") == [b"databases", b"16"]
-    finally:
-        client.close()
-
-
 # -- rename-command --------------------------------------------------------------------------
 
 def test_rename_command_to_empty_removes_the_command(start_node):
@@ -154,8 +139,11 @@ def test_client_that_does_not_read_its_replies_is_dropped_at_the_limit(start_nod
         client.close()
 
 
-def test_without_an_output_limit_a_slow_reader_stays(start_node):
-    node = start_node()  # Disque's default: normal 0 0 0
+def test_output_limit_set_at_run_time_drops_a_client_already_behind(start_node):
+    """With Disque's default (normal 0 0 0) a client may leave its replies unread for
+    ever; CONFIG SET puts a limit in force at once, also for that client. The rest of
+    CONFIG SET follows the start-up rules."""
+    node = start_node()
     client = raw_client(node)
     try:
         job_id = client.execute_command("ADDJOB", "big", b"x" * 100_000, 0)
@@ -164,9 +152,19 @@ def test_without_an_output_limit_a_slow_reader_stays(start_node):
             def both_connected() -> bool:
                 return len(client.execute_command("CLIENT", "LIST").splitlines()) == 2
             wait_for(both_connected, message="the slow reader connected")
-            assert_stays(both_connected, 1.5, "the slow reader was disconnected")
+            assert_stays(both_connected, 1.0, "the slow reader was disconnected")
+            assert client.execute_command(
+                "CONFIG", "SET", "client-output-buffer-limit", "normal 1mb 0 0") == b"OK"
+            wait_for(lambda: not both_connected(), message="the slow reader dropped")
+            sock.settimeout(5)
+            wait_closed(sock, 10, "its connection")
         finally:
             sock.close()
+        assert error_of(client, "CONFIG", "SET", "databases", "4") == (
+            "Unsupported CONFIG parameter: databases")
+        assert error_of(client, "CONFIG", "SET", "maxmemory-samples", "0").startswith(
+            "Invalid argument '0' for CONFIG SET 'maxmemory-samples'")
+        assert client.execute_command("CONFIG", "SET", "activerehashing", "no") == b"OK"
     finally:
         client.close()
 
