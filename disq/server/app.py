@@ -72,6 +72,8 @@ _SYSLOG_PRIORITIES = {logging.DEBUG: "debug", 15: "info", logging.INFO: "notice"
 class _SysLogHandler(logging.handlers.SysLogHandler):
     """syslog-enabled: `<ident>[<pid>]: message`, at Redis's priorities."""
 
+    _level = logging.WARNING  # of the record being sent (mapPriority gets its name only)
+
     def emit(self, record: logging.LogRecord) -> None:
         self._level = record.levelno
         super().emit(record)
