@@ -55,7 +55,10 @@ def main(argv: list[str] | None = None) -> None:
     if args and args[0] == "--test-memory":
         print("disq: --test-memory is not supported (Python manages its own memory).")
         sys.exit(1)
+    from .server.commands import load_commands
+
     config = Config()
+    config.command_names = set(load_commands())  # what rename-command may rename
     try:
         config.load_argv(args)
         tls.prepare(config)

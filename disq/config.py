@@ -137,6 +137,26 @@ def _tls_protocols(text: str) -> str:
     return text
 
 
+SYSLOG_FACILITIES = ("user",) + tuple(f"local{n}" for n in range(8))
+
+
+def _syslog_facility(args: list[str]) -> str:
+    value = args[0].lower()
+    if value not in SYSLOG_FACILITIES:
+        raise ConfigError("Invalid log facility. Must be one of USER or between LOCAL0-LOCAL7")
+    return value
+
+
+def _databases(args: list[str]) -> int:
+    """Disque has no databases (no SELECT): it only reports the number, 16 by default.
+    Another number would promise databases that do not exist."""
+    value = parse_int(args[0], 1)
+    if value != 16:
+        raise ConfigError("disq, like Disque, has no databases (there is no SELECT): "
+                          "only the default 'databases 16' is accepted")
+    return value
+
+
 _str = _one(str)
 _mem = _one(parse_memory)
 _bool = _one(parse_bool)
@@ -168,7 +188,7 @@ def _directives() -> list[Directive]:
         d("dir", ".", _str, str, settable=True,
           doc="working directory (it must exist): nodes.conf, the AOF, a relative logfile"),
         d("daemonize", False, _bool, _show_bool,
-          doc="accepted for Disque compatibility; disq always runs in the foreground"),
+          doc="yes: detach and run in the background (logfile \"\": logs go nowhere)"),
         d("pidfile", "", _str, str,
           doc="write the process ID to this file"),
         d("loglevel", "notice", _enum("debug", "verbose", "notice", "warning"), str, settable=True,
@@ -176,29 +196,29 @@ def _directives() -> list[Directive]:
         d("logfile", "", _str, str,
           doc="log to this file (\"\": standard output)"),
         d("syslog-enabled", False, _bool, _show_bool,
-          doc="accepted for Disque compatibility; no effect"),
+          doc="also log to the local syslog (/dev/log; the start fails if it is missing)"),
         d("syslog-ident", "disque", _str, str,
-          doc="accepted for Disque compatibility; no effect"),
-        d("syslog-facility", "local0", _str, str,
-          doc="accepted for Disque compatibility; no effect"),
-        d("databases", 16, _int(1), str,
-          doc="accepted for Disque compatibility; no effect"),
+          doc="program name of the syslog messages"),
+        d("syslog-facility", "local0", _syslog_facility, str,
+          doc="syslog facility: user or local0 to local7"),
+        d("databases", 16, _databases, str,
+          doc="only 16 (Disque's default): like Disque, disq has no databases (no SELECT)"),
         d("hz", 10, _int(1, 500), str, settable=True,
           doc="background tasks per second (idle clients, queue collection, AOF fsync)"),
         d("activerehashing", True, _bool, _show_bool, settable=True,
-          doc="accepted for Disque compatibility; no effect"),
+          doc="yes or no: both hold, as tables grow in one step and never wait to rehash"),
         d("watchdog-period", 0, _int(0), str, settable=True,
-          doc="accepted for Disque compatibility; no effect"),
+          doc="log a stack trace when the event loop is stuck this many ms (0: off)"),
         # -- memory
         d("maxmemory", 1024**3, _mem, str, settable=True,
           doc="data memory limit (INFO used_memory): above 95% ADDJOB evicts, then answers -OOM"),
         d("maxmemory-policy", "acks", _enum("acks", "noeviction"), str, settable=True,
           doc="acks (evict acknowledged jobs when full) or noeviction"),
         d("maxmemory-samples", 5, _int(1), str, settable=True,
-          doc="accepted for Disque compatibility; no effect"),
+          doc="jobs looked at per eviction round (more: better picks, slower rounds)"),
         d("client-output-buffer-limit", dict(_DEFAULT_OUTPUT_LIMITS), _parse_output_limits,
           _show_output_limits, settable=True, nargs=-1,
-          doc="accepted for Disque compatibility (class hard soft seconds); no effect"),
+          doc="class hard soft seconds: drop a normal client with that much output unread"),
         # -- append only file
         d("appendonly", False, _bool, _show_bool, settable=True,
           doc="log jobs to the append-only file and reload it at start"),
@@ -229,7 +249,7 @@ def _directives() -> list[Directive]:
         d("slowlog-max-len", 128, _int(0), str, settable=True,
           doc="most entries SLOWLOG keeps"),
         d("latency-monitor-threshold", 0, _int(0), str, settable=True,
-          doc="accepted for Disque compatibility; LATENCY records no events"),
+          doc="LATENCY records commands and job timer runs of this many ms or more (0: off)"),
         # -- disq extensions
         d("metrics-port", 0, _int(0, 65535), str,
           doc="serve Prometheus metrics on http://metrics-bind:port/metrics (0: off)"),
@@ -270,7 +290,8 @@ _SPECIAL = {"include", "rename-command"}
 # (usage, one line) of those, for `disq-server --help` and the sample disq.conf
 SPECIAL_DOCS = (
     ("include /path/to/other.conf", "read another config file at this point"),
-    ("rename-command NAME NEW-NAME", "accepted for Disque compatibility; no effect"),
+    ("rename-command NAME NEW-NAME",
+     "the command answers only as NEW-NAME (\"\": it no longer exists)"),
 )
 
 
@@ -301,7 +322,12 @@ class Config:
     def __init__(self) -> None:
         self.values: dict[str, Any] = {}
         self.config_file: str | None = None
-        self.renamed_commands: dict[str, str] = {}
+        # rename-command, in order: (name, new name or b"" for none), as the command
+        # table spells them (lowercase bytes); the server applies them at start-up.
+        self.renamed_commands: list[tuple[bytes, bytes]] = []
+        # The command names rename-command checks against (the program sets it: the
+        # core does not know the server's table), as renamed so far.
+        self.command_names: set[bytes] | None = None
         self.listeners: list[Callable[[str, Any], None]] = []
         for name, directive in DIRECTIVES.items():
             self._store(name, _copy(directive.default))
@@ -328,7 +354,7 @@ class Config:
         if name == "rename-command":
             if len(args) != 2:
                 raise ConfigError("wrong number of arguments")
-            self.renamed_commands[args[0].lower()] = args[1].lower()
+            self._rename_command(args[0], args[1])
             return
         directive = DIRECTIVES.get(name)
         if directive is None:
@@ -346,6 +372,23 @@ class Config:
         self._store(name, value)
         for listener in self.listeners:
             listener(name, value)
+
+    def _rename_command(self, name: str, new_name: str) -> None:
+        """Redis's rename-command: the command answers only as `new_name`, or no
+        longer exists when it is "". Checked here, against the command table, so a
+        typo stops the start instead of leaving the command in place."""
+        names = self.command_names
+        old, new = name.encode().lower(), new_name.encode().lower()
+        if names is None:
+            raise ConfigError("rename-command: no command table to check the name against")
+        if old not in names:
+            raise ConfigError(f"No such command in rename-command: '{name}'")
+        names.discard(old)
+        if new in names:
+            raise ConfigError(f"Target command name already exists: '{new_name}'")
+        if new:
+            names.add(new)
+        self.renamed_commands.append((old, new))
 
     def load_text(self, text: str, origin: str = "config") -> None:
         for lineno, raw in enumerate(text.splitlines(), 1):

@@ -732,13 +732,14 @@ class Node:
         (their ACK may be lost: a copy elsewhere may be delivered again) and
         at-most-once jobs already delivered. Random samples of the job table until
         `job_bytes` is at most the target, for at most 2 ms or until 1000 jobs in a
-        row could not go. True if the target was reached."""
+        row could not go. True if the target was reached. Each round looks at
+        maxmemory-samples jobs."""
         deadline = time.monotonic() + EVICT_TIME_LIMIT_S
         not_freed = 0
         while self.job_bytes > target_job_bytes:
             if not self.jobs:
                 return False
-            for job in self.jobs.random_sample():
+            for job in self.jobs.random_sample(self.config.maxmemory_samples):
                 state = job.state
                 if state == ACKED or (job.retry == 0 and job.flags & DELIVERED
                                       and state == ACTIVE):

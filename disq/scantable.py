@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -71,9 +72,25 @@ class ScanTable(Generic[K, V]):
                 buckets[hash(key) & mask][key] = value
         self._buckets, self._mask = buckets, mask
 
-    def random_sample(self) -> list[V]:
-        """The values of one bucket picked at random (eviction samples with it)."""
-        return list(self._buckets[random.randrange(len(self._buckets))].values())
+    def random_sample(self, count: int) -> list[V]:
+        """Up to `count` values from a random place on: a random bucket, from a random
+        one of its values, then the next buckets, as Redis's dictGetSomeKeys walks
+        (eviction samples with it, maxmemory-samples values at a time)."""
+        buckets, mask = self._buckets, self._mask
+        start = random.randrange(len(buckets))
+        skip = random.randrange(len(buckets[start])) if buckets[start] else 0
+        out: list[V] = []
+        index = start
+        for step in range(len(buckets) + 1):  # all around, then the first one's head
+            bucket = buckets[index]
+            if bucket:
+                first = skip if step == 0 else 0
+                last = skip if step == len(buckets) else len(bucket)
+                out.extend(islice(bucket.values(), first, min(last, first + count - len(out))))
+                if len(out) >= count:
+                    break
+            index = (index + 1) & mask
+        return out
 
     def values(self) -> Iterator[V]:
         for bucket in self._buckets:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import faulthandler
 import ipaddress
 import logging
+import logging.handlers
 import os
 import resource
 import signal
@@ -35,9 +37,11 @@ from ..ids import new_node_id
 from ..job import Job
 from ..node import Node, now_ms
 from .commands import load_commands
-from .connection import ERR_LOADING, Client
+from .connection import ERR_LOADING, Client, _slowlog_args
 from .info import rss_bytes
+from .latency import LatencyMonitor
 from .reply import NULL_ARRAY
+from .table import rename_command
 
 log = logging.getLogger("disq")
 
@@ -60,16 +64,90 @@ class _RedisFormatter(logging.Formatter):
         return text
 
 
-def setup_logging(config: Config) -> None:
+SYSLOG_ADDRESS = "/dev/log"
+# Redis's syslog priorities: verbose is info, notice is notice.
+_SYSLOG_PRIORITIES = {logging.DEBUG: "debug", 15: "info", logging.INFO: "notice",
+                      logging.WARNING: "warning", logging.ERROR: "err",
+                      logging.CRITICAL: "crit"}
+
+
+class _SysLogHandler(logging.handlers.SysLogHandler):
+    """syslog-enabled: `<ident>[<pid>]: message`, at Redis's priorities."""
+
+    _level = logging.WARNING  # of the record being sent (mapPriority gets its name only)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._level = record.levelno
+        super().emit(record)
+
+    def mapPriority(self, levelName: str) -> str:  # noqa: N802 (the stdlib's name)
+        return _SYSLOG_PRIORITIES.get(self._level, "warning")
+
+
+def _probe_syslog(address: str) -> None:
+    """Connect to the syslog socket (datagram, else stream, as SysLogHandler tries)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as probe:
+            probe.connect(address)
+    except OSError as exc:
+        if exc.errno != errno.EPROTOTYPE:
+            raise
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.connect(address)
+
+
+def setup_logging(config: Config, syslog_address: str = SYSLOG_ADDRESS) -> None:
+    """The log: logfile (or standard output), and the syslog with syslog-enabled. A
+    syslog that cannot be reached stops the start (SystemExit): a node that was told
+    to log there must not run unheard."""
     handler: logging.Handler
     if config.logfile:
         handler = logging.FileHandler(config.logfile)
     else:
         handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(_RedisFormatter())
-    log.handlers[:] = [handler]
+    handlers = [handler]
+    if config.syslog_enabled:
+        facility = logging.handlers.SysLogHandler.facility_names[config.syslog_facility]
+        try:
+            _probe_syslog(syslog_address)  # the handler itself would fail silently
+            syslog = _SysLogHandler(syslog_address, facility)
+        except OSError as exc:
+            raise SystemExit(
+                f"syslog-enabled yes: can't reach the syslog at {syslog_address} "
+                f"({exc.strerror or exc}); set syslog-enabled no or start a syslog "
+                "daemon") from None
+        syslog.setFormatter(logging.Formatter(f"{config.syslog_ident}[%(process)d]: "
+                                              "%(message)s"))
+        handlers.append(syslog)
+    for old in log.handlers:
+        old.close()
+    log.handlers[:] = handlers
     log.setLevel(_LEVELS[config.loglevel])
     log.propagate = False
+
+
+def log_stream() -> Any:
+    """The file the log is written to (the software watchdog writes there too)."""
+    for handler in log.handlers:
+        if isinstance(handler, logging.StreamHandler) and hasattr(handler.stream, "fileno"):
+            return handler.stream
+    return sys.stderr
+
+
+def daemonize() -> None:
+    """daemonize yes, as Redis does: fork, the parent exits, the child leaves the
+    terminal's session and its standard streams point to /dev/null."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    if null > 2:
+        os.close(null)
 
 
 # used_memory of a node without jobs: about what an empty Disque node reports. Like
@@ -115,6 +193,8 @@ class Server:
         self.config = config
         self.argv = list(argv or [])
         self.commands = load_commands()
+        for name, new_name in config.renamed_commands:
+            rename_command(name, new_name)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.start_time = time.time()
         self.run_id = os.urandom(20).hex()
@@ -139,6 +219,13 @@ class Server:
             maxlen=config.slowlog_max_len)
         self.slowlog_id = 0  # id of the next SLOWLOG entry
         self.slowlog_threshold = _slowlog_threshold(config.slowlog_log_slower_than)
+        self.latency = LatencyMonitor()
+        # Microseconds from which a command is looked at after it ran: the lower of the
+        # slowlog and latency monitor thresholds (one comparison per command).
+        self.slow_usec = self._slow_usec()
+        # Clients whose replies pile up unread (over the transport's high-water mark)
+        # -> when they passed the soft output buffer limit (0.0: they have not).
+        self.backlogged: dict[Client, float] = {}
         # Seconds since the epoch, refreshed by the cron (hz): what per-request
         # bookkeeping reads instead of calling the clock, as Redis's server.unixtime.
         self.unixtime = time.time()
@@ -186,6 +273,8 @@ class Server:
         if self.membership.restored:  # it may have known DEDUP keys it has lost
             self.node.dedup_since = now_ms()
         self.node.arm_timer = self._arm_timer
+        if self.config.daemonize:
+            daemonize()
         if self.config.pidfile:
             with open(self.config.pidfile, "w") as fh:
                 fh.write(f"{os.getpid()}\n")
@@ -218,6 +307,8 @@ class Server:
         await self.bus.start()
         self._connect_cluster()
         self._schedule_cron()
+        if self.config.watchdog_period:  # from now on the cron re-arms it
+            self._arm_watchdog()
         log.info("Node configured with ID %s", self.node.id)
         log.info("disq %s (Disque %s compatible), port %d, pid %d: ready to accept "
                  "connections", DISQ_VERSION, "1.0-rc1", self.config.node_port, os.getpid())
@@ -346,6 +437,48 @@ class Server:
 
     def client_disconnected(self, client: Client) -> None:
         self.clients.pop(client.id, None)
+        self.backlogged.pop(client, None)
+
+    # -- client-output-buffer-limit ------------------------------------------------------
+    def output_backlogged(self, client: Client) -> None:
+        """The client stopped reading its replies (its transport paused writing): from
+        now on the cron checks it against the output buffer limits."""
+        self.backlogged.setdefault(client, 0.0)
+        if self.loop is not None:  # the hard limit at once (out of transport.write)
+            self.loop.call_soon(self._check_output_limits, time.time(), (client,))
+
+    def output_drained(self, client: Client) -> None:
+        self.backlogged.pop(client, None)
+
+    def _check_output_limits(self, now: float, clients: Any = None) -> None:
+        """Redis's checkClientOutputBufferLimits for normal clients: close one whose
+        unread replies reach the hard limit, or stay over the soft limit for more than
+        its seconds. The replies left are dropped (transport.abort)."""
+        hard, soft, seconds = self.config.client_output_buffer_limit["normal"]
+        if not (hard or soft):
+            return
+        for client in list(self.backlogged if clients is None else clients):
+            transport = client.transport
+            if transport is None or client not in self.backlogged:
+                self.backlogged.pop(client, None)
+                continue
+            used = transport.get_write_buffer_size()
+            if not (hard and used >= hard):
+                if not (soft and used >= soft):
+                    self.backlogged[client] = 0.0
+                    continue
+                since = self.backlogged[client]
+                if not since:
+                    self.backlogged[client] = now
+                    continue
+                if now - since <= seconds:
+                    continue
+            log.warning("Client %s scheduled to be closed ASAP for overcoming of output "
+                        "buffer limits (%d bytes of replies unread).", client.info_line(),
+                        used)
+            self.backlogged.pop(client, None)
+            client.closing = True
+            transport.abort()
 
     def feed_monitors(self, client: Client, args: list[bytes]) -> None:
         """MONITOR: every command, as `+<sec>.<usec> [<addr>] "cmd" "arg" ...`."""
@@ -394,11 +527,17 @@ class Server:
 
     def _on_timer(self) -> None:
         self._timer = None
+        threshold = self.config.latency_monitor_threshold
+        start = time.monotonic() if threshold else 0.0
         try:
             deadline = self.node.run_timers()
         except Exception as exc:  # never let one bad job stop every timer
             self.log_exception("Error processing job timers", exc)
             deadline = now_ms() + 100
+        if threshold:  # Disque's "jobs-processing" event
+            elapsed_ms = int((time.monotonic() - start) * 1000)
+            if elapsed_ms >= threshold:
+                self.latency.add("jobs-processing", elapsed_ms)
         if deadline is not None:
             self._arm_timer(deadline)
 
@@ -417,6 +556,10 @@ class Server:
                 self.aof.cron()
             if self.config.timeout:
                 self._close_idle_clients(now)
+            if self.backlogged:
+                self._check_output_limits(now)
+            if self.config.watchdog_period:
+                self._arm_watchdog()
             used = self.used_memory()
             if used > self.memory_peak:
                 self.memory_peak = used
@@ -435,6 +578,39 @@ class Server:
             self.ops_per_sec = int((c1 - c0) / dt)
             self.input_kbps = (i1 - i0) / dt / 1024
             self.output_kbps = (o1 - o0) / dt / 1024
+
+    # -- the software watchdog (watchdog-period) --------------------------------------------
+    def _arm_watchdog(self) -> None:
+        """Re-armed by every cron run: if the loop does not come back within the period,
+        faulthandler's own thread writes every thread's stack to the log, as Redis's
+        SIGALRM watchdog does. The period is at least two cron periods (Redis's rule),
+        so a healthy loop never trips it."""
+        period_ms = max(self.config.watchdog_period, 2000 // self.config.hz)
+        faulthandler.dump_traceback_later(period_ms / 1000, file=log_stream())
+
+    def _watchdog_changed(self, period_ms: int) -> None:
+        if period_ms:
+            log.warning("Watchdog period set to %d ms: a stack trace is logged when the "
+                        "event loop is blocked that long.", period_ms)
+            self._arm_watchdog()
+        else:
+            faulthandler.cancel_dump_traceback_later()
+
+    # -- slow commands (SLOWLOG, LATENCY) ---------------------------------------------------
+    def _slow_usec(self) -> int:
+        latency_ms = self.config.latency_monitor_threshold
+        return min(self.slowlog_threshold, latency_ms * 1000 if latency_ms else 1 << 62)
+
+    def slow_command(self, usec: int, args: list[bytes]) -> None:
+        """A command took at least `slow_usec`: the slowlog and/or the latency monitor
+        ("command" event) keep it."""
+        if usec >= self.slowlog_threshold:
+            self.slowlog_id += 1
+            self.slowlog.append((self.slowlog_id - 1, int(time.time()), usec,
+                                 _slowlog_args(args)))
+        threshold = self.config.latency_monitor_threshold
+        if threshold and usec // 1000 >= threshold:
+            self.latency.add("command", usec // 1000)
 
     def _close_idle_clients(self, now: float) -> None:
         limit = self.config.timeout
@@ -582,6 +758,11 @@ class Server:
             self.update_memory_limit()
         elif name == "slowlog-log-slower-than":
             self.slowlog_threshold = _slowlog_threshold(value)
+            self.slow_usec = self._slow_usec()
+        elif name == "latency-monitor-threshold":
+            self.slow_usec = self._slow_usec()
+        elif name == "watchdog-period" and self.loop is not None:
+            self._watchdog_changed(value)
         elif name == "slowlog-max-len":
             self.slowlog = deque(self.slowlog, maxlen=max(value, 0))
         elif name == "appendonly" and self.aof is not None:
@@ -619,6 +800,7 @@ class Server:
             log.info("SYNC append only file rewrite performed")
         if aof is not None:
             aof.shutdown()
+        faulthandler.cancel_dump_traceback_later()
         if self.bus is not None:
             self.bus.stop()
         try:

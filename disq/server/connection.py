@@ -218,8 +218,10 @@ class Client(asyncio.Protocol):
         if self.transport is not None and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
+        self.server.output_backlogged(self)  # client-output-buffer-limit
 
     def resume_writing(self) -> None:
+        self.server.output_drained(self)
         if self.transport is not None and self._reading_paused and not self.blocked:
             self._reading_paused = False
             self.transport.resume_reading()
@@ -496,10 +498,8 @@ class Client(asyncio.Protocol):
         usec = (_perf_ns() - start) // 1000
         spec.calls += 1
         spec.usec += usec
-        if usec >= server.slowlog_threshold:
-            server.slowlog_id += 1
-            server.slowlog.append((server.slowlog_id - 1, int(time.time()), usec,
-                                   _slowlog_args(args)))
+        if usec >= server.slow_usec:  # for SLOWLOG or LATENCY
+            server.slow_command(usec, args)
         return rep
 
     # -- replies written later ----------------------------------------------------------

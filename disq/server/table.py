@@ -51,3 +51,14 @@ def command(name: str, arity: int, flags: str = "") -> Callable[[Handler], Handl
 
     return register
 
+
+def rename_command(name: bytes, new_name: bytes) -> None:
+    """rename-command: `name` (lowercase) answers only as `new_name`, or not at all
+    when it is b"". As in Redis the spec keeps its own name, so COMMAND and INFO
+    commandstats still show the original one (a secret new name does not leak)."""
+    spec = COMMANDS.pop(name)
+    for spelling in [key for key, value in LOOKUP.items() if value is spec]:
+        del LOOKUP[spelling]
+    if new_name:
+        COMMANDS[new_name] = LOOKUP[new_name] = LOOKUP[new_name.upper()] = spec
+

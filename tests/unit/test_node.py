@@ -329,3 +329,17 @@ def test_flushall(node: Node) -> None:
     assert len(node.jobs) == 0 and len(node.queues) == 0 and len(node.timers) == 0
     add(node, b"q0")
     assert node.qlen(b"q0") == 1
+
+
+# -- eviction ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("samples", [1, 5, 20])
+def test_maxmemory_samples_is_the_size_of_an_eviction_round(node: Node, samples: int) -> None:
+    """Each eviction round looks at maxmemory-samples jobs: asked to free a single
+    byte among evictable (acked) jobs, one round drops exactly that many."""
+    node.config.apply("maxmemory-samples", [str(samples)])
+    for job in [add(node) for _ in range(500)]:
+        node.acknowledge(job)
+    assert node.evict(node.job_bytes - 1) is True
+    assert node.stats.jobs_evicted == samples
+    assert len(node.jobs) == 500 - samples

@@ -134,3 +134,14 @@ def test_cursor_out_of_range_is_harmless() -> None:
     cursor, found = table.scan(10**12, 10)
     assert isinstance(cursor, int) and cursor >= 0
     assert all(isinstance(v, int) for v in found)
+
+
+@pytest.mark.parametrize("size", [0, 3, 50, 5000])
+def test_random_sample_takes_count_distinct_values(size: int) -> None:
+    table: ScanTable[int, int] = ScanTable()
+    for i in range(size):
+        table.add(i, i)
+    for count in (1, 5, 64):
+        sample = table.random_sample(count)
+        assert len(sample) == len(set(sample)) == min(count, size)
+        assert all(0 <= value < size for value in sample)

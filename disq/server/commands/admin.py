@@ -287,15 +287,21 @@ def slowlog(client: Client, args: list[bytes]) -> bytes:
 
 @command("latency", -2, "rl")
 def latency(client: Client, args: list[bytes]) -> bytes:
-    """LATENCY LATEST | HISTORY event | RESET | DOCTOR | GRAPH event (nothing sampled:
-    latency-monitor-threshold events are not recorded)."""
+    """LATENCY LATEST | HISTORY event | RESET [event ...] | DOCTOR: the events
+    latency-monitor-threshold records (commands, job timer runs)."""
     sub = args[1].lower()
+    monitor = client.server.latency
     if sub == b"latest" and len(args) == 2:
-        return reply.EMPTY_ARRAY
+        return reply.encode(monitor.latest())
     if sub == b"history" and len(args) == 3:
-        return reply.EMPTY_ARRAY
+        return reply.encode(monitor.history(args[2].decode("latin-1")))
     if sub == b"reset":
-        return reply.ZERO
+        events = [a.decode("latin-1") for a in args[2:]] or None
+        return reply.integer(monitor.reset(events))
     if sub == b"doctor" and len(args) == 2:
-        return reply.bulk(b"No latency spikes were observed during the lifetime of this server.")
+        threshold = client.server.config.latency_monitor_threshold
+        if not threshold and not monitor.events:
+            return reply.bulk(b"Latency monitoring is disabled: CONFIG SET "
+                              b"latency-monitor-threshold <milliseconds> enables it.")
+        return reply.bulk(monitor.doctor(threshold).encode())
     raise err("LATENCY subcommand must be one of LATEST, HISTORY, RESET, DOCTOR")
