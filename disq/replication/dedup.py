@@ -48,7 +48,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -161,6 +162,31 @@ def wins(my_id: str, other_id: str, key: bytes) -> bool:
     from the key, the same on every node, different from key to key."""
     mine = hashlib.blake2b(key + my_id.encode(), digest_size=8).digest()
     return mine > hashlib.blake2b(key + other_id.encode(), digest_size=8).digest()
+
+
+# Where the copies of a job whose copies check its key go (`Replication._add_targets`):
+# the nodes first in an order drawn from the key (rendezvous hashing), the same on
+# every node: the highest `key_order_score(crc32(key), key_order_salt(node ID))` first.
+KEY_ORDER_MIX = 0x9E3779B97F4A7C15  # odd: spreads the low bits of the xor over all 64
+KEY_ORDER_MASK = (1 << 64) - 1
+
+
+def key_order_salt(node_id: str) -> int:
+    """A node's salt in the order of keys: the same in every process (unlike hash())."""
+    return int.from_bytes(hashlib.blake2b(node_id.encode(), digest_size=8).digest(), "big")
+
+
+def key_order_score(key_hash: int, salt: int) -> int:
+    """A node's place in a key's order (`key_hash`: zlib.crc32 of the key): one hash
+    per key and a multiply per node, cheap enough for every DEDUP ADDJOB."""
+    return ((key_hash ^ salt) * KEY_ORDER_MIX) & KEY_ORDER_MASK
+
+
+def key_order(key: bytes, node_ids: Iterable[str]) -> list[str]:
+    """`node_ids` in `key`'s order, first first (where its copies go)."""
+    key_hash = zlib.crc32(key)
+    return sorted(node_ids, reverse=True,
+                  key=lambda node_id: key_order_score(key_hash, key_order_salt(node_id)))
 
 
 class Dedup:
