@@ -19,6 +19,19 @@ key, the second to reach their shared node is refused; if each is refused somewh
 both ask. This path costs a waiting ADDJOB nothing but the key's entry: no object of
 its own, which matters at 100k ADDJOBs a second.
 
+Where those copies go: the first REPLICATE-1 reachable peers in an order drawn from
+the key (`key_order`, rendezvous hashing), and each node a waiting ADDJOB tries more
+is the next in that order. An origin killed while the copies of an ADDJOB it never
+answered were leaving may leave fewer than REPLICATE copies, which are delivered as
+any copy is; the majority argument above says nothing of them, but they sit on the
+first nodes of the key's order (but the origin and what it could not reach), where
+a retry's copies go too (the dead origin, if still counted reachable, makes the retry
+try the next node), so they meet and refuse them and the retry finds their job. Still
+open: nodes that disagree on who is reachable or takes copies (a node first in the
+order that the killed origin could not reach, or whose queue was paused), a node
+holding such a copy that is down when the retry runs (back with its AOF later), or
+slower to refuse than the retry is to try one more node.
+
 Asking every node (when the copies cannot check, or they refused): a node that does
 not know a key asks every peer it can reach (DEDUP_QUERY, the keys of one loop turn in
 one message per peer, answered by one DEDUP_REPLY) and adds the job only once they all
