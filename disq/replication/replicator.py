@@ -555,7 +555,7 @@ class Replication:
         client's pipeline leave in one write (a pick per job spread them over the
         GOTJOBs of several peers). Over many turns the load is spread as evenly.
         With the DEDUP `key` its copies check, the first nodes in the key's order
-        instead (`_first_in_key_order`)."""
+        instead when the cluster has more than REPLICATE+1 nodes (`_first_in_key_order`)."""
         delivered = job.nodes_delivered
         if delivered is None:
             job.nodes_delivered = delivered = self.node.only_me
@@ -578,7 +578,7 @@ class Replication:
             if candidates:
                 job.nodes_delivered = everyone
             return candidates
-        if key is not None:
+        if key is not None and self.size() > job.repl + 1:  # (see _first_in_key_order)
             return self._first_in_key_order(job, count, key, candidates, one_more,
                                             in_key_order)
         pick = picks.get(count)
@@ -604,7 +604,10 @@ class Replication:
         reach); a retry of the key on another node sends its copies to the same first
         nodes, and one more in that order each time it waits for a node (the dead
         origin), so they meet those copies, which refuse them: the retry then asks
-        every node and gets the first job's ID (replication/dedup.py)."""
+        every node and gets the first job's ID (replication/dedup.py). Used when
+        the cluster has more than REPLICATE+1 nodes: with fewer (REPLICATE 2 on
+        three nodes), a retry's job needs every live peer but the dead origin, so
+        the random pick of the loop turn stays (its copies travel together)."""
         salts = self._salts
         key_hash = zlib.crc32(key)
         if count == 1:  # REPLICATE 2, or one more node for a waiting job

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from disq.cluster import messages as m
 from disq.dedup import RESERVED, DedupTable
 from disq.node import now_ms
@@ -342,34 +344,37 @@ def settle(net: Network, members: list[Member], replies: list[bytes]) -> None:
             member.repl.dedup.check(now)
 
 
-def test_a_retry_meets_the_copy_left_by_an_origin_killed_while_its_copies_left() -> None:
-    """An origin adds a DEDUP job (REPLICATE 3 of 5: its two copies check the key) and
-    dies as they leave: one arrives, the other does not, nobody is answered. The
-    client sends the key again to another node: whichever node (the one whose copy
-    never arrived included), and whether or not the dead origin is still counted as
-    reachable, the retry's copies meet the copy left, and no second job is added."""
+@pytest.mark.parametrize("size,repl", [(5, 3), (3, 2), (4, 3)])
+def test_a_retry_meets_the_copy_left_by_an_origin_killed_while_its_copies_left(
+        size: int, repl: int) -> None:
+    """An origin adds a DEDUP job (REPLICATE a majority: its copies check the key) and
+    dies as they leave: one arrives, the others do not, nobody is answered. The client
+    sends the key again to another node: whichever node (one whose copy never arrived
+    included), and whether or not the dead origin is still counted as reachable, the
+    retry's copies meet the copy left, and no second job is added. (5 nodes: the
+    copies go in the key's order; 3 or 4: a retry needs every live node anyway.)"""
     for attempt in range(4):
         key = b"key%d" % attempt
-        for arrived in (0, 1):  # which of the two copies reached its node
+        for arrived in range(repl - 1):  # which of the copies reached its node
             for detected in (True, False):  # the origin known down, or not yet
-                for retry_on in range(3):  # one of the three nodes without the copy
-                    net, members = cluster(5)
+                for retry_on in range(size - 2):  # one of the nodes without the copy
+                    net, members = cluster(size)
                     origin = members[0]
                     lost: list[bytes] = []
-                    dedup_add(origin, key, lost, repl=3, by_copies=True)
+                    dedup_add(origin, key, lost, repl=repl, by_copies=True)
                     copies = [msg for msg in net.queue if msg[2] == m.REPLJOB]
-                    assert len(copies) == 2
+                    assert len(copies) == repl - 1
                     net.queue.clear()
                     net.queue.append(copies[arrived])
+                    (net.down if detected else net.silent).add(origin.id)  # (no GOTJOB)
                     net.pump()
-                    (net.down if detected else net.silent).add(origin.id)
                     holder = next(x for x in members if x.id == copies[arrived][1])
                     orphan = holder.node.dedup.get(key, now_ms())
                     assert orphan is not None and lost == []
                     live = [x for x in members if x is not origin]
                     retrier = [x for x in live if x is not holder][retry_on]
                     replies: list[bytes] = []
-                    dedup_add(retrier, key, replies, repl=3, by_copies=True)
+                    dedup_add(retrier, key, replies, repl=repl, by_copies=True)
                     settle(net, live, replies)
                     ids = {job.id for x in live for job in x.node.jobs.values()}
                     case = f"{key!r} copy {arrived} detected {detected} retry {retry_on}"
