@@ -19,9 +19,10 @@ key, the second to reach their shared node is refused; if each is refused somewh
 both ask. This path costs a waiting ADDJOB nothing but the key's entry: no object of
 its own, which matters at 100k ADDJOBs a second.
 
-Where those copies go: the first REPLICATE-1 reachable peers in an order drawn from
-the key (`key_order`, rendezvous hashing), and each node a waiting ADDJOB tries more
-is the next in that order. An origin killed while the copies of an ADDJOB it never
+Where those copies go, with more than REPLICATE+1 nodes: the first REPLICATE-1
+reachable peers in an order drawn from the key (`key_order`, rendezvous hashing), and
+each node a waiting ADDJOB tries more is the next in that order (with fewer nodes a
+retry needs every live node anyway). An origin killed while the copies of an ADDJOB it never
 answered were leaving may leave fewer than REPLICATE copies, which are delivered as
 any copy is; the majority argument above says nothing of them, but they sit on the
 first nodes of the key's order (but the origin and what it could not reach), where
