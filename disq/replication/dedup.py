@@ -19,6 +19,20 @@ key, the second to reach their shared node is refused; if each is refused somewh
 both ask. This path costs a waiting ADDJOB nothing but the key's entry: no object of
 its own, which matters at 100k ADDJOBs a second.
 
+Where those copies go, with more than REPLICATE+1 nodes: the first REPLICATE-1
+reachable peers in an order drawn from the key (`key_order`, rendezvous hashing), and
+each node a waiting ADDJOB tries more is the next in that order (with fewer nodes a
+retry needs every live node anyway). An origin killed while the copies of an ADDJOB it never
+answered were leaving may leave fewer than REPLICATE copies, which are delivered as
+any copy is; the majority argument above says nothing of them, but they sit on the
+first nodes of the key's order (but the origin and what it could not reach), where
+a retry's copies go too (the dead origin, if still counted reachable, makes the retry
+try the next node), so they meet and refuse them and the retry finds their job. Still
+open: nodes that disagree on who is reachable or takes copies (a node first in the
+order that the killed origin could not reach, or whose queue was paused), a node
+holding such a copy that is down when the retry runs (back with its AOF later), or
+slower to refuse than the retry is to try one more node.
+
 Asking every node (when the copies cannot check, or they refused): a node that does
 not know a key asks every peer it can reach (DEDUP_QUERY, the keys of one loop turn in
 one message per peer, answered by one DEDUP_REPLY) and adds the job only once they all
@@ -48,7 +62,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -161,6 +176,31 @@ def wins(my_id: str, other_id: str, key: bytes) -> bool:
     from the key, the same on every node, different from key to key."""
     mine = hashlib.blake2b(key + my_id.encode(), digest_size=8).digest()
     return mine > hashlib.blake2b(key + other_id.encode(), digest_size=8).digest()
+
+
+# Where the copies of a job whose copies check its key go (`Replication._add_targets`):
+# the nodes first in an order drawn from the key (rendezvous hashing), the same on
+# every node: the highest `key_order_score(crc32(key), key_order_salt(node ID))` first.
+KEY_ORDER_MIX = 0x9E3779B97F4A7C15  # odd: spreads the low bits of the xor over all 64
+KEY_ORDER_MASK = (1 << 64) - 1
+
+
+def key_order_salt(node_id: str) -> int:
+    """A node's salt in the order of keys: the same in every process (unlike hash())."""
+    return int.from_bytes(hashlib.blake2b(node_id.encode(), digest_size=8).digest(), "big")
+
+
+def key_order_score(key_hash: int, salt: int) -> int:
+    """A node's place in a key's order (`key_hash`: zlib.crc32 of the key): one hash
+    per key and a multiply per node, cheap enough for every DEDUP ADDJOB."""
+    return ((key_hash ^ salt) * KEY_ORDER_MIX) & KEY_ORDER_MASK
+
+
+def key_order(key: bytes, node_ids: Iterable[str]) -> list[str]:
+    """`node_ids` in `key`'s order, first first (where its copies go)."""
+    key_hash = zlib.crc32(key)
+    return sorted(node_ids, reverse=True,
+                  key=lambda node_id: key_order_score(key_hash, key_order_salt(node_id)))
 
 
 class Dedup:

@@ -16,6 +16,7 @@ import asyncio
 import hashlib
 import logging
 import random
+import zlib
 from collections.abc import Callable, Iterable
 
 from .. import errors
@@ -39,7 +40,14 @@ from ..job import (
 )
 from ..node import INCR_DELIV, INCR_NACKS, Node, now_ms
 from ..queue import PAUSED_ALL, PAUSED_IN, Queue
-from .dedup import CONFLICT, REFUSED, Dedup, joined
+from .dedup import (
+    CONFLICT,
+    REFUSED,
+    Dedup,
+    joined,
+    key_order_salt,
+    key_order_score,
+)
 from .federation import Federation
 from .wire import COPY_FIELDS, MAX_U32, decode_copy, decode_holders, encode_copy
 
@@ -107,8 +115,10 @@ class Replication:
             bus.on(mtype, handler)
         self.federation = Federation(node, bus, loop)
         # _add_targets' last answer: (peers, holders before, candidates, all holders,
-        # [([candidate], holders with it), ...], {count: this loop turn's pick})
-        self._targets: tuple = (None, None, [], NO_HOLDERS, [], {})
+        # [([candidate], holders with it), ...], {count: this loop turn's pick},
+        # {targets in a DEDUP key's order: (targets, holders with them)})
+        self._targets: tuple = (None, None, [], NO_HOLDERS, [], {}, {})
+        self._salts: dict[str, int] = {}  # node ID -> key_order_salt(node ID)
         self.dedup = Dedup(self, loop)
         self.dedup_key: bytes | None = None  # set by `dedup` while it adds a job
         self.dedup_readd: tuple | None = None  # ... and _WaitingAdd.dedup_readd
@@ -209,13 +219,15 @@ class Replication:
     def replicate(self, job: Job, sync: bool, timeout_ms: int,
                   external: bool = False, now: int = 0) -> None:
         """REPLJOB to REPLICATE-1 random reachable nodes (REPLICATE when `external`: this
-        node keeps no copy). Synchronous: the job stays WAIT_REPL until enough
-        GOTJOBs; asynchronous: fire and forget (NOREPLY), and an external job is
-        queued by one of its targets (ENQUEUE)."""
+        node keeps no copy; the first ones in the key's order when the copies check a
+        DEDUP key). Synchronous: the job stays WAIT_REPL until enough GOTJOBs;
+        asynchronous: fire and forget (NOREPLY), and an external job is queued by one
+        of its targets (ENQUEUE)."""
         now = now or now_ms()
-        targets = self._add_targets(job, job.repl if external else job.repl - 1)
         key = self.dedup_key  # DEDUP: the copies record the key
-        readd = self.dedup_readd
+        readd = self.dedup_readd  # ... and check it: placed in the key's order
+        targets = self._add_targets(job, job.repl if external else job.repl - 1,
+                                    key if readd is not None else None)
         if not sync and external and targets:
             self._send_copies(job, now, True, targets, key)
             self.bus.send(random.choice(targets), m.ENQUEUE, job.id, job.delay)
@@ -538,13 +550,15 @@ class Replication:
             self.node.set_pause(queue, flags, broadcast=False)
 
     # -- helpers ------------------------------------------------------------------------
-    def _add_targets(self, job: Job, count: int) -> list[str]:
+    def _add_targets(self, job: Job, count: int, key: bytes | None = None) -> list[str]:
         """Add up to `count` random reachable nodes that do not hold the job yet to
         its `nodes_delivered`; returns them (a list that may be shared: read only).
         The jobs of one loop turn get the same random pick: their copies travel in
         one REPLJOB per target and come back confirmed together, so the replies to a
         client's pipeline leave in one write (a pick per job spread them over the
-        GOTJOBs of several peers). Over many turns the load is spread as evenly."""
+        GOTJOBs of several peers). Over many turns the load is spread as evenly.
+        With the DEDUP `key` its copies check, the first nodes in the key's order
+        instead when the cluster has more than REPLICATE+1 nodes (`_first_in_key_order`)."""
         delivered = job.nodes_delivered
         if delivered is None:
             job.nodes_delivered = delivered = self.node.only_me
@@ -553,18 +567,23 @@ class Replication:
         peers = self.bus.reachable_peers()  # a new list when the topology changes
         cached = self._targets
         if cached[0] is peers and cached[1] is delivered:  # a new job, as the last one
-            candidates, everyone, one_more, picks = cached[2:]
+            candidates, everyone, one_more, picks, in_key_order = cached[2:]
         else:
             candidates = [n.id for n in peers if n.id not in delivered]
             everyone = holder_set(delivered.union(candidates))
             one_more = [([i], holder_set(delivered.union((i,)))) for i in candidates]
             picks = {}
-            self._targets = (peers, delivered, candidates, everyone, one_more, picks)
+            in_key_order = {}
+            self._targets = (peers, delivered, candidates, everyone, one_more, picks,
+                             in_key_order)
         n = len(candidates)
         if count >= n:  # all of them (REPLICATE 3 on three nodes)
             if candidates:
                 job.nodes_delivered = everyone
             return candidates
+        if key is not None and self.size() > job.repl + 1:  # (see _first_in_key_order)
+            return self._first_in_key_order(job, count, key, candidates, one_more,
+                                            in_key_order)
         pick = picks.get(count)
         if pick is None:
             if count == 1:  # REPLICATE 2, or one more node for a waiting job
@@ -577,6 +596,53 @@ class Replication:
                 self._loop.call_soon(picks.clear)
         targets, job.nodes_delivered = pick
         return targets
+
+    def _first_in_key_order(self, job: Job, count: int, key: bytes, candidates: list[str],
+                            one_more: list[tuple[list[str], frozenset[str]]],
+                            in_key_order: dict[tuple[str, ...], tuple]) -> list[str]:
+        """`_add_targets` for a job whose copies check its DEDUP key: the `count`
+        candidates first in the key's order (rendezvous hashing, dedup.key_order), the
+        same on every node. An origin killed while its copies were leaving leaves them
+        on the first nodes of that order (but itself and the nodes it could not
+        reach); a retry of the key on another node sends its copies to the same first
+        nodes, and one more in that order each time it waits for a node (the dead
+        origin), so they meet those copies, which refuse them: the retry then asks
+        every node and gets the first job's ID (replication/dedup.py). Used when
+        the cluster has more than REPLICATE+1 nodes: with fewer (REPLICATE 2 on
+        three nodes), a retry's job needs every live peer but the dead origin, so
+        the random pick of the loop turn stays (its copies travel together)."""
+        salts = self._salts
+        key_hash = zlib.crc32(key)
+        if count == 1:  # REPLICATE 2, or one more node for a waiting job
+            best, best_score = 0, -1
+            for index, node_id in enumerate(candidates):
+                salt = salts.get(node_id)
+                score = key_order_score(key_hash, self._salt(node_id) if salt is None else salt)
+                if score > best_score:
+                    best, best_score = index, score
+            targets, job.nodes_delivered = one_more[best]
+            return targets
+        scored = []
+        for node_id in candidates:
+            salt = salts.get(node_id)
+            scored.append((key_order_score(key_hash, self._salt(node_id) if salt is None
+                                           else salt), node_id))
+        scored.sort(reverse=True)
+        chosen = tuple(node_id for _, node_id in scored[:count])
+        pick = in_key_order.get(chosen)
+        if pick is None:
+            delivered = job.nodes_delivered
+            assert delivered is not None
+            pick = in_key_order[chosen] = (list(chosen), holder_set(delivered.union(chosen)))
+        targets, job.nodes_delivered = pick
+        return targets
+
+    def _salt(self, node_id: str) -> int:
+        salts = self._salts
+        if len(salts) >= 4096:  # node IDs come and go (CLUSTER RESET, FORGET): bounded
+            salts.clear()
+        salts[node_id] = salt = key_order_salt(node_id)
+        return salt
 
     def _targets_behind(self, entry: _WaitingAdd, now: int) -> bool:
         """Whether every node yet to confirm the job usually takes longer than this to
@@ -604,7 +670,7 @@ class Replication:
                 check: bool = False) -> None:
         """One more node, and REPLJOB again to the nodes that did not confirm. When a
         node was added the confirmed ones get it too (NOREPLY), to learn the new holder."""
-        added = self._add_targets(job, 1)
+        added = self._add_targets(job, 1, dedup_key if check else None)
         delivered, confirmed = job.nodes_delivered, job.nodes_confirmed
         assert delivered is not None and confirmed is not None
         self._send_copies(job, now, False, [i for i in delivered if i not in confirmed],

@@ -23,11 +23,12 @@ With `--dedup` every ADDJOB carries its body as a DEDUP key (disq's extension) a
 producer whose ADDJOB failed sends the same body again, to another random node, until
 it gets an ID (at most DEDUP_ATTEMPTS times): exactly-once production. The checker then
 also counts the bodies that were answered, or delivered, with more than one job ID.
-A key is known on every node holding its job, and a restarted node neither vouches for
-keys it may have lost nor lets copies pass it; what can still make two jobs (README,
-DEDUP limits): a node killed while the copies of an ADDJOB it never answered were
-leaving can leave fewer copies than REPLICATE, which the retry's copies may not meet
-(rare: seen once in a dozen 30 s kill runs), and both sides of a partition.
+A key is known on every node holding its job, a restarted node neither vouches for
+keys it may have lost nor lets copies pass it, and the copies left by a node killed
+before it answered are where the retry's copies go (the key's order); what can still
+make two jobs (README, DEDUP limits): both sides of a partition, nodes that disagree on
+who takes copies, the only node holding such copies down as the retry runs. The run
+fails if a body has two jobs (under partitions that may be the first limit, not a bug).
 
 At the end everything is healed and restarted, the producers stop, and the consumers
 drain every node until no node holds a queued, active or waiting job. The checker
@@ -39,7 +40,8 @@ counts:
   reported, not failed), as a % of the bodies delivered; NACKed and abandoned
   deliveries are expected to come again and are not counted;
 - unexpected: bodies delivered that no producer ever sent (must be 0);
-- with `--dedup`, two jobs: bodies answered or delivered with several job IDs.
+- with `--dedup`, two jobs: bodies answered or delivered with several job IDs (must
+  be 0).
 
 Run it longer than the test suite does with, from the repository root:
 

@@ -1,16 +1,19 @@
 """ADDJOB ... DEDUP key (a disq extension): one job per key in the whole cluster, for
 the job's life, its acknowledgement included; the key known on a replica only, with
-the origin killed; a restarted node that lost its keys; concurrent ADDJOBs with one
-key; bad keys."""
+the origin killed; an origin killed before answering, one copy left; a restarted node
+that lost its keys; concurrent ADDJOBs with one key; bad keys."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable
 
 import pytest
 import redis
-from support import DisqProcess, call, wait_for, wait_formed
+from support import DisqProcess, call, myid, wait_for, wait_formed
+
+from disq.replication.dedup import key_order
 
 TIMEOUT = "5000"
 
@@ -186,3 +189,71 @@ def test_cluster_same_keys_on_every_node_at_once(three: list[DisqProcess]) -> No
     for i in range(300):
         assert len({r[i] for r in results}) == 1, f"k{i} has several jobs"
     wait_for(lambda: total_qlen(three) == 300, timeout=10, message="300 queued jobs")
+
+
+def jobs_everywhere(nodes: list[DisqProcess]) -> set[bytes]:
+    """The IDs of every job the nodes hold (queued, active or waiting for copies)."""
+    return {job_id for n in nodes for job_id in call(n, "JSCAN", "BUSYLOOP")[1]}  # type: ignore[index]
+
+
+def add_until_answered(node: DisqProcess, key: str) -> str:
+    """ADDJOB ... DEDUP key, sent again after -NOREPL (a DEDUP_QUERY may wait for a
+    node just killed until the node sees its link gone) as a client would."""
+    def attempt() -> str | None:
+        try:
+            return add(node, key, key)
+        except redis.ResponseError as exc:
+            if str(exc).startswith("NOREPL"):
+                return None
+            raise
+    return wait_for(attempt, timeout=30, interval=0.1, message=f"an ID for {key}")
+
+
+def test_cluster_retry_meets_the_copy_left_by_an_origin_killed_before_answering(
+        make_cluster: Callable[..., list[DisqProcess]]) -> None:
+    """REPLICATE 3 of 5: the copies check the key. The origin is killed while the copies
+    of DEDUP ADDJOBs it has not answered are leaving, and of the two nodes each job's
+    copies go to first only `holder` took its copy (the other nodes have the queue
+    paused in input and drop theirs, as a node the origin died before writing to).
+    The client sends each key again, to the other of the two nodes or to one out of
+    them: it gets the job `holder` keeps, and no second job is added anywhere."""
+    nodes = make_cluster(5)
+    origin, holder, rest = nodes[0], nodes[1], nodes[2:]
+    by_id = {myid(n): n for n in nodes}
+    peers = [node_id for node_id, n in by_id.items() if n is not origin]
+
+    def first_two(key: str) -> list[DisqProcess]:
+        return [by_id[node_id] for node_id in key_order(key.encode(), peers)[:2]]
+
+    retries: list[tuple[str, DisqProcess]] = []  # (key, the node it is sent again to)
+    names = (f"key-{i}" for i in itertools.count())
+    for retrier in rest:
+        for retrier_first in (True, False):  # the copy that never arrived was its, or not
+            for _ in range(3):
+                key = next(k for k in names if holder in first_two(k)
+                           and (retrier in first_two(k)) == retrier_first)
+                retries.append((key, retrier))
+    for n in rest:
+        assert call(n, "PAUSE", "q", "in") == b"in"  # (on this node only)
+    sock = origin.connect()  # ADDJOBs never answered: only `holder` confirms
+    try:
+        sock.sendall(b"".join(
+            b"ADDJOB q %s 60000 REPLICATE 3 DEDUP %s\r\n" % (key.encode(), key.encode())
+            for key, _ in retries))
+        wait_for(lambda: len(jobs_everywhere([holder])) == len(retries), timeout=10,
+                 message="holder to take a copy of each job")
+        origin.kill()
+    finally:
+        sock.close()
+    live = nodes[1:]
+    left = {}  # body (= key) -> the ID of the job whose copy holder keeps
+    for job_id in jobs_everywhere([holder]):
+        shown = call(holder, "SHOW", job_id)
+        assert isinstance(shown, list)
+        left[dict(zip(shown[::2], shown[1::2], strict=True))[b"body"]] = job_id
+    assert sorted(left) == sorted(key.encode() for key, _ in retries)
+    for n in rest:
+        assert call(n, "PAUSE", "q", "none") == b"none"
+    for key, retrier in retries:
+        assert add_until_answered(retrier, key) == left[key.encode()].decode(), key
+    assert jobs_everywhere(live) == set(left.values())  # no second job for any key

@@ -1,16 +1,21 @@
 """ADDJOB DEDUP: the key table (lookups, lazy expiry, the sweep, forgetting,
-reservations), the queries between nodes and the checks by copies, over
-test_replication's in-memory bus."""
+reservations), the queries between nodes and the checks by copies (placed in the
+key's order), over test_replication's in-memory bus."""
 
 from __future__ import annotations
+
+from collections import Counter
+
+import pytest
 
 from disq.cluster import messages as m
 from disq.dedup import RESERVED, DedupTable
 from disq.node import now_ms
 from disq.queue import PAUSED_IN
-from disq.replication.dedup import DEDUP_TIMEOUT_MS, RECHECK_MS, wins
+from disq.replication.dedup import DEDUP_TIMEOUT_MS, RECHECK_MS, key_order, wins
+from disq.replication.replicator import ADD_NODE_PERIOD_MS
 
-from .test_replication import Member, cluster
+from .test_replication import Member, Network, cluster
 
 
 def test_record_get_and_lazy_expiry() -> None:
@@ -292,3 +297,90 @@ def test_a_checked_add_that_times_out_forgets_the_key_everywhere() -> None:
     assert all(x.node.dedup.get(b"k", now_ms()) is None for x in (a, b, c))
     assert a.repl.dedup.conflicts == 0 and not a.repl.dedup.pending
 
+
+
+# -- an origin killed while its copies were leaving ----------------------------------
+
+def test_checked_copies_go_to_the_first_nodes_in_the_keys_order() -> None:
+    """The copies of a job whose copies check its key go to the first two peers in the
+    key's order, one more in that order when one of them does not confirm; over many
+    keys each peer gets its share."""
+    net, members = cluster(5)
+    origin = members[0]
+    peers = [x.id for x in members[1:]]
+    chosen: Counter[str] = Counter()
+    for i in range(200):
+        key = b"k%d" % i
+        dedup_add(origin, key, [], repl=3, by_copies=True)
+        sent = {dst for _, dst, mtype, _ in net.queue if mtype == m.REPLJOB}
+        assert sent == set(key_order(key, peers)[:2])
+        chosen.update(sent)
+        net.pump()
+    assert all(chosen[p] > 60 for p in peers), chosen  # 100 each on average
+    order = key_order(b"slow", peers)
+    net.silent.add(order[0])
+    replies: list[bytes] = []
+    dedup_add(origin, b"slow", replies, repl=3, by_copies=True)
+    net.pump()
+    assert replies == []
+    origin.repl.tick(now_ms() + 2 * ADD_NODE_PERIOD_MS)  # (past the usual GOTJOB time)
+    sent = {dst for _, dst, mtype, _ in net.queue if mtype == m.REPLJOB}
+    assert order[2] in sent and order[3] not in sent
+    net.pump()
+    assert len(replies) == 1 and replies[0].startswith(b"+D-")
+
+
+def settle(net: Network, members: list[Member], replies: list[bytes]) -> None:
+    """Pump the bus and run the nodes' timers 50 ms later, over and over, until
+    `replies` has the answer (or 5 s of their time passed)."""
+    now = now_ms()
+    for _ in range(100):
+        net.pump()
+        if replies:
+            return
+        now += ADD_NODE_PERIOD_MS
+        for member in members:
+            member.repl.tick(now)
+            member.repl.dedup.check(now)
+
+
+@pytest.mark.parametrize("size,repl", [(5, 3), (3, 2), (4, 3)])
+def test_a_retry_meets_the_copy_left_by_an_origin_killed_while_its_copies_left(
+        size: int, repl: int) -> None:
+    """An origin adds a DEDUP job (REPLICATE a majority: its copies check the key) and
+    dies as they leave: one arrives, the others do not, nobody is answered. The client
+    sends the key again to another node: whichever node (one whose copy never arrived
+    included), and whether or not the dead origin is still counted as reachable, the
+    retry's copies meet the copy left, and no second job is added. (5 nodes: the
+    copies go in the key's order; 3 or 4: a retry needs every live node anyway.)"""
+    for attempt in range(4):
+        key = b"key%d" % attempt
+        for arrived in range(repl - 1):  # which of the copies reached its node
+            for detected in (True, False):  # the origin known down, or not yet
+                for retry_on in range(size - 2):  # one of the nodes without the copy
+                    net, members = cluster(size)
+                    origin = members[0]
+                    lost: list[bytes] = []
+                    dedup_add(origin, key, lost, repl=repl, by_copies=True)
+                    copies = [msg for msg in net.queue if msg[2] == m.REPLJOB]
+                    assert len(copies) == repl - 1
+                    net.queue.clear()
+                    net.queue.append(copies[arrived])
+                    (net.down if detected else net.silent).add(origin.id)  # (no GOTJOB)
+                    net.pump()
+                    holder = next(x for x in members if x.id == copies[arrived][1])
+                    orphan = holder.node.dedup.get(key, now_ms())
+                    assert orphan is not None and lost == []
+                    live = [x for x in members if x is not origin]
+                    retrier = [x for x in live if x is not holder][retry_on]
+                    replies: list[bytes] = []
+                    dedup_add(retrier, key, replies, repl=repl, by_copies=True)
+                    settle(net, live, replies)
+                    ids = {job.id for x in live for job in x.node.jobs.values()}
+                    case = f"{key!r} copy {arrived} detected {detected} retry {retry_on}"
+                    assert ids == {orphan}, f"{case}: two jobs"
+                    # A dead origin still counted as reachable does not answer the
+                    # DEDUP_QUERY that follows the refusal: -NOREPL, try again later.
+                    expected = [b"+" + orphan + b"\r\n"]
+                    assert replies == expected or (
+                        not detected and replies[0].startswith(b"-NOREPL")), case
