@@ -130,10 +130,16 @@ class SoloCluster:
 
 
 class Persistence(Protocol):
-    """What the core tells the AOF."""
+    """What the core tells the AOF, and what the server asks of it: how many records
+    were appended, whether they are as safe as the policy promises (`commit`), and a
+    callback once they are (`on_durable`)."""
+
+    appended: int
 
     def job_stored(self, job: Job) -> None: ...
     def job_removed(self, job_id: bytes) -> None: ...
+    def commit(self) -> bool: ...
+    def on_durable(self, callback: Callable[[], None]) -> None: ...
 
 
 class Stats:
@@ -145,8 +151,9 @@ class Stats:
     )
 
     def __init__(self) -> None:
-        for name in self.__slots__:
-            setattr(self, name, 0)
+        self.jobs_added = self.jobs_delivered = self.jobs_acked = self.jobs_requeued = 0
+        self.jobs_expired = self.jobs_nacked = self.jobs_deleted = self.jobs_imported = 0
+        self.jobs_exported = self.jobs_evicted = 0
 
 
 class Node:
@@ -334,7 +341,7 @@ class Node:
         if queue is None:
             queue = self.queues.get(job.queue)
             if queue is None:
-                queue = self.queue(job.queue, now)
+                queue = self.queue(job.queue, now)  # type: ignore[arg-type]  # queued: named
         queue.jobs.add(job)
         queue.atime = now  # Disque's enqueueJob: an enqueue is an access too
         queue.jobs_in += 1

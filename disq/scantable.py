@@ -38,8 +38,10 @@ class ScanTable(Generic[K, V]):
     def __len__(self) -> int:
         return self._len
 
-    def get(self, key: K) -> V | None:
-        return self._buckets[hash(key) & self._mask].get(key)
+    def get(self, key: K | None) -> V | None:
+        """The value of `key`; None for an unknown key, or for None (a job that was
+        acknowledged before this node saw it has no queue)."""
+        return self._buckets[hash(key) & self._mask].get(key)  # type: ignore[arg-type]
 
     def __contains__(self, key: K) -> bool:
         return key in self._buckets[hash(key) & self._mask]

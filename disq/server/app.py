@@ -106,7 +106,7 @@ def setup_logging(config: Config, syslog_address: str = SYSLOG_ADDRESS) -> None:
     else:
         handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(_RedisFormatter())
-    handlers = [handler]
+    handlers: list[logging.Handler] = [handler]
     if config.syslog_enabled:
         facility = logging.handlers.SysLogHandler.facility_names[config.syslog_facility]
         try:
@@ -400,7 +400,7 @@ class Server:
                 server = await self.loop.create_server(  # type: ignore[union-attr]
                     self._new_client, host, port, backlog=cfg.tcp_backlog,
                     reuse_address=True, family=socket.AF_INET6 if ":" in host
-                    else socket.AF_INET, **extra)
+                    else socket.AF_INET, **extra)  # type: ignore[call-overload,unused-ignore]
             except OSError as exc:
                 unavailable = exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT)
                 if not explicit and unavailable:
@@ -680,6 +680,7 @@ class Server:
             from ..replication.replicator import Replication
         except ImportError:
             return
+        assert self.bus is not None and self.loop is not None  # the bus is up first
         self.replication = Replication(self.node, self.bus, self.loop)
 
     def debug_load_aof(self) -> bytes:
@@ -899,7 +900,7 @@ def run(config: Config, argv: list[str]) -> None:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency
-        uvloop = None
+        uvloop = None  # type: ignore[assignment]
     tune_collector()
     server = Server(config, argv)
     server.prepare()

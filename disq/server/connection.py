@@ -372,8 +372,8 @@ class Client(asyncio.Protocol):
                 # go), kept across reads so that a huge `$<len>` is refused whatever
                 # the reads, as Redis does.
                 if pending <= len(chunk):
-                    start = len(chunk) - pending
-                    head: bytes | None = chunk[start:start + _HEAD_KEPT]
+                    offset = len(chunk) - pending
+                    head: bytes | None = chunk[offset:offset + _HEAD_KEPT]
                 elif len(self._mb_head) < _HEAD_KEPT:
                     head = self._mb_head + chunk[:_HEAD_KEPT - len(self._mb_head)]
                 else:
@@ -713,7 +713,7 @@ def _printable(name: bytes) -> bytes:
     return name[:128].replace(b"\r", b" ").replace(b"\n", b" ")
 
 
-def _addresses(transport: asyncio.Transport) -> tuple[str, str, str]:
+def _addresses(transport: asyncio.BaseTransport) -> tuple[str, str, str]:
     def fmt(a: object) -> str:
         if isinstance(a, tuple) and len(a) >= 2:
             host = a[0]

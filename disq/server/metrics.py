@@ -145,7 +145,7 @@ def start_metrics_server(server: Server) -> WSGIServer:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                     flags=socket.AI_PASSIVE)[0][0]
         server_class = type("MetricsServer", (_MetricsServer,), {"address_family": family})
-        httpd = make_server(host, port, metrics_only(make_wsgi_app(registry)), server_class,
+        httpd: WSGIServer = make_server(host, port, metrics_only(make_wsgi_app(registry)), server_class,
                             handler_class=_QuietHandler)
     except OSError as exc:
         raise SystemExit(f"Could not create metrics listening socket {host}:{port}: "

@@ -64,9 +64,9 @@ def encode(value: Any) -> bytes:
 
 def job_entry(job: Job) -> bytes:
     """One job as GETJOB and QPEEK return it: [queue, id, body], all bulk strings."""
-    queue, body = job.queue, job.body
+    queue, body = job.queue, job.body  # a delivered job has both
     return b"*3\r\n$%d\r\n%s\r\n$40\r\n%s\r\n$%d\r\n%s\r\n" % (
-        len(queue), queue, job.id, len(body), body)
+        len(queue), queue, job.id, len(body), body)  # type: ignore[arg-type]
 
 
 def job_entry_with_counters(job: Job) -> bytes:
@@ -74,5 +74,6 @@ def job_entry_with_counters(job: Job) -> bytes:
     return (
         b"*7\r\n$%d\r\n%s\r\n$40\r\n%s\r\n$%d\r\n%s\r\n$5\r\nnacks\r\n:%d\r\n"
         b"$21\r\nadditional-deliveries\r\n:%d\r\n"
-        % (len(queue), queue, job.id, len(body), body, job.nacks, job.deliveries)
+        % (len(queue), queue, job.id, len(body), body,  # type: ignore[arg-type]
+           job.nacks, job.deliveries)
     )

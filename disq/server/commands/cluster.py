@@ -57,6 +57,7 @@ def cluster(client: Client, args: list[bytes]) -> bytes:
             raise err("I tried hard but I can't forget myself...")
         if node_id not in membership.nodes:
             raise err(f"Unknown node {node_id}")
+        assert server.bus is not None  # CLUSTER runs once the bus is up
         server.bus.forget(node_id)
         return reply.OK
     if sub == b"reset" and argc in (2, 3):
@@ -108,6 +109,7 @@ def _meet(client: Client, ip_arg: bytes, port_arg: bytes) -> bytes:
         valid = False
     if not valid:
         raise err(f"Invalid node address specified: {ip}:{port}")
+    assert client.server.bus is not None  # CLUSTER runs once the bus is up
     client.server.bus.meet(ip, port)
     return reply.OK
 
