@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from disq.server.app import exposure_warning
+from disq.server.process import exposure_warning
 
 
 @pytest.mark.parametrize("bind", [["127.0.0.1", "::1"], ["127.0.0.5"], ["localhost"], ["::1"]])

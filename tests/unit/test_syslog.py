@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from disq.config import Config
-from disq.server.app import log, setup_logging
+from disq.server.process import log, setup_logging
 
 
 @pytest.fixture
