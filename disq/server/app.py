@@ -34,6 +34,7 @@ from ..gcfree import tune_collector
 from ..ids import new_node_id
 from ..job import Job
 from ..node import Node, now_ms
+from .clients import ClientRegistry
 from .commands import load_commands
 from .connection import ERR_LOADING, Client, _slowlog_args
 from .info import rss_bytes
@@ -57,7 +58,7 @@ log = logging.getLogger("disq")
 # levels mean what they mean in Disque (its tests run at maxmemory 3mb).
 EMPTY_NODE_MEMORY = 1024 * 1024
 
-class Server:
+class Server(ClientRegistry):
     def __init__(self, config: Config, argv: list[str] | None = None) -> None:
         self.config = config
         self.argv = list(argv or [])
@@ -284,106 +285,6 @@ class Server:
     def _new_client(self) -> Client:
         return Client(self)
 
-    # -- clients -----------------------------------------------------------------------
-    def client_connected(self, client: Client) -> None:
-        self.connections_received += 1
-        if len(self.clients) >= self.config.maxclients:
-            self.rejected_connections += 1
-            client.transport.write(b"-ERR max number of clients reached\r\n")  # type: ignore
-            client.close()
-            return
-        self._next_client_id += 1
-        client.id = self._next_client_id
-        self.clients[client.id] = client
-        sock = client.transport.get_extra_info("socket")  # type: ignore[union-attr]
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                if self.config.tcp_keepalive:
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-            except OSError:
-                pass
-
-    def client_disconnected(self, client: Client) -> None:
-        self.clients.pop(client.id, None)
-        self.backlogged.pop(client, None)
-
-    # -- client-output-buffer-limit ------------------------------------------------------
-    def output_backlogged(self, client: Client) -> None:
-        """The client stopped reading its replies (its transport paused writing): from
-        now on the cron checks it against the output buffer limits."""
-        self.backlogged.setdefault(client, 0.0)
-        if self.loop is not None:  # the hard limit at once (out of transport.write)
-            self.loop.call_soon(self._check_output_limits, time.time(), (client,))
-
-    def output_drained(self, client: Client) -> None:
-        self.backlogged.pop(client, None)
-
-    def _check_output_limits(self, now: float, clients: Any = None) -> None:
-        """Redis's checkClientOutputBufferLimits for normal clients: close one whose
-        unread replies reach the hard limit, or stay over the soft limit for more than
-        its seconds. The replies left are dropped (transport.abort)."""
-        hard, soft, seconds = self.config.client_output_buffer_limit["normal"]
-        if not (hard or soft):
-            return
-        for client in list(self.backlogged if clients is None else clients):
-            transport = client.transport
-            if transport is None or client not in self.backlogged:
-                self.backlogged.pop(client, None)
-                continue
-            used = transport.get_write_buffer_size()
-            if not (hard and used >= hard):
-                if not (soft and used >= soft):
-                    self.backlogged[client] = 0.0
-                    continue
-                since = self.backlogged[client]
-                if not since:
-                    self.backlogged[client] = now
-                    continue
-                if now - since <= seconds:
-                    continue
-            log.warning("Client %s scheduled to be closed ASAP for overcoming of output "
-                        "buffer limits (%d bytes of replies unread).", client.info_line(),
-                        used)
-            self.backlogged.pop(client, None)
-            client.closing = True
-            transport.abort()
-
-    def feed_monitors(self, client: Client, args: list[bytes]) -> None:
-        """MONITOR: every command, as `+<sec>.<usec> [<addr>] "cmd" "arg" ...`."""
-        if args[0].lower() in (b"auth", b"hello"):
-            args = args[:1]  # never show passwords
-        now = time.time()
-        line = b"+%.6f [%s] %s\r\n" % (now, client.addr.encode(),
-                                       b" ".join(map(quote_arg, args)))
-        for monitor in list(self.monitors):
-            if monitor is not client:
-                monitor.send(line)
-
-    def biggest_input_buffer(self) -> int:
-        return max((c._reader.len() for c in self.clients.values()), default=0)
-
-    # -- CLIENT PAUSE ----------------------------------------------------------------------
-    def pause_clients(self, ms: int) -> None:
-        until = time.monotonic() + ms / 1000
-        if until > self.clients_paused_until:
-            self.clients_paused_until = until
-            if self._unpause_timer is None:
-                self._unpause_timer = self.loop.call_later(  # type: ignore[union-attr]
-                    ms / 1000, self._unpause_clients)
-
-    def _unpause_clients(self) -> None:
-        self._unpause_timer = None
-        left = self.clients_paused_until - time.monotonic()
-        if left > 0:  # extended by a later CLIENT PAUSE, or the loop's clock is coarser
-            self._unpause_timer = self.loop.call_later(  # type: ignore[union-attr]
-                left, self._unpause_clients)
-            return
-        self.clients_paused_until = 0.0
-        paused, self.paused_clients = self.paused_clients, set()
-        for client in paused:
-            client.resume_after_pause()
-
     # -- the job timer -------------------------------------------------------------------
     def _arm_timer(self, when_ms: int) -> None:
         if self._timer is not None:
@@ -480,13 +381,6 @@ class Server:
         threshold = self.config.latency_monitor_threshold
         if threshold and usec // 1000 >= threshold:
             self.latency.add("command", usec // 1000)
-
-    def _close_idle_clients(self, now: float) -> None:
-        limit = self.config.timeout
-        for client in list(self.clients.values()):
-            if not client.blocked and now - client.last_interaction > limit:
-                log.log(15, "Closing idle client")
-                client.close()
 
     def used_memory(self) -> int:
         """Memory in use: an empty node's plus what its jobs take (Node.job_bytes).
@@ -720,26 +614,6 @@ class Server:
 
     def log_exception(self, message: str, exc: BaseException) -> None:
         log.error("%s: %r", message, exc, exc_info=exc)
-
-
-def quote_arg(arg: bytes) -> bytes:
-    """An argument as Redis's sdscatrepr shows it: in double quotes, escaped."""
-    out = bytearray(b'"')
-    for c in arg:
-        if c in (0x22, 0x5C):
-            out += b"\\" + bytes([c])
-        elif c == 10:
-            out += b"\\n"
-        elif c == 13:
-            out += b"\\r"
-        elif c == 9:
-            out += b"\\t"
-        elif 32 <= c < 127:
-            out.append(c)
-        else:
-            out += b"\\x%02x" % c
-    out += b'"'
-    return bytes(out)
 
 
 def _slowlog_threshold(value: int) -> int:
