@@ -205,31 +205,33 @@ class ClusterBus:
         to drop, nodes.conf to save (at the end of this loop turn, as Disque saves it
         in beforeSleep: a kill -9 just after a node is learned must not lose it)."""
         membership = self.membership
-        for action in actions:
-            match action:
-                case Send(node, message):
-                    if node.connected and node.link is not None:
-                        node.link.send(message)
-                        membership.messages_sent += 1
-                case Reply(message):
-                    if origin is not None and origin.transport is not None:
-                        origin.pong_queued = True
-                        origin.send(message)
-                        membership.messages_sent += 1
-                case Connect(node):
-                    self._dial(node)
-                case Close(node):
-                    if node.link is not None:
-                        node.link.close()
-                case Abort(node):
-                    if node.link is not None:
-                        node.link.abort()
-        if membership.changes != self._changes_seen:
-            self._changes_seen = membership.changes
-            self._topology_changed()
-        if membership.dirty and not self._save_scheduled:
-            self._save_scheduled = True
-            self.loop.call_soon(self._save_scheduled_now)
+        try:
+            for action in actions:
+                match action:
+                    case Send(node, message):
+                        if node.connected and node.link is not None:
+                            node.link.send(message)
+                            membership.messages_sent += 1
+                    case Reply(message):
+                        if origin is not None and origin.transport is not None:
+                            origin.pong_queued = True
+                            origin.send(message)
+                            membership.messages_sent += 1
+                    case Connect(node):
+                        self._dial(node)
+                    case Close(node):
+                        if node.link is not None:
+                            node.link.close()
+                    case Abort(node):
+                        if node.link is not None:
+                            node.link.abort()
+        finally:
+            if membership.changes != self._changes_seen:
+                self._changes_seen = membership.changes
+                self._topology_changed()
+            if membership.dirty and not self._save_scheduled:
+                self._save_scheduled = True
+                self.loop.call_soon(self._save_scheduled_now)
 
     def _save_scheduled_now(self) -> None:
         self._save_scheduled = False
