@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from .membership import ClusterNode
+from .nodes import ClusterNode
 
 # handler(sender, fields): `fields` are the message fields after the header, as listed
 # in messages.py. Handlers run on the event loop and must not block.

@@ -139,7 +139,7 @@ class Server(ClientRegistry):
             self.config.cluster_config_file, self.config.node_port)
         self.node = Node(self.config, self.membership.myself.id)
         self.update_memory_limit()
-        self.node.leaving = "leaving" in self.membership.myself.flags  # kept in nodes.conf
+        self.node.leaving = self.membership.leaving  # kept in nodes.conf
         if self.membership.restored:  # it may have known DEDUP keys it has lost
             self.node.dedup_since = now_ms()
         self.node.arm_timer = self._arm_timer
@@ -216,11 +216,10 @@ class Server(ClientRegistry):
 
     def _new_loader(self) -> AofLoader:
         cfg = self.config
-        known = {n.id: n.id for n in self.membership.nodes.values()
-                 if "handshake" not in n.flags}
         return AofLoader(self.node, cfg.appendfilename,
                          enqueue_jobs=cfg.aof_enqueue_jobs_once,
-                         load_truncated=cfg.aof_load_truncated, known_ids=known)
+                         load_truncated=cfg.aof_load_truncated,
+                         known_ids=self.membership.known_id_map())
 
     def _update_refusing(self) -> None:
         aof = self.aof
@@ -499,14 +498,11 @@ class Server(ClientRegistry):
     def set_leaving(self, leaving: bool) -> None:
         node = self.node
         node.leaving = leaving
-        flags = self.membership.myself.flags
+        self.membership.set_leaving(leaving)
         if leaving:
-            flags.add("leaving")
             for client in list(self.clients.values()):
                 if client.blocked and client.blocked_queues:
                     client.unblock(LEAVING.REPLY)
-        else:
-            flags.discard("leaving")
 
     def _config_changed(self, name: str, value: Any) -> None:
         if name == "loglevel":

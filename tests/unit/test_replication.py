@@ -22,7 +22,7 @@ import pytest
 from disq import errors
 from disq.cluster import messages as m
 from disq.cluster.bus import ClusterBus, Link
-from disq.cluster.membership import ClusterNode
+from disq.cluster.membership import ClusterNode, NodeFlag
 from disq.config import Config
 from disq.ids import new_node_id
 from disq.job import ACKED, ACTIVE, DELIVERED, QUEUED, WAIT_REPL, Job
@@ -79,7 +79,7 @@ class FakeBus:
 
     def __init__(self, network: Network, node_id: str) -> None:
         self.network = network
-        self.myself = ClusterNode(node_id, "127.0.0.1", 7711, {"myself"})
+        self.myself = ClusterNode(node_id, "127.0.0.1", 7711, NodeFlag.MYSELF)
         self.handlers: dict[int, object] = {}
         network.add(self)
 

@@ -1,0 +1,229 @@
+"""One connection of the cluster bus (Link): framing, cluster-secret, output.
+
+Messages for one link are coalesced and leave in one write at the end of the loop
+turn, so pipelined replicated ADDJOBs cost one syscall per peer per turn, not one per
+job. With cluster-secret, a new link proves the secret first (`Link._authenticate`);
+tls-cluster wraps it in TLS (the bus's contexts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import os
+import socket
+from typing import TYPE_CHECKING
+
+from . import messages as m
+from .nodes import ClusterNode
+
+if TYPE_CHECKING:
+    from .bus import ClusterBus
+
+log = logging.getLogger("disq")
+
+# Output queued for a peer that does not read it, beyond which the link is dropped
+# (and reconnected): a stuck peer costs bounded memory. The largest frame a peer
+# accepts is well under it, so a healthy link never gets there.
+LINK_SENDBUF_LIMIT = 4 * m.MAX_FRAME
+AUTH_TIMEOUT_S = 5.0  # a link that has not proven the cluster secret by then is closed
+# Which side proves: a proof is bound to the prover's role, so a nonce reflected back
+# on another link (to make this node prove it) is useless to an impostor.
+_CONNECTOR, _ACCEPTOR = b"disq-bus-connector", b"disq-bus-acceptor"
+
+
+class Link(asyncio.Protocol):
+    """One bus connection. Outbound links belong to the node they reach; inbound ones
+    only receive (and carry PONGs back)."""
+
+    def __init__(self, bus: ClusterBus, node: ClusterNode | None) -> None:
+        self.bus = bus
+        self.node = node  # the target of an outbound link, None when inbound
+        self.transport: asyncio.Transport | None = None
+        # cluster-secret: until the peer proved it, only handshake frames (see _authenticate).
+        self.authenticated = not bus.secret
+        self.reader = m.FrameReader(m.MAX_FRAME if self.authenticated
+                                    else m.MAX_HANDSHAKE_FRAME)
+        self.out: list[list] = []
+        # Messages of this turn that more items may join (ClusterBus.send_batched),
+        # by type (and head): [message, its index in `out`].
+        self.batches: dict[object, list] = {}
+        # `out`'s length after its last message that is not a batch: a batch before
+        # it takes no more items, which would overtake that message. Batches may pass
+        # each other (copies, confirmations, queries of different jobs and keys).
+        self.fence = 0
+        self.flush_scheduled = False
+        self.pong_queued = False  # a PONG waits in `out`: the PINGs of this turn have it
+        self.peer_ip = ""
+        self.local_ip = ""
+        # cluster-secret: nothing is sent or handled until the peer proved it knows it.
+        self.nonce = b""
+        self.proved = False  # this side answered the peer's AUTH (once only)
+        self._auth_timer: asyncio.TimerHandle | None = None
+        self.dial: asyncio.Task | None = None  # an outbound link still connecting
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("sockname")
+        self.peer_ip = peer[0] if isinstance(peer, tuple) else ""
+        self.local_ip = sock[0] if isinstance(sock, tuple) else ""
+        raw = transport.get_extra_info("socket")
+        if raw is not None:
+            try:
+                raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        if not self.authenticated:
+            self.nonce = os.urandom(16)
+            self._write([[m.AUTH, self.nonce]])
+            self._auth_timer = self.bus.loop.call_later(AUTH_TIMEOUT_S, self._auth_timed_out)
+        if self.node is not None:
+            self.bus.link_up(self)
+        else:
+            self.bus.inbound.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.bus.bytes_received += len(data)
+        frames = self.reader.feed(data)  # decoded one by one: auth changes the limit
+        try:
+            for _, sender_id, sender_port, sender_flags, batch in frames:
+                if self.transport is None or self.transport.is_closing():
+                    return  # closed by a previous frame (e.g. a bad sender)
+                if not self.authenticated:
+                    batch = self._authenticate(batch)
+                    if not batch:
+                        continue
+                self.bus.receive_frame(self, sender_id, sender_port, sender_flags, batch)
+        except m.FrameError as exc:
+            if self.authenticated:
+                log.warning("Closing bus link from %s: %s", self.peer_ip, exc)
+            else:
+                log.warning("Closing bus link %s %s: %s before proving the cluster secret.",
+                            "from" if self.node is None else "to", self.peer_ip, exc)
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+        self.bus.link_down(self)
+
+    # -- cluster-secret ----------------------------------------------------------------
+    def _authenticate(self, batch: list[list]) -> list[list]:
+        """Handle the messages of a link not authenticated yet: answer the peer's
+        nonce with a proof, check the peer's proof of ours. Anything else before that
+        closes the link. Returns the messages after a valid proof (to handle)."""
+        secret = self.bus.secret.encode()
+        inbound = self.node is None
+        for i, message in enumerate(batch):
+            mtype, fields = message[0], message[1:]
+            if mtype == m.AUTH and fields and type(fields[0]) is bytes and not self.proved:
+                self.proved = True  # one proof per link: nothing to repeat it for
+                role = _ACCEPTOR if inbound else _CONNECTOR
+                proof = hmac.new(secret, role + fields[0], hashlib.sha256).digest()
+                self._write([[m.AUTH_PROOF, proof]])
+                continue
+            if mtype == m.AUTH_PROOF and fields and type(fields[0]) is bytes:
+                role = _CONNECTOR if inbound else _ACCEPTOR
+                wanted = hmac.new(secret, role + self.nonce, hashlib.sha256).digest()
+                if hmac.compare_digest(fields[0], wanted):
+                    self.authenticated = True
+                    self.reader.max_frame = m.MAX_FRAME
+                    if self._auth_timer is not None:
+                        self._auth_timer.cancel()
+                        self._auth_timer = None
+                    if self.out and not self.flush_scheduled:  # held until now
+                        self.flush_scheduled = True
+                        self.bus.loop.call_soon(self.flush)
+                    return batch[i + 1:]
+            log.warning("Closing bus link %s %s: it did not prove the cluster secret.",
+                        "from" if inbound else "to", self.peer_ip)
+            self.close()
+            return []
+        return []
+
+    def _auth_timed_out(self) -> None:
+        self._auth_timer = None
+        if not self.authenticated:
+            log.warning("Closing bus link %s %s: no proof of the cluster secret in time.",
+                        "from" if self.node is None else "to", self.peer_ip)
+            self.close()
+
+    def _write(self, messages: list[list]) -> None:
+        """Send a frame at once, outside the per-turn queue (authentication)."""
+        if self.transport is not None:
+            bus = self.bus
+            data = m.encode_frame(bus.myself.id, bus.myself.port, bus.my_flags(), messages)
+            bus.bytes_sent += len(data)
+            self.transport.write(data)
+
+    def send(self, message: list) -> None:
+        """Queue `[type, *fields]`; the link's queue leaves as one frame this turn."""
+        if self.transport is None:
+            return
+        self.out.append(message)
+        self.fence = len(self.out)
+        self._flush_soon()
+
+    def batch(self, key: object, mtype: int, head: tuple) -> list | None:
+        """This turn's message `[mtype, *head, items...]` for `key` that items may
+        still join (see `fence`), queued now if there is none; None if the link is
+        down."""
+        entry = self.batches.get(key)
+        if entry is not None and entry[1] >= self.fence:
+            return entry[0]
+        if self.transport is None:
+            return None
+        message = [mtype, *head]
+        self.batches[key] = [message, len(self.out)]
+        self.out.append(message)
+        self._flush_soon()
+        return message
+
+    def _flush_soon(self) -> None:
+        """The queue leaves at the end of this loop turn, as one frame."""
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.bus.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.flush_scheduled = False
+        if not self.authenticated:
+            return  # held until the peer proved the cluster secret
+        self.pong_queued = False
+        if self.out and self.transport is not None:
+            bus = self.bus
+            data = m.encode_frame(bus.myself.id, bus.myself.port, bus.my_flags(), self.out)
+            bus.bytes_sent += len(data)
+            self.transport.write(data)
+            if self.transport.get_write_buffer_size() > LINK_SENDBUF_LIMIT:
+                log.warning("Dropping the bus link to %s: %d bytes wait for it to read.",
+                            self.peer_ip, self.transport.get_write_buffer_size())
+                self.abort()
+        self.out = []
+        self.fence = 0
+        if self.batches:
+            self.batches = {}
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        elif self.dial is not None:
+            self.dial.cancel()
+
+    def abort(self) -> None:
+        """Drop the connection and what it still had to send, as Disque frees a link:
+        close() would wait for a peer that does not read to take it, forever, keeping
+        the link (so no reconnection) and queueing every later message for it. A link
+        still connecting gives its dial up (SYNs nobody answers, as behind a firewall
+        dropping packets, would keep it for the kernel's two minutes of retries)."""
+        if self.transport is not None:
+            self.transport.abort()
+        elif self.dial is not None:
+            self.dial.cancel()
+
+
