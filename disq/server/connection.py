@@ -206,9 +206,9 @@ class Client(asyncio.Protocol):
         if self.blocked:
             self._cancel_block()
         for item in self._replies:
-            if item.__class__ is _ReplySlot and item.reply is None:  # type: ignore
-                if item.on_cancel is not None:  # type: ignore[union-attr]
-                    item.on_cancel(item.cancel_arg)  # type: ignore[union-attr]
+            if item.__class__ is _ReplySlot and item.reply is None:
+                if item.on_cancel is not None:
+                    item.on_cancel(item.cancel_arg)
         self._replies.clear()
         self.server.client_disconnected(self)
         self.transport = None
@@ -452,7 +452,7 @@ class Client(asyncio.Protocol):
             replies = self._replies
             replies.extend(out)
             head = replies[0]
-            if head.__class__ is not _ReplySlot or head.reply is not None:  # type: ignore
+            if head.__class__ is not _ReplySlot or head.reply is not None:
                 self._flush_replies()  # else nothing can leave yet (an ADDJOB waits)
             return
         if out and self.transport is not None:
@@ -533,9 +533,9 @@ class Client(asyncio.Protocol):
         while replies:
             head = replies[0]
             if head.__class__ is _ReplySlot:
-                if head.reply is None:  # type: ignore[union-attr]
+                if head.reply is None:
                     break
-                head = head.reply  # type: ignore[union-attr]
+                head = head.reply
             replies.popleft()
             ready.append(head)  # type: ignore[arg-type]
         if ready and self.transport is not None and not self.closing:

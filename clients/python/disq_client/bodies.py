@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import msgpack  # type: ignore[import-untyped]
+import msgpack
 
 Body = bytes | bytearray | memoryview | str
 

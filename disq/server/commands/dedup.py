@@ -54,7 +54,7 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
     if known is None and not (async_ or queue_randomly or asking) and (
             dedup.copies_can_check(repl, ttl, now)):
         job = dedup.add_checked(key, queue, body, options)
-        replication.wait(job, _answer(client))  # type: ignore[union-attr]
+        replication.wait(job, _answer(client))
         return None
     dedup.ask(key, queue, body, options, _answer(client))
     return None

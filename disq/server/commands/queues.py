@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ... import errors
 from ...errors import fixed
@@ -15,6 +16,7 @@ from .args import parse_int
 from .jobs import show_job
 
 if TYPE_CHECKING:
+    from ...scantable import ScanTable
     from ..connection import Client
 
 _BAD_CURSOR = fixed("BAD_CURSOR", "ERR", "invalid cursor or option name")
@@ -110,11 +112,12 @@ def _scan_common(args: list[bytes], extra: dict[bytes, int]) -> tuple[int, int, 
     return cursor or 0, count, busyloop, options
 
 
-def _scan(table, cursor: int, count: int, busyloop: bool, keep) -> tuple[int, list]:
+def _scan(table: ScanTable[Any, Any], cursor: int, count: int, busyloop: bool,
+          keep: Callable[[Any], bool] | None) -> tuple[int, list[Any]]:
     """A negative COUNT scans to the end, as in Disque (its bounds wrap around)."""
     if count < 0:
         busyloop = True
-    items: list = []
+    items: list[Any] = []
     while True:
         cursor, found = table.scan(cursor, count, keep)
         items.extend(found)
