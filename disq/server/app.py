@@ -17,7 +17,6 @@ import ssl
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from .. import tls
@@ -36,7 +35,7 @@ from ..job import Job
 from ..node import Node, now_ms
 from .clients import ClientRegistry
 from .commands import load_commands
-from .connection import ERR_LOADING, Client, _slowlog_args
+from .connection import ERR_LOADING, Client, Pending, _slowlog_args
 from .info import rss_bytes
 from .latency import LatencyMonitor
 from .process import (
@@ -412,29 +411,18 @@ class Server(ClientRegistry):
         self.slowlog.clear()
 
     # -- commands that reach beyond one client ------------------------------------------
-    def park_for_replication(self, client: Client, job: Job) -> None:
+    def park_for_replication(self, client: Client, job: Job) -> Pending:
         """ADDJOB waits until the job has its copies: the replication layer answers
-        (the ID, or a NOREPL error). If the client goes away first, the job is
-        deleted from the cluster, as Disque's unblockClientWaitingJobRepl does."""
+        (the ID, or a NOREPL error), once the AOF has the job. If the client goes
+        away first, the job is deleted from the cluster, as Disque's
+        unblockClientWaitingJobRepl does."""
         replication = self.replication
         if replication is None:  # no replication layer: nothing can confirm copies
             self.node.delete([job.id])
             raise NOREPL
-        answer = client.defer(replication.cancel_wait, job.id)
-        if self.node.aof is not None:
-            answer = self._after_logging(answer)
-        replication.wait(job, answer)
-
-    def _after_logging(self, answer: Callable[[bytes], None]) -> Callable[[bytes], None]:
-        """A reply given later (replicated ADDJOB) leaves only once what the node
-        logged is in the AOF, as the replies of a batch of requests do."""
-        def answer_when_logged(data: bytes) -> None:
-            aof = self.node.aof
-            if aof is None or aof.commit():
-                answer(data)
-            else:
-                aof.on_durable(lambda: answer(data))
-        return answer_when_logged
+        pending = client.pending(replication.cancel_wait, job.id, durable=True)
+        replication.wait(job, pending.answer)
+        return pending
 
     def _connect_cluster(self) -> None:
         """Let the replication layer (when present) speak for the node on the bus."""

@@ -135,26 +135,40 @@ def split_inline(line: bytes) -> list[bytes]:
         args.append(bytes(cur))
 
 
-class _ReplySlot:
-    """The place of a reply that comes later in a client's stream of replies:
-    `answer` fills it; `on_cancel(cancel_arg)` runs if the client goes away first."""
+class Pending:
+    """A reply that comes later: a handler returns one in place of bytes, and whoever
+    finishes the work calls `answer(data)` (an ADDJOB's copies confirmed, a DEDUP
+    check done, a job for a parked GETJOB). The client's later replies wait behind it
+    so they leave in request order; `holds` (a parked GETJOB): its later requests
+    wait too. With `durable`, the answer leaves only once what the node logged is as
+    safe as the AOF policy promises: the one place replies wait for the AOF.
+    `on_cancel(cancel_arg)` runs if the client goes away first."""
 
-    __slots__ = ("client", "reply", "on_cancel", "cancel_arg")
+    __slots__ = ("client", "reply", "on_cancel", "cancel_arg", "holds", "durable")
 
     def __init__(self, client: Client, on_cancel: Callable[[Any], None] | None,
-                 cancel_arg: Any) -> None:
+                 cancel_arg: Any, holds: bool, durable: bool) -> None:
         self.client = client
         self.reply: bytes | None = None
         self.on_cancel = on_cancel
         self.cancel_arg = cancel_arg
+        self.holds = holds
+        self.durable = durable
 
     def answer(self, data: bytes) -> None:
-        if self.reply is None:
-            self.reply = data
-            client = self.client
-            if not client._flush_scheduled:  # one write for all answered this turn
-                client._flush_scheduled = True
-                client.server.loop.call_soon(client._flush_replies)  # type: ignore
+        if self.reply is not None:
+            return
+        client = self.client
+        if self.durable:
+            aof = client.node.aof
+            if aof is not None and not aof.commit():
+                self.durable = False  # asked once: the AOF calls back when it is safe
+                aof.on_durable(lambda: self.answer(data))
+                return
+        self.reply = data
+        if not client._flush_scheduled:  # one write for all answered this turn
+            client._flush_scheduled = True
+            client.server.loop.call_soon(client._flush_replies)  # type: ignore[union-attr]
 
 
 class Client(asyncio.Protocol):
@@ -183,13 +197,13 @@ class Client(asyncio.Protocol):
         self._refused = b""  # a request hiredis refused, until Redis would refuse it
         self._pending: deque[list[bytes]] = deque()
         # Replies held back behind one still awaited (see `defer`): bytes or slots.
-        self._replies: deque[bytes | _ReplySlot] = deque()
-        self._new_slot: _ReplySlot | None = None
+        self._replies: deque[bytes | Pending] = deque()
         self._flush_scheduled = False
         self._held_requests_limit = 100_000
         self._reading_paused = False
         # blocking state
         self.blocked = False
+        self._parked: Pending | None = None  # the reply of the parked GETJOB
         self.blocked_queues: list[Queue] = []
         self.block_timer: asyncio.TimerHandle | None = None
         self.block_with_counters = False
@@ -206,7 +220,7 @@ class Client(asyncio.Protocol):
         if self.blocked:
             self._cancel_block()
         for item in self._replies:
-            if item.__class__ is _ReplySlot and item.reply is None:
+            if item.__class__ is Pending and item.reply is None:
                 if item.on_cancel is not None:
                     item.on_cancel(item.cancel_arg)
         self._replies.clear()
@@ -411,7 +425,7 @@ class Client(asyncio.Protocol):
 
     # -- execution -------------------------------------------------------------------
     def _execute(self, requests: list[list[bytes]]) -> None:
-        out: list[bytes] = []
+        out: list[bytes | Pending] = []
         server = self.server
         deferred = False
         aof = self.node.aof
@@ -427,14 +441,12 @@ class Client(asyncio.Protocol):
             args = requests[i]
             i += 1
             rep = self.dispatch(args)
-            if rep is None:
-                if self.blocked:  # parked: the rest waits for the answer
+            if rep.__class__ is Pending:  # answered later: it keeps its place
+                out.append(rep)
+                deferred = True
+                if rep.holds:  # parked: the rest waits for the answer
                     self._pending.extend(requests[i:])
                     break
-                if self._new_slot is not None:  # answered later: keep its place
-                    out.append(self._new_slot)  # type: ignore[arg-type]
-                    self._new_slot = None
-                    deferred = True
                 continue
             out.append(rep)
             if self.close_after_reply:
@@ -443,26 +455,25 @@ class Client(asyncio.Protocol):
             # What these requests logged is not as safe as the AOF policy promises
             # yet (appendfsync always: not fsynced; or a write error): their replies
             # wait behind an empty one, answered when it is.
-            answer = self.defer()
-            out.insert(0, self._new_slot)  # type: ignore[arg-type]
-            self._new_slot = None
-            aof.on_durable(lambda: answer(b""))
+            gate = self.pending(durable=True)
+            out.insert(0, gate)
+            gate.answer(b"")
             deferred = True
         if deferred or self._replies:
             replies = self._replies
             replies.extend(out)
             head = replies[0]
-            if head.__class__ is not _ReplySlot or head.reply is not None:
+            if head.__class__ is not Pending or head.reply is not None:
                 self._flush_replies()  # else nothing can leave yet (an ADDJOB waits)
             return
-        if out and self.transport is not None:
-            data = out[0] if len(out) == 1 else b"".join(out)
-            server.net_output_bytes += len(data)
-            self.transport.write(data)
+        if out and self.transport is not None:  # all bytes: no Pending among them
+            data = out[0] if len(out) == 1 else b"".join(out)  # type: ignore[arg-type]
+            server.net_output_bytes += len(data)  # type: ignore[arg-type]
+            self.transport.write(data)  # type: ignore[arg-type]
         if self.close_after_reply and self.transport is not None:
             self.transport.close()
 
-    def dispatch(self, args: list[bytes]) -> bytes | None:
+    def dispatch(self, args: list[bytes]) -> bytes | Pending:
         spec = LOOKUP.get(args[0]) or COMMANDS.get(args[0].lower())
         server = self.server
         if spec is None:
@@ -511,19 +522,14 @@ class Client(asyncio.Protocol):
             self.server.net_output_bytes += len(data)
             self.transport.write(data)
 
-    # -- replies that come later, without parking the client ----------------------------
-    def defer(self, on_cancel: Callable[[Any], None] | None = None,
-              cancel_arg: Any = None) -> Callable[[bytes], None]:
-        """For a request answered later (ADDJOB waiting for its copies): the client is
-        not parked, its next requests run at once, and their replies wait behind this
-        one so they leave in request order. Returns the function that answers it;
-        `on_cancel(cancel_arg)` runs if the client goes away first."""
-        slot = _ReplySlot(self, on_cancel, cancel_arg)
-        self._new_slot = slot
+    # -- replies that come later ----------------------------------------------------------
+    def pending(self, on_cancel: Callable[[Any], None] | None = None, cancel_arg: Any = None,
+                *, holds: bool = False, durable: bool = False) -> Pending:
+        """A reply this client gets later (see Pending): the handler returns it."""
         if len(self._replies) > _MAX_HELD_REPLIES and not self._reading_paused:
             self._reading_paused = True  # let the cluster catch up with this client
             self.transport.pause_reading()  # type: ignore[union-attr]
-        return slot.answer
+        return Pending(self, on_cancel, cancel_arg, holds, durable)
 
     def _flush_replies(self) -> None:
         """Write the replies at the head of the queue that are ready, in one write."""
@@ -532,7 +538,7 @@ class Client(asyncio.Protocol):
         ready: list[bytes] = []
         while replies:
             head = replies[0]
-            if head.__class__ is _ReplySlot:
+            if head.__class__ is Pending:
                 if head.reply is None:
                     break
                 head = head.reply
@@ -549,14 +555,17 @@ class Client(asyncio.Protocol):
             self._reading_paused = False
             self.transport.resume_reading()
 
-    def park(self, queues: list[Queue], timeout_ms: int, with_counters: bool) -> None:
-        """Block in GETJOB until a job arrives on one of `queues` or the timeout."""
+    def park(self, queues: list[Queue], timeout_ms: int, with_counters: bool) -> Pending:
+        """Block in GETJOB until a job arrives on one of `queues` or the timeout: the
+        handler returns the Pending reply this gives."""
+        self._parked = parked = self.pending(holds=True)
         self.blocked = True
         self.block_with_counters = with_counters
         self.blocked_queues = queues
         if timeout_ms > 0:
             self.block_timer = self.server.loop.call_later(  # type: ignore[union-attr]
                 timeout_ms / 1000, self._block_timeout)
+        return parked
 
     def serve_job(self, job: Job) -> None:
         """Called by the node: a job for this blocked consumer (always exactly one)."""
@@ -590,7 +599,10 @@ class Client(asyncio.Protocol):
         if not self.blocked:
             return
         self._cancel_block()
-        self.send(data)
+        parked, self._parked = self._parked, None
+        if parked is not None:
+            parked.answer(data)
+            self._flush_replies()  # now: a consumer's job leaves this loop turn
         if self._pending:
             self.server.loop.call_soon(self._resume)  # type: ignore[union-attr]
         elif self._reading_paused and self.transport is not None:

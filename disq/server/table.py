@@ -2,8 +2,9 @@
 
 Each command module registers its handlers with `@command(name, arity, flags)`.
 Arity follows Redis: N = exactly N arguments including the name, -N = at least N.
-A handler takes (client, args) and returns the encoded reply, or None when the client
-was parked (blocking GETJOB, synchronous replication) and will be answered later.
+A handler takes (client, args) and returns the encoded reply, or a `Pending` (from
+`client.pending()` or `client.park()`) that is answered later: synchronous replication,
+a DEDUP check, a blocking GETJOB.
 
 Flags: w = writes jobs, m = may use memory (refused at OOM), a = allowed before AUTH,
 l = allowed while loading, r = read only, s = admin.
@@ -15,9 +16,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .connection import Client
+    from .connection import Client, Pending
 
-Handler = Callable[["Client", list[bytes]], "bytes | None"]
+Handler = Callable[["Client", list[bytes]], "bytes | Pending"]
 
 
 class CommandSpec:

@@ -85,7 +85,7 @@ def config(client: Client, args: list[bytes]) -> bytes:
 
 
 @command("debug", -2, "sl")
-def debug(client: Client, args: list[bytes]) -> bytes | None:
+def debug(client: Client, args: list[bytes]) -> bytes:
     sub = args[1].lower()
     argc = len(args)
     server = client.server
@@ -229,7 +229,7 @@ def _client_kill(client: Client, args: list[bytes]) -> bytes:
 
 
 @command("shutdown", -1, "sl")
-def shutdown(client: Client, args: list[bytes]) -> bytes | None:
+def shutdown(client: Client, args: list[bytes]) -> bytes:
     """SHUTDOWN [REWRITE-AOF | NOSAVE | SAVE]"""
     rewrite_aof = False
     for arg in args[1:]:
@@ -240,7 +240,7 @@ def shutdown(client: Client, args: list[bytes]) -> bytes | None:
             raise errors.SYNTAX
     if not client.server.shutdown(rewrite_aof=rewrite_aof):
         raise err("Errors trying to SHUTDOWN. Check logs.")
-    return None
+    return b""  # no reply: the connection closes with the process
 
 
 @command("bgrewriteaof", 1, "rs")

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ...dedup import MAX_KEY_LEN
@@ -13,13 +12,13 @@ from ...job import WAIT_REPL
 from ...node import now_ms
 
 if TYPE_CHECKING:
-    from ..connection import Client
+    from ..connection import Client, Pending
 
 _BAD_KEY = fixed("BAD_KEY", "ERR", f"DEDUP key must be 1 to {MAX_KEY_LEN} bytes")
 
 
 def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
-                options: tuple) -> bytes | None:
+                options: tuple) -> bytes | Pending:
     """ADDJOB ... DEDUP key: the ID of the job added with `key` if the cluster knows
     it, else add the job (`options`: Node.add_job's arguments after the body) and
     record the key. Answered later when the job waits for its copies or other nodes
@@ -37,15 +36,15 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
         known = node.dedup.peek(key, now)
         if known:  # (not a reservation)
             if dedup is not None and dedup.adding_here(known):  # its outcome is ours
-                dedup.join(known, _answer(client))
-                return None
+                pending = _later(client)
+                dedup.join(known, pending.answer)
+                return pending
             node.dedup.hits += 1
             return b"+" + known + b"\r\n"
     if dedup is None or node.cluster.size() <= 1:  # alone: this table is the truth
         job = node.add_job(queue, body, *options)
         if job.state == WAIT_REPL:  # cannot happen alone; keep ADDJOB's own path
-            server.park_for_replication(client, job)
-            return None
+            return server.park_for_replication(client, job)
         node.dedup.record(key, job.id, job.etime)
         return b"+" + job.id + b"\r\n"
     _, repl, _, _, ttl, _, async_, queue_randomly = options
@@ -54,16 +53,15 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
     if known is None and not (async_ or queue_randomly or asking) and (
             dedup.copies_can_check(repl, ttl, now)):
         job = dedup.add_checked(key, queue, body, options)
-        replication.wait(job, _answer(client))
-        return None
-    dedup.ask(key, queue, body, options, _answer(client))
-    return None
+        pending = _later(client)
+        replication.wait(job, pending.answer)
+        return pending
+    pending = _later(client)
+    dedup.ask(key, queue, body, options, pending.answer)
+    return pending
 
 
-def _answer(client: Client) -> Callable[[bytes], None]:
-    """The client's reply, given later. The client going away does not cancel the
-    add: with a key, a retry gets the ID."""
-    answer = client.defer()
-    if client.node.aof is not None:
-        answer = client.server._after_logging(answer)
-    return answer
+def _later(client: Client) -> Pending:
+    """The client's reply, given later once the AOF has the job. The client going
+    away does not cancel the add: with a key, a retry gets the ID."""
+    return client.pending(durable=True)

@@ -17,7 +17,7 @@ from .args import parse_int, timeout_ms, validate_ids
 from .dedup import add_deduped
 
 if TYPE_CHECKING:
-    from ..connection import Client
+    from ..connection import Client, Pending
 
 _REPLICATE = fixed("REPLICATE", "ERR", "REPLICATE must be between 1 and 65535")
 _TTL = fixed("TTL", "ERR", "TTL must be a number > 0")
@@ -27,7 +27,7 @@ _MAXLEN = fixed("MAXLEN", "ERR", "MAXLEN must be a positive number")
 
 
 @command("addjob", -4, "wm")
-def addjob(client: Client, args: list[bytes]) -> bytes | None:
+def addjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
     [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key]  (DEDUP: a disq extension)"""
     repl: int | None = None
@@ -83,13 +83,12 @@ def addjob(client: Client, args: list[bytes]) -> bytes | None:
     job = client.node.add_job(args[1], args[2], timeout, repl, delay, retry, ttl, maxlen,
                               async_, queue_randomly)
     if job.state == WAIT_REPL:
-        client.server.park_for_replication(client, job)
-        return None
+        return client.server.park_for_replication(client, job)
     return b"+" + job.id + b"\r\n"
 
 
 @command("getjob", -2, "w")
-def getjob(client: Client, args: list[bytes]) -> bytes | None:
+def getjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue [queue ...]"""
     request = GetJob.parse(args)
     names, with_counters = request.queues, request.with_counters
@@ -106,9 +105,9 @@ def getjob(client: Client, args: list[bytes]) -> bytes | None:
     if node.leaving:
         raise errors.LEAVING
     queues = node.block(client, names)
-    client.park(queues, request.timeout, with_counters)
+    parked = client.park(queues, request.timeout, with_counters)
     node.want_jobs(names)  # parked first: the NEEDJOBS says how long this client waits
-    return None
+    return parked
 
 
 def _ids(args: list[bytes]) -> list[bytes]:

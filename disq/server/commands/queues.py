@@ -17,7 +17,7 @@ from .jobs import show_job
 
 if TYPE_CHECKING:
     from ...scantable import ScanTable
-    from ..connection import Client
+    from ..connection import Client, Pending
 
 _BAD_CURSOR = fixed("BAD_CURSOR", "ERR", "invalid cursor or option name")
 _BAD_STATE = fixed("BAD_STATE", "ERR", "Invalid job state name")
@@ -31,16 +31,17 @@ def qlen(client: Client, args: list[bytes]) -> bytes:
 
 
 @command("globalqlen", 2, "r")
-def globalqlen(client: Client, args: list[bytes]) -> bytes | None:
+def globalqlen(client: Client, args: list[bytes]) -> bytes | Pending:
     """GLOBALQLEN queue (a later Disque command): jobs queued in the whole cluster,
     this node's QLEN plus each reachable node's, answered once they all replied."""
     local = client.node.qlen(args[1])
     replication = client.server.replication
     if replication is None or client.node.cluster.size() <= 1:
         return reply.integer(local)
-    answer = client.defer()
-    replication.global_qlen(args[1], lambda others: answer(reply.integer(local + others)))
-    return None
+    pending = client.pending()
+    replication.global_qlen(args[1],
+                            lambda others: pending.answer(reply.integer(local + others)))
+    return pending
 
 
 @command("qpeek", 3, "r")
