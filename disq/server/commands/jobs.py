@@ -6,82 +6,28 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ... import errors
-from ...errors import fixed
 from ...ids import is_valid_job_id
 from ...job import STATE_NAMES, WAIT_REPL, Job
 from ...node import now_ms
-from ...requests import DEFAULT_TTL, GetJob
+from ...requests import AddJob, GetJob
 from .. import reply
 from ..table import command
-from .args import parse_int, timeout_ms, validate_ids
+from .args import validate_ids
 from .dedup import add_deduped
 
 if TYPE_CHECKING:
     from ..connection import Client, Pending
 
-_REPLICATE = fixed("REPLICATE", "ERR", "REPLICATE must be between 1 and 65535")
-_TTL = fixed("TTL", "ERR", "TTL must be a number > 0")
-_RETRY = fixed("RETRY", "ERR", "RETRY time must be a non negative number")
-_DELAY = fixed("DELAY", "ERR", "DELAY time must be a non negative number")
-_MAXLEN = fixed("MAXLEN", "ERR", "MAXLEN must be a positive number")
-
-
 @command("addjob", -4, "wm")
 def addjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
     [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key]  (DEDUP: a disq extension)"""
-    repl: int | None = None
-    ttl = DEFAULT_TTL
-    retry: int | None = None
-    delay = maxlen = 0
-    async_ = queue_randomly = False
-    dedup: bytes | None = None
-    argc = len(args)
-    j = 4
-    while j < argc:
-        opt = args[j].lower()
-        has_value = j + 1 < argc
-        if opt == b"replicate" and has_value:
-            repl = parse_int(args[j + 1])
-            if repl is None or repl <= 0 or repl > 65535:
-                raise _REPLICATE
-            j += 1
-        elif opt == b"ttl" and has_value:
-            ttl = parse_int(args[j + 1])  # type: ignore[assignment]
-            if ttl is None or ttl <= 0:
-                raise _TTL
-            j += 1
-        elif opt == b"retry" and has_value:
-            retry = parse_int(args[j + 1])
-            if retry is None or retry < 0:
-                raise _RETRY
-            j += 1
-        elif opt == b"delay" and has_value:
-            delay = parse_int(args[j + 1])  # type: ignore[assignment]
-            if delay is None or delay < 0:
-                raise _DELAY
-            j += 1
-        elif opt == b"maxlen" and has_value:
-            maxlen = parse_int(args[j + 1])  # type: ignore[assignment]
-            if maxlen is None or maxlen <= 0:
-                raise _MAXLEN
-            j += 1
-        elif opt == b"async":
-            async_ = True
-        elif opt == b"queue-randomly":
-            queue_randomly = True
-        elif opt == b"dedup" and has_value:
-            dedup = args[j + 1]
-            j += 1
-        else:
-            raise errors.SYNTAX
-        j += 1
-    timeout = 0 if args[3] == b"0" else timeout_ms(args[3])
-    if dedup is not None:
-        return add_deduped(client, dedup, args[1], args[2], (
-            timeout, repl, delay, retry, ttl, maxlen, async_, queue_randomly))
-    job = client.node.add_job(args[1], args[2], timeout, repl, delay, retry, ttl, maxlen,
-                              async_, queue_randomly)
+    r = AddJob.parse(args)
+    if r.dedup is not None:
+        return add_deduped(client, r.dedup, r.queue, r.body, (
+            r.timeout, r.repl, r.delay, r.retry, r.ttl, r.maxlen, r.async_, r.queue_randomly))
+    job = client.node.add_job(r.queue, r.body, r.timeout, r.repl, r.delay, r.retry, r.ttl,
+                              r.maxlen, r.async_, r.queue_randomly)
     if job.state == WAIT_REPL:
         return client.server.park_for_replication(client, job)
     return b"+" + job.id + b"\r\n"
