@@ -81,6 +81,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("disq")
 
 DEDUP_TIMEOUT_MS = 2000  # every asked peer answers within this, or ADDJOB fails
+# An unsettled copy (see "Settled") is vouched for this long after its ADDJOB's
+# deadline, if no DEDUP_FORGET came: the origin notices the deadline at its next tick,
+# then its DELJOB and DEDUP_FORGET take the bus.
+SETTLE_SLACK_MS = 2000
 RECHECK_MS = 20  # a node adding the key itself answered "busy": ask again after this
 MAX_WAIT_MS = 15_000  # ... for at most this long in all, then ADDJOB fails (-NOREPL)
 BUSY = -1  # DEDUP_REPLY's "ms left" when the sender is adding that key itself
@@ -221,7 +225,8 @@ class Dedup:
         for mtype, handler in ((m.DEDUP_QUERY, self._on_query),
                                (m.DEDUP_REPLY, self._on_reply),
                                (m.DEDUP_FORGET, self._on_forget),
-                               (m.DEDUP_CONFLICT, self._on_conflict)):
+                               (m.DEDUP_CONFLICT, self._on_conflict),
+                               (m.DEDUP_SETTLED, self._on_settled)):
             self.bus.on(mtype, handler)
 
     # -- ADDJOB's side ------------------------------------------------------------------
@@ -299,7 +304,7 @@ class Dedup:
         """DEDUP_QUERY to every peer that can be reached (again, after a "busy")."""
         peers = {n.id for n in self.bus.reachable_peers() if self.bus.can_send(n.id)}
         if not peers:
-            self._add(self.pending[key])
+            self._add_unless_held(key, query)
             return
         self.bus.send_batched(peers, m.DEDUP_QUERY, [[key, query.ttl]])
         query.peers = peers
@@ -307,6 +312,23 @@ class Dedup:
         query.deadline = now_ms() + DEDUP_TIMEOUT_MS
         self._queries[key] = query
         self._arm()
+
+    def _add_unless_held(self, key: bytes, query: _Query) -> None:
+        """Every peer asked said it does not know `key`: add its job, unless this node
+        holds a copy with the key (unsettled when the ADDJOB came, or since: its
+        origin may have gone, unasked). Not vouched for yet: ask again later."""
+        table = self.node.dedup
+        now = now_ms()
+        job_id = table.get(key, now)
+        if job_id is None:
+            self._add(self.pending[key])
+        elif self.vouches(job_id, now):
+            adding = self.pending.get(key)
+            table.hits += adding.count() if adding is not None else 0
+            self._finish(key, b"+" + job_id + b"\r\n")
+        else:
+            self._rechecks[key] = (now + RECHECK_MS, query)
+            self._arm()
 
     def _add(self, adding: _Adding) -> None:
         """Add the job, its REPLJOBs carrying the key: no node knows it."""
@@ -358,6 +380,46 @@ class Dedup:
             return REFUSED
         return key
 
+    def record_copy_key(self, key: bytes, job: Job, settle_ms: object, now: int) -> None:
+        """Record the key of a stored copy whose ADDJOB waits for its copies: unsettled
+        until DEDUP_SETTLED, or `settle_ms` (the ADDJOB's timeout left, 0: none) plus
+        SETTLE_SLACK_MS without a DEDUP_FORGET (else until the job expires)."""
+        if type(settle_ms) is int and 0 < settle_ms <= MAX_TTL_MS:
+            until = now + settle_ms + SETTLE_SLACK_MS
+        else:
+            until = job.etime
+        self.node.dedup.record_unsettled(key, job.id, job.etime, until)
+
+    def vouches(self, job_id: bytes, now: int) -> bool:
+        """Whether this node may answer `job_id`, which a key names here, to an ADDJOB
+        of the key (its own client's or another node's): not while it is a copy whose
+        ADDJOB may still fail, its origin being up and its deadline not past. Once
+        either is not (the origin was killed before answering: an orphan copy, but a
+        job that exists), the entry is settled."""
+        table = self.node.dedup
+        until = table.unsettled_until(job_id)
+        if until is None:
+            return True
+        if until > now and self._origin_up(job_id):
+            return False
+        table.settle(job_id)
+        return True
+
+    def _origin_up(self, job_id: bytes) -> bool:
+        """Whether the node that made `job_id` (its ID starts with the 8 characters
+        after "D-") is known and not failing: reachable, or linked (leaving). A node
+        just killed counts until it is PFAIL."""
+        prefix = job_id[2:10].decode("ascii", "replace")
+        bus = self.bus
+        return any(n.id.startswith(prefix) for n in bus.reachable_peers()) or any(
+            node_id.startswith(prefix) and bus.can_send(node_id) for node_id in bus.known_ids())
+
+    def settled(self, job: Job) -> None:
+        """The ADDJOB of `job` (DEDUP, waiting for its copies) succeeded: its holders
+        may vouch for its key (DEDUP_SETTLED, batched per peer and loop turn)."""
+        if job.nodes_delivered:
+            self.bus.send_batched(job.nodes_delivered, m.DEDUP_SETTLED, [job.id])
+
     # -- bus messages -------------------------------------------------------------------
     def _on_query(self, sender: ClusterNode, fields: list) -> None:
         """Answer each key: its job and the time it has left, "busy" if this node is
@@ -373,8 +435,9 @@ class Dedup:
                 continue
             job_id = table.get(key, now)
             left = table.expiry(key) - now if job_id is not None else 0
-            if job_id is not None and self.replication.waiting_for(job_id):
-                job_id, left = None, BUSY  # adding it here, its copies checking it
+            if job_id is not None and (self.replication.waiting_for(job_id)
+                                       or not self.vouches(job_id, now)):
+                job_id, left = None, BUSY  # adding it here, or a copy not settled yet
             elif job_id is None and key in self.pending:
                 query = self._queries.get(key)
                 if query is None:
@@ -413,11 +476,18 @@ class Dedup:
                     self._rechecks[key] = (now_ms() + RECHECK_MS, query)
                     self._arm()
                 else:
-                    self._add(self.pending[key])
+                    self._add_unless_held(key, query)
 
     def _on_forget(self, sender: ClusterNode, fields: list) -> None:
         if len(fields) >= 2 and type(fields[0]) is bytes and type(fields[1]) is bytes:
             self.node.dedup.forget(fields[0], fields[1])
+
+    def _on_settled(self, sender: ClusterNode, fields: list) -> None:
+        """The sender's ADDJOBs of these jobs succeeded: vouch for their copies' keys."""
+        table = self.node.dedup
+        for job_id in fields:
+            if type(job_id) is bytes:
+                table.settle(job_id)
 
     def _on_conflict(self, sender: ClusterNode, fields: list) -> None:
         """Copies refused by the sender: their ADDJOBs ask every node instead."""

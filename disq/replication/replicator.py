@@ -197,7 +197,8 @@ class Replication:
             if not job.awake:
                 self.node.update_awake(job)  # so that it can expire while waiting
             if not self._targets_behind(entry, now):
-                self._resend(job, now, entry.dedup_key, entry.dedup_readd is not None)
+                self._resend(job, now, entry.dedup_key, entry.dedup_readd is not None,
+                             deadline)
 
     def close(self) -> None:
         self.dedup.close()
@@ -232,6 +233,7 @@ class Replication:
             self._send_copies(job, now, True, targets, key)
             self.bus.send(random.choice(targets), m.ENQUEUE, job.id, job.delay)
             return
+        deadline: int | None = None  # asynchronous: nothing can fail once copies left
         if sync:
             # A plain set: it lives until the copies are confirmed (then it is None).
             job.nodes_confirmed = set() if external else {self.my_id}
@@ -248,7 +250,7 @@ class Replication:
             # most are confirmed before, and would be scheduled twice.
             if self._timer is None:
                 self._arm()
-        self._send_copies(job, now, not sync, targets, key, readd is not None)
+        self._send_copies(job, now, not sync, targets, key, readd is not None, deadline)
 
     def abort_checked(self, job_id: bytes) -> None:
         """A node refused a copy of a waiting ADDJOB whose copies check its DEDUP key:
@@ -353,7 +355,10 @@ class Replication:
             else:
                 mine = node.lookup(job.id)
             if key is not None:  # ADDJOB had DEDUP: the key lives as long as the job
-                dedup_table.record(key, job.id, job.etime)
+                if len(data) > COPY_FIELDS + 2:  # its ADDJOB may still fail: unsettled
+                    self.dedup.record_copy_key(key, job, data[COPY_FIELDS + 2], now)
+                else:
+                    dedup_table.record(key, job.id, job.etime)
             if mine is not None:
                 self._learn_holders(mine, holders)
                 if mine.state == ACKED:  # tell the sender instead: it must not come back
@@ -667,31 +672,36 @@ class Replication:
         return True
 
     def _resend(self, job: Job, now: int, dedup_key: bytes | None = None,
-                check: bool = False) -> None:
+                check: bool = False, deadline: int | None = None) -> None:
         """One more node, and REPLJOB again to the nodes that did not confirm. When a
         node was added the confirmed ones get it too (NOREPLY), to learn the new holder."""
         added = self._add_targets(job, 1, dedup_key if check else None)
         delivered, confirmed = job.nodes_delivered, job.nodes_confirmed
         assert delivered is not None and confirmed is not None
         self._send_copies(job, now, False, [i for i in delivered if i not in confirmed],
-                          dedup_key, check)
+                          dedup_key, check, deadline)
         if added:
             self._send_copies(job, now, True, [i for i in confirmed if i != self.my_id],
-                              dedup_key, check)
+                              dedup_key, check, deadline)
 
     def _send_copies(self, job: Job, now: int, noreply: bool, node_ids: list[str],
-                     dedup_key: bytes | None = None, check: bool = False) -> None:
+                     dedup_key: bytes | None = None, check: bool = False,
+                     deadline: int | None = None) -> None:
         """REPLJOB to `node_ids`. The copies sent to a node in one loop turn with the
         same holders share one message, which lists the holders once. A DEDUP key
-        goes at the end of its job's copy, then True if the receiver must check it."""
+        goes at the end of its job's copy; for an ADDJOB that waits for its copies
+        (`deadline`: when it gives up, 0 = never), then whether the receiver must check
+        the key, and the ms until that deadline (0: none): the receiver does not vouch
+        for the key before the ADDJOB settles (DEDUP_SETTLED; replication/dedup.py)."""
         if not node_ids:
             return
         head = (noreply, job.nodes_delivered or NO_HOLDERS)  # a frozenset: packed as a list
         copy = encode_copy(job, now)
         if dedup_key is not None:
             copy.append(dedup_key)
-            if check:
-                copy.append(True)
+            if deadline is not None:
+                copy.append(check)
+                copy.append(max(deadline - now, 1) if deadline else 0)
         self.bus.send_batched(node_ids, m.REPLJOB, [copy], head)
 
     def _replicated(self, job: Job, entry: _WaitingAdd, now: int) -> None:
@@ -758,6 +768,8 @@ class Replication:
         return job_id, count
 
     def _answer(self, entry: _WaitingAdd, reply: bytes) -> None:
+        if entry.dedup_key is not None and reply[:1] == b"+":
+            self.dedup.settled(entry.job)  # its copies may vouch for the key now
         on_done, entry.on_done = entry.on_done, None
         if on_done is None:
             return
