@@ -76,37 +76,13 @@ class DedupTable:
     def record(self, key: bytes, job_id: bytes, expire_ms: int) -> None:
         """Remember `key` -> `job_id` until `expire_ms` (a later expiry wins), a job
         this node may vouch for (settled, if it was not)."""
-        unsettled = self._unsettled
-        if unsettled:
-            unsettled.pop(self._ids.get(key, RESERVED), None)  # (the same ID or another)
-        self._store(key, job_id, expire_ms)
-
-    def record_unsettled(self, key: bytes, job_id: bytes, expire_ms: int, until: int) -> None:
-        """As `record`, for a copy whose origin's ADDJOB may still fail until `until`
-        (ms): not to vouch for before `settle`. A copy sent again keeps its state."""
-        old = self._ids.get(key)
-        if old != job_id:
-            if old is not None:
-                self._unsettled.pop(old, None)
-            self._unsettled[job_id] = until
-        self._store(key, job_id, expire_ms)
-
-    def unsettled_until(self, job_id: bytes) -> int | None:
-        """Until when (ms) the ADDJOB of `job_id`, a copy's, may fail; None if settled."""
-        return self._unsettled.get(job_id)
-
-    def settle(self, job_id: bytes) -> None:
-        """The ADDJOB of `job_id` succeeded (or can no longer fail): vouch for it."""
-        self._unsettled.pop(job_id, None)
-
-    def unsettled(self) -> int:
-        """How many keys name a job whose ADDJOB is not settled (INFO, tests)."""
-        return len(self._unsettled)
-
-    def _store(self, key: bytes, job_id: bytes, expire_ms: int) -> None:
-        if self._ids.get(key) == job_id and self._expiry[key] >= expire_ms:
+        ids = self._ids
+        old = ids.get(key)
+        if old is not None and self._unsettled:
+            self._unsettled.pop(old, None)  # (the same job, settled, or another one)
+        if old == job_id and self._expiry[key] >= expire_ms:
             return
-        self._ids[key] = job_id
+        ids[key] = job_id
         self._expiry[key] = expire_ms
         second = expire_ms // 1000 + 1  # swept once the whole second has passed
         last = self._last
@@ -121,12 +97,38 @@ class DedupTable:
             bucket.append(key)
         self._last = (second, bucket)
 
+    def record_unsettled(self, key: bytes, job_id: bytes, expire_ms: int, until: int) -> None:
+        """As `record`, for a copy whose origin's ADDJOB may still fail until `until`
+        (ms): not to vouch for before `settle`. A copy sent again keeps its state."""
+        unsettled = self._unsettled
+        if self._ids.get(key) == job_id and job_id not in unsettled:
+            self.record(key, job_id, expire_ms)  # settled already
+            return
+        self.record(key, job_id, expire_ms)
+        unsettled[job_id] = until
+
+    def unsettled_until(self, job_id: bytes) -> int | None:
+        """Until when (ms) the ADDJOB of `job_id`, a copy's, may fail; None if settled."""
+        return self._unsettled.get(job_id)
+
+    def settle(self, job_ids: list) -> None:
+        """The ADDJOBs of `job_ids` succeeded (or can no longer fail): vouch for them.
+        (Items of other types, from a bus message, are skipped.)"""
+        pop = self._unsettled.pop
+        for job_id in job_ids:
+            if type(job_id) is bytes:
+                pop(job_id, None)
+
+    def unsettled(self) -> int:
+        """How many keys name a job whose ADDJOB is not settled (INFO, tests)."""
+        return len(self._unsettled)
+
     def reserve(self, key: bytes, now: int, expire_ms: int) -> None:
         """Another node checks `key` and may add its job: keep a reservation until
         `expire_ms`, unless a job ID is recorded already."""
         old = self.peek(key, now)
         if old is None or old == RESERVED:
-            self._store(key, RESERVED, expire_ms)
+            self.record(key, RESERVED, expire_ms)
 
     def forget(self, key: bytes, job_id: bytes) -> bool:
         """Drop the entry if it still names `job_id` (an ADDJOB that failed)."""

@@ -6,6 +6,22 @@ Where a key is known: every node holding a copy of the job records it in its
 `node.dedup` table (the origin once the ADDJOB succeeded, the others as the REPLJOB
 carrying the key arrives), so with REPLICATE-1 of those nodes down one still knows.
 
+Settled: a node answers a key's job (to its clients' ADDJOBs, to DEDUP_QUERY) only once
+the job's ADDJOB succeeded. Until then its origin may still delete the job everywhere
+(a copy refused elsewhere, its timeout) and the IDs answered would name nothing. So a
+copy of an ADDJOB that waits for its copies carries the ms that ADDJOB may still fail,
+and its holder records the key *unsettled* (`DedupTable.record_unsettled`): it refuses
+other copies of the key as for any known key, answers DEDUP_QUERY "busy", and an
+ADDJOB of the key there asks every node (the origin answers "busy" while it waits,
+then the job). The entry is settled (`vouches`) by the origin's DEDUP_SETTLED once its
+ADDJOB succeeded (batched per peer and loop turn, as GOTJOB), by a DEDUP_REPLY naming
+the job, once the origin is down (PFAIL/FAIL: it deletes nothing any more, and its
+orphan copy is a job that exists, which a retry must find), or SETTLE_SLACK_MS after
+the ADDJOB's deadline (a DEDUP_SETTLED lost with a link, an origin restarted at once);
+a failed ADDJOB's DEDUP_FORGET drops it. Copies of an ASYNC ADDJOB (answered before
+they leave, never deleted after) are settled at once. The origin itself answers the
+key of a job still waiting for its copies to no one but the ADDJOBs that join it.
+
 Checked by the copies (the usual case): when the job's REPLICATE is more than half of
 the nodes the origin knows, any two sets of REPLICATE holders share a node, so the
 copies themselves can check the key. The origin adds the job at once, records the key
@@ -54,7 +70,10 @@ An ADDJOB that fails after its copies were sent (replication timeout, job expire
 refused copies) sends DEDUP_FORGET so that the holders drop the key with the job.
 
 Not covered (as for any check across nodes): nodes that cannot reach each other
-while both add the key, and a node whose keys were dropped by DEBUG FLUSHALL.
+while both add the key, and a node whose keys were dropped by DEBUG FLUSHALL; a holder
+that counts the origin down (PFAIL) while the origin is up and its ADDJOB still fails
+(a partition), or whose DEDUP_FORGET comes more than SETTLE_SLACK_MS after the ADDJOB's
+deadline, may answer a job that is then deleted.
 """
 
 from __future__ import annotations
@@ -380,16 +399,6 @@ class Dedup:
             return REFUSED
         return key
 
-    def record_copy_key(self, key: bytes, job: Job, settle_ms: object, now: int) -> None:
-        """Record the key of a stored copy whose ADDJOB waits for its copies: unsettled
-        until DEDUP_SETTLED, or `settle_ms` (the ADDJOB's timeout left, 0: none) plus
-        SETTLE_SLACK_MS without a DEDUP_FORGET (else until the job expires)."""
-        if type(settle_ms) is int and 0 < settle_ms <= MAX_TTL_MS:
-            until = now + settle_ms + SETTLE_SLACK_MS
-        else:
-            until = job.etime
-        self.node.dedup.record_unsettled(key, job.id, job.etime, until)
-
     def vouches(self, job_id: bytes, now: int) -> bool:
         """Whether this node may answer `job_id`, which a key names here, to an ADDJOB
         of the key (its own client's or another node's): not while it is a copy whose
@@ -402,7 +411,7 @@ class Dedup:
             return True
         if until > now and self._origin_up(job_id):
             return False
-        table.settle(job_id)
+        table.settle((job_id,))
         return True
 
     def _origin_up(self, job_id: bytes) -> bool:
@@ -414,17 +423,27 @@ class Dedup:
         return any(n.id.startswith(prefix) for n in bus.reachable_peers()) or any(
             node_id.startswith(prefix) and bus.can_send(node_id) for node_id in bus.known_ids())
 
-    def settled(self, job: Job) -> None:
-        """The ADDJOB of `job` (DEDUP, waiting for its copies) succeeded: its holders
-        may vouch for its key (DEDUP_SETTLED, batched per peer and loop turn)."""
-        if job.nodes_delivered:
-            self.bus.send_batched(job.nodes_delivered, m.DEDUP_SETTLED, [job.id])
+    def settled(self, jobs: Iterable[Job]) -> None:
+        """The ADDJOBs of `jobs` (DEDUP, waiting for their copies) succeeded: their
+        holders may vouch for their keys (DEDUP_SETTLED, batched per peer and loop
+        turn). The jobs of one GOTJOB mostly share their holders: one call for them."""
+        holders: frozenset[str] | None = None
+        ids: list[bytes] = []
+        send_batched = self.bus.send_batched
+        for job in jobs:
+            if job.nodes_delivered is not holders:
+                if ids and holders:
+                    send_batched(holders, m.DEDUP_SETTLED, ids)
+                holders, ids = job.nodes_delivered, []
+            ids.append(job.id)
+        if ids and holders:
+            send_batched(holders, m.DEDUP_SETTLED, ids)
 
     # -- bus messages -------------------------------------------------------------------
     def _on_query(self, sender: ClusterNode, fields: list) -> None:
         """Answer each key: its job and the time it has left, "busy" if this node is
-        adding it or checking it and goes first, else unknown (nil), keeping a
-        reservation for the asker's TTL."""
+        adding it, holds it unsettled, or is checking it and goes first, else unknown
+        (nil), keeping a reservation for the asker's TTL."""
         table = self.node.dedup
         now = now_ms()
         for item in fields:
@@ -484,10 +503,7 @@ class Dedup:
 
     def _on_settled(self, sender: ClusterNode, fields: list) -> None:
         """The sender's ADDJOBs of these jobs succeeded: vouch for their copies' keys."""
-        table = self.node.dedup
-        for job_id in fields:
-            if type(job_id) is bytes:
-                table.settle(job_id)
+        self.node.dedup.settle(fields)
 
     def _on_conflict(self, sender: ClusterNode, fields: list) -> None:
         """Copies refused by the sender: their ADDJOBs ask every node instead."""

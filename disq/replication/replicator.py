@@ -43,13 +43,21 @@ from ..queue import PAUSED_ALL, PAUSED_IN, Queue
 from .dedup import (
     CONFLICT,
     REFUSED,
+    SETTLE_SLACK_MS,
     Dedup,
     joined,
     key_order_salt,
     key_order_score,
 )
 from .federation import Federation
-from .wire import COPY_FIELDS, MAX_U32, decode_copy, decode_holders, encode_copy
+from .wire import (
+    COPY_FIELDS,
+    MAX_TTL_MS,
+    MAX_U32,
+    decode_copy,
+    decode_holders,
+    encode_copy,
+)
 
 log = logging.getLogger("disq")
 
@@ -356,7 +364,13 @@ class Replication:
                 mine = node.lookup(job.id)
             if key is not None:  # ADDJOB had DEDUP: the key lives as long as the job
                 if len(data) > COPY_FIELDS + 2:  # its ADDJOB may still fail: unsettled
-                    self.dedup.record_copy_key(key, job, data[COPY_FIELDS + 2], now)
+                    # until DEDUP_SETTLED, or SETTLE_SLACK_MS after the ADDJOB's timeout
+                    # (the ms left it sent; 0: none, then until the job expires)
+                    left = data[COPY_FIELDS + 2]
+                    dedup_table.record_unsettled(
+                        key, job.id, job.etime,
+                        now + left + SETTLE_SLACK_MS if type(left) is int and 0 < left
+                        <= MAX_TTL_MS else job.etime)
                 else:
                     dedup_table.record(key, job.id, job.etime)
             if mine is not None:
@@ -390,6 +404,7 @@ class Replication:
         if progress is None:
             progress = self._progress[sender_id] = [0, 0]
         last: _WaitingAdd | None = None
+        settled: list[Job] = []  # DEDUP jobs replicated: one DEDUP_SETTLED per holder set
         for job_id in fields:
             entry = waiting.get(job_id) if type(job_id) is bytes else None
             if entry is None:
@@ -405,7 +420,9 @@ class Replication:
                 job.nodes_delivered = with_holders(delivered, (sender_id,))
             confirmed.add(sender_id)
             if len(confirmed) >= job.repl:
-                self._replicated(job, entry, now)
+                self._replicated(job, entry, now, settled)
+        if settled:
+            self.dedup.settled(settled)
         if last is not None and last.seq > progress[0]:  # the sender's pace
             progress[0] = last.seq
             progress[1] += (now - last.sent - progress[1]) // 4
@@ -701,23 +718,24 @@ class Replication:
             copy.append(dedup_key)
             if deadline is not None:
                 copy.append(check)
-                copy.append(max(deadline - now, 1) if deadline else 0)
+                copy.append(deadline - now if deadline > now else 1 if deadline else 0)
         self.bus.send_batched(node_ids, m.REPLJOB, [copy], head)
 
-    def _replicated(self, job: Job, entry: _WaitingAdd, now: int) -> None:
+    def _replicated(self, job: Job, entry: _WaitingAdd, now: int,
+                    settled: list[Job] | None = None) -> None:
         """Enough copies: queue the job (or schedule it after its delay), answer. A job
-        replicated externally is queued by one of the nodes that confirmed it."""
+        replicated externally is queued by one of the nodes that confirmed it.
+        (`settled`: see `_answer`.)"""
         if entry.external:
             assert job.nodes_confirmed
             self.bus.send(next(iter(job.nodes_confirmed)), m.ENQUEUE, job.id, job.delay)
             job.nodes_confirmed = None
             job.state = DELETED  # never registered here: the timers let it go
-            self._settle(job, b"+" + job.id + b"\r\n")
-            return
-        job.nodes_confirmed = None
-        self.node.activate(job, now)
+        else:
+            job.nodes_confirmed = None
+            self.node.activate(job, now)
         self._waiting.pop(job.id, None)  # _settle(), inlined: `entry` is known
-        self._answer(entry, b"+" + job.id + b"\r\n")
+        self._answer(entry, b"+" + job.id + b"\r\n", settled)
 
     def _settle(self, job: Job, reply: bytes) -> None:
         """The job's ADDJOB no longer waits: answer its client."""
@@ -767,9 +785,15 @@ class Replication:
             return None
         return job_id, count
 
-    def _answer(self, entry: _WaitingAdd, reply: bytes) -> None:
+    def _answer(self, entry: _WaitingAdd, reply: bytes,
+                settled: list[Job] | None = None) -> None:
+        """Answer the waiting ADDJOB. A DEDUP job's holders are told it succeeded
+        (DEDUP_SETTLED), or it joins `settled` for the caller to tell them."""
         if entry.dedup_key is not None and reply[:1] == b"+":
-            self.dedup.settled(entry.job)  # its copies may vouch for the key now
+            if settled is None:
+                self.dedup.settled((entry.job,))
+            else:
+                settled.append(entry.job)
         on_done, entry.on_done = entry.on_done, None
         if on_done is None:
             return
