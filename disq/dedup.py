@@ -11,6 +11,11 @@ entry without a job ID, for the asking ADDJOB's TTL): that node may have added t
 since, on nodes other than this one, so this node must not vouch for the key alone
 (see replication/dedup.py).
 
+A copy's key is *unsettled* until the job's origin says its ADDJOB succeeded
+(DEDUP_SETTLED): until then the origin may still delete the job (a refused copy, a
+timeout), so this node must not answer the job's ID for the key. `record_unsettled`
+notes when the origin's ADDJOB gives up at the latest; `settle` makes it a real entry.
+
 Expiry costs no timer per entry: entries are bucketed by their expiry second, the
 server's cron sweeps the due buckets (`sweep`), and `get` drops an expired entry it
 meets (lazy expiry).
@@ -32,11 +37,14 @@ class DedupTable:
     its young generation at every insert and walked whole by every young collection
     (4 us per ADDJOB with 100k keys, measured in bench/RESULTS.md)."""
 
-    __slots__ = ("_ids", "_expiry", "_buckets", "_seconds", "_last", "hits")
+    __slots__ = ("_ids", "_expiry", "_unsettled", "_buckets", "_seconds", "_last", "hits")
 
     def __init__(self) -> None:
         self._ids: dict[bytes, bytes] = {}  # key -> job ID (RESERVED: a reservation)
         self._expiry: dict[bytes, int] = {}  # key -> expiry (ms)
+        # job ID -> until when (ms) its origin's ADDJOB may still fail: the copies whose
+        # key this node must not vouch for yet (`record_unsettled`)
+        self._unsettled: dict[bytes, int] = {}
         self._buckets: dict[int, list[bytes]] = {}  # expiry second -> keys
         self._seconds: list[int] = []  # heap of the buckets' seconds
         self._last: tuple[int, list[bytes]] = (0, [])  # the last bucket used
@@ -56,6 +64,8 @@ class DedupTable:
             return None
         if self._expiry[key] <= now:
             del self._ids[key], self._expiry[key]
+            if self._unsettled:
+                self._unsettled.pop(job_id, None)
             return None
         return job_id
 
@@ -64,10 +74,15 @@ class DedupTable:
         return self._expiry.get(key, 0)
 
     def record(self, key: bytes, job_id: bytes, expire_ms: int) -> None:
-        """Remember `key` -> `job_id` until `expire_ms` (a later expiry wins)."""
-        if self._ids.get(key) == job_id and self._expiry[key] >= expire_ms:
+        """Remember `key` -> `job_id` until `expire_ms` (a later expiry wins), a job
+        this node may vouch for (settled, if it was not)."""
+        ids = self._ids
+        old = ids.get(key)
+        if old is not None and self._unsettled:
+            self._unsettled.pop(old, None)  # (the same job, settled, or another one)
+        if old == job_id and self._expiry[key] >= expire_ms:
             return
-        self._ids[key] = job_id
+        ids[key] = job_id
         self._expiry[key] = expire_ms
         second = expire_ms // 1000 + 1  # swept once the whole second has passed
         last = self._last
@@ -82,6 +97,32 @@ class DedupTable:
             bucket.append(key)
         self._last = (second, bucket)
 
+    def record_unsettled(self, key: bytes, job_id: bytes, expire_ms: int, until: int) -> None:
+        """As `record`, for a copy whose origin's ADDJOB may still fail until `until`
+        (ms): not to vouch for before `settle`. A copy sent again keeps its state."""
+        unsettled = self._unsettled
+        if self._ids.get(key) == job_id and job_id not in unsettled:
+            self.record(key, job_id, expire_ms)  # settled already
+            return
+        self.record(key, job_id, expire_ms)
+        unsettled[job_id] = until
+
+    def unsettled_until(self, job_id: bytes) -> int | None:
+        """Until when (ms) the ADDJOB of `job_id`, a copy's, may fail; None if settled."""
+        return self._unsettled.get(job_id)
+
+    def settle(self, job_ids: list) -> None:
+        """The ADDJOBs of `job_ids` succeeded (or can no longer fail): vouch for them.
+        (Items of other types, from a bus message, are skipped.)"""
+        pop = self._unsettled.pop
+        for job_id in job_ids:
+            if type(job_id) is bytes:
+                pop(job_id, None)
+
+    def unsettled(self) -> int:
+        """How many keys name a job whose ADDJOB is not settled (INFO, tests)."""
+        return len(self._unsettled)
+
     def reserve(self, key: bytes, now: int, expire_ms: int) -> None:
         """Another node checks `key` and may add its job: keep a reservation until
         `expire_ms`, unless a job ID is recorded already."""
@@ -94,6 +135,7 @@ class DedupTable:
         if self._ids.get(key) != job_id:
             return False
         del self._ids[key], self._expiry[key]
+        self._unsettled.pop(job_id, None)
         return True
 
     def sweep(self, now: int, budget: int = 10_000) -> int:
@@ -101,6 +143,7 @@ class DedupTable:
         A key recorded again with a later expiry sits in two buckets: the earlier one
         finds it alive and leaves it. Returns how many entries went."""
         seconds, buckets, ids, expiry = self._seconds, self._buckets, self._ids, self._expiry
+        unsettled = self._unsettled
         removed = 0
         while seconds and seconds[0] * 1000 <= now and budget > 0:
             second = seconds[0]
@@ -109,6 +152,8 @@ class DedupTable:
                 key = bucket.pop()
                 budget -= 1
                 if expiry.get(key, now + 1) <= now:
+                    if unsettled:
+                        unsettled.pop(ids[key], None)
                     del ids[key], expiry[key]
                     removed += 1
             if not bucket:
@@ -121,6 +166,7 @@ class DedupTable:
     def clear(self) -> None:
         self._ids.clear()
         self._expiry.clear()
+        self._unsettled.clear()
         self._buckets.clear()
         self._seconds.clear()
         self._last = (0, [])

@@ -16,7 +16,8 @@ from typing import NoReturn
 
 import msgpack
 
-VERSION = 3  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks
+VERSION = 4  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks;
+#             4: a DEDUP copy carries how long its ADDJOB may still fail (settled rule)
 MAX_FRAME = 64 * 1024 * 1024  # a frame longer than this closes the link
 # Before a link has proven the cluster secret it may only send the handshake: frames
 # of AUTH (a 16-byte nonce) and AUTH_PROOF (a 32-byte HMAC), ~100 bytes each.
@@ -35,8 +36,9 @@ PONG = 1  # fields: [gossip]
 MEET = 2  # fields: [gossip]  a PING that makes the receiver add the sender
 FAIL = 3  # fields: [failing node id]
 REPLJOB = 4  # fields: [noreply(bool), [holder ids], job copy, ...] (wire.encode_copy;
-#              a copy of an ADDJOB with DEDUP ends with its key, then `True` when
-#              the receiver must check the key: see replication/dedup.py)
+#              a copy of an ADDJOB with DEDUP ends with its key, then, if the ADDJOB
+#              waits for its copies, whether the receiver must check the key and the
+#              ms the ADDJOB may still fail (0: no timeout): see replication/dedup.py)
 GOTJOB = 5  # fields: [job id, ...] (the confirmations of one loop turn)
 ENQUEUE = 6  # fields: [job id, delay s]
 QUEUED = 7  # fields: [job id, flags (INCR_NACKS=2 / INCR_DELIV=4)]
@@ -64,6 +66,9 @@ DEDUP_CONFLICT = 23  # fields: [job id, ...]  copies refused: their DEDUP key ma
 # NEEDJOBS. A node that does not know it ignores it (and the third NEEDJOBS field), so
 # the bus VERSION is unchanged: it only makes pushes stop sooner.
 NEEDJOBS_CANCEL = 24  # fields: [queue]
+# disq extension (ADDJOB DEDUP): the sender's ADDJOBs of these jobs succeeded, so the
+# receiver may answer their DEDUP keys (replication/dedup.py). Unknown: ignored.
+DEDUP_SETTLED = 25  # fields: [job id, ...] (the ADDJOBs settled in one loop turn)
 
 NAMES = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -73,6 +78,7 @@ NAMES = {
     AUTH_PROOF: "auth-proof", QLEN_REQUEST: "qlen-request", QLEN_REPLY: "qlen-reply",
     DEDUP_QUERY: "dedup-query", DEDUP_REPLY: "dedup-reply", DEDUP_FORGET: "dedup-forget",
     DEDUP_CONFLICT: "dedup-conflict", NEEDJOBS_CANCEL: "needjobs-cancel",
+    DEDUP_SETTLED: "dedup-settled",
 }
 
 _LEN = struct.Struct(">I")

@@ -6,6 +6,22 @@ Where a key is known: every node holding a copy of the job records it in its
 `node.dedup` table (the origin once the ADDJOB succeeded, the others as the REPLJOB
 carrying the key arrives), so with REPLICATE-1 of those nodes down one still knows.
 
+Settled: a node answers a key's job (to its clients' ADDJOBs, to DEDUP_QUERY) only once
+the job's ADDJOB succeeded. Until then its origin may still delete the job everywhere
+(a copy refused elsewhere, its timeout) and the IDs answered would name nothing. So a
+copy of an ADDJOB that waits for its copies carries the ms that ADDJOB may still fail,
+and its holder records the key *unsettled* (`DedupTable.record_unsettled`): it refuses
+other copies of the key as for any known key, answers DEDUP_QUERY "busy", and an
+ADDJOB of the key there asks every node (the origin answers "busy" while it waits,
+then the job). The entry is settled (`vouches`) by the origin's DEDUP_SETTLED once its
+ADDJOB succeeded (batched per peer and loop turn, as GOTJOB), by a DEDUP_REPLY naming
+the job, once the origin is down (PFAIL/FAIL: it deletes nothing any more, and its
+orphan copy is a job that exists, which a retry must find), or SETTLE_SLACK_MS after
+the ADDJOB's deadline (a DEDUP_SETTLED lost with a link, an origin restarted at once);
+a failed ADDJOB's DEDUP_FORGET drops it. Copies of an ASYNC ADDJOB (answered before
+they leave, never deleted after) are settled at once. The origin itself answers the
+key of a job still waiting for its copies to no one but the ADDJOBs that join it.
+
 Checked by the copies (the usual case): when the job's REPLICATE is more than half of
 the nodes the origin knows, any two sets of REPLICATE holders share a node, so the
 copies themselves can check the key. The origin adds the job at once, records the key
@@ -54,7 +70,10 @@ An ADDJOB that fails after its copies were sent (replication timeout, job expire
 refused copies) sends DEDUP_FORGET so that the holders drop the key with the job.
 
 Not covered (as for any check across nodes): nodes that cannot reach each other
-while both add the key, and a node whose keys were dropped by DEBUG FLUSHALL.
+while both add the key, and a node whose keys were dropped by DEBUG FLUSHALL; a holder
+that counts the origin down (PFAIL) while the origin is up and its ADDJOB still fails
+(a partition), or whose DEDUP_FORGET comes more than SETTLE_SLACK_MS after the ADDJOB's
+deadline, may answer a job that is then deleted.
 """
 
 from __future__ import annotations
@@ -81,6 +100,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("disq")
 
 DEDUP_TIMEOUT_MS = 2000  # every asked peer answers within this, or ADDJOB fails
+# An unsettled copy (see "Settled") is vouched for this long after its ADDJOB's
+# deadline, if no DEDUP_FORGET came: the origin notices the deadline at its next tick,
+# then its DELJOB and DEDUP_FORGET take the bus.
+SETTLE_SLACK_MS = 2000
 RECHECK_MS = 20  # a node adding the key itself answered "busy": ask again after this
 MAX_WAIT_MS = 15_000  # ... for at most this long in all, then ADDJOB fails (-NOREPL)
 BUSY = -1  # DEDUP_REPLY's "ms left" when the sender is adding that key itself
@@ -221,7 +244,8 @@ class Dedup:
         for mtype, handler in ((m.DEDUP_QUERY, self._on_query),
                                (m.DEDUP_REPLY, self._on_reply),
                                (m.DEDUP_FORGET, self._on_forget),
-                               (m.DEDUP_CONFLICT, self._on_conflict)):
+                               (m.DEDUP_CONFLICT, self._on_conflict),
+                               (m.DEDUP_SETTLED, self._on_settled)):
             self.bus.on(mtype, handler)
 
     # -- ADDJOB's side ------------------------------------------------------------------
@@ -299,7 +323,7 @@ class Dedup:
         """DEDUP_QUERY to every peer that can be reached (again, after a "busy")."""
         peers = {n.id for n in self.bus.reachable_peers() if self.bus.can_send(n.id)}
         if not peers:
-            self._add(self.pending[key])
+            self._add_unless_held(key, query)
             return
         self.bus.send_batched(peers, m.DEDUP_QUERY, [[key, query.ttl]])
         query.peers = peers
@@ -307,6 +331,23 @@ class Dedup:
         query.deadline = now_ms() + DEDUP_TIMEOUT_MS
         self._queries[key] = query
         self._arm()
+
+    def _add_unless_held(self, key: bytes, query: _Query) -> None:
+        """Every peer asked said it does not know `key`: add its job, unless this node
+        holds a copy with the key (unsettled when the ADDJOB came, or since: its
+        origin may have gone, unasked). Not vouched for yet: ask again later."""
+        table = self.node.dedup
+        now = now_ms()
+        job_id = table.get(key, now)
+        if job_id is None:
+            self._add(self.pending[key])
+        elif self.vouches(job_id, now):
+            adding = self.pending.get(key)
+            table.hits += adding.count() if adding is not None else 0
+            self._finish(key, b"+" + job_id + b"\r\n")
+        else:
+            self._rechecks[key] = (now + RECHECK_MS, query)
+            self._arm()
 
     def _add(self, adding: _Adding) -> None:
         """Add the job, its REPLJOBs carrying the key: no node knows it."""
@@ -358,11 +399,51 @@ class Dedup:
             return REFUSED
         return key
 
+    def vouches(self, job_id: bytes, now: int) -> bool:
+        """Whether this node may answer `job_id`, which a key names here, to an ADDJOB
+        of the key (its own client's or another node's): not while it is a copy whose
+        ADDJOB may still fail, its origin being up and its deadline not past. Once
+        either is not (the origin was killed before answering: an orphan copy, but a
+        job that exists), the entry is settled."""
+        table = self.node.dedup
+        until = table.unsettled_until(job_id)
+        if until is None:
+            return True
+        if until > now and self._origin_up(job_id):
+            return False
+        table.settle((job_id,))
+        return True
+
+    def _origin_up(self, job_id: bytes) -> bool:
+        """Whether the node that made `job_id` (its ID starts with the 8 characters
+        after "D-") is known and not failing: reachable, or linked (leaving). A node
+        just killed counts until it is PFAIL."""
+        prefix = job_id[2:10].decode("ascii", "replace")
+        bus = self.bus
+        return any(n.id.startswith(prefix) for n in bus.reachable_peers()) or any(
+            node_id.startswith(prefix) and bus.can_send(node_id) for node_id in bus.known_ids())
+
+    def settled(self, jobs: Iterable[Job]) -> None:
+        """The ADDJOBs of `jobs` (DEDUP, waiting for their copies) succeeded: their
+        holders may vouch for their keys (DEDUP_SETTLED, batched per peer and loop
+        turn). The jobs of one GOTJOB mostly share their holders: one call for them."""
+        holders: frozenset[str] | None = None
+        ids: list[bytes] = []
+        send_batched = self.bus.send_batched
+        for job in jobs:
+            if job.nodes_delivered is not holders:
+                if ids and holders:
+                    send_batched(holders, m.DEDUP_SETTLED, ids)
+                holders, ids = job.nodes_delivered, []
+            ids.append(job.id)
+        if ids and holders:
+            send_batched(holders, m.DEDUP_SETTLED, ids)
+
     # -- bus messages -------------------------------------------------------------------
     def _on_query(self, sender: ClusterNode, fields: list) -> None:
         """Answer each key: its job and the time it has left, "busy" if this node is
-        adding it or checking it and goes first, else unknown (nil), keeping a
-        reservation for the asker's TTL."""
+        adding it, holds it unsettled, or is checking it and goes first, else unknown
+        (nil), keeping a reservation for the asker's TTL."""
         table = self.node.dedup
         now = now_ms()
         for item in fields:
@@ -373,8 +454,9 @@ class Dedup:
                 continue
             job_id = table.get(key, now)
             left = table.expiry(key) - now if job_id is not None else 0
-            if job_id is not None and self.replication.waiting_for(job_id):
-                job_id, left = None, BUSY  # adding it here, its copies checking it
+            if job_id is not None and (self.replication.waiting_for(job_id)
+                                       or not self.vouches(job_id, now)):
+                job_id, left = None, BUSY  # adding it here, or a copy not settled yet
             elif job_id is None and key in self.pending:
                 query = self._queries.get(key)
                 if query is None:
@@ -413,11 +495,15 @@ class Dedup:
                     self._rechecks[key] = (now_ms() + RECHECK_MS, query)
                     self._arm()
                 else:
-                    self._add(self.pending[key])
+                    self._add_unless_held(key, query)
 
     def _on_forget(self, sender: ClusterNode, fields: list) -> None:
         if len(fields) >= 2 and type(fields[0]) is bytes and type(fields[1]) is bytes:
             self.node.dedup.forget(fields[0], fields[1])
+
+    def _on_settled(self, sender: ClusterNode, fields: list) -> None:
+        """The sender's ADDJOBs of these jobs succeeded: vouch for their copies' keys."""
+        self.node.dedup.settle(fields)
 
     def _on_conflict(self, sender: ClusterNode, fields: list) -> None:
         """Copies refused by the sender: their ADDJOBs ask every node instead."""

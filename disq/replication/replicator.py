@@ -43,13 +43,21 @@ from ..queue import PAUSED_ALL, PAUSED_IN, Queue
 from .dedup import (
     CONFLICT,
     REFUSED,
+    SETTLE_SLACK_MS,
     Dedup,
     joined,
     key_order_salt,
     key_order_score,
 )
 from .federation import Federation
-from .wire import COPY_FIELDS, MAX_U32, decode_copy, decode_holders, encode_copy
+from .wire import (
+    COPY_FIELDS,
+    MAX_TTL_MS,
+    MAX_U32,
+    decode_copy,
+    decode_holders,
+    encode_copy,
+)
 
 log = logging.getLogger("disq")
 
@@ -197,7 +205,8 @@ class Replication:
             if not job.awake:
                 self.node.update_awake(job)  # so that it can expire while waiting
             if not self._targets_behind(entry, now):
-                self._resend(job, now, entry.dedup_key, entry.dedup_readd is not None)
+                self._resend(job, now, entry.dedup_key, entry.dedup_readd is not None,
+                             deadline)
 
     def close(self) -> None:
         self.dedup.close()
@@ -232,6 +241,7 @@ class Replication:
             self._send_copies(job, now, True, targets, key)
             self.bus.send(random.choice(targets), m.ENQUEUE, job.id, job.delay)
             return
+        deadline: int | None = None  # asynchronous: nothing can fail once copies left
         if sync:
             # A plain set: it lives until the copies are confirmed (then it is None).
             job.nodes_confirmed = set() if external else {self.my_id}
@@ -248,7 +258,7 @@ class Replication:
             # most are confirmed before, and would be scheduled twice.
             if self._timer is None:
                 self._arm()
-        self._send_copies(job, now, not sync, targets, key, readd is not None)
+        self._send_copies(job, now, not sync, targets, key, readd is not None, deadline)
 
     def abort_checked(self, job_id: bytes) -> None:
         """A node refused a copy of a waiting ADDJOB whose copies check its DEDUP key:
@@ -353,7 +363,16 @@ class Replication:
             else:
                 mine = node.lookup(job.id)
             if key is not None:  # ADDJOB had DEDUP: the key lives as long as the job
-                dedup_table.record(key, job.id, job.etime)
+                if len(data) > COPY_FIELDS + 2:  # its ADDJOB may still fail: unsettled
+                    # until DEDUP_SETTLED, or SETTLE_SLACK_MS after the ADDJOB's timeout
+                    # (the ms left it sent; 0: none, then until the job expires)
+                    left = data[COPY_FIELDS + 2]
+                    dedup_table.record_unsettled(
+                        key, job.id, job.etime,
+                        now + left + SETTLE_SLACK_MS if type(left) is int and 0 < left
+                        <= MAX_TTL_MS else job.etime)
+                else:
+                    dedup_table.record(key, job.id, job.etime)
             if mine is not None:
                 self._learn_holders(mine, holders)
                 if mine.state == ACKED:  # tell the sender instead: it must not come back
@@ -385,6 +404,7 @@ class Replication:
         if progress is None:
             progress = self._progress[sender_id] = [0, 0]
         last: _WaitingAdd | None = None
+        settled: list[Job] = []  # DEDUP jobs replicated: one DEDUP_SETTLED per holder set
         for job_id in fields:
             entry = waiting.get(job_id) if type(job_id) is bytes else None
             if entry is None:
@@ -400,7 +420,9 @@ class Replication:
                 job.nodes_delivered = with_holders(delivered, (sender_id,))
             confirmed.add(sender_id)
             if len(confirmed) >= job.repl:
-                self._replicated(job, entry, now)
+                self._replicated(job, entry, now, settled)
+        if settled:
+            self.dedup.settled(settled)
         if last is not None and last.seq > progress[0]:  # the sender's pace
             progress[0] = last.seq
             progress[1] += (now - last.sent - progress[1]) // 4
@@ -667,47 +689,53 @@ class Replication:
         return True
 
     def _resend(self, job: Job, now: int, dedup_key: bytes | None = None,
-                check: bool = False) -> None:
+                check: bool = False, deadline: int | None = None) -> None:
         """One more node, and REPLJOB again to the nodes that did not confirm. When a
         node was added the confirmed ones get it too (NOREPLY), to learn the new holder."""
         added = self._add_targets(job, 1, dedup_key if check else None)
         delivered, confirmed = job.nodes_delivered, job.nodes_confirmed
         assert delivered is not None and confirmed is not None
         self._send_copies(job, now, False, [i for i in delivered if i not in confirmed],
-                          dedup_key, check)
+                          dedup_key, check, deadline)
         if added:
             self._send_copies(job, now, True, [i for i in confirmed if i != self.my_id],
-                              dedup_key, check)
+                              dedup_key, check, deadline)
 
     def _send_copies(self, job: Job, now: int, noreply: bool, node_ids: list[str],
-                     dedup_key: bytes | None = None, check: bool = False) -> None:
+                     dedup_key: bytes | None = None, check: bool = False,
+                     deadline: int | None = None) -> None:
         """REPLJOB to `node_ids`. The copies sent to a node in one loop turn with the
         same holders share one message, which lists the holders once. A DEDUP key
-        goes at the end of its job's copy, then True if the receiver must check it."""
+        goes at the end of its job's copy; for an ADDJOB that waits for its copies
+        (`deadline`: when it gives up, 0 = never), then whether the receiver must check
+        the key, and the ms until that deadline (0: none): the receiver does not vouch
+        for the key before the ADDJOB settles (DEDUP_SETTLED; replication/dedup.py)."""
         if not node_ids:
             return
         head = (noreply, job.nodes_delivered or NO_HOLDERS)  # a frozenset: packed as a list
         copy = encode_copy(job, now)
         if dedup_key is not None:
             copy.append(dedup_key)
-            if check:
-                copy.append(True)
+            if deadline is not None:
+                copy.append(check)
+                copy.append(deadline - now if deadline > now else 1 if deadline else 0)
         self.bus.send_batched(node_ids, m.REPLJOB, [copy], head)
 
-    def _replicated(self, job: Job, entry: _WaitingAdd, now: int) -> None:
+    def _replicated(self, job: Job, entry: _WaitingAdd, now: int,
+                    settled: list[Job] | None = None) -> None:
         """Enough copies: queue the job (or schedule it after its delay), answer. A job
-        replicated externally is queued by one of the nodes that confirmed it."""
+        replicated externally is queued by one of the nodes that confirmed it.
+        (`settled`: see `_answer`.)"""
         if entry.external:
             assert job.nodes_confirmed
             self.bus.send(next(iter(job.nodes_confirmed)), m.ENQUEUE, job.id, job.delay)
             job.nodes_confirmed = None
             job.state = DELETED  # never registered here: the timers let it go
-            self._settle(job, b"+" + job.id + b"\r\n")
-            return
-        job.nodes_confirmed = None
-        self.node.activate(job, now)
+        else:
+            job.nodes_confirmed = None
+            self.node.activate(job, now)
         self._waiting.pop(job.id, None)  # _settle(), inlined: `entry` is known
-        self._answer(entry, b"+" + job.id + b"\r\n")
+        self._answer(entry, b"+" + job.id + b"\r\n", settled)
 
     def _settle(self, job: Job, reply: bytes) -> None:
         """The job's ADDJOB no longer waits: answer its client."""
@@ -757,7 +785,15 @@ class Replication:
             return None
         return job_id, count
 
-    def _answer(self, entry: _WaitingAdd, reply: bytes) -> None:
+    def _answer(self, entry: _WaitingAdd, reply: bytes,
+                settled: list[Job] | None = None) -> None:
+        """Answer the waiting ADDJOB. A DEDUP job's holders are told it succeeded
+        (DEDUP_SETTLED), or it joins `settled` for the caller to tell them."""
+        if entry.dedup_key is not None and reply[:1] == b"+":
+            if settled is None:
+                self.dedup.settled((entry.job,))
+            else:
+                settled.append(entry.job)
         on_done, entry.on_done = entry.on_done, None
         if on_done is None:
             return

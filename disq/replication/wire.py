@@ -1,7 +1,8 @@
 """A job on the cluster bus (REPLJOB, YOURJOBS): a msgpack-friendly list.
 
     [id, queue, body, state, flags, repl, ttl_ms, ctime, delay, retry, nacks,
-     deliveries(, dedup key)]         a copy (REPLJOB: the holders are the message's)
+     deliveries(, dedup key(, check, settle ms)])  a copy (REPLJOB: the holders are the
+                                                    message's; see replication/dedup.py)
     [..., nodes_delivered]            a job with its own holders (YOURJOBS)
 
 `ttl_ms` is the time left before expiry, relative so that the nodes' clocks may differ
@@ -48,9 +49,10 @@ def encode_job(job: Job, my_id: str, now: int) -> list:
 def decode_copy(data: object, now: int) -> Job | None:
     """Build an active job from `encode_copy`'s list (holders not set: the caller
     sets `nodes_delivered`), or None if anything is off. The caller stores the job
-    (`Node.store_copy` sets its requeue time and flags). Up to two more fields
-    (ADDJOB's DEDUP key, and whether to check it) are the caller's to check."""
-    if type(data) is not list or not COPY_FIELDS <= len(data) <= COPY_FIELDS + 2:
+    (`Node.store_copy` sets its requeue time and flags). Up to three more fields
+    (ADDJOB's DEDUP key, whether to check it, and how long the ADDJOB may still fail)
+    are the caller's to check."""
+    if type(data) is not list or not COPY_FIELDS <= len(data) <= COPY_FIELDS + 3:
         return None
     return _decode(data, now)
 

@@ -257,3 +257,70 @@ def test_cluster_retry_meets_the_copy_left_by_an_origin_killed_before_answering(
     for key, retrier in retries:
         assert add_until_answered(retrier, key) == left[key.encode()].decode(), key
     assert jobs_everywhere(live) == set(left.values())  # no second job for any key
+
+
+def add_same_keys(node: DisqProcess, keys: list[str], barrier: threading.Barrier) -> list[str]:
+    """ADDJOB q <key> ... REPLICATE 3 DEDUP <key> for every key in one pipeline, sent
+    once every writer is ready; a failed ADDJOB is sent again (as a producer does)
+    until it has an ID. The IDs answered, in the order of `keys`."""
+    client = node.client()
+    try:
+        pipe = client.pipeline(transaction=False)
+        for key in keys:
+            pipe.execute_command("ADDJOB", "q", key, TIMEOUT, "REPLICATE", "3", "DEDUP", key)
+        barrier.wait(timeout=30)
+        replies = pipe.execute(raise_on_error=False)
+        ids = []
+        for key, reply in zip(keys, replies, strict=True):
+            for _ in range(20):
+                if isinstance(reply, bytes):
+                    break
+                reply = client.execute_command("ADDJOB", "q", key, TIMEOUT, "REPLICATE", "3",
+                                               "DEDUP", key)
+            assert isinstance(reply, bytes), (key, reply)
+            ids.append(reply.decode())
+        return ids
+    finally:
+        client.close()
+
+
+def write_at_once(nodes: list[DisqProcess], keys: list[str]) -> dict[int, list[str]]:
+    """`add_same_keys` through every node at once: node index -> the IDs answered."""
+    results: dict[int, list[str]] = {}
+    barrier = threading.Barrier(len(nodes))
+
+    def write(index: int) -> None:
+        results[index] = add_same_keys(nodes[index], keys, barrier)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(len(nodes))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return results
+
+
+def test_cluster_same_keys_written_at_once_on_every_node_name_one_live_job(
+        three: list[DisqProcess]) -> None:
+    """Issue #16 (the flaky Spark test): the same keys written at the same moment
+    through the three nodes, REPLICATE 3 (a majority: the copies check the keys). A
+    node must not answer a key's job before its origin's ADDJOB succeeded (it may
+    still delete it: a copy refused elsewhere). Every ADDJOB of a key gets the ID of
+    the key's one job, and that job exists."""
+    for round_ in range(8):
+        keys = [f"r{round_}-k{i}" for i in range(100)]
+        results = write_at_once(three, keys)
+        assert len(results) == 3, "a writer failed"
+        answered = {key: {results[i][k] for i in range(3)} for k, key in enumerate(keys)}
+        jobs = {job_id.decode() for job_id in jobs_everywhere(three)}
+        two = sorted(key for key, ids in answered.items() if len(ids) > 1)
+        missing = sorted(key for key, ids in answered.items() if not ids <= jobs)
+        assert not two and not missing, (
+            f"round {round_}, of {len(keys)} keys: {len(two)} answered with several IDs "
+            f"({two[:3]}...), {len(missing)} with a job that exists nowhere ({missing[:3]}...)")
+        assert jobs == {job_id for ids in answered.values() for job_id in ids}, (
+            f"round {round_}: jobs no ADDJOB was answered")
+        for job_id in jobs:  # (acked: the next round's check lists its jobs only)
+            call(three[0], "ACKJOB", job_id)
+        wait_for(lambda: not jobs_everywhere(three), timeout=10, interval=0.05,
+                 message="the round's jobs to be collected")

@@ -140,8 +140,14 @@ HOLDERS = st.lists(st.sampled_from([IMPOSTOR, "f" * 40]) | VALUES, max_size=3)
 WIRE_COPY = st.tuples(ID, st.binary(max_size=8), st.binary(max_size=8), INT, INT, INT, INT, INT,
                       INT, INT, INT, INT).map(list)  # REPLJOB's: holders once per message
 WIRE_JOB = st.tuples(WIRE_COPY, HOLDERS).map(lambda t: [*t[0], t[1]])  # YOURJOBS'
+# A copy of a DEDUP ADDJOB: its key, then (if it waits for its copies) whether to check
+# the key and how long the ADDJOB may still fail (replication/dedup.py)
+DEDUP_COPY = st.tuples(WIRE_COPY, st.binary(max_size=8) | VALUES,
+                       st.lists(st.booleans() | VALUES, max_size=1),
+                       st.lists(INT | VALUES, max_size=1)).map(
+    lambda t: [*t[0], t[1], *(t[2] + t[3] if t[2] else [])])
 REPLJOB_FIELDS = st.builds(lambda noreply, holders, copies: (noreply, holders, *copies),
-                           st.booleans(), HOLDERS, st.lists(WIRE_COPY, max_size=3))
+                           st.booleans(), HOLDERS, st.lists(WIRE_COPY | DEDUP_COPY, max_size=3))
 # Per type, fields of the right shape (values in and out of range): deeper paths.
 SHAPED = {
     m.PING: st.tuples(GOSSIP), m.PONG: st.tuples(GOSSIP), m.MEET: st.tuples(GOSSIP),
@@ -155,6 +161,7 @@ SHAPED = {
     m.YOURJOBS: st.tuples(st.lists(WIRE_JOB, max_size=2)), m.WORKING: st.tuples(ID),
     m.PAUSE: st.tuples(st.sampled_from([PROBE_QUEUE, b"other"]), INT),
     m.QLEN_REQUEST: st.tuples(INT, st.binary(max_size=8)), m.QLEN_REPLY: st.tuples(INT, INT),
+    m.DEDUP_SETTLED: st.lists(ID | VALUES, max_size=3),
 }
 
 

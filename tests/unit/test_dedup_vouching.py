@@ -17,18 +17,16 @@ from collections import deque
 from types import SimpleNamespace
 
 import msgpack
-import pytest
 
+from disq.cluster import messages as m
 from disq.node import now_ms
-from disq.replication.dedup import RECHECK_MS
+from disq.replication.dedup import RECHECK_MS, SETTLE_SLACK_MS
 from disq.server.commands.dedup import add_deduped
 
 from .test_dedup import dedup_add, queued
-from .test_replication import cluster
+from .test_replication import Member, Network, cluster
 
 
-@pytest.mark.xfail(strict=True, reason="issue #16: a copy vouches for its key before "
-                   "its origin's checked add is settled (not fixed yet)")
 def test_a_copy_is_not_vouched_for_while_its_add_may_still_fail() -> None:
     """One key added at once on a and c, checked by the copies (REPLICATE 3 of 3). b
     takes a's copy first (and refuses c's); c refuses a's copy; so both adds are
@@ -51,7 +49,7 @@ def test_a_copy_is_not_vouched_for_while_its_add_may_still_fail() -> None:
                              defer=lambda: second.append)
     reply = add_deduped(client, b"k", b"q", b"body", options)  # type: ignore[arg-type]
     if reply is not None:
-        second.append(reply)  # (today: a's job at once, from the copy)
+        second.append(reply)  # (before the fix: a's job at once, from its copy)
     for _ in range(50):
         net.pump()
         if first and second and third:
@@ -63,3 +61,126 @@ def test_a_copy_is_not_vouched_for_while_its_add_may_still_fail() -> None:
     job_id = first[0][1:-2]
     assert any(x.job(job_id) is not None for x in (a, b, c)), "answered a deleted job"
     assert queued([a, b, c]) == 1
+
+
+# -- the settled rule: a copy's key is vouched for once its ADDJOB succeeded --------------
+
+def ask_on(member: Member, key: bytes, replies: list[bytes]) -> None:
+    """ADDJOB ... DEDUP key from a client of `member`, as the server runs it."""
+    client = SimpleNamespace(node=member.node,
+                             server=SimpleNamespace(replication=member.repl),
+                             defer=lambda: replies.append)
+    reply = add_deduped(client, key, b"q", b"body", OPTIONS)  # type: ignore[arg-type]
+    if reply is not None:
+        replies.append(reply)
+
+
+OPTIONS = (5000, 3, 0, None, 3600, 0, False, False)  # Node.add_job's, after the body
+
+
+def copy_held(net: Network, origin: Member, members: list[Member], key: bytes,
+              replies: list[bytes]) -> bytes:
+    """`origin` adds a job with `key` (REPLICATE 3 of 3, checked by its copies); its
+    REPLJOBs are delivered and its GOTJOBs held back. Returns the job's ID."""
+    dedup_add(origin, key, replies, repl=3, by_copies=True)
+    job_id = origin.node.dedup.get(key, now_ms())
+    assert job_id is not None
+    copies = [msg for msg in net.queue if msg[2] == m.REPLJOB]
+    net.queue.clear()
+    for src, dst, mtype, payload in copies:
+        net.deliver(src, dst, mtype, msgpack.unpackb(payload, raw=False))
+    held = [x for x in members if x is not origin]
+    assert all(x.node.dedup.peek(key, now_ms()) == job_id for x in held)
+    assert all(x.node.dedup.unsettled() == 1 for x in held)
+    return job_id
+
+
+def test_a_copys_key_is_vouched_for_once_its_add_succeeded() -> None:
+    """While the origin waits for its copies, a holder answers its key neither to its
+    own client (that ADDJOB asks, and waits) nor to a DEDUP_QUERY (busy); the origin's
+    DEDUP_SETTLED, once replicated, makes it answer the job."""
+    net, members = cluster(3)
+    a, b, c = members
+    first: list[bytes] = []
+    job_id = copy_held(net, a, members, b"k", first)
+    gotjobs = [msg for msg in net.queue if msg[2] == m.GOTJOB]
+    net.queue.clear()
+    second: list[bytes] = []
+    ask_on(b, b"k", second)
+    assert second == [] and b"k" in b.repl.dedup.pending  # asks a and c
+    net.pump()  # a: busy (waiting for its copies); c: busy (its copy is unsettled)
+    assert second == [] and first == []
+    net.queue.extend(gotjobs)
+    net.pump()  # a is answered, and tells b and c
+    assert first == [b"+" + job_id + b"\r\n"]
+    assert b.node.dedup.unsettled() == c.node.dedup.unsettled() == 0
+    assert net.sent(m.DEDUP_SETTLED) == 2
+    b.repl.dedup.check(now_ms() + RECHECK_MS + 1)  # b asks again
+    net.pump()
+    assert second == first
+    third: list[bytes] = []
+    ask_on(c, b"k", third)  # settled: answered at once
+    assert third == first and queued(members) == 1
+
+
+def test_an_unsettled_copy_whose_origin_died_is_vouched_for() -> None:
+    """The origin is killed before its ADDJOB is answered: its copies stay (an orphan
+    job that exists), and once the origin is known down a holder answers it."""
+    net, members = cluster(3)
+    a, b, c = members
+    job_id = copy_held(net, a, members, b"k", [])
+    net.queue.clear()  # the GOTJOBs never reach a
+    net.down.add(a.id)
+    replies: list[bytes] = []
+    ask_on(b, b"k", replies)
+    assert replies == [b"+" + job_id + b"\r\n"]
+    assert b.node.dedup.unsettled() == 0 and c.node.dedup.unsettled() == 1
+    asked: list[bytes] = []
+    net.buses[b.id].send(c.id, m.DEDUP_QUERY, [b"k", 3600])
+    net.buses[b.id].handlers[m.DEDUP_REPLY] = lambda _, fields: asked.extend(fields)
+    net.pump()
+    assert asked[0][:2] == [b"k", job_id] and asked[0][2] > 0
+
+
+def test_an_unsettled_copy_past_its_adds_deadline_is_vouched_for() -> None:
+    """No DEDUP_SETTLED came (the origin restarted, a link dropped it), the origin is
+    up: the copy is vouched for once its ADDJOB's timeout and SETTLE_SLACK_MS passed."""
+    net, members = cluster(3)
+    a, b, c = members
+    job_id = copy_held(net, a, members, b"k", [])
+    net.queue.clear()
+    until = b.node.dedup.unsettled_until(job_id)
+    assert until is not None
+    assert now_ms() + 5000 + SETTLE_SLACK_MS - 100 <= until <= now_ms() + 5000 + SETTLE_SLACK_MS
+    assert not b.repl.dedup.vouches(job_id, until - 1)
+    assert b.repl.dedup.vouches(job_id, until) and b.node.dedup.unsettled() == 0
+
+
+def test_a_failed_add_leaves_no_unsettled_copy_behind() -> None:
+    """A copy refused elsewhere: the origin deletes its job and its holders forget the
+    key (DEDUP_FORGET), unsettled entry included; the ADDJOB gets the known job."""
+    net, members = cluster(3)
+    a, b, c = members
+    known = b"D-" + c.id[:8].encode() + b"-" + b"x" * 24 + b"-0e11"
+    c.node.dedup.record(b"k", known, now_ms() + 60_000)  # c knows the key's job
+    replies: list[bytes] = []
+    dedup_add(a, b"k", replies, repl=3, by_copies=True)
+    net.pump()
+    assert net.sent(m.DEDUP_CONFLICT) == 1 and net.sent(m.DEDUP_FORGET) == 2  # (b, c)
+    assert replies == [b"+" + known + b"\r\n"]
+    assert b.node.dedup.unsettled() == 0 and b.node.dedup.get(b"k", now_ms()) is None
+    assert not any(x.node.jobs for x in members)
+
+
+def test_asynchronous_copies_are_settled_at_once() -> None:
+    """ASYNC: the ADDJOB is answered before its copies leave and never fails after."""
+    net, members = cluster(3)
+    a = members[0]
+    replies: list[bytes] = []
+    options = (0, 3, 0, None, 3600, 0, True, False)
+    a.repl.dedup.ask(b"k", b"q", b"body", options, replies.append)
+    net.pump()
+    assert replies and replies[0].startswith(b"+D-")
+    assert all(x.node.dedup.unsettled() == 0 for x in members)
+    assert sum(x.node.dedup.get(b"k", now_ms()) == replies[0][1:-2] for x in members) == 3
+    assert net.sent(m.DEDUP_SETTLED) == 0

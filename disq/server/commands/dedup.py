@@ -39,8 +39,10 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
                 pending = _later(client)
                 dedup.join(known, pending.answer)
                 return pending
-            node.dedup.hits += 1
-            return b"+" + known + b"\r\n"
+            if dedup is None or dedup.vouches(known, now):
+                node.dedup.hits += 1
+                return b"+" + known + b"\r\n"
+            # A copy whose ADDJOB may still fail (unsettled): ask, as for a reservation.
     if dedup is None or node.cluster.size() <= 1:  # alone: this table is the truth
         job = node.add_job(queue, body, *options)
         if job.state == WAIT_REPL:  # cannot happen alone; keep ADDJOB's own path
@@ -48,8 +50,8 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
         node.dedup.record(key, job.id, job.etime)
         return b"+" + job.id + b"\r\n"
     _, repl, _, _, ttl, _, async_, queue_randomly = options
-    # Checked by the copies unless ASYNC or QUEUE-RANDOMLY (no synchronous copy here)
-    # or a reservation (RESERVED: another node asked for the key).
+    # Checked by the copies unless ASYNC or QUEUE-RANDOMLY (no synchronous copy here),
+    # a reservation (RESERVED: another node asked for the key) or an unsettled copy.
     if known is None and not (async_ or queue_randomly or asking) and (
             dedup.copies_can_check(repl, ttl, now)):
         job = dedup.add_checked(key, queue, body, options)
