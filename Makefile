@@ -45,10 +45,12 @@ run: install
 
 test: install-test
 	$(BIN)/ruff check disq tests clients bench spark
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: install-test
 	$(BIN)/ruff check disq tests clients bench spark
+	$(BIN)/mypy
 
 # A long fault run (tests/faults/jepsen.py): 5 nodes, kill -9 and partitions, then a
 # check that no acknowledged job is lost: `make faults ARGS="--nemesis mixed --seed 7"`.

@@ -24,6 +24,7 @@ meets (lazy expiry).
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 
 from disq_client.spec import DEDUP_KEY_MAX_LEN
 
@@ -111,7 +112,7 @@ class DedupTable:
         """Until when (ms) the ADDJOB of `job_id`, a copy's, may fail; None if settled."""
         return self._unsettled.get(job_id)
 
-    def settle(self, job_ids: list) -> None:
+    def settle(self, job_ids: Iterable[bytes]) -> None:
         """The ADDJOBs of `job_ids` succeeded (or can no longer fail): vouch for them.
         (Items of other types, from a bus message, are skipped.)"""
         pop = self._unsettled.pop

@@ -84,7 +84,7 @@ class AppendOnlyFile:
         self._fsynced = 0  # records the last fsync of this file covered (see sync_cap)
         self.current_size = 0
         self.base_size = 0  # size after the last load or rewrite (auto rewrite base)
-        self.waiters: deque[tuple[int, Callable[[], None]]] = deque()
+        self.waiters: deque[tuple[int, Callable[[], object]]] = deque()
         self._turn_scheduled = False
         # fsync
         self._fsync_executor = ThreadPoolExecutor(1, thread_name_prefix="aof-fsync")
@@ -132,7 +132,7 @@ class AppendOnlyFile:
             self.write_pending()
         return self.durable() >= self.appended
 
-    def on_durable(self, callback: Callable[[], None]) -> None:
+    def on_durable(self, callback: Callable[[], object]) -> None:
         """Call `callback` once every record logged so far is as safe as the policy
         promises (written; fsynced with `appendfsync always`)."""
         self.waiters.append((self.appended, callback))

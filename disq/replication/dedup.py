@@ -304,7 +304,9 @@ class Dedup:
             answer(reply)
             return
         self.conflicts += 1
-        self.ask(key, job.queue, job.body, options, answer)
+        queue, body = job.queue, job.body
+        assert queue is not None and body is not None  # a job this node was adding
+        self.ask(key, queue, body, options, answer)
 
     def copies_can_check(self, repl: int | None, ttl: int, now: int) -> bool:
         """Whether the copies of a job can check its key (the module's docstring): its

@@ -344,7 +344,7 @@ class Replication:
                 log.warning("Received a corrupted job from node %s", sender.id)
                 continue
             job.nodes_delivered = holders
-            job.queue = names.setdefault(job.queue, job.queue)
+            job.queue = names.setdefault(job.queue, job.queue)  # type: ignore[arg-type]
             if job.etime == etime:
                 job.etime = etime
             else:
@@ -798,6 +798,7 @@ class Replication:
         if on_done is None:
             return
         if entry.dedup_readd is not None and reply[:1] != b"+":  # its copies checked a key
+            assert entry.dedup_key is not None  # set with dedup_readd
             self.dedup.checked_add_failed(entry.job, entry.dedup_key, entry.dedup_readd,
                                           on_done, reply)
         else:

@@ -45,10 +45,9 @@ def test_a_copy_is_not_vouched_for_while_its_add_may_still_fail() -> None:
         net.deliver(src, dst, mtype, msgpack.unpackb(payload, raw=False))
     assert b.node.dedup.get(b"k", now_ms()) == a_job  # b took a's copy
     second: list[bytes] = []
-    client = SimpleNamespace(node=b.node, server=SimpleNamespace(replication=b.repl),
-                             defer=lambda: second.append)
+    client = later_client(b, second)
     reply = add_deduped(client, b"k", b"q", b"body", options)  # type: ignore[arg-type]
-    if reply is not None:
+    if isinstance(reply, bytes):
         second.append(reply)  # (before the fix: a's job at once, from its copy)
     for _ in range(50):
         net.pump()
@@ -67,12 +66,17 @@ def test_a_copy_is_not_vouched_for_while_its_add_may_still_fail() -> None:
 
 def ask_on(member: Member, key: bytes, replies: list[bytes]) -> None:
     """ADDJOB ... DEDUP key from a client of `member`, as the server runs it."""
-    client = SimpleNamespace(node=member.node,
-                             server=SimpleNamespace(replication=member.repl),
-                             defer=lambda: replies.append)
-    reply = add_deduped(client, key, b"q", b"body", OPTIONS)  # type: ignore[arg-type]
-    if reply is not None:
+    reply = add_deduped(later_client(member, replies), key, b"q", b"body",
+                        OPTIONS)  # type: ignore[arg-type]
+    if isinstance(reply, bytes):
         replies.append(reply)
+
+
+def later_client(member: Member, replies: list[bytes]) -> SimpleNamespace:
+    """What add_deduped uses of a server's client: a reply given later (`pending`)
+    lands in `replies`."""
+    return SimpleNamespace(node=member.node, server=SimpleNamespace(replication=member.repl),
+                           pending=lambda **_: SimpleNamespace(answer=replies.append))
 
 
 OPTIONS = (5000, 3, 0, None, 3600, 0, False, False)  # Node.add_job's, after the body
