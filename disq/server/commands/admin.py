@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 from ... import errors
 from ...config import ConfigError
 from ...errors import err
+from ...requests import parse_int, timeout_ms
 from .. import info, reply
 from ..table import COMMANDS, CommandSpec, command
-from .args import parse_int, timeout_ms
 
 if TYPE_CHECKING:
     from ..connection import Client

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 from ...config import VERSION
 from ...errors import DisqError, err, fixed
+from ...requests import parse_int
 from .. import reply
 from ..table import command
-from .args import parse_int
 
 if TYPE_CHECKING:
     from ..connection import Client

@@ -6,15 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...dedup import MAX_KEY_LEN
-from ...errors import fixed
 from ...job import WAIT_REPL
 from ...node import now_ms
 
 if TYPE_CHECKING:
     from ..connection import Client, Pending
-
-_BAD_KEY = fixed("BAD_KEY", "ERR", f"DEDUP key must be 1 to {MAX_KEY_LEN} bytes")
 
 
 def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
@@ -22,9 +18,7 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
     """ADDJOB ... DEDUP key: the ID of the job added with `key` if the cluster knows
     it, else add the job (`options`: Node.add_job's arguments after the body) and
     record the key. Answered later when the job waits for its copies or other nodes
-    must be asked first."""
-    if not key or len(key) > MAX_KEY_LEN:
-        raise _BAD_KEY
+    must be asked first. The key was checked by AddJob.parse (disq_client.spec)."""
     node = client.node
     server = client.server
     replication = server.replication

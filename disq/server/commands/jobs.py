@@ -9,10 +9,9 @@ from ... import errors
 from ...ids import is_valid_job_id
 from ...job import STATE_NAMES, WAIT_REPL, Job
 from ...node import now_ms
-from ...requests import AddJob, GetJob
+from ...requests import AddJob, GetJob, validate_ids
 from .. import reply
 from ..table import command
-from .args import validate_ids
 from .dedup import add_deduped
 
 if TYPE_CHECKING:

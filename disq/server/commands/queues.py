@@ -10,9 +10,9 @@ from ...errors import fixed
 from ...job import STATE_BY_NAME, Job
 from ...node import now_ms
 from ...queue import PAUSE_NAMES, PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue
+from ...requests import parse_int
 from .. import reply
 from ..table import command
-from .args import parse_int
 from .jobs import show_job
 
 if TYPE_CHECKING:
