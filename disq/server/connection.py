@@ -294,10 +294,12 @@ class Client(asyncio.Protocol):
                 # (A one-digit count, the usual case, needs no check here.)
                 eol = data.find(b"\r\n", 0, 24)
                 if eol > 4 or (eol > 0 and data[1] == _MINUS):
-                    try:
-                        count = int(data[1:eol])
-                    except ValueError:
-                        raise ProtocolError("invalid multibulk length") from None
+                    # Redis's string2ll: an optional '-' and digits, nothing else (int()
+                    # would also take '+', '_' and white space: `*-11\n\r\n`).
+                    text = data[1:eol]
+                    if not (text[1:] if text[:1] == b"-" else text).isdigit():
+                        raise ProtocolError("invalid multibulk length")
+                    count = int(text)
                     if count < -1:  # Redis skips a negative count
                         data = data[eol + 2:]
                         continue

@@ -250,3 +250,17 @@ def test_an_inline_request_after_a_nil_multibulk() -> None:
     for cuts in ([], [5], [6]):
         client = run(b"*-1\r\n,\r\n", cuts)
         assert client.requests == [[b","]], cuts
+
+
+def test_a_multibulk_count_with_a_stray_newline_is_refused_in_any_reads() -> None:
+    """`*-11\n\r\n`: Redis's string2ll refuses "-11\n" (invalid multibulk length);
+    int() took it as -11 and skipped the header when it came in one read (found by
+    the property above)."""
+    data = b"\x01\x01\r\n*-11\n\r\n$0\r\n\r\n"
+    for cuts in ([], [len(data) + 1], [7]):
+        client = run(data, cuts)
+        assert client.requests == [[b"\x01\x01"]]
+        assert client.fake.written == [
+            b"+OK\r\n", b"-ERR Protocol error: invalid multibulk length\r\n"] or (
+            b"".join(client.fake.written)
+            == b"+OK\r\n-ERR Protocol error: invalid multibulk length\r\n")
