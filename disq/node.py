@@ -34,7 +34,7 @@ from .job import (
     node_id_set,
 )
 from .queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue, Waiter
-from .requests import DEFAULT_TTL
+from .requests import AddJob
 from .scantable import ScanTable
 from .timers import JobTimers
 
@@ -71,7 +71,7 @@ class ClusterPort(Protocol):
 
     def size(self) -> int: ...
     def reachable_peers(self) -> int: ...
-    def replicate(self, job: Job, sync: bool, timeout_ms: int,
+    def replicate(self, job: Job, request: AddJob, sync: bool,
                   external: bool = False, now: int = 0) -> None: ...
     def job_queued(self, job: Job, flags: int) -> None: ...
     def send_willqueue(self, job: Job) -> None: ...
@@ -94,7 +94,7 @@ class SoloCluster:
     def reachable_peers(self) -> int:
         return 0
 
-    def replicate(self, job: Job, sync: bool, timeout_ms: int,
+    def replicate(self, job: Job, request: AddJob, sync: bool,
                   external: bool = False, now: int = 0) -> None:
         pass
 
@@ -452,19 +452,7 @@ class Node:
                 queue.waiters.popleft()
 
     # -- ADDJOB --------------------------------------------------------------------
-    def add_job(
-        self,
-        queue_name: bytes,
-        body: bytes,
-        timeout_ms: int = 0,
-        repl: int | None = None,
-        delay: int = 0,
-        retry: int | None = None,
-        ttl: int = DEFAULT_TTL,
-        maxlen: int = 0,
-        async_: bool = False,
-        queue_randomly: bool = False,
-    ) -> Job:
+    def add_job(self, request: AddJob) -> Job:
         """ADDJOB, its checks in Disque's order. The returned job is WAIT_REPL when the
         caller must wait for synchronous replication (the cluster layer answers later),
         else it is queued or scheduled already.
@@ -473,6 +461,8 @@ class Node:
         the job to REPLICATE other nodes and has one of them queue it. QUEUE-RANDOMLY
         (a later Disque option) does the same on purpose, in a cluster: the job is
         queued on a random one of the nodes it is replicated to, not here."""
+        repl, retry, delay, ttl = request.repl, request.retry, request.delay, request.ttl
+        body = request.body
         if repl is None:
             size = self.cluster.size()
             repl = size if size < 3 else 3
@@ -491,7 +481,7 @@ class Node:
         # Leaving, or short of memory: keep no copy here (Disque's external replication).
         size = JOB_FOOTPRINT + len(body)
         short = self.job_bytes > self.warn_bytes
-        external = (self.leaving or short or queue_randomly) and (
+        external = (self.leaving or short or request.queue_randomly) and (
             self.leaving or self.cluster.size() > 1)
         if repl > 1 or external:
             additional = repl if external else repl - 1
@@ -505,8 +495,10 @@ class Node:
         if self.job_bytes + size > self.full_bytes and not external and (
                 not self.make_room(size)):
             raise errors.OOM
+        queue_name = request.queue
         queue = self.queues.get(queue_name)
         if queue is not None:
+            maxlen = request.maxlen
             if maxlen and len(queue.jobs) >= maxlen:
                 raise errors.MAXLEN
             if queue.flags & PAUSED_IN:
@@ -529,7 +521,8 @@ class Node:
         if external:
             self.stats.jobs_added += 1
             job.nodes_delivered = NO_HOLDERS
-            self.cluster.replicate(job, not async_, timeout_ms, True, now)
+            async_ = request.async_
+            self.cluster.replicate(job, request, not async_, True, now)
             if async_:
                 job.state = DELETED  # nothing kept here: the reply is just the ID
             return job
@@ -539,12 +532,12 @@ class Node:
         self.stats.jobs_added += 1
         if repl > 1:
             job.nodes_delivered = self.only_me
-            if not async_:
-                self.cluster.replicate(job, True, timeout_ms, False, now)
+            if not request.async_:
+                self.cluster.replicate(job, request, True, False, now)
                 return job
         self.activate(job, now, queue)
         if repl > 1:
-            self.cluster.replicate(job, False, 0, False, now)
+            self.cluster.replicate(job, request, False, False, now)
         return job
 
     def activate(self, job: Job, now: int | None = None, queue: Queue | None = None) -> None:

@@ -124,10 +124,13 @@ def _parse_options(request: object, options: dict[bytes, _Parser], args: list[by
 class AddJob:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
     [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key]. `repl` None: the cluster's
-    default (3, or its size if smaller); `retry` None: derived from the TTL."""
+    default (3, or its size if smaller); `retry` None: derived from the TTL.
+
+    `dedup_check` is no option: the cluster's DEDUP side sets it when the job's copies
+    are to check its key (disq/replication/dedup.py)."""
 
     __slots__ = ("queue", "body", "timeout", "repl", "delay", "retry", "ttl", "maxlen",
-                 "async_", "queue_randomly", "dedup")
+                 "async_", "queue_randomly", "dedup", "dedup_check")
     OPTIONS = ADDJOB
     _PARSERS = _compile(ADDJOB)
 
@@ -146,6 +149,7 @@ class AddJob:
         self.async_ = async_
         self.queue_randomly = queue_randomly
         self.dedup = dedup
+        self.dedup_check = False
 
     @classmethod
     def parse(cls, args: list[bytes]) -> AddJob:

@@ -83,7 +83,6 @@ import hashlib
 import logging
 import zlib
 from collections.abc import Callable, Iterable
-from functools import partial
 from typing import TYPE_CHECKING
 
 from ..cluster import messages as m
@@ -92,6 +91,7 @@ from ..dedup import MAX_KEY_LEN, RESERVED
 from ..errors import DisqError
 from ..job import WAIT_REPL, Job
 from ..node import now_ms
+from ..requests import AddJob
 from .wire import COPY_FIELDS, MAX_TTL_MS
 
 if TYPE_CHECKING:
@@ -113,7 +113,6 @@ CONFLICT = b"-CONFLICT a copy refused the DEDUP key\r\n"
 REFUSED = RESERVED  # copy_key's "refused" (b"", never a key)
 
 Answer = Callable[[bytes], None]
-MakeJob = Callable[[], Job]
 
 _TIMEOUT = DisqError(
     "NOREPL", "Timeout reached before every reachable node answered the DEDUP check").reply()
@@ -164,12 +163,12 @@ class _Adding:
     (`answer`, several once `joined`), how to add its job, and the job once added.
     `done` is the job's replication callback."""
 
-    __slots__ = ("dedup", "key", "make_job", "job", "answer")
+    __slots__ = ("dedup", "key", "request", "job", "answer")
 
-    def __init__(self, dedup: Dedup, key: bytes, make_job: MakeJob, answer: Answer) -> None:
+    def __init__(self, dedup: Dedup, key: bytes, request: AddJob, answer: Answer) -> None:
         self.dedup = dedup
         self.key = key
-        self.make_job = make_job
+        self.request = request
         self.job: Job | None = None
         self.answer = answer
 
@@ -249,38 +248,35 @@ class Dedup:
             self.bus.on(mtype, handler)
 
     # -- ADDJOB's side ------------------------------------------------------------------
-    def add_checked(self, key: bytes, queue: bytes, body: bytes, options: tuple) -> Job:
-        """ADDJOB with DEDUP `key`, known nowhere as far as this node can tell, when
-        `copies_can_check`: `node.add_job(queue, body, *options)` now (its DisqError
-        is ADDJOB's), its copies checking the key, which names the job here from now
-        on. The caller `Replication.wait`s for it; if the job is not added,
-        `checked_add_failed` follows."""
-        replication = self.replication
+    def add_checked(self, request: AddJob) -> Job:
+        """ADDJOB with a DEDUP key known nowhere as far as this node can tell, when
+        `copies_can_check`: `node.add_job(request)` now (its DisqError is ADDJOB's),
+        its copies checking the key, which names the job here from now on. The caller
+        `Replication.wait`s for it; if the job is not added, `checked_add_failed`
+        follows."""
+        key = request.dedup
+        assert key is not None
         node = self.node
-        replication.dedup_key = key
-        replication.dedup_readd = options
-        try:
-            job = node.add_job(queue, body, *options)
-        finally:
-            replication.dedup_key = None
-            replication.dedup_readd = None
+        request.dedup_check = True
+        job = node.add_job(request)
         if job.state == WAIT_REPL or node.lookup(job.id) is job:  # (else settled, failed)
             node.dedup.record(key, job.id, job.etime)
         return job
 
-    def ask(self, key: bytes, queue: bytes, body: bytes, options: tuple,
-            answer: Answer) -> None:
-        """ADDJOB with DEDUP `key`, not known here (or a reservation) when the copies
-        cannot check it: `answer` gets the ID of the job some node knows for it, or of
-        the job `node.add_job(queue, body, *options)` adds once every node said it
-        does not know the key, or an error."""
+    def ask(self, request: AddJob, answer: Answer) -> None:
+        """ADDJOB with a DEDUP key not known here (or a reservation) when the copies
+        cannot check it: `answer` gets the ID of the job some node knows for the key,
+        or of the job `node.add_job(request)` adds once every node said it does not
+        know the key, or an error."""
+        key = request.dedup
+        assert key is not None
         adding = self.pending.get(key)
         if adding is not None:  # the same key is being asked for here: same outcome
             adding.answer = joined(adding.answer, answer)
             return
-        make_job = partial(self.node.add_job, queue, body, *options)
-        self.pending[key] = _Adding(self, key, make_job, answer)
-        self._ask(key, _Query(options[4], now_ms()))
+        request.dedup_check = False  # (asked again after a checked add was refused)
+        self.pending[key] = _Adding(self, key, request, answer)
+        self._ask(key, _Query(request.ttl, now_ms()))
 
     def adding_here(self, job_id: bytes) -> bool:
         """Whether `job_id`, which a key names here, waits for its copies: another
@@ -292,11 +288,13 @@ class Dedup:
         if not self.replication.join(job_id, answer):
             answer(b"+" + job_id + b"\r\n")  # (settled meanwhile: never in one call)
 
-    def checked_add_failed(self, job: Job, key: bytes, options: tuple, answer: Answer,
+    def checked_add_failed(self, job: Job, request: AddJob, answer: Answer,
                            reply: bytes) -> None:
         """The job of an ADDJOB whose copies checked its key was not added (`reply`,
         CONFLICT if a copy was refused): the key no longer names it anywhere; after a
         refusal, ask every node and add the job if none knows the key."""
+        key = request.dedup
+        assert key is not None
         self.node.dedup.forget(key, job.id)
         if job.nodes_delivered:
             self.bus.broadcast(m.DEDUP_FORGET, key, job.id, node_ids=job.nodes_delivered)
@@ -304,9 +302,7 @@ class Dedup:
             answer(reply)
             return
         self.conflicts += 1
-        queue, body = job.queue, job.body
-        assert queue is not None and body is not None  # a job this node was adding
-        self.ask(key, queue, body, options, answer)
+        self.ask(request, answer)
 
     def copies_can_check(self, repl: int | None, ttl: int, now: int) -> bool:
         """Whether the copies of a job can check its key (the module's docstring): its
@@ -355,9 +351,8 @@ class Dedup:
         """Add the job, its REPLJOBs carrying the key: no node knows it."""
         replication = self.replication
         key = adding.key
-        replication.dedup_key = key
         try:
-            adding.job = job = adding.make_job()
+            adding.job = job = self.node.add_job(adding.request)
         except DisqError as exc:
             self._finish(key, exc.reply())
             return
@@ -365,8 +360,6 @@ class Dedup:
             log.error("Error adding a DEDUP job: %r", exc, exc_info=exc)
             self._finish(key, b"-ERR internal error while executing 'addjob'\r\n")
             return
-        finally:
-            replication.dedup_key = None
         if job.state == WAIT_REPL:
             replication.wait(job, adding.done)
         else:

@@ -40,6 +40,7 @@ from ..job import (
 )
 from ..node import INCR_DELIV, INCR_NACKS, Node, now_ms
 from ..queue import PAUSED_ALL, PAUSED_IN, Queue
+from ..requests import AddJob
 from .dedup import (
     CONFLICT,
     REFUSED,
@@ -76,7 +77,7 @@ class _WaitingAdd:
     time to try one more node, and the server's callback once it has one."""
 
     __slots__ = ("job", "deadline", "next_try", "on_done", "external", "dedup_key",
-                 "dedup_readd", "seq", "sent")
+                 "readd", "seq", "sent")
 
     def __init__(self, job: Job, deadline: int, next_try: int, external: bool) -> None:
         self.job = job
@@ -85,9 +86,9 @@ class _WaitingAdd:
         self.on_done: OnDone | None = None
         self.external = external  # no copy kept here: a confirmer queues it (leaving)
         self.dedup_key: bytes | None = None  # ADDJOB's DEDUP key, sent with REPLJOB
-        # When the copies check the key (replication/dedup.py): ADDJOB's arguments after
-        # the body, to add the job again if a copy is refused.
-        self.dedup_readd: tuple | None = None
+        # When the copies check the key (replication/dedup.py): the ADDJOB, to add the
+        # job again if a copy is refused.
+        self.readd: AddJob | None = None
         self.seq = 0  # the waiting ADDJOBs are numbered in the order their copies left
         self.sent = 0  # when (ms)
 
@@ -128,8 +129,6 @@ class Replication:
         self._targets: tuple = (None, None, [], NO_HOLDERS, [], {}, {})
         self._salts: dict[str, int] = {}  # node ID -> key_order_salt(node ID)
         self.dedup = Dedup(self, loop)
-        self.dedup_key: bytes | None = None  # set by `dedup` while it adds a job
-        self.dedup_readd: tuple | None = None  # ... and _WaitingAdd.dedup_readd
         # GLOBALQLEN requests in flight: id -> [nodes yet to answer, sum, on_done]
         self._qlen_requests: dict[int, list] = {}
         self._qlen_request_id = 0
@@ -205,7 +204,7 @@ class Replication:
             if not job.awake:
                 self.node.update_awake(job)  # so that it can expire while waiting
             if not self._targets_behind(entry, now):
-                self._resend(job, now, entry.dedup_key, entry.dedup_readd is not None,
+                self._resend(job, now, entry.dedup_key, entry.readd is not None,
                              deadline)
 
     def close(self) -> None:
@@ -225,7 +224,7 @@ class Replication:
     def reachable_peers(self) -> int:
         return len(self.bus.reachable_peers())
 
-    def replicate(self, job: Job, sync: bool, timeout_ms: int,
+    def replicate(self, job: Job, request: AddJob, sync: bool,
                   external: bool = False, now: int = 0) -> None:
         """REPLJOB to REPLICATE-1 random reachable nodes (REPLICATE when `external`: this
         node keeps no copy; the first ones in the key's order when the copies check a
@@ -233,10 +232,10 @@ class Replication:
         asynchronous: fire and forget (NOREPLY), and an external job is queued by one
         of its targets (ENQUEUE)."""
         now = now or now_ms()
-        key = self.dedup_key  # DEDUP: the copies record the key
-        readd = self.dedup_readd  # ... and check it: placed in the key's order
-        targets = self._add_targets(job, job.repl if external else job.repl - 1,
-                                    key if readd is not None else None)
+        key = request.dedup  # DEDUP: the copies record the key
+        readd = request if request.dedup_check else None  # ... and check it: placed in
+        targets = self._add_targets(job, job.repl if external else job.repl - 1,  # the
+                                    key if readd is not None else None)  # key's order
         if not sync and external and targets:
             self._send_copies(job, now, True, targets, key)
             self.bus.send(random.choice(targets), m.ENQUEUE, job.id, job.delay)
@@ -245,12 +244,13 @@ class Replication:
         if sync:
             # A plain set: it lives until the copies are confirmed (then it is None).
             job.nodes_confirmed = set() if external else {self.my_id}
+            timeout_ms = request.timeout
             deadline = now + timeout_ms if timeout_ms else 0
             retry_at = now + ADD_NODE_PERIOD_MS
             entry = _WaitingAdd(job, deadline, deadline if 0 < deadline < retry_at else retry_at,
                                 external)
             entry.dedup_key = key
-            entry.dedup_readd = readd
+            entry.readd = readd
             self._seq = entry.seq = self._seq + 1
             entry.sent = now
             self._waiting[job.id] = entry
@@ -265,7 +265,7 @@ class Replication:
         delete the job everywhere, and answer the ADDJOB with dedup.CONFLICT (the DEDUP
         side then asks every node)."""
         entry = self._waiting.get(job_id)
-        if entry is None or entry.dedup_readd is None or entry.job.state != WAIT_REPL:
+        if entry is None or entry.readd is None or entry.job.state != WAIT_REPL:
             return  # replicated already (by other copies, all checked), or gone
         del self._waiting[job_id]
         self._delete_everywhere(entry.job)
@@ -797,10 +797,8 @@ class Replication:
         on_done, entry.on_done = entry.on_done, None
         if on_done is None:
             return
-        if entry.dedup_readd is not None and reply[:1] != b"+":  # its copies checked a key
-            assert entry.dedup_key is not None  # set with dedup_readd
-            self.dedup.checked_add_failed(entry.job, entry.dedup_key, entry.dedup_readd,
-                                          on_done, reply)
+        if entry.readd is not None and reply[:1] != b"+":  # its copies checked a key
+            self.dedup.checked_add_failed(entry.job, entry.readd, on_done, reply)
         else:
             on_done(reply)
 

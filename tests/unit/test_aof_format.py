@@ -31,6 +31,7 @@ from disq.job import (
     holder_set,
 )
 from disq.node import Node, now_ms
+from disq.requests import AddJob
 
 ME = "a" * 40
 OTHER = "b" * 40
@@ -349,9 +350,9 @@ def test_node_logs_what_disque_logs() -> None:
 
     log = Log()
     node.aof = log
-    a = node.add_job(b"q", b"a", 0, None, 0, None, 100, 0, False)
-    b = node.add_job(b"q", b"b", 0, None, 5, None, 100, 0, False)
-    c = node.add_job(b"q", b"c", 0, None, 0, None, 100, 0, False)
+    a = node.add_job(AddJob(b"q", b"a", ttl=100))
+    b = node.add_job(AddJob(b"q", b"b", delay=5, ttl=100))
+    c = node.add_job(AddJob(b"q", b"c", ttl=100))
     assert log.records == [("load", a.id, QUEUED), ("load", b.id, ACTIVE),
                            ("load", c.id, QUEUED)]
     del log.records[:]
@@ -364,7 +365,7 @@ def test_node_logs_what_disque_logs() -> None:
     node.update_awake(c)
     node.run_timers()
     assert log.records == [("del", a.id, 0), ("del", b.id, 0), ("del", c.id, 0)]
-    d = node.add_job(b"q", b"d", 0, None, 0, None, 100, 0, False)
+    d = node.add_job(AddJob(b"q", b"d", ttl=100))
     del log.records[:]
     node.flushall()
     assert log.records == [("del", d.id, 0)]

@@ -19,6 +19,7 @@ from disq.aof.fileformat import RecordReader
 from disq.aof.writer import ON, AppendOnlyFile
 from disq.config import Config
 from disq.node import Node
+from disq.requests import AddJob
 
 ME = "a" * 40
 
@@ -36,7 +37,7 @@ def make(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: str) -> AppendO
 
 
 def add(aof: AppendOnlyFile, body: bytes = b"x") -> bytes:
-    return aof.node.add_job(b"q", body, 0, None, 0, None, 3600, 0, False).id
+    return aof.node.add_job(AddJob(b"q", body, ttl=3600)).id
 
 
 def ids_in_file(path: str = "disque.aof") -> list[bytes]:

@@ -14,6 +14,7 @@ from disq.node import now_ms
 from disq.queue import PAUSED_IN
 from disq.replication.dedup import DEDUP_TIMEOUT_MS, RECHECK_MS, key_order, wins
 from disq.replication.replicator import ADD_NODE_PERIOD_MS
+from disq.requests import AddJob
 
 from .test_replication import Member, Network, cluster
 
@@ -73,15 +74,15 @@ def dedup_add(member: Member, key: bytes, replies: list[bytes], repl: int = 2,
               timeout: int = 5000, by_copies: bool = False) -> None:
     """ADDJOB ... DEDUP key as the server runs it on a node that does not know the key
     (`by_copies`: checked by the copies when `copies_can_check` allows it)."""
-    options = (timeout, repl, 0, None, 3600, 0, False, False)
+    request = AddJob(b"q", b"body", timeout, repl, ttl=3600, dedup=key)
     dedup = member.repl.dedup
     reserved = member.node.dedup.peek(key, now_ms()) is not None
     if (by_copies and not reserved and key not in dedup.pending
             and dedup.copies_can_check(repl, 3600, now_ms())):
-        job = dedup.add_checked(key, b"q", b"body", options)
+        job = dedup.add_checked(request)
         member.repl.wait(job, replies.append)
     else:
-        dedup.ask(key, b"q", b"body", options, replies.append)
+        dedup.ask(request, replies.append)
 
 
 def queued(members: list[Member]) -> int:

@@ -21,6 +21,7 @@ import msgpack
 from disq.cluster import messages as m
 from disq.node import now_ms
 from disq.replication.dedup import RECHECK_MS, SETTLE_SLACK_MS
+from disq.requests import AddJob
 from disq.server.commands.dedup import add_deduped
 
 from .test_dedup import dedup_add, queued
@@ -33,7 +34,6 @@ def test_a_copy_is_not_vouched_for_while_its_add_may_still_fail() -> None:
     deleted and asked again. Meanwhile b's client sends an ADDJOB of the key. Every
     ADDJOB must end with the ID of one job that exists."""
     net, (a, b, c) = cluster(3)
-    options = (5000, 3, 0, None, 3600, 0, False, False)  # Node.add_job's, after the body
     first: list[bytes] = []
     third: list[bytes] = []
     dedup_add(a, b"k", first, repl=3, by_copies=True)
@@ -46,7 +46,7 @@ def test_a_copy_is_not_vouched_for_while_its_add_may_still_fail() -> None:
     assert b.node.dedup.get(b"k", now_ms()) == a_job  # b took a's copy
     second: list[bytes] = []
     client = later_client(b, second)
-    reply = add_deduped(client, b"k", b"q", b"body", options)  # type: ignore[arg-type]
+    reply = add_deduped(client, request(b"k"))  # type: ignore[arg-type]
     if isinstance(reply, bytes):
         second.append(reply)  # (before the fix: a's job at once, from its copy)
     for _ in range(50):
@@ -66,8 +66,7 @@ def test_a_copy_is_not_vouched_for_while_its_add_may_still_fail() -> None:
 
 def ask_on(member: Member, key: bytes, replies: list[bytes]) -> None:
     """ADDJOB ... DEDUP key from a client of `member`, as the server runs it."""
-    reply = add_deduped(later_client(member, replies), key, b"q", b"body",
-                        OPTIONS)  # type: ignore[arg-type]
+    reply = add_deduped(later_client(member, replies), request(key))  # type: ignore[arg-type]
     if isinstance(reply, bytes):
         replies.append(reply)
 
@@ -79,7 +78,8 @@ def later_client(member: Member, replies: list[bytes]) -> SimpleNamespace:
                            pending=lambda **_: SimpleNamespace(answer=replies.append))
 
 
-OPTIONS = (5000, 3, 0, None, 3600, 0, False, False)  # Node.add_job's, after the body
+def request(key: bytes) -> AddJob:
+    return AddJob(b"q", b"body", 5000, 3, ttl=3600, dedup=key)
 
 
 def copy_held(net: Network, origin: Member, members: list[Member], key: bytes,
@@ -181,8 +181,8 @@ def test_asynchronous_copies_are_settled_at_once() -> None:
     net, members = cluster(3)
     a = members[0]
     replies: list[bytes] = []
-    options = (0, 3, 0, None, 3600, 0, True, False)
-    a.repl.dedup.ask(b"k", b"q", b"body", options, replies.append)
+    a.repl.dedup.ask(AddJob(b"q", b"body", 0, 3, ttl=3600, async_=True, dedup=b"k"),
+                     replies.append)
     net.pump()
     assert replies and replies[0].startswith(b"+D-")
     assert all(x.node.dedup.unsettled() == 0 for x in members)

@@ -10,6 +10,7 @@ from disq.ids import new_node_id
 from disq.job import ACTIVE, DELETED, QUEUED, Job
 from disq.node import QUEUE_MAX_IDLE_MS, Node, now_ms
 from disq.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue
+from disq.requests import AddJob
 
 
 @pytest.fixture
@@ -22,7 +23,7 @@ def node() -> Node:
 
 def add(node: Node, queue: bytes = b"q", body: bytes = b"x", *, repl: int | None = None,
         delay: int = 0, retry: int | None = None, ttl: int = 86400, maxlen: int = 0) -> Job:
-    return node.add_job(queue, body, 0, repl, delay, retry, ttl, maxlen, False)
+    return node.add_job(AddJob(queue, body, 0, repl, delay, retry, ttl, maxlen))
 
 
 class FakeWaiter:

@@ -35,6 +35,7 @@ from disq.replication.replicator import (
     sender_wins,
 )
 from disq.replication.wire import decode_job, encode_copy, encode_job
+from disq.requests import AddJob
 
 NOREPL_TIMEOUT = errors.NOREPL_TIMEOUT.REPLY
 NOREPL_EXPIRED = errors.NOREPL_EXPIRED.REPLY
@@ -144,7 +145,7 @@ def add_job(member: Member, *, repl: int | None = 3, timeout: int = 5000, ttl: i
             retry: int | None = None, async_: bool = False,
             body: bytes = b"body") -> tuple[Job, list[bytes]]:
     """ADDJOB as the server runs it: add, then wait for the reply if it must."""
-    job = member.node.add_job(b"q", body, timeout, repl, 0, retry, ttl, 0, async_)
+    job = member.node.add_job(AddJob(b"q", body, timeout, repl, 0, retry, ttl, 0, async_))
     replies: list[bytes] = []
     if job.state == WAIT_REPL:
         member.repl.wait(job, replies.append)
@@ -337,7 +338,7 @@ def test_client_gone_deletes_the_unreplicated_job_everywhere() -> None:
 
 def test_wait_after_the_job_settled_answers_at_once() -> None:
     net, (a, b, c) = cluster(3)
-    job = a.node.add_job(b"q", b"x", 5000, 3, 0, None, 3600, 0, False)
+    job = a.node.add_job(AddJob(b"q", b"x", 5000, 3, 0, None, 3600))
     net.pump()
     replies: list[bytes] = []
     a.repl.wait(job, replies.append)
@@ -852,7 +853,7 @@ def test_holder_sets_are_shared_and_confirmation_sets_untracked() -> None:
 
 def test_wire_round_trip() -> None:
     node = Node(Config(), new_node_id())
-    job = node.add_job(b"q", b"body", 0, 1, 7, 30, 600, 0, False)
+    job = node.add_job(AddJob(b"q", b"body", 0, 1, 7, 30, 600))
     job.flags |= DELIVERED
     job.nacks, job.deliveries = 2, 5
     other = new_node_id()
@@ -886,7 +887,7 @@ def _corruptions(valid: list) -> Iterable[object]:
 
 def test_corrupt_repljob_is_dropped() -> None:
     net, (a, b, c) = cluster(3)
-    job = a.node.add_job(b"q", b"x", 0, 3, 0, None, 3600, 0, True)
+    job = a.node.add_job(AddJob(b"q", b"x", 0, 3, 0, None, 3600, 0, True))
     valid = encode_copy(job, now_ms())
     holders = [a.id, b.id]
     net.queue.clear()

@@ -8,17 +8,19 @@ from typing import TYPE_CHECKING
 
 from ...job import WAIT_REPL
 from ...node import now_ms
+from ...requests import AddJob
 
 if TYPE_CHECKING:
     from ..connection import Client, Pending
 
 
-def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
-                options: tuple) -> bytes | Pending:
-    """ADDJOB ... DEDUP key: the ID of the job added with `key` if the cluster knows
-    it, else add the job (`options`: Node.add_job's arguments after the body) and
-    record the key. Answered later when the job waits for its copies or other nodes
-    must be asked first. The key was checked by AddJob.parse (disq_client.spec)."""
+def add_deduped(client: Client, request: AddJob) -> bytes | Pending:
+    """ADDJOB ... DEDUP key: the ID of the job added with the key if the cluster knows
+    it, else add the job and record the key. Answered later when the job waits for its
+    copies or other nodes must be asked first. The key was checked by AddJob.parse
+    (disq_client.spec)."""
+    key = request.dedup
+    assert key is not None
     node = client.node
     server = client.server
     replication = server.replication
@@ -38,22 +40,21 @@ def add_deduped(client: Client, key: bytes, queue: bytes, body: bytes,
                 return b"+" + known + b"\r\n"
             # A copy whose ADDJOB may still fail (unsettled): ask, as for a reservation.
     if dedup is None or node.cluster.size() <= 1:  # alone: this table is the truth
-        job = node.add_job(queue, body, *options)
+        job = node.add_job(request)
         if job.state == WAIT_REPL:  # cannot happen alone; keep ADDJOB's own path
             return server.park_for_replication(client, job)
         node.dedup.record(key, job.id, job.etime)
         return b"+" + job.id + b"\r\n"
-    _, repl, _, _, ttl, _, async_, queue_randomly = options
     # Checked by the copies unless ASYNC or QUEUE-RANDOMLY (no synchronous copy here),
     # a reservation (RESERVED: another node asked for the key) or an unsettled copy.
-    if known is None and not (async_ or queue_randomly or asking) and (
-            dedup.copies_can_check(repl, ttl, now)):
-        job = dedup.add_checked(key, queue, body, options)
+    if known is None and not (request.async_ or request.queue_randomly or asking) and (
+            dedup.copies_can_check(request.repl, request.ttl, now)):
+        job = dedup.add_checked(request)
         pending = _later(client)
         replication.wait(job, pending.answer)
         return pending
     pending = _later(client)
-    dedup.ask(key, queue, body, options, pending.answer)
+    dedup.ask(request, pending.answer)
     return pending
 
 

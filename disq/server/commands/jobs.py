@@ -21,12 +21,10 @@ if TYPE_CHECKING:
 def addjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
     [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key]  (DEDUP: a disq extension)"""
-    r = AddJob.parse(args)
-    if r.dedup is not None:
-        return add_deduped(client, r.dedup, r.queue, r.body, (
-            r.timeout, r.repl, r.delay, r.retry, r.ttl, r.maxlen, r.async_, r.queue_randomly))
-    job = client.node.add_job(r.queue, r.body, r.timeout, r.repl, r.delay, r.retry, r.ttl,
-                              r.maxlen, r.async_, r.queue_randomly)
+    request = AddJob.parse(args)
+    if request.dedup is not None:
+        return add_deduped(client, request)
+    job = client.node.add_job(request)
     if job.state == WAIT_REPL:
         return client.server.park_for_replication(client, job)
     return b"+" + job.id + b"\r\n"
