@@ -1,6 +1,7 @@
 # Two commands: `make run` starts a node on port 7711, `make test` runs the whole suite.
 # Both install the server and the Python client (clients/python) into .venv, once: again
-# only when a pyproject.toml changes (the stamp files in .venv say what was installed).
+# only when a pyproject.toml (or the C extension, setup.py) changes (the stamp files in
+# .venv say what was installed).
 # `make bench` runs the benchmark harness (python -m bench).
 # `make faults` runs a long Jepsen-style fault run (docs/FAULTS.md).
 PYTHON ?= python3
@@ -19,18 +20,19 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml clients/python/pyproject.toml
+$(VENV)/.installed: $(BIN)/python pyproject.toml setup.py disq/_gcfree.c clients/python/pyproject.toml
 	$(PIP_INSTALL) -e . -e clients/python
 	touch $@
 
 # the tests include disq_spark (spark/), which brings pyspark; `make run` does without.
 # This installs everything `install` does, so it leaves that stamp too.
-$(VENV)/.installed-test: $(BIN)/python pyproject.toml clients/python/pyproject.toml \
+$(VENV)/.installed-test: $(BIN)/python pyproject.toml setup.py disq/_gcfree.c clients/python/pyproject.toml \
 		spark/pyproject.toml
 	$(PIP_INSTALL) -e '.[test]' -e clients/python -e spark
 	touch $@ $(VENV)/.installed
 
-$(VENV)/.installed-bench: $(BIN)/python pyproject.toml clients/python/pyproject.toml
+$(VENV)/.installed-bench: $(BIN)/python pyproject.toml setup.py disq/_gcfree.c \
+		clients/python/pyproject.toml
 	$(PIP_INSTALL) -e '.[bench]' -e clients/python
 	touch $@
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import gc
 
+import pytest
+
 from disq.config import Config
+from disq.gcfree import untrack
 from disq.node import Node
 from disq.requests import AddJob
 
@@ -28,3 +31,15 @@ def test_the_collector_still_frees_other_cycles():
     assert gc.is_tracked(a)
     del a, b
     assert gc.collect() >= 2
+
+
+def test_the_c_untrack_matches_the_collector_api():
+    """disq._gcfree (built by `make`; ctypes stands in without a compiler)."""
+    native = pytest.importorskip("disq._gcfree")
+    items: list[object] = [1]
+    assert gc.is_tracked(items)
+    native.untrack(items)
+    assert not gc.is_tracked(items)
+    native.untrack(items)  # twice: nothing happens
+    native.untrack(5)  # not a container: nothing happens
+    assert untrack is native.untrack  # what the job store uses
