@@ -18,6 +18,7 @@ import socket
 import ssl
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..ids import is_valid_node_id
 from . import messages as m
@@ -96,7 +97,7 @@ class ClusterBus:
             raise SystemExit(f"Could not listen on the cluster bus port {self.port}")
         self._cron = self.loop.call_later(CRON_MS / 1000, self._run_cron)
 
-    def _tls_options(self, side: int, peer_ip: str) -> dict:
+    def _tls_options(self, side: int, peer_ip: str) -> dict[str, Any]:
         """create_server (side 0) / create_connection (side 1) arguments for TLS."""
         if self.tls is None:
             return {}
@@ -134,8 +135,8 @@ class ClusterBus:
                 and node.link is not None and node.link.authenticated
                 and not node.flag_bits & _NOT_SENDABLE)
 
-    def send_batched(self, node_ids: Iterable[str], mtype: int, items: list,
-                     head: tuple = ()) -> int:
+    def send_batched(self, node_ids: Iterable[str], mtype: int, items: list[Any],
+                     head: tuple[Any, ...] = ()) -> int:
         nodes = self.membership.nodes
         myself = self.myself
         key = (mtype, head) if head else mtype
@@ -322,7 +323,7 @@ class ClusterBus:
 
     # -- receiving ---------------------------------------------------------------------
     def receive_frame(self, link: Link, sender_id: str, sender_port: int,
-                      sender_flags: list, batch: list[list]) -> None:
+                      sender_flags: list[Any], batch: list[list[Any]]) -> None:
         """Handle the messages of one frame. The sender is checked and looked up once;
         membership messages (PING, PONG, MEET, FAIL) go to Membership, the others
         straight to their handler."""

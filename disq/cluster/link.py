@@ -14,7 +14,7 @@ import hmac
 import logging
 import os
 import socket
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import messages as m
 from .nodes import ClusterNode
@@ -46,10 +46,10 @@ class Link(asyncio.Protocol):
         self.authenticated = not bus.secret
         self.reader = m.FrameReader(m.MAX_FRAME if self.authenticated
                                     else m.MAX_HANDSHAKE_FRAME)
-        self.out: list[list] = []
+        self.out: list[list[Any]] = []
         # Messages of this turn that more items may join (ClusterBus.send_batched),
         # by type (and head): [message, its index in `out`].
-        self.batches: dict[object, list] = {}
+        self.batches: dict[object, tuple[list[Any], int]] = {}
         # `out`'s length after its last message that is not a batch: a batch before
         # it takes no more items, which would overtake that message. Batches may pass
         # each other (copies, confirmations, queries of different jobs and keys).
@@ -62,7 +62,7 @@ class Link(asyncio.Protocol):
         self.nonce = b""
         self.proved = False  # this side answered the peer's AUTH (once only)
         self._auth_timer: asyncio.TimerHandle | None = None
-        self.dial: asyncio.Task | None = None  # an outbound link still connecting
+        self.dial: asyncio.Task[None] | None = None  # an outbound link still connecting
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -113,7 +113,7 @@ class Link(asyncio.Protocol):
         self.bus.link_down(self)
 
     # -- cluster-secret ----------------------------------------------------------------
-    def _authenticate(self, batch: list[list]) -> list[list]:
+    def _authenticate(self, batch: list[list[Any]]) -> list[list[Any]]:
         """Handle the messages of a link not authenticated yet: answer the peer's
         nonce with a proof, check the peer's proof of ours. Anything else before that
         closes the link. Returns the messages after a valid proof (to handle)."""
@@ -153,7 +153,7 @@ class Link(asyncio.Protocol):
                         "from" if self.node is None else "to", self.peer_ip)
             self.close()
 
-    def _write(self, messages: list[list]) -> None:
+    def _write(self, messages: list[list[Any]]) -> None:
         """Send a frame at once, outside the per-turn queue (authentication)."""
         if self.transport is not None:
             bus = self.bus
@@ -161,7 +161,7 @@ class Link(asyncio.Protocol):
             bus.bytes_sent += len(data)
             self.transport.write(data)
 
-    def send(self, message: list) -> None:
+    def send(self, message: list[Any]) -> None:
         """Queue `[type, *fields]`; the link's queue leaves as one frame this turn."""
         if self.transport is None:
             return
@@ -169,7 +169,7 @@ class Link(asyncio.Protocol):
         self.fence = len(self.out)
         self._flush_soon()
 
-    def batch(self, key: object, mtype: int, head: tuple) -> list | None:
+    def batch(self, key: object, mtype: int, head: tuple[Any, ...]) -> list[Any] | None:
         """This turn's message `[mtype, *head, items...]` for `key` that items may
         still join (see `fence`), queued now if there is none; None if the link is
         down."""
@@ -179,7 +179,7 @@ class Link(asyncio.Protocol):
         if self.transport is None:
             return None
         message = [mtype, *head]
-        self.batches[key] = [message, len(self.out)]
+        self.batches[key] = (message, len(self.out))
         self.out.append(message)
         self._flush_soon()
         return message

@@ -19,7 +19,7 @@ import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..ids import new_node_id
 from . import messages as m
@@ -57,13 +57,13 @@ _UNREACHABLE = (NodeFlag.HANDSHAKE | NodeFlag.LEAVING | NodeFlag.PFAIL | NodeFla
 class Send:
     """Queue `message` on the node's outbound link (dropped if it is not up)."""
     node: ClusterNode
-    message: list
+    message: list[Any]
 
 
 @dataclass(frozen=True, slots=True)
 class Reply:
     """Queue `message` on the link the message handled came in on (the PONG)."""
-    message: list
+    message: list[Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +232,7 @@ class Membership:
             node.ping_sent = now
         return [Send(node, [mtype, self.gossip()])]
 
-    def gossip(self) -> list[list]:
+    def gossip(self) -> list[list[Any]]:
         """A few random other nodes, the way PING/PONG spread membership (the wire
         form: flag names sorted)."""
         candidates = [n for n in self.nodes.values()
@@ -242,7 +242,7 @@ class Membership:
                  n.pong_received] for n in picked]
 
     # -- receiving -----------------------------------------------------------------------
-    def note_sender(self, sender: ClusterNode, sender_port: int, sender_flags: list) -> bool:
+    def note_sender(self, sender: ClusterNode, sender_port: int, sender_flags: list[Any]) -> bool:
         """What every frame's header says about its (known) sender: its port and
         whether it leaves. Called per frame, hence int flags. True if that changed
         membership."""
@@ -259,8 +259,8 @@ class Membership:
             return True
         return False
 
-    def receive(self, origin: Origin, sender_id: str, sender_port: int, sender_flags: list,
-                mtype: int, fields: list, now: int) -> list[Action]:
+    def receive(self, origin: Origin, sender_id: str, sender_port: int, sender_flags: list[Any],
+                mtype: int, fields: list[Any], now: int) -> list[Action]:
         """A membership message (PING, PONG, MEET or FAIL) from a sender whose header
         was checked (a valid node ID and port)."""
         self.messages_received += 1
@@ -339,7 +339,7 @@ class Membership:
         actions.append(Close(node))
         self._changed()
 
-    def _process_gossip(self, sender: ClusterNode, entries: list, now: int,
+    def _process_gossip(self, sender: ClusterNode, entries: list[Any], now: int,
                         actions: list[Action]) -> None:
         nodes = self.nodes
         for entry in entries[:GOSSIP_READ_MAX]:

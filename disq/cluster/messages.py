@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import msgpack
 
@@ -84,7 +84,7 @@ NAMES = {
 _LEN = struct.Struct(">I")
 
 
-def _pack_other(obj: object) -> list:
+def _pack_other(obj: object) -> list[Any]:
     """Sets (a job's holders) go as arrays."""
     if isinstance(obj, (frozenset, set)):
         return list(obj)
@@ -97,8 +97,8 @@ _pack = msgpack.Packer(use_bin_type=True, default=_pack_other).pack
 
 
 def encode_frame(sender_id: str, sender_port: int, sender_flags: list[str],
-                 messages: list[list]) -> bytes:
-    payload = _pack([VERSION, sender_id, sender_port, sender_flags, messages])
+                 messages: list[list[Any]]) -> bytes:
+    payload: bytes = _pack([VERSION, sender_id, sender_port, sender_flags, messages])
     return _LEN.pack(len(payload)) + payload
 
 
@@ -133,7 +133,7 @@ class _ListBudget:
     def __init__(self, length: int) -> None:
         self.left = LIST_BYTES_PER_BYTE * length
 
-    def charge(self, items: list) -> list:
+    def charge(self, items: list[Any]) -> list[Any]:
         self.left -= 56 + 8 * len(items)
         if self.left < 0:
             raise ValueError(f"its arrays would decode into more than {LIST_BYTES_PER_BYTE} "
@@ -165,14 +165,14 @@ class FrameReader:
         self._buf = bytearray()
         self.max_frame = max_frame
 
-    def feed(self, data: bytes) -> Iterator[list]:
+    def feed(self, data: bytes) -> Iterator[list[Any]]:
         """Buffer `data`; returns an iterator of the frames now complete, decoded one
         by one as they are asked for. A frame longer than `max_frame` raises
         FrameError from its length, before its bytes are waited for."""
         self._buf += data
         return self._frames()
 
-    def _frames(self) -> Iterator[list]:
+    def _frames(self) -> Iterator[list[Any]]:
         buf = self._buf
         pos = 0
         try:
@@ -202,7 +202,7 @@ def _new_unpacker() -> msgpack.Unpacker:
 _unpacker = _new_unpacker()
 
 
-def _decode(buf: bytearray, start: int, end: int) -> list:
+def _decode(buf: bytearray, start: int, end: int) -> list[Any]:
     """msgpack-decode the frame in buf[start:end] and check its shape. A long one is
     decoded in place (no copy), its arrays on a budget."""
     global _unpacker

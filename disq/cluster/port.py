@@ -5,13 +5,13 @@ jobs)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from .nodes import ClusterNode
 
 # handler(sender, fields): `fields` are the message fields after the header, as listed
 # in messages.py. Handlers run on the event loop and must not block.
-Handler = Callable[[ClusterNode, list], None]
+Handler = Callable[[ClusterNode, list[Any]], None]
 
 
 class BusPort(Protocol):
@@ -29,8 +29,8 @@ class BusPort(Protocol):
         """The node is known, not myself, its link is up and it is not failing: a
         message sent now should arrive (for what must not be sent in vain)."""
 
-    def send_batched(self, node_ids: Iterable[str], mtype: int, items: list,
-                     head: tuple = ()) -> int:
+    def send_batched(self, node_ids: Iterable[str], mtype: int, items: list[Any],
+                     head: tuple[Any, ...] = ()) -> int:
         """Like `send` to each node, but items sent to one node one after the other
         in a loop turn, with the same type and head, share one message
         `[mtype, *head, item, ...]` (the REPLJOBs and GOTJOB confirmations of a
