@@ -35,7 +35,7 @@ from ..job import Job
 from ..node import Node, now_ms
 from .clients import ClientRegistry
 from .commands import load_commands
-from .connection import ERR_LOADING, Client, Pending, _slowlog_args
+from .connection import ERR_LOADING, Client, Pending
 from .info import rss_bytes
 from .latency import LatencyMonitor
 from .process import (
@@ -598,6 +598,16 @@ class Server(ClientRegistry):
 
     def log_exception(self, message: str, exc: BaseException) -> None:
         log.error("%s: %r", message, exc, exc_info=exc)
+
+
+def _slowlog_args(args: list[bytes]) -> list[bytes]:
+    """The arguments as SLOWLOG keeps them: at most 32, each at most 128 bytes."""
+    kept = args if len(args) <= 32 else args[:31]
+    out = [a if len(a) <= 128 else a[:128] + b"... (%d more bytes)" % (len(a) - 128)
+           for a in kept]
+    if len(args) > 32:
+        out.append(b"... (%d more arguments)" % (len(args) - 31))
+    return out
 
 
 def _slowlog_threshold(value: int) -> int:
