@@ -1,29 +1,28 @@
-"""The server process: listeners, clients, the cron, the job timer, shutdown.
+"""The server: start-up, listeners, the wiring of every layer, and what commands ask
+of the node as a whole (DEBUG LOADAOF, CLUSTER RESET, CONFIG SET's reactions).
 
-One node = one process = one event loop (uvloop).
+One node = one process = one event loop (uvloop). `Server` has parts in their own
+modules: ClientRegistry (clients.py), Cron (cron.py: the job timer, the cron, the
+watchdog), Stats (stats.py: SLOWLOG, ops, memory) and Shutdown (shutdown.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
-import faulthandler
 import logging
-import logging.handlers
 import os
 import signal
 import socket
 import ssl
-import sys
 import time
 from collections import deque
 from typing import Any
 
 from .. import tls
-from ..aof.disk import OFF, ON, WAIT_REWRITE
+from ..aof.disk import OFF, ON
 from ..aof.fileformat import RecordEncoder
 from ..aof.loader import AofLoader, AofLoadError
-from ..aof.rewrite import rewrite_now
 from ..aof.writer import AppendOnlyFile
 from ..cluster.bus import ClusterBus
 from ..cluster.membership import Membership
@@ -35,29 +34,27 @@ from ..job import Job
 from ..node import Node, now_ms
 from .clients import ClientRegistry
 from .commands import load_commands
-from .connection import ERR_LOADING, Client, Pending, _slowlog_args
-from .info import rss_bytes
+from .connection import ERR_LOADING, Client, Pending
+from .cron import Cron
 from .latency import LatencyMonitor
 from .process import (
     LEVELS,
     adjust_open_files_limit,
     daemonize,
     exposure_warning,
-    log_stream,
     setup_logging,
 )
 from .reply import NULL_ARRAY
+from .shutdown import Shutdown
+from .stats import Stats, slowlog_usec
 from .table import rename_command
 
 log = logging.getLogger("disq")
 
-# used_memory of a node without jobs: about what an empty Disque node reports. Like
-# Disque's allocator count, used_memory is the data (this plus the jobs' footprint),
-# not the interpreter's RSS (INFO used_memory_rss), so maxmemory and the memory
-# levels mean what they mean in Disque (its tests run at maxmemory 3mb).
-EMPTY_NODE_MEMORY = 1024 * 1024
 
-class Server(ClientRegistry):
+class Server(Cron, Stats, Shutdown, ClientRegistry):
+    """One node's server; its state is set here, for every part."""
+
     def __init__(self, config: Config, argv: list[str] | None = None) -> None:
         self.config = config
         self.argv = list(argv or [])
@@ -87,7 +84,7 @@ class Server(ClientRegistry):
         self.slowlog: deque[tuple[int, int, int, list[bytes]]] = deque(
             maxlen=config.slowlog_max_len)
         self.slowlog_id = 0  # id of the next SLOWLOG entry
-        self.slowlog_threshold = _slowlog_threshold(config.slowlog_log_slower_than)
+        self.slowlog_threshold = slowlog_usec(config.slowlog_log_slower_than)
         self.latency = LatencyMonitor()
         # Microseconds from which a command is looked at after it ran: the lower of the
         # slowlog and latency monitor thresholds (one comparison per command).
@@ -116,12 +113,6 @@ class Server(ClientRegistry):
         self.bus: ClusterBus | None = None
         self.replication: Any = None
         config.listeners.append(self._config_changed)
-
-    @property
-    def commands_processed(self) -> int:
-        """Commands executed: the sum of the per-command counters (so the hot path
-        counts once, in the command's spec)."""
-        return sum(spec.calls for spec in self.commands.values())
 
     # -- start-up ----------------------------------------------------------------------
     def prepare(self) -> None:
@@ -283,133 +274,6 @@ class Server(ClientRegistry):
     def _new_client(self) -> Client:
         return Client(self)
 
-    # -- the job timer -------------------------------------------------------------------
-    def _arm_timer(self, when_ms: int) -> None:
-        if self._timer is not None:
-            if self._timer_when <= when_ms:
-                return
-            self._timer.cancel()
-        delay = max(when_ms - now_ms(), 0) / 1000
-        self._timer_when = when_ms
-        self._timer = self.loop.call_later(delay, self._on_timer)  # type: ignore[union-attr]
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        threshold = self.config.latency_monitor_threshold
-        start = time.monotonic() if threshold else 0.0
-        try:
-            deadline = self.node.run_timers()
-        except Exception as exc:  # never let one bad job stop every timer
-            self.log_exception("Error processing job timers", exc)
-            deadline = now_ms() + 100
-        if threshold:  # Disque's "jobs-processing" event
-            elapsed_ms = int((time.monotonic() - start) * 1000)
-            if elapsed_ms >= threshold:
-                self.latency.add("jobs-processing", elapsed_ms)
-        if deadline is not None:
-            self._arm_timer(deadline)
-
-    # -- cron ------------------------------------------------------------------------------
-    def _schedule_cron(self) -> None:
-        self._cron = self.loop.call_later(  # type: ignore[union-attr]
-            1 / self.config.hz, self._run_cron)
-
-    def _run_cron(self) -> None:
-        try:
-            self.unixtime = now = time.time()
-            self._sample_ops(now)
-            self.node.gc_queues(int(now * 1000))
-            self.node.dedup.sweep(int(now * 1000))
-            if self.aof is not None:
-                self.aof.cron()
-            if self.config.timeout:
-                self._close_idle_clients(now)
-            if self.backlogged:
-                self._check_output_limits(now)
-            if self.config.watchdog_period:
-                self._arm_watchdog()
-            used = self.used_memory()
-            if used > self.memory_peak:
-                self.memory_peak = used
-        except Exception as exc:
-            self.log_exception("Error in cron", exc)
-        self._schedule_cron()
-
-    def _sample_ops(self, now: float) -> None:
-        samples = self._ops_samples
-        samples.append((now, self.commands_processed, self.net_input_bytes,
-                        self.net_output_bytes))
-        if len(samples) >= 2:
-            t0, c0, i0, o0 = samples[0]
-            t1, c1, i1, o1 = samples[-1]
-            dt = max(t1 - t0, 1e-6)
-            self.ops_per_sec = int((c1 - c0) / dt)
-            self.input_kbps = (i1 - i0) / dt / 1024
-            self.output_kbps = (o1 - o0) / dt / 1024
-
-    # -- the software watchdog (watchdog-period) --------------------------------------------
-    def _arm_watchdog(self) -> None:
-        """Re-armed by every cron run: if the loop does not come back within the period,
-        faulthandler's own thread writes every thread's stack to the log, as Redis's
-        SIGALRM watchdog does. The period is at least two cron periods (Redis's rule),
-        so a healthy loop never trips it."""
-        period_ms = max(self.config.watchdog_period, 2000 // self.config.hz)
-        faulthandler.dump_traceback_later(period_ms / 1000, file=log_stream())
-
-    def _watchdog_changed(self, period_ms: int) -> None:
-        if period_ms:
-            log.warning("Watchdog period set to %d ms: a stack trace is logged when the "
-                        "event loop is blocked that long.", period_ms)
-            self._arm_watchdog()
-        else:
-            faulthandler.cancel_dump_traceback_later()
-
-    # -- slow commands (SLOWLOG, LATENCY) ---------------------------------------------------
-    def _slow_usec(self) -> int:
-        latency_ms = self.config.latency_monitor_threshold
-        return min(self.slowlog_threshold, latency_ms * 1000 if latency_ms else 1 << 62)
-
-    def slow_command(self, usec: int, args: list[bytes]) -> None:
-        """A command took at least `slow_usec`: the slowlog and/or the latency monitor
-        ("command" event) keep it."""
-        if usec >= self.slowlog_threshold:
-            self.slowlog_id += 1
-            self.slowlog.append((self.slowlog_id - 1, int(time.time()), usec,
-                                 _slowlog_args(args)))
-        threshold = self.config.latency_monitor_threshold
-        if threshold and usec // 1000 >= threshold:
-            self.latency.add("command", usec // 1000)
-
-    def used_memory(self) -> int:
-        """Memory in use: an empty node's plus what its jobs take (Node.job_bytes).
-        Unlike RSS, it falls when jobs are acknowledged, so memory levels and
-        maxmemory follow the data, as Disque's allocator count does."""
-        return EMPTY_NODE_MEMORY + self.node.job_bytes
-
-    def rss(self) -> int:
-        """RSS, sampled at most every 100 ms (it is a /proc read)."""
-        now = time.monotonic()
-        stamp, value = self._memory_cache
-        if now - stamp > 0.1:
-            value = rss_bytes()
-            self._memory_cache = (now, value)
-        return value
-
-    def update_memory_limit(self) -> None:
-        """Give the core maxmemory's marks (in job bytes) and the eviction policy:
-        checked before every command that may add jobs (ADDJOB, ENQUEUE, NACK), and
-        against each new job's size, so the levels are always current."""
-        config = self.config
-        self.node.set_memory_limit(config.maxmemory, EMPTY_NODE_MEMORY,
-                                   config.maxmemory_policy != "noeviction")
-
-    def reset_stats(self) -> None:
-        self.connections_received = self.rejected_connections = 0
-        self.net_input_bytes = self.net_output_bytes = 0
-        for spec in self.commands.values():
-            spec.calls = spec.usec = 0
-        self.slowlog.clear()
-
     # -- commands that reach beyond one client ------------------------------------------
     def park_for_replication(self, client: Client, job: Job) -> Pending:
         """ADDJOB waits until the job has its copies: the replication layer answers
@@ -492,6 +356,7 @@ class Server(ClientRegistry):
                 if client.blocked and client.blocked_queues:
                     client.unblock(LEAVING.REPLY)
 
+    # -- CONFIG SET's reactions --------------------------------------------------------
     def _config_changed(self, name: str, value: Any) -> None:
         if name == "loglevel":
             log.setLevel(LEVELS[value])
@@ -505,7 +370,7 @@ class Server(ClientRegistry):
         elif name == "maxmemory" and self.loop is not None:
             self.update_memory_limit()
         elif name == "slowlog-log-slower-than":
-            self.slowlog_threshold = _slowlog_threshold(value)
+            self.slowlog_threshold = slowlog_usec(value)
             self.slow_usec = self._slow_usec()
         elif name == "latency-monitor-threshold":
             self.slow_usec = self._slow_usec()
@@ -524,71 +389,6 @@ class Server(ClientRegistry):
         elif name == "appendfsync" and self.aof is not None:
             self.aof.release()  # a weaker policy may let waiting replies go
 
-    # -- shutdown and restart ------------------------------------------------------------
-    def _on_signal(self, sig: int) -> None:
-        log.warning("Received %s scheduling shutdown...", signal.Signals(sig).name)
-        if not self.shutdown():
-            log.warning("%s received but errors trying to shut down the server, check "
-                        "the logs for more information", signal.Signals(sig).name)
-
-    def shutdown(self, rewrite_aof: bool = False) -> bool:
-        """Stop the node. False (and the node goes on) if the AOF could not be
-        rewritten, as SHUTDOWN REWRITE-AOF asked or the first file of an AOF turned
-        on at run time needs."""
-        log.warning("User requested shutdown...")
-        aof = self.aof
-        if aof is not None and not self.loading and (
-                rewrite_aof or aof.state == WAIT_REWRITE):
-            try:
-                rewrite_now(aof)
-            except OSError as exc:
-                log.warning("Write error writing append only file on disk: %s",
-                            exc.strerror)
-                return False
-            log.info("SYNC append only file rewrite performed")
-        if aof is not None:
-            aof.shutdown()
-        faulthandler.cancel_dump_traceback_later()
-        if self.bus is not None:
-            self.bus.stop()
-        try:
-            self.membership.save()
-        except OSError as exc:
-            log.warning("Error saving the cluster config on shutdown: %s", exc)
-        for server in self._servers:
-            server.close()
-        for client in list(self.clients.values()):
-            client.close()
-        if self.config.unixsocket:
-            try:
-                os.unlink(self.config.unixsocket)
-            except OSError:
-                pass
-        if self.config.pidfile:
-            try:
-                os.unlink(self.config.pidfile)
-            except OSError:
-                pass
-        log.warning("Disque is now ready to exit, bye bye...")
-        if self._stopped is not None and not self._stopped.done():
-            self._stopped.set_result(None)
-        return True
-
-    def restart(self, graceful: bool, delay_ms: int) -> None:
-        """DEBUG RESTART / CRASH-AND-RECOVER: exec this same program again."""
-        def again() -> None:
-            if self.aof is not None:
-                self.aof.shutdown()
-            if graceful:
-                try:
-                    self.membership.save()
-                except OSError:
-                    pass
-            for server in self._servers:
-                server.close()
-            os.execv(sys.executable, [sys.executable, "-m", "disq", *self.argv])
-        self.loop.call_later(delay_ms / 1000, again)  # type: ignore[union-attr]
-
     # -- logging helpers ------------------------------------------------------------------
     def log_verbose(self, message: str) -> None:
         log.log(15, message)
@@ -598,11 +398,6 @@ class Server(ClientRegistry):
 
     def log_exception(self, message: str, exc: BaseException) -> None:
         log.error("%s: %r", message, exc, exc_info=exc)
-
-
-def _slowlog_threshold(value: int) -> int:
-    """Microseconds from which a command is logged; a negative setting disables it."""
-    return value if value >= 0 else 1 << 62
 
 
 def run(config: Config, argv: list[str]) -> None:

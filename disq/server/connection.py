@@ -13,23 +13,32 @@ multibulk). hiredis accepts only canonical lengths, so the size of every request
 returns is known: `_mb_pending` counts the bytes it holds beyond complete requests,
 0 means a request boundary, and when hiredis refuses what follows a complete request
 in the same read (an inline request), the rest is parsed afresh.
+
+Elsewhere: the reply queue and the parked GETJOB are `LaterReplies` (pending.py, a
+part of Client); inline splitting and Redis's protocol error texts are in resp.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import hiredis
 
 from ..errors import OOM, DisqError
-from ..job import Job
 from ..queue import Queue
 from . import reply
+from .pending import LaterReplies, Pending
+from .resp import (
+    ProtocolError,
+    check_bulk_lengths,
+    multibulk_error,
+    not_a_bulk,
+    redis_protocol_message,
+    split_inline,
+)
 from .table import COMMANDS, LOOKUP
 
 if TYPE_CHECKING:
@@ -37,9 +46,7 @@ if TYPE_CHECKING:
 
 INLINE_MAX = 64 * 1024
 _perf_ns = time.perf_counter_ns
-_STAR, _DOLLAR = 42, 36
-_MAX_HELD_REPLIES = 100_000  # replies waiting behind an unanswered one, per client
-_MINUS, _CR = 45, 13
+_STAR, _MINUS, _CR = 42, 45, 13  # b"*", b"-", b"\r"
 _HEAD_KEPT = 64 * 1024  # bytes of an unfinished multibulk whose headers are checked
 # Encoded size of a `*<n>\r\n` / `$<n>\r\n` header, by n (the parser's byte accounting).
 _SIZE_TABLE = 10_000
@@ -51,127 +58,7 @@ ERR_LOADING = b"-LOADING Disque is loading the dataset in memory\r\n"
 ERR_OOM = OOM.REPLY
 
 
-class ProtocolError(Exception):
-    pass
-
-
-# What hiredis returns for an element that is not a bulk string -> the type byte
-# Redis names in its error ("expected '$', got ':'").
-_TYPE_BYTES = {int: ":", list: "*", float: ",", bool: "#", dict: "%", set: "~"}
-
-
-def _not_a_bulk(arg: object) -> str:
-    if arg is None:  # $-1: a bulk length Redis refuses
-        return "invalid bulk length"
-    if isinstance(arg, Exception):  # hiredis returns -ERR lines as error objects
-        return "expected '$', got '-'"
-    return f"expected '$', got '{_TYPE_BYTES.get(type(arg), '?')}'"
-
-
-_SPACE = b" \t\r\n\x0b\x0c"  # isspace(): around words and after a closing quote
-_HEX = b"0123456789abcdefABCDEF"
-
-
-def split_inline(line: bytes) -> list[bytes]:
-    """Split an inline request like Redis's sdssplitargs: spaces separate words,
-    "double" quotes take \\n \\r \\t \\xHH escapes, 'single' quotes are literal."""
-    line = line.rstrip(b"\r")
-    if b'"' not in line and b"'" not in line and b"\x0b" not in line and b"\x0c" not in line:
-        return line.split()  # (\v and \f separate words here, not in Redis)
-    args: list[bytes] = []
-    i, n = 0, len(line)
-    while True:
-        while i < n and line[i] in _SPACE:
-            i += 1
-        if i >= n:
-            return args
-        cur = bytearray()
-        quote = 0
-        while True:
-            if i >= n:
-                if quote:
-                    raise ProtocolError("unbalanced quotes in request")
-                break
-            c = line[i]
-            if quote == 0x22:  # "
-                if c == 0x5C and i + 1 < n:  # backslash
-                    nxt = line[i + 1]
-                    if nxt == 0x78 and i + 3 < n and line[i + 2] in _HEX and (
-                            line[i + 3] in _HEX):  # \xHH
-                        cur.append(int(line[i + 2:i + 4], 16))
-                        i += 4
-                        continue
-                    cur.append({0x6E: 10, 0x72: 13, 0x74: 9, 0x62: 8, 0x61: 7}.get(nxt, nxt))
-                    i += 2
-                    continue
-                if c == 0x22:
-                    if i + 1 < n and line[i + 1] not in _SPACE:
-                        raise ProtocolError("unbalanced quotes in request")
-                    quote = 0
-                    i += 1
-                    break
-                cur.append(c)
-            elif quote == 0x27:  # '
-                if c == 0x5C and i + 1 < n and line[i + 1] == 0x27:
-                    cur.append(0x27)
-                    i += 2
-                    continue
-                if c == 0x27:
-                    if i + 1 < n and line[i + 1] not in _SPACE:
-                        raise ProtocolError("unbalanced quotes in request")
-                    quote = 0
-                    i += 1
-                    break
-                cur.append(c)
-            else:
-                if c in b" \t\r\n":
-                    break
-                if c == 0x22 or c == 0x27:  # a quote opens anywhere, as in Redis
-                    quote = c
-                    i += 1
-                    continue
-                cur.append(c)
-            i += 1
-        args.append(bytes(cur))
-
-
-class Pending:
-    """A reply that comes later: a handler returns one in place of bytes, and whoever
-    finishes the work calls `answer(data)` (an ADDJOB's copies confirmed, a DEDUP
-    check done, a job for a parked GETJOB). The client's later replies wait behind it
-    so they leave in request order; `holds` (a parked GETJOB): its later requests
-    wait too. With `durable`, the answer leaves only once what the node logged is as
-    safe as the AOF policy promises: the one place replies wait for the AOF.
-    `on_cancel(cancel_arg)` runs if the client goes away first."""
-
-    __slots__ = ("client", "reply", "on_cancel", "cancel_arg", "holds", "durable")
-
-    def __init__(self, client: Client, on_cancel: Callable[[Any], None] | None,
-                 cancel_arg: Any, holds: bool, durable: bool) -> None:
-        self.client = client
-        self.reply: bytes | None = None
-        self.on_cancel = on_cancel
-        self.cancel_arg = cancel_arg
-        self.holds = holds
-        self.durable = durable
-
-    def answer(self, data: bytes) -> None:
-        if self.reply is not None:
-            return
-        client = self.client
-        if self.durable:
-            aof = client.node.aof
-            if aof is not None and not aof.commit():
-                self.durable = False  # asked once: the AOF calls back when it is safe
-                aof.on_durable(lambda: self.answer(data))
-                return
-        self.reply = data
-        if not client._flush_scheduled:  # one write for all answered this turn
-            client._flush_scheduled = True
-            client.server.loop.call_soon(client._flush_replies)  # type: ignore[union-attr]
-
-
-class Client(asyncio.Protocol):
+class Client(LaterReplies, asyncio.Protocol):
     """A connected client; command handlers receive it as their context."""
 
     def __init__(self, server: Server) -> None:
@@ -193,7 +80,7 @@ class Client(asyncio.Protocol):
         self._reader = hiredis.Reader()
         self._inline = b""
         self._mb_pending = 0  # bytes of an unfinished multibulk request held by hiredis
-        self._mb_head = b""  # the first bytes of that request (see _check_bulk_lengths)
+        self._mb_head = b""  # the first bytes of that request (see check_bulk_lengths)
         self._refused = b""  # a request hiredis refused, until Redis would refuse it
         self._pending: deque[list[bytes]] = deque()
         # Replies held back behind one still awaited (see `defer`): bytes or slots.
@@ -252,7 +139,7 @@ class Client(asyncio.Protocol):
             if requests and not (self.blocked or self._pending):
                 self._execute(requests)
             if not self.close_after_reply:
-                self._protocol_error(_redis_protocol_message(str(exc)))
+                self._protocol_error(redis_protocol_message(str(exc)))
             return
         if self.blocked or self._pending:
             self._pending.extend(requests)
@@ -326,13 +213,13 @@ class Client(asyncio.Protocol):
                         break
                     # The request's bytes, from its start, say what Redis would answer.
                     request = self._request_bytes(chunk, pending, fed)
-                    message = _redis_error(request, config.proto_max_bulk_len)
+                    message = multibulk_error(request, config.proto_max_bulk_len)
                     if message is None and request:
                         # Redis answers only once the bad header's CR arrives.
                         self._refused = request
                         self._mb_pending = 0
                         return
-                    raise ProtocolError(message or _redis_protocol_message(str(exc))) from None
+                    raise ProtocolError(message or redis_protocol_message(str(exc))) from None
                 if req is False:
                     break
                 if req.__class__ is not list:
@@ -356,9 +243,9 @@ class Client(asyncio.Protocol):
                 size = _HEADER_SIZE[n] if n < _SIZE_TABLE else 3 + len(str(n))  # *<n>\r\n
                 for arg in req:
                     if arg.__class__ is not bytes:  # (Redis names the first bad byte)
-                        raise ProtocolError(_redis_error(
+                        raise ProtocolError(multibulk_error(
                             self._request_bytes(chunk, pending, fed),
-                            config.proto_max_bulk_len) or _not_a_bulk(arg))
+                            config.proto_max_bulk_len) or not_a_bulk(arg))
                     n = len(arg)  # $<n>\r\n<arg>\r\n
                     size += _BULK_SIZE[n] if n < _SIZE_TABLE else n + 5 + len(str(n))
                 pending -= size
@@ -396,7 +283,7 @@ class Client(asyncio.Protocol):
                     head = None  # checked already, as far as it is kept
                 if head is not None:
                     self._mb_head = head
-                    _check_bulk_lengths(head, config.proto_max_bulk_len)
+                    check_bulk_lengths(head, config.proto_max_bulk_len)
 
     def _request_bytes(self, chunk: bytes, pending: int, fed: int) -> bytes:
         """The bytes of the request being parsed, from its start, when known (b"" if
@@ -410,7 +297,7 @@ class Client(asyncio.Protocol):
     def _wait_for_the_error(self, data: bytes) -> None:
         """A request hiredis refused, held until Redis would see what is wrong."""
         request = self._refused + data
-        message = _redis_error(request, self.server.config.proto_max_bulk_len)
+        message = multibulk_error(request, self.server.config.proto_max_bulk_len)
         if message is None and len(request) > INLINE_MAX:
             message = "too big bulk count string"
         if message is not None:
@@ -515,116 +402,7 @@ class Client(asyncio.Protocol):
             server.slow_command(usec, args)
         return rep
 
-    # -- replies written later ----------------------------------------------------------
-    def send(self, data: bytes) -> None:
-        if self._replies:  # behind replies still awaited: keep the order
-            self._replies.append(data)
-            self._flush_replies()
-        elif self.transport is not None and not self.closing:
-            self.server.net_output_bytes += len(data)
-            self.transport.write(data)
-
-    # -- replies that come later ----------------------------------------------------------
-    def pending(self, on_cancel: Callable[[Any], None] | None = None, cancel_arg: Any = None,
-                *, holds: bool = False, durable: bool = False) -> Pending:
-        """A reply this client gets later (see Pending): the handler returns it."""
-        if len(self._replies) > _MAX_HELD_REPLIES and not self._reading_paused:
-            self._reading_paused = True  # let the cluster catch up with this client
-            self.transport.pause_reading()  # type: ignore[union-attr]
-        return Pending(self, on_cancel, cancel_arg, holds, durable)
-
-    def _flush_replies(self) -> None:
-        """Write the replies at the head of the queue that are ready, in one write."""
-        self._flush_scheduled = False
-        replies = self._replies
-        ready: list[bytes] = []
-        while replies:
-            head = replies[0]
-            if head.__class__ is Pending:
-                if head.reply is None:
-                    break
-                head = head.reply
-            replies.popleft()
-            ready.append(head)  # type: ignore[arg-type]
-        if ready and self.transport is not None and not self.closing:
-            data = b"".join(ready)
-            self.server.net_output_bytes += len(data)
-            self.transport.write(data)
-        if not replies and self.close_after_reply and self.transport is not None:
-            self.transport.close()
-        if self._reading_paused and len(replies) < _MAX_HELD_REPLIES // 2 and not (
-                self.blocked or self.transport is None):
-            self._reading_paused = False
-            self.transport.resume_reading()
-
-    def park(self, queues: list[Queue], timeout_ms: int, with_counters: bool) -> Pending:
-        """Block in GETJOB until a job arrives on one of `queues` or the timeout: the
-        handler returns the Pending reply this gives."""
-        self._parked = parked = self.pending(holds=True)
-        self.blocked = True
-        self.block_with_counters = with_counters
-        self.blocked_queues = queues
-        if timeout_ms > 0:
-            self.block_timer = self.server.loop.call_later(  # type: ignore[union-attr]
-                timeout_ms / 1000, self._block_timeout)
-        return parked
-
-    def serve_job(self, job: Job) -> None:
-        """Called by the node: a job for this blocked consumer (always exactly one)."""
-        entry = (reply.job_entry_with_counters(job) if self.block_with_counters
-                 else reply.job_entry(job))
-        self.unblock(b"*1\r\n" + entry)
-
-    def wait_left_ms(self) -> int | None:
-        """How long this blocked consumer still waits (ms, rounded up); None: no timeout."""
-        timer = self.block_timer
-        if timer is None:
-            return None
-        return max(0, int((timer.when() - self.server.loop.time()) * 1000) + 1)  # type: ignore
-
-    def _block_timeout(self) -> None:
-        self.block_timer = None
-        if self.blocked:
-            self.unblock(reply.NULL_ARRAY)
-
-    def _cancel_block(self) -> None:
-        if self.block_timer is not None:
-            self.block_timer.cancel()
-            self.block_timer = None
-        if self.blocked_queues:
-            self.node.unblock(self, self.blocked_queues)
-            self.blocked_queues = []
-        self.blocked = False
-
-    def unblock(self, data: bytes) -> None:
-        """Answer the parked request and resume the requests that queued behind it."""
-        if not self.blocked:
-            return
-        self._cancel_block()
-        parked, self._parked = self._parked, None
-        if parked is not None:
-            parked.answer(data)
-            self._flush_replies()  # now: a consumer's job leaves this loop turn
-        if self._pending:
-            self.server.loop.call_soon(self._resume)  # type: ignore[union-attr]
-        elif self._reading_paused and self.transport is not None:
-            self._reading_paused = False
-            self.transport.resume_reading()
-
-    def _resume(self) -> None:
-        if self.blocked or self.closing:
-            return
-        pending, self._pending = self._pending, deque()
-        self._execute(list(pending))
-        if not self.blocked and self._reading_paused and self.transport is not None:
-            self._reading_paused = False
-            self.transport.resume_reading()
-
-    def resume_after_pause(self) -> None:
-        """The CLIENT PAUSE ended: run the requests held meanwhile."""
-        if self._pending and not self.blocked and not self.closing:
-            self._resume()
-
+    # -- closing -----------------------------------------------------------------------
     def close_soon(self, requester: Client) -> None:
         """CLIENT KILL: close after the current batch of replies is written."""
         if requester is self:
@@ -649,78 +427,6 @@ class Client(asyncio.Protocol):
             f"oll={len(self._pending)} omem=0 events=r "
             f"cmd={self.last_command.decode().lower()}"
         )
-
-
-def _slowlog_args(args: list[bytes]) -> list[bytes]:
-    """The arguments as SLOWLOG keeps them: at most 32, each at most 128 bytes."""
-    kept = args if len(args) <= 32 else args[:31]
-    out = [a if len(a) <= 128 else a[:128] + b"... (%d more bytes)" % (len(a) - 128)
-           for a in kept]
-    if len(args) > 32:
-        out.append(b"... (%d more arguments)" % (len(args) - 31))
-    return out
-
-
-def _check_bulk_lengths(partial: bytes, limit: int) -> None:
-    """Walk the headers of an unfinished multibulk request and refuse it as soon as
-    Redis would (an argument longer than `limit` once its `$<len>` arrives, an element
-    that is not a bulk string), rather than buffering it up to the query buffer limit."""
-    message = _redis_error(partial, limit)
-    if message is not None:
-        raise ProtocolError(message)
-
-
-_CRLF = ("\r", "\n")
-_CANONICAL = re.compile(rb"(0|-?[1-9][0-9]{0,18})\Z")  # what Redis's string2ll takes
-
-
-def _redis_error(request: bytes, max_bulk: int) -> str | None:
-    """The first error Redis's processMultibulkBuffer finds in `request` (a multibulk
-    request from its `*`), or None if none shows in these bytes."""
-    eol = request.find(b"\r\n")
-    if not request.startswith(b"*") or eol < 0:
-        return None
-    if not _CANONICAL.match(request[1:eol]) or int(request[1:eol]) > 1024 * 1024:
-        return "invalid multibulk length"
-    pos = eol + 2
-    for _ in range(int(request[1:eol])):
-        if request.find(b"\r", pos) < 0:
-            return None  # Redis reads an element's header once a CR arrives
-        if request[pos] != _DOLLAR:
-            got = chr(request[pos])
-            return f"expected '$', got '{' ' if got in _CRLF else got}'"
-        eol = request.find(b"\r\n", pos)
-        if eol < 0:
-            return None
-        digits = request[pos + 1:eol]
-        if not _CANONICAL.match(digits) or not 0 <= int(digits) <= max_bulk:
-            return "invalid bulk length"
-        pos = eol + 2 + int(digits) + 2
-    return None
-
-
-def _redis_protocol_message(message: str) -> str:
-    """hiredis's wording of a request error, in Redis's words."""
-    if "ulti-bulk length" in message:
-        return "invalid multibulk length"
-    if "ulk string length" in message:
-        return "invalid bulk length"
-    if message.endswith(" as reply type byte"):  # Protocol error, got "x" as reply ...
-        quoted = message[message.index('"') + 1:message.rindex('"')]
-        return f"expected '$', got '{_unescape_byte(quoted)}'"
-    return message
-
-
-def _unescape_byte(text: str) -> str:
-    """The byte hiredis shows escaped (`\\n`, `\\x01`, `\\"`), as Redis shows it: raw,
-    CR and LF as a space (an error line cannot hold them)."""
-    if text.startswith("\\x"):
-        char = chr(int(text[2:], 16))
-    elif text.startswith("\\"):
-        char = {"n": "\n", "r": "\r", "t": "\t", "a": "\a", "b": "\b"}.get(text[1:], text[1:])
-    else:
-        char = text
-    return " " if char in _CRLF else char
 
 
 def _printable(name: bytes) -> bytes:

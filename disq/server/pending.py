@@ -1,0 +1,191 @@
+"""Replies that come later. A handler returns a `Pending` in place of bytes (an ADDJOB
+waiting for its copies, a DEDUP check, a parked GETJOB) and whoever finishes the work
+answers it; `LaterReplies`, a part of `Client`, keeps the client's replies in request
+order behind it and parks a blocked GETJOB until a job or its timeout."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import reply
+
+if TYPE_CHECKING:
+    from ..job import Job
+    from ..node import Node
+    from ..queue import Queue
+    from .app import Server
+
+_MAX_HELD_REPLIES = 100_000  # replies waiting behind an unanswered one, per client
+
+
+class Pending:
+    """A reply that comes later: a handler returns one in place of bytes, and whoever
+    finishes the work calls `answer(data)` (an ADDJOB's copies confirmed, a DEDUP
+    check done, a job for a parked GETJOB). The client's later replies wait behind it
+    so they leave in request order; `holds` (a parked GETJOB): its later requests
+    wait too. With `durable`, the answer leaves only once what the node logged is as
+    safe as the AOF policy promises: the one place replies wait for the AOF.
+    `on_cancel(cancel_arg)` runs if the client goes away first."""
+
+    __slots__ = ("client", "reply", "on_cancel", "cancel_arg", "holds", "durable")
+
+    def __init__(self, client: LaterReplies, on_cancel: Callable[[Any], None] | None,
+                 cancel_arg: Any, holds: bool, durable: bool) -> None:
+        self.client = client
+        self.reply: bytes | None = None
+        self.on_cancel = on_cancel
+        self.cancel_arg = cancel_arg
+        self.holds = holds
+        self.durable = durable
+
+    def answer(self, data: bytes) -> None:
+        if self.reply is not None:
+            return
+        client = self.client
+        if self.durable:
+            aof = client.node.aof
+            if aof is not None and not aof.commit():
+                self.durable = False  # asked once: the AOF calls back when it is safe
+                aof.on_durable(lambda: self.answer(data))
+                return
+        self.reply = data
+        if not client._flush_scheduled:  # one write for all answered this turn
+            client._flush_scheduled = True
+            client.server.loop.call_soon(client._flush_replies)  # type: ignore[union-attr]
+
+
+class LaterReplies:
+    """Client's replies that do not leave at once (a mixin: the state is set in
+    Client.__init__)."""
+
+    server: Server
+    node: Node
+    transport: asyncio.Transport | None
+    closing: bool
+    close_after_reply: bool
+    _pending: deque[list[bytes]]  # requests held while blocked (or paused)
+    _replies: deque[bytes | Pending]
+    _flush_scheduled: bool
+    _reading_paused: bool
+    blocked: bool
+    _parked: Pending | None
+    blocked_queues: list[Queue]
+    block_timer: asyncio.TimerHandle | None
+    block_with_counters: bool
+
+    if TYPE_CHECKING:
+        def _execute(self, requests: list[list[bytes]]) -> None: ...
+
+    # -- the reply queue: replies leave in request order ----------------------------------
+    def send(self, data: bytes) -> None:
+        if self._replies:  # behind replies still awaited: keep the order
+            self._replies.append(data)
+            self._flush_replies()
+        elif self.transport is not None and not self.closing:
+            self.server.net_output_bytes += len(data)
+            self.transport.write(data)
+
+    def pending(self, on_cancel: Callable[[Any], None] | None = None, cancel_arg: Any = None,
+                *, holds: bool = False, durable: bool = False) -> Pending:
+        """A reply this client gets later (see Pending): the handler returns it."""
+        if len(self._replies) > _MAX_HELD_REPLIES and not self._reading_paused:
+            self._reading_paused = True  # let the cluster catch up with this client
+            self.transport.pause_reading()  # type: ignore[union-attr]
+        return Pending(self, on_cancel, cancel_arg, holds, durable)
+
+    def _flush_replies(self) -> None:
+        """Write the replies at the head of the queue that are ready, in one write."""
+        self._flush_scheduled = False
+        replies = self._replies
+        ready: list[bytes] = []
+        while replies:
+            head = replies[0]
+            if head.__class__ is Pending:
+                if head.reply is None:
+                    break
+                head = head.reply
+            replies.popleft()
+            ready.append(head)  # type: ignore[arg-type]
+        if ready and self.transport is not None and not self.closing:
+            data = b"".join(ready)
+            self.server.net_output_bytes += len(data)
+            self.transport.write(data)
+        if not replies and self.close_after_reply and self.transport is not None:
+            self.transport.close()
+        if self._reading_paused and len(replies) < _MAX_HELD_REPLIES // 2 and not (
+                self.blocked or self.transport is None):
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    # -- a consumer parked in GETJOB, and the requests it holds -------------------------
+    def park(self, queues: list[Queue], timeout_ms: int, with_counters: bool) -> Pending:
+        """Block in GETJOB until a job arrives on one of `queues` or the timeout: the
+        handler returns the Pending reply this gives."""
+        self._parked = parked = self.pending(holds=True)
+        self.blocked = True
+        self.block_with_counters = with_counters
+        self.blocked_queues = queues
+        if timeout_ms > 0:
+            self.block_timer = self.server.loop.call_later(  # type: ignore[union-attr]
+                timeout_ms / 1000, self._block_timeout)
+        return parked
+
+    def serve_job(self, job: Job) -> None:
+        """Called by the node: a job for this blocked consumer (always exactly one)."""
+        entry = (reply.job_entry_with_counters(job) if self.block_with_counters
+                 else reply.job_entry(job))
+        self.unblock(b"*1\r\n" + entry)
+
+    def wait_left_ms(self) -> int | None:
+        """How long this blocked consumer still waits (ms, rounded up); None: no timeout."""
+        timer = self.block_timer
+        if timer is None:
+            return None
+        return max(0, int((timer.when() - self.server.loop.time()) * 1000) + 1)  # type: ignore
+
+    def _block_timeout(self) -> None:
+        self.block_timer = None
+        if self.blocked:
+            self.unblock(reply.NULL_ARRAY)
+
+    def _cancel_block(self) -> None:
+        if self.block_timer is not None:
+            self.block_timer.cancel()
+            self.block_timer = None
+        if self.blocked_queues:
+            self.node.unblock(self, self.blocked_queues)
+            self.blocked_queues = []
+        self.blocked = False
+
+    def unblock(self, data: bytes) -> None:
+        """Answer the parked request and resume the requests that queued behind it."""
+        if not self.blocked:
+            return
+        self._cancel_block()
+        parked, self._parked = self._parked, None
+        if parked is not None:
+            parked.answer(data)
+            self._flush_replies()  # now: a consumer's job leaves this loop turn
+        if self._pending:
+            self.server.loop.call_soon(self._resume)  # type: ignore[union-attr]
+        elif self._reading_paused and self.transport is not None:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    def _resume(self) -> None:
+        if self.blocked or self.closing:
+            return
+        pending, self._pending = self._pending, deque()
+        self._execute(list(pending))
+        if not self.blocked and self._reading_paused and self.transport is not None:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    def resume_after_pause(self) -> None:
+        """The CLIENT PAUSE ended: run the requests held meanwhile."""
+        if self._pending and not self.blocked and not self.closing:
+            self._resume()
+

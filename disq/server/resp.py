@@ -1,0 +1,155 @@
+"""RESP requests as Redis reads them: inline requests split as sdssplitargs does, and
+Redis's wording of every protocol error (the client sees `-ERR Protocol error:
+<message>`). The parsing itself is `Client._parse` (connection.py), the hot path;
+these are its helpers."""
+
+from __future__ import annotations
+
+import re
+
+
+class ProtocolError(Exception):
+    """A request Redis would refuse: the message is Redis's."""
+
+
+# What hiredis returns for an element that is not a bulk string -> the type byte
+# Redis names in its error ("expected '$', got ':'").
+_TYPE_BYTES = {int: ":", list: "*", float: ",", bool: "#", dict: "%", set: "~"}
+
+
+def not_a_bulk(arg: object) -> str:
+    if arg is None:  # $-1: a bulk length Redis refuses
+        return "invalid bulk length"
+    if isinstance(arg, Exception):  # hiredis returns -ERR lines as error objects
+        return "expected '$', got '-'"
+    return f"expected '$', got '{_TYPE_BYTES.get(type(arg), '?')}'"
+
+
+_SPACE = b" \t\r\n\x0b\x0c"  # isspace(): around words and after a closing quote
+_HEX = b"0123456789abcdefABCDEF"
+
+
+def split_inline(line: bytes) -> list[bytes]:
+    """Split an inline request like Redis's sdssplitargs: spaces separate words,
+    "double" quotes take \\n \\r \\t \\xHH escapes, 'single' quotes are literal."""
+    line = line.rstrip(b"\r")
+    if b'"' not in line and b"'" not in line and b"\x0b" not in line and b"\x0c" not in line:
+        return line.split()  # (\v and \f separate words here, not in Redis)
+    args: list[bytes] = []
+    i, n = 0, len(line)
+    while True:
+        while i < n and line[i] in _SPACE:
+            i += 1
+        if i >= n:
+            return args
+        cur = bytearray()
+        quote = 0
+        while True:
+            if i >= n:
+                if quote:
+                    raise ProtocolError("unbalanced quotes in request")
+                break
+            c = line[i]
+            if quote == 0x22:  # "
+                if c == 0x5C and i + 1 < n:  # backslash
+                    nxt = line[i + 1]
+                    if nxt == 0x78 and i + 3 < n and line[i + 2] in _HEX and (
+                            line[i + 3] in _HEX):  # \xHH
+                        cur.append(int(line[i + 2:i + 4], 16))
+                        i += 4
+                        continue
+                    cur.append({0x6E: 10, 0x72: 13, 0x74: 9, 0x62: 8, 0x61: 7}.get(nxt, nxt))
+                    i += 2
+                    continue
+                if c == 0x22:
+                    if i + 1 < n and line[i + 1] not in _SPACE:
+                        raise ProtocolError("unbalanced quotes in request")
+                    quote = 0
+                    i += 1
+                    break
+                cur.append(c)
+            elif quote == 0x27:  # '
+                if c == 0x5C and i + 1 < n and line[i + 1] == 0x27:
+                    cur.append(0x27)
+                    i += 2
+                    continue
+                if c == 0x27:
+                    if i + 1 < n and line[i + 1] not in _SPACE:
+                        raise ProtocolError("unbalanced quotes in request")
+                    quote = 0
+                    i += 1
+                    break
+                cur.append(c)
+            else:
+                if c in b" \t\r\n":
+                    break
+                if c == 0x22 or c == 0x27:  # a quote opens anywhere, as in Redis
+                    quote = c
+                    i += 1
+                    continue
+                cur.append(c)
+            i += 1
+        args.append(bytes(cur))
+
+
+def check_bulk_lengths(partial: bytes, limit: int) -> None:
+    """Walk the headers of an unfinished multibulk request and refuse it as soon as
+    Redis would (an argument longer than `limit` once its `$<len>` arrives, an element
+    that is not a bulk string), rather than buffering it up to the query buffer limit."""
+    message = multibulk_error(partial, limit)
+    if message is not None:
+        raise ProtocolError(message)
+
+
+_CRLF = ("\r", "\n")
+_DOLLAR = 36  # b"$"
+_CANONICAL = re.compile(rb"(0|-?[1-9][0-9]{0,18})\Z")  # what Redis's string2ll takes
+
+
+def multibulk_error(request: bytes, max_bulk: int) -> str | None:
+    """The first error Redis's processMultibulkBuffer finds in `request` (a multibulk
+    request from its `*`), or None if none shows in these bytes."""
+    eol = request.find(b"\r\n")
+    if not request.startswith(b"*") or eol < 0:
+        return None
+    if not _CANONICAL.match(request[1:eol]) or int(request[1:eol]) > 1024 * 1024:
+        return "invalid multibulk length"
+    pos = eol + 2
+    for _ in range(int(request[1:eol])):
+        if request.find(b"\r", pos) < 0:
+            return None  # Redis reads an element's header once a CR arrives
+        if request[pos] != _DOLLAR:
+            got = chr(request[pos])
+            return f"expected '$', got '{' ' if got in _CRLF else got}'"
+        eol = request.find(b"\r\n", pos)
+        if eol < 0:
+            return None
+        digits = request[pos + 1:eol]
+        if not _CANONICAL.match(digits) or not 0 <= int(digits) <= max_bulk:
+            return "invalid bulk length"
+        pos = eol + 2 + int(digits) + 2
+    return None
+
+
+def redis_protocol_message(message: str) -> str:
+    """hiredis's wording of a request error, in Redis's words."""
+    if "ulti-bulk length" in message:
+        return "invalid multibulk length"
+    if "ulk string length" in message:
+        return "invalid bulk length"
+    if message.endswith(" as reply type byte"):  # Protocol error, got "x" as reply ...
+        quoted = message[message.index('"') + 1:message.rindex('"')]
+        return f"expected '$', got '{_unescape_byte(quoted)}'"
+    return message
+
+
+def _unescape_byte(text: str) -> str:
+    """The byte hiredis shows escaped (`\\n`, `\\x01`, `\\"`), as Redis shows it: raw,
+    CR and LF as a space (an error line cannot hold them)."""
+    if text.startswith("\\x"):
+        char = chr(int(text[2:], 16))
+    elif text.startswith("\\"):
+        char = {"n": "\n", "r": "\r", "t": "\t", "a": "\a", "b": "\b"}.get(text[1:], text[1:])
+    else:
+        char = text
+    return " " if char in _CRLF else char

@@ -1,0 +1,125 @@
+"""What the server measures: commands and their time, ops per second, slow commands
+(SLOWLOG and LATENCY's "command" event), the memory in use and the maxmemory marks it
+gives the core; CONFIG RESETSTAT clears them. A part of `Server`."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from .info import rss_bytes
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..node import Node
+    from .latency import LatencyMonitor
+    from .table import CommandSpec
+
+# used_memory of a node without jobs: about what an empty Disque node reports. Like
+# Disque's allocator count, used_memory is the data (this plus the jobs' footprint),
+# not the interpreter's RSS (INFO used_memory_rss), so maxmemory and the memory
+# levels mean what they mean in Disque (its tests run at maxmemory 3mb).
+EMPTY_NODE_MEMORY = 1024 * 1024
+
+
+class Stats:
+    """Server's measures (a mixin: the state is set in Server.__init__)."""
+
+    config: Config
+    node: Node
+    commands: dict[bytes, CommandSpec]
+    connections_received: int
+    rejected_connections: int
+    net_input_bytes: int
+    net_output_bytes: int
+    ops_per_sec: int
+    input_kbps: float
+    output_kbps: float
+    _ops_samples: deque[tuple[float, int, int, int]]
+    slowlog: deque[tuple[int, int, int, list[bytes]]]
+    slowlog_id: int
+    slowlog_threshold: int
+    latency: LatencyMonitor
+    _memory_cache: tuple[float, int]
+
+    # -- commands and traffic ----------------------------------------------------------
+    @property
+    def commands_processed(self) -> int:
+        """Commands executed: the sum of the per-command counters (so the hot path
+        counts once, in the command's spec)."""
+        return sum(spec.calls for spec in self.commands.values())
+
+    def _sample_ops(self, now: float) -> None:
+        samples = self._ops_samples
+        samples.append((now, self.commands_processed, self.net_input_bytes,
+                        self.net_output_bytes))
+        if len(samples) >= 2:
+            t0, c0, i0, o0 = samples[0]
+            t1, c1, i1, o1 = samples[-1]
+            dt = max(t1 - t0, 1e-6)
+            self.ops_per_sec = int((c1 - c0) / dt)
+            self.input_kbps = (i1 - i0) / dt / 1024
+            self.output_kbps = (o1 - o0) / dt / 1024
+
+    # -- slow commands (SLOWLOG, LATENCY) ---------------------------------------------------
+    def _slow_usec(self) -> int:
+        latency_ms = self.config.latency_monitor_threshold
+        return min(self.slowlog_threshold, latency_ms * 1000 if latency_ms else 1 << 62)
+
+    def slow_command(self, usec: int, args: list[bytes]) -> None:
+        """A command took at least `slow_usec`: the slowlog and/or the latency monitor
+        ("command" event) keep it."""
+        if usec >= self.slowlog_threshold:
+            self.slowlog_id += 1
+            self.slowlog.append((self.slowlog_id - 1, int(time.time()), usec,
+                                 _slowlog_args(args)))
+        threshold = self.config.latency_monitor_threshold
+        if threshold and usec // 1000 >= threshold:
+            self.latency.add("command", usec // 1000)
+
+    # -- memory --------------------------------------------------------------------------
+    def used_memory(self) -> int:
+        """Memory in use: an empty node's plus what its jobs take (Node.job_bytes).
+        Unlike RSS, it falls when jobs are acknowledged, so memory levels and
+        maxmemory follow the data, as Disque's allocator count does."""
+        return EMPTY_NODE_MEMORY + self.node.job_bytes
+
+    def rss(self) -> int:
+        """RSS, sampled at most every 100 ms (it is a /proc read)."""
+        now = time.monotonic()
+        stamp, value = self._memory_cache
+        if now - stamp > 0.1:
+            value = rss_bytes()
+            self._memory_cache = (now, value)
+        return value
+
+    def update_memory_limit(self) -> None:
+        """Give the core maxmemory's marks (in job bytes) and the eviction policy:
+        checked before every command that may add jobs (ADDJOB, ENQUEUE, NACK), and
+        against each new job's size, so the levels are always current."""
+        config = self.config
+        self.node.set_memory_limit(config.maxmemory, EMPTY_NODE_MEMORY,
+                                   config.maxmemory_policy != "noeviction")
+
+    def reset_stats(self) -> None:
+        self.connections_received = self.rejected_connections = 0
+        self.net_input_bytes = self.net_output_bytes = 0
+        for spec in self.commands.values():
+            spec.calls = spec.usec = 0
+        self.slowlog.clear()
+
+
+def _slowlog_args(args: list[bytes]) -> list[bytes]:
+    """The arguments as SLOWLOG keeps them: at most 32, each at most 128 bytes."""
+    kept = args if len(args) <= 32 else args[:31]
+    out = [a if len(a) <= 128 else a[:128] + b"... (%d more bytes)" % (len(a) - 128)
+           for a in kept]
+    if len(args) > 32:
+        out.append(b"... (%d more arguments)" % (len(args) - 31))
+    return out
+
+
+def slowlog_usec(value: int) -> int:
+    """Microseconds from which a command is logged; a negative setting disables it."""
+    return value if value >= 0 else 1 << 62
