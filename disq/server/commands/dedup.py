@@ -11,7 +11,8 @@ from ...node import now_ms
 from ...requests import AddJob
 
 if TYPE_CHECKING:
-    from ..connection import Client, Pending
+    from ..connection import Client
+    from ..pending import Pending
 
 
 def add_deduped(client: Client, request: AddJob) -> bytes | Pending:

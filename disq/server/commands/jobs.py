@@ -15,7 +15,8 @@ from ..table import command
 from .dedup import add_deduped
 
 if TYPE_CHECKING:
-    from ..connection import Client, Pending
+    from ..connection import Client
+    from ..pending import Pending
 
 @command("addjob", -4, "wm")
 def addjob(client: Client, args: list[bytes]) -> bytes | Pending:
