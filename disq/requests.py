@@ -88,7 +88,7 @@ class _Parser:
         self.low, self.high = option.low, option.high
         self.min_len, self.max_len = option.min_len, option.max_len
         self.error: type[FixedError] | None = (
-            fixed(option.token or option.field, "ERR", option.error) if option.error else None)
+            fixed(option.token, "ERR", option.error) if option.error else None)
         self.choices = {choice.encode(): choice for choice in option.choices}
         self.repeat = option.repeat
 

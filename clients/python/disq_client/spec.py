@@ -118,7 +118,7 @@ GETJOB = CommandOptions("GETJOB", (
 ))
 
 # -- the SCAN commands: [cursor] [COUNT n] [BUSYLOOP] and each one's filters --------------
-# Their numbers are taken as they are, negative ones too (Disque's error: not a number).
+# Their numbers have no range (negative ones are taken): the one error is not a number.
 NOT_INTEGER = "value is not an integer or out of range"
 JOB_STATES = ("wait-repl", "active", "queued", "acked")  # JSCAN's STATE names
 
