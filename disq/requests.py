@@ -8,11 +8,27 @@ nothing around them, 64-bit range; an empty string is 0."""
 
 from __future__ import annotations
 
-from disq_client.spec import ADDJOB, BYTES, FLAG, GETJOB, INT, MS, CommandOptions, Option
+from typing import ClassVar, Self
+
+from disq_client.spec import (
+    ADDJOB,
+    BYTES,
+    CHOICE,
+    FLAG,
+    GETJOB,
+    INT,
+    JSCAN,
+    MS,
+    PAUSE,
+    QSCAN,
+    CommandOptions,
+    Option,
+)
 
 from . import errors
 from .errors import FixedError, fixed
 from .ids import is_valid_job_id
+from .queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
 
 DEFAULT_TTL = 24 * 3600
 _new = object.__new__
@@ -64,7 +80,8 @@ class _Parser:
     """One option of a command, compiled for the RESP parser: how its value converts,
     and the error its bad values get."""
 
-    __slots__ = ("field", "kind", "low", "high", "min_len", "max_len", "error")
+    __slots__ = ("field", "kind", "low", "high", "min_len", "max_len", "error", "choices",
+                 "repeat")
 
     def __init__(self, option: Option) -> None:
         self.field = option.field
@@ -73,6 +90,8 @@ class _Parser:
         self.min_len, self.max_len = option.min_len, option.max_len
         self.error: type[FixedError] | None = (
             fixed(option.token, "ERR", option.error) if option.error else None)
+        self.choices = {choice.encode(): choice for choice in option.choices}
+        self.repeat = option.repeat
 
     def value(self, arg: bytes) -> object:
         kind = self.kind
@@ -87,6 +106,11 @@ class _Parser:
             if not self.min_len <= len(arg) <= self.max_len:
                 raise self.error  # type: ignore[misc]
             return arg
+        if kind == CHOICE:
+            choice = self.choices.get(arg) or self.choices.get(arg.lower())
+            if choice is None:
+                raise self.error  # type: ignore[misc]
+            return choice
         return True
 
 
@@ -198,4 +222,127 @@ class GetJob:
         if start >= len(args):  # no FROM, or no queue after it
             raise errors.SYNTAX
         request.queues = args[start:]
+        return request
+
+
+class _Scan:
+    """What QSCAN and JSCAN share: [cursor] [COUNT n] [BUSYLOOP], then each one's filters.
+    The first argument that is not an option (or is one without its value) is the cursor;
+    a second one is a syntax error. COUNT's value is checked as it is read, the filters'
+    values once every argument is placed, in the order given: an error in a filter comes
+    after the cursor's. A filter given twice is checked twice, the last one kept."""
+
+    __slots__ = ("cursor", "count", "busyloop")
+    _PARSERS: ClassVar[dict[bytes, _Parser]]
+    _CURSOR: ClassVar[_Parser]
+
+    def __init__(self, cursor: int = 0, count: int = 100, busyloop: bool = False) -> None:
+        self.cursor = cursor
+        self.count = count  # buckets per step (< 1: one step; negative: to the end)
+        self.busyloop = busyloop  # on to the end of the table in this call
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> Self:
+        request = cls()
+        parsers = cls._PARSERS
+        filters: list[tuple[_Parser, bytes]] = []
+        cursor_given = False
+        argc = len(args)
+        j = 1
+        while j < argc:
+            arg = args[j]
+            parser = parsers.get(arg) or parsers.get(arg.lower())
+            if parser is not None and parser.kind == FLAG:
+                setattr(request, parser.field, True)
+            elif parser is not None and j + 1 < argc:
+                j += 1
+                if parser.field == "count":
+                    request.count = parser.value(args[j])  # type: ignore[assignment]
+                else:
+                    filters.append((parser, args[j]))
+            elif cursor_given:
+                raise errors.SYNTAX
+            else:
+                request.cursor = cls._CURSOR.value(arg)  # type: ignore[assignment]
+                cursor_given = True
+            j += 1
+        for parser, arg in filters:
+            if parser.repeat:
+                getattr(request, parser.field).append(parser.value(arg))
+            else:
+                setattr(request, parser.field, parser.value(arg))
+        return request
+
+
+def _cursor_parser(spec: CommandOptions) -> _Parser:
+    assert spec.positional is not None
+    return _Parser(spec.positional)
+
+
+class QScan(_Scan):
+    """QSCAN [cursor] [COUNT n] [BUSYLOOP] [MINLEN n] [MAXLEN n] [IMPORTRATE n]: queues
+    of at least `minlen` and at most `maxlen` jobs, importing at least `importrate`
+    jobs/s (a negative bound: no filter)."""
+
+    __slots__ = ("minlen", "maxlen", "importrate")
+    OPTIONS = QSCAN
+    _PARSERS = _compile(QSCAN)
+    _CURSOR = _cursor_parser(QSCAN)
+
+    def __init__(self, cursor: int = 0, count: int = 100, busyloop: bool = False,
+                 minlen: int = -1, maxlen: int = -1, importrate: int = -1) -> None:
+        super().__init__(cursor, count, busyloop)
+        self.minlen = minlen
+        self.maxlen = maxlen
+        self.importrate = importrate
+
+
+class JScan(_Scan):
+    """JSCAN [cursor] [COUNT n] [BUSYLOOP] [QUEUE q] [STATE s ...] [REPLY all|id]: jobs
+    of `queue` (None: any) in any of `states` (names; none: any), replied as IDs or,
+    `reply` "all", as SHOW's fields."""
+
+    __slots__ = ("queue", "states", "reply")
+    OPTIONS = JSCAN
+    _PARSERS = _compile(JSCAN)
+    _CURSOR = _cursor_parser(JSCAN)
+
+    def __init__(self, cursor: int = 0, count: int = 100, busyloop: bool = False,
+                 queue: bytes | None = None, states: list[str] | None = None,
+                 reply: str = "id") -> None:
+        super().__init__(cursor, count, busyloop)
+        self.queue = queue
+        self.states = states if states is not None else []
+        self.reply = reply
+
+
+class Pause:
+    """PAUSE queue word [word ...], the words applied in order (disq_client.spec.PAUSE).
+    `flags`: the pause state asked, None when no word asks one (only `state` or `bcast`:
+    the state is replied as it is); `bcast`: send the result to every node."""
+
+    __slots__ = ("queue", "flags", "bcast")
+    OPTIONS = PAUSE
+    _PARSERS = _compile(PAUSE)
+    _FLAGS = {"in": PAUSED_IN, "out": PAUSED_OUT, "all": PAUSED_ALL, "none": 0}
+
+    def __init__(self, queue: bytes, flags: int | None = None, bcast: bool = False) -> None:
+        self.queue = queue
+        self.flags = flags
+        self.bcast = bcast
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> Pause:
+        request = cls(args[1])
+        parsers = cls._PARSERS
+        for arg in args[2:]:
+            parser = parsers.get(arg) or parsers.get(arg.lower())
+            if parser is None:
+                raise errors.SYNTAX
+            word = parser.field
+            if word == "bcast":
+                request.bcast = True
+            elif word != "state":  # none clears what the words before asked
+                bits = cls._FLAGS[word]
+                request.flags = (request.flags or 0) | bits if bits else 0
         return request

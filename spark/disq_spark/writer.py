@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from disq_client.client import Connection
+from disq_client.client import Connection, ConnectionSettings
 from disq_client.commands import addjob_options, encode_addjobs
 from disq_client.protocol import ErrorReply, parse_address
 from disq_client.retry import (
@@ -333,8 +333,8 @@ class PartitionWriter:
         conn = self.conns.get(self.node_index)
         if conn is None:
             conn = self.conns[self.node_index] = Connection(
-                self.addrs[self.node_index], timeout=self.o.socket_timeout_s,
-                connect_timeout=2.0, password=self.o.password)
+                self.addrs[self.node_index], ConnectionSettings(
+                    timeout=self.o.socket_timeout_s, password=self.o.password))
         return conn
 
     def _next_node(self) -> None:

@@ -14,6 +14,8 @@ node = jobutil.node
 c = jobutil.c
 
 NOT_INT = "ERR value is not an integer or out of range"
+BAD_STATE = "ERR Invalid job state name"
+BAD_REPLY = "ERR Invalid REPLY type, try ID or ALL"
 
 
 def add_many(c: RawClient, queue: str, n: int, *options: object) -> list[bytes]:
@@ -290,6 +292,58 @@ def test_qscan_errors(c: RawClient, args: tuple, message: str) -> None:
     assert_error(c, message, "QSCAN", *args)
 
 
+BAD_CURSOR = "ERR invalid cursor or option name"
+SYNTAX = "ERR syntax error"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    # an option whose value is missing is taken for the cursor
+    (("MINLEN",), BAD_CURSOR),
+    (("BUSYLOOP", "COUNT"), BAD_CURSOR),
+    (("0", "MINLEN"), SYNTAX),
+    (("-1",), BAD_CURSOR),
+    (("99999999999999999999",), BAD_CURSOR),
+    (("QUEUE", "q"), BAD_CURSOR),  # JSCAN's option, not QSCAN's
+    # COUNT's value is checked as it is read, the filters' once the cursor is known
+    (("COUNT", "x", "bogus"), NOT_INT),
+    (("bogus", "COUNT", "x"), BAD_CURSOR),
+    (("MINLEN", "x", "bogus"), BAD_CURSOR),
+    (("MINLEN", "x", "0", "1"), SYNTAX),
+    (("MINLEN", "x", "COUNT", "y"), NOT_INT),
+    (("MINLEN", "x", "MINLEN", "1"), NOT_INT),  # every value is checked, the last kept
+    (("MINLEN", "1", "MAXLEN", "y", "IMPORTRATE", "z"), NOT_INT),
+    (("COUNT", "BUSYLOOP"), NOT_INT),  # an option's value, even if it names an option
+    (("MINLEN", "COUNT", "5"), NOT_INT),
+    (("MAXLEN", "9223372036854775808"), NOT_INT),
+])
+def test_qscan_error_order(c: RawClient, args: tuple, message: str) -> None:
+    c.add("q", "x")
+    assert_error(c, message, "QSCAN", *args)
+
+
+def test_qscan_option_values(c: RawClient) -> None:
+    add_many(c, "two", 2)
+    c.add("one", "x")
+
+    def names(*options: object) -> list[bytes]:
+        cursor, found = c.call("QSCAN", "BUSYLOOP", *options)
+        assert cursor == b"0"
+        return sorted(found)
+
+    assert names("MINLEN", 2, "MINLEN", 1) == [b"one", b"two"]  # the last one counts
+    assert names("MINLEN", 1, "MINLEN", 2) == [b"two"]
+    assert names("MINLEN", -3) == [b"one", b"two"]  # negative: no filter
+    assert names("MAXLEN", -1) == [b"one", b"two"]
+    assert names("MAXLEN", "") == []  # an empty number is 0
+    assert names("MINLEN", "+2") == [b"two"]
+    assert names("Busyloop", "minLen", 2) == [b"two"]
+    assert c.call("QSCAN", "+0", "BUSYLOOP")[1] != []
+    cursor, found = c.call("QSCAN", "COUNT", -1)  # negative COUNT: to the end
+    assert cursor == b"0" and sorted(found) == [b"one", b"two"]
+    cursor, found = c.call("QSCAN", "COUNT", 0, "BUSYLOOP")
+    assert cursor == b"0" and sorted(found) == [b"one", b"two"]
+
+
 # -- JSCAN -------------------------------------------------------------------------------
 
 def test_jscan_empty(c: RawClient) -> None:
@@ -371,6 +425,47 @@ def test_jscan_errors(c: RawClient) -> None:
     assert_error(c, NOT_INT, "JSCAN", "COUNT", "many")
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (("REPLY",), BAD_CURSOR),
+    (("0", "QUEUE"), SYNTAX),
+    (("MINLEN", "1"), BAD_CURSOR),  # QSCAN's option, not JSCAN's
+    (("-5",), BAD_CURSOR),
+    # STATE and REPLY are checked once the cursor is known, in the order given
+    (("STATE", "x", "bogus"), BAD_CURSOR),
+    (("REPLY", "json", "0", "1"), SYNTAX),
+    (("STATE", "x", "REPLY", "json"), BAD_STATE),
+    (("REPLY", "json", "STATE", "x"), BAD_REPLY),
+    (("STATE", "x", "COUNT", "y"), NOT_INT),
+    (("REPLY", "json", "REPLY", "id"), BAD_REPLY),  # every value is checked
+    (("STATE", "queued", "STATE", ""), BAD_STATE),
+    (("STATE", b"QUEUED\xc0"), BAD_STATE),
+    (("STATE", "deleted"), BAD_STATE),  # disq's internal state is not a name
+    (("REPLY", "ids"), BAD_REPLY),
+])
+def test_jscan_error_order(c: RawClient, args: tuple, message: str) -> None:
+    c.add("q", "x")
+    assert_error(c, message, "JSCAN", *args)
+
+
+def test_jscan_option_values(c: RawClient) -> None:
+    a = c.add("a", "x")
+    b = c.add("b", "x")
+    weird = c.add("COUNT", "x")  # a queue named like an option
+
+    def found(*options: object) -> list:
+        cursor, items = c.call("JSCAN", "BUSYLOOP", *options)
+        assert cursor == b"0"
+        return items
+
+    assert found("QUEUE", "a", "QUEUE", "b") == [b]  # the last one counts
+    assert found("QUEUE", "COUNT") == [weird]
+    assert sorted(found("STATE", "queued", "STATE", "Queued")) == sorted([a, b, weird])
+    assert found("STATE", "ACTIVE") == []
+    assert found("QUEUE", "a", "REPLY", "all", "REPLY", "ID") == [a]
+    assert found("QUEUE", "a", "REPLY", "id", "reply", "All")[0][:2] == [b"id", a]
+    assert sorted(found("COUNT", "-1")) == sorted([a, b, weird])
+
+
 # -- PAUSE -------------------------------------------------------------------------------
 
 def test_pause_replies_resulting_state(c: RawClient) -> None:
@@ -407,6 +502,25 @@ def test_pause_syntax_error_changes_nothing(c: RawClient) -> None:
     assert c.call("PAUSE", "q", "state") == b"in"
     assert_error(c, "ERR syntax error", "PAUSE", "new", "all", "bogus")
     assert c.qstat("new") is None
+
+
+def test_pause_words_in_order(c: RawClient) -> None:
+    c.add("q", "x")
+    assert_error(c, SYNTAX, "PAUSE", "q", "bogus", "in")  # anywhere: nothing changes
+    assert_error(c, SYNTAX, "PAUSE", "q", "in", "in-out")
+    assert c.call("PAUSE", "q", "STATE") == b"none"
+    for options, expected in [
+        (("in", "in", "none", "none"), b"none"), (("state", "in"), b"in"),
+        (("None", "OUT", "BCAST"), b"out"), (("out", "none", "state", "in"), b"in"),
+        (("in", "out", "none", "all", "none", "out", "in"), b"all"),
+    ]:
+        assert c.call("PAUSE", "q", *options) == expected, options
+
+
+def test_pause_bcast_alone_on_missing_queue(c: RawClient) -> None:
+    assert c.call("PAUSE", "q", "bcast") == b"none"
+    assert c.call("PAUSE", "q", "bcast", "none") == b"none"
+    assert c.qstat("q") is None
 
 
 def test_pause_arity(c: RawClient) -> None:

@@ -4,10 +4,12 @@ the client's encoding of the same options."""
 from __future__ import annotations
 
 import pytest
-from disq_client.spec import ADDJOB, GETJOB
+from disq_client.spec import ADDJOB, GETJOB, JOB_STATES, JSCAN, PAUSE, QSCAN
 
 from disq import errors
-from disq.requests import DEFAULT_TTL, AddJob, GetJob
+from disq.job import STATE_BY_NAME
+from disq.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
+from disq.requests import DEFAULT_TTL, AddJob, GetJob, JScan, Pause, QScan
 
 
 def args(text: str) -> list[bytes]:
@@ -75,3 +77,61 @@ def test_the_client_encodes_the_options_the_server_parses() -> None:
     assert GETJOB.encode({"count": 3, "nohang": False}) == ["COUNT", 3]
     with pytest.raises(TypeError, match="no option 'priority'"):
         ADDJOB.encode({"priority": 1})
+
+
+def test_scan_requests() -> None:
+    plain = QScan.parse(args("QSCAN"))
+    assert (plain.cursor, plain.count, plain.busyloop, plain.minlen, plain.maxlen,
+            plain.importrate) == (0, 100, False, -1, -1, -1)
+    full = QScan.parse(args("QSCAN count 5 7 BUSYLOOP MINLEN 1 maxlen 9 IMPORTRATE -2"))
+    assert (full.cursor, full.count, full.busyloop, full.minlen, full.maxlen,
+            full.importrate) == (7, 5, True, 1, 9, -2)
+    jobs = JScan.parse(args("JSCAN STATE queued 3 QUEUE q state ACTIVE REPLY All COUNT -1"))
+    assert (jobs.cursor, jobs.count, jobs.queue, jobs.states, jobs.reply) == (
+        3, -1, b"q", ["queued", "active"], "all")
+    assert (JScan.parse(args("JSCAN")).states, JScan.parse(args("JSCAN")).reply) == ([], "id")
+
+
+@pytest.mark.parametrize(("text", "reply"), [
+    ("QSCAN -1", b"-ERR invalid cursor or option name\r\n"),
+    ("QSCAN 0 MINLEN", b"-ERR syntax error\r\n"),
+    ("QSCAN MINLEN x bogus", b"-ERR invalid cursor or option name\r\n"),
+    ("QSCAN MINLEN x COUNT y", b"-ERR value is not an integer or out of range\r\n"),
+    ("JSCAN STATE x REPLY json", b"-ERR Invalid job state name\r\n"),
+    ("JSCAN REPLY json STATE x", b"-ERR Invalid REPLY type, try ID or ALL\r\n"),
+    ("PAUSE q in sideways", b"-ERR syntax error\r\n"),
+])
+def test_bad_queue_requests(text: str, reply: bytes) -> None:
+    parse = {"QSCAN": QScan.parse, "JSCAN": JScan.parse, "PAUSE": Pause.parse}
+    with pytest.raises(errors.DisqError) as refused:
+        parse[text.split()[0]](args(text))
+    assert refused.value.reply() == reply
+
+
+def test_pause_words_apply_in_order() -> None:
+    for text, flags, bcast in [
+        ("PAUSE q state", None, False), ("PAUSE q bcast", None, True),
+        ("PAUSE q in OUT", PAUSED_ALL, False), ("PAUSE q all none", 0, False),
+        ("PAUSE q none out bcast", PAUSED_OUT, True), ("PAUSE q in none in", PAUSED_IN, False),
+    ]:
+        request = Pause.parse(args(text))
+        assert (request.queue, request.flags, request.bcast) == (b"q", flags, bcast), text
+
+
+def test_the_client_encodes_the_queue_options_the_server_parses() -> None:
+    assert set(JOB_STATES) == set(STATE_BY_NAME)
+    tail = QSCAN.encode({"cursor": 4, "count": 10, "minlen": 2, "maxlen": None})
+    assert tail == [4, "COUNT", 10, "MINLEN", 2]
+    request = QScan.parse([b"QSCAN", *(str(a).encode() for a in tail)])
+    assert (request.cursor, request.count, request.minlen) == (4, 10, 2)
+    tail = JSCAN.encode({"cursor": 0, "queue": "q", "states": ["queued", "acked"],
+                         "reply": "all"})
+    assert tail == [0, "QUEUE", "q", "STATE", "queued", "STATE", "acked", "REPLY", "all"]
+    request = JScan.parse([b"JSCAN", *(str(a).encode() for a in tail)])
+    assert (request.queue, request.states, request.reply) == (b"q", ["queued", "acked"], "all")
+    words = PAUSE.encode([("in", True), ("none", True), ("out", True), ("bcast", True)])
+    assert words == ["in", "none", "out", "bcast"]
+    request = Pause.parse([b"PAUSE", b"q", *(str(w).encode() for w in words)])
+    assert (request.flags, request.bcast) == (PAUSED_OUT, True)
+    with pytest.raises(TypeError, match="no option 'sideways'"):
+        PAUSE.encode([("sideways", True)])

@@ -9,7 +9,6 @@ waiting for jobs does not hold up the ACKs of other tasks.
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from types import TracebackType
@@ -19,7 +18,7 @@ from . import commands as cmds
 from .bodies import Body
 from .client import ClientBase
 from .commands import Cmd
-from .core import ADD_TIMEOUT_MS, BATCH_SIZE, HELLO_REQUEST
+from .core import ADD_TIMEOUT_MS, BATCH_SIZE, DEFAULT_SETTINGS, HELLO_REQUEST, ConnectionSettings
 from .errors import DisqConnectionError, DisqTimeoutError, ProtocolError
 from .protocol import (
     Address,
@@ -54,14 +53,9 @@ class AsyncConnection(asyncio.Protocol):
     oldest pending request. A timeout or a broken link closes it and fails every
     pending request."""
 
-    def __init__(self, addr: Address, *, timeout: float | None = 5.0,
-                 connect_timeout: float | None = 2.0, password: str | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, addr: Address, settings: ConnectionSettings = DEFAULT_SETTINGS) -> None:
         self.addr = addr
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self.password = password
-        self.ssl_context = ssl_context
+        self.settings = settings
         self._transport: asyncio.Transport | None = None
         self._reader = new_reader()
         self._pending: deque[_Pending] = deque()
@@ -76,17 +70,18 @@ class AsyncConnection(asyncio.Protocol):
 
     async def _open(self, loop: asyncio.AbstractEventLoop) -> None:
         where = format_address(self.addr)
+        settings = self.settings
         try:
             await asyncio.wait_for(
                 loop.create_connection(lambda: self, self.addr[0], self.addr[1],
-                                       ssl=self.ssl_context),
-                self.connect_timeout)
+                                       ssl=settings.ssl_context),
+                settings.connect_timeout)
         except TimeoutError as exc:
             raise DisqTimeoutError(f"connecting to {where}: timeout") from exc
         except OSError as exc:
             raise DisqConnectionError(f"connecting to {where}: {exc}") from exc
-        if self.password is not None:
-            reply = (await self.request([auth_request(self.password)], 0.0))[0]
+        if settings.password is not None:
+            reply = (await self.request([auth_request(settings.password)], 0.0))[0]
             error = auth_failure(reply)
             if error is not None:
                 self.close()
@@ -143,7 +138,7 @@ class AsyncConnection(asyncio.Protocol):
         future: asyncio.Future[list[object]] = asyncio.get_running_loop().create_future()
         self._pending.append(_Pending(future, len(payloads)))
         transport.write(payloads[0] if len(payloads) == 1 else b"".join(payloads))
-        timeout = reply_wait(self.timeout, wait)
+        timeout = reply_wait(self.settings.timeout, wait)
         try:
             if timeout is None:
                 return await future
@@ -190,8 +185,7 @@ class AsyncClient(ClientBase):
 
     # -- connections --------------------------------------------------------------------
     def _new_connection(self, addr: Address) -> AsyncConnection:
-        return AsyncConnection(addr, timeout=self.timeout, connect_timeout=self.connect_timeout,
-                               password=self.password, ssl_context=self.ssl_context)
+        return AsyncConnection(addr, self.settings)
 
     async def _connection(self) -> AsyncConnection:
         view = self.core.view
@@ -207,13 +201,7 @@ class AsyncClient(ClientBase):
                 if conn is not None and conn.connected:
                     return conn
             conn = await self._connect_first(self.core.candidates())
-            better = self.core.better_than(conn.addr)
-            if better:
-                try:
-                    conn = await self._connect_first(better)
-                except DisqConnectionError:
-                    pass
-            return conn
+            return await self._switch_to(self.core.better_than(conn.addr)) or conn
 
     async def _connect_first(self, addrs: Sequence[Address]) -> AsyncConnection:
         failures = []
@@ -278,14 +266,14 @@ class AsyncClient(ClientBase):
             if cmd.gets_jobs:
                 target = core.follow(result)  # type: ignore[arg-type]
                 if target is not None:
-                    await self._switch_to(target)
+                    await self._switch_to([target])
             return result
 
-    async def _switch_to(self, addr: Address) -> None:
+    async def _switch_to(self, addrs: Sequence[Address]) -> AsyncConnection | None:
         try:
-            await self._connect_first([addr])
+            return await self._connect_first(addrs)
         except DisqConnectionError:
-            pass
+            return None
 
     async def _run_pipeline(self, payloads: list[bytes], wait: float | None) -> list[object]:
         generation = self.core.generation
@@ -308,10 +296,8 @@ class AsyncClient(ClientBase):
                       retry: int | None = None, ttl: int | None = None,
                       maxlen: int | None = None, async_: bool = False,
                       dedup: str | bytes | None = None) -> str:
-        options = cmds.addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_,
-                                      dedup)
-        return await self._run(cmds.add_job(queue, body, options,
-                                            cmds.addjob_wait(timeout_ms, async_)))
+        return await self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry,
+                                            ttl, maxlen, async_, dedup))
 
     async def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                        timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -319,10 +305,10 @@ class AsyncClient(ClientBase):
                        ttl: int | None = None, maxlen: int | None = None,
                        async_: bool = False, batch_size: int = BATCH_SIZE,
                        dedup: Iterable[str | bytes] | None = None) -> list[str]:
-        options = cmds.addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_)
-        wait = cmds.addjob_wait(timeout_ms, async_)
+        batches, wait = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl,
+                                      maxlen, async_, batch_size, dedup)
         replies: list[object] = []
-        for payload in cmds.addjob_batches(queue, bodies, options, dedup, batch_size):
+        for payload in batches:
             replies += await self._run_pipeline(payload, wait)
         return cmds.job_ids(replies)
 

@@ -4,7 +4,6 @@ every choice (nodes, failover, replies); this module only connects, sends and wa
 from __future__ import annotations
 
 import socket
-import ssl
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
@@ -18,8 +17,10 @@ from .core import (
     ADD_TIMEOUT_MS,
     BATCH_SIZE,
     DEFAULT_NODE,
+    DEFAULT_SETTINGS,
     HELLO_REQUEST,
     ClientCore,
+    ConnectionSettings,
     Nodes,
     seed_list,
 )
@@ -40,7 +41,7 @@ from .tls import SSLOption, ssl_context
 from .types import Hello, Job, JobInfo, PauseOption, QueueStat
 
 __all__ = ["ADD_TIMEOUT_MS", "BATCH_SIZE", "DEFAULT_NODE", "Client", "ClientBase",
-           "Connection", "Nodes", "seed_list"]
+           "Connection", "ConnectionSettings", "Nodes", "seed_list"]
 
 T = TypeVar("T")
 
@@ -55,11 +56,9 @@ class ClientBase:
                  ssl_ca_certs: str | None = None, ssl_certfile: str | None = None,
                  ssl_keyfile: str | None = None, ssl_check_hostname: bool = True) -> None:
         self.core = ClientCore(nodes, switch_after_jobs=switch_after_jobs, retries=retries)
-        self.password = password
-        self.ssl_context = ssl_context(ssl, ca_certs=ssl_ca_certs, certfile=ssl_certfile,
-                                       keyfile=ssl_keyfile, check_hostname=ssl_check_hostname)
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
+        self.settings = ConnectionSettings(timeout, connect_timeout, password, ssl_context(
+            ssl, ca_certs=ssl_ca_certs, certfile=ssl_certfile, keyfile=ssl_keyfile,
+            check_hostname=ssl_check_hostname))
         self._setup()
 
     def _setup(self) -> None:
@@ -113,14 +112,9 @@ class Connection:
     step with the next command.
     """
 
-    def __init__(self, addr: Address, *, timeout: float | None = 5.0,
-                 connect_timeout: float | None = 2.0, password: str | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, addr: Address, settings: ConnectionSettings = DEFAULT_SETTINGS) -> None:
         self.addr = addr
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self.password = password
-        self.ssl_context = ssl_context
+        self.settings = settings
         self._sock: socket.socket | None = None
         self._reader = new_reader()
         self._sock_timeout: float | None = -1.0  # what the socket is set to now
@@ -132,11 +126,12 @@ class Connection:
     def connect(self) -> None:
         if self._sock is not None:
             return
+        settings = self.settings
         try:
-            sock = socket.create_connection(self.addr, timeout=self.connect_timeout)
-            if self.ssl_context is not None:
+            sock = socket.create_connection(self.addr, timeout=settings.connect_timeout)
+            if settings.ssl_context is not None:
                 try:  # the handshake, within connect_timeout
-                    sock = self.ssl_context.wrap_socket(sock, server_hostname=self.addr[0])
+                    sock = settings.ssl_context.wrap_socket(sock, server_hostname=self.addr[0])
                 except BaseException:
                     sock.close()
                     raise
@@ -149,11 +144,11 @@ class Connection:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         self._sock = sock
-        self._sock_timeout = self.connect_timeout
+        self._sock_timeout = settings.connect_timeout
         self._reader = new_reader()
-        if self.password is not None:
+        if settings.password is not None:
             try:
-                reply = self.request(auth_request(self.password))
+                reply = self.request(auth_request(settings.password))
             except BaseException:
                 self.close()
                 raise
@@ -174,8 +169,7 @@ class Connection:
     def execute(self, args: Sequence[Arg], extra_wait: float | None = 0.0) -> object:
         """Send one command, return its reply (an ErrorReply for an error reply).
         `extra_wait` None waits for ever (a GETJOB without TIMEOUT)."""
-        self.send(encode(args))
-        return self.read(extra_wait)
+        return self.request(encode(args), extra_wait)
 
     def request(self, payload: bytes, extra_wait: float | None = 0.0) -> object:
         """Send one encoded command, return its reply."""
@@ -202,7 +196,7 @@ class Connection:
         gets = self._reader.gets
         reply = gets()
         if reply is False:
-            wait = self._wait(extra_wait)
+            wait = reply_wait(self.settings.timeout, extra_wait)
             while reply is False:
                 self._recv(wait)
                 reply = gets()
@@ -211,7 +205,7 @@ class Connection:
     def read_many(self, n: int, extra_wait: float | None = 0.0) -> list[object]:
         replies: list[object] = []
         gets = self._reader.gets
-        wait = self._wait(extra_wait)
+        wait = reply_wait(self.settings.timeout, extra_wait)
         while True:
             reply = gets()
             while reply is not False:
@@ -220,10 +214,6 @@ class Connection:
                     return replies
                 reply = gets()
             self._recv(wait)
-
-    def _wait(self, extra_wait: float | None) -> float | None:
-        """How long one read may wait for bytes (`reply_wait`)."""
-        return reply_wait(self.timeout, extra_wait)
 
     def _recv(self, wait: float | None) -> None:
         """Feed the reader with what the socket has, waiting at most `wait` seconds."""
@@ -299,13 +289,8 @@ class Client(ClientBase):
             if conn is not None and conn.connected:
                 return conn
         conn = self._connect_first(self.core.candidates())
-        better = self.core.better_than(conn.addr)
-        if better:  # e.g. the seed is leaving: the view still has it as current on failure
-            try:
-                conn = self._connect_first(better)
-            except DisqConnectionError:
-                pass
-        return conn
+        # a better node (e.g. the seed is leaving), if one answers
+        return self._switch_to(self.core.better_than(conn.addr)) or conn
 
     def _connect_first(self, addrs: Sequence[Address]) -> Connection:
         """Connect to the first of `addrs` that answers HELLO and make it current."""
@@ -313,9 +298,7 @@ class Client(ClientBase):
         for addr in addrs:
             conn = self._conns.get(addr)
             if conn is None:
-                conn = self._conns[addr] = Connection(
-                    addr, timeout=self.timeout, connect_timeout=self.connect_timeout,
-                    password=self.password, ssl_context=self.ssl_context)
+                conn = self._conns[addr] = Connection(addr, self.settings)
             try:
                 reply = conn.request(HELLO_REQUEST)
             except CONNECTION_ERRORS as exc:
@@ -331,12 +314,12 @@ class Client(ClientBase):
         if conn is not None:
             conn.close()
 
-    def _switch_to(self, addr: Address) -> None:
-        """Move to `addr` if it answers; stay where we are otherwise."""
+    def _switch_to(self, addrs: Sequence[Address]) -> Connection | None:
+        """Move to the first of `addrs` that answers; stay where we are (None) otherwise."""
         try:
-            self._connect_first([addr])
+            return self._connect_first(addrs)
         except DisqConnectionError:
-            pass
+            return None
 
     # -- running commands ---------------------------------------------------------------
     def _run(self, cmd: Cmd[T]) -> T:
@@ -361,7 +344,7 @@ class Client(ClientBase):
                 if cmd.gets_jobs:
                     target = core.follow(result)  # type: ignore[arg-type]
                     if target is not None:
-                        self._switch_to(target)
+                        self._switch_to([target])
                 return result
 
     def _run_pipeline(self, payloads: list[bytes], wait: float | None) -> list[object]:
@@ -393,10 +376,8 @@ class Client(ClientBase):
         """ADDJOB; returns the job ID. `timeout_ms` bounds synchronous replication (0:
         no limit); delay, retry and ttl are in seconds. `dedup` (disq's extension): a
         key; if the cluster added a job with it already, that job's ID, nothing added."""
-        options = cmds.addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_,
-                                      dedup)
-        return self._run(cmds.add_job(queue, body, options, cmds.addjob_wait(timeout_ms,
-                                                                              async_)))
+        return self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry, ttl,
+                                      maxlen, async_, dedup))
 
     def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                  timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -408,10 +389,10 @@ class Client(ClientBase):
         job was refused, raises BatchError once every batch was sent, with each job's ID
         or exception in `results`. `dedup`: one DEDUP key per body (see add_job), which
         also makes sending a batch again after a broken connection add nothing twice."""
-        options = cmds.addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_)
-        wait = cmds.addjob_wait(timeout_ms, async_)
+        batches, wait = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl,
+                                      maxlen, async_, batch_size, dedup)
         replies: list[object] = []
-        for payload in cmds.addjob_batches(queue, bodies, options, dedup, batch_size):
+        for payload in batches:
             replies += self._run_pipeline(payload, wait)
         return cmds.job_ids(replies)
 

@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 from .bodies import Body, to_body
 from .errors import BatchError
 from .protocol import Arg, error_of, to_bytes
+from .spec import ADDJOB, GETJOB, JSCAN, PAUSE, QSCAN, CommandOptions
 from .types import Hello, HelloNode, Job, JobInfo, PauseOption, QueueStat
 
 T = TypeVar("T")
@@ -46,20 +47,25 @@ def raw(args: Sequence[Arg]) -> Cmd[object]:
     return Cmd(tuple(args), _identity)
 
 
+def _options(spec: CommandOptions,
+             values: Mapping[str, object] | Iterable[tuple[str, object]]) -> list[Arg]:
+    """The spec's tokens with the values given, which are the caller's Args."""
+    return cast("list[Arg]", spec.encode(values))
+
+
 # -- producing ------------------------------------------------------------------------------
+_DEDUP = ADDJOB.by_field["dedup"].token.encode()
+_DEDUP_PREFIX = b"$%d\r\n%s\r\n" % (len(_DEDUP), _DEDUP)
+
+
 def addjob_options(timeout_ms: int, replicate: int | None, delay: int | None,
                    retry: int | None, ttl: int | None, maxlen: int | None,
                    async_: bool, dedup: Arg | None = None) -> tuple[Arg, ...]:
     """Everything after the body: the timeout, then the options given. `dedup` is
     disq's DEDUP extension (Disque refuses it)."""
-    args: list[Arg] = [timeout_ms]
-    for name, value in (("REPLICATE", replicate), ("DELAY", delay), ("RETRY", retry),
-                        ("TTL", ttl), ("MAXLEN", maxlen), ("DEDUP", dedup)):
-        if value is not None:
-            args += (name, value)
-    if async_:
-        args.append("ASYNC")
-    return tuple(args)
+    return (timeout_ms, *_options(ADDJOB, {
+        "repl": replicate, "delay": delay, "retry": retry, "ttl": ttl, "maxlen": maxlen,
+        "dedup": dedup, "async_": async_}))
 
 
 def addjob_wait(timeout_ms: int, async_: bool) -> float | None:
@@ -69,8 +75,22 @@ def addjob_wait(timeout_ms: int, async_: bool) -> float | None:
     return None if timeout_ms == 0 else timeout_ms / 1000
 
 
-def add_job(queue: str, body: Body, options: tuple[Arg, ...], wait: float | None) -> Cmd[str]:
-    return Cmd(("ADDJOB", queue, to_body(body), *options), _str, wait)
+def add_job(queue: str, body: Body, timeout_ms: int, replicate: int | None,
+            delay: int | None, retry: int | None, ttl: int | None, maxlen: int | None,
+            async_: bool, dedup: Arg | None) -> Cmd[str]:
+    options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup)
+    return Cmd(("ADDJOB", queue, to_body(body), *options), _str,
+               addjob_wait(timeout_ms, async_))
+
+
+def add_jobs(queue: str, bodies: Iterable[Body], timeout_ms: int, replicate: int | None,
+             delay: int | None, retry: int | None, ttl: int | None, maxlen: int | None,
+             async_: bool, batch_size: int, dedup: Iterable[Arg] | None
+             ) -> tuple[Iterator[list[bytes]], float | None]:
+    """Pipelined ADDJOBs: their encoded batches, and how long each batch may take."""
+    options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_)
+    return (addjob_batches(queue, bodies, options, dedup, batch_size),
+            addjob_wait(timeout_ms, async_))
 
 
 def job_ids(replies: list[object]) -> list[str]:
@@ -98,7 +118,7 @@ def encode_addjobs(queue: str, bodies: Iterable[Body], options: tuple[Arg, ...],
         cmd = b"%s$%d\r\n%s\r\n%s" % (head, len(data), data, suffix)
         if dedup is not None:
             key = to_bytes(dedup[i])
-            cmd += b"$5\r\nDEDUP\r\n$%d\r\n%s\r\n" % (len(key), key)
+            cmd += _DEDUP_PREFIX + b"$%d\r\n%s\r\n" % (len(key), key)
         out.append(cmd)
     return out
 
@@ -140,22 +160,14 @@ def get_jobs(queues: Sequence[str], count: int, timeout_ms: int, nohang: bool,
              with_counters: bool) -> Cmd[list[Job]]:
     if not queues:
         raise ValueError("get_jobs needs at least one queue")
-    args: list[Arg] = ["GETJOB"]
-    if nohang:
-        args.append("NOHANG")
-    if timeout_ms:
-        args += ("TIMEOUT", timeout_ms)
-    if count != 1:
-        args += ("COUNT", count)
-    if with_counters:
-        args.append("WITHCOUNTERS")
-    args.append("FROM")
-    args.extend(queues)
+    options = _options(GETJOB, {"nohang": nohang, "timeout": timeout_ms or None,
+                             "count": None if count == 1 else count,
+                             "with_counters": with_counters})
     if nohang:
         wait: float | None = 0.0
     else:
         wait = None if timeout_ms == 0 else timeout_ms / 1000
-    return Cmd(tuple(args), _jobs, wait, gets_jobs=True)
+    return Cmd(("GETJOB", *options, "FROM", *queues), _jobs, wait, gets_jobs=True)
 
 
 def ids_command(name: str, ids: Sequence[str]) -> Cmd[int]:
@@ -232,10 +244,8 @@ def qstat(queue: str) -> Cmd[QueueStat | None]:
 
 def pause(queue: str, flags: Sequence[PauseOption], bcast: bool) -> Cmd[str]:
     """No flags: only ask the state."""
-    args: list[Arg] = ["PAUSE", queue, *flags] if flags else ["PAUSE", queue, "state"]
-    if bcast:
-        args.append("bcast")
-    return Cmd(tuple(args), _str)
+    words = [(flag.lower(), True) for flag in flags or ("state",)]
+    return Cmd(("PAUSE", queue, *_options(PAUSE, [*words, ("bcast", bcast)])), _str)
 
 
 def _scan_page(reply: object) -> tuple[int, list[object]]:
@@ -247,25 +257,16 @@ def _scan_page(reply: object) -> tuple[int, list[object]]:
 
 def qscan(cursor: int, count: int | None, minlen: int | None, maxlen: int | None,
           importrate: int | None) -> Cmd[tuple[int, list[object]]]:
-    args: list[Arg] = ["QSCAN", cursor]
-    for name, value in (("COUNT", count), ("MINLEN", minlen), ("MAXLEN", maxlen),
-                        ("IMPORTRATE", importrate)):
-        if value is not None:
-            args += (name, value)
-    return Cmd(tuple(args), _scan_page)
+    options = _options(QSCAN, {"cursor": cursor, "count": count, "minlen": minlen,
+                            "maxlen": maxlen, "importrate": importrate})
+    return Cmd(("QSCAN", *options), _scan_page)
 
 
 def jscan(cursor: int, count: int | None, queue: str | None, states: Sequence[str],
           reply_all: bool) -> Cmd[tuple[int, list[object]]]:
-    args: list[Arg] = ["JSCAN", cursor]
-    if count is not None:
-        args += ("COUNT", count)
-    if queue is not None:
-        args += ("QUEUE", queue)
-    for state in states:
-        args += ("STATE", state)
-    args += ("REPLY", "all" if reply_all else "id")
-    return Cmd(tuple(args), _scan_page)
+    options = _options(JSCAN, {"cursor": cursor, "count": count, "queue": queue,
+                            "states": states, "reply": "all" if reply_all else "id"})
+    return Cmd(("JSCAN", *options), _scan_page)
 
 
 def scan_names(items: list[object]) -> list[str]:

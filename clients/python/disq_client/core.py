@@ -24,6 +24,8 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import commands as cmds
 from .cluster import ClusterView
@@ -31,6 +33,9 @@ from .errors import DisqConnectionError
 from .protocol import Address, ErrorReply, check, encode, from_error_reply
 from .retry import RetryPolicy, moves_on
 from .types import Hello, Job
+
+if TYPE_CHECKING:
+    import ssl
 
 Nodes = str | Address | Sequence[str | Address]
 
@@ -40,6 +45,22 @@ BATCH_SIZE = 1000
 
 HELLO_REQUEST = encode(cmds.hello().args)
 _HELLO = cmds.hello()
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionSettings:
+    """How every connection of a client connects and waits, in Client and AsyncClient
+    alike. `timeout` bounds every wait for a reply, in seconds (commands that block on
+    the server add how much longer they may take); `password` is sent with AUTH on
+    every connection; `ssl_context` makes it TLS."""
+
+    timeout: float | None = 5.0
+    connect_timeout: float | None = 2.0
+    password: str | None = None
+    ssl_context: ssl.SSLContext | None = None
+
+
+DEFAULT_SETTINGS = ConnectionSettings()
 
 
 def seed_list(nodes: Nodes) -> list[str | Address]:

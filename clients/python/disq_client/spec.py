@@ -9,29 +9,38 @@ An option is a token, optionally followed by one value. `field` is its name in a
 parsed request and in the client's keyword arguments. Values are checked as Disque
 checks them (strtoll: optional sign, digits only, 64-bit), and an option out of its
 range is refused with its own message, Disque's text where Disque has the option.
+A command may also take one argument without a token among its options (`positional`:
+the SCAN commands' cursor), and an option may be given again (`repeat`: JSCAN's STATE).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 FLAG = "flag"  # the token alone: the field becomes True
 INT = "int"  # an integer in [low, high]
 MS = "ms"  # a timeout in milliseconds: an integer >= 0 (Disque's timeout errors)
 BYTES = "bytes"  # a string of min_len to max_len bytes
+CHOICE = "choice"  # one of `choices`, in any case: the field is the choice as spelled here
+
+LL_MIN = -(2**63)  # INT: the lowest bound, for a number taken as it is
 
 
 @dataclass(frozen=True)
 class Option:
-    token: str  # as sent, upper case: REPLICATE
+    token: str  # as sent: REPLICATE (upper case but for PAUSE's words)
     field: str  # the request's attribute and the client's keyword: repl
-    kind: str  # FLAG, INT, MS or BYTES
-    error: str = ""  # INT/BYTES: the -ERR message for a value out of range
+    kind: str  # FLAG, INT, MS, BYTES or CHOICE
+    error: str = ""  # INT/BYTES/CHOICE: the -ERR message for a value out of range
     low: int = 0  # INT: inclusive bounds
     high: int = 2**63 - 1
     min_len: int = 1  # BYTES: inclusive bounds
     max_len: int = 512 * 1024 * 1024
     extension: bool = False  # a disq extension: Disque has no such option
+    choices: tuple[str, ...] = ()  # CHOICE: the values taken, lower case
+    repeat: bool = False  # may be given again: the field is the list of the values
 
     @property
     def takes_value(self) -> bool:
@@ -42,6 +51,7 @@ class Option:
 class CommandOptions:
     name: str
     options: tuple[Option, ...]
+    positional: Option | None = None  # an argument without token, sent first
     by_token: dict[bytes, Option] = field(init=False, repr=False, compare=False)
     by_field: dict[str, Option] = field(init=False, repr=False, compare=False)
 
@@ -57,19 +67,31 @@ class CommandOptions:
     def lookup(self, token: bytes) -> Option | None:
         return self.by_token.get(token) or self.by_token.get(token.lower())
 
-    def encode(self, values: dict[str, object]) -> list[object]:
-        """The option tokens and values for `values` (field -> value): None and False
-        leave an option out. A field this command does not have is a TypeError."""
+    def encode(self, values: Mapping[str, object] | Iterable[tuple[str, object]]
+               ) -> list[object]:
+        """The option tokens and values for `values` (field -> value, or (field, value)
+        pairs where the order matters: PAUSE's words): None and False leave an option
+        out, a repeated option takes a list. A field this command does not have is a
+        TypeError."""
         out: list[object] = []
-        for name, value in values.items():
+        positional = self.positional
+        for name, value in values.items() if isinstance(values, Mapping) else values:
+            if positional is not None and name == positional.field:
+                if value is not None:
+                    out.insert(0, value)
+                continue
             option = self.by_field.get(name)
             if option is None:
                 raise TypeError(f"{self.name} has no option {name!r}")
             if value is None or value is False:
                 continue
-            out.append(option.token)
-            if option.takes_value:
-                out.append(value)
+            if option.repeat:
+                for item in cast(Iterable[object], value):
+                    out += (option.token, item)
+            elif option.takes_value:
+                out += (option.token, value)
+            else:
+                out.append(option.token)
         return out
 
 
@@ -94,3 +116,37 @@ GETJOB = CommandOptions("GETJOB", (
     Option("COUNT", "count", INT, "COUNT must be a number greater than zero", 1),
     Option("WITHCOUNTERS", "with_counters", FLAG),
 ))
+
+# -- the SCAN commands: [cursor] [COUNT n] [BUSYLOOP] and each one's filters --------------
+# Their numbers have no range (negative ones are taken): the one error is not a number.
+NOT_INTEGER = "value is not an integer or out of range"
+JOB_STATES = ("wait-repl", "active", "queued", "acked")  # JSCAN's STATE names
+
+
+def _scan(name: str, *filters: Option) -> CommandOptions:
+    return CommandOptions(name, (
+        Option("COUNT", "count", INT, NOT_INTEGER, LL_MIN),  # < 1: one step
+        Option("BUSYLOOP", "busyloop", FLAG),
+        *filters,
+    ), positional=Option("", "cursor", INT, "invalid cursor or option name"))
+
+
+QSCAN = _scan(
+    "QSCAN",
+    Option("MINLEN", "minlen", INT, NOT_INTEGER, LL_MIN),  # < 0: no filter
+    Option("MAXLEN", "maxlen", INT, NOT_INTEGER, LL_MIN),
+    Option("IMPORTRATE", "importrate", INT, NOT_INTEGER, LL_MIN),
+)
+
+JSCAN = _scan(
+    "JSCAN",
+    Option("QUEUE", "queue", BYTES, min_len=0),
+    Option("STATE", "states", CHOICE, "Invalid job state name", choices=JOB_STATES,
+           repeat=True),  # any of them
+    Option("REPLY", "reply", CHOICE, "Invalid REPLY type, try ID or ALL", choices=("all", "id")),
+)
+
+# PAUSE queue word [word ...], the words applied in order: in, out and all add to the
+# state asked, none clears it, state asks no change, bcast sends the result to every node.
+PAUSE = CommandOptions("PAUSE", tuple(
+    Option(word, word, FLAG) for word in ("in", "out", "all", "none", "state", "bcast")))

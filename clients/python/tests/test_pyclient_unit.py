@@ -130,3 +130,30 @@ def test_encode_addjobs_with_dedup_keys() -> None:
     assert [len(b) for b in batches] == [2, 1]
     assert batches[1][0].endswith(b"$5\r\nDEDUP\r\n$1\r\nz\r\n")
     assert cmds.addjob_options(0, None, None, None, None, None, False, "k") == (0, "DEDUP", "k")
+
+
+def test_queue_command_arguments() -> None:
+    assert cmds.qscan(0, None, None, None, None).args == ("QSCAN", 0)
+    assert cmds.qscan(7, 10, 1, 5, 2).args == (
+        "QSCAN", 7, "COUNT", 10, "MINLEN", 1, "MAXLEN", 5, "IMPORTRATE", 2)
+    assert cmds.qscan(0, None, 0, None, None).args == ("QSCAN", 0, "MINLEN", 0)
+    assert cmds.jscan(0, None, None, (), False).args == ("JSCAN", 0, "REPLY", "id")
+    assert cmds.jscan(3, 50, "q", ["queued", "active"], True).args == (
+        "JSCAN", 3, "COUNT", 50, "QUEUE", "q", "STATE", "queued", "STATE", "active",
+        "REPLY", "all")
+    assert cmds.pause("q", (), False).args == ("PAUSE", "q", "state")
+    assert cmds.pause("q", (), True).args == ("PAUSE", "q", "state", "bcast")
+    assert cmds.pause("q", ("in", "none", "out"), True).args == (
+        "PAUSE", "q", "in", "none", "out", "bcast")
+
+
+def test_job_command_arguments() -> None:
+    assert cmds.addjob_options(5000, None, None, None, None, None, False) == (5000,)
+    assert cmds.addjob_options(0, 1, 2, 3, 4, 5, True, b"k") == (
+        0, "REPLICATE", 1, "DELAY", 2, "RETRY", 3, "TTL", 4, "MAXLEN", 5, "DEDUP", b"k",
+        "ASYNC")
+    assert cmds.addjob_options(0, 0, 0, 0, 0, 0, False) == (
+        0, "REPLICATE", 0, "DELAY", 0, "RETRY", 0, "TTL", 0, "MAXLEN", 0)
+    assert cmds.get_jobs(["q"], 2, 10, False, False).args == (
+        "GETJOB", "TIMEOUT", 10, "COUNT", 2, "FROM", "q")
+    assert cmds.get_jobs(["q"], 0, 0, False, False).args == ("GETJOB", "COUNT", 0, "FROM", "q")
