@@ -8,6 +8,7 @@ nothing around them, 64-bit range; an empty string is 0."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar, Self
 
 from disq_client.spec import (
@@ -81,7 +82,7 @@ class _Parser:
     and the error its bad values get."""
 
     __slots__ = ("field", "kind", "low", "high", "min_len", "max_len", "error", "choices",
-                 "repeat")
+                 "repeat", "value")
 
     def __init__(self, option: Option) -> None:
         self.field = option.field
@@ -92,26 +93,34 @@ class _Parser:
             fixed(option.token, "ERR", option.error) if option.error else None)
         self.choices = {choice.encode(): choice for choice in option.choices}
         self.repeat = option.repeat
+        # The converter of this kind of value, picked once (ADDJOB's options are on
+        # the hot path).
+        self.value: Callable[[bytes], object] = {
+            INT: self._int, MS: timeout_ms, BYTES: self._bytes, CHOICE: self._choice,
+        }.get(option.kind, _true)
 
-    def value(self, arg: bytes) -> object:
-        kind = self.kind
-        if kind == INT:
+    def _int(self, arg: bytes) -> int:
+        number = _SMALL.get(arg)
+        if number is None:
             number = parse_int(arg)
-            if number is None or not self.low <= number <= self.high:
-                raise self.error  # type: ignore[misc]
-            return number
-        if kind == MS:
-            return timeout_ms(arg)
-        if kind == BYTES:
-            if not self.min_len <= len(arg) <= self.max_len:
-                raise self.error  # type: ignore[misc]
-            return arg
-        if kind == CHOICE:
-            choice = self.choices.get(arg) or self.choices.get(arg.lower())
-            if choice is None:
-                raise self.error  # type: ignore[misc]
-            return choice
-        return True
+        if number is None or not self.low <= number <= self.high:
+            raise self.error  # type: ignore[misc]
+        return number
+
+    def _bytes(self, arg: bytes) -> bytes:
+        if not self.min_len <= len(arg) <= self.max_len:
+            raise self.error  # type: ignore[misc]
+        return arg
+
+    def _choice(self, arg: bytes) -> str:
+        choice = self.choices.get(arg) or self.choices.get(arg.lower())
+        if choice is None:
+            raise self.error  # type: ignore[misc]
+        return choice
+
+
+def _true(arg: bytes) -> bool:
+    return True
 
 
 def _compile(spec: CommandOptions) -> dict[bytes, _Parser]:
