@@ -38,7 +38,7 @@ _LL_MIN, _LL_MAX = -(2**63), 2**63 - 1
 # The canonical spellings of small numbers (REPLICATE 2, RETRY 30, COUNT 10...) and of
 # round timeouts (ADDJOB ... 5000, GETJOB TIMEOUT 10000): one dict lookup for the
 # values clients send on every request.
-_SMALL = {b"%d" % i: i for i in (*range(1025), *range(1100, 120_001, 100))}
+_SMALL: dict[bytes, int] = {b"%d" % i: i for i in (*range(1025), *range(1100, 120_001, 100))}
 
 TIMEOUT_NOT_INT = fixed("TIMEOUT_NOT_INT", "ERR", "timeout is not an integer or out of range")
 TIMEOUT_NEGATIVE = fixed("TIMEOUT_NEGATIVE", "ERR", "timeout is negative")

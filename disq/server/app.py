@@ -34,9 +34,10 @@ from ..job import Job
 from ..node import Node, now_ms
 from .clients import ClientRegistry
 from .commands import load_commands
-from .connection import ERR_LOADING, Client, Pending
+from .connection import ERR_LOADING, Client
 from .cron import Cron
 from .latency import LatencyMonitor
+from .pending import Pending
 from .process import (
     LEVELS,
     adjust_open_files_limit,

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .connection import Client, Pending
+    from .connection import Client
+    from .pending import Pending
 
 Handler = Callable[["Client", list[bytes]], "bytes | Pending"]
 

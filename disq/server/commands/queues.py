@@ -16,7 +16,8 @@ from .jobs import show_job
 
 if TYPE_CHECKING:
     from ...scantable import ScanTable
-    from ..connection import Client, Pending
+    from ..connection import Client
+    from ..pending import Pending
 
 @command("qlen", 2, "r")
 def qlen(client: Client, args: list[bytes]) -> bytes:
