@@ -1,23 +1,22 @@
-"""The node's state and the operations commands perform on it.
+"""The node's state and the operations commands perform on it: the job registry,
+timers, queues and blocked consumers, ADDJOB here; operations on existing jobs in
+jobops.py and memory bounds in memory.py (parts of `Node`).
 
 Nothing here knows about sockets or the event loop. The server arms one loop timer
 through `arm_timer`, blocked consumers are `Waiter` objects, and everything that
-concerns other nodes goes through `self.cluster` (a `ClusterPort`; `SoloCluster` when
-the node is alone), so this module is testable without a network.
+concerns other nodes goes through `self.cluster` (a `ClusterPort`, ports.py;
+`SoloCluster` when the node is alone), so this module is testable without a network.
 """
 
 from __future__ import annotations
 
-import itertools
-import random
-import time
 from collections.abc import Callable, Iterable
-from typing import Protocol
 
 from . import errors
+from .clock import now_ms, random_time_error
 from .config import Config
 from .dedup import DedupTable
-from .ids import JobIdGenerator, ttl_minutes_from_id
+from .ids import JobIdGenerator
 from .job import (
     ACKED,
     ACTIVE,
@@ -31,118 +30,30 @@ from .job import (
     WILLQUEUE_ADVANCE_MS,
     Job,
     holder_set,
-    node_id_set,
 )
+from .jobops import JobOperations
+from .memory import NO_MEMORY_LIMIT, MemoryBounds
+from .ports import ClusterPort, Persistence, SoloCluster
 from .queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue, Waiter
 from .requests import AddJob
 from .scantable import ScanTable
 from .timers import JobTimers
 
+# The clock is clock.py's; commands and the cluster layers take it from here too.
+__all__ = ["DEFAULT_RETRY_MAX", "INCR_DELIV", "INCR_NACKS", "JOB_FOOTPRINT",
+           "QUEUE_MAX_IDLE_MS", "TIMER_BATCH", "Node", "Stats", "now_ms",
+           "random_time_error"]
+
 DEFAULT_RETRY_MAX = 300
-TIME_ERROR_MS = 250  # requeue and GC times are spread by +/- this much
-GC_RETRY_MAX_MS = 180_000  # acked jobs: GC attempts back off from 1 s up to this
 QUEUE_MAX_IDLE_MS = 300_000
 # Memory per job beyond its body, as measured with 1M queued jobs (bench/RESULTS.md):
 # what used_memory counts per job, so it falls when jobs go (RSS never does).
 JOB_FOOTPRINT = 416
-NO_MEMORY_LIMIT = 1 << 62  # the memory marks without maxmemory
 TIMER_BATCH = 10_000  # jobs handled per timer callback, so clients are not starved
-EVICT_TIME_LIMIT_S = 0.002  # eviction per command, as Disque's freeMemoryIfNeeded
-EVICT_GIVE_UP = 1000  # jobs in a row that may not be evicted: stop looking
 
 # QUEUED message flags (Disque's mflags[0]).
 INCR_NACKS = 2
 INCR_DELIV = 4
-
-
-_time_ns = time.time_ns
-
-
-def now_ms() -> int:
-    return _time_ns() // 1_000_000  # (int(time.time() * 1000) takes 1.6x as long)
-
-
-# A random offset in [-TIME_ERROR_MS, TIME_ERROR_MS]: spreads requeues so copies on
-# several nodes do not all fire at once. Cycles a precomputed table (a C call).
-_time_error = itertools.cycle(
-    [random.randint(-TIME_ERROR_MS, TIME_ERROR_MS) for _ in range(4099)]).__next__
-random_time_error: Callable[[], int] = _time_error
-
-
-class ClusterPort(Protocol):
-    """What the core needs from the cluster layer."""
-
-    def size(self) -> int: ...
-    def reachable_peers(self) -> int: ...
-    def replicate(self, job: Job, request: AddJob, sync: bool,
-                  external: bool = False, now: int = 0) -> None: ...
-    def job_queued(self, job: Job, flags: int) -> None: ...
-    def send_willqueue(self, job: Job) -> None: ...
-    def job_working(self, job: Job) -> None: ...
-    def start_gc(self, job: Job) -> None: ...
-    def fast_ack(self, job_id: bytes, job: Job | None) -> None: ...
-    def pause(self, queue: bytes, flags: int) -> None: ...
-    def need_jobs(self, queue: Queue) -> None: ...
-    def jobs_not_needed(self, queue: Queue) -> None: ...
-    def jobs_available(self, queue: Queue) -> None: ...
-    def job_dropped(self, job: Job) -> None: ...
-
-
-class SoloCluster:
-    """The cluster of one: no peers, every message goes nowhere."""
-
-    def size(self) -> int:
-        return 1
-
-    def reachable_peers(self) -> int:
-        return 0
-
-    def replicate(self, job: Job, request: AddJob, sync: bool,
-                  external: bool = False, now: int = 0) -> None:
-        pass
-
-    def job_queued(self, job: Job, flags: int) -> None:
-        pass
-
-    def send_willqueue(self, job: Job) -> None:
-        pass
-
-    def job_working(self, job: Job) -> None:
-        pass
-
-    def start_gc(self, job: Job) -> None:
-        pass
-
-    def fast_ack(self, job_id: bytes, job: Job | None) -> None:
-        pass
-
-    def pause(self, queue: bytes, flags: int) -> None:
-        pass
-
-    def need_jobs(self, queue: Queue) -> None:
-        pass
-
-    def jobs_not_needed(self, queue: Queue) -> None:
-        pass
-
-    def jobs_available(self, queue: Queue) -> None:
-        pass
-
-    def job_dropped(self, job: Job) -> None:
-        pass
-
-
-class Persistence(Protocol):
-    """What the core tells the AOF, and what the server asks of it: how many records
-    were appended, whether they are as safe as the policy promises (`commit`), and a
-    callback once they are (`on_durable`)."""
-
-    appended: int
-
-    def job_stored(self, job: Job) -> None: ...
-    def job_removed(self, job_id: bytes) -> None: ...
-    def commit(self) -> bool: ...
-    def on_durable(self, callback: Callable[[], object]) -> None: ...
 
 
 class Stats:
@@ -159,7 +70,7 @@ class Stats:
         self.jobs_exported = self.jobs_evicted = 0
 
 
-class Node:
+class Node(JobOperations, MemoryBounds):
     def __init__(self, config: Config, node_id: str) -> None:
         self.config = config
         self.set_id(node_id)
@@ -194,30 +105,6 @@ class Node:
         self.id = node_id
         self.ids = JobIdGenerator(node_id)
         self.only_me = holder_set((node_id,))  # a new job's holders before replication
-
-    # -- memory ----------------------------------------------------------------------
-    def set_memory_limit(self, maxmemory: int, base: int, may_evict: bool) -> None:
-        """maxmemory (0: none), of which the node without jobs takes `base`, as marks
-        in job bytes; `may_evict`: acknowledged jobs may go to make room."""
-        if maxmemory:
-            self.warn_bytes = maxmemory // 100 * 75 - base
-            self.full_bytes = maxmemory // 100 * 95 - base
-        else:
-            self.warn_bytes = self.full_bytes = NO_MEMORY_LIMIT
-        self.may_evict = may_evict
-
-    @property
-    def memory_level(self) -> int:
-        """Disque's memory warning level, always current: 0 normal, 1 above 75% of
-        maxmemory (new jobs go to other nodes, copies are refused), 2 above 95%."""
-        used = self.job_bytes
-        return 2 if used > self.full_bytes else 1 if used > self.warn_bytes else 0
-
-    def make_room(self, size: int) -> bool:
-        """Whether `size` more job bytes fit under the 95% mark, after evicting what
-        may go (Disque's freeMemoryIfNeeded)."""
-        target = self.full_bytes - size
-        return self.job_bytes <= target or (self.may_evict and self.evict(target))
 
     # -- registry ------------------------------------------------------------------
     def lookup(self, job_id: bytes) -> Job | None:
@@ -283,12 +170,12 @@ class Node:
         if job.state == ACTIVE and job.qtime and job.qtime <= now:
             queue = self.queues.get(job.queue)
             if job.retry and queue is not None and queue.flags & PAUSED_IN:
-                job.qtime = now + job.retry * 1000 + _time_error()
+                job.qtime = now + job.retry * 1000 + random_time_error()
             elif not self.enqueue(job, nack=False, now=now):
                 job.qtime = 0  # never requeued again (at-most-once, already delivered)
         elif job.state == QUEUED and job.qtime and job.qtime <= now and job.retry:
             job.flags |= BCAST_WILLQUEUE
-            job.qtime = now + job.retry * 1000 + _time_error()
+            job.qtime = now + job.retry * 1000 + random_time_error()
         elif job.state == ACKED:
             self.try_gc(job, now)
             if job.state == DELETED:
@@ -361,7 +248,7 @@ class Node:
         last = self._last_requeue
         if last[0] == now and last[1] == retry:
             return last[2]
-        qtime = now + retry * 1000 + _time_error()
+        qtime = now + retry * 1000 + random_time_error()
         self._last_requeue = (now, retry, qtime)
         return qtime
 
@@ -574,186 +461,6 @@ class Node:
         if self.aof is not None:  # logged queued, as Disque does (after enqueueJob)
             self.aof.job_stored(job)
         self._into_queue(job, now, queue)
-
-    # -- acknowledgements ----------------------------------------------------------
-    def ack(self, ids: list[bytes]) -> int:
-        known = 0
-        multi = self.cluster.size() > 1
-        now = now_ms()
-        for job_id in ids:
-            job = self.jobs.get(job_id)
-            if job is None:
-                if multi and not self.leaving and ttl_minutes_from_id(job_id) & 1:
-                    job = self._dummy_ack(job_id, now)
-            elif self.acknowledge(job):
-                known += 1
-            if job is not None:
-                self.try_gc(job, now)
-        return known
-
-    def acknowledge(self, job: Job) -> bool:
-        """Mark a job acked (ACKJOB here, or SETACK from another node). False if it
-        already was. Replication confirmations are dropped: GC collects its own."""
-        if job.state == ACKED:
-            return False
-        self.dequeue(job)
-        state = job.state
-        job.state = ACKED
-        job.nodes_confirmed = None
-        self.stats.jobs_acked += 1
-        if self.aof is not None and state in (ACTIVE, QUEUED):
-            self.aof.job_removed(job.id)
-        return True
-
-    def _dummy_ack(self, job_id: bytes, now: int) -> Job:
-        """An ACK for a job this node never saw, kept to spread it (cluster only)."""
-        ttl_ms = ttl_minutes_from_id(job_id) * 60_000
-        job = Job(job_id, None, None, ACKED, 0, now + ttl_ms, 0, 0, 0)
-        job.nodes_delivered = NO_HOLDERS
-        self.register(job)
-        return job
-
-    def try_gc(self, job: Job, now: int | None = None) -> None:
-        """Disque's tryJobGC: delete now if no other node may hold a copy, else let the
-        cluster run a SETACK/GOTACK round and schedule the next attempt. The nodes that
-        confirmed the ACK stay confirmed from one attempt to the next."""
-        delivered = job.nodes_delivered
-        if delivered is None or (delivered <= {self.id} and job.body is not None):
-            self.unregister(job)
-            return
-        if job.nodes_confirmed is None:
-            job.nodes_confirmed = node_id_set((self.id,))
-        job.gc_retry += 1
-        self.cluster.start_gc(job)
-        if job.state == ACKED:
-            self.schedule_gc(job, now)
-
-    def schedule_gc(self, job: Job, now: int | None = None) -> None:
-        """The next GC attempt of an acked job: 1 s, 2 s, 4 s... up to 3 min, by the
-        number of attempts so far (for acked jobs `qtime` is that time)."""
-        backoff = min(1000 << min(max(job.gc_retry - 1, 0), 8), GC_RETRY_MAX_MS)
-        job.qtime = (now or now_ms()) + backoff + _time_error()
-        self.update_awake(job)
-
-    def fast_ack(self, ids: list[bytes]) -> int:
-        deleted = 0
-        for job_id in ids:
-            job = self.jobs.get(job_id)
-            self.cluster.fast_ack(job_id, job)
-            if job is not None:
-                if job.state != ACKED:
-                    self.stats.jobs_acked += 1
-                self.unregister(job)
-                deleted += 1
-        return deleted
-
-    # -- other job commands ----------------------------------------------------------
-    def requeue(self, ids: list[bytes], nack: bool) -> int:
-        """NACK / ENQUEUE: active jobs back into their queue."""
-        count = 0
-        now = now_ms()
-        for job_id in ids:
-            job = self.jobs.get(job_id)
-            if job is not None and job.state == ACTIVE and self.enqueue(job, nack, now):
-                count += 1
-                if nack:
-                    self.stats.jobs_nacked += 1
-        return count
-
-    def dequeue_ids(self, ids: list[bytes]) -> int:
-        count = 0
-        for job_id in ids:
-            job = self.jobs.get(job_id)
-            if job is not None and self.dequeue(job):
-                self.update_awake(job)
-                count += 1
-        return count
-
-    def delete(self, ids: list[bytes]) -> int:
-        count = 0
-        for job_id in ids:
-            job = self.jobs.get(job_id)
-            if job is not None:
-                if job.state == WAIT_REPL:
-                    self.cluster.job_dropped(job)
-                self.unregister(job)
-                self.stats.jobs_deleted += 1
-                count += 1
-        return count
-
-    def working(self, job_id: bytes) -> int:
-        job = self.jobs.get(job_id)
-        if job is None or job.state == DELETED:
-            raise errors.NOJOB
-        now = now_ms()
-        created_ms = job.ctime // 1_000_000
-        ttl = job.etime - created_ms
-        if ttl > 0 and now - created_ms > ttl // 2:
-            raise errors.TOOLATE
-        if job.state == QUEUED:
-            self.dequeue(job)
-        if job.state != ACKED:
-            self.postpone_requeue(job, now)
-        self.cluster.job_working(job)
-        return job.retry
-
-    def postpone_requeue(self, job: Job, now: int | None = None) -> None:
-        """Someone works on the job, or queued it elsewhere: requeue it here only after
-        another RETRY, announced by a WILLQUEUE. Nothing for at-most-once jobs."""
-        if job.retry:
-            job.flags |= BCAST_WILLQUEUE
-            job.qtime = (now or now_ms()) + job.retry * 1000 + _time_error()
-            self.update_awake(job)
-
-    # -- copies from other nodes -------------------------------------------------------
-    def store_copy(self, job: Job, now: int | None = None) -> bool:
-        """Keep a job another node replicated here (REPLJOB): active, not queued. Its
-        first requeue here comes after DELAY + RETRY unless a node that queued it says
-        so first. False if a job with that ID is here already."""
-        if not self.register(job):
-            return False
-        queue = self.queues.get(job.queue)
-        if queue is not None:
-            job.queue = queue.name  # share one name object between the queue's jobs
-        job.state = ACTIVE
-        job.flags = (job.flags & ~DELIVERED) | BCAST_QUEUED  # queueing it here is news
-        if job.retry:
-            job.flags |= BCAST_WILLQUEUE
-            # Shared by the copies that arrive together: one timer bucket, one int.
-            job.qtime = self._requeue_time(now or now_ms(), job.delay + job.retry)
-        else:
-            job.qtime = 0
-        if self.aof is not None:
-            self.aof.job_stored(job)
-        self.update_awake(job)
-        return True
-
-    # -- memory pressure ---------------------------------------------------------------
-    def evict(self, target_job_bytes: int) -> bool:
-        """Disque's eviction above 95% of maxmemory (freeMemoryIfNeeded): drop, on this
-        node only, the jobs that may go without breaking a promise: acknowledged jobs
-        (their ACK may be lost: a copy elsewhere may be delivered again) and
-        at-most-once jobs already delivered. Random samples of the job table until
-        `job_bytes` is at most the target, for at most 2 ms or until 1000 jobs in a
-        row could not go. True if the target was reached. Each round looks at
-        maxmemory-samples jobs."""
-        deadline = time.monotonic() + EVICT_TIME_LIMIT_S
-        not_freed = 0
-        while self.job_bytes > target_job_bytes:
-            if not self.jobs:
-                return False
-            for job in self.jobs.random_sample(self.config.maxmemory_samples):
-                state = job.state
-                if state == ACKED or (job.retry == 0 and job.flags & DELIVERED
-                                      and state == ACTIVE):
-                    self.unregister(job)
-                    self.stats.jobs_evicted += 1
-                    not_freed = 0
-                else:
-                    not_freed += 1
-            if not_freed > EVICT_GIVE_UP or time.monotonic() > deadline:
-                return self.job_bytes <= target_job_bytes
-        return True
 
     # -- pause -----------------------------------------------------------------------
     def set_pause(self, name: bytes, flags: int, broadcast: bool) -> None:

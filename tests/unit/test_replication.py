@@ -496,6 +496,7 @@ class Clock:
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
     monkeypatch.setattr("disq.node.now_ms", fake)
+    monkeypatch.setattr("disq.jobops.now_ms", fake)
     monkeypatch.setattr("disq.replication.replicator.now_ms", fake)
     return fake
 

@@ -1,0 +1,22 @@
+"""The core's clock: wall-clock milliseconds, and the random spread of requeue times."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from collections.abc import Callable
+
+TIME_ERROR_MS = 250  # requeue and GC times are spread by +/- this much
+
+_time_ns = time.time_ns
+
+
+def now_ms() -> int:
+    return _time_ns() // 1_000_000  # (int(time.time() * 1000) takes 1.6x as long)
+
+
+# A random offset in [-TIME_ERROR_MS, TIME_ERROR_MS]: spreads requeues so copies on
+# several nodes do not all fire at once. Cycles a precomputed table (a C call).
+random_time_error: Callable[[], int] = itertools.cycle(
+    [random.randint(-TIME_ERROR_MS, TIME_ERROR_MS) for _ in range(4099)]).__next__

@@ -1,0 +1,211 @@
+"""What happens to jobs that exist, by command or by another node's message:
+acknowledgement and its garbage collection, NACK/ENQUEUE/DEQUEUE/DELJOB/WORKING, and
+the copies other nodes replicate here. A part of `Node` (disq/node.py), which holds
+the state; ADDJOB, queues, timers and memory live there."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import errors
+from .clock import now_ms
+from .clock import random_time_error as _time_error
+from .config import Config
+from .ids import ttl_minutes_from_id
+from .job import (
+    ACKED,
+    ACTIVE,
+    BCAST_QUEUED,
+    BCAST_WILLQUEUE,
+    DELETED,
+    DELIVERED,
+    NO_HOLDERS,
+    QUEUED,
+    WAIT_REPL,
+    Job,
+    node_id_set,
+)
+from .scantable import ScanTable
+
+if TYPE_CHECKING:
+    from .node import Stats
+    from .ports import ClusterPort, Persistence
+    from .queue import Queue
+
+GC_RETRY_MAX_MS = 180_000  # acked jobs: GC attempts back off from 1 s up to this
+
+
+class JobOperations:
+    """Node's operations on existing jobs (a mixin: the state is set in Node.__init__,
+    and these use Node's registry, queue and timer methods)."""
+
+    config: Config
+    id: str
+    jobs: ScanTable[bytes, Job]
+    queues: ScanTable[bytes, Queue]
+    cluster: ClusterPort
+    aof: Persistence | None
+    stats: Stats
+    leaving: bool
+
+    if TYPE_CHECKING:  # Node's
+        def register(self, job: Job) -> bool: ...
+        def unregister(self, job: Job) -> None: ...
+        def update_awake(self, job: Job) -> None: ...
+        def enqueue(self, job: Job, nack: bool, now: int | None = None,
+                    queue: Queue | None = None) -> bool: ...
+        def dequeue(self, job: Job) -> bool: ...
+        def _requeue_time(self, now: int, retry: int) -> int: ...
+
+    # -- acknowledgements ----------------------------------------------------------
+    def ack(self, ids: list[bytes]) -> int:
+        known = 0
+        multi = self.cluster.size() > 1
+        now = now_ms()
+        for job_id in ids:
+            job = self.jobs.get(job_id)
+            if job is None:
+                if multi and not self.leaving and ttl_minutes_from_id(job_id) & 1:
+                    job = self._dummy_ack(job_id, now)
+            elif self.acknowledge(job):
+                known += 1
+            if job is not None:
+                self.try_gc(job, now)
+        return known
+
+    def acknowledge(self, job: Job) -> bool:
+        """Mark a job acked (ACKJOB here, or SETACK from another node). False if it
+        already was. Replication confirmations are dropped: GC collects its own."""
+        if job.state == ACKED:
+            return False
+        self.dequeue(job)
+        state = job.state
+        job.state = ACKED
+        job.nodes_confirmed = None
+        self.stats.jobs_acked += 1
+        if self.aof is not None and state in (ACTIVE, QUEUED):
+            self.aof.job_removed(job.id)
+        return True
+
+    def _dummy_ack(self, job_id: bytes, now: int) -> Job:
+        """An ACK for a job this node never saw, kept to spread it (cluster only)."""
+        ttl_ms = ttl_minutes_from_id(job_id) * 60_000
+        job = Job(job_id, None, None, ACKED, 0, now + ttl_ms, 0, 0, 0)
+        job.nodes_delivered = NO_HOLDERS
+        self.register(job)
+        return job
+
+    def try_gc(self, job: Job, now: int | None = None) -> None:
+        """Disque's tryJobGC: delete now if no other node may hold a copy, else let the
+        cluster run a SETACK/GOTACK round and schedule the next attempt. The nodes that
+        confirmed the ACK stay confirmed from one attempt to the next."""
+        delivered = job.nodes_delivered
+        if delivered is None or (delivered <= {self.id} and job.body is not None):
+            self.unregister(job)
+            return
+        if job.nodes_confirmed is None:
+            job.nodes_confirmed = node_id_set((self.id,))
+        job.gc_retry += 1
+        self.cluster.start_gc(job)
+        if job.state == ACKED:
+            self.schedule_gc(job, now)
+
+    def schedule_gc(self, job: Job, now: int | None = None) -> None:
+        """The next GC attempt of an acked job: 1 s, 2 s, 4 s... up to 3 min, by the
+        number of attempts so far (for acked jobs `qtime` is that time)."""
+        backoff = min(1000 << min(max(job.gc_retry - 1, 0), 8), GC_RETRY_MAX_MS)
+        job.qtime = (now or now_ms()) + backoff + _time_error()
+        self.update_awake(job)
+
+    def fast_ack(self, ids: list[bytes]) -> int:
+        deleted = 0
+        for job_id in ids:
+            job = self.jobs.get(job_id)
+            self.cluster.fast_ack(job_id, job)
+            if job is not None:
+                if job.state != ACKED:
+                    self.stats.jobs_acked += 1
+                self.unregister(job)
+                deleted += 1
+        return deleted
+
+    # -- other job commands ----------------------------------------------------------
+    def requeue(self, ids: list[bytes], nack: bool) -> int:
+        """NACK / ENQUEUE: active jobs back into their queue."""
+        count = 0
+        now = now_ms()
+        for job_id in ids:
+            job = self.jobs.get(job_id)
+            if job is not None and job.state == ACTIVE and self.enqueue(job, nack, now):
+                count += 1
+                if nack:
+                    self.stats.jobs_nacked += 1
+        return count
+
+    def dequeue_ids(self, ids: list[bytes]) -> int:
+        count = 0
+        for job_id in ids:
+            job = self.jobs.get(job_id)
+            if job is not None and self.dequeue(job):
+                self.update_awake(job)
+                count += 1
+        return count
+
+    def delete(self, ids: list[bytes]) -> int:
+        count = 0
+        for job_id in ids:
+            job = self.jobs.get(job_id)
+            if job is not None:
+                if job.state == WAIT_REPL:
+                    self.cluster.job_dropped(job)
+                self.unregister(job)
+                self.stats.jobs_deleted += 1
+                count += 1
+        return count
+
+    def working(self, job_id: bytes) -> int:
+        job = self.jobs.get(job_id)
+        if job is None or job.state == DELETED:
+            raise errors.NOJOB
+        now = now_ms()
+        created_ms = job.ctime // 1_000_000
+        ttl = job.etime - created_ms
+        if ttl > 0 and now - created_ms > ttl // 2:
+            raise errors.TOOLATE
+        if job.state == QUEUED:
+            self.dequeue(job)
+        if job.state != ACKED:
+            self.postpone_requeue(job, now)
+        self.cluster.job_working(job)
+        return job.retry
+
+    def postpone_requeue(self, job: Job, now: int | None = None) -> None:
+        """Someone works on the job, or queued it elsewhere: requeue it here only after
+        another RETRY, announced by a WILLQUEUE. Nothing for at-most-once jobs."""
+        if job.retry:
+            job.flags |= BCAST_WILLQUEUE
+            job.qtime = (now or now_ms()) + job.retry * 1000 + _time_error()
+            self.update_awake(job)
+
+    # -- copies from other nodes -------------------------------------------------------
+    def store_copy(self, job: Job, now: int | None = None) -> bool:
+        """Keep a job another node replicated here (REPLJOB): active, not queued. Its
+        first requeue here comes after DELAY + RETRY unless a node that queued it says
+        so first. False if a job with that ID is here already."""
+        if not self.register(job):
+            return False
+        queue = self.queues.get(job.queue)
+        if queue is not None:
+            job.queue = queue.name  # share one name object between the queue's jobs
+        job.state = ACTIVE
+        job.flags = (job.flags & ~DELIVERED) | BCAST_QUEUED  # queueing it here is news
+        if job.retry:
+            job.flags |= BCAST_WILLQUEUE
+            # Shared by the copies that arrive together: one timer bucket, one int.
+            job.qtime = self._requeue_time(now or now_ms(), job.delay + job.retry)
+        else:
+            job.qtime = 0
+        if self.aof is not None:
+            self.aof.job_stored(job)
+        self.update_awake(job)
+        return True

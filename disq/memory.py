@@ -1,0 +1,84 @@
+"""maxmemory for the jobs a node holds: the 75% and 95% marks in job bytes, and
+eviction above 95% (Disque's freeMemoryIfNeeded). A part of `Node` (disq/node.py),
+which counts `job_bytes` as jobs come and go."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from .config import Config
+from .job import ACKED, ACTIVE, DELIVERED, Job
+from .scantable import ScanTable
+
+if TYPE_CHECKING:
+    from .node import Stats
+
+NO_MEMORY_LIMIT = 1 << 62  # the memory marks without maxmemory
+EVICT_TIME_LIMIT_S = 0.002  # eviction per command, as Disque's freeMemoryIfNeeded
+EVICT_GIVE_UP = 1000  # jobs in a row that may not be evicted: stop looking
+
+
+class MemoryBounds:
+    """Node's memory marks and eviction (a mixin: the state is set in Node.__init__)."""
+
+    config: Config
+    jobs: ScanTable[bytes, Job]
+    stats: Stats
+    job_bytes: int
+    warn_bytes: int
+    full_bytes: int
+    may_evict: bool
+
+    if TYPE_CHECKING:  # Node's
+        def unregister(self, job: Job) -> None: ...
+
+    # -- memory ----------------------------------------------------------------------
+    def set_memory_limit(self, maxmemory: int, base: int, may_evict: bool) -> None:
+        """maxmemory (0: none), of which the node without jobs takes `base`, as marks
+        in job bytes; `may_evict`: acknowledged jobs may go to make room."""
+        if maxmemory:
+            self.warn_bytes = maxmemory // 100 * 75 - base
+            self.full_bytes = maxmemory // 100 * 95 - base
+        else:
+            self.warn_bytes = self.full_bytes = NO_MEMORY_LIMIT
+        self.may_evict = may_evict
+
+    @property
+    def memory_level(self) -> int:
+        """Disque's memory warning level, always current: 0 normal, 1 above 75% of
+        maxmemory (new jobs go to other nodes, copies are refused), 2 above 95%."""
+        used = self.job_bytes
+        return 2 if used > self.full_bytes else 1 if used > self.warn_bytes else 0
+
+    def make_room(self, size: int) -> bool:
+        """Whether `size` more job bytes fit under the 95% mark, after evicting what
+        may go (Disque's freeMemoryIfNeeded)."""
+        target = self.full_bytes - size
+        return self.job_bytes <= target or (self.may_evict and self.evict(target))
+
+    def evict(self, target_job_bytes: int) -> bool:
+        """Disque's eviction above 95% of maxmemory (freeMemoryIfNeeded): drop, on this
+        node only, the jobs that may go without breaking a promise: acknowledged jobs
+        (their ACK may be lost: a copy elsewhere may be delivered again) and
+        at-most-once jobs already delivered. Random samples of the job table until
+        `job_bytes` is at most the target, for at most 2 ms or until 1000 jobs in a
+        row could not go. True if the target was reached. Each round looks at
+        maxmemory-samples jobs."""
+        deadline = time.monotonic() + EVICT_TIME_LIMIT_S
+        not_freed = 0
+        while self.job_bytes > target_job_bytes:
+            if not self.jobs:
+                return False
+            for job in self.jobs.random_sample(self.config.maxmemory_samples):
+                state = job.state
+                if state == ACKED or (job.retry == 0 and job.flags & DELIVERED
+                                      and state == ACTIVE):
+                    self.unregister(job)
+                    self.stats.jobs_evicted += 1
+                    not_freed = 0
+                else:
+                    not_freed += 1
+            if not_freed > EVICT_GIVE_UP or time.monotonic() > deadline:
+                return self.job_bytes <= target_job_bytes
+        return True

@@ -1,0 +1,91 @@
+"""What the core asks of the layers around it, as narrow interfaces: the cluster
+(`ClusterPort`: replication, requeue messages, ACK GC, federation; `SoloCluster` when
+the node is alone) and persistence (`Persistence`: the AOF). The core calls them when
+something other nodes or the disk must know; they call the core back through `Node`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from .job import Job
+    from .queue import Queue
+    from .requests import AddJob
+
+
+class ClusterPort(Protocol):
+    """What the core needs from the cluster layer."""
+
+    def size(self) -> int: ...
+    def reachable_peers(self) -> int: ...
+    def replicate(self, job: Job, request: AddJob, sync: bool,
+                  external: bool = False, now: int = 0) -> None: ...
+    def job_queued(self, job: Job, flags: int) -> None: ...
+    def send_willqueue(self, job: Job) -> None: ...
+    def job_working(self, job: Job) -> None: ...
+    def start_gc(self, job: Job) -> None: ...
+    def fast_ack(self, job_id: bytes, job: Job | None) -> None: ...
+    def pause(self, queue: bytes, flags: int) -> None: ...
+    def need_jobs(self, queue: Queue) -> None: ...
+    def jobs_not_needed(self, queue: Queue) -> None: ...
+    def jobs_available(self, queue: Queue) -> None: ...
+    def job_dropped(self, job: Job) -> None: ...
+
+
+class SoloCluster:
+    """The cluster of one: no peers, every message goes nowhere."""
+
+    def size(self) -> int:
+        return 1
+
+    def reachable_peers(self) -> int:
+        return 0
+
+    def replicate(self, job: Job, request: AddJob, sync: bool,
+                  external: bool = False, now: int = 0) -> None:
+        pass
+
+    def job_queued(self, job: Job, flags: int) -> None:
+        pass
+
+    def send_willqueue(self, job: Job) -> None:
+        pass
+
+    def job_working(self, job: Job) -> None:
+        pass
+
+    def start_gc(self, job: Job) -> None:
+        pass
+
+    def fast_ack(self, job_id: bytes, job: Job | None) -> None:
+        pass
+
+    def pause(self, queue: bytes, flags: int) -> None:
+        pass
+
+    def need_jobs(self, queue: Queue) -> None:
+        pass
+
+    def jobs_not_needed(self, queue: Queue) -> None:
+        pass
+
+    def jobs_available(self, queue: Queue) -> None:
+        pass
+
+    def job_dropped(self, job: Job) -> None:
+        pass
+
+
+class Persistence(Protocol):
+    """What the core tells the AOF, and what the server asks of it: how many records
+    were appended, whether they are as safe as the policy promises (`commit`), and a
+    callback once they are (`on_durable`)."""
+
+    appended: int
+
+    def job_stored(self, job: Job) -> None: ...
+    def job_removed(self, job_id: bytes) -> None: ...
+    def commit(self) -> bool: ...
+    def on_durable(self, callback: Callable[[], object]) -> None: ...
