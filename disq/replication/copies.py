@@ -81,6 +81,7 @@ class Copies:
         bus.on(m.REPLJOB, self._on_repljob)
         bus.on(m.GOTJOB, self._on_gotjob)
 
+    # -- the server's side (through Replication) ----------------------------------------
     def wait(self, job: Job, on_done: OnDone) -> None:
         """Answer the ADDJOB of `job` (WAIT_REPL) through `on_done(reply)`, called
         exactly once: `+<id>` once replicated, else a -NOREPL error."""
@@ -138,6 +139,7 @@ class Copies:
             self._timer.cancel()
             self._timer = None
 
+    # -- the core's side (through Replication), DEDUP's --------------------------------
     def replicate(self, job: Job, request: AddJob, sync: bool,
                   external: bool = False, now: int = 0) -> None:
         """REPLJOB to REPLICATE-1 random reachable nodes (REPLICATE when `external`: this
@@ -299,6 +301,7 @@ class Copies:
             progress[0] = last.seq
             progress[1] += (now - last.sent - progress[1]) // 4
 
+    # -- helpers ------------------------------------------------------------------------
     def _targets_behind(self, entry: _WaitingAdd, now: int) -> bool:
         """Whether every node yet to confirm the job usually takes longer than this to
         confirm (deep pipelines: each copy waits behind thousands), and confirmed no
