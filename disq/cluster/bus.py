@@ -71,7 +71,9 @@ class ClusterBus:
         self._changes_seen = membership.changes
         self._id_map: dict[str, str] | None = None
         self._reachable: list[ClusterNode] | None = None
-        self._size: int | None = None
+        # Known nodes not in handshake, myself included (Disque's cluster size): a
+        # plain int, asked on every ADDJOB.
+        self.cluster_size = membership.size()
 
     # -- life cycle ------------------------------------------------------------------
     async def start(self) -> None:
@@ -187,14 +189,10 @@ class ClusterBus:
             self._id_map = self.membership.known_id_map()
         return self._id_map
 
-    def size(self) -> int:
-        if self._size is None:
-            self._size = self.membership.size()
-        return self._size
-
     def _topology_changed(self) -> None:
         """Forget what is derived from membership and links."""
-        self._id_map = self._reachable = self._size = None
+        self._id_map = self._reachable = None
+        self.cluster_size = self.membership.size()
 
     def my_flags(self) -> list[str]:
         """The flags every frame announces about its sender."""

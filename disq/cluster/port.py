@@ -16,6 +16,9 @@ Handler = Callable[[ClusterNode, list[Any]], None]
 
 class BusPort(Protocol):
     myself: ClusterNode
+    # Known nodes not in handshake, myself included (Disque's cluster size), kept up
+    # to date by the bus (read on every ADDJOB).
+    cluster_size: int
 
     def on(self, mtype: int, handler: Handler) -> None:
         """Register the handler of a message type (one per type)."""
@@ -55,6 +58,3 @@ class BusPort(Protocol):
     def known_id_map(self) -> dict[str, str]:
         """Every known node ID (myself included, handshake nodes not) mapped to one
         shared string object. Read only."""
-
-    def size(self) -> int:
-        """Known nodes not in handshake, myself included (Disque's cluster size)."""

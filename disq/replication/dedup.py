@@ -25,7 +25,7 @@ key of a job still waiting for its copies to no one but the ADDJOBs that join it
 Checked by the copies (the usual case): when the job's REPLICATE is more than half of
 the nodes the origin knows, any two sets of REPLICATE holders share a node, so the
 copies themselves can check the key. The origin adds the job at once, records the key
-for it (another ADDJOB of the key there joins the waiting one: `Replication.join`), and
+for it (another ADDJOB of the key there joins the waiting one: `Copies.join`), and
 its REPLJOB copies ask their receivers to check: a node that knows the key for another
 job (one it is adding, too), is checking it itself, keeps a reservation for it (see
 below), or may have lost keys (it restarted within the job's TTL, `node.dedup_since`)
@@ -36,7 +36,7 @@ both ask. This path costs a waiting ADDJOB nothing but the key's entry: no objec
 its own, which matters at 100k ADDJOBs a second.
 
 Where those copies go, with more than REPLICATE+1 nodes: the first REPLICATE-1
-reachable peers in an order drawn from the key (`key_order`, rendezvous hashing), and
+reachable peers in an order drawn from the key (`targets.key_order`, rendezvous hashing), and
 each node a waiting ADDJOB tries more is the next in that order (with fewer nodes a
 retry needs every live node anyway). An origin killed while the copies of an ADDJOB it never
 answered were leaving may leave fewer than REPLICATE copies, which are delivered as
@@ -81,7 +81,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import zlib
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -95,7 +94,7 @@ from ..requests import AddJob
 from .wire import COPY_FIELDS, MAX_TTL_MS
 
 if TYPE_CHECKING:
-    from .replicator import Replication
+    from .copies import Copies
 
 log = logging.getLogger("disq")
 
@@ -173,7 +172,7 @@ class _Adding:
         self.answer = answer
 
     def done(self, reply: bytes) -> None:
-        """The job's ADDJOB is settled (`Replication.wait`; `job` is set by then)."""
+        """The job's ADDJOB is settled (`Copies.wait`; `job` is set by then)."""
         job = self.job
         assert job is not None
         dedup = self.dedup
@@ -200,39 +199,14 @@ def wins(my_id: str, other_id: str, key: bytes) -> bool:
     return mine > hashlib.blake2b(key + other_id.encode(), digest_size=8).digest()
 
 
-# Where the copies of a job whose copies check its key go (`Replication._add_targets`):
-# the nodes first in an order drawn from the key (rendezvous hashing), the same on
-# every node: the highest `key_order_score(crc32(key), key_order_salt(node ID))` first.
-KEY_ORDER_MIX = 0x9E3779B97F4A7C15  # odd: spreads the low bits of the xor over all 64
-KEY_ORDER_MASK = (1 << 64) - 1
-
-
-def key_order_salt(node_id: str) -> int:
-    """A node's salt in the order of keys: the same in every process (unlike hash())."""
-    return int.from_bytes(hashlib.blake2b(node_id.encode(), digest_size=8).digest(), "big")
-
-
-def key_order_score(key_hash: int, salt: int) -> int:
-    """A node's place in a key's order (`key_hash`: zlib.crc32 of the key): one hash
-    per key and a multiply per node, cheap enough for every DEDUP ADDJOB."""
-    return ((key_hash ^ salt) * KEY_ORDER_MIX) & KEY_ORDER_MASK
-
-
-def key_order(key: bytes, node_ids: Iterable[str]) -> list[str]:
-    """`node_ids` in `key`'s order, first first (where its copies go)."""
-    key_hash = zlib.crc32(key)
-    return sorted(node_ids, reverse=True,
-                  key=lambda node_id: key_order_score(key_hash, key_order_salt(node_id)))
-
-
 class Dedup:
-    """The cluster side of DEDUP, owned by `Replication` (`replication.dedup`)."""
+    """The cluster side of DEDUP, owned by `Copies` (`replication.dedup`), whose
+    waiting ADDJOBs it joins and whose refused copies it aborts."""
 
-    def __init__(self, replication: Replication,
-                 loop: asyncio.AbstractEventLoop | None = None) -> None:
-        self.replication = replication
-        self.node = replication.node
-        self.bus = replication.bus
+    def __init__(self, copies: Copies, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.copies = copies
+        self.node = copies.node
+        self.bus = copies.bus
         self._loop = loop
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0
@@ -281,11 +255,11 @@ class Dedup:
     def adding_here(self, job_id: bytes) -> bool:
         """Whether `job_id`, which a key names here, waits for its copies: another
         ADDJOB of the key `join`s it."""
-        return self.replication.waiting_for(job_id)
+        return self.copies.waiting_for(job_id)
 
     def join(self, job_id: bytes, answer: Answer) -> None:
         """`answer` gets the outcome of the waiting ADDJOB of `job_id` (`adding_here`)."""
-        if not self.replication.join(job_id, answer):
+        if not self.copies.join(job_id, answer):
             answer(b"+" + job_id + b"\r\n")  # (settled meanwhile: never in one call)
 
     def checked_add_failed(self, job: Job, request: AddJob, answer: Answer,
@@ -311,7 +285,7 @@ class Dedup:
         synchronously and kept here (not ASYNC, not QUEUE-RANDOMLY) and that this
         node holds no entry or reservation for the key."""
         node = self.node
-        size = self.replication.size()
+        size = self.bus.cluster_size
         if repl is None:
             repl = size if size < 3 else 3
         return (2 <= repl and 2 * repl > size and not node.leaving
@@ -349,7 +323,6 @@ class Dedup:
 
     def _add(self, adding: _Adding) -> None:
         """Add the job, its REPLJOBs carrying the key: no node knows it."""
-        replication = self.replication
         key = adding.key
         try:
             adding.job = job = self.node.add_job(adding.request)
@@ -361,7 +334,7 @@ class Dedup:
             self._finish(key, b"-ERR internal error while executing 'addjob'\r\n")
             return
         if job.state == WAIT_REPL:
-            replication.wait(job, adding.done)
+            self.copies.wait(job, adding.done)
         else:
             adding.done(b"+" + job.id + b"\r\n")
 
@@ -449,7 +422,7 @@ class Dedup:
                 continue
             job_id = table.get(key, now)
             left = table.expiry(key) - now if job_id is not None else 0
-            if job_id is not None and (self.replication.waiting_for(job_id)
+            if job_id is not None and (self.copies.waiting_for(job_id)
                                        or not self.vouches(job_id, now)):
                 job_id, left = None, BUSY  # adding it here, or a copy not settled yet
             elif job_id is None and key in self.pending:
@@ -457,7 +430,7 @@ class Dedup:
                 if query is None:
                     entry = self._rechecks.get(key)
                     query = entry[1] if entry is not None else None
-                if query is None or wins(self.replication.my_id, sender.id, key):
+                if query is None or wins(self.copies.my_id, sender.id, key):
                     left = BUSY  # adding it now, or checking it and going first
                 else:
                     query.yielded = True  # the sender goes first: check again after
@@ -504,7 +477,7 @@ class Dedup:
         """Copies refused by the sender: their ADDJOBs ask every node instead."""
         for job_id in fields:
             if type(job_id) is bytes:
-                self.replication.abort_checked(job_id)
+                self.copies.abort_checked(job_id)
 
     # -- timeouts -----------------------------------------------------------------------
     def check(self, now: int | None = None) -> None:

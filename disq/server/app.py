@@ -297,6 +297,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
             return
         assert self.bus is not None and self.loop is not None  # the bus is up first
         self.replication = Replication(self.node, self.bus, self.loop)
+        self.node.cluster = self.replication
 
     def debug_load_aof(self) -> bytes:
         """DEBUG LOADAOF: forget every job and load the AOF again. Unlike Disque,

@@ -32,7 +32,7 @@ from support import (
     wait_formed,
 )
 
-from disq.replication.replicator import sender_wins
+from disq.replication.requeue import sender_wins
 
 NOREPL_REACH = "NOREPL Not enough reachable nodes for the requested replication level"
 NOREPL_TIMEOUT = ("NOREPL Timeout reached before replicating to the requested number of "

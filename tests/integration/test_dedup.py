@@ -13,7 +13,7 @@ import pytest
 import redis
 from support import DisqProcess, call, myid, wait_for, wait_formed
 
-from disq.replication.dedup import key_order
+from disq.replication.targets import key_order
 
 TIMEOUT = "5000"
 

@@ -12,8 +12,9 @@ from disq.cluster import messages as m
 from disq.dedup import RESERVED, DedupTable
 from disq.node import now_ms
 from disq.queue import PAUSED_IN
-from disq.replication.dedup import DEDUP_TIMEOUT_MS, RECHECK_MS, key_order, wins
-from disq.replication.replicator import ADD_NODE_PERIOD_MS
+from disq.replication.copies import ADD_NODE_PERIOD_MS
+from disq.replication.dedup import DEDUP_TIMEOUT_MS, RECHECK_MS, wins
+from disq.replication.targets import key_order
 from disq.requests import AddJob
 
 from .test_replication import Member, Network, cluster

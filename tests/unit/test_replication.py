@@ -28,12 +28,9 @@ from disq.ids import new_node_id
 from disq.job import ACKED, ACTIVE, DELIVERED, QUEUED, WAIT_REPL, Job
 from disq.node import Node, now_ms
 from disq.queue import PAUSED_IN, PAUSED_OUT
-from disq.replication.replicator import (
-    ADD_NODE_PERIOD_MS,
-    MAX_PATIENCE_MS,
-    Replication,
-    sender_wins,
-)
+from disq.replication.copies import ADD_NODE_PERIOD_MS, MAX_PATIENCE_MS
+from disq.replication.replicator import Replication
+from disq.replication.requeue import sender_wins
 from disq.replication.wire import decode_job, encode_copy, encode_job
 from disq.requests import AddJob
 
@@ -118,7 +115,8 @@ class FakeBus:
     def known_id_map(self) -> dict[str, str]:
         return {i: i for i in self.network.buses}
 
-    def size(self) -> int:
+    @property
+    def cluster_size(self) -> int:
         return len(self.network.buses)
 
 
@@ -127,6 +125,7 @@ class Member:
         self.node = Node(Config(), new_node_id())
         self.bus = FakeBus(network, self.node.id)
         self.repl = Replication(self.node, self.bus)
+        self.node.cluster = self.repl  # as the server installs it
 
     @property
     def id(self) -> str:
@@ -247,7 +246,7 @@ def test_a_node_behind_a_deep_pipeline_gets_time_before_another_is_tried() -> No
     start = now_ms()
     job, replies = add_job(a, repl=2)
     target = next(iter(job.nodes_delivered - {a.id}))
-    a.repl._progress[target] = [0, 400]  # confirmed older copies, usually in 400 ms
+    a.repl.copies._progress[target] = [0, 400]  # confirmed older copies, usually in 400 ms
     for t in range(start + ADD_NODE_PERIOD_MS, start + 800, ADD_NODE_PERIOD_MS):
         a.repl.tick(t)
     assert job.nodes_delivered == {a.id, target}  # nobody else asked yet
@@ -261,7 +260,7 @@ def test_a_node_that_confirmed_later_copies_skipped_this_one() -> None:
     job, replies = add_job(a, repl=2)
     target = next(iter(job.nodes_delivered - {a.id}))
     later, _ = add_job(a, repl=2)
-    a.repl._progress[target] = [a.repl._waiting[later.id].seq, 400]  # it confirmed later
+    a.repl.copies._progress[target] = [a.repl.copies._waiting[later.id].seq, 400]  # it confirmed later
     # the first job's next try is due ADD_NODE_PERIOD_MS after it was added: read the
     # clock after the adds (a loaded machine may pass a millisecond between them)
     a.repl.tick(now_ms() + ADD_NODE_PERIOD_MS)
@@ -376,7 +375,7 @@ def test_a_timeout_is_noticed_by_the_first_tick_after_it() -> None:
     net.pump()
     a.repl.tick(start + 30 + ADD_NODE_PERIOD_MS + 5)
     assert quick_replies == [NOREPL_TIMEOUT] and a.job(quick.id) is None
-    assert slow_replies == [] and list(a.repl._waiting) == [slow.id]
+    assert slow_replies == [] and list(a.repl.copies._waiting) == [slow.id]
 
 
 async def test_the_retry_timer_runs_on_the_event_loop() -> None:
@@ -389,7 +388,7 @@ async def test_the_retry_timer_runs_on_the_event_loop() -> None:
         if replies:
             break
     assert replies == [NOREPL_TIMEOUT]
-    assert a.repl._timer is None
+    assert a.repl.copies._timer is None
 
 
 # -- receiving REPLJOB ---------------------------------------------------------------------
@@ -497,7 +496,8 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
     monkeypatch.setattr("disq.node.now_ms", fake)
     monkeypatch.setattr("disq.jobops.now_ms", fake)
-    monkeypatch.setattr("disq.replication.replicator.now_ms", fake)
+    for part in ("copies", "requeue"):  # the replication parts that read the time
+        monkeypatch.setattr(f"disq.replication.{part}.now_ms", fake)
     return fake
 
 

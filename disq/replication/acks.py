@@ -1,0 +1,165 @@
+"""ACKs across nodes: the garbage collection of acked jobs (SETACK / GOTACK / DELJOB,
+Disque's) and FASTACK's DELJOB to every holder at once.
+
+The functions at the end are the job-level helpers the other message families share:
+the job a message names, holders learned, a SETACK to a node that must not bring an
+acked job back, a job deleted everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ..cluster import messages as m
+from ..cluster.membership import ClusterNode
+from ..cluster.port import BusPort
+from ..ids import is_valid_job_id
+from ..job import ACKED, WAIT_REPL, Job, node_id_set, with_holders
+from ..node import Node
+from .wire import MAX_U32
+
+if TYPE_CHECKING:
+    from .copies import Copies
+
+
+class Acks:
+    """SETACK / GOTACK / DELJOB, and the core's `start_gc` and `fast_ack`. A job
+    acked or deleted while its ADDJOB waits for copies settles that ADDJOB (`copies`)."""
+
+    def __init__(self, node: Node, bus: BusPort, copies: Copies) -> None:
+        self.node = node
+        self.bus = bus
+        self.copies = copies
+        bus.on(m.SETACK, self._on_setack)
+        bus.on(m.GOTACK, self._on_gotack)
+        bus.on(m.DELJOB, self._on_deljob)
+
+    # -- what the core tells the cluster ------------------------------------------------
+    def start_gc(self, job: Job) -> None:
+        """SETACK to every node that may have a copy and did not confirm the ACK yet;
+        a dummy ACK (no holder known) asks every node that did not answer yet."""
+        delivered = job.nodes_delivered
+        confirmed = job.nodes_confirmed or ()
+        targets = delivered if delivered else self.bus.known_ids()
+        self.bus.broadcast(m.SETACK, job.id, len(delivered or ()),
+                           node_ids=[i for i in targets if i not in confirmed])
+
+    def fast_ack(self, job_id: bytes, job: Job | None) -> None:
+        if job is None:
+            self.bus.broadcast(m.DELJOB, job_id)
+            return
+        if job.state == WAIT_REPL:
+            self.copies.job_dropped(job)
+        if job.nodes_delivered:
+            self.bus.broadcast(m.DELJOB, job.id, node_ids=job.nodes_delivered)
+
+    # -- bus messages -------------------------------------------------------------------
+    def _on_setack(self, sender: ClusterNode, fields: list) -> None:
+        """Mark the job acked and answer GOTACK, unless this node knows more nodes that
+        may hold a copy than the sender does: then it runs the GC itself."""
+        parsed = _id_and_count(fields)
+        if parsed is None:
+            return
+        job_id, may_have = parsed
+        node = self.node
+        job = node.lookup(job_id)
+        if job is not None:
+            if job.state == WAIT_REPL:  # acked before it was replicated: it was
+                self.copies.settle(job, b"+" + job.id + b"\r\n")
+            if node.acknowledge(job):
+                node.schedule_gc(job)  # in case the sender never finishes its GC
+        if job is None or holder_count(job) <= may_have:
+            self.bus.send(sender.id, m.GOTACK, job_id, _has_job(job))
+        else:
+            if may_have == 0:  # the sender has a dummy ACK: it may forget it now
+                self.bus.send(sender.id, m.GOTACK, job_id, True)
+            node.try_gc(job)
+
+    def _on_gotack(self, sender: ClusterNode, fields: list) -> None:
+        """A node confirmed our SETACK. Normal job: once every node that may hold a copy
+        confirmed, DELJOB to all of them and delete. Dummy ACK: delete as soon as a
+        node knows the job (it runs the GC), or once every node said it does not."""
+        if len(fields) < 2 or type(fields[1]) is not bool:
+            return
+        job = job_in(self.node, fields)
+        if job is None or job.state != ACKED or job.nodes_delivered is None:
+            return
+        known: bool = fields[1]
+        delivered = job.nodes_delivered
+        if job.nodes_confirmed is None:  # a SETACK sent outside of a GC attempt
+            job.nodes_confirmed = node_id_set((self.node.id,))
+        confirmed = job.nodes_confirmed
+        if not delivered:  # dummy ACK
+            if known:
+                self.node.unregister(job)
+                return
+            confirmed.add(sender.id)
+            if confirmed.issuperset(self.bus.known_ids()):
+                self.node.unregister(job)
+            return
+        if known or sender.id in delivered:
+            job.nodes_delivered = delivered = with_holders(delivered, (sender.id,))
+            confirmed.add(sender.id)
+        if confirmed >= delivered:
+            delete_everywhere(self.node, self.bus, job)
+
+    def _on_deljob(self, sender: ClusterNode, fields: list) -> None:
+        job = job_in(self.node, fields)
+        if job is not None:
+            if job.state == WAIT_REPL:
+                self.copies.job_dropped(job)
+            self.node.unregister(job)
+
+
+def _id_and_count(fields: list) -> tuple[bytes, int] | None:
+    if len(fields) < 2:
+        return None
+    job_id, count = fields[0], fields[1]
+    if (type(job_id) is not bytes or not is_valid_job_id(job_id)
+            or type(count) is not int or not 0 <= count <= MAX_U32):
+        return None
+    return job_id, count
+
+
+def _has_job(job: Job | None) -> bool:
+    """GOTACK's "known". A dummy ACK here knows nothing of the job: answering "known"
+    would let two dummy ACKs delete each other while the real holders are unreachable
+    (Disque answers "known" for any job; disq answers for real ones only)."""
+    return job is not None and (job.body is not None or bool(job.nodes_delivered))
+
+
+# -- shared by the message families ----------------------------------------------------
+def job_in(node: Node, fields: list) -> Job | None:
+    """The job named by a message's first field, if valid and known here."""
+    if not fields:
+        return None
+    job_id = fields[0]
+    if type(job_id) is not bytes or not is_valid_job_id(job_id):
+        return None
+    return node.lookup(job_id)
+
+
+def holder_count(job: Job) -> int:
+    """How many nodes may hold the job, as far as this node knows (SETACK's aux)."""
+    return len(job.nodes_delivered) if job.nodes_delivered is not None else 1
+
+
+def send_setack(bus: BusPort, node_id: str, job: Job) -> None:
+    bus.send(node_id, m.SETACK, job.id, holder_count(job))
+
+
+def learn_holders(node: Node, job: Job, node_ids: Iterable[str]) -> None:
+    delivered = job.nodes_delivered
+    if delivered is None:
+        delivered = node.only_me
+    elif not delivered and job.state == ACKED:
+        job.nodes_confirmed = None  # a dummy ACK found holders: a fresh GC round
+    job.nodes_delivered = with_holders(delivered, node_ids)
+
+
+def delete_everywhere(node: Node, bus: BusPort, job: Job) -> None:
+    """DELJOB to every node that may hold a copy (best effort), delete it here."""
+    if job.nodes_delivered:
+        bus.broadcast(m.DELJOB, job.id, node_ids=job.nodes_delivered)
+    node.unregister(job)

@@ -1,0 +1,436 @@
+"""The copies of new jobs, as Disque makes them: REPLJOB to the targets (targets.py),
+GOTJOB back, and the ADDJOBs that wait for their copies (synchronous replication).
+
+Waiting ADDJOBs are kept in a dict ordered by their next retry time; one loop timer
+(every 50 ms, only while something waits) retries them and enforces their timeouts.
+A copy may carry its ADDJOB's DEDUP key (dedup.py, whose `Dedup` this part owns: the
+copies record or check the key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+
+from .. import errors
+from ..cluster import messages as m
+from ..cluster.membership import ClusterNode
+from ..cluster.port import BusPort
+from ..job import ACKED, DELETED, NO_HOLDERS, WAIT_REPL, Job, with_holders
+from ..node import Node, now_ms
+from ..queue import PAUSED_IN
+from ..requests import AddJob
+from .acks import delete_everywhere, learn_holders, send_setack
+from .dedup import CONFLICT, REFUSED, SETTLE_SLACK_MS, Dedup, joined
+from .targets import Targets
+from .wire import COPY_FIELDS, MAX_TTL_MS, decode_copy, decode_holders, encode_copy
+
+log = logging.getLogger("disq")
+
+ADD_NODE_PERIOD_MS = 50  # a waiting ADDJOB tries one more node this often (Disque)
+MAX_PATIENCE_MS = 1000  # ...later when its nodes are slow to confirm (_targets_behind)
+
+OnDone = Callable[[bytes], None]
+
+_NOREPL_TIMEOUT = errors.NOREPL_TIMEOUT.REPLY
+_NOREPL_EXPIRED = errors.NOREPL_EXPIRED.REPLY
+
+
+class _WaitingAdd:
+    """An ADDJOB waiting for its copies: the job, its timeout (0 = none), the next
+    time to try one more node, and the server's callback once it has one."""
+
+    __slots__ = ("job", "deadline", "next_try", "on_done", "external", "dedup_key",
+                 "readd", "seq", "sent")
+
+    def __init__(self, job: Job, deadline: int, next_try: int, external: bool) -> None:
+        self.job = job
+        self.deadline = deadline
+        self.next_try = next_try
+        self.on_done: OnDone | None = None
+        self.external = external  # no copy kept here: a confirmer queues it (leaving)
+        self.dedup_key: bytes | None = None  # ADDJOB's DEDUP key, sent with REPLJOB
+        # When the copies check the key (replication/dedup.py): the ADDJOB, to add the
+        # job again if a copy is refused.
+        self.readd: AddJob | None = None
+        self.seq = 0  # the waiting ADDJOBs are numbered in the order their copies left
+        self.sent = 0  # when (ms)
+
+
+class Copies:
+    """REPLJOB / GOTJOB and the waiting ADDJOBs. `tick` is the periodic work; it runs
+    on `loop` (or the running loop) by itself, and tests without a loop call it with
+    their own clock."""
+
+    def __init__(self, node: Node, bus: BusPort,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.node = node
+        self.bus = bus
+        self.my_id = node.id
+        self._loop = loop
+        self._timer: asyncio.TimerHandle | None = None
+        self._waiting: dict[bytes, _WaitingAdd] = {}  # ordered by next_try
+        self._seq = 0  # the last _WaitingAdd.seq
+        # peer -> [the highest seq of the copies it confirmed, its usual time to confirm
+        # (ms, a moving average)]
+        self._progress: dict[str, list[int]] = {}
+        self.targets = Targets(node, bus, loop)
+        self.dedup = Dedup(self, loop)
+        bus.on(m.REPLJOB, self._on_repljob)
+        bus.on(m.GOTJOB, self._on_gotjob)
+
+    # -- the server's side (through Replication) ----------------------------------------
+    def wait(self, job: Job, on_done: OnDone) -> None:
+        """Answer the ADDJOB of `job` (WAIT_REPL) through `on_done(reply)`, called
+        exactly once: `+<id>` once replicated, else a -NOREPL error."""
+        waiting = self._waiting.get(job.id)
+        if waiting is not None and waiting.job is job:
+            waiting.on_done = on_done
+        else:  # settled already (a bus that delivers in the same loop turn)
+            on_done(self._outcome(job))
+
+    def cancel_wait(self, job_id: bytes) -> None:
+        """The client of a waiting ADDJOB went away. As Disque does, a job that is not
+        replicated yet is deleted here and, best effort, everywhere: nobody got its ID."""
+        waiting = self._waiting.pop(job_id, None)
+        if waiting is not None and waiting.job.state == WAIT_REPL:
+            delete_everywhere(self.node, self.bus, waiting.job)
+
+    def tick(self, now: int | None = None) -> None:
+        """Time out waiting ADDJOBs, and give the others one more node and a resend
+        of REPLJOB to the nodes that did not confirm (every 50 ms). An ADDJOB is due
+        at its next try or its deadline if sooner, so no structure orders deadlines:
+        a timeout is noticed at the first tick after it."""
+        if now is None:
+            now = now_ms()
+        waiting = self._waiting
+        due: list[_WaitingAdd] = []
+        for entry in waiting.values():
+            if entry.next_try > now:
+                break
+            due.append(entry)
+        for entry in due:
+            job = entry.job
+            if waiting.get(job.id) is not entry:
+                continue
+            del waiting[job.id]
+            if job.state != WAIT_REPL:  # flushed, or acked by a client meanwhile
+                self._answer(entry, self._outcome(job))
+                continue
+            deadline = entry.deadline
+            if deadline and deadline <= now:
+                self._answer(entry, _NOREPL_TIMEOUT)
+                delete_everywhere(self.node, self.bus, job)
+                continue
+            retry_at = now + ADD_NODE_PERIOD_MS
+            entry.next_try = deadline if deadline and deadline < retry_at else retry_at
+            waiting[job.id] = entry  # to the end: ordered by next_try (to a tick or so)
+            if not job.awake:
+                self.node.update_awake(job)  # so that it can expire while waiting
+            if not self._targets_behind(entry, now):
+                self._resend(job, now, entry.dedup_key, entry.readd is not None,
+                             deadline)
+
+    def close(self) -> None:
+        self.dedup.close()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # -- the core's side (through Replication), DEDUP's --------------------------------
+    def replicate(self, job: Job, request: AddJob, sync: bool,
+                  external: bool = False, now: int = 0) -> None:
+        """REPLJOB to REPLICATE-1 random reachable nodes (REPLICATE when `external`: this
+        node keeps no copy; the first ones in the key's order when the copies check a
+        DEDUP key). Synchronous: the job stays WAIT_REPL until enough GOTJOBs;
+        asynchronous: fire and forget (NOREPLY), and an external job is queued by one
+        of its targets (ENQUEUE)."""
+        now = now or now_ms()
+        key = request.dedup  # DEDUP: the copies record the key
+        readd = request if request.dedup_check else None  # ... and check it: placed in
+        targets = self.targets.add(job, job.repl if external else job.repl - 1,  # the
+                                   key if readd is not None else None)  # key's order
+        if not sync and external and targets:
+            self._send_copies(job, now, True, targets, key)
+            self.bus.send(random.choice(targets), m.ENQUEUE, job.id, job.delay)
+            return
+        deadline: int | None = None  # asynchronous: nothing can fail once copies left
+        if sync:
+            # A plain set: it lives until the copies are confirmed (then it is None).
+            job.nodes_confirmed = set() if external else {self.my_id}
+            timeout_ms = request.timeout
+            deadline = now + timeout_ms if timeout_ms else 0
+            retry_at = now + ADD_NODE_PERIOD_MS
+            entry = _WaitingAdd(job, deadline, deadline if 0 < deadline < retry_at else retry_at,
+                                external)
+            entry.dedup_key = key
+            entry.readd = readd
+            self._seq = entry.seq = self._seq + 1
+            entry.sent = now
+            self._waiting[job.id] = entry
+            # The job gets its expiry timer if it still waits at the first retry (tick):
+            # most are confirmed before, and would be scheduled twice.
+            if self._timer is None:
+                self._arm()
+        self._send_copies(job, now, not sync, targets, key, readd is not None, deadline)
+
+    def abort_checked(self, job_id: bytes) -> None:
+        """A node refused a copy of a waiting ADDJOB whose copies check its DEDUP key:
+        delete the job everywhere, and answer the ADDJOB with dedup.CONFLICT (the DEDUP
+        side then asks every node)."""
+        entry = self._waiting.get(job_id)
+        if entry is None or entry.readd is None or entry.job.state != WAIT_REPL:
+            return  # replicated already (by other copies, all checked), or gone
+        del self._waiting[job_id]
+        delete_everywhere(self.node, self.bus, entry.job)
+        self._answer(entry, CONFLICT)
+
+    def job_dropped(self, job: Job) -> None:
+        """A WAIT_REPL job is going away (expired, deleted) before it was replicated."""
+        self.settle(job, _NOREPL_EXPIRED)
+
+    # -- bus messages -------------------------------------------------------------------
+    def _on_repljob(self, sender: ClusterNode, fields: list) -> None:
+        """Keep copies (active, not queued) and confirm them with one GOTJOB, unless
+        leaving or the queue is paused in input. A copy held already only learns the
+        new nodes. `fields`: noreply, the holders of every job of the message, jobs."""
+        node = self.node
+        if (len(fields) < 3 or type(fields[0]) is not bool or node.leaving
+                or node.memory_level > 0):  # no new copies: leaving or short of memory
+            return
+        holders = decode_holders(fields[1], self.bus.known_id_map(), sender.id, self.my_id)
+        if holders is None:
+            log.warning("Received corrupted job holders from node %s", sender.id)
+            return
+        noreply: bool = fields[0]
+        now = now_ms()
+        queues = node.queues
+        confirmed: list[bytes] = []
+        refused: list[bytes] = []  # copies whose DEDUP key another job may have
+        dedup_table = node.dedup
+        names: dict[bytes, bytes] = {}  # one queue name object per message...
+        etime = 0  # ...and one expiry int for a burst (32 bytes a job each)
+        for data in fields[2:]:
+            job = decode_copy(data, now)
+            if job is None:
+                log.warning("Received a corrupted job from node %s", sender.id)
+                continue
+            job.nodes_delivered = holders
+            job.queue = names.setdefault(job.queue, job.queue)  # type: ignore[arg-type]
+            if job.etime == etime:
+                job.etime = etime
+            else:
+                etime = job.etime
+            key = self.dedup.copy_key(data, job, now) if len(data) > COPY_FIELDS else None
+            if key is REFUSED:
+                refused.append(job.id)
+                continue
+            queue = queues.get(job.queue)
+            if queue is not None and queue.flags & PAUSED_IN:
+                mine = node.lookup(job.id)  # a paused queue takes no new copy
+                if mine is None:
+                    continue
+            elif node.store_copy(job, now):  # new here: one table operation, no lookup
+                mine = None
+            else:
+                mine = node.lookup(job.id)
+            if key is not None:  # ADDJOB had DEDUP: the key lives as long as the job
+                if len(data) > COPY_FIELDS + 2:  # its ADDJOB may still fail: unsettled
+                    # until DEDUP_SETTLED, or SETTLE_SLACK_MS after the ADDJOB's timeout
+                    # (the ms left it sent; 0: none, then until the job expires)
+                    left = data[COPY_FIELDS + 2]
+                    dedup_table.record_unsettled(
+                        key, job.id, job.etime,
+                        now + left + SETTLE_SLACK_MS if type(left) is int and 0 < left
+                        <= MAX_TTL_MS else job.etime)
+                else:
+                    dedup_table.record(key, job.id, job.etime)
+            if mine is not None:
+                learn_holders(node, mine, holders)
+                if mine.state == ACKED:  # tell the sender instead: it must not come back
+                    send_setack(self.bus, sender.id, mine)
+                    continue
+            if not noreply:
+                confirmed.append(job.id)
+        if refused:
+            self.bus.send_batched((sender.id,), m.DEDUP_CONFLICT, refused)
+        if not confirmed:
+            return
+        aof = node.aof
+        if aof is None:
+            self.bus.send_batched((sender.id,), m.GOTJOB, confirmed)
+        else:  # confirmed once the copies are as safe as the AOF policy promises
+            # (Disque writes, and with appendfsync always fsyncs, its AOF before the
+            # GOTJOB leaves: both happen before its event loop writes to sockets)
+            sender_id = sender.id
+            aof.on_durable(lambda: self.bus.send_batched((sender_id,), m.GOTJOB, confirmed))
+
+    def _on_gotjob(self, sender: ClusterNode, fields: list) -> None:
+        """Confirmations of copies: every job still waiting for them is in `_waiting`
+        (a small table, cheaper than the job store; it also holds the jobs replicated
+        externally, which the store does not)."""
+        waiting = self._waiting
+        now = now_ms()
+        sender_id = sender.id
+        progress = self._progress.get(sender_id)
+        if progress is None:
+            progress = self._progress[sender_id] = [0, 0]
+        last: _WaitingAdd | None = None
+        settled: list[Job] = []  # DEDUP jobs replicated: one DEDUP_SETTLED per holder set
+        for job_id in fields:
+            entry = waiting.get(job_id) if type(job_id) is bytes else None
+            if entry is None:
+                continue
+            last = entry
+            job = entry.job
+            if job.state != WAIT_REPL:
+                continue
+            delivered, confirmed = job.nodes_delivered, job.nodes_confirmed
+            if delivered is None or confirmed is None:
+                continue  # never: replicate() gave the waiting job both
+            if sender_id not in delivered:  # a node added by a retry
+                job.nodes_delivered = with_holders(delivered, (sender_id,))
+            confirmed.add(sender_id)
+            if len(confirmed) >= job.repl:
+                self._replicated(job, entry, now, settled)
+        if settled:
+            self.dedup.settled(settled)
+        if last is not None and last.seq > progress[0]:  # the sender's pace
+            progress[0] = last.seq
+            progress[1] += (now - last.sent - progress[1]) // 4
+
+    # -- helpers ------------------------------------------------------------------------
+    def _targets_behind(self, entry: _WaitingAdd, now: int) -> bool:
+        """Whether every node yet to confirm the job usually takes longer than this to
+        confirm (deep pipelines: each copy waits behind thousands), and confirmed no
+        copy sent after this one: one more node would add load, not safety. Disque's
+        "one more node every 50 ms" then starts at twice that usual time (at most
+        MAX_PATIENCE_MS more). A node that confirmed a later copy and not this one
+        skipped it (a paused queue): another node is tried at once."""
+        job = entry.job
+        confirmed = job.nodes_confirmed
+        if not job.nodes_delivered or confirmed is None:
+            return False
+        waited = now - entry.sent
+        progress = self._progress
+        for node_id in job.nodes_delivered:
+            if node_id in confirmed:
+                continue
+            seen = progress.get(node_id)
+            if seen is None or seen[0] >= entry.seq or (
+                    waited > min(2 * seen[1], MAX_PATIENCE_MS) + ADD_NODE_PERIOD_MS):
+                return False
+        return True
+
+    def _resend(self, job: Job, now: int, dedup_key: bytes | None = None,
+                check: bool = False, deadline: int | None = None) -> None:
+        """One more node, and REPLJOB again to the nodes that did not confirm. When a
+        node was added the confirmed ones get it too (NOREPLY), to learn the new holder."""
+        added = self.targets.add(job, 1, dedup_key if check else None)
+        delivered, confirmed = job.nodes_delivered, job.nodes_confirmed
+        assert delivered is not None and confirmed is not None
+        self._send_copies(job, now, False, [i for i in delivered if i not in confirmed],
+                          dedup_key, check, deadline)
+        if added:
+            self._send_copies(job, now, True, [i for i in confirmed if i != self.my_id],
+                              dedup_key, check, deadline)
+
+    def _send_copies(self, job: Job, now: int, noreply: bool, node_ids: list[str],
+                     dedup_key: bytes | None = None, check: bool = False,
+                     deadline: int | None = None) -> None:
+        """REPLJOB to `node_ids`. The copies sent to a node in one loop turn with the
+        same holders share one message, which lists the holders once. A DEDUP key
+        goes at the end of its job's copy; for an ADDJOB that waits for its copies
+        (`deadline`: when it gives up, 0 = never), then whether the receiver must check
+        the key, and the ms until that deadline (0: none): the receiver does not vouch
+        for the key before the ADDJOB settles (DEDUP_SETTLED; replication/dedup.py)."""
+        if not node_ids:
+            return
+        head = (noreply, job.nodes_delivered or NO_HOLDERS)  # a frozenset: packed as a list
+        copy = encode_copy(job, now)
+        if dedup_key is not None:
+            copy.append(dedup_key)
+            if deadline is not None:
+                copy.append(check)
+                copy.append(deadline - now if deadline > now else 1 if deadline else 0)
+        self.bus.send_batched(node_ids, m.REPLJOB, [copy], head)
+
+    def _replicated(self, job: Job, entry: _WaitingAdd, now: int,
+                    settled: list[Job] | None = None) -> None:
+        """Enough copies: queue the job (or schedule it after its delay), answer. A job
+        replicated externally is queued by one of the nodes that confirmed it.
+        (`settled`: see `_answer`.)"""
+        if entry.external:
+            assert job.nodes_confirmed
+            self.bus.send(next(iter(job.nodes_confirmed)), m.ENQUEUE, job.id, job.delay)
+            job.nodes_confirmed = None
+            job.state = DELETED  # never registered here: the timers let it go
+        else:
+            job.nodes_confirmed = None
+            self.node.activate(job, now)
+        self._waiting.pop(job.id, None)  # settle(), inlined: `entry` is known
+        self._answer(entry, b"+" + job.id + b"\r\n", settled)
+
+    def settle(self, job: Job, reply: bytes) -> None:
+        """The job's ADDJOB no longer waits: answer its client."""
+        entry = self._waiting.pop(job.id, None)
+        if entry is not None:
+            self._answer(entry, reply)
+
+    def _outcome(self, job: Job) -> bytes:
+        """The ADDJOB reply for a job that no longer waits, from what became of it."""
+        if job.state != DELETED and self.node.lookup(job.id) is job:
+            return b"+" + job.id + b"\r\n"
+        return _NOREPL_EXPIRED
+
+    def _answer(self, entry: _WaitingAdd, reply: bytes,
+                settled: list[Job] | None = None) -> None:
+        """Answer the waiting ADDJOB. A DEDUP job's holders are told it succeeded
+        (DEDUP_SETTLED), or it joins `settled` for the caller to tell them."""
+        if entry.dedup_key is not None and reply[:1] == b"+":
+            if settled is None:
+                self.dedup.settled((entry.job,))
+            else:
+                settled.append(entry.job)
+        on_done, entry.on_done = entry.on_done, None
+        if on_done is None:
+            return
+        if entry.readd is not None and reply[:1] != b"+":  # its copies checked a key
+            self.dedup.checked_add_failed(entry.job, entry.readd, on_done, reply)
+        else:
+            on_done(reply)
+
+    def waiting_for(self, job_id: bytes) -> bool:
+        """Whether the ADDJOB of `job_id` waits for its copies."""
+        return job_id in self._waiting
+
+    def join(self, job_id: bytes, on_done: OnDone) -> bool:
+        """`on_done` gets the reply of the waiting ADDJOB of `job_id` too (another
+        ADDJOB of its DEDUP key on this node). False if it waits no more."""
+        entry = self._waiting.get(job_id)
+        if entry is None or entry.on_done is None:
+            return False
+        entry.on_done = joined(entry.on_done, on_done)
+        return True
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            return
+        if self._loop is None:
+            try:
+                self._loop = self.targets.loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # no loop (unit tests): whoever drives the node calls tick()
+        self._timer = self._loop.call_later(ADD_NODE_PERIOD_MS / 1000, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        try:
+            self.tick()
+        except Exception as exc:  # never let one bad job stop every waiting ADDJOB
+            log.error("Error in the replication timer: %r", exc, exc_info=exc)
+        if self._waiting:
+            self._arm()
+
