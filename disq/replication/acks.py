@@ -9,7 +9,7 @@ acked job back, a job deleted everywhere.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
@@ -55,7 +55,7 @@ class Acks:
             self.bus.broadcast(m.DELJOB, job.id, node_ids=job.nodes_delivered)
 
     # -- bus messages -------------------------------------------------------------------
-    def _on_setack(self, sender: ClusterNode, fields: list) -> None:
+    def _on_setack(self, sender: ClusterNode, fields: list[Any]) -> None:
         """Mark the job acked and answer GOTACK, unless this node knows more nodes that
         may hold a copy than the sender does: then it runs the GC itself."""
         parsed = _id_and_count(fields)
@@ -76,7 +76,7 @@ class Acks:
                 self.bus.send(sender.id, m.GOTACK, job_id, True)
             node.try_gc(job)
 
-    def _on_gotack(self, sender: ClusterNode, fields: list) -> None:
+    def _on_gotack(self, sender: ClusterNode, fields: list[Any]) -> None:
         """A node confirmed our SETACK. Normal job: once every node that may hold a copy
         confirmed, DELJOB to all of them and delete. Dummy ACK: delete as soon as a
         node knows the job (it runs the GC), or once every node said it does not."""
@@ -104,7 +104,7 @@ class Acks:
         if confirmed >= delivered:
             delete_everywhere(self.node, self.bus, job)
 
-    def _on_deljob(self, sender: ClusterNode, fields: list) -> None:
+    def _on_deljob(self, sender: ClusterNode, fields: list[Any]) -> None:
         job = job_in(self.node, fields)
         if job is not None:
             if job.state == WAIT_REPL:
@@ -112,7 +112,7 @@ class Acks:
             self.node.unregister(job)
 
 
-def _id_and_count(fields: list) -> tuple[bytes, int] | None:
+def _id_and_count(fields: list[Any]) -> tuple[bytes, int] | None:
     if len(fields) < 2:
         return None
     job_id, count = fields[0], fields[1]
@@ -130,7 +130,7 @@ def _has_job(job: Job | None) -> bool:
 
 
 # -- shared by the message families ----------------------------------------------------
-def job_in(node: Node, fields: list) -> Job | None:
+def job_in(node: Node, fields: list[Any]) -> Job | None:
     """The job named by a message's first field, if valid and known here."""
     if not fields:
         return None

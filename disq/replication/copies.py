@@ -13,6 +13,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
+from typing import Any
 
 from .. import errors
 from ..cluster import messages as m
@@ -192,7 +193,7 @@ class Copies:
         self.settle(job, _NOREPL_EXPIRED)
 
     # -- bus messages -------------------------------------------------------------------
-    def _on_repljob(self, sender: ClusterNode, fields: list) -> None:
+    def _on_repljob(self, sender: ClusterNode, fields: list[Any]) -> None:
         """Keep copies (active, not queued) and confirm them with one GOTJOB, unless
         leaving or the queue is paused in input. A copy held already only learns the
         new nodes. `fields`: noreply, the holders of every job of the message, jobs."""
@@ -267,7 +268,7 @@ class Copies:
             sender_id = sender.id
             aof.on_durable(lambda: self.bus.send_batched((sender_id,), m.GOTJOB, confirmed))
 
-    def _on_gotjob(self, sender: ClusterNode, fields: list) -> None:
+    def _on_gotjob(self, sender: ClusterNode, fields: list[Any]) -> None:
         """Confirmations of copies: every job still waiting for them is in `_waiting`
         (a small table, cheaper than the job store; it also holds the jobs replicated
         externally, which the store does not)."""

@@ -82,7 +82,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
@@ -344,12 +344,12 @@ class Dedup:
             adding.answer(reply)
 
     # -- the REPLJOB side ---------------------------------------------------------------
-    def copy_key(self, data: list, job: Job, now: int) -> bytes | None:
+    def copy_key(self, data: list[Any], job: Job, now: int) -> bytes | None:
         """The DEDUP key a REPLJOB copy carries after the job's fields (`data`), to
         record once the copy is stored: None if it has none (or not a valid one),
         REFUSED if it asks this node to check the key and another job may have it, as
         far as this node can tell (the module's docstring)."""
-        key = data[COPY_FIELDS]
+        key: bytes = data[COPY_FIELDS]  # (checked below)
         valid = type(key) is bytes and 0 < len(key) <= MAX_KEY_LEN
         if len(data) == COPY_FIELDS + 1 or data[COPY_FIELDS + 1] is not True:
             return key if valid else None  # (not to check)
@@ -408,7 +408,7 @@ class Dedup:
             send_batched(holders, m.DEDUP_SETTLED, ids)
 
     # -- bus messages -------------------------------------------------------------------
-    def _on_query(self, sender: ClusterNode, fields: list) -> None:
+    def _on_query(self, sender: ClusterNode, fields: list[Any]) -> None:
         """Answer each key: its job and the time it has left, "busy" if this node is
         adding it, holds it unsettled, or is checking it and goes first, else unknown
         (nil), keeping a reservation for the asker's TTL."""
@@ -438,7 +438,7 @@ class Dedup:
                 table.reserve(key, now, now + ttl * 1000)
             self.bus.send_batched((sender.id,), m.DEDUP_REPLY, [[key, job_id, left]])
 
-    def _on_reply(self, sender: ClusterNode, fields: list) -> None:
+    def _on_reply(self, sender: ClusterNode, fields: list[Any]) -> None:
         queries = self._queries
         for item in fields:
             if type(item) is not list or len(item) != 3:
@@ -465,15 +465,15 @@ class Dedup:
                 else:
                     self._add_unless_held(key, query)
 
-    def _on_forget(self, sender: ClusterNode, fields: list) -> None:
+    def _on_forget(self, sender: ClusterNode, fields: list[Any]) -> None:
         if len(fields) >= 2 and type(fields[0]) is bytes and type(fields[1]) is bytes:
             self.node.dedup.forget(fields[0], fields[1])
 
-    def _on_settled(self, sender: ClusterNode, fields: list) -> None:
+    def _on_settled(self, sender: ClusterNode, fields: list[Any]) -> None:
         """The sender's ADDJOBs of these jobs succeeded: vouch for their copies' keys."""
         self.node.dedup.settle(fields)
 
-    def _on_conflict(self, sender: ClusterNode, fields: list) -> None:
+    def _on_conflict(self, sender: ClusterNode, fields: list[Any]) -> None:
         """Copies refused by the sender: their ADDJOBs ask every node instead."""
         for job_id in fields:
             if type(job_id) is bytes:

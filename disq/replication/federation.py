@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
@@ -117,7 +118,7 @@ class Federation:
         if waiting:
             self._arm()
 
-    def _on_yourjobs(self, sender: ClusterNode, fields: list) -> None:
+    def _on_yourjobs(self, sender: ClusterNode, fields: list[Any]) -> None:
         if not fields or type(fields[0]) is not list:
             return
         node = self.node
@@ -164,7 +165,7 @@ class Federation:
                     queue.note_import(now)
 
     # -- provider side -----------------------------------------------------------------
-    def _on_needjobs(self, sender: ClusterNode, fields: list) -> None:
+    def _on_needjobs(self, sender: ClusterNode, fields: list[Any]) -> None:
         if len(fields) < 2 or type(fields[0]) is not bytes or type(fields[1]) is not int:
             return
         name, count = fields[0], max(1, min(fields[1], MAX_BATCH))
@@ -186,7 +187,7 @@ class Federation:
         if self.bus.can_send(sender.id):
             self._send(sender.id, queue, count if qlen >= 2 * count else max(1, qlen // 2))
 
-    def _on_needjobs_cancel(self, sender: ClusterNode, fields: list) -> None:
+    def _on_needjobs_cancel(self, sender: ClusterNode, fields: list[Any]) -> None:
         """The sender's consumers of that queue are gone: push it nothing more."""
         if not fields or type(fields[0]) is not bytes:
             return

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
@@ -22,7 +23,7 @@ class QueueMessages:
         self.bus = bus
         self._loop = loop
         # GLOBALQLEN requests in flight: id -> [nodes yet to answer, sum, on_done]
-        self._qlen_requests: dict[int, list] = {}
+        self._qlen_requests: dict[int, list[Any]] = {}
         self._qlen_request_id = 0
         bus.on(m.PAUSE, self._on_pause)
         bus.on(m.QLEN_REQUEST, self._on_qlen_request)
@@ -53,18 +54,18 @@ class QueueMessages:
             request[2](request[1])
 
     # -- bus messages -------------------------------------------------------------------
-    def _on_pause(self, sender: ClusterNode, fields: list) -> None:
+    def _on_pause(self, sender: ClusterNode, fields: list[Any]) -> None:
         if len(fields) < 2:
             return
         queue, flags = fields[0], fields[1]
         if type(queue) is bytes and type(flags) is int and 0 <= flags <= PAUSED_ALL:
             self.node.set_pause(queue, flags, broadcast=False)
 
-    def _on_qlen_request(self, sender: ClusterNode, fields: list) -> None:
+    def _on_qlen_request(self, sender: ClusterNode, fields: list[Any]) -> None:
         if len(fields) >= 2 and type(fields[0]) is int and type(fields[1]) is bytes:
             self.bus.send(sender.id, m.QLEN_REPLY, fields[0], self.node.qlen(fields[1]))
 
-    def _on_qlen_reply(self, sender: ClusterNode, fields: list) -> None:
+    def _on_qlen_reply(self, sender: ClusterNode, fields: list[Any]) -> None:
         if len(fields) < 2 or type(fields[0]) is not int or type(fields[1]) is not int:
             return
         request = self._qlen_requests.get(fields[0])

@@ -7,6 +7,7 @@ it has one holder queue it (ENQUEUE).
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
@@ -43,7 +44,7 @@ class Requeue:
             self.bus.broadcast(m.WORKING, job.id, node_ids=job.nodes_delivered)
 
     # -- bus messages -------------------------------------------------------------------
-    def _on_enqueue(self, sender: ClusterNode, fields: list) -> None:
+    def _on_enqueue(self, sender: ClusterNode, fields: list[Any]) -> None:
         """Queue a copy now, or after `delay` seconds (sent by a node that replicated
         a job without keeping it). This node becomes its first queuer: no QUEUED."""
         job = job_in(self.node, fields)
@@ -65,7 +66,7 @@ class Requeue:
         else:
             self.node.enqueue(job, nack=False, now=now)
 
-    def _on_queued(self, sender: ClusterNode, fields: list) -> None:
+    def _on_queued(self, sender: ClusterNode, fields: list[Any]) -> None:
         job = job_in(self.node, fields)
         if job is None or len(fields) < 2:
             return
@@ -74,7 +75,7 @@ class Requeue:
             return
         self._queued_elsewhere(sender, job, flags, working=False)
 
-    def _on_working(self, sender: ClusterNode, fields: list) -> None:
+    def _on_working(self, sender: ClusterNode, fields: list[Any]) -> None:
         job = job_in(self.node, fields)
         if job is not None:
             self._queued_elsewhere(sender, job, 0, working=True)
@@ -96,7 +97,7 @@ class Requeue:
         elif state == ACKED:
             send_setack(self.bus, sender.id, job)
 
-    def _on_willqueue(self, sender: ClusterNode, fields: list) -> None:
+    def _on_willqueue(self, sender: ClusterNode, fields: list[Any]) -> None:
         """The sender will requeue its copy in 500 ms: if ours is queued, say so (it
         postpones); if it is acked here, tell it (it acks too)."""
         job = job_in(self.node, fields)

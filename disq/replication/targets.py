@@ -10,6 +10,7 @@ import hashlib
 import random
 import zlib
 from collections.abc import Iterable
+from typing import Any
 
 from ..cluster.port import BusPort
 from ..job import NO_HOLDERS, Job, holder_set
@@ -51,7 +52,7 @@ class Targets:
         # add's last answer: (peers, holders before, candidates, all holders,
         # [([candidate], holders with it), ...], {count: this loop turn's pick},
         # {targets in a DEDUP key's order: (targets, holders with them)})
-        self._last: tuple = (None, None, [], NO_HOLDERS, [], {}, {})
+        self._last: tuple[Any, ...] = (None, None, [], NO_HOLDERS, [], {}, {})
         self._salts: dict[str, int] = {}  # node ID -> key_order_salt(node ID)
 
     def add(self, job: Job, count: int, key: bytes | None = None) -> list[str]:
@@ -69,6 +70,8 @@ class Targets:
         if count <= 0:
             return []
         peers = self.bus.reachable_peers()  # a new list when the topology changes
+        candidates: list[str]
+        targets: list[str]
         cached = self._last
         if cached[0] is peers and cached[1] is delivered:  # a new job, as the last one
             candidates, everyone, one_more, picks, in_key_order = cached[2:]
@@ -103,7 +106,7 @@ class Targets:
 
     def _first_in_key_order(self, job: Job, count: int, key: bytes, candidates: list[str],
                             one_more: list[tuple[list[str], frozenset[str]]],
-                            in_key_order: dict[tuple[str, ...], tuple]) -> list[str]:
+                            in_key_order: dict[tuple[str, ...], tuple[Any, ...]]) -> list[str]:
         """`add` for a job whose copies check its DEDUP key: the `count` candidates
         first in the key's order (rendezvous hashing, `key_order`), the same on every
         node. An origin killed while its copies were leaving leaves them on the first
@@ -115,6 +118,7 @@ class Targets:
         REPLICATE+1 nodes: with fewer (REPLICATE 2 on three nodes), a retry's job
         needs every live peer but the dead origin, so the random pick of the loop turn
         stays (its copies travel together)."""
+        targets: list[str]
         salts = self._salts
         key_hash = zlib.crc32(key)
         if count == 1:  # REPLICATE 2, or one more node for a waiting job

@@ -16,6 +16,7 @@ the node nor make it wait for nodes that do not exist.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from ..ids import is_valid_job_id
 from ..job import ACKED, ACTIVE, DELIVERED, Job, holder_set
@@ -29,7 +30,7 @@ MAX_NODES = 10_000  # node IDs in one job's list
 MAX_FLAGS = 0xFF
 
 
-def encode_copy(job: Job, now: int) -> list:
+def encode_copy(job: Job, now: int) -> list[Any]:
     """The job without its holders: REPLJOB sends the holders once per message."""
     return [
         job.id, job.queue, job.body, job.state, job.flags & ~DELIVERED, job.repl,
@@ -38,7 +39,7 @@ def encode_copy(job: Job, now: int) -> list:
     ]
 
 
-def encode_job(job: Job, my_id: str, now: int) -> list:
+def encode_job(job: Job, my_id: str, now: int) -> list[Any]:
     """The job and its holders. A job only this node holds lists this node."""
     data = encode_copy(job, now)
     delivered = job.nodes_delivered
@@ -92,7 +93,7 @@ def decode_holders(nodes: object, known_ids: Mapping[str, str],
     return holder_set(delivered)
 
 
-def _decode(data: list, now: int) -> Job | None:
+def _decode(data: list[Any], now: int) -> Job | None:
     (job_id, queue, body, state, flags, repl, ttl_ms, ctime, delay, retry, nacks,
      deliveries) = data[:COPY_FIELDS] if len(data) > COPY_FIELDS else data
     if type(job_id) is not bytes or not is_valid_job_id(job_id):
