@@ -49,6 +49,7 @@ class Job:
         "nodes_delivered",  # None = only this node, else a shared frozenset of node IDs
         "nodes_confirmed",  # None or set of node IDs (mutable: a replication or GC round)
         "gc_retry",  # number of ACK GC attempts so far
+        "ext",  # None (a Disque job), or the JobExt of a job using disq's extensions
     )
 
     def __init__(
@@ -80,10 +81,39 @@ class Job:
         self.nodes_delivered: frozenset[str] | None = None
         self.nodes_confirmed: set[str] | None = None
         self.gc_retry = 0
+        self.ext: JobExt | None = None
         untrack(self)  # a job is never part of a reference cycle (see gcfree.py)
 
     def __repr__(self) -> str:
         return f"<Job {self.id.decode()} {STATE_NAMES.get(self.state, b'deleted').decode()}>"
+
+
+DEFAULT_PRIORITY = 128  # a job without PRIORITY; 0 is the most urgent, 255 the least
+
+
+class JobExt:
+    """What a job using disq's extensions (ADDJOB PRIORITY / GROUP / AT / DELAY-MS,
+    issue #18) carries beyond Disque's fields. Plain jobs have none (`Job.ext` None):
+    they pay one pointer, and read as priority DEFAULT_PRIORITY, no group, not due."""
+
+    __slots__ = ("priority", "group", "due")
+
+    def __init__(self, priority: int = DEFAULT_PRIORITY, group: bytes | None = None,
+                 due: int = 0) -> None:
+        self.priority = priority  # 0 (most urgent) .. 255
+        self.group = group  # fairness group (<= 256 bytes); None: the queue's no-group
+        self.due = due  # Unix ms before which it is never delivered (0: none)
+        untrack(self)  # holds only ints and bytes (see gcfree.py)
+
+
+def job_priority(job: Job) -> int:
+    ext = job.ext
+    return DEFAULT_PRIORITY if ext is None else ext.priority
+
+
+def job_group(job: Job) -> bytes | None:
+    ext = job.ext
+    return None if ext is None else ext.group
 
 
 # The distinct holder sets of a node's jobs: few (one per group of nodes a job went
