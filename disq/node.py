@@ -37,6 +37,7 @@ from .ports import ClusterPort, Persistence, SoloCluster
 from .queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue, Waiter
 from .requests import AddJob
 from .scantable import ScanTable
+from .schedules import CronSchedule, CronTable
 from .timers import JobTimers
 
 # The clock is clock.py's; commands and the cluster layers take it from here too.
@@ -82,6 +83,10 @@ class Node(JobOperations, MemoryBounds):
         # in memory only).
         self.dedup_since = 0
         self.timers = JobTimers()
+        self.schedules = CronTable()  # CRON (a disq extension)
+        # Who fires the schedules whose tick came (replication/schedules.py).
+        self.on_schedules_due: Callable[[list[tuple[CronSchedule, int]]], None] = (
+            lambda due: None)
         self.stats = Stats()
         self.cluster: ClusterPort = SoloCluster()
         self.aof: Persistence | None = None
@@ -144,12 +149,30 @@ class Node(JobOperations, MemoryBounds):
         if at != job.awake and self.timers.schedule(job, at):  # a new earliest deadline
             self.arm_timer(at)
 
+    def merge_schedule(self, schedule: CronSchedule) -> bool:
+        """A CRON schedule defined, deleted or heard of (the newest version wins);
+        the timer is armed for its next tick. True if the table changed."""
+        if not self.schedules.merge(schedule, now_ms()):
+            return False
+        deadline = self.schedules.next_deadline()
+        if deadline is not None:
+            self.arm_timer(deadline)
+        return True
+
     def run_timers(self, now: int | None = None) -> int | None:
         """Process due jobs; returns the next deadline (ms) or None."""
         if now is None:
             now = now_ms()
         self.timers.run_due(now, self._process_job, TIMER_BATCH)
-        return self.timers.next_deadline()
+        deadline = self.timers.next_deadline()
+        cron_deadline = self.schedules.next_deadline()
+        if cron_deadline is not None:
+            if cron_deadline <= now:
+                self.on_schedules_due(self.schedules.due(now))
+                cron_deadline = self.schedules.next_deadline()
+            if cron_deadline is not None and (deadline is None or cron_deadline < deadline):
+                deadline = cron_deadline
+        return deadline
 
     def _process_job(self, job: Job, now: int) -> None:
         if job.etime <= now:

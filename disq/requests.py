@@ -15,6 +15,8 @@ from disq_client.spec import (
     ADDJOB,
     BYTES,
     CHOICE,
+    CRON_ADD,
+    CRON_NAME_MAX_LEN,
     FLAG,
     GETJOB,
     INT,
@@ -354,4 +356,45 @@ class Pause:
             elif word != "state":  # none clears what the words before asked
                 bits = cls._FLAGS[word]
                 request.flags = (request.flags or 0) | bits if bits else 0
+        return request
+
+
+class CronAdd:
+    """CRON ADD name queue spec body [REPLICATE n] [RETRY s] [TTL s] [PRIORITY p]
+    [GROUP g] [TZ zone] (a disq extension): a schedule (disq/schedules.py)."""
+
+    __slots__ = ("name", "queue", "spec", "body", "repl", "retry", "ttl", "priority",
+                 "group", "tz")
+    OPTIONS = CRON_ADD
+    _PARSERS = _compile(CRON_ADD)
+
+    def __init__(self, name: bytes, queue: bytes, spec: bytes, body: bytes,
+                 repl: int | None = None, retry: int | None = None, ttl: int | None = None,
+                 priority: int | None = None, group: bytes | None = None,
+                 tz: bytes = b"") -> None:
+        self.name = name
+        self.queue = queue
+        self.spec = spec
+        self.body = body
+        self.repl = repl
+        self.retry = retry
+        self.ttl = ttl
+        self.priority = priority
+        self.group = group
+        self.tz = tz
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> CronAdd:
+        """From `CRON ADD name queue spec body ...` (args[0] is CRON)."""
+        if len(args) < 6:
+            raise errors.err("wrong number of arguments for 'cron add'")
+        request = cls(args[2], args[3], args[4], args[5])
+        if not 0 < len(request.name) <= CRON_NAME_MAX_LEN:
+            raise errors.err(f"CRON name must be 1 to {CRON_NAME_MAX_LEN} bytes")
+        if not request.queue:
+            raise errors.err("CRON queue name must not be empty")
+        _parse_options(request, cls._PARSERS, args, 6)
+        if request.retry == 0 and (request.repl is None or request.repl > 1):
+            raise errors.err("With RETRY set to 0 please explicitly set  REPLICATE to 1 "
+                             "(at-most-once delivery)")
         return request

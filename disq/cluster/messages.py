@@ -69,6 +69,10 @@ NEEDJOBS_CANCEL = 24  # fields: [queue]
 # disq extension (ADDJOB DEDUP): the sender's ADDJOBs of these jobs succeeded, so the
 # receiver may answer their DEDUP keys (replication/dedup.py). Unknown: ignored.
 DEDUP_SETTLED = 25  # fields: [job id, ...] (the ADDJOBs settled in one loop turn)
+# disq extension (CRON, replication/schedules.py). Unknown: ignored.
+CRON_SET = 26  # fields: [schedule] (schedules.CronSchedule.to_wire): defined or deleted
+CRON_SYNC = 27  # fields: [[schedule, ...]] every schedule the sender knows
+CRON_FIRED = 28  # fields: [name, tick ms, job id]: that tick's job exists
 
 NAMES = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -78,7 +82,8 @@ NAMES = {
     AUTH_PROOF: "auth-proof", QLEN_REQUEST: "qlen-request", QLEN_REPLY: "qlen-reply",
     DEDUP_QUERY: "dedup-query", DEDUP_REPLY: "dedup-reply", DEDUP_FORGET: "dedup-forget",
     DEDUP_CONFLICT: "dedup-conflict", NEEDJOBS_CANCEL: "needjobs-cancel",
-    DEDUP_SETTLED: "dedup-settled",
+    DEDUP_SETTLED: "dedup-settled", CRON_SET: "cron-set", CRON_SYNC: "cron-sync",
+    CRON_FIRED: "cron-fired",
 }
 
 _LEN = struct.Struct(">I")

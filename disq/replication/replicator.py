@@ -29,6 +29,7 @@ from .copies import Copies, OnDone
 from .federation import Federation
 from .queues import QueueMessages
 from .requeue import Requeue
+from .schedules import Recurring
 
 
 class Replication:
@@ -46,6 +47,7 @@ class Replication:
         self.acks = Acks(node, bus, self.copies)
         self.queues = QueueMessages(node, bus, loop)
         self.federation = Federation(node, bus, loop)
+        self.recurring = Recurring(node, bus, self.dedup)
 
     # -- the server's side ------------------------------------------------------------
     def wait(self, job: Job, on_done: OnDone) -> None:

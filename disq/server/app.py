@@ -36,6 +36,7 @@ from .clients import ClientRegistry
 from .commands import load_commands
 from .connection import ERR_LOADING, Client
 from .cron import Cron
+from .cronfile import ScheduleFile
 from .latency import LatencyMonitor
 from .pending import Pending
 from .process import (
@@ -134,6 +135,9 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         if self.membership.restored:  # it may have known DEDUP keys it has lost
             self.node.dedup_since = now_ms()
         self.node.arm_timer = self._arm_timer
+        self.schedule_file = ScheduleFile(self.config.cluster_config_file + ".cron",
+                                          self.node)
+        self.schedule_file.load()
         if self.config.daemonize:
             daemonize()
         if self.config.pidfile:
@@ -298,6 +302,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         assert self.bus is not None and self.loop is not None  # the bus is up first
         self.replication = Replication(self.node, self.bus, self.loop)
         self.node.cluster = self.replication
+        self.replication.recurring.on_change = self.schedule_file.changed
 
     def debug_load_aof(self) -> bytes:
         """DEBUG LOADAOF: forget every job and load the AOF again. Unlike Disque,

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..node import Node
     from .connection import Client
+    from .cronfile import ScheduleFile
     from .latency import LatencyMonitor
 
 log = logging.getLogger("disq")
@@ -38,6 +39,8 @@ class Cron:
     _timer: asyncio.TimerHandle | None
     _timer_when: int
     _cron: asyncio.TimerHandle | None
+    replication: Any
+    schedule_file: ScheduleFile
 
     if TYPE_CHECKING:  # the other parts of Server: Stats, ClientRegistry, Server
         def _sample_ops(self, now: float) -> None: ...
@@ -83,6 +86,9 @@ class Cron:
             self._sample_ops(now)
             self.node.gc_queues(int(now * 1000))
             self.node.dedup.sweep(int(now * 1000))
+            if self.replication is not None:
+                self.replication.recurring.cron(int(now * 1000))
+            self.schedule_file.cron(int(now * 1000))
             if self.aof is not None:
                 self.aof.cron()
             if self.config.timeout:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..aof.disk import WAIT_REWRITE
 from ..aof.rewrite import rewrite_now
+from ..clock import now_ms
 
 if TYPE_CHECKING:
     from ..aof.writer import AppendOnlyFile
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from ..cluster.membership import Membership
     from ..config import Config
     from .connection import Client
+    from .cronfile import ScheduleFile
 
 log = logging.getLogger("disq")
 
@@ -34,6 +36,7 @@ class Shutdown:
     aof: AppendOnlyFile | None
     bus: ClusterBus | None
     membership: Membership
+    schedule_file: ScheduleFile
     clients: dict[int, Client]
     _servers: list[asyncio.AbstractServer]
     _stopped: asyncio.Future[None] | None
@@ -69,6 +72,8 @@ class Shutdown:
             self.membership.save()
         except OSError as exc:
             log.warning("Error saving the cluster config on shutdown: %s", exc)
+        if self.schedule_file.dirty:
+            self.schedule_file.save(now_ms())
         for server in self._servers:
             server.close()
         for client in list(self.clients.values()):

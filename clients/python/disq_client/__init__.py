@@ -22,7 +22,7 @@ from .errors import (
     TooLateError,
 )
 from .tls import ssl_context
-from .types import Hello, HelloNode, Job, JobInfo, QueueStat
+from .types import CronEntry, Hello, HelloNode, Job, JobInfo, QueueStat
 from .worker import Worker
 
 __version__ = "0.1.0"
@@ -49,6 +49,7 @@ __all__ = [
     "ProtocolError",
     "QueueFullError",
     "QueueStat",
+    "CronEntry",
     "ResponseError",
     "TooLateError",
     "Worker",

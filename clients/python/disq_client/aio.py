@@ -32,7 +32,7 @@ from .protocol import (
     reply_wait,
 )
 from .retry import CONNECTION_ERRORS
-from .types import Hello, Job, JobInfo, PauseOption, QueueStat
+from .types import CronEntry, Hello, Job, JobInfo, PauseOption, QueueStat
 
 T = TypeVar("T")
 
@@ -355,6 +355,18 @@ class AsyncClient(ClientBase):
 
     async def qstat(self, queue: str) -> QueueStat | None:
         return await self._run(cmds.qstat(queue))
+
+    async def cron_add(self, name: str, queue: str, spec: str, body: Body,
+                           **options: object) -> str:
+        """CRON ADD (a disq extension): `spec` in cron syntax (a sixth field: seconds);
+        options repl, retry, ttl, priority, group, tz (a zone name)."""
+        return await self._run(cmds.cron_add(name, queue, spec, body, options))
+
+    async def cron_del(self, name: str) -> int:
+        return await self._run(cmds.cron_del(name))
+
+    async def cron_list(self) -> list[CronEntry]:
+        return await self._run(cmds.cron_list())
 
     async def pause(self, queue: str, *flags: PauseOption, bcast: bool = False) -> str:
         return await self._run(cmds.pause(queue, flags, bcast))

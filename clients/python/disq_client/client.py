@@ -38,7 +38,7 @@ from .protocol import (
 )
 from .retry import CONNECTION_ERRORS
 from .tls import SSLOption, ssl_context
-from .types import Hello, Job, JobInfo, PauseOption, QueueStat
+from .types import CronEntry, Hello, Job, JobInfo, PauseOption, QueueStat
 
 __all__ = ["ADD_TIMEOUT_MS", "BATCH_SIZE", "DEFAULT_NODE", "Client", "ClientBase",
            "Connection", "ConnectionSettings", "Nodes", "seed_list"]
@@ -447,6 +447,18 @@ class Client(ClientBase):
 
     def qstat(self, queue: str) -> QueueStat | None:
         return self._run(cmds.qstat(queue))
+
+    def cron_add(self, name: str, queue: str, spec: str, body: Body,
+                     **options: object) -> str:
+        """CRON ADD (a disq extension): `spec` in cron syntax (a sixth field: seconds);
+        options repl, retry, ttl, priority, group, tz (a zone name)."""
+        return self._run(cmds.cron_add(name, queue, spec, body, options))
+
+    def cron_del(self, name: str) -> int:
+        return self._run(cmds.cron_del(name))
+
+    def cron_list(self) -> list[CronEntry]:
+        return self._run(cmds.cron_list())
 
     def pause(self, queue: str, *flags: PauseOption, bcast: bool = False) -> str:
         """PAUSE queue in|out|all|none; no flag only reads the state. Returns the state;

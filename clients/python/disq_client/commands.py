@@ -11,8 +11,8 @@ from typing import Generic, TypeVar, cast
 from .bodies import Body, to_body
 from .errors import BatchError
 from .protocol import Arg, error_of, to_bytes
-from .spec import ADDJOB, GETJOB, JSCAN, PAUSE, QSCAN, CommandOptions
-from .types import Hello, HelloNode, Job, JobInfo, PauseOption, QueueStat
+from .spec import ADDJOB, CRON_ADD, GETJOB, JSCAN, PAUSE, QSCAN, CommandOptions
+from .types import CronEntry, Hello, HelloNode, Job, JobInfo, PauseOption, QueueStat
 
 T = TypeVar("T")
 
@@ -246,6 +246,35 @@ def pause(queue: str, flags: Sequence[PauseOption], bcast: bool) -> Cmd[str]:
     """No flags: only ask the state."""
     words = [(flag.lower(), True) for flag in flags or ("state",)]
     return Cmd(("PAUSE", queue, *_options(PAUSE, [*words, ("bcast", bcast)])), _str)
+
+
+def cron_add(name: str, queue: str, spec: str, body: Body,
+             options: Mapping[str, object]) -> Cmd[str]:
+    """CRON ADD (a disq extension); `options`: CRON_ADD's fields (repl, retry, ttl,
+    priority, group, tz)."""
+    return Cmd(("CRON", "ADD", name, queue, spec, to_body(body),
+                *_options(CRON_ADD, options)), _str)
+
+
+def cron_del(name: str) -> Cmd[int]:
+    return Cmd(("CRON", "DEL", name), _int)
+
+
+def _cron_entries(reply: object) -> list[CronEntry]:
+    assert isinstance(reply, list), reply
+    out = []
+    for item in reply:
+        assert isinstance(item, list), item
+        f = _pairs(item)
+        out.append(CronEntry(_str(f["name"]), _str(f["queue"]), _str(f["spec"]),
+                             _str(f["tz"]), _int(f["next-fire-in"]),
+                             _optional_int(f["last-fire"]),
+                             None if f["last-job"] is None else _str(f["last-job"])))
+    return out
+
+
+def cron_list() -> Cmd[list[CronEntry]]:
+    return Cmd(("CRON", "LIST"), _cron_entries)
 
 
 def _scan_page(reply: object) -> tuple[int, list[object]]:

@@ -150,3 +150,17 @@ JSCAN = _scan(
 # state asked, none clears it, state asks no change, bcast sends the result to every node.
 PAUSE = CommandOptions("PAUSE", tuple(
     Option(word, word, FLAG) for word in ("in", "out", "all", "none", "state", "bcast")))
+
+# CRON ADD name queue spec body [options] (a disq extension): the options of the jobs
+# each tick adds, as ADDJOB's, and the time zone the spec is read in.
+CRON_NAME_MAX_LEN = 256
+CRON_ADD = CommandOptions("CRON ADD", (
+    Option("REPLICATE", "repl", INT, "REPLICATE must be between 1 and 65535", 1, 65535),
+    Option("RETRY", "retry", INT, "RETRY time must be a non negative number", 0),
+    Option("TTL", "ttl", INT, "TTL must be a number > 0", 1),
+    Option("PRIORITY", "priority", INT, "PRIORITY must be between 0 and 255", 0, 255,
+           extension=True),
+    Option("GROUP", "group", BYTES, "GROUP must be 1 to 256 bytes", max_len=256,
+           extension=True),
+    Option("TZ", "tz", BYTES, "TZ must be a time zone name", max_len=64, extension=True),
+))

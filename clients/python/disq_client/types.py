@@ -106,3 +106,16 @@ class Hello:
     version: int
     node_id: str  # the node that answered
     nodes: list[HelloNode] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class CronEntry:
+    """A CRON LIST entry: `next_fire_in` in ms, `last_fire` in Unix ms (None: never)."""
+
+    name: str
+    queue: str
+    spec: str
+    tz: str
+    next_fire_in: int
+    last_fire: int | None
+    last_job: str | None

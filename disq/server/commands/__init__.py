@@ -2,6 +2,7 @@
 
 - jobs.py: ADDJOB GETJOB ACKJOB FASTACK NACK ENQUEUE DEQUEUE DELJOB WORKING SHOW LOADJOB
 - queues.py: QLEN QPEEK QSTAT QSCAN JSCAN PAUSE
+- cron.py: CRON (ADD, DEL, LIST; a disq extension)
 - cluster.py: CLUSTER HELLO
 - admin.py: PING AUTH INFO CONFIG DEBUG TIME COMMAND CLIENT SHUTDOWN SLOWLOG LATENCY
   BGREWRITEAOF MONITOR (QUIT is handled by the connection itself)
@@ -10,7 +11,7 @@
 from __future__ import annotations
 
 from ..table import COMMANDS, CommandSpec
-from . import admin, cluster, jobs, queues  # noqa: F401  (each registers its commands)
+from . import admin, cluster, cron, jobs, queues  # noqa: F401  (each registers its commands)
 
 
 def load_commands() -> dict[bytes, CommandSpec]:

@@ -1,0 +1,166 @@
+"""Recurring jobs across the cluster (CRON, a disq extension): every node holds every
+schedule (disq/schedules.py), and each tick yields one job in the whole cluster.
+
+- The table spreads by CRON_SET (a change, to every reachable node, at once) and by
+  CRON_SYNC (the whole table to one random peer every SYNC_PERIOD_MS): a node that was
+  down or cut off catches up within a few periods. The newest version of a schedule
+  wins everywhere.
+- A tick is fired by one node: the first of the reachable nodes (itself included) in
+  the order drawn from the schedule's name (the DEDUP key order of targets.py), the
+  same on every node that sees the same nodes. It adds the job with DEDUP key
+  `cron:<name>:<tick>`: if two nodes fire the same tick (a partition, or a view of the
+  cluster that differs for a moment), the key gives one job once they can talk, and
+  CRON_FIRED tells every node the tick is done.
+- Every node checks, on each cron run, for a tick still not fired (its firer died
+  before firing it): the new first node fires it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..cluster import messages as m
+from ..cluster.membership import ClusterNode
+from ..cluster.port import BusPort
+from ..errors import DisqError
+from ..node import Node, now_ms
+from ..requests import AddJob
+from ..schedules import CronSchedule
+from .targets import key_order
+
+if TYPE_CHECKING:
+    from .dedup import Dedup
+
+log = logging.getLogger("disq")
+
+SYNC_PERIOD_MS = 2000  # the whole table to one random peer this often
+FIRE_TIMEOUT_MS = 5000  # the tick's ADDJOB waits this long for its copies
+
+Answer = Callable[[bytes], None]
+
+
+def tick_key(name: bytes, tick: int) -> bytes:
+    """The DEDUP key of a tick's job: the same on every node."""
+    return b"cron:%s:%d" % (name, tick)
+
+
+class Recurring:
+    """The cluster side of CRON, a part of `Replication`."""
+
+    def __init__(self, node: Node, bus: BusPort, dedup: Dedup) -> None:
+        self.node = node
+        self.bus = bus
+        self.dedup = dedup
+        self.table = node.schedules
+        self._firing: set[tuple[bytes, int]] = set()  # ticks whose ADDJOB is under way
+        self._next_sync = 0
+        self.on_change: Callable[[], None] = lambda: None  # the server persists the table
+        node.on_schedules_due = self.fire_due
+        bus.on(m.CRON_SET, self._on_set)
+        bus.on(m.CRON_SYNC, self._on_sync)
+        bus.on(m.CRON_FIRED, self._on_fired)
+
+    # -- the node's side ----------------------------------------------------------------
+    def changed(self, schedule: CronSchedule) -> None:
+        """A schedule was defined or deleted here (CRON ADD / DEL): tell every node."""
+        self.bus.broadcast(m.CRON_SET, schedule.to_wire())
+        self.changed_here()
+
+    def changed_here(self) -> None:
+        """The table changed (a definition, or a fired tick): persist it."""
+        self.on_change()
+
+    def cron(self, now: int) -> None:
+        """Every cron run: fire what no node fired (its firer may have died), and
+        send the table to a random peer now and then."""
+        self.fire_due(self.table.overdue())
+        if now >= self._next_sync:
+            self._next_sync = now + SYNC_PERIOD_MS
+            peers = [n.id for n in self.bus.reachable_peers() if self.bus.can_send(n.id)]
+            if peers and self.table.schedules:
+                self.bus.send(random.choice(peers), m.CRON_SYNC,
+                              [s.to_wire() for s in self.table.schedules.values()])
+
+    def fire_due(self, due: list[tuple[CronSchedule, int]]) -> None:
+        for schedule, tick in due:
+            if self._first_node(schedule.name) == self.node.id:
+                self._fire(schedule, tick)
+
+    # -- firing -------------------------------------------------------------------------
+    def _first_node(self, name: bytes) -> str:
+        ids = [self.node.id] + [n.id for n in self.bus.reachable_peers()]
+        return key_order(name, ids)[0]
+
+    def _fire(self, schedule: CronSchedule, tick: int) -> None:
+        flight = (schedule.name, tick)
+        if flight in self._firing:
+            return
+        request = AddJob(schedule.queue, schedule.body, FIRE_TIMEOUT_MS, schedule.repl,
+                         retry=schedule.retry, dedup=tick_key(schedule.name, tick))
+        if schedule.ttl is not None:
+            request.ttl = schedule.ttl
+        for name in ("priority", "group"):  # ADDJOB's own options, when it has them
+            value = getattr(schedule, name)
+            if value is not None and hasattr(request, name):
+                setattr(request, name, value)
+        self._firing.add(flight)
+
+        def answer(reply: bytes) -> None:
+            self._firing.discard(flight)
+            if reply[:1] != b"+":
+                log.warning("CRON %s: the job of tick %d was not added: %s",
+                            schedule.name.decode(errors="replace"), tick,
+                            reply.decode(errors="replace").strip())
+                return  # due again at the next cron run
+            job_id = reply[1:-2]
+            if self.table.fired(schedule.name, tick, job_id):
+                self.bus.broadcast(m.CRON_FIRED, schedule.name, tick, job_id)
+                self.changed_here()
+
+        if self.bus.cluster_size <= 1:
+            self._add_alone(request, answer)
+        else:
+            self.dedup.ask(request, answer)
+
+    def _add_alone(self, request: AddJob, answer: Answer) -> None:
+        """No other node: this node's DEDUP table is the truth (as ADDJOB DEDUP)."""
+        node = self.node
+        key = request.dedup
+        assert key is not None
+        known = node.dedup.peek(key, now_ms())
+        if known:
+            answer(b"+" + known + b"\r\n")
+            return
+        try:
+            job = node.add_job(request)
+        except DisqError as exc:
+            answer(exc.reply())
+            return
+        node.dedup.record(key, job.id, job.etime)
+        answer(b"+" + job.id + b"\r\n")
+
+    # -- bus messages -------------------------------------------------------------------
+    def _merge(self, data: object) -> None:
+        schedule = CronSchedule.from_wire(data)
+        if schedule is not None and self.node.merge_schedule(schedule):
+            self.changed_here()
+
+    def _on_set(self, sender: ClusterNode, fields: list[Any]) -> None:
+        if fields:
+            self._merge(fields[0])
+
+    def _on_sync(self, sender: ClusterNode, fields: list[Any]) -> None:
+        if fields and type(fields[0]) is list:
+            for data in fields[0][:100_000]:
+                self._merge(data)
+
+    def _on_fired(self, sender: ClusterNode, fields: list[Any]) -> None:
+        if len(fields) < 3:
+            return
+        name, tick, job_id = fields[0], fields[1], fields[2]
+        if type(name) is bytes and type(tick) is int and type(job_id) is bytes and (
+                self.table.fired(name, tick, job_id)):
+            self.changed_here()

@@ -1,0 +1,92 @@
+"""Recurring jobs, a disq extension: CRON ADD / DEL / LIST. The schedules are
+`node.schedules` (disq/schedules.py); telling the other nodes and firing the ticks is
+`replication.recurring` (disq/replication/schedules.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ... import errors
+from ...node import now_ms
+from ...requests import CronAdd
+from ...schedules import CronSchedule, check_spec, parse_zone
+from .. import reply
+from ..table import command
+
+if TYPE_CHECKING:
+    from ..connection import Client
+
+
+@command("cron", -2, "wm")
+def cron(client: Client, args: list[bytes]) -> bytes:
+    """CRON ADD name queue spec body [REPLICATE n] [RETRY s] [TTL s] [PRIORITY p]
+    [GROUP g] [TZ zone] | CRON DEL name | CRON LIST"""
+    sub = args[1].lower()
+    if sub == b"add":
+        return _add(client, CronAdd.parse(args))
+    if sub == b"del" and len(args) == 3:
+        return _delete(client, args[2])
+    if sub == b"list" and len(args) == 2:
+        return _list(client)
+    if sub in (b"add", b"del", b"list"):
+        raise errors.err(f"wrong number of arguments for 'cron {sub.decode()}'")
+    raise errors.err("unknown CRON subcommand, try ADD, DEL or LIST")
+
+
+def _add(client: Client, request: CronAdd) -> bytes:
+    try:
+        spec = request.spec.decode()
+        tz = request.tz.decode()
+    except UnicodeDecodeError:
+        raise errors.err("CRON spec and TZ must be text") from None
+    check_spec(spec, parse_zone(tz))
+    node = client.node
+    now = now_ms()
+    old = node.schedules.schedules.get(request.name)
+    version = now if old is None or now > old.version else old.version + 1
+    schedule = CronSchedule(request.name, request.queue, spec, request.body,
+                            repl=request.repl, retry=request.retry, ttl=request.ttl,
+                            priority=request.priority, group=request.group, tz=tz,
+                            version=version, origin=node.id)
+    node.merge_schedule(schedule)
+    _changed(client, schedule)
+    return reply.OK
+
+
+def _delete(client: Client, name: bytes) -> bytes:
+    node = client.node
+    old = node.schedules.get(name)
+    if old is None:
+        return reply.integer(0)
+    now = now_ms()
+    tombstone = CronSchedule(name, old.queue, old.spec, b"", tz=old.tz,
+                             version=max(now, old.version + 1), origin=node.id,
+                             deleted=True)
+    node.merge_schedule(tombstone)
+    _changed(client, tombstone)
+    return reply.integer(1)
+
+
+def _changed(client: Client, schedule: CronSchedule) -> None:
+    replication = client.server.replication
+    if replication is not None:
+        replication.recurring.changed(schedule)
+
+
+def _list(client: Client) -> bytes:
+    """One entry per schedule, field / value pairs: name, queue, spec, tz,
+    next-fire-in (ms), last-fire (Unix ms, or nil), last-job (or nil)."""
+    now = now_ms()
+    entries = []
+    for s in client.node.schedules.live():
+        entries.append(b"*14\r\n" + b"".join((
+            reply.bulk(b"name"), reply.bulk(s.name),
+            reply.bulk(b"queue"), reply.bulk(s.queue),
+            reply.bulk(b"spec"), reply.bulk(s.spec.encode()),
+            reply.bulk(b"tz"), reply.bulk((s.tz or "UTC").encode()),
+            reply.bulk(b"next-fire-in"), reply.integer(max(s.following - now, 0)),
+            reply.bulk(b"last-fire"),
+            reply.integer(s.last_fire) if s.last_fire else reply.NULL_BULK,
+            reply.bulk(b"last-job"), reply.bulk(s.last_job) if s.last_job else reply.NULL_BULK,
+        )))
+    return reply.array(entries)

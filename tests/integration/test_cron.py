@@ -1,0 +1,166 @@
+"""CRON ADD / DEL / LIST (a disq extension): recurring jobs, one job per tick in the
+whole cluster, schedules on every node and across restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from support import DisqProcess, running_cluster, wait_for
+
+EVERY_SECOND = "* * * * * *"  # six fields: the sixth is seconds
+
+
+def entries(c: redis.Redis) -> dict[bytes, dict[bytes, object]]:
+    out = {}
+    for item in c.execute_command("CRON", "LIST"):
+        fields = dict(zip(item[::2], item[1::2], strict=True))
+        out[fields[b"name"]] = fields
+    return out
+
+
+def job_seconds(nodes: list[DisqProcess], queue: str) -> list[int]:
+    """The creation second of every job queued in `queue` on any node (ctime: ms *
+    1e6 + a counter): a tick's job is created within its second."""
+    seconds = []
+    for node in nodes:
+        c = node.client()
+        for _, job_id, _ in c.execute_command("QPEEK", queue, 100_000):
+            show = c.execute_command("SHOW", job_id)
+            ctime = dict(zip(show[::2], show[1::2], strict=True))[b"ctime"]
+            seconds.append(ctime // 1_000_000_000)
+    return sorted(seconds)
+
+
+def test_a_schedule_adds_one_job_per_tick_and_stops_when_deleted(tmp_path: Path) -> None:
+    node = DisqProcess(tmp_path).start()
+    try:
+        c = node.client()
+        assert c.execute_command("CRON", "ADD", "beat", "ticks", EVERY_SECOND,
+                                 "hello", "TTL", "600") == b"OK"
+        listed = entries(c)[b"beat"]
+        assert listed[b"queue"] == b"ticks" and listed[b"spec"] == EVERY_SECOND.encode()
+        assert listed[b"tz"] == b"UTC" and listed[b"last-fire"] is None
+        assert 0 <= listed[b"next-fire-in"] <= 1000
+        wait_for(lambda: c.execute_command("QLEN", "ticks") >= 3, 6, message="3 ticks")
+        seconds = job_seconds([node], "ticks")
+        assert len(seconds) == len(set(seconds)), seconds  # one job per tick
+        last = entries(c)[b"beat"]
+        assert last[b"last-fire"] % 1000 == 0 and last[b"last-job"]
+        job = c.execute_command("SHOW", last[b"last-job"])
+        assert job[job.index(b"body") + 1] == b"hello"
+        assert c.execute_command("CRON", "DEL", "beat") == 1
+        assert c.execute_command("CRON", "DEL", "beat") == 0
+        assert entries(c) == {}
+        count = c.execute_command("QLEN", "ticks")
+        time.sleep(1.5)  # a negative check: two ticks' time, nothing more may come
+        assert c.execute_command("QLEN", "ticks") == count
+    finally:
+        node.stop()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["ADD", "x", "q", "* * *", "b"], "invalid cron spec"),
+    (["ADD", "x", "q", "61 * * * *", "b"], "invalid cron spec"),
+    (["ADD", "x", "q", "* * * * *", "b", "TZ", "Mars/Olympus"], "unknown time zone"),
+    (["ADD", "x", "q", "* * * * *", "b", "PRIORITY", "256"], "PRIORITY must be"),
+    (["ADD", "x", "q", "* * * * *", "b", "GROUP", "g" * 257], "GROUP must be"),
+    (["ADD", "x", "q", "* * * * *", "b", "RETRY", "0"], "REPLICATE to 1"),
+    (["ADD", "x", "q", "* * * * *", "b", "BOGUS"], "syntax error"),
+    (["ADD", "x", "q", "* * * * *"], "wrong number of arguments"),
+    (["DEL"], "wrong number of arguments"),
+    (["NOPE"], "unknown CRON subcommand"),
+])
+def test_bad_cron_commands_get_clear_errors(tmp_path: Path, args: list[str],
+                                            message: str) -> None:
+    node = DisqProcess(tmp_path).start()
+    try:
+        c = node.client()
+        with pytest.raises(redis.ResponseError, match=message):
+            c.execute_command("CRON", *args)
+        assert entries(c) == {} and c.ping()
+    finally:
+        node.stop()
+
+
+def test_schedules_survive_a_restart_and_a_missed_tick_fires_once(tmp_path: Path) -> None:
+    node = DisqProcess(tmp_path).start()
+    c = node.client()
+    c.execute_command("CRON", "ADD", "beat", "ticks", EVERY_SECOND, "x")
+    c.execute_command("CRON", "ADD", "gone", "other", EVERY_SECOND, "x")
+    c.execute_command("CRON", "DEL", "gone")
+    wait_for(lambda: entries(c)[b"beat"][b"last-fire"], 3, message="a first tick")
+    node.stop()  # graceful: the file is saved
+    time.sleep(3)  # three ticks pass while no node runs
+    node.start()
+    c = node.client()
+    assert set(entries(c)) == {b"beat"}
+    before = entries(c)[b"beat"][b"last-fire"]
+    assert isinstance(before, int)
+    wait_for(lambda: entries(c)[b"beat"][b"last-fire"] > before, 3, message="a tick")
+    jobs = [j for j in job_seconds([node], "ticks") if j > before // 1000]
+    # the missed ticks fire once (the newest), then one per second: no burst of three
+    assert len(jobs) <= 2 + (int(time.time()) - min(jobs)), jobs
+    node.stop()
+
+
+def test_one_job_per_tick_in_a_cluster(tmp_path: Path) -> None:
+    with running_cluster(tmp_path, 3) as nodes:
+        a, b, c = (n.client() for n in nodes)
+        a.execute_command("CRON", "ADD", "beat", "ticks", EVERY_SECOND, "x",
+                          "REPLICATE", "2")
+        for other in (b, c):  # every node holds the schedule
+            wait_for(lambda o=other: b"beat" in entries(o), 5, message="the schedule")
+        wait_for(lambda: sum(n.client().execute_command("QLEN", "ticks")
+                             for n in nodes) >= 4, 10, message="4 ticks")
+        seconds = job_seconds(nodes, "ticks")
+        assert len(seconds) == len(set(seconds)), seconds  # one job per tick
+        assert seconds[-1] - seconds[0] + 1 - len(seconds) <= 1, seconds  # no gaps
+        fired = {n.client().execute_command("CRON", "LIST")[0][11] for n in nodes}
+        assert len(fired) <= 2  # every node heard of the newest tick (give or take one)
+        b.execute_command("CRON", "DEL", "beat")
+        for other in (a, c):
+            wait_for(lambda o=other: entries(o) == {}, 5, message="deleted everywhere")
+
+
+def test_the_next_node_fires_when_the_firer_dies(tmp_path: Path) -> None:
+    with running_cluster(tmp_path, 3) as nodes:
+        a = nodes[0].client()
+        a.execute_command("CRON", "ADD", "beat", "ticks", EVERY_SECOND, "x",
+                          "REPLICATE", "1")
+        wait_for(lambda: sum(n.client().execute_command("QLEN", "ticks")
+                             for n in nodes) >= 2, 10, message="2 ticks")
+        firer = max(nodes, key=lambda n: n.client().execute_command("QLEN", "ticks"))
+        firer.kill()
+        rest = [n for n in nodes if n is not firer]
+        start = sum(n.client().execute_command("QLEN", "ticks") for n in rest)
+        wait_for(lambda: sum(n.client().execute_command("QLEN", "ticks")
+                             for n in rest) >= start + 3, 20, message="ticks go on")
+        seconds = job_seconds(rest, "ticks")
+        assert len(seconds) == len(set(seconds)), seconds
+
+
+def test_the_python_client_defines_lists_and_deletes_schedules(tmp_path: Path) -> None:
+    from disq_client import AsyncClient, Client
+
+    node = DisqProcess(tmp_path).start()
+    try:
+        with Client(f"127.0.0.1:{node.port}") as client:
+            assert client.cron_add("report", "reports", "0 9 * * 1-5", b"go",
+                                   ttl=3600, tz="Europe/Paris") == "OK"
+            (entry,) = client.cron_list()
+            assert (entry.name, entry.queue, entry.spec, entry.tz) == (
+                "report", "reports", "0 9 * * 1-5", "Europe/Paris")
+            assert entry.last_fire is None and entry.next_fire_in > 0
+
+        async def remove() -> int:
+            async with AsyncClient(f"127.0.0.1:{node.port}") as aclient:
+                assert len(await aclient.cron_list()) == 1
+                return await aclient.cron_del("report")
+
+        assert asyncio.run(remove()) == 1
+    finally:
+        node.stop()
