@@ -196,7 +196,7 @@ def test_meet_starts_a_handshake_under_a_temporary_id(net: Net) -> None:
     # The link is up: a MEET goes first, with gossip.
     temp.link = FakeLink(temp, b)
     [send] = a.link_up(temp, IP, net.now)
-    assert send == Send(temp, [m.MEET, []]) and temp.connected
+    assert send == Send(temp, [m.MEET, [], net.now * 1000]) and temp.connected  # sent at (us)
 
 
 def test_meet_and_pong_make_both_nodes_known(net: Net) -> None:
