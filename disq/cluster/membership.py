@@ -306,7 +306,7 @@ class Membership:
                 pong = [m.PONG, self.gossip()]
                 sent_us = fields[1] if len(fields) > 1 else None
                 if type(sent_us) is int and 0 < sent_us < _MAX_TIMESTAMP:
-                    pong += (sent_us, now_us)  # (a disq before clock offsets sends none)
+                    pong += (sent_us, now_us)  # (none for a PING without a valid time)
                 actions.append(Reply(pong))
         if sender is None or sender is self.myself:
             return actions  # not (yet) a member: ignored, as Redis Cluster does
