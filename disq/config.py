@@ -73,6 +73,7 @@ class Settings:
     proto_max_bulk_len: int
     proto_max_multibulk_len: int
     cluster_secret: str
+    clock_skew_warn_ms: int
     tls_port: int
     tls_cert_file: str
     tls_key_file: str

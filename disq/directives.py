@@ -262,6 +262,8 @@ def _directives() -> list[Directive]:
         # Bus links authenticate with it (both ends prove they know it); "" = open bus.
         d("cluster-secret", "", _str, str,
           doc="bus links must prove they know this secret, both ways (\"\": open bus)"),
+        d("clock-skew-warn-ms", 100, _int(0), str, settable=True,
+          doc="log a warning when a peer's clock is this many ms off this node's (0: never)"),
         # -- TLS (Redis 6's directives; see disq/tls.py)
         d("tls-port", 0, _int(0, 65535 - 10000), str,
           doc="also serve clients over TLS on this port (0: off)"),

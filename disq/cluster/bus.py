@@ -22,6 +22,7 @@ from typing import Any
 
 from ..ids import is_valid_node_id
 from . import messages as m
+from .clocks import to_ms
 from .link import Link
 from .membership import Abort, Action, Close, ClusterNode, Connect, Membership, Reply, Send
 from .nodes import HANDSHAKE_BIT, LEAVING_BIT, NodeFlag
@@ -42,6 +43,9 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+_time_ns = time.time_ns
+
+
 class ClusterBus:
     """The I/O shell of Membership (membership.py): it listens, dials and keeps the
     links, feeds the membership messages of each frame and the cron to the state
@@ -51,9 +55,12 @@ class ClusterBus:
     def __init__(self, membership: Membership, bind: list[str], port: int,
                  node_timeout: Callable[[], int], loop: asyncio.AbstractEventLoop,
                  secret: str = "",
-                 tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None) -> None:
+                 tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
+                 clock_skew_warn: Callable[[], int] | None = None) -> None:
         self.membership = membership
         membership.node_timeout = node_timeout  # ms, live (CONFIG SET)
+        if clock_skew_warn is not None:
+            membership.clock_skew_warn = clock_skew_warn  # ms, live too
         self.secret = secret  # cluster-secret: links must prove it (see Link)
         # tls-cluster: (accepting, connecting) contexts; the bus speaks TLS only.
         self.tls = tls
@@ -66,6 +73,9 @@ class ClusterBus:
         self.servers: list[asyncio.AbstractServer] = []
         self.bytes_sent = 0
         self.bytes_received = 0
+        # Added to the wall clock in the PING/PONG timestamps only (DEBUG
+        # BUS-CLOCK-SHIFT): how a test skews a node's clock as its peers see it.
+        self.clock_shift_us = 0
         self._cron: asyncio.TimerHandle | None = None
         self._save_scheduled = False
         self._changes_seen = membership.changes
@@ -189,6 +199,41 @@ class ClusterBus:
             self._id_map = self.membership.known_id_map()
         return self._id_map
 
+    def clock_offset(self, node_id: str) -> int | None:
+        estimate = self._clock_estimate(node_id)
+        return None if estimate is None else estimate[0]
+
+    def clock_uncertainty(self, node_id: str) -> int | None:
+        estimate = self._clock_estimate(node_id)
+        return None if estimate is None else estimate[1]
+
+    def _clock_estimate(self, node_id: str) -> tuple[int, int] | None:
+        node = self.membership.nodes.get(node_id)
+        if node is None or node.clock is None:
+            return None
+        return node.clock.estimate_ms(self.clock_us())
+
+    def peer_clocks(self) -> list[tuple[ClusterNode, tuple[int, int, int] | None]]:
+        """Every known peer (not in handshake) and its clock estimate, if any:
+        (offset ms, uncertainty ms, round trip us of the sample), for INFO and
+        /metrics."""
+        now_us = self.clock_us()
+        peers: list[tuple[ClusterNode, tuple[int, int, int] | None]] = []
+        for node in self.membership.nodes.values():
+            if node is self.myself or node.flag_bits & HANDSHAKE_BIT:
+                continue
+            estimate = None if node.clock is None else node.clock.estimate(now_us)
+            if estimate is None:
+                peers.append((node, None))
+            else:
+                offset_us, error_us, rtt_us = estimate
+                peers.append((node, (*to_ms(offset_us, error_us), rtt_us)))
+        return peers
+
+    def clock_us(self) -> int:
+        """The wall clock in us, as this node's PINGs and PONGs carry it."""
+        return _time_ns() // 1000 + self.clock_shift_us
+
     def _topology_changed(self) -> None:
         """Forget what is derived from membership and links."""
         self._id_map = self._reachable = None
@@ -264,7 +309,7 @@ class ClusterBus:
 
     def _run_cron(self) -> None:
         try:
-            self._carry_out(self.membership.tick(now_ms()))
+            self._carry_out(self.membership.tick(now_ms(), self.clock_us()))
             self._save_if_dirty()  # a fallback: changes are saved as they happen
         except Exception as exc:
             log.error("Error in the cluster cron: %r", exc, exc_info=exc)
@@ -309,7 +354,8 @@ class ClusterBus:
         node = link.node
         assert node is not None
         self._topology_changed()
-        self._carry_out(self.membership.link_up(node, link.local_ip, now_ms()))
+        self._carry_out(self.membership.link_up(node, link.local_ip, now_ms(),
+                                                self.clock_us()))
 
     def link_down(self, link: Link) -> None:
         self.inbound.discard(link)
@@ -343,7 +389,7 @@ class ClusterBus:
                 if mtype <= m.FAIL:
                     self._carry_out(membership.receive(
                         link, sender_id, sender_port, sender_flags, mtype, message[1:],
-                        now_ms()), link)
+                        now_ms(), self.clock_us()), link)
                     sender = None  # membership may have changed: look it up again
                     continue
                 membership.messages_received += 1

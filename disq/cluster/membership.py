@@ -8,7 +8,9 @@ or drop a link); tests drive it directly (tests/unit/test_membership.py).
 real ID arrives with its PONG. PINGs carry gossip about a few other nodes, so meeting
 one node of a cluster is enough to learn all of them. A node whose PONG is late by
 cluster-node-timeout is PFAIL ("fail?"), FAIL once a majority of the cluster reports
-it, and cleared as soon as it answers again.
+it, and cleared as soon as it answers again. PINGs carry the sender's wall clock and
+PONGs echo it with the receiver's, from which each node estimates every peer's clock
+offset (clocks.py) and warns when it exceeds clock-skew-warn-ms.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any, Protocol
 
 from ..ids import new_node_id
 from . import messages as m
+from .clocks import PeerClock
 from .nodes import (
     HANDSHAKE_BIT,
     LEAVING_BIT,
@@ -44,6 +47,8 @@ GOSSIP_ENTRIES = 3  # nodes described in each PING, PONG and MEET
 GOSSIP_READ_MAX = 16  # entries read from one message
 FORGET_BLACKLIST_MS = 60_000  # a forgotten node is not learned again for this long
 DEFAULT_NODE_TIMEOUT = 15_000  # ms (cluster-node-timeout)
+DEFAULT_CLOCK_SKEW_WARN = 100  # ms (clock-skew-warn-ms)
+_MAX_TIMESTAMP = 2**62  # (us) a larger PING/PONG timestamp is garbage: ignored
 
 _PFAIL, _FAIL = NodeFlag.PFAIL, NodeFlag.FAIL
 _FAILING = NodeFlag.PFAIL | NodeFlag.FAIL
@@ -111,15 +116,20 @@ class Membership:
     them: `receive` (PING, PONG, MEET, FAIL), `tick` (the cron), `meet`, `forget`,
     `reset` and the bus's reports of its links (`link_up`, `link_lost`) each return
     the actions to carry out. `dirty`: nodes.conf is behind (`save`). `changes` counts
-    the changes of who is known and their flags (the bus's caches follow it)."""
+    the changes of who is known and their flags (the bus's caches follow it).
+
+    Times: `now` is wall-clock ms; the calls that send or take PINGs and PONGs also
+    take `now_us`, the wall clock in us they stamp and read (now * 1000 if omitted)."""
 
     def __init__(self, myself: ClusterNode, config_path: str,
                  node_timeout: Callable[[], int] = lambda: DEFAULT_NODE_TIMEOUT,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 clock_skew_warn: Callable[[], int] = lambda: DEFAULT_CLOCK_SKEW_WARN) -> None:
         self.myself = myself
         self.nodes: dict[str, ClusterNode] = {myself.id: myself}
         self.config_path = config_path
         self.node_timeout = node_timeout  # ms, read when needed (CONFIG SET changes it)
+        self.clock_skew_warn = clock_skew_warn  # ms (0: no warning), read the same way
         self.random = rng if rng is not None else random.Random()
         self.messages_sent = 0  # counted by the bus, shown by CLUSTER INFO
         self.messages_received = 0
@@ -197,7 +207,8 @@ class Membership:
         self.changes += 1
 
     # -- links -------------------------------------------------------------------------
-    def link_up(self, node: ClusterNode, local_ip: str, now: int) -> list[Action]:
+    def link_up(self, node: ClusterNode, local_ip: str, now: int,
+                now_us: int | None = None) -> list[Action]:
         """The outbound link to `node` is up: its first message is a MEET for a
         CLUSTER MEET handshake, else a PING."""
         if not node.linked:
@@ -205,7 +216,8 @@ class Membership:
         node.connected = True
         if not self.myself.ip and local_ip:
             self.myself.ip = local_ip
-        return self._ping(node, now, m.MEET if NodeFlag.MEET in node.flags else m.PING)
+        return self._ping(node, now, now_us,
+                          m.MEET if NodeFlag.MEET in node.flags else m.PING)
 
     @staticmethod
     def link_lost(node: ClusterNode) -> None:
@@ -225,12 +237,13 @@ class Membership:
         node.linked = True
         actions.append(Connect(node))
 
-    def _ping(self, node: ClusterNode, now: int, mtype: int = m.PING) -> list[Action]:
+    def _ping(self, node: ClusterNode, now: int, now_us: int | None,
+              mtype: int = m.PING) -> list[Action]:
         if not node.connected:
             return []
         if node.ping_sent == 0:
             node.ping_sent = now
-        return [Send(node, [mtype, self.gossip()])]
+        return [Send(node, [mtype, self.gossip(), now * 1000 if now_us is None else now_us])]
 
     def gossip(self) -> list[list[Any]]:
         """A few random other nodes, the way PING/PONG spread membership (the wire
@@ -260,9 +273,12 @@ class Membership:
         return False
 
     def receive(self, origin: Origin, sender_id: str, sender_port: int, sender_flags: list[Any],
-                mtype: int, fields: list[Any], now: int) -> list[Action]:
+                mtype: int, fields: list[Any], now: int,
+                now_us: int | None = None) -> list[Action]:
         """A membership message (PING, PONG, MEET or FAIL) from a sender whose header
         was checked (a valid node ID and port)."""
+        if now_us is None:
+            now_us = now * 1000
         self.messages_received += 1
         actions: list[Action] = []
         nodes = self.nodes
@@ -287,7 +303,11 @@ class Membership:
             # One PONG a turn on a link answers all its PINGs (a frame of 3-byte
             # PINGs would queue ~1 KB of PONG each).
             if not origin.pong_queued:
-                actions.append(Reply([m.PONG, self.gossip()]))
+                pong = [m.PONG, self.gossip()]
+                sent_us = fields[1] if len(fields) > 1 else None
+                if type(sent_us) is int and 0 < sent_us < _MAX_TIMESTAMP:
+                    pong += (sent_us, now_us)  # (none for a PING without a valid time)
+                actions.append(Reply(pong))
         if sender is None or sender is self.myself:
             return actions  # not (yet) a member: ignored, as Redis Cluster does
         self.note_sender(sender, sender_port, sender_flags)
@@ -300,12 +320,38 @@ class Membership:
                 sender.flags &= ~_FAILING
                 sender.fail_reports.clear()
                 self._changed()
+            if len(fields) >= 3:
+                self._clock_sample(sender, fields[1], fields[2], now_us)
         if mtype in (m.PING, m.PONG, m.MEET):
             if fields and isinstance(fields[0], list):
                 self._process_gossip(sender, fields[0], now, actions)
         elif mtype == m.FAIL and fields and isinstance(fields[0], str):
             self._mark_failed(fields[0], now, False, actions)
         return actions
+
+    def _clock_sample(self, node: ClusterNode, sent_us: object, peer_us: object,
+                      now_us: int) -> None:
+        """A PONG's timestamps: my PING's, echoed, and the peer's clock."""
+        if not (type(sent_us) is int and type(peer_us) is int
+                and 0 < sent_us < _MAX_TIMESTAMP and 0 < peer_us < _MAX_TIMESTAMP):
+            return
+        clock = node.clock
+        if clock is None:
+            clock = node.clock = PeerClock()
+        if not clock.add(sent_us, peer_us, now_us):
+            return
+        limit = self.clock_skew_warn()
+        offset, uncertainty = clock.estimate_ms(now_us) or (0, 0)
+        if limit and abs(offset) > limit:
+            if not clock.warned:
+                clock.warned = True
+                log.warning("Clock of node %s is %+d ms (+/- %d ms) off this node's, over "
+                            "clock-skew-warn-ms (%d): keep the nodes' clocks in sync (NTP).",
+                            node.id, offset, uncertainty, limit)
+        elif clock.warned:
+            clock.warned = False
+            log.info("Clock of node %s is back within clock-skew-warn-ms: %+d ms (+/- %d ms).",
+                     node.id, offset, uncertainty)
 
     def _handshake_done(self, node: ClusterNode, real_id: object,
                         actions: list[Action]) -> None:
@@ -450,7 +496,7 @@ class Membership:
                            if n is not self.myself and n.connected
                            and not n.flag_bits & HANDSHAKE_BIT)
 
-    def tick(self, now: int) -> list[Action]:
+    def tick(self, now: int, now_us: int | None = None) -> list[Action]:
         """The cron (every bus.CRON_MS): give up unanswered handshakes, (re)connect,
         PING, drop links that look stuck, flag PFAIL, and check PFAIL nodes for FAIL."""
         actions: list[Action] = []
@@ -472,7 +518,7 @@ class Membership:
                     self._connect(node, now, actions)
             elif node.connected and node.ping_sent == 0 and (
                     now - node.pong_received > timeout // 2):
-                actions += self._ping(node, now)
+                actions += self._ping(node, now, now_us)
             elif node.ping_sent and now - node.ping_sent > timeout // 2 and (
                     now - node.last_connect > timeout // 2):
                 # No PONG for a while on a link up, or a dial still unanswered: the
@@ -493,5 +539,5 @@ class Membership:
             if live:
                 oldest = min(self.random.sample(live, min(5, len(live))),
                              key=lambda n: n.pong_received)
-                actions += self._ping(oldest, now)
+                actions += self._ping(oldest, now, now_us)
         return actions

@@ -16,8 +16,9 @@ from typing import Any, NoReturn
 
 import msgpack
 
-VERSION = 4  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks;
-#             4: a DEDUP copy carries how long its ADDJOB may still fail (settled rule)
+VERSION = 5  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks;
+#             4: a DEDUP copy carries how long its ADDJOB may still fail (settled rule);
+#             5: PING/MEET/PONG carry wall-clock timestamps (clock offsets, clocks.py)
 MAX_FRAME = 64 * 1024 * 1024  # a frame longer than this closes the link
 # Before a link has proven the cluster secret it may only send the handshake: frames
 # of AUTH (a 16-byte nonce) and AUTH_PROOF (a 32-byte HMAC), ~100 bytes each.
@@ -31,9 +32,11 @@ PLAIN_DECODE_MAX = 256 * 1024
 LIST_BYTES_PER_BYTE = 20  # the lists a frame may decode into, per byte of it
 PRECOUNT_MAX = 8 * 1024 * 1024  # (longer frames are mostly job bodies: few lists)
 
-PING = 0  # fields: [gossip]  gossip = [[id, ip, port, flags, ping_sent, pong_received], ...]
-PONG = 1  # fields: [gossip]
-MEET = 2  # fields: [gossip]  a PING that makes the receiver add the sender
+PING = 0  # fields: [gossip, sent us]  gossip = [[id, ip, port, flags, ping_sent,
+#           pong_received], ...]; sent: the sender's wall clock (us) as it made the PING
+PONG = 1  # fields: [gossip, the PING's sent us, received us]  received: the answering
+#           node's wall clock (us) as it got the PING (both absent if the PING had none)
+MEET = 2  # fields: [gossip, sent us]  a PING that makes the receiver add the sender
 FAIL = 3  # fields: [failing node id]
 REPLJOB = 4  # fields: [noreply(bool), [holder ids], job copy, ...] (wire.encode_copy;
 #              a copy of an ADDJOB with DEDUP ends with its key, then, if the ADDJOB

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..ids import is_valid_node_id
+from .clocks import PeerClock
 
 
 class NodeFlag(enum.IntFlag):
@@ -68,7 +69,8 @@ class ClusterNode:
     which the per-message paths test (see MYSELF_BIT)."""
 
     __slots__ = ("id", "ip", "port", "flag_bits", "ping_sent", "pong_received", "linked",
-                 "connected", "link", "fail_reports", "last_connect", "created", "fail_time")
+                 "connected", "link", "fail_reports", "last_connect", "created", "fail_time",
+                 "clock")
 
     def __init__(self, node_id: str, ip: str, port: int, flags: NodeFlag = NO_FLAGS,
                  created: int = 0) -> None:
@@ -87,6 +89,7 @@ class ClusterNode:
         self.last_connect = 0  # ms of the last connection attempt
         self.created = created  # ms (a handshake not answered in time is given up)
         self.fail_time = 0
+        self.clock: PeerClock | None = None  # its clock offset, from my PINGs' PONGs
 
     @property
     def flags(self) -> NodeFlag:

@@ -58,3 +58,11 @@ class BusPort(Protocol):
     def known_id_map(self) -> dict[str, str]:
         """Every known node ID (myself included, handshake nodes not) mapped to one
         shared string object. Read only."""
+
+    def clock_offset(self, node_id: str) -> int | None:
+        """How far the node's clock is ahead of mine (ms, negative: behind), as
+        estimated from PING/PONG round trips (clocks.py); None if not known yet."""
+
+    def clock_uncertainty(self, node_id: str) -> int | None:
+        """How far off `clock_offset` may be (ms, half the round trip of its sample
+        and the drift since): the true offset is within offset +/- this."""

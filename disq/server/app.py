@@ -168,7 +168,8 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
                               lambda: self.config.cluster_node_timeout, self.loop,
                               secret=self.config.cluster_secret,
                               tls=tls.bus_contexts(self.config) if self.config.tls_cluster
-                              else None)
+                              else None,
+                              clock_skew_warn=lambda: self.config.clock_skew_warn_ms)
         await self.bus.start()
         self._connect_cluster()
         self._schedule_cron()

@@ -167,6 +167,24 @@ def _dedup(s: Server) -> list[str]:
             f"dedup_conflicts:{conflicts}"]
 
 
+def _clock(s: Server) -> list[str]:
+    """disq's own section (clock offsets), shown only when asked by name: each peer's
+    clock minus this node's (ms, +/- uncertainty_ms) and the round trip it was
+    measured over."""
+    lines = [f"clock_skew_warn_ms:{s.config.clock_skew_warn_ms}"]
+    peers = s.bus.peer_clocks() if s.bus is not None else []
+    known = [estimate[0] for _, estimate in peers if estimate is not None]
+    lines.append(f"clock_peers_measured:{len(known)}")
+    lines.append(f"clock_max_abs_offset_ms:{max(map(abs, known), default=0)}")
+    for i, (node, estimate) in enumerate(peers):
+        line = f"peer{i}:id={node.id},ip={node.ip},port={node.port}"
+        if estimate is not None:
+            offset, uncertainty, rtt = estimate
+            line += f",offset_ms={offset},uncertainty_ms={uncertainty},rtt_us={rtt}"
+        lines.append(line)
+    return lines
+
+
 _SECTIONS = {
     "server": ("Server", _server),
     "clients": ("Clients", _clients),
@@ -179,6 +197,7 @@ _SECTIONS = {
     "commandstats": ("Commandstats", _commandstats),
     "federation": ("Federation", _federation),
     "dedup": ("Dedup", _dedup),
+    "clock": ("Clock", _clock),
 }
 
 

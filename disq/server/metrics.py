@@ -46,6 +46,9 @@ def snapshot(server: Server) -> dict[str, Any]:
         "memory": server.rss(),
         "used_memory": server.used_memory(),
         "connections_received": server.connections_received,
+        "peer_clocks": [(node.id, estimate) for node, estimate in
+                        (server.bus.peer_clocks() if server.bus is not None else [])
+                        if estimate is not None],
     }
 
 
@@ -103,6 +106,24 @@ class NodeCollector(Collector):
         for name, calls, usec in snap["commands"]:
             latency.add_metric([name], count_value=calls, sum_value=usec / 1e6)
         yield latency
+        offset = GaugeMetricFamily(
+            "disq_peer_clock_offset_seconds",
+            "The peer's clock minus this node's, from bus PING/PONG round trips",
+            labels=["peer"])
+        uncertainty = GaugeMetricFamily(
+            "disq_peer_clock_uncertainty_seconds",
+            "How far the peer's clock offset may be off (half a round trip, and drift)",
+            labels=["peer"])
+        rtt = GaugeMetricFamily("disq_peer_round_trip_seconds",
+                                "Bus PING/PONG round trip the clock offset was measured over",
+                                labels=["peer"])
+        for peer, (offset_ms, uncertainty_ms, rtt_us) in snap["peer_clocks"]:
+            offset.add_metric([peer], offset_ms / 1e3)
+            uncertainty.add_metric([peer], uncertainty_ms / 1e3)
+            rtt.add_metric([peer], rtt_us / 1e6)
+        yield offset
+        yield uncertainty
+        yield rtt
 
 
 METRICS_PATH = "/metrics"

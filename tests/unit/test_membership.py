@@ -60,6 +60,11 @@ class Net:
     by_addr: dict[tuple[str, int], Membership] = field(default_factory=dict)
     down: set[int] = field(default_factory=set)  # id() of the members down
     pending: deque[Callable[[], None]] = field(default_factory=deque)
+    skew_us: dict[int, int] = field(default_factory=dict)  # id() -> its clock minus now
+
+    def clock_us(self, member: Membership) -> int:
+        """The member's wall clock in us (its PING/PONG timestamps)."""
+        return self.now * 1000 + self.skew_us.get(id(member), 0)
 
     def add(self, port: int) -> Membership:
         myself = ClusterNode(new_node_id(), IP, port, NodeFlag.MYSELF)
@@ -94,7 +99,8 @@ class Net:
             self.pending.append(lambda: member.link_lost(node))  # refused
             return
         node.link = FakeLink(node, target)
-        self.pending.append(lambda: self.run(member, member.link_up(node, IP, self.now)))
+        self.pending.append(lambda: self.run(member, member.link_up(
+            node, IP, self.now, self.clock_us(member))))
 
     def _drop(self, member: Membership, node: ClusterNode) -> None:
         if node.link is not None:
@@ -112,11 +118,11 @@ class Net:
         def pong(answer: list) -> None:
             if not link.closed:
                 self.run(sender, sender.receive(link, *self.header(target), answer[0],
-                                                answer[1:], self.now))
+                                                answer[1:], self.now, self.clock_us(sender)))
 
         inbound = FakeLink(None)
         self.run(target, target.receive(inbound, *self.header(sender), message[0],
-                                        message[1:], self.now), pong)
+                                        message[1:], self.now, self.clock_us(target)), pong)
 
     @staticmethod
     def header(member: Membership) -> tuple[str, int, list[str]]:
@@ -140,7 +146,7 @@ class Net:
             self.now += TICK
             for member in list(self.by_addr.values()):
                 if self.is_up(member):
-                    self.run(member, member.tick(self.now))
+                    self.run(member, member.tick(self.now, self.clock_us(member)))
             self.settle()
 
     def kill(self, member: Membership) -> None:
@@ -196,7 +202,7 @@ def test_meet_starts_a_handshake_under_a_temporary_id(net: Net) -> None:
     # The link is up: a MEET goes first, with gossip.
     temp.link = FakeLink(temp, b)
     [send] = a.link_up(temp, IP, net.now)
-    assert send == Send(temp, [m.MEET, []]) and temp.connected
+    assert send == Send(temp, [m.MEET, [], net.now * 1000]) and temp.connected  # sent at (us)
 
 
 def test_meet_and_pong_make_both_nodes_known(net: Net) -> None:
@@ -452,3 +458,77 @@ def test_nodes_conf_round_trip(net: Net, tmp_path: Path) -> None:
     created = Membership.load_or_create(str(tmp_path / "new.conf"), 7720)
     assert not created.restored and (tmp_path / "new.conf").read_text() == (
         f"{created.myself.id} :7720 myself 0 0 connected\n")
+
+
+# -- clock offsets ------------------------------------------------------------------------
+def offset_seen_by(net: Net, observer: Membership, member: Membership) -> tuple[int, int]:
+    """(offset, uncertainty) in ms of `member`'s clock as `observer` estimates it now."""
+    clock = observer.nodes[member.myself.id].clock
+    assert clock is not None
+    estimate = clock.estimate_ms(net.clock_us(observer))
+    assert estimate is not None
+    return estimate
+
+
+def test_pings_and_pongs_carry_the_clocks_and_each_peer_gets_an_offset(net: Net) -> None:
+    a, b = net.add(7711), net.add(7712)
+    net.skew_us[id(b)] = 250_000  # b's clock is 250 ms ahead
+    net.meet(a, b)
+    net.advance(2000)
+    # No delay on this network: the round trip is 0 and the offset exact.
+    assert offset_seen_by(net, a, b) == (250, 1)
+    assert offset_seen_by(net, b, a) == (-250, 1)
+
+
+def test_a_pong_echoes_the_ping_time_with_the_receivers(net: Net) -> None:
+    a = net.add(7711)
+    sender = new_node_id()
+    [reply] = a.receive(FakeLink(None), sender, 7712, [], m.PING, [[], 123_456], net.now,
+                        now_us=999_000)
+    assert reply == Reply([m.PONG, [], 123_456, 999_000])
+    # A PING without a time (or a bad one) gets a PONG without times.
+    for fields in ([[]], [[], "x"], [[], -1], [[], 2**63], [[], True]):
+        [reply] = a.receive(FakeLink(None), sender, 7712, [], m.PING, fields, net.now)
+        assert reply == Reply([m.PONG, []]), fields
+
+
+def test_a_pong_with_bad_times_is_no_sample(net: Net) -> None:
+    a, b = mesh(net, 2)
+    node = a.nodes[b.myself.id]
+    node.clock = None
+    now_us = net.clock_us(a)
+    for times in (["x", 1], [now_us, None], [now_us + 10, now_us],  # back before it left
+                  [now_us - 61_000_000, now_us], [-5, now_us], [now_us, 2**64 - 1]):
+        a.receive(node.link, b.myself.id, 7712, [], m.PONG, [[], *times], net.now, now_us)
+        assert node.clock is None or node.clock.estimate(now_us) is None, times
+
+
+def test_clock_skew_is_logged_once_per_crossing(net: Net, caplog: pytest.LogCaptureFixture
+                                                ) -> None:
+    limit = [100]
+    a, b = mesh(net, 2)
+    a.clock_skew_warn = lambda: limit[0]
+    caplog.set_level("INFO", logger="disq")
+
+    def clock_lines(word: str) -> list[str]:
+        return [r.getMessage() for r in caplog.records
+                if r.getMessage().startswith(f"Clock of node {b.myself.id}") and word in
+                r.getMessage()]
+
+    net.advance(2000)
+    assert not clock_lines("")  # in sync
+    net.skew_us[id(b)] = 150_000  # b's clock is set 150 ms ahead
+    net.advance(3000)  # several PONGs
+    assert clock_lines("over") == [
+        f"Clock of node {b.myself.id} is +150 ms (+/- 1 ms) off this node's, over "
+        f"clock-skew-warn-ms (100): keep the nodes' clocks in sync (NTP)."]
+    limit[0] = 200  # CONFIG SET: within the limit from the next PONG
+    net.advance(2000)
+    assert len(clock_lines("back within")) == 1
+    limit[0] = 0  # no warning at all
+    net.skew_us[id(b)] = -900_000
+    net.advance(2000)
+    assert len(clock_lines("over")) == 1
+    limit[0] = 100
+    net.advance(2000)
+    assert len(clock_lines("over")) == 2 and "-900 ms" in clock_lines("over")[1]

@@ -46,6 +46,9 @@ class Network:
         self.down: set[str] = set()
         self.silent: set[str] = set()
         self.log: list[tuple[str, str, int]] = []  # (from, to, type) of every delivery
+        # node ID -> its clock minus everyone else's (ms), as BusPort.clock_offset
+        # tells it (one clock for all by default: unknown offsets)
+        self.clock_offsets: dict[str, int] = {}
 
     def add(self, bus: FakeBus) -> None:
         self.buses[bus.myself.id] = bus
@@ -118,6 +121,12 @@ class FakeBus:
     @property
     def cluster_size(self) -> int:
         return len(self.network.buses)
+
+    def clock_offset(self, node_id: str) -> int | None:
+        return self.network.clock_offsets.get(node_id)
+
+    def clock_uncertainty(self, node_id: str) -> int | None:
+        return 0 if node_id in self.network.clock_offsets else None
 
 
 class Member:

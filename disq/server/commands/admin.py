@@ -114,6 +114,16 @@ def debug(client: Client, args: list[bytes]) -> bytes:
         delay = parse_int(args[2]) if argc == 3 else 0
         server.restart(graceful=sub == b"restart", delay_ms=max(delay or 0, 0))
         return reply.OK
+    if sub == b"bus-clock-shift" and argc == 3:
+        # disq: the PING/PONG timestamps of this node read its clock + ms, so its peers
+        # see it skewed (tests) while its own timers keep the machine's clock.
+        shift = parse_int(args[2])
+        if shift is None:
+            raise errors.NOT_INTEGER
+        if server.bus is None:
+            raise err("the cluster bus is not up yet")
+        server.bus.clock_shift_us = shift * 1000
+        return reply.OK
     if sub == b"segfault" and argc == 2:
         server.log_warning("DEBUG SEGFAULT: crashing on request")
         os.abort()
