@@ -9,7 +9,7 @@ order. A queue of plain jobs has one priority and one group, so its order is Dis
 removing and popping are O(log n) bisects plus a memmove inside one block of at most
 `_MAX_BLOCK` pointers. New jobs carry the largest ctime, so the common ADDJOB case is
 an append to the last block. Each job costs one pointer here. A queue keeps its jobs
-in one `SortedJobs` until it gets a job with a priority or a group (`Queue.extend`):
+in one `SortedJobs` until it gets a job with a priority or a group (`Queue.jobs_for`):
 then in a `PriorityJobs`, a `SortedJobs` per (priority, group), so a Disque workload
 pays nothing for the extensions.
 """
@@ -46,6 +46,11 @@ class SortedJobs:
         self._blocks: list[list[Job]] = []
         self._maxes: list[int] = []  # ctime of the last job of each block
         self._len = 0
+        # Only jobs and ints below: no cycle possible (see gcfree.py). A queue with a
+        # group per user has one of these per group.
+        untrack(self)
+        untrack(self._blocks)
+        untrack(self._maxes)
 
     def __len__(self) -> int:
         return self._len
