@@ -255,7 +255,10 @@ class Node(JobOperations, MemoryBounds):
             queue = self.queues.get(job.queue)
             if queue is None:
                 queue = self.queue(job.queue, now)  # type: ignore[arg-type]  # queued: named
-        queue.jobs.add(job)
+        if job.ext is None:
+            queue.jobs.add(job)
+        else:
+            queue.jobs_for(job).add(job)  # priority, group: may switch the queue's order
         queue.atime = now  # Disque's enqueueJob: an enqueue is an access too
         queue.jobs_in += 1
         if queue.waiters and not queue.flags & PAUSED_OUT:
@@ -289,7 +292,8 @@ class Node(JobOperations, MemoryBounds):
         return True
 
     def fetch(self, queue: Queue, now: int) -> Job | None:
-        """Take the oldest job of a queue for a consumer."""
+        """Take the next job of a queue for a consumer: the most urgent, the groups of
+        a priority in turn, the oldest of a group (queue.py)."""
         job = queue.jobs.pop_first()
         if job is None:
             return None
@@ -523,6 +527,8 @@ class Node(JobOperations, MemoryBounds):
             ):
                 self.queues.pop(queue.name)
                 removed += 1
+            elif queue is not None:
+                queue.compact()
         return removed
 
     def flushall(self) -> None:
@@ -536,7 +542,7 @@ class Node(JobOperations, MemoryBounds):
         waiting = [q for q in self.queues.values() if q.waiters]
         self.queues.clear()
         for queue in waiting:  # keep the blocked consumers' queues alive
-            queue.jobs.clear()
+            queue.clear_jobs()
             queue.flags = 0
             self.queues.add(queue.name, queue)
         self.timers.clear()

@@ -1,21 +1,31 @@
-"""Queues: jobs ordered by creation time, blocked consumers, pause flags, stats.
+"""Queues: jobs in delivery order, blocked consumers, pause flags, stats.
+
+The delivery order (issue #18): the most urgent priority first (0 .. 255, a plain job
+is DEFAULT_PRIORITY); within a priority, the groups take turns (round-robin; the jobs
+without a group form one group); within a group, creation time (`ctime`), Disque's
+order. A queue of plain jobs has one priority and one group, so its order is Disque's.
 
 `SortedJobs` is a list of sorted blocks (the idea behind sortedcontainers): adding,
 removing and popping are O(log n) bisects plus a memmove inside one block of at most
 `_MAX_BLOCK` pointers. New jobs carry the largest ctime, so the common ADDJOB case is
-an append to the last block. Each job costs one pointer here.
+an append to the last block. Each job costs one pointer here. A queue keeps its jobs
+in one `SortedJobs` until it gets a job with a priority or a group (`Queue.jobs_for`):
+then in a `PriorityJobs`, a `SortedJobs` per (priority, group), so a Disque workload
+pays nothing for the extensions.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
-from collections import deque
+import heapq
+from bisect import bisect_left, bisect_right, insort
+from collections import OrderedDict, deque
 from collections.abc import Iterator
+from itertools import chain, islice
 from operator import attrgetter
 from typing import Protocol
 
 from .gcfree import untrack
-from .job import Job
+from .job import DEFAULT_PRIORITY, Job
 
 _LOAD = 512
 _MAX_BLOCK = 2 * _LOAD
@@ -36,6 +46,11 @@ class SortedJobs:
         self._blocks: list[list[Job]] = []
         self._maxes: list[int] = []  # ctime of the last job of each block
         self._len = 0
+        # Only jobs and ints below: no cycle possible (see gcfree.py). A queue with a
+        # group per user has one of these per group.
+        untrack(self)
+        untrack(self._blocks)
+        untrack(self._maxes)
 
     def __len__(self) -> int:
         return self._len
@@ -129,10 +144,177 @@ class SortedJobs:
         for block in self._blocks:
             yield from block
 
+    def __reversed__(self) -> Iterator[Job]:
+        for block in reversed(self._blocks):
+            yield from reversed(block)
+
     def clear(self) -> None:
         self._blocks.clear()
         self._maxes.clear()
         self._len = 0
+
+
+# One priority level of a PriorityJobs: its groups' jobs, in turn order (the group to
+# serve next first). OrderedDict: move_to_end, removal and first item are all O(1).
+Level = OrderedDict[bytes | None, SortedJobs]
+
+
+class PriorityJobs:
+    """Jobs in delivery order: by priority (lower first), then the groups of that
+    priority in turn, then ctime within a group. Same interface as SortedJobs.
+
+    The turns of a priority's groups are a ring: a group joins it at the back when it
+    gets a job while empty, goes to the back when served, and leaves it when emptied.
+    Adding, popping and removing cost O(log n) in the group's SortedJobs plus O(1)
+    here (the list of non-empty priorities has at most 256 entries); nothing scans
+    the groups, however many there are. A job's priority and group must not change
+    while it is queued (they locate it for `remove`)."""
+
+    __slots__ = ("_levels", "_order", "_len")
+
+    def __init__(self) -> None:
+        self._levels: dict[int, Level] = {}  # only non-empty levels
+        self._order: list[int] = []  # their priorities, ascending
+        self._len = 0
+
+    @classmethod
+    def adopting(cls, plain: SortedJobs) -> PriorityJobs:
+        """A PriorityJobs holding the jobs of `plain` (plain jobs, the default priority
+        and no group), which it keeps as that group's SortedJobs: O(1)."""
+        self = cls()
+        if plain:
+            self._levels[DEFAULT_PRIORITY] = OrderedDict(((None, plain),))
+            self._order.append(DEFAULT_PRIORITY)
+            self._len = len(plain)
+        return self
+
+    def __len__(self) -> int:
+        return self._len
+
+    def add(self, job: Job) -> None:
+        ext = job.ext
+        priority, group = (DEFAULT_PRIORITY, None) if ext is None else (ext.priority, ext.group)
+        level = self._levels.get(priority)
+        if level is None:
+            self._levels[priority] = level = OrderedDict()
+            insort(self._order, priority)
+        jobs = level.get(group)
+        if jobs is None:
+            level[group] = jobs = SortedJobs()
+        jobs.add(job)
+        self._len += 1
+
+    def remove(self, job: Job) -> bool:
+        """Remove this very job object; False if it is not here."""
+        ext = job.ext
+        priority, group = (DEFAULT_PRIORITY, None) if ext is None else (ext.priority, ext.group)
+        level = self._levels.get(priority)
+        if level is None:
+            return False
+        jobs = level.get(group)
+        if jobs is None or not jobs.remove(job):
+            return False
+        if not jobs:
+            self._drop_group(priority, level, group)
+        self._len -= 1
+        return True
+
+    def _drop_group(self, priority: int, level: Level, group: bytes | None) -> None:
+        del level[group]
+        if not level:
+            del self._levels[priority]
+            del self._order[bisect_left(self._order, priority)]
+
+    def pop_first(self) -> Job | None:
+        if not self._len:
+            return None
+        priority = self._order[0]
+        level = self._levels[priority]
+        group, jobs = next(iter(level.items()))
+        job = jobs.pop_first()
+        if not jobs:
+            self._drop_group(priority, level, group)
+        elif len(level) > 1:
+            level.move_to_end(group)  # its turn is over
+        self._len -= 1
+        return job
+
+    def first(self) -> Job | None:
+        if not self._len:
+            return None
+        return next(iter(self._levels[self._order[0]].values())).first()
+
+    def head(self, count: int) -> list[Job]:
+        """The next `count` jobs to be delivered, in that order."""
+        return list(islice(self, max(count, 0)))
+
+    def tail(self, count: int) -> list[Job]:
+        """The last `count` jobs to be delivered, the last first."""
+        out: list[Job] = []
+        for priority in reversed(self._order):
+            if len(out) >= count:
+                break
+            out.extend(_turns_reversed(self._levels[priority], count - len(out)))
+        return out
+
+    def __iter__(self) -> Iterator[Job]:
+        """All the jobs in delivery order."""
+        levels = self._levels
+        return chain.from_iterable(_turns(levels[p]) for p in self._order)
+
+    def clear(self) -> None:
+        self._levels.clear()
+        self._order.clear()
+        self._len = 0
+
+
+def _turns(level: Level) -> Iterator[Job]:
+    """A level's jobs in delivery order: the first job of each group in ring order,
+    then the second of each group that has one, and so on. Lazy: the first k jobs
+    cost O(k) whatever the number of groups."""
+    if len(level) == 1:
+        yield from next(iter(level.values()))
+        return
+    turns: deque[Iterator[Job]] = deque()
+    for jobs in level.values():  # the first round, taking each group in
+        group_iter = iter(jobs)
+        yield next(group_iter)  # groups in a level are never empty
+        turns.append(group_iter)
+    while turns:
+        group_iter = turns.popleft()
+        job = next(group_iter, None)
+        if job is not None:
+            yield job
+            turns.append(group_iter)
+
+
+def _turns_reversed(level: Level, count: int) -> list[Job]:
+    """The last `count` jobs of `_turns(level)`, the last first. Round r serves the
+    groups holding at least r jobs, in ring order; so backwards, the groups join the
+    rounds largest first, each giving its jobs from its newest. O(g log g) for g
+    groups, plus the jobs returned."""
+    if count <= 0:
+        return []
+    if len(level) == 1:
+        return next(iter(level.values())).tail(count)
+    groups = list(level.values())
+    largest = [(-len(jobs), index) for index, jobs in enumerate(groups)]
+    heapq.heapify(largest)
+    out: list[Job] = []
+    active: list[tuple[int, Iterator[Job]]] = []  # (-ring index, newest-first jobs)
+    for round_no in range(-largest[0][0], 0, -1):
+        while largest and -largest[0][0] >= round_no:
+            index = heapq.heappop(largest)[1]
+            insort(active, (-index, reversed(groups[index])), key=_first)
+        for _, newest_first in active:  # the round backwards: the ring's last first
+            out.append(next(newest_first))
+            if len(out) >= count:
+                return out
+    return out
+
+
+def _first(item: tuple[int, Iterator[Job]]) -> int:
+    return item[0]
 
 
 class Waiter(Protocol):
@@ -156,7 +338,7 @@ class Queue:
 
     def __init__(self, name: bytes, now_ms: int) -> None:
         self.name = name
-        self.jobs = SortedJobs()
+        self.jobs: SortedJobs | PriorityJobs = SortedJobs()
         self.waiters: deque[Waiter] = deque()
         self.ctime = now_ms
         self.atime = now_ms
@@ -177,6 +359,25 @@ class Queue:
 
     def __len__(self) -> int:
         return len(self.jobs)
+
+    def jobs_for(self, job: Job) -> SortedJobs | PriorityJobs:
+        """Where to add `job`, a job with `ext` (the caller checked): a queue keeps
+        plain order (SortedJobs) until it gets a job with a priority or a group."""
+        jobs = self.jobs
+        ext = job.ext
+        if type(jobs) is SortedJobs and ext is not None and (
+                ext.priority != DEFAULT_PRIORITY or ext.group is not None):
+            self.jobs = jobs = PriorityJobs.adopting(jobs)
+        return jobs
+
+    def clear_jobs(self) -> None:
+        self.jobs = SortedJobs()
+
+    def compact(self) -> None:
+        """An empty queue goes back to the plain structure (its jobs had priorities
+        or groups; the next ones may not)."""
+        if not self.jobs and type(self.jobs) is not SortedJobs:
+            self.jobs = SortedJobs()
 
     def note_import(self, now_ms: int) -> None:
         """Count one job imported by federation (per-second buckets)."""

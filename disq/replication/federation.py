@@ -216,6 +216,8 @@ class Federation:
             queue.remote_wanted = False
 
     def _send(self, node_id: str, queue: Queue, count: int) -> None:
+        """Move up to `count` queued jobs to `node_id`, in delivery order (the most
+        urgent first, groups in turn: queue.py), as a local GETJOB would take them."""
         node = self.node
         now = now_ms()
         batch = []

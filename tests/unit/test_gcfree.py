@@ -8,7 +8,9 @@ import pytest
 
 from disq.config import Config
 from disq.gcfree import untrack
+from disq.job import DEFAULT_PRIORITY, QUEUED, Job, JobExt
 from disq.node import Node
+from disq.queue import PriorityJobs, Queue
 from disq.requests import AddJob
 
 
@@ -20,6 +22,19 @@ def test_jobs_and_their_containers_are_not_tracked():
     assert queue is not None and len(queue.jobs) == 3000
     assert not any(gc.is_tracked(block) for block in queue.jobs._blocks)
     assert not any(gc.is_tracked(bucket) for bucket in node.timers._buckets.values())
+
+
+def test_a_queue_with_a_group_per_user_adds_no_tracked_object_per_group():
+    queue = Queue(b"q", 0)
+    for i in range(2000):
+        job = Job(b"D-%036d" % i, b"q", b"body", QUEUED, i, 0, 0, 1, 1)
+        job.ext = JobExt(group=b"user%d" % i)
+        queue.jobs_for(job).add(job)
+    assert type(queue.jobs) is PriorityJobs
+    groups = list(queue.jobs._levels[DEFAULT_PRIORITY].values())
+    assert len(groups) == 2000
+    assert not any(gc.is_tracked(x) for g in groups for x in (g, g._blocks, g._maxes))
+    assert not any(gc.is_tracked(block) for g in groups for block in g._blocks)
 
 
 def test_the_collector_still_frees_other_cycles():

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import re
+from types import SimpleNamespace
+
 import pytest
 
 from disq import errors
 from disq.config import Config
 from disq.ids import new_node_id
-from disq.job import ACTIVE, DELETED, QUEUED, Job
+from disq.job import ACTIVE, DELETED, QUEUED, Job, JobExt, job_group, job_priority
 from disq.node import QUEUE_MAX_IDLE_MS, Node, now_ms
-from disq.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue
+from disq.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, PriorityJobs, Queue, SortedJobs
 from disq.requests import AddJob
+from disq.server.commands.queues import qpeek
 
 
 @pytest.fixture
@@ -24,6 +28,17 @@ def node() -> Node:
 def add(node: Node, queue: bytes = b"q", body: bytes = b"x", *, repl: int | None = None,
         delay: int = 0, retry: int | None = None, ttl: int = 86400, maxlen: int = 0) -> Job:
     return node.add_job(AddJob(queue, body, 0, repl, delay, retry, ttl, maxlen))
+
+
+def add_ext(node: Node, queue: bytes = b"q", *, priority: int = 128,
+            group: bytes | None = None) -> Job:
+    """A job with a priority and/or a group (issue #18), queued as ADDJOB would: added
+    with a DELAY (not queued yet), given its JobExt, then queued."""
+    job = add(node, queue, delay=1)
+    assert job.state == ACTIVE
+    job.ext = JobExt(priority, group)
+    assert node.enqueue(job, False)
+    return job
 
 
 class FakeWaiter:
@@ -258,6 +273,125 @@ def test_unpause_out_serves_waiters(node: Node) -> None:
     assert w.jobs == []
     node.set_pause(b"q", PAUSED_IN, broadcast=False)
     assert len(w.jobs) == 1 and node.qlen(b"q") == 1
+
+
+# -- priorities and groups (issue #18) ----------------------------------------------------
+
+def test_get_jobs_most_urgent_first_then_creation_time(node: Node) -> None:
+    plain = add(node)
+    lazy = add_ext(node, priority=200)
+    urgent = add_ext(node, priority=0)
+    plain2 = add(node)
+    also_urgent = add_ext(node, priority=0)
+    assert type(node.queues.get(b"q").jobs) is PriorityJobs
+    assert node.qlen(b"q") == 5
+    got = node.get_jobs([b"q"], 10)
+    assert got == [urgent, also_urgent, plain, plain2, lazy]
+    assert node.qlen(b"q") == 0 and all(j.state == ACTIVE for j in got)
+
+
+def test_get_jobs_across_queues_takes_each_queue_most_urgent(node: Node) -> None:
+    a_plain, a_urgent = add(node, b"a"), add_ext(node, b"a", priority=3)
+    b_plain, b_urgent = add(node, b"b"), add_ext(node, b"b", priority=1)
+    assert node.get_jobs([b"a", b"b"], 4) == [a_urgent, b_urgent, a_plain, b_plain]
+
+
+def test_blocked_consumers_get_the_most_urgent(node: Node) -> None:
+    node.set_pause(b"q", PAUSED_OUT, broadcast=False)
+    jobs = [add_ext(node, priority=p) for p in (50, 128, 7, 255, 7)]
+    waiters = [FakeWaiter(node, [b"q"]) for _ in range(3)]
+    node.set_pause(b"q", 0, broadcast=False)
+    assert [w.jobs for w in waiters] == [[jobs[2]], [jobs[4]], [jobs[0]]]
+    assert node.qlen(b"q") == 2
+    assert node.get_jobs([b"q"], 1) == [jobs[1]]  # a newcomer: the most urgent left
+
+
+def test_groups_take_turns_one_group_with_a_hundred_times_the_jobs(node: Node) -> None:
+    for _ in range(300):
+        add_ext(node, group=b"flood")
+    for g in range(9):
+        for _ in range(3):
+            add_ext(node, group=b"g%d" % g)
+    first = [job_group(j) for j in node.get_jobs([b"q"], 20)]
+    one_round = [b"flood"] + [b"g%d" % g for g in range(9)]
+    assert first == one_round + one_round
+    node.set_pause(b"q", PAUSED_OUT, broadcast=False)
+    waiters = [FakeWaiter(node, [b"q"]) for _ in range(10)]  # blocked consumers too
+    node.set_pause(b"q", 0, broadcast=False)
+    assert [job_group(w.jobs[0]) for w in waiters] == one_round
+    assert node.qlen(b"q") == 300 + 27 - 30
+
+
+def test_priorities_win_over_groups(node: Node) -> None:
+    for _ in range(5):
+        add_ext(node, group=b"a", priority=10)
+    b = add_ext(node, group=b"b", priority=20)
+    c = add_ext(node, group=b"c", priority=5)
+    got = node.get_jobs([b"q"], 7)
+    assert got[0] is c and got[-1] is b
+    assert [job_priority(j) for j in got] == [5, 10, 10, 10, 10, 10, 20]
+
+
+def test_dequeue_ack_and_working_remove_from_the_middle(node: Node) -> None:
+    jobs = [add_ext(node, priority=p, group=g) for p, g in
+            [(1, b"a"), (1, b"b"), (1, b"a"), (9, None), (128, None), (1, b"b")]]
+    plain = add(node)
+    assert node.dequeue_ids([jobs[2].id]) == 1
+    assert node.ack([jobs[3].id]) == 1
+    node.working(jobs[1].id)
+    assert node.qlen(b"q") == 4
+    assert node.get_jobs([b"q"], 10) == [jobs[0], jobs[5], jobs[4], plain]
+    assert node.qlen(b"q") == 0
+
+
+def test_requeued_job_keeps_its_priority(node: Node) -> None:
+    plain = add(node)
+    urgent = add_ext(node, priority=2)
+    assert node.get_jobs([b"q"], 1) == [urgent]
+    assert node.requeue([urgent.id], nack=True) == 1  # NACK: back in the queue
+    assert node.get_jobs([b"q"], 2) == [urgent, plain]
+
+
+def qpeek_ids(node: Node, count: int) -> list[bytes]:
+    client = SimpleNamespace(node=node)
+    reply = qpeek(client, [b"QPEEK", b"q", b"%d" % count])  # type: ignore[arg-type]
+    return re.findall(rb"D-[0-9a-f]{8}-[0-9a-zA-Z+/]{24}-[0-9a-f]{4}", reply)
+
+
+def test_qpeek_shows_the_delivery_order(node: Node) -> None:
+    plain = add(node)
+    lazy = add_ext(node, priority=200)
+    a1, b1, a2 = (add_ext(node, priority=1, group=g) for g in (b"a", b"b", b"a"))
+    order = [a1, b1, a2, plain, lazy]
+    assert qpeek_ids(node, 2) == [a1.id, b1.id]
+    assert qpeek_ids(node, 10) == [j.id for j in order]
+    assert qpeek_ids(node, -2) == [lazy.id, plain.id]
+    assert qpeek_ids(node, -10) == [j.id for j in reversed(order)]
+    assert node.get_jobs([b"q"], 10) == order  # what QPEEK showed
+
+
+def test_plain_queue_keeps_the_plain_structure(node: Node) -> None:
+    for _ in range(5):
+        add(node)
+    only_due = add(node, delay=1)
+    only_due.ext = JobExt(due=now_ms())  # scheduled, no priority, no group
+    node.enqueue(only_due, False)
+    assert type(node.queues.get(b"q").jobs) is SortedJobs
+
+
+def test_an_emptied_queue_goes_back_to_the_plain_structure(node: Node) -> None:
+    add_ext(node, priority=1)
+    node.get_jobs([b"q"], 1)
+    assert type(node.queues.get(b"q").jobs) is PriorityJobs
+    node.gc_queues(now_ms(), budget=1000)  # not idle long enough to drop: compacted
+    assert type(node.queues.get(b"q").jobs) is SortedJobs
+    FakeWaiter(node, [b"w"])  # waits: FLUSHALL keeps its queue
+    node.set_pause(b"w", PAUSED_OUT, broadcast=False)
+    add_ext(node, b"w", group=b"g")
+    assert type(node.queues.get(b"w").jobs) is PriorityJobs
+    node.flushall()
+    queue = node.queues.get(b"w")
+    assert queue is not None and type(queue.jobs) is SortedJobs and len(queue) == 0
 
 
 # -- queue GC ----------------------------------------------------------------------------

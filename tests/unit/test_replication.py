@@ -25,7 +25,7 @@ from disq.cluster.bus import ClusterBus, Link
 from disq.cluster.membership import ClusterNode, NodeFlag
 from disq.config import Config
 from disq.ids import new_node_id
-from disq.job import ACKED, ACTIVE, DELIVERED, QUEUED, WAIT_REPL, Job
+from disq.job import ACKED, ACTIVE, DELIVERED, QUEUED, WAIT_REPL, Job, JobExt
 from disq.node import Node, now_ms
 from disq.queue import PAUSED_IN, PAUSED_OUT
 from disq.replication.copies import ADD_NODE_PERIOD_MS, MAX_PATIENCE_MS
@@ -667,6 +667,22 @@ def test_needjobs_of_an_older_disq_is_remembered_for_a_while() -> None:
     job, _ = add_job(a, repl=1)
     net.pump()
     assert b.node.qlen(b"q") == 1 and b.job(job.id) is not None
+
+
+def test_needjobs_is_answered_with_the_most_urgent_jobs() -> None:
+    """Issue #18: federation takes the jobs in delivery order, the most urgent first."""
+    net, (a, b) = cluster(2)
+    jobs = {}
+    for priority in (200, 5, 128, 0):
+        job = a.node.add_job(AddJob(b"q", b"body", 0, 1, 1, None, 3600, 0))  # DELAY 1
+        job.ext = JobExt(priority)
+        assert a.node.enqueue(job, False)
+        jobs[priority] = job
+    b.node.want_jobs([b"q"])
+    net.pump()
+    assert b.node.qlen(b"q") == 2  # half of the 4 on hand
+    assert b.job(jobs[0].id) is not None and b.job(jobs[5].id) is not None
+    assert a.node.get_jobs([b"q"], 2) == [jobs[128], jobs[200]]
 
 
 # -- acknowledgements and their garbage collection ------------------------------------------

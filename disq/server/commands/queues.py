@@ -41,7 +41,10 @@ def globalqlen(client: Client, args: list[bytes]) -> bytes | Pending:
 
 @command("qpeek", 3, "r")
 def qpeek(client: Client, args: list[bytes]) -> bytes:
-    """QPEEK queue count: oldest first for count > 0, newest first for count < 0."""
+    """QPEEK queue count: the next `count` jobs GETJOB would deliver, in that order;
+    count < 0: the last -count it would deliver, the last first. For plain jobs that
+    is Disque's oldest first / newest first; with priorities and groups (issue #18) it
+    is the delivery order (most urgent first, the groups of a priority in turn)."""
     count = parse_int(args[2])
     if count is None:
         raise errors.NOT_INTEGER
