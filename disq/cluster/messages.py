@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import msgpack
 
-VERSION = 4  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks;
+VERSION = 5  # 5: jobs' extended fields; 2: REPLJOB: many jobs, holders once; 3: DEDUP checks;
 #             4: a DEDUP copy carries how long its ADDJOB may still fail (settled rule)
 MAX_FRAME = 64 * 1024 * 1024  # a frame longer than this closes the link
 # Before a link has proven the cluster secret it may only send the handshake: frames

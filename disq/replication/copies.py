@@ -26,7 +26,14 @@ from ..requests import AddJob
 from .acks import delete_everywhere, learn_holders, send_setack
 from .dedup import CONFLICT, REFUSED, SETTLE_SLACK_MS, Dedup, joined
 from .targets import Targets
-from .wire import COPY_FIELDS, MAX_TTL_MS, decode_copy, decode_holders, encode_copy
+from .wire import (
+    COPY_FIELDS,
+    MAX_TTL_MS,
+    decode_copy,
+    decode_holders,
+    encode_copy,
+    without_ext,
+)
 
 log = logging.getLogger("disq")
 
@@ -214,10 +221,12 @@ class Copies:
         names: dict[bytes, bytes] = {}  # one queue name object per message...
         etime = 0  # ...and one expiry int for a burst (32 bytes a job each)
         for data in fields[2:]:
-            job = decode_copy(data, now)
+            job = decode_copy(data, now, sender.id)
             if job is None:
                 log.warning("Received a corrupted job from node %s", sender.id)
                 continue
+            if job.ext is not None:
+                data = without_ext(data)  # what follows the job's fields: DEDUP's
             job.nodes_delivered = holders
             job.queue = names.setdefault(job.queue, job.queue)  # type: ignore[arg-type]
             if job.etime == etime:
@@ -352,10 +361,13 @@ class Copies:
         head = (noreply, job.nodes_delivered or NO_HOLDERS)  # a frozenset: packed as a list
         copy = encode_copy(job, now)
         if dedup_key is not None:
+            ext = copy.pop() if job.ext is not None else None  # the extended fields end it
             copy.append(dedup_key)
             if deadline is not None:
                 copy.append(check)
                 copy.append(deadline - now if deadline > now else 1 if deadline else 0)
+            if ext is not None:
+                copy.append(ext)
         self.bus.send_batched(node_ids, m.REPLJOB, [copy], head)
 
     def _replicated(self, job: Job, entry: _WaitingAdd, now: int,

@@ -125,7 +125,7 @@ class Federation:
         now = now_ms()
         known = self.bus.known_id_map()
         for data in fields[0][:MAX_BATCH]:
-            job = decode_job(data, now, known, sender.id, node.id)
+            job = decode_job(data, now, known, sender.id, node.id, peer_id=sender.id)
             if job is None:
                 log.warning("Received a corrupted job from node %s", sender.id)
                 continue
@@ -144,7 +144,7 @@ class Federation:
             mine.flags &= ~BCAST_QUEUED  # queued here for the first time: no QUEUED
             if mine.qtime == 0 and mine.retry == 0:
                 mine.qtime = now  # an at-most-once job, never queued here yet
-            if node.enqueue(mine, False, now):
+            if node.queue_when_due(mine, now):  # (not before its due time here)
                 node.stats.jobs_imported += 1
                 queue = node.queues.get(mine.queue)
                 if queue is not None:
