@@ -474,7 +474,7 @@ class Node(JobOperations, MemoryBounds):
         job.state = ACTIVE
         ext = job.ext
         if job.delay or (ext is not None and ext.due > now):
-            job.qtime = now + job.delay * 1000 if job.delay else ext.due  # type: ignore[union-attr]
+            job.qtime = ext.due if ext is not None and ext.due > now else now + job.delay * 1000
             self.update_awake(job)
             if self.aof is not None:
                 self.aof.job_stored(job)

@@ -3,9 +3,10 @@
 A LOADJOB registers the job unless it expired or is known already; a job using disq's
 extensions has their fields as a second argument (serialize.serialize_ext). A job stored
 queued comes back active and is queued again by its retry timer (after DELAY + RETRY,
-from its due time if that is later, as a copy received from another node); with `aof-enqueue-jobs-once` it goes straight
-back into its queue. RETRY 0 jobs are never queued again after a restart: they may have
-been delivered after their record was written. DELJOB removes the job.
+from its due time if that is later, as a copy received from another node); with
+`aof-enqueue-jobs-once` it goes straight back into its queue. RETRY 0 jobs are never
+queued again after a restart: they may have been delivered after their record was
+written. DELJOB removes the job.
 
 `AofLoader.run()` is a generator that yields every few thousand records, so the server
 can answer -LOADING between two slices; DEBUG LOADAOF simply runs it to the end.
