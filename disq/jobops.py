@@ -188,6 +188,16 @@ class JobOperations:
             self.update_awake(job)
 
     # -- copies from other nodes -------------------------------------------------------
+    def first_requeue_time(self, job: Job, now: int) -> int:
+        """When a job that this node did not queue (a copy from another node, a job
+        loaded from the AOF) is first requeued here: after DELAY + RETRY, counted from
+        its due time if that is later (AT / DELAY-MS), so never before it."""
+        ext = job.ext
+        if ext is not None and ext.due > now:
+            return ext.due + job.retry * 1000 + _time_error()
+        # Shared by the copies that arrive together: one timer bucket, one int.
+        return self._requeue_time(now, job.delay + job.retry)
+
     def store_copy(self, job: Job, now: int | None = None) -> bool:
         """Keep a job another node replicated here (REPLJOB): active, not queued. Its
         first requeue here comes after DELAY + RETRY unless a node that queued it says
@@ -201,8 +211,7 @@ class JobOperations:
         job.flags = (job.flags & ~DELIVERED) | BCAST_QUEUED  # queueing it here is news
         if job.retry:
             job.flags |= BCAST_WILLQUEUE
-            # Shared by the copies that arrive together: one timer bucket, one int.
-            job.qtime = self._requeue_time(now or now_ms(), job.delay + job.retry)
+            job.qtime = self.first_requeue_time(job, now or now_ms())
         else:
             job.qtime = 0
         if self.aof is not None:

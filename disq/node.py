@@ -22,6 +22,7 @@ from .job import (
     ACTIVE,
     BCAST_QUEUED,
     BCAST_WILLQUEUE,
+    DEFAULT_PRIORITY,
     DELETED,
     DELIVERED,
     NO_HOLDERS,
@@ -29,6 +30,7 @@ from .job import (
     WAIT_REPL,
     WILLQUEUE_ADVANCE_MS,
     Job,
+    JobExt,
     holder_set,
 )
 from .jobops import JobOperations
@@ -266,6 +268,19 @@ class Node(JobOperations, MemoryBounds):
         if queue.remote_wanted and queue.jobs:
             self.cluster.jobs_available(queue)
 
+    def queue_when_due(self, job: Job, now: int, not_before: int = 0) -> bool:
+        """Queue an active copy now, or schedule it for `not_before` or its due time
+        (AT / DELAY-MS) if that is still ahead: a job another node queued, or asked
+        this node to queue, is never delivered here before its due time. True if
+        queued now."""
+        ext = job.ext
+        at = ext.due if ext is not None and ext.due > not_before else not_before
+        if at > now:
+            job.qtime = at
+            self.update_awake(job)
+            return False
+        return self.enqueue(job, nack=False, now=now)
+
     def _requeue_time(self, now: int, retry: int) -> int:
         """now + RETRY, spread by a random error. The jobs queued in the same
         millisecond with the same RETRY share one value (one int object, 32 bytes per
@@ -380,6 +395,7 @@ class Node(JobOperations, MemoryBounds):
         queued on a random one of the nodes it is replicated to, not here."""
         repl, retry, delay, ttl = request.repl, request.retry, request.delay, request.ttl
         body = request.body
+        now = now_ms()
         if repl is None:
             size = self.cluster.size()
             repl = size if size < 3 else 3
@@ -393,6 +409,7 @@ class Node(JobOperations, MemoryBounds):
                 "The specified DELAY is greater than TTL. Job refused since would never "
                 "be delivered"
             )
+        ext = self._job_ext(request, now, ttl) if request.extended else None
         if retry is None:
             retry = DEFAULT_RETRY_MAX if ttl >= 10 * DEFAULT_RETRY_MAX else (ttl // 10 or 1)
         # Leaving, or short of memory: keep no copy here (Disque's external replication).
@@ -421,7 +438,6 @@ class Node(JobOperations, MemoryBounds):
             if queue.flags & PAUSED_IN:
                 raise errors.PAUSED
             queue_name = queue.name  # share one name object between the queue's jobs
-        now = now_ms()
         ctime = now * 1_000_000
         if ctime <= self._prev_ctime:
             ctime = self._prev_ctime + 1
@@ -435,6 +451,7 @@ class Node(JobOperations, MemoryBounds):
             self._last_etime = etime
         job = Job(self.ids.next(ttl, retry), queue_name, body, WAIT_REPL, ctime, etime,
                   delay, retry, repl)
+        job.ext = ext
         if external:
             self.stats.jobs_added += 1
             job.nodes_delivered = NO_HOLDERS
@@ -457,14 +474,34 @@ class Node(JobOperations, MemoryBounds):
             self.cluster.replicate(job, request, False, False, now)
         return job
 
+    @staticmethod
+    def _job_ext(request: AddJob, now: int, ttl: int) -> JobExt:
+        """The JobExt of an ADDJOB with PRIORITY, GROUP, DELAY-MS or AT: its due time
+        in Unix ms (an AT in the past means now), refused if the job would expire
+        first (as Disque refuses a DELAY not below the TTL)."""
+        due = 0
+        if request.delay_ms is not None:
+            due = now + request.delay_ms
+        elif request.at is not None:
+            due = request.at if request.at > now else now
+        if due and due >= (now // 1000 + ttl) * 1000:  # the expiry add_job gives the job
+            raise errors.err(
+                f"The specified {'DELAY-MS' if request.delay_ms is not None else 'AT'} is "
+                "beyond the TTL. Job refused since would never be delivered")
+        priority = request.priority
+        return JobExt(DEFAULT_PRIORITY if priority is None else priority, request.group, due)
+
     def activate(self, job: Job, now: int | None = None, queue: Queue | None = None) -> None:
-        """A new job's copies exist: queue it now, or schedule it after its delay.
-        `queue`: the job's queue if the caller looked it up already."""
+        """A new job's copies exist: queue it now, or schedule it after its delay, or
+        for its due time (AT / DELAY-MS: the one timer, to the millisecond; its RETRY
+        then counts from there, as after a DELAY). `queue`: the job's queue if the
+        caller looked it up already."""
         if now is None:
             now = now_ms()
         job.state = ACTIVE
-        if job.delay:
-            job.qtime = now + job.delay * 1000
+        ext = job.ext
+        if job.delay or (ext is not None and ext.due > now):
+            job.qtime = ext.due if ext is not None and ext.due > now else now + job.delay * 1000
             self.update_awake(job)
             if self.aof is not None:
                 self.aof.job_stored(job)

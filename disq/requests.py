@@ -159,21 +159,27 @@ def _parse_options(request: object, options: dict[bytes, _Parser], args: list[by
 
 class AddJob:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
-    [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key]. `repl` None: the cluster's
-    default (3, or its size if smaller); `retry` None: derived from the TTL.
+    [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key] [DELAY-MS ms] [AT unix-ms]
+    [PRIORITY p] [GROUP g]. `repl` None: the cluster's default (3, or its size if
+    smaller); `retry` None: derived from the TTL. DEDUP and the last four are disq's
+    extensions; `extended` says whether any of the last four is given (the job then
+    gets a `JobExt`; checked once here, so a plain ADDJOB pays one test in the core).
 
     `dedup_check` is no option: the cluster's DEDUP side sets it when the job's copies
     are to check its key (disq/replication/dedup.py)."""
 
     __slots__ = ("queue", "body", "timeout", "repl", "delay", "retry", "ttl", "maxlen",
-                 "async_", "queue_randomly", "dedup", "dedup_check")
+                 "async_", "queue_randomly", "dedup", "dedup_check", "delay_ms", "at",
+                 "priority", "group", "extended")
     OPTIONS = ADDJOB
     _PARSERS = _compile(ADDJOB)
 
     def __init__(self, queue: bytes, body: bytes, timeout: int = 0, repl: int | None = None,
                  delay: int = 0, retry: int | None = None, ttl: int = DEFAULT_TTL,
                  maxlen: int = 0, async_: bool = False, queue_randomly: bool = False,
-                 dedup: bytes | None = None) -> None:
+                 dedup: bytes | None = None, delay_ms: int | None = None,
+                 at: int | None = None, priority: int | None = None,
+                 group: bytes | None = None) -> None:
         self.queue = queue
         self.body = body
         self.timeout = timeout  # ms to wait for the copies (0: the default)
@@ -186,6 +192,17 @@ class AddJob:
         self.queue_randomly = queue_randomly
         self.dedup = dedup
         self.dedup_check = False
+        self.delay_ms = delay_ms  # ms, from the ADDJOB
+        self.at = at  # Unix ms
+        self.priority = priority  # None: DEFAULT_PRIORITY
+        self.group = group
+        self.extended = False
+        if delay_ms is not None or at is not None or priority is not None or (
+                group is not None):
+            self.extended = True
+            self._check_exclusive({token for token, value in (
+                ("DELAY", delay or None), ("DELAY-MS", delay_ms), ("AT", at))
+                if value is not None})
 
     @classmethod
     def parse(cls, args: list[bytes]) -> AddJob:
@@ -202,13 +219,41 @@ class AddJob:
         request.ttl = DEFAULT_TTL
         request.maxlen = 0
         request.async_ = request.queue_randomly = request.dedup_check = False
-        request.dedup = None
+        request.extended = False
+        request.dedup = request.delay_ms = request.at = request.priority = None
+        request.group = None
         if len(args) > 4:
             _parse_options(request, cls._PARSERS, args, 4)
+            if request.delay_ms is not None or request.at is not None or (
+                    request.priority is not None or request.group is not None):
+                request.extended = True
+                if request.delay_ms is not None or request.at is not None:
+                    request._check_exclusive(cls._tokens(args, 4))
         timeout = args[3]
         if timeout != b"0":  # options first, then the timeout: Disque's order of errors
             request.timeout = timeout_ms(timeout)
         return request
+
+    @classmethod
+    def _tokens(cls, args: list[bytes], start: int) -> set[str]:
+        """The option tokens (as spelled in the table) of args[start:], options known
+        to be valid."""
+        parsers = cls._PARSERS
+        by_field = cls.OPTIONS.by_field
+        given = set()
+        j = start
+        while j < len(args):
+            parser = parsers.get(args[j]) or parsers[args[j].lower()]
+            given.add(by_field[parser.field].token)
+            j += 1 if parser.kind == FLAG else 2
+        return given
+
+    @classmethod
+    def _check_exclusive(cls, given: set[str]) -> None:
+        """At most one of DELAY, DELAY-MS and AT (an option error: before the timeout's)."""
+        message = cls.OPTIONS.exclusive_error(given)
+        if message is not None:
+            raise errors.err(message)
 
 
 class GetJob:

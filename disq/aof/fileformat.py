@@ -1,6 +1,8 @@
 """The AOF's records, as Disque writes them: RESP commands, one after the other.
 
     *2\\r\\n$7\\r\\nLOADJOB\\r\\n$<n>\\r\\n<serialized job>\\r\\n
+    *3\\r\\n$7\\r\\nLOADJOB\\r\\n$<n>\\r\\n<serialized job>\\r\\n$<m>\\r\\n<ext>\\r\\n
+                               (a job using disq's extensions: serialize.serialize_ext)
     *2\\r\\n$6\\r\\nDELJOB\\r\\n$40\\r\\n<job id>\\r\\n
 
 `RecordReader` walks a file's bytes (a memory map) and tells a file cut off in the
@@ -21,10 +23,13 @@ from .serialize import (
     U32,
     CorruptJob,
     JobEncoder,
+    deserialize_ext,
     deserialize_job,
+    serialize_ext,
 )
 
 LOADJOB_HEAD = b"*2\r\n$7\r\nLOADJOB\r\n"
+LOADJOB_EXT_HEAD = b"*3\r\n$7\r\nLOADJOB\r\n"  # a job with its extended fields
 DELJOB_HEAD = b"*2\r\n$6\r\nDELJOB\r\n$40\r\n"
 _LOADJOB_PREFIX = LOADJOB_HEAD + b"$"
 MAX_LINE = 32  # `*<n>` / `$<n>` header lines longer than this are damage
@@ -33,6 +38,11 @@ MAX_ARGS = 1024
 
 def loadjob_record(payload: bytes) -> bytes:
     return b"%s$%d\r\n%s\r\n" % (LOADJOB_HEAD, len(payload), payload)
+
+
+def loadjob_ext_record(payload: bytes, ext: bytes) -> bytes:
+    return b"%s$%d\r\n%s\r\n$%d\r\n%s\r\n" % (LOADJOB_EXT_HEAD, len(payload), payload,
+                                                len(ext), ext)
 
 
 def deljob_record(job_id: bytes) -> bytes:
@@ -56,6 +66,8 @@ class RecordEncoder(JobEncoder):
         self._etime_ms = self._etime_s = 0  # a burst of jobs shares one etime object
 
     def loadjob_record(self, job: Job) -> bytes:
+        if job.ext is not None:  # disq's extensions: Disque's record plus their fields
+            return loadjob_ext_record(self.serialize(job), serialize_ext(job.ext))
         queue = job.queue or b""
         body = job.body or b""
         delivered = job.nodes_delivered
@@ -177,10 +189,12 @@ def check_record(args: list[bytes], offset: int) -> None:
     """Raise FormatError unless the record is one the loader can apply."""
     name = args[0].upper()
     if name == b"LOADJOB":
-        if len(args) != 2:
+        if len(args) not in (2, 3):
             raise FormatError(offset, "LOADJOB with a wrong number of arguments")
         try:
             job = deserialize_job(args[1])
+            if len(args) == 3:
+                deserialize_ext(args[2])
         except CorruptJob as exc:
             raise FormatError(offset, f"corrupted LOADJOB data: {exc}") from None
         if job.state not in STORED_STATES:  # the loader refuses it too
@@ -258,7 +272,7 @@ def cut_off_reason(buf: Buffer, pos: int) -> str | None:
 
 def _whole_record_after(buf: Buffer, pos: int, end: int) -> bool:
     """Does a valid record start anywhere in buf[pos:end]?"""
-    for head in (LOADJOB_HEAD, DELJOB_HEAD):
+    for head in (LOADJOB_HEAD, LOADJOB_EXT_HEAD, DELJOB_HEAD):
         at = buf.find(head, pos, end)
         while at >= 0:
             try:

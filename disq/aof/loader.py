@@ -1,10 +1,12 @@
 """Replaying an AOF into a node, as Disque's loadAppendOnlyFile and LOADJOB do.
 
-A LOADJOB registers the job unless it expired or is known already. A job stored
+A LOADJOB registers the job unless it expired or is known already; a job using disq's
+extensions has their fields as a second argument (serialize.serialize_ext). A job stored
 queued comes back active and is queued again by its retry timer (after DELAY + RETRY,
-as a copy received from another node); with `aof-enqueue-jobs-once` it goes straight
-back into its queue. RETRY 0 jobs are never queued again after a restart: they may have
-been delivered after their record was written. DELJOB removes the job.
+from its due time if that is later, as a copy received from another node); with
+`aof-enqueue-jobs-once` it goes straight back into its queue. RETRY 0 jobs are never
+queued again after a restart: they may have been delivered after their record was
+written. DELJOB removes the job.
 
 `AofLoader.run()` is a generator that yields every few thousand records, so the server
 can answer -LOADING between two slices; DEBUG LOADAOF simply runs it to the end.
@@ -19,9 +21,9 @@ import time
 from collections.abc import Iterator, Mapping
 
 from ..job import ACTIVE, BCAST_WILLQUEUE, QUEUED, with_holders
-from ..node import Node, now_ms, random_time_error
+from ..node import Node, now_ms
 from .fileformat import FormatError, RecordReader
-from .serialize import CorruptJob, deserialize_job
+from .serialize import CorruptJob, deserialize_ext, deserialize_job
 
 log = logging.getLogger("disq")
 
@@ -93,8 +95,8 @@ class AofLoader:
 
     def _apply(self, offset: int, args: list[bytes]) -> None:
         name = args[0].upper()
-        if name == b"LOADJOB" and len(args) == 2:
-            self._load_job(offset, args[1])
+        if name == b"LOADJOB" and 2 <= len(args) <= 3:
+            self._load_job(offset, args[1], args[2] if len(args) == 3 else None)
         elif name == b"DELJOB" and len(args) >= 2:
             node = self.node
             for job_id in args[1:]:
@@ -105,9 +107,11 @@ class AofLoader:
             raise AofLoadError(f"Unknown command '{args[0][:64].decode('latin-1')}' "
                                f"reading the append only file at offset {offset}")
 
-    def _load_job(self, offset: int, payload: bytes) -> None:
+    def _load_job(self, offset: int, payload: bytes, ext: bytes | None) -> None:
         try:
             job = deserialize_job(payload, self.known_ids)
+            if ext is not None:  # a job using disq's extensions (serialize_ext)
+                job.ext = deserialize_ext(ext)
         except CorruptJob as exc:
             raise AofLoadError("Unrecoverable error loading AOF: corrupted LOADJOB data "
                                f"at offset {offset}: {exc}") from None
@@ -131,7 +135,7 @@ class AofLoader:
             job.queue = queue.name  # one name object per queue
         if job.retry:
             job.flags |= BCAST_WILLQUEUE
-            job.qtime = now + (job.delay + job.retry) * 1000 + random_time_error()
+            job.qtime = node.first_requeue_time(job, now)
         else:
             job.qtime = 0
         if not node.register(job):

@@ -13,6 +13,12 @@ the other way round. disq keeps `etime` in milliseconds: it is stored rounded up
 the second (a restarted job never expires early). Counters wider than the format's
 fields are stored saturated.
 
+A job using disq's extensions (`Job.ext`: PRIORITY, GROUP, AT / DELAY-MS) has its
+extended fields serialized apart (`serialize_ext`), as a second LOADJOB argument: a
+job's serialization stays Disque's, and an AOF without extended jobs loads in Disque.
+
+    u8 format (1)  u8 priority  u64 due (Unix ms, 0: none)  group (the rest; none: empty)
+
 The bus (`disq.replication.wire`) has its own msgpack encoding; this module depends
 on nothing but the job record, so it can serve there too.
 """
@@ -23,7 +29,7 @@ import struct
 from collections.abc import Mapping
 
 from ..ids import is_valid_job_id
-from ..job import ACTIVE, QUEUED, Job, holder_set
+from ..job import ACTIVE, QUEUED, Job, JobExt, holder_set
 
 # The fixed part, with the length prefix in front and the queue name's length after.
 _HEAD = struct.Struct("<I40sBBHIQIIHHI")
@@ -35,6 +41,9 @@ _BEFORE_TAIL = JOB_STRUCT_SER_LEN + 8  # struct + the queue and body lengths
 U16_MAX = 0xFFFF
 U32_MAX = 0xFFFFFFFF
 STORED_STATES = (ACTIVE, QUEUED)
+_EXT = struct.Struct("<BBQ")
+EXT_FORMAT = 1
+MAX_GROUP_LEN = 256
 
 
 class CorruptJob(ValueError):
@@ -128,3 +137,18 @@ def deserialize_job(data: bytes, known_ids: Mapping[str, str] | None = None) -> 
     job.deliveries = deliv
     job.nodes_delivered = holder_set(delivered)
     return job
+
+
+def serialize_ext(ext: JobExt) -> bytes:
+    """The extended fields of a job, LOADJOB's second argument."""
+    return _EXT.pack(EXT_FORMAT, ext.priority, ext.due) + (ext.group or b"")
+
+
+def deserialize_ext(data: bytes) -> JobExt:
+    """`serialize_ext`'s JobExt. Raises CorruptJob."""
+    if len(data) < _EXT.size or len(data) > _EXT.size + MAX_GROUP_LEN:
+        raise CorruptJob(f"extended fields of {len(data)} bytes")
+    version, priority, due = _EXT.unpack_from(data)
+    if version != EXT_FORMAT:
+        raise CorruptJob(f"extended fields in an unknown format ({version})")
+    return JobExt(priority, data[_EXT.size:] or None, due)

@@ -18,7 +18,8 @@ import msgpack
 
 VERSION = 5  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks;
 #             4: a DEDUP copy carries how long its ADDJOB may still fail (settled rule);
-#             5: PING/MEET/PONG carry wall-clock timestamps (clock offsets, clocks.py)
+#             5: PING/MEET/PONG carry wall-clock timestamps (clock offsets, clocks.py),
+#                jobs carry their extended fields (PRIORITY, GROUP, due time)
 MAX_FRAME = 64 * 1024 * 1024  # a frame longer than this closes the link
 # Before a link has proven the cluster secret it may only send the handshake: frames
 # of AUTH (a 16-byte nonce) and AUTH_PROOF (a 32-byte HMAC), ~100 bytes each.

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from .. import errors
@@ -24,9 +25,17 @@ from ..node import Node, now_ms
 from ..queue import PAUSED_IN
 from ..requests import AddJob
 from .acks import delete_everywhere, learn_holders, send_setack
+from .clock import to_local_ms
 from .dedup import CONFLICT, REFUSED, SETTLE_SLACK_MS, Dedup, joined
 from .targets import Targets
-from .wire import COPY_FIELDS, MAX_TTL_MS, decode_copy, decode_holders, encode_copy
+from .wire import (
+    COPY_FIELDS,
+    MAX_TTL_MS,
+    decode_copy,
+    decode_holders,
+    encode_copy,
+    without_ext,
+)
 
 log = logging.getLogger("disq")
 
@@ -69,6 +78,7 @@ class Copies:
                  loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.node = node
         self.bus = bus
+        self._to_local = partial(to_local_ms, bus)  # a peer's due times, here
         self.my_id = node.id
         self._loop = loop
         self._timer: asyncio.TimerHandle | None = None
@@ -214,10 +224,12 @@ class Copies:
         names: dict[bytes, bytes] = {}  # one queue name object per message...
         etime = 0  # ...and one expiry int for a burst (32 bytes a job each)
         for data in fields[2:]:
-            job = decode_copy(data, now)
+            job = decode_copy(data, now, sender.id, self._to_local)
             if job is None:
                 log.warning("Received a corrupted job from node %s", sender.id)
                 continue
+            if job.ext is not None:
+                data = without_ext(data)  # what follows the job's fields: DEDUP's
             job.nodes_delivered = holders
             job.queue = names.setdefault(job.queue, job.queue)  # type: ignore[arg-type]
             if job.etime == etime:
@@ -352,10 +364,13 @@ class Copies:
         head = (noreply, job.nodes_delivered or NO_HOLDERS)  # a frozenset: packed as a list
         copy = encode_copy(job, now)
         if dedup_key is not None:
+            ext = copy.pop() if job.ext is not None else None  # the extended fields end it
             copy.append(dedup_key)
             if deadline is not None:
                 copy.append(check)
                 copy.append(deadline - now if deadline > now else 1 if deadline else 0)
+            if ext is not None:
+                copy.append(ext)
         self.bus.send_batched(node_ids, m.REPLJOB, [copy], head)
 
     def _replicated(self, job: Job, entry: _WaitingAdd, now: int,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from typing import Any
 
 from ..cluster import messages as m
@@ -34,6 +35,7 @@ from ..cluster.port import BusPort
 from ..job import ACTIVE, BCAST_QUEUED, with_holders
 from ..node import Node, now_ms
 from ..queue import PAUSED_OUT, Queue
+from .clock import to_local_ms
 from .wire import decode_job, encode_job
 
 log = logging.getLogger("disq")
@@ -50,6 +52,7 @@ class Federation:
     def __init__(self, node: Node, bus: BusPort, loop: asyncio.AbstractEventLoop | None) -> None:
         self.node = node
         self.bus = bus
+        self._to_local = partial(to_local_ms, bus)  # a peer's due times, here
         self.loop = loop
         # queue -> {node id: (ms until which it wants jobs, how many it asked for)}
         self.wanted: dict[bytes, dict[str, tuple[int, int]]] = {}
@@ -125,7 +128,8 @@ class Federation:
         now = now_ms()
         known = self.bus.known_id_map()
         for data in fields[0][:MAX_BATCH]:
-            job = decode_job(data, now, known, sender.id, node.id)
+            job = decode_job(data, now, known, sender.id, node.id, peer_id=sender.id,
+                             to_local=self._to_local)
             if job is None:
                 log.warning("Received a corrupted job from node %s", sender.id)
                 continue
@@ -144,7 +148,7 @@ class Federation:
             mine.flags &= ~BCAST_QUEUED  # queued here for the first time: no QUEUED
             if mine.qtime == 0 and mine.retry == 0:
                 mine.qtime = now  # an at-most-once job, never queued here yet
-            if node.enqueue(mine, False, now):
+            if node.queue_when_due(mine, now):  # (not before its due time here)
                 node.stats.jobs_imported += 1
                 queue = node.queues.get(mine.queue)
                 if queue is not None:

@@ -45,8 +45,9 @@ class Requeue:
 
     # -- bus messages -------------------------------------------------------------------
     def _on_enqueue(self, sender: ClusterNode, fields: list[Any]) -> None:
-        """Queue a copy now, or after `delay` seconds (sent by a node that replicated
-        a job without keeping it). This node becomes its first queuer: no QUEUED."""
+        """Queue a copy now, or after `delay` seconds, or at its due time (AT /
+        DELAY-MS) if later (sent by a node that replicated a job without keeping it).
+        This node becomes its first queuer: no QUEUED."""
         job = job_in(self.node, fields)
         if job is None or job.state != ACTIVE or len(fields) < 2:
             return
@@ -60,11 +61,7 @@ class Requeue:
         now = now_ms()
         if job.qtime == 0 and job.retry == 0 and not job.flags & DELIVERED:
             job.qtime = now  # an at-most-once copy never queued: it may be, once
-        if delay:
-            job.qtime = now + delay * 1000
-            self.node.update_awake(job)
-        else:
-            self.node.enqueue(job, nack=False, now=now)
+        self.node.queue_when_due(job, now, now + delay * 1000 if delay else 0)
 
     def _on_queued(self, sender: ClusterNode, fields: list[Any]) -> None:
         job = job_in(self.node, fields)

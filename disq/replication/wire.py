@@ -4,6 +4,8 @@
      deliveries(, dedup key(, check, settle ms)])  a copy (REPLJOB: the holders are the
                                                     message's; see replication/dedup.py)
     [..., nodes_delivered]            a job with its own holders (YOURJOBS)
+    [..., [priority, group, due]]     last, only for a job using disq's extensions
+                                      (`Job.ext`: PRIORITY, GROUP, AT / DELAY-MS)
 
 `ttl_ms` is the time left before expiry, relative so that the nodes' clocks may differ
 (Disque sends seconds left + 1; milliseconds keep the expiry exact). DELIVERED is never
@@ -11,15 +13,19 @@ sent: it says what *this* node did. The receiver trusts nothing: a field of the 
 type or out of range drops the whole job, and node IDs it does not know are left out of
 `nodes_delivered` (as Disque does), so a corrupt or hostile message can neither crash
 the node nor make it wait for nodes that do not exist.
+
+The extended fields are a list, which none of the fields before them is, so a copy's
+trailing DEDUP fields and its extended fields are told apart by type. `due` is the
+sender's Unix ms (0: none), turned into this node's clock by `due_from_peer`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..ids import is_valid_job_id
-from ..job import ACKED, ACTIVE, DELIVERED, Job, holder_set
+from ..job import ACKED, ACTIVE, DELIVERED, Job, JobExt, holder_set
 
 COPY_FIELDS = 12  # without the holders
 FIELD_COUNT = 13
@@ -28,10 +34,52 @@ MAX_TTL_MS = 2**40  # ~35 years: more than any TTL a client can ask for
 MAX_CTIME = 2**63 - 1
 MAX_NODES = 10_000  # node IDs in one job's list
 MAX_FLAGS = 0xFF
+MAX_PRIORITY = 255
+MAX_GROUP_LEN = 256
+MAX_DUE_MS = 2**63 - 1
+
+
+# (peer ID, a time of its clock in ms) -> the same time on this node's clock, never
+# early: replication/clock.py's `to_local_ms` over the bus's clock offsets.
+PeerClock = Callable[[str, int], int]
+
+
+def due_from_peer(due_ms: int, peer_id: str, to_local: PeerClock | None = None) -> int:
+    """A due time (Unix ms) set by the clock of node `peer_id` (the sender of the job),
+    as a time of this node's clock: the one place where the peers' clocks meet this
+    node's. Without `to_local` (tests, a peer's clock not known) the clocks are taken
+    as agreeing."""
+    return due_ms if to_local is None or not peer_id else to_local(peer_id, due_ms)
 
 
 def encode_copy(job: Job, now: int) -> list[Any]:
-    """The job without its holders: REPLJOB sends the holders once per message."""
+    """The job without its holders: REPLJOB sends the holders once per message. The
+    extended fields, if any, end the list: DEDUP's fields go before them."""
+    data = _encode_fields(job, now)
+    ext = job.ext
+    if ext is not None:
+        data.append([ext.priority, ext.group, ext.due])
+    return data
+
+
+def without_ext(data: list[Any]) -> list[Any]:
+    """A decoded copy's list without its extended fields (what is left after the
+    job's fields: the DEDUP ones)."""
+    return data[:-1] if len(data) > COPY_FIELDS and type(data[-1]) is list else data
+
+
+def encode_job(job: Job, my_id: str, now: int) -> list[Any]:
+    """The job and its holders. A job only this node holds lists this node."""
+    data = _encode_fields(job, now)
+    delivered = job.nodes_delivered
+    data.append(list(delivered) if delivered is not None else [my_id])
+    ext = job.ext
+    if ext is not None:
+        data.append([ext.priority, ext.group, ext.due])
+    return data
+
+
+def _encode_fields(job: Job, now: int) -> list[Any]:
     return [
         job.id, job.queue, job.body, job.state, job.flags & ~DELIVERED, job.repl,
         max(job.etime - now, 1), job.ctime, job.delay, job.retry, job.nacks,
@@ -39,40 +87,51 @@ def encode_copy(job: Job, now: int) -> list[Any]:
     ]
 
 
-def encode_job(job: Job, my_id: str, now: int) -> list[Any]:
-    """The job and its holders. A job only this node holds lists this node."""
-    data = encode_copy(job, now)
-    delivered = job.nodes_delivered
-    data.append(list(delivered) if delivered is not None else [my_id])
-    return data
-
-
-def decode_copy(data: object, now: int) -> Job | None:
+def decode_copy(data: object, now: int, peer_id: str = "",
+                to_local: PeerClock | None = None) -> Job | None:
     """Build an active job from `encode_copy`'s list (holders not set: the caller
     sets `nodes_delivered`), or None if anything is off. The caller stores the job
     (`Node.store_copy` sets its requeue time and flags). Up to three more fields
     (ADDJOB's DEDUP key, whether to check it, and how long the ADDJOB may still fail)
-    are the caller's to check."""
-    if type(data) is not list or not COPY_FIELDS <= len(data) <= COPY_FIELDS + 3:
+    are the caller's to check (`without_ext(data)[COPY_FIELDS:]`). `peer_id`: the
+    sender, whose clock set the due time (`to_local`: due_from_peer)."""
+    if type(data) is not list or not COPY_FIELDS <= len(data) <= COPY_FIELDS + 4:
+        return None
+    if type(data[-1]) is list and len(data) > COPY_FIELDS:
+        ext = _decode_ext(data[-1], peer_id, to_local)
+        if ext is None:
+            return None
+        job = _decode(data, now)
+        if job is not None:
+            job.ext = ext
+        return job
+    if len(data) > COPY_FIELDS + 3:
         return None
     return _decode(data, now)
 
 
 def decode_job(data: object, now: int, known_ids: Mapping[str, str],
-               *more: str) -> Job | None:
+               *more: str, peer_id: str = "", to_local: PeerClock | None = None) -> Job | None:
     """Build an active job from `encode_job`'s list, or None if anything is off.
 
     `known_ids` maps each known node ID to the string to keep (the node's own ID
     object, so a million jobs share a few strings); other IDs are dropped. The
-    holders are those listed and `more`."""
-    if type(data) is not list or len(data) != FIELD_COUNT:
+    holders are those listed and `more`. `peer_id`: the sender, whose clock set the
+    due time."""
+    if type(data) is not list or not FIELD_COUNT <= len(data) <= FIELD_COUNT + 1:
         return None
+    ext = None
+    if len(data) > FIELD_COUNT:
+        ext = _decode_ext(data[FIELD_COUNT], peer_id, to_local)
+        if ext is None:
+            return None
     delivered = decode_holders(data[COPY_FIELDS], known_ids, *more)
     if delivered is None:
         return None
     job = _decode(data, now)
     if job is not None:
         job.nodes_delivered = delivered
+        job.ext = ext
     return job
 
 
@@ -117,3 +176,15 @@ def _decode(data: list[Any], now: int) -> Job | None:
     job.nacks = nacks
     job.deliveries = deliveries
     return job
+
+
+def _decode_ext(data: object, peer_id: str, to_local: PeerClock | None) -> JobExt | None:
+    """The extended fields [priority, group, due], checked as ADDJOB checks them."""
+    if type(data) is not list or len(data) != 3:
+        return None
+    priority, group, due = data
+    if not (type(priority) is int and 0 <= priority <= MAX_PRIORITY
+            and type(due) is int and 0 <= due <= MAX_DUE_MS
+            and (group is None or type(group) is bytes and 0 < len(group) <= MAX_GROUP_LEN)):
+        return None
+    return JobExt(priority, group, due_from_peer(due, peer_id, to_local) if due else 0)

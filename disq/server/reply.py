@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..job import Job
+from ..job import Job, JobExt
 
 OK = b"+OK\r\n"
 PONG = b"+PONG\r\n"
@@ -70,10 +70,36 @@ def job_entry(job: Job) -> bytes:
 
 
 def job_entry_with_counters(job: Job) -> bytes:
-    queue, body = job.queue, job.body
-    return (
+    """GETJOB WITHCOUNTERS: [queue, id, body, "nacks", n, "additional-deliveries", n],
+    then EXT_FIELDS for a job using disq's extensions."""
+    queue, body, ext = job.queue, job.body, job.ext
+    entry = (
         b"*7\r\n$%d\r\n%s\r\n$40\r\n%s\r\n$%d\r\n%s\r\n$5\r\nnacks\r\n:%d\r\n"
         b"$21\r\nadditional-deliveries\r\n:%d\r\n"
         % (len(queue), queue, job.id, len(body), body,  # type: ignore[arg-type]
            job.nacks, job.deliveries)
     )
+    if ext is None:
+        return entry
+    return b"*%d%s%s" % (7 + EXT_FIELDS, entry[2:], ext_fields(ext))
+
+
+def job_entry_peek(job: Job) -> bytes:
+    """QPEEK: `job_entry`, then EXT_FIELDS for a job using disq's extensions."""
+    ext = job.ext
+    if ext is None:
+        return job_entry(job)
+    return b"*%d%s%s" % (3 + EXT_FIELDS, job_entry(job)[2:], ext_fields(ext))
+
+
+EXT_FIELDS = 6  # ext_fields' items: three names, three values
+
+
+def ext_fields(ext: JobExt) -> bytes:
+    """What a job using disq's extensions shows beyond Disque's fields (SHOW, JSCAN
+    REPLY ALL, QPEEK, GETJOB WITHCOUNTERS), as name/value pairs: "priority" (0..255),
+    "group" (nil: none), "due-ms" (Unix ms before which it is not delivered; 0: none).
+    A plain job's replies have none of them: Disque clients parse fixed layouts."""
+    group = ext.group
+    return b"$8\r\npriority\r\n:%d\r\n$5\r\ngroup\r\n%s$6\r\ndue-ms\r\n:%d\r\n" % (
+        ext.priority, NULL_BULK if group is None else bulk(group), ext.due)

@@ -28,6 +28,22 @@ def test_addjob_defaults_and_every_option() -> None:
         250, 2, 5, 30, 600, 9, True, True, b"key-1")
 
 
+def test_addjob_extensions() -> None:
+    plain = AddJob.parse(args("ADDJOB q body 0 REPLICATE 2 ASYNC"))
+    assert not plain.extended
+    assert (plain.delay_ms, plain.at, plain.priority, plain.group) == (None,) * 4
+    full = AddJob.parse(args("ADDJOB q body 0 delay-ms 1500 PRIORITY 0 group g1 TTL 9"))
+    assert full.extended
+    assert (full.delay_ms, full.at, full.priority, full.group) == (1500, None, 0, b"g1")
+    assert AddJob.parse(args("ADDJOB q body 0 AT 0")).at == 0
+    assert AddJob.parse(args("ADDJOB q body 0 GROUP g")).extended
+    # DELAY with DELAY-MS or AT is refused built from fields too (the HTTP API's way)
+    assert AddJob(b"q", b"b", priority=3).extended
+    assert not AddJob(b"q", b"b", delay=3).extended
+    with pytest.raises(errors.DisqError, match="DELAY and AT are mutually exclusive"):
+        AddJob(b"q", b"b", delay=3, at=5)
+
+
 def test_addjob_parse_sets_every_field_as_the_constructor_does() -> None:
     """parse sets the defaults itself (hot path): a field added to __init__ only would
     be missing from parsed requests."""
@@ -50,6 +66,26 @@ def test_addjob_parse_sets_every_field_as_the_constructor_does() -> None:
     ("ADDJOB q b -1", b"-ERR timeout is negative\r\n"),
     ("ADDJOB q b soon TTL 0", b"-ERR TTL must be a number > 0\r\n"),  # options first
     ("ADDJOB q b 0 DEDUP " + "k" * 257, b"-ERR DEDUP key must be 1 to 256 bytes\r\n"),
+    # issue #18's options, checked as Disque checks its own: each value as it is read,
+    # then which of DELAY, DELAY-MS and AT were given, then the timeout
+    ("ADDJOB q b 0 DELAY-MS -1", b"-ERR DELAY-MS time must be a non negative number\r\n"),
+    ("ADDJOB q b 0 DELAY-MS 1.5", b"-ERR DELAY-MS time must be a non negative number\r\n"),
+    ("ADDJOB q b 0 AT -5", b"-ERR AT must be a Unix time in milliseconds\r\n"),
+    ("ADDJOB q b 0 AT soon", b"-ERR AT must be a Unix time in milliseconds\r\n"),
+    ("ADDJOB q b 0 PRIORITY 256", b"-ERR PRIORITY must be between 0 and 255\r\n"),
+    ("ADDJOB q b 0 PRIORITY -1", b"-ERR PRIORITY must be between 0 and 255\r\n"),
+    ("ADDJOB q b 0 GROUP " + "g" * 257, b"-ERR GROUP must be 1 to 256 bytes\r\n"),
+    ("ADDJOB q b 0 GROUP", b"-ERR syntax error\r\n"),
+    ("ADDJOB q b 0 DELAY 0 AT 5", b"-ERR DELAY and AT are mutually exclusive\r\n"),
+    ("ADDJOB q b 0 at 5 DELAY 1", b"-ERR DELAY and AT are mutually exclusive\r\n"),
+    ("ADDJOB q b 0 DELAY-MS 5 delay 1", b"-ERR DELAY and DELAY-MS are mutually exclusive\r\n"),
+    ("ADDJOB q b 0 AT 5 DELAY-MS 5", b"-ERR DELAY-MS and AT are mutually exclusive\r\n"),
+    ("ADDJOB q b 0 AT 5 DELAY-MS 5 DELAY 1",
+     b"-ERR DELAY and DELAY-MS are mutually exclusive\r\n"),
+    ("ADDJOB q b 0 DELAY-MS 5 PRIORITY 300 AT 1",  # a bad value first: as it is read
+     b"-ERR PRIORITY must be between 0 and 255\r\n"),
+    ("ADDJOB q b soon AT 5 DELAY 1", b"-ERR DELAY and AT are mutually exclusive\r\n"),
+    ("ADDJOB q b soon AT 5", b"-ERR timeout is not an integer or out of range\r\n"),
     ("GETJOB FROM", b"-ERR syntax error\r\n"),
     ("GETJOB q", b"-ERR syntax error\r\n"),
     ("GETJOB COUNT 0 FROM q", b"-ERR COUNT must be a number greater than zero\r\n"),
@@ -75,8 +111,11 @@ def test_the_client_encodes_the_options_the_server_parses() -> None:
     request = AddJob.parse([b"ADDJOB", b"q", b"b", b"0", *(str(a).encode() for a in tail)])
     assert (request.repl, request.ttl, request.async_, request.dedup) == (2, 60, True, b"k")
     assert GETJOB.encode({"count": 3, "nohang": False}) == ["COUNT", 3]
-    with pytest.raises(TypeError, match="no option 'priority'"):
-        ADDJOB.encode({"priority": 1})
+    tail = ADDJOB.encode({"delay_ms": 0, "at": 1_700_000_000_000, "priority": 0,
+                          "group": "g"})
+    assert tail == ["DELAY-MS", 0, "AT", 1_700_000_000_000, "PRIORITY", 0, "GROUP", "g"]
+    with pytest.raises(TypeError, match="no option 'urgency'"):
+        ADDJOB.encode({"urgency": 1})
 
 
 def test_scan_requests() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import TypeVar
 
@@ -295,18 +296,26 @@ class AsyncClient(ClientBase):
                       replicate: int | None = None, delay: int | None = None,
                       retry: int | None = None, ttl: int | None = None,
                       maxlen: int | None = None, async_: bool = False,
-                      dedup: str | bytes | None = None) -> str:
+                      dedup: str | bytes | None = None, delay_ms: int | None = None,
+                      at: datetime | int | None = None, priority: int | None = None,
+                      group: str | bytes | None = None) -> str:
+        """As Client.add_job."""
         return await self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry,
-                                            ttl, maxlen, async_, dedup))
+                                            ttl, maxlen, async_, dedup, delay_ms=delay_ms,
+                                            at=at, priority=priority, group=group))
 
     async def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                        timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
                        delay: int | None = None, retry: int | None = None,
                        ttl: int | None = None, maxlen: int | None = None,
                        async_: bool = False, batch_size: int = BATCH_SIZE,
-                       dedup: Iterable[str | bytes] | None = None) -> list[str]:
+                       dedup: Iterable[str | bytes] | None = None,
+                       delay_ms: int | None = None, at: datetime | int | None = None,
+                       priority: int | None = None,
+                       group: str | bytes | None = None) -> list[str]:
         batches, wait = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl,
-                                      maxlen, async_, batch_size, dedup)
+                                      maxlen, async_, batch_size, dedup, delay_ms=delay_ms,
+                                      at=at, priority=priority, group=group)
         replies: list[object] = []
         for payload in batches:
             replies += await self._run_pipeline(payload, wait)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import TypeVar
 
@@ -372,25 +373,34 @@ class Client(ClientBase):
     def add_job(self, queue: str, body: Body, *, timeout_ms: int = ADD_TIMEOUT_MS,
                 replicate: int | None = None, delay: int | None = None,
                 retry: int | None = None, ttl: int | None = None, maxlen: int | None = None,
-                async_: bool = False, dedup: str | bytes | None = None) -> str:
+                async_: bool = False, dedup: str | bytes | None = None,
+                delay_ms: int | None = None, at: datetime | int | None = None,
+                priority: int | None = None, group: str | bytes | None = None) -> str:
         """ADDJOB; returns the job ID. `timeout_ms` bounds synchronous replication (0:
-        no limit); delay, retry and ttl are in seconds. `dedup` (disq's extension): a
-        key; if the cluster added a job with it already, that job's ID, nothing added."""
+        no limit); delay, retry and ttl are in seconds. disq's extensions: `dedup`, a
+        key: if the cluster added a job with it already, that job's ID, nothing added;
+        `delay_ms`, a delay in ms, or `at`, when to deliver it (a datetime, naive: local
+        time, or Unix ms; never before it); `priority` 0 (most urgent) .. 255 (default
+        128); `group`, a fairness group (ready jobs are handed out round-robin by group)."""
         return self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry, ttl,
-                                      maxlen, async_, dedup))
+                                      maxlen, async_, dedup, delay_ms=delay_ms, at=at,
+                                      priority=priority, group=group))
 
     def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                  timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
                  delay: int | None = None, retry: int | None = None, ttl: int | None = None,
                  maxlen: int | None = None, async_: bool = False,
                  batch_size: int = BATCH_SIZE,
-                 dedup: Iterable[str | bytes] | None = None) -> list[str]:
+                 dedup: Iterable[str | bytes] | None = None, delay_ms: int | None = None,
+                 at: datetime | int | None = None, priority: int | None = None,
+                 group: str | bytes | None = None) -> list[str]:
         """Pipelined ADDJOB: `batch_size` jobs per write. Returns the IDs in order; if any
         job was refused, raises BatchError once every batch was sent, with each job's ID
         or exception in `results`. `dedup`: one DEDUP key per body (see add_job), which
         also makes sending a batch again after a broken connection add nothing twice."""
         batches, wait = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl,
-                                      maxlen, async_, batch_size, dedup)
+                                      maxlen, async_, batch_size, dedup, delay_ms=delay_ms,
+                                      at=at, priority=priority, group=group)
         replies: list[object] = []
         for payload in batches:
             replies += self._run_pipeline(payload, wait)

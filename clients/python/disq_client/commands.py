@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import Generic, TypeVar, cast
 
@@ -58,14 +59,30 @@ _DEDUP = ADDJOB.by_field["dedup"].token.encode()
 _DEDUP_PREFIX = b"$%d\r\n%s\r\n" % (len(_DEDUP), _DEDUP)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
+def unix_ms(at: datetime | int) -> int:
+    """ADDJOB AT's value: Unix ms as given, or a datetime's (naive: local time), rounded
+    up to the millisecond so that the job is never delivered before `at`."""
+    if isinstance(at, datetime):
+        aware = at if at.tzinfo is not None else at.astimezone()
+        return -((_EPOCH - aware) // _MS)
+    return at
+
+
 def addjob_options(timeout_ms: int, replicate: int | None, delay: int | None,
                    retry: int | None, ttl: int | None, maxlen: int | None,
-                   async_: bool, dedup: Arg | None = None) -> tuple[Arg, ...]:
-    """Everything after the body: the timeout, then the options given. `dedup` is
-    disq's DEDUP extension (Disque refuses it)."""
+                   async_: bool, dedup: Arg | None = None, *, delay_ms: int | None = None,
+                   at: datetime | int | None = None, priority: int | None = None,
+                   group: Arg | None = None) -> tuple[Arg, ...]:
+    """Everything after the body: the timeout, then the options given. `dedup`,
+    `delay_ms`, `at`, `priority` and `group` are disq's extensions (Disque refuses them)."""
     return (timeout_ms, *_options(ADDJOB, {
         "repl": replicate, "delay": delay, "retry": retry, "ttl": ttl, "maxlen": maxlen,
-        "dedup": dedup, "async_": async_}))
+        "dedup": dedup, "async_": async_, "delay_ms": delay_ms,
+        "at": None if at is None else unix_ms(at), "priority": priority, "group": group}))
 
 
 def addjob_wait(timeout_ms: int, async_: bool) -> float | None:
@@ -77,18 +94,24 @@ def addjob_wait(timeout_ms: int, async_: bool) -> float | None:
 
 def add_job(queue: str, body: Body, timeout_ms: int, replicate: int | None,
             delay: int | None, retry: int | None, ttl: int | None, maxlen: int | None,
-            async_: bool, dedup: Arg | None) -> Cmd[str]:
-    options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup)
+            async_: bool, dedup: Arg | None, *, delay_ms: int | None = None,
+            at: datetime | int | None = None, priority: int | None = None,
+            group: Arg | None = None) -> Cmd[str]:
+    options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup,
+                             delay_ms=delay_ms, at=at, priority=priority, group=group)
     return Cmd(("ADDJOB", queue, to_body(body), *options), _str,
                addjob_wait(timeout_ms, async_))
 
 
 def add_jobs(queue: str, bodies: Iterable[Body], timeout_ms: int, replicate: int | None,
              delay: int | None, retry: int | None, ttl: int | None, maxlen: int | None,
-             async_: bool, batch_size: int, dedup: Iterable[Arg] | None
+             async_: bool, batch_size: int, dedup: Iterable[Arg] | None, *,
+             delay_ms: int | None = None, at: datetime | int | None = None,
+             priority: int | None = None, group: Arg | None = None,
              ) -> tuple[Iterator[list[bytes]], float | None]:
     """Pipelined ADDJOBs: their encoded batches, and how long each batch may take."""
-    options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_)
+    options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_,
+                             delay_ms=delay_ms, at=at, priority=priority, group=group)
     return (addjob_batches(queue, bodies, options, dedup, batch_size),
             addjob_wait(timeout_ms, async_))
 
@@ -143,10 +166,24 @@ def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
 # -- consuming ------------------------------------------------------------------------------
 def _job(entry: object) -> Job:
     assert isinstance(entry, list), entry
-    if len(entry) == 3:
-        return Job(_str(entry[1]), _str(entry[0]), entry[2])
-    # [queue, id, body, "nacks", n, "additional-deliveries", n]
-    return Job(_str(entry[1]), _str(entry[0]), entry[2], entry[4], entry[6])
+    job = Job(_str(entry[1]), _str(entry[0]), entry[2])
+    if len(entry) > 3:
+        # then name/value pairs: "nacks", "additional-deliveries" (WITHCOUNTERS),
+        # "priority", "group", "due-ms" (a job using disq's extensions)
+        fields = _pairs(entry[3:])
+        job.nacks = _optional_int(fields.get("nacks"))
+        job.additional_deliveries = _optional_int(fields.get("additional-deliveries"))
+        _ext_fields(job, fields)
+    return job
+
+
+def _ext_fields(job: Job | JobInfo, fields: dict[str, object]) -> None:
+    """priority, group, due_ms: replied only for jobs using disq's extensions."""
+    if "priority" in fields:
+        job.priority = _int(fields["priority"])
+        group = fields.get("group")
+        job.group = None if group is None else _str(group)
+        job.due_ms = _int(fields["due-ms"])
 
 
 def _jobs(reply: object) -> list[Job]:
@@ -199,7 +236,7 @@ def job_info(reply: object) -> JobInfo | None:
     f = _pairs(reply)
     body = f["body"]
     assert body is None or isinstance(body, bytes)
-    return JobInfo(
+    info = JobInfo(
         id=_str(f["id"]), queue=_str(f["queue"]), state=_str(f["state"]),
         repl=_int(f["repl"]), ttl=_int(f["ttl"]), ctime=_int(f["ctime"]),
         delay=_int(f["delay"]), retry=_int(f["retry"]), nacks=_int(f["nacks"]),
@@ -210,6 +247,8 @@ def job_info(reply: object) -> JobInfo | None:
         next_awake_within=_optional_int(f["next-awake-within"]),
         body=body,
     )
+    _ext_fields(info, f)
+    return info
 
 
 def show(job_id: str) -> Cmd[JobInfo | None]:

@@ -15,7 +15,7 @@ the SCAN commands' cursor), and an option may be given again (`repeat`: JSCAN's 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -52,6 +52,8 @@ class CommandOptions:
     name: str
     options: tuple[Option, ...]
     positional: Option | None = None  # an argument without token, sent first
+    # Tokens of which one request may give at most one (ADDJOB's DELAY, DELAY-MS, AT).
+    exclusive: tuple[str, ...] = ()
     by_token: dict[bytes, Option] = field(init=False, repr=False, compare=False)
     by_field: dict[str, Option] = field(init=False, repr=False, compare=False)
 
@@ -66,6 +68,12 @@ class CommandOptions:
 
     def lookup(self, token: bytes) -> Option | None:
         return self.by_token.get(token) or self.by_token.get(token.lower())
+
+    def exclusive_error(self, given: Collection[str]) -> str | None:
+        """The -ERR message for `given` (the tokens of a request's options, as in the
+        table) if two of them are exclusive, naming the first two; else None."""
+        both = [token for token in self.exclusive if token in given]
+        return f"{both[0]} and {both[1]} are mutually exclusive" if len(both) > 1 else None
 
     def encode(self, values: Mapping[str, object] | Iterable[tuple[str, object]]
                ) -> list[object]:
@@ -96,6 +104,8 @@ class CommandOptions:
 
 
 DEDUP_KEY_MAX_LEN = 256
+GROUP_MAX_LEN = 256
+MIN_PRIORITY, MAX_PRIORITY = 0, 255  # 0 is the most urgent; a job without PRIORITY: 128
 
 ADDJOB = CommandOptions("ADDJOB", (
     Option("REPLICATE", "repl", INT, "REPLICATE must be between 1 and 65535", 1, 65535),
@@ -107,7 +117,16 @@ ADDJOB = CommandOptions("ADDJOB", (
     Option("QUEUE-RANDOMLY", "queue_randomly", FLAG),
     Option("DEDUP", "dedup", BYTES, f"DEDUP key must be 1 to {DEDUP_KEY_MAX_LEN} bytes",
            max_len=DEDUP_KEY_MAX_LEN, extension=True),
-))
+    # issue #18: scheduling to the millisecond, priorities and fairness groups
+    Option("DELAY-MS", "delay_ms", INT, "DELAY-MS time must be a non negative number", 0,
+           extension=True),
+    Option("AT", "at", INT, "AT must be a Unix time in milliseconds", 0, extension=True),
+    Option("PRIORITY", "priority", INT,
+           f"PRIORITY must be between {MIN_PRIORITY} and {MAX_PRIORITY}", MIN_PRIORITY,
+           MAX_PRIORITY, extension=True),
+    Option("GROUP", "group", BYTES, f"GROUP must be 1 to {GROUP_MAX_LEN} bytes",
+           max_len=GROUP_MAX_LEN, extension=True),
+), exclusive=("DELAY", "DELAY-MS", "AT"))
 
 # GETJOB's options come before FROM; every argument after FROM is a queue name.
 GETJOB = CommandOptions("GETJOB", (

@@ -25,13 +25,18 @@ def is_at_most_once(job_id: str) -> bool:
 @dataclass(slots=True)
 class Job:
     """A job as GETJOB and QPEEK return it. `nacks` and `additional_deliveries` are set
-    only when asked for (`with_counters=True`)."""
+    only when asked for (`with_counters=True`). `priority`, `group` and `due_ms` (Unix
+    ms; 0: not scheduled) only for a job added with disq's PRIORITY, GROUP, AT or
+    DELAY-MS, by QPEEK and GETJOB with counters; else None."""
 
     id: str
     queue: str
     body: bytes
     nacks: int | None = None
     additional_deliveries: int | None = None
+    priority: int | None = None
+    group: str | None = None
+    due_ms: int | None = None
 
     @property
     def node_prefix(self) -> str:
@@ -68,6 +73,10 @@ class JobInfo:
     next_requeue_within: int | None
     next_awake_within: int | None
     body: bytes | None  # None for an acknowledgement the node holds without the job
+    # disq's extensions (ADDJOB PRIORITY, GROUP, AT, DELAY-MS); None for other jobs
+    priority: int | None = None
+    group: str | None = None
+    due_ms: int | None = None  # Unix ms before which it is not delivered (0: none)
 
 
 @dataclass(slots=True)

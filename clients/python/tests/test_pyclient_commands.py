@@ -7,7 +7,9 @@ import os
 import re
 import signal
 import threading
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -31,6 +33,7 @@ from disq_client import (
     json_body,
     msgpack_body,
 )
+from disq_client import commands as cmds
 from support import DisqProcess, call, free_port, wait_for
 
 ID_RE = re.compile(r"^D-[0-9a-f]{8}-[A-Za-z0-9+/]{24}-[0-9a-f]{4}$")
@@ -64,6 +67,33 @@ def test_add_job_options(node: DisqProcess, connect: Connect) -> None:
     at_most_once = c.add_job("q", b"y", retry=0, async_=True)
     assert int(at_most_once[-1], 16) % 2 == 0  # RETRY 0 shows in the ID
     assert c.show(at_most_once).retry == 0
+
+
+def test_add_job_extensions(node: DisqProcess, connect: Connect) -> None:
+    """disq's PRIORITY, GROUP, AT and DELAY-MS: sent through the spec, shown by SHOW,
+    QPEEK and GETJOB with counters; a plain job's fields stay None."""
+    c = connect(addr(node))
+    at = datetime.now(UTC) + timedelta(hours=1)
+    scheduled = c.add_job("q", b"x", at=at, priority=7, group="tenant-1")
+    info = c.show(scheduled)
+    assert info is not None
+    assert (info.priority, info.group, info.state) == (7, "tenant-1", "active")
+    assert info.due_ms == cmds.unix_ms(at) and info.due_ms >= at.timestamp() * 1000
+    soon = c.add_job("q", b"y", delay_ms=3_600_000)
+    assert c.show(soon).due_ms >= time.time() * 1000 + 3_500_000  # type: ignore[union-attr]
+    ready = c.add_job("q", b"z", priority=0, at=0)  # a due time in the past: now
+    [peeked] = c.qpeek("q", 1)
+    assert (peeked.id, peeked.priority, peeked.group) == (ready, 0, None)
+    [job] = c.get_jobs("q", with_counters=True)
+    assert (job.id, job.nacks, job.priority, job.group) == (ready, 0, 0, None)
+    plain = c.add_job("q", b"p")
+    assert c.show(plain).priority is None  # type: ignore[union-attr]
+    [job] = c.get_jobs("q", with_counters=True)
+    assert job == Job(plain, "q", b"p", 0, 0)
+    with pytest.raises(ResponseError, match="PRIORITY must be between 0 and 255"):
+        c.add_job("q", b"x", priority=256)
+    with pytest.raises(ResponseError, match="DELAY and AT are mutually exclusive"):
+        c.add_job("q", b"x", delay=1, at=at)
 
 
 def test_get_jobs_options(node: DisqProcess, connect: Connect) -> None:

@@ -3,6 +3,8 @@ and the cluster view's choices."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
+
 import hiredis
 import pytest
 from disq_client import commands as cmds
@@ -39,6 +41,20 @@ def test_encode() -> None:
         encode(("ADDJOB", "q", body, *options)) for body in bodies]
 
 
+def test_unix_ms_rounds_up_never_early() -> None:
+    assert cmds.unix_ms(1_700_000_000_123) == 1_700_000_000_123
+    utc = datetime(2030, 1, 1, 0, 0, 0, 1500, tzinfo=UTC)  # 1.5 ms after the second
+    assert cmds.unix_ms(utc) == int(utc.replace(microsecond=0).timestamp()) * 1000 + 2
+    assert cmds.unix_ms(utc.replace(microsecond=0)) % 1000 == 0
+    plus_two = utc.astimezone(timezone(timedelta(hours=2)))
+    assert cmds.unix_ms(plus_two) == cmds.unix_ms(utc)
+    naive = datetime(2030, 1, 1, 12, 0)  # local time
+    assert cmds.unix_ms(naive) == int(naive.timestamp() * 1000)
+    args = cmds.add_job("q", b"b", 0, None, None, None, None, None, False, None,
+                        delay_ms=5, priority=0, group="g").args
+    assert args[3:] == (0, "DELAY-MS", 5, "PRIORITY", 0, "GROUP", "g")
+
+
 def test_get_jobs_arguments() -> None:
     cmd = cmds.get_jobs(["a", "b"], 3, 0, True, True)
     assert cmd.args == ("GETJOB", "NOHANG", "COUNT", 3, "WITHCOUNTERS", "FROM", "a", "b")
@@ -56,6 +72,13 @@ def test_reply_parsing() -> None:
     assert cmds.get_jobs(["q"], 1, 0, False, True).parse(reader.gets()) == [
         Job("id", "q", b"b", 2, 1)]
     assert cmds.get_jobs(["q"], 1, 0, True, False).parse(None) == []
+    # a job using disq's extensions: its fields after Disque's (QPEEK, WITHCOUNTERS)
+    assert cmds.qpeek("q", 1).parse([[b"q", b"id", b"b", b"priority", 3, b"group", b"g",
+                                      b"due-ms", 5]]) == [
+        Job("id", "q", b"b", priority=3, group="g", due_ms=5)]
+    assert cmds.get_jobs(["q"], 1, 0, False, True).parse([[
+        b"q", b"id", b"b", b"nacks", 2, b"additional-deliveries", 1, b"priority", 3,
+        b"group", None, b"due-ms", 0]]) == [Job("id", "q", b"b", 2, 1, 3, None, 0)]
     parsed = cmds.hello().parse([1, A.encode(), [A.encode(), b"127.0.0.1", b"7711", b"1"]])
     assert parsed == hello(A, (A, 7711, 1))
 

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 @command("addjob", -4, "wm")
 def addjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
-    [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key]  (DEDUP: a disq extension)"""
+    [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key] [DELAY-MS ms] [AT unix-ms]
+    [PRIORITY p] [GROUP g]  (DEDUP and the last four: disq extensions)"""
     request = AddJob.parse(args)
     if request.dedup is not None:
         return add_deduped(client, request)
@@ -143,6 +144,9 @@ def show_job(job: Job, my_id: str) -> bytes:
         reply.integer(max(job.awake - now, 0)) if job.awake else reply.NULL_BULK,
         reply.bulk(b"body"), reply.bulk(job.body) if job.body is not None else reply.NULL_BULK,
     ]
+    if job.ext is not None:  # after Disque's fields: their positions stay
+        fields.append(reply.ext_fields(job.ext))
+        return b"*%d\r\n" % (30 + reply.EXT_FIELDS) + b"".join(fields)
     return b"*30\r\n" + b"".join(fields)
 
 

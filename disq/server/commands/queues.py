@@ -52,7 +52,7 @@ def qpeek(client: Client, args: list[bytes]) -> bytes:
     if queue is None or count == 0:
         return reply.EMPTY_ARRAY
     jobs = queue.jobs.head(count) if count > 0 else queue.jobs.tail(-count)
-    return b"*%d\r\n" % len(jobs) + b"".join(map(reply.job_entry, jobs))
+    return b"*%d\r\n" % len(jobs) + b"".join(map(reply.job_entry_peek, jobs))
 
 
 @command("qstat", 2, "r")
