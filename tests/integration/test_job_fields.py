@@ -218,13 +218,16 @@ def test_a_copy_keeps_the_fields_and_is_requeued_not_before_the_due_time(
     for replica in replicas:
         with RawClient(replica.port) as c:
             info = show(c, job_id)
-            assert (info["priority"], info["group"], info["due-ms"]) == (9, b"g", due)
+            assert (info["priority"], info["group"]) == (9, b"g")
+            # on this node's clock (the same machine's here): late by the estimate of
+            # the origin's offset, within its uncertainty, never early
+            assert due <= info["due-ms"] <= due + 50, info["due-ms"] - due
             assert info["state"] == b"active"
             # requeued here after RETRY, counted from the due time (+/- 250 ms)
             assert info["next-requeue-within"] >= due + 750 - now_ms()
     origin.kill()
     assert now_ms() < due, "the origin must die before the due time for this test"
     [(received, entry)] = consume(replicas[0].port, 1)
-    assert entry[1] == job_id and entry[-6:] == [b"priority", 9, b"group", b"g", b"due-ms",
-                                                 due]
+    assert entry[1] == job_id and entry[-6:-1] == [b"priority", 9, b"group", b"g", b"due-ms"]
+    assert due <= entry[-1] <= due + 50  # this node's clock: never early
     assert received >= due

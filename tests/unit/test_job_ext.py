@@ -213,21 +213,29 @@ def test_enqueue_and_yourjobs_never_queue_a_copy_before_its_due_time() -> None:
     assert other is not None and other.state == ACTIVE and other.qtime == due
 
 
-def test_every_due_time_from_a_peer_goes_through_due_from_peer(
+def test_a_peers_due_time_is_moved_onto_this_nodes_clock(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copy's due time goes through due_from_peer with the bus's clock offsets
+    (replication/clock.py): a peer whose clock is 1 s ahead sets due times 1 s
+    ahead of this node's clock, so its copy is due 1 s earlier here (plus the
+    estimate's uncertainty: late, never early)."""
     net, (a, b) = cluster(2)
+    net.clock_offsets[a.id] = 1000  # a's clock is 1 s ahead of b's
     seen: list[tuple[int, str]] = []
+    real = wire.due_from_peer
 
-    def skewed(due_ms: int, peer_id: str) -> int:
+    def watched(due_ms: int, peer_id: str, to_local: wire.PeerClock | None = None) -> int:
         seen.append((due_ms, peer_id))
-        return due_ms + 1000
+        return real(due_ms, peer_id, to_local)
 
-    monkeypatch.setattr(wire, "due_from_peer", skewed)
+    monkeypatch.setattr(wire, "due_from_peer", watched)
     due = now_ms() + 30_000
     job = added(a, f"AT {due} REPLICATE 2")
     net.pump()
     copy = b.job(job.id)
-    assert copy is not None and copy.ext is not None and copy.ext.due == due + 1000
+    uncertainty = b.repl.bus.clock_uncertainty(a.id) or 0
+    assert copy is not None and copy.ext is not None
+    assert copy.ext.due == due - 1000 + uncertainty
     assert seen == [(due, a.id)]
 
 
