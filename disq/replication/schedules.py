@@ -99,13 +99,10 @@ class Recurring:
         if flight in self._firing:
             return
         request = AddJob(schedule.queue, schedule.body, FIRE_TIMEOUT_MS, schedule.repl,
-                         retry=schedule.retry, dedup=tick_key(schedule.name, tick))
+                         retry=schedule.retry, dedup=tick_key(schedule.name, tick),
+                         priority=schedule.priority, group=schedule.group)
         if schedule.ttl is not None:
             request.ttl = schedule.ttl
-        for name in ("priority", "group"):  # ADDJOB's own options, when it has them
-            value = getattr(schedule, name)
-            if value is not None and hasattr(request, name):
-                setattr(request, name, value)
         self._firing.add(flight)
 
         def answer(reply: bytes) -> None:

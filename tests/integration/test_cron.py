@@ -62,6 +62,21 @@ def test_a_schedule_adds_one_job_per_tick_and_stops_when_deleted(tmp_path: Path)
         node.stop()
 
 
+def test_a_ticks_job_has_the_schedules_priority_and_group(tmp_path: Path) -> None:
+    node = DisqProcess(tmp_path).start()
+    try:
+        c = node.client()
+        c.execute_command("CRON", "ADD", "urgent", "work", EVERY_SECOND, "x",
+                          "PRIORITY", "3", "GROUP", "tenant-7", "TTL", "60")
+        wait_for(lambda: entries(c)[b"urgent"][b"last-job"], 3, message="a tick")
+        show = c.execute_command("SHOW", entries(c)[b"urgent"][b"last-job"])
+        fields = dict(zip(show[::2], show[1::2], strict=True))
+        assert (fields[b"priority"], fields[b"group"]) == (3, b"tenant-7")
+        assert 59 <= fields[b"ttl"] <= 60
+    finally:
+        node.stop()
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["ADD", "x", "q", "* * *", "b"], "invalid cron spec"),
     (["ADD", "x", "q", "61 * * * *", "b"], "invalid cron spec"),
