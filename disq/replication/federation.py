@@ -148,25 +148,27 @@ class Federation:
             mine.flags &= ~BCAST_QUEUED  # queued here for the first time: no QUEUED
             if mine.qtime == 0 and mine.retry == 0:
                 mine.qtime = now  # an at-most-once job, never queued here yet
-            if node.queue_when_due(mine, now):  # (not before its due time here)
-                node.stats.jobs_imported += 1
-                queue = node.queues.get(mine.queue)
-                if queue is not None:
-                    queue.needjobs_bcast_attempt = 0  # jobs came: ask at once next time
-                    queue.needjobs_bcast_time = 0
-                    # Consumers drain imports fast: ask for more at a time (the size
-                    # of the next request; `needjobs_adhoc_attempt` holds it).
-                    size = queue.needjobs_adhoc_attempt or REQUEST_COUNT
-                    if now - queue.import_time > BURST_GAP_MS:
-                        size = REQUEST_COUNT
-                    elif queue.import_time != now:
-                        size = min(size * 2, MAX_BATCH)
-                    queue.needjobs_adhoc_attempt = size
-                    responders = queue.needjobs_responders
-                    if responders is None:
-                        queue.needjobs_responders = responders = {}
-                    responders[sender.id] = now
-                    queue.note_import(now)
+            # Queued now, or at its due time on this node's clock (a scheduled job
+            # pushed as it came due there is due here a little later: the clock
+            # offset's uncertainty). Either way jobs came: ask at once next time.
+            node.queue_when_due(mine, now)
+            node.stats.jobs_imported += 1
+            queue = node.queue(mine.queue, now)  # type: ignore[arg-type]  # (named)
+            queue.needjobs_bcast_attempt = 0  # jobs came: ask at once next time
+            queue.needjobs_bcast_time = 0
+            # Consumers drain imports fast: ask for more at a time (the size
+            # of the next request; `needjobs_adhoc_attempt` holds it).
+            size = queue.needjobs_adhoc_attempt or REQUEST_COUNT
+            if now - queue.import_time > BURST_GAP_MS:
+                size = REQUEST_COUNT
+            elif queue.import_time != now:
+                size = min(size * 2, MAX_BATCH)
+            queue.needjobs_adhoc_attempt = size
+            responders = queue.needjobs_responders
+            if responders is None:
+                queue.needjobs_responders = responders = {}
+            responders[sender.id] = now
+            queue.note_import(now)
 
     # -- provider side -----------------------------------------------------------------
     def _on_needjobs(self, sender: ClusterNode, fields: list[Any]) -> None:

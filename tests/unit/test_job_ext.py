@@ -213,6 +213,24 @@ def test_enqueue_and_yourjobs_never_queue_a_copy_before_its_due_time() -> None:
     assert other is not None and other.state == ACTIVE and other.qtime == due
 
 
+def test_a_scheduled_import_not_due_here_yet_still_lets_the_consumers_ask_again() -> None:
+    """A job pushed as it came due on its node is due a little later here (the clock
+    offset's uncertainty): it is queued then, and the import still resets the ask
+    throttle, so the consumers it serves ask again at once (before: the next ask waited
+    up to 100 ms, the lateness of scheduled jobs across nodes)."""
+    net, (a, b) = cluster(2)
+    net.clock_offsets[a.id] = -5  # a's clock 5 ms behind b's: its due times are later
+    due = now_ms() + 30_000
+    job = added(a, f"AT {due} REPLICATE 1")
+    moved = encode_job(job, a.id, now_ms())
+    queue = b.node.queue(b"q")
+    queue.needjobs_bcast_time = now_ms() + 100  # asked a moment ago
+    net.deliver(a.id, b.id, m.YOURJOBS, [[moved]])
+    copy = b.job(job.id)
+    assert copy is not None and copy.state == ACTIVE and copy.qtime == due + 5
+    assert queue.needjobs_bcast_time == 0
+
+
 def test_a_peers_due_time_is_moved_onto_this_nodes_clock(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The copy's due time goes through due_from_peer with the bus's clock offsets
