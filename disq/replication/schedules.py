@@ -55,7 +55,9 @@ class Recurring:
         self.bus = bus
         self.dedup = dedup
         self.table = node.schedules
-        self._firing: set[tuple[bytes, int]] = set()  # ticks whose ADDJOB is under way
+        # name -> the tick whose ADDJOB is under way: one at a time per schedule, oldest
+        # first, so `last_fire` never passes a tick that may still fail
+        self._firing: dict[bytes, int] = {}
         self._next_sync = 0
         self.on_change: Callable[[], None] = lambda: None  # the server persists the table
         node.on_schedules_due = self.fire_due
@@ -85,8 +87,15 @@ class Recurring:
                               [s.to_wire() for s in self.table.schedules.values()])
 
     def fire_due(self, due: list[tuple[CronSchedule, int]]) -> None:
+        """Fire the oldest due tick of each schedule this node fires (the others follow
+        one by one as each one's job is added: `_fire`'s answer)."""
+        first: dict[bytes, tuple[CronSchedule, int]] = {}
         for schedule, tick in due:
-            if self._first_node(schedule.name) == self.node.id:
+            if schedule.name not in first or tick < first[schedule.name][1]:
+                first[schedule.name] = (schedule, tick)
+        for schedule, tick in first.values():
+            if schedule.name not in self._firing and (
+                    self._first_node(schedule.name) == self.node.id):
                 self._fire(schedule, tick)
 
     # -- firing -------------------------------------------------------------------------
@@ -95,27 +104,28 @@ class Recurring:
         return key_order(name, ids)[0]
 
     def _fire(self, schedule: CronSchedule, tick: int) -> None:
-        flight = (schedule.name, tick)
-        if flight in self._firing:
-            return
+        name = schedule.name
         request = AddJob(schedule.queue, schedule.body, FIRE_TIMEOUT_MS, schedule.repl,
                          retry=schedule.retry, dedup=tick_key(schedule.name, tick),
                          priority=schedule.priority, group=schedule.group)
         if schedule.ttl is not None:
             request.ttl = schedule.ttl
-        self._firing.add(flight)
+        self._firing[name] = tick
 
         def answer(reply: bytes) -> None:
-            self._firing.discard(flight)
+            del self._firing[name]
             if reply[:1] != b"+":
                 log.warning("CRON %s: the job of tick %d was not added: %s",
                             schedule.name.decode(errors="replace"), tick,
                             reply.decode(errors="replace").strip())
                 return  # due again at the next cron run
             job_id = reply[1:-2]
-            if self.table.fired(schedule.name, tick, job_id):
-                self.bus.broadcast(m.CRON_FIRED, schedule.name, tick, job_id)
+            if self.table.fired(name, tick, job_id):
+                self.bus.broadcast(m.CRON_FIRED, name, tick, job_id)
                 self.changed_here()
+            current = self.table.get(name)
+            if current is not None:  # the next missed tick, if any
+                self.fire_due([(current, t) for t in current.pending()[:1]])
 
         if self.bus.cluster_size <= 1:
             self._add_alone(request, answer)
