@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
+from disq_client import commands as cmds
 
 from disq import errors
 from disq.cluster import messages as m
@@ -50,6 +52,15 @@ def test_jobset_request_options() -> None:
     assert JobSet.parse(args(f"JOBSET {ID} PRIORITY 0")).due(1000) is None
     built = JobSet(ID.encode(), priority=7)
     assert (built.priority, built.at, built.delay_ms) == (7, None, None)
+
+
+def test_the_client_encodes_what_the_server_parses() -> None:
+    command = cmds.set_job(ID, 4, datetime(2030, 1, 1, tzinfo=UTC), None)
+    parsed = JobSet.parse([str(a).encode() for a in command.args])
+    assert (parsed.job_id, parsed.priority, parsed.at, parsed.delay_ms) == (
+        ID.encode(), 4, 1_893_456_000_000, None)
+    parsed = JobSet.parse([str(a).encode() for a in cmds.set_job(ID, None, None, 5).args])
+    assert (parsed.priority, parsed.at, parsed.delay_ms) == (None, None, 5)
 
 
 @pytest.mark.parametrize(("text", "reply"), [
