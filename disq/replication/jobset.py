@@ -65,15 +65,16 @@ class JobChanges:
         """JOBSET of a job this node does not hold: ask every reachable node, and
         answer through `on_done(reply)` exactly once (see the module's docstring).
         `due`: Unix ms on this node's clock, or None."""
-        peers = [n.id for n in self.bus.reachable_peers() if self.bus.can_send(n.id)]
-        if not peers:
-            on_done(errors.NOJOB.REPLY)
-            return
         self._ask_id += 1
         ask_id = self._ask_id
-        self._asks[ask_id] = [set(peers), None, on_done]
-        for node_id in peers:
-            self.bus.send(node_id, m.JOBSET_ASK, ask_id, job_id, priority, due)
+        bus = self.bus
+        asked = {n.id for n in bus.reachable_peers()
+                 if bus.can_send(n.id) and bus.send(n.id, m.JOBSET_ASK, ask_id, job_id,
+                                                    priority, due)}
+        if not asked:
+            on_done(errors.NOJOB.REPLY)
+            return
+        self._asks[ask_id] = [asked, None, on_done]
         loop = self._loop or asyncio.get_running_loop()
         loop.call_later(JOBSET_TIMEOUT_MS / 1000, self._done, ask_id, None)
 

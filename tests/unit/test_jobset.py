@@ -284,3 +284,10 @@ def test_bad_messages_are_ignored(fields: list[object]) -> None:
     net.deliver(a.id, b.id, m.JOBSET_ASK, [1, *fields])
     net.deliver(a.id, b.id, m.JOBSET_REPLY, [1, *fields])
     assert net.pump() == 0
+
+
+def test_nojob_at_once_without_a_reachable_node(loop: asyncio.AbstractEventLoop) -> None:
+    net, (a, b) = cluster(2)
+    net.down.add(b.id)
+    assert asked(net, a, loop, ID.encode(), 1, None) == [errors.NOJOB.REPLY]
+    assert not a.repl.changes._asks
