@@ -88,3 +88,13 @@ LEAVING = fixed(
     "LEAVING", "LEAVING",
     "This node is leaving the cluster, please connect to a different one")
 OOM = fixed("OOM", "OOM", "command not allowed when used memory > 'maxmemory'.")
+# JOBSET (a disq extension)
+JOB_ACKED = fixed("JOB_ACKED", "ERR",
+                  "The job is already acknowledged: JOBSET can not change it")
+JOB_WAIT_REPL = fixed(
+    "JOB_WAIT_REPL", "ERR",
+    "The job is still being replicated (its ADDJOB did not return yet): try JOBSET later")
+JOB_DUE_BEYOND_TTL = fixed(
+    "JOB_DUE_BEYOND_TTL", "ERR",
+    "The specified AT / DELAY-MS is beyond the job's TTL. Job not changed since it would "
+    "never be delivered")

@@ -1,6 +1,6 @@
 """What happens to jobs that exist, by command or by another node's message:
-acknowledgement and its garbage collection, NACK/ENQUEUE/DEQUEUE/DELJOB/WORKING, and
-the copies other nodes replicate here. A part of `Node` (disq/node.py), which holds
+acknowledgement and its garbage collection, NACK/ENQUEUE/DEQUEUE/DELJOB/WORKING, JOBSET,
+and the copies other nodes replicate here. A part of `Node` (disq/node.py), which holds
 the state; ADDJOB, queues, timers and memory live there."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from .job import (
     QUEUED,
     WAIT_REPL,
     Job,
+    JobExt,
     node_id_set,
 )
 from .scantable import ScanTable
@@ -55,6 +56,7 @@ class JobOperations:
         def enqueue(self, job: Job, nack: bool, now: int | None = None,
                     queue: Queue | None = None) -> bool: ...
         def dequeue(self, job: Job) -> bool: ...
+        def queue_when_due(self, job: Job, now: int, not_before: int = 0) -> bool: ...
         def _requeue_time(self, now: int, retry: int) -> int: ...
 
     # -- acknowledgements ----------------------------------------------------------
@@ -186,6 +188,87 @@ class JobOperations:
             job.flags |= BCAST_WILLQUEUE
             job.qtime = (now or now_ms()) + job.retry * 1000 + _time_error()
             self.update_awake(job)
+
+    # -- JOBSET ------------------------------------------------------------------------
+    def set_job(self, job: Job, priority: int | None, due: int | None,
+                now: int | None = None, broadcast: bool = True) -> None:
+        """JOBSET (a disq extension) on this node's copy: a new priority and/or due time
+        (Unix ms on this node's clock; None: unchanged). The job's group stays.
+
+        * queued: out of its queue and back in its new place; moved into the future,
+          it stays out (active) until its due time, when it is queued again as after
+          an ADDJOB AT (the queueing is not broadcast: the other holders' requeue
+          times follow the new due time, below);
+        * active, waiting here for its due time or DELAY (`_waits_for_due`): queued
+          at the new due time, or now if that is past;
+        * active otherwise (delivered and not acked yet, or a copy kept here against
+          the loss of the node that queues it): requeued here RETRY after the new due
+          time (after now if it is past), as a copy is after its first due time;
+          at-most-once jobs (RETRY 0) are never requeued, as before;
+        * acked: -ERR, unchanged; being replicated (WAIT_REPL: its ADDJOB has not
+          returned, so no client has its ID but through JSCAN): -ERR, try again.
+
+        The job is written to the AOF again (a DELJOB then its LOADJOB: the loader
+        keeps the first LOADJOB of a job it knows). `broadcast`: tell the job's other
+        holders (a change asked on this node, not one heard from another)."""
+        state = job.state
+        if state == ACKED:
+            raise errors.JOB_ACKED
+        if state == WAIT_REPL:
+            raise errors.JOB_WAIT_REPL
+        if state == DELETED:
+            raise errors.NOJOB
+        if now is None:
+            now = now_ms()
+        if due is not None and due >= job.etime:
+            raise errors.JOB_DUE_BEYOND_TTL
+        waiting = state == ACTIVE and self._waits_for_due(job, now)
+        ext = job.ext
+        if ext is None:
+            ext = JobExt()
+        new_ext = JobExt(ext.priority if priority is None else priority, ext.group,
+                         ext.due if due is None else due)
+        if state == QUEUED:
+            # A queued job is found in its queue by its priority and group: out first.
+            queue = self.queues.get(job.queue)
+            if queue is not None:
+                queue.jobs.remove(job)
+            job.ext = new_ext
+            if due is not None and due > now:
+                job.state = ACTIVE
+                job.flags &= ~(BCAST_QUEUED | BCAST_WILLQUEUE)
+                job.qtime = due
+                self.update_awake(job)
+            elif queue is not None:
+                queue.jobs_for(job).add(job)
+        else:
+            job.ext = new_ext
+            if due is not None and job.qtime:
+                if waiting:
+                    self.queue_when_due(job, now)
+                elif job.retry:
+                    job.flags |= BCAST_WILLQUEUE
+                    job.qtime = max(due, now) + job.retry * 1000 + _time_error()
+                    self.update_awake(job)
+        if self.aof is not None:
+            self.aof.job_removed(job.id)
+            self.aof.job_stored(job)
+        if broadcast:
+            self.cluster.job_set(job, priority, due)
+
+    @staticmethod
+    def _waits_for_due(job: Job, now: int) -> bool:
+        """Whether an active job is to be queued here at its due time or after its
+        DELAY (an ADDJOB's job not queued yet, a copy another node asked to queue, a
+        job JOBSET moved), rather than requeued after RETRY (a delivered job, or a
+        copy kept against the loss of the node that queues it: both marked, by
+        DELIVERED and by BCAST_QUEUED)."""
+        if not job.qtime:
+            return False
+        ext = job.ext
+        if ext is not None and ext.due > now and job.qtime == ext.due:
+            return True
+        return not job.flags & (BCAST_QUEUED | DELIVERED)
 
     # -- copies from other nodes -------------------------------------------------------
     def first_requeue_time(self, job: Job, now: int) -> int:

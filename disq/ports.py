@@ -32,6 +32,7 @@ class ClusterPort(Protocol):
     def jobs_not_needed(self, queue: Queue) -> None: ...
     def jobs_available(self, queue: Queue) -> None: ...
     def job_dropped(self, job: Job) -> None: ...
+    def job_set(self, job: Job, priority: int | None, due: int | None) -> None: ...
 
 
 class SoloCluster:
@@ -75,6 +76,9 @@ class SoloCluster:
         pass
 
     def job_dropped(self, job: Job) -> None:
+        pass
+
+    def job_set(self, job: Job, priority: int | None, due: int | None) -> None:
         pass
 
 

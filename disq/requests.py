@@ -20,6 +20,7 @@ from disq_client.spec import (
     FLAG,
     GETJOB,
     INT,
+    JOBSET,
     JSCAN,
     MS,
     PAUSE,
@@ -254,6 +255,52 @@ class AddJob:
         message = cls.OPTIONS.exclusive_error(given)
         if message is not None:
             raise errors.err(message)
+
+
+class JobSet:
+    """JOBSET id [PRIORITY p] [AT unix-ms] [DELAY-MS ms] (a disq extension): change a
+    job not acknowledged yet, on every node that holds it. At least one option; AT and
+    DELAY-MS exclusive, as in ADDJOB."""
+
+    __slots__ = ("job_id", "priority", "at", "delay_ms")
+    OPTIONS = JOBSET
+    _PARSERS = _compile(JOBSET)
+
+    def __init__(self, job_id: bytes, priority: int | None = None, at: int | None = None,
+                 delay_ms: int | None = None) -> None:
+        self.job_id = job_id
+        self.priority = priority
+        self.at = at  # Unix ms (a time in the past: now)
+        self.delay_ms = delay_ms
+        self._check()
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> JobSet:
+        """From a RESP request (args[0] is the command name): the ID is checked first,
+        then the options in the order given."""
+        if not is_valid_job_id(args[1]):
+            raise errors.BADID
+        request = _new(cls)
+        request.job_id = args[1]
+        request.priority = request.at = request.delay_ms = None
+        _parse_options(request, cls._PARSERS, args, 2)
+        request._check()
+        return request
+
+    def _check(self) -> None:
+        if self.at is not None and self.delay_ms is not None:
+            raise errors.err(self.OPTIONS.exclusive_error(("AT", "DELAY-MS")) or "")
+        if self.priority is None and self.at is None and self.delay_ms is None:
+            raise errors.err("JOBSET needs PRIORITY, AT or DELAY-MS")
+
+    def due(self, now: int) -> int | None:
+        """The new due time (Unix ms on this node's clock; an AT in the past is now),
+        None if the request does not change it."""
+        if self.delay_ms is not None:
+            return now + self.delay_ms
+        if self.at is not None:
+            return self.at if self.at > now else now
+        return None
 
 
 class GetJob:

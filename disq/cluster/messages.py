@@ -77,6 +77,14 @@ DEDUP_SETTLED = 25  # fields: [job id, ...] (the ADDJOBs settled in one loop tur
 CRON_SET = 26  # fields: [schedule] (schedules.CronSchedule.to_wire): defined or deleted
 CRON_SYNC = 27  # fields: [[schedule, ...]] every schedule the sender knows
 CRON_FIRED = 28  # fields: [name, tick ms, job id]: that tick's job exists
+# disq extension (JOBSET, replication/jobset.py). Unknown: ignored (the copies of an
+# older node keep their fields). priority, due: nil when unchanged; due: Unix ms of
+# the sender's clock.
+JOBSET = 29  # fields: [job id, priority, due]: the sender changed its copy, change yours
+JOBSET_ASK = 30  # fields: [request id, job id, priority, due]: if you hold the job,
+#                  change it (and tell its other holders), then JOBSET_REPLY
+JOBSET_REPLY = 31  # fields: [request id, status (0 applied, 1 unknown, 2 refused),
+#                    the refusal's error text ("ERR ...") or ""]
 
 NAMES = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -87,7 +95,8 @@ NAMES = {
     DEDUP_QUERY: "dedup-query", DEDUP_REPLY: "dedup-reply", DEDUP_FORGET: "dedup-forget",
     DEDUP_CONFLICT: "dedup-conflict", NEEDJOBS_CANCEL: "needjobs-cancel",
     DEDUP_SETTLED: "dedup-settled", CRON_SET: "cron-set", CRON_SYNC: "cron-sync",
-    CRON_FIRED: "cron-fired",
+    CRON_FIRED: "cron-fired", JOBSET: "jobset", JOBSET_ASK: "jobset-ask",
+    JOBSET_REPLY: "jobset-reply",
 }
 
 _LEN = struct.Struct(">I")

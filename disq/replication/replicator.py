@@ -9,6 +9,7 @@ each registering its own bus handlers (see README.md):
     acks        SETACK / GOTACK / DELJOB (ACK garbage collection, FASTACK)
     queues      PAUSE, GLOBALQLEN
     federation  NEEDJOBS / YOURJOBS / NEEDJOBS_CANCEL
+    changes     JOBSET / JOBSET_ASK / JOBSET_REPLY (a disq extension)
 
 Every part only uses the narrow `BusPort`, so an in-memory bus can stand in for the
 network in tests.
@@ -27,6 +28,7 @@ from ..requests import AddJob
 from .acks import Acks
 from .copies import Copies, OnDone
 from .federation import Federation
+from .jobset import JobChanges
 from .queues import QueueMessages
 from .requeue import Requeue
 from .schedules import Recurring
@@ -48,6 +50,7 @@ class Replication:
         self.queues = QueueMessages(node, bus, loop)
         self.federation = Federation(node, bus, loop)
         self.recurring = Recurring(node, bus, self.dedup)
+        self.changes = JobChanges(node, bus, loop)
 
     # -- the server's side ------------------------------------------------------------
     def wait(self, job: Job, on_done: OnDone) -> None:
@@ -61,6 +64,11 @@ class Replication:
 
     def global_qlen(self, queue: bytes, on_done: Callable[[int], None]) -> None:
         self.queues.global_qlen(queue, on_done)
+
+    def set_job_elsewhere(self, job_id: bytes, priority: int | None, due: int | None,
+                          on_done: Callable[[bytes], None]) -> None:
+        """JOBSET of a job this node does not hold (`JobChanges.set_elsewhere`)."""
+        self.changes.set_elsewhere(job_id, priority, due, on_done)
 
     def identity_changed(self) -> None:
         """The node took a new ID (CLUSTER RESET HARD): copies carry the new one."""
@@ -87,6 +95,9 @@ class Replication:
 
     def job_dropped(self, job: Job) -> None:
         self.copies.job_dropped(job)
+
+    def job_set(self, job: Job, priority: int | None, due: int | None) -> None:
+        self.changes.job_set(job, priority, due)
 
     def job_queued(self, job: Job, flags: int) -> None:
         self.requeue.job_queued(job, flags)

@@ -352,6 +352,14 @@ class AsyncClient(ClientBase):
     async def working(self, job_id: str) -> int:
         return await self._run(cmds.working(job_id))
 
+    async def set_job(self, job_id: str, *, priority: int | None = None,
+                      at: datetime | int | None = None,
+                      delay_ms: int | None = None) -> None:
+        """JOBSET (a disq extension): a new priority and/or due time (`at`: a datetime
+        or Unix ms; or `delay_ms` from now) for a job not acknowledged yet, on every
+        node holding it. NoJobError if no reachable node knows it."""
+        return await self._run(cmds.set_job(job_id, priority, at, delay_ms))
+
     async def show(self, job_id: str) -> JobInfo | None:
         return await self._run(cmds.show(job_id))
 

@@ -12,7 +12,7 @@ from typing import Generic, TypeVar, cast
 from .bodies import Body, to_body
 from .errors import BatchError
 from .protocol import Arg, error_of, to_bytes
-from .spec import ADDJOB, CRON_ADD, GETJOB, JSCAN, PAUSE, QSCAN, CommandOptions
+from .spec import ADDJOB, CRON_ADD, GETJOB, JOBSET, JSCAN, PAUSE, QSCAN, CommandOptions
 from .types import CronEntry, Hello, HelloNode, Job, JobInfo, PauseOption, QueueStat
 
 T = TypeVar("T")
@@ -214,6 +214,18 @@ def ids_command(name: str, ids: Sequence[str]) -> Cmd[int]:
 
 def working(job_id: str) -> Cmd[int]:
     return Cmd(("WORKING", job_id), _int)
+
+
+def _ok(value: object) -> None:
+    assert value == b"OK", value
+
+
+def set_job(job_id: str, priority: int | None, at: datetime | int | None,
+            delay_ms: int | None) -> Cmd[None]:
+    """JOBSET (a disq extension): `at` as ADDJOB's (a datetime or Unix ms)."""
+    return Cmd(("JOBSET", job_id, *_options(JOBSET, {
+        "priority": priority, "at": None if at is None else unix_ms(at),
+        "delay_ms": delay_ms})), _ok)
 
 
 def _optional_int(value: object) -> int | None:

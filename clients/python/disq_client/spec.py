@@ -128,6 +128,12 @@ ADDJOB = CommandOptions("ADDJOB", (
            max_len=GROUP_MAX_LEN, extension=True),
 ), exclusive=("DELAY", "DELAY-MS", "AT"))
 
+# JOBSET id [options] (a disq extension): change a job not acknowledged yet, wherever
+# it is held. The same bounds and messages as ADDJOB's options.
+JOBSET = CommandOptions("JOBSET", tuple(
+    ADDJOB.by_field[name] for name in ("priority", "at", "delay_ms")
+), exclusive=("DELAY-MS", "AT"))
+
 # GETJOB's options come before FROM; every argument after FROM is a queue name.
 GETJOB = CommandOptions("GETJOB", (
     Option("NOHANG", "nohang", FLAG),

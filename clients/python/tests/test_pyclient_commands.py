@@ -96,6 +96,32 @@ def test_add_job_extensions(node: DisqProcess, connect: Connect) -> None:
         c.add_job("q", b"x", delay=1, at=at)
 
 
+def test_set_job(node: DisqProcess, connect: Connect) -> None:
+    """JOBSET through the spec: a new priority reorders the queue, `at` (a datetime or
+    Unix ms) and `delay_ms` move the due time; errors are typed."""
+    c = connect(addr(node))
+    first, second = c.add_job("q", b"1"), c.add_job("q", b"2")
+    assert c.set_job(second, priority=0) is None
+    assert [j.id for j in c.qpeek("q", 2)] == [second, first]
+    at = datetime.now(UTC) + timedelta(hours=1)
+    c.set_job(first, at=at)
+    info = c.show(first)
+    assert info is not None and (info.state, info.due_ms) == ("active", cmds.unix_ms(at))
+    assert c.qlen("q") == 1
+    c.set_job(first, delay_ms=3_600_000, priority=9)
+    info = c.show(first)
+    assert info is not None and info.priority == 9
+    assert info.due_ms is not None and info.due_ms >= time.time() * 1000 + 3_500_000
+    c.set_job(first, at=0)  # a due time in the past: now
+    assert c.qlen("q") == 2
+    with pytest.raises(NoJobError):
+        c.set_job(first[:-4] + "0000", priority=1)
+    with pytest.raises(ResponseError, match="DELAY-MS and AT are mutually exclusive"):
+        c.set_job(first, at=at, delay_ms=1)
+    with pytest.raises(ResponseError, match="JOBSET needs PRIORITY, AT or DELAY-MS"):
+        c.set_job(first)
+
+
 def test_get_jobs_options(node: DisqProcess, connect: Connect) -> None:
     c = connect(addr(node))
     assert c.get_jobs("q", nohang=True) == []

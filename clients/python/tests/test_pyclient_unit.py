@@ -177,6 +177,10 @@ def test_job_command_arguments() -> None:
         "ASYNC")
     assert cmds.addjob_options(0, 0, 0, 0, 0, 0, False) == (
         0, "REPLICATE", 0, "DELAY", 0, "RETRY", 0, "TTL", 0, "MAXLEN", 0)
+    assert cmds.set_job("id", 3, None, 250).args == (
+        "JOBSET", "id", "PRIORITY", 3, "DELAY-MS", 250)
+    assert cmds.set_job("id", None, 1_700_000_000_000, None).args == (
+        "JOBSET", "id", "AT", 1_700_000_000_000)
     assert cmds.get_jobs(["q"], 2, 10, False, False).args == (
         "GETJOB", "TIMEOUT", 10, "COUNT", 2, "FROM", "q")
     assert cmds.get_jobs(["q"], 0, 0, False, False).args == ("GETJOB", "COUNT", 0, "FROM", "q")

@@ -1,5 +1,5 @@
 """Job commands: ADDJOB GETJOB ACKJOB FASTACK NACK ENQUEUE DEQUEUE DELJOB WORKING
-SHOW LOADJOB."""
+SHOW LOADJOB, and JOBSET (a disq extension)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ... import errors
 from ...ids import is_valid_job_id
 from ...job import STATE_NAMES, WAIT_REPL, Job
 from ...node import now_ms
-from ...requests import AddJob, GetJob, validate_ids
+from ...requests import AddJob, GetJob, JobSet, validate_ids
 from .. import reply
 from ..table import command
 from .dedup import add_deduped
@@ -103,6 +103,28 @@ def working(client: Client, args: list[bytes]) -> bytes:
     if not is_valid_job_id(args[1]):
         raise errors.BADID
     return reply.integer(client.node.working(args[1]))
+
+
+@command("jobset", -2, "w")
+def jobset(client: Client, args: list[bytes]) -> bytes | Pending:
+    """JOBSET id [PRIORITY p] [AT unix-ms] [DELAY-MS ms] (a disq extension): change a
+    job not acknowledged yet on every node that holds it (Node.set_job here, the
+    others told; replication/jobset.py). +OK, or -NOJOB if no reachable node knows
+    the job."""
+    request = JobSet.parse(args)
+    node = client.node
+    now = now_ms()
+    due = request.due(now)
+    job = node.lookup(request.job_id)
+    if job is not None:
+        node.set_job(job, request.priority, due, now)
+        return reply.OK
+    replication = client.server.replication
+    if replication is None or node.cluster.size() <= 1:
+        raise errors.NOJOB
+    pending = client.pending()
+    replication.set_job_elsewhere(request.job_id, request.priority, due, pending.answer)
+    return pending
 
 
 @command("show", 2, "r")
