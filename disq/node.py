@@ -451,7 +451,8 @@ class Node(JobOperations, MemoryBounds):
             self._last_etime = etime
         job = Job(self.ids.next(ttl, retry), queue_name, body, WAIT_REPL, ctime, etime,
                   delay, retry, repl)
-        job.ext = ext
+        if ext is not None:
+            job.ext = ext
         if external:
             self.stats.jobs_added += 1
             job.nodes_delivered = NO_HOLDERS
