@@ -16,7 +16,10 @@ import struct
 from collections.abc import Iterator
 from typing import Protocol
 
+import msgpack
+
 from ..job import Job
+from ..schedules import CronSchedule
 from .serialize import (
     JOB_STRUCT_SER_LEN,
     STORED_STATES,
@@ -31,6 +34,7 @@ from .serialize import (
 LOADJOB_HEAD = b"*2\r\n$7\r\nLOADJOB\r\n"
 LOADJOB_EXT_HEAD = b"*3\r\n$7\r\nLOADJOB\r\n"  # a job with its extended fields
 DELJOB_HEAD = b"*2\r\n$6\r\nDELJOB\r\n$40\r\n"
+CRONSET_HEAD = b"*2\r\n$7\r\nCRONSET\r\n"  # a CRON schedule (a disq extension)
 _LOADJOB_PREFIX = LOADJOB_HEAD + b"$"
 MAX_LINE = 32  # `*<n>` / `$<n>` header lines longer than this are damage
 MAX_ARGS = 1024
@@ -47,6 +51,21 @@ def loadjob_ext_record(payload: bytes, ext: bytes) -> bytes:
 
 def deljob_record(job_id: bytes) -> bytes:
     return DELJOB_HEAD + job_id + b"\r\n"
+
+
+def cronset_record(schedule: CronSchedule) -> bytes:
+    """A CRON schedule (disq/schedules.py), msgpack of its wire form: the newest
+    record of a name wins on load (and only a node that used CRON writes any)."""
+    payload = msgpack.packb(schedule.to_wire())
+    return b"%s$%d\r\n%s\r\n" % (CRONSET_HEAD, len(payload), payload)
+
+
+def cronset_schedule(payload: bytes) -> CronSchedule | None:
+    try:
+        data = msgpack.unpackb(payload, raw=False)
+    except (ValueError, msgpack.UnpackException):
+        return None
+    return CronSchedule.from_wire(data)
 
 
 class RecordEncoder(JobEncoder):
@@ -202,6 +221,9 @@ def check_record(args: list[bytes], offset: int) -> None:
     elif name == b"DELJOB":
         if len(args) < 2:
             raise FormatError(offset, "DELJOB without a job ID")
+    elif name == b"CRONSET":
+        if len(args) != 2 or cronset_schedule(args[1]) is None:
+            raise FormatError(offset, "corrupted CRONSET data")
     else:
         raise FormatError(offset, f"unknown command {args[0][:40]!r}")
 

@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING
 
 from ..config import Config
 from ..job import Job
+from ..schedules import CronSchedule
 from .disk import OFF, ON, WAIT_REWRITE, sync_directory
-from .fileformat import DELJOB_HEAD, RecordEncoder
+from .fileformat import DELJOB_HEAD, RecordEncoder, cronset_record
 from .rewrite import BackgroundRewrite
 
 if TYPE_CHECKING:
@@ -112,6 +113,14 @@ class AppendOnlyFile:
     # -- the core's Persistence: the hot path ---------------------------------------------
     def job_stored(self, job: Job) -> None:
         self.buffer.append(self.encoder.loadjob_record(job))
+        self.appended += 1
+        if not self._turn_scheduled:
+            self._turn_scheduled = True
+            self.loop.call_soon(self._end_of_turn)
+
+    def schedule_stored(self, schedule: CronSchedule) -> None:
+        """A CRON schedule defined, deleted or fired (a disq extension)."""
+        self.buffer.append(cronset_record(schedule))
         self.appended += 1
         if not self._turn_scheduled:
             self._turn_scheduled = True

@@ -59,7 +59,8 @@ class Recurring:
         # first, so `last_fire` never passes a tick that may still fail
         self._firing: dict[bytes, int] = {}
         self._next_sync = 0
-        self.on_change: Callable[[], None] = lambda: None  # the server persists the table
+        # The server persists what changed (the AOF when on, and the schedule file).
+        self.on_change: Callable[[CronSchedule], None] = lambda schedule: None
         node.on_schedules_due = self.fire_due
         bus.on(m.CRON_SET, self._on_set)
         bus.on(m.CRON_SYNC, self._on_sync)
@@ -69,11 +70,14 @@ class Recurring:
     def changed(self, schedule: CronSchedule) -> None:
         """A schedule was defined or deleted here (CRON ADD / DEL): tell every node."""
         self.bus.broadcast(m.CRON_SET, schedule.to_wire())
-        self.changed_here()
+        self.changed_here(schedule.name)
 
-    def changed_here(self) -> None:
-        """The table changed (a definition, or a fired tick): persist it."""
-        self.on_change()
+    def changed_here(self, name: bytes) -> None:
+        """The schedule `name` changed here (a definition, a deletion, a fired tick):
+        persist it."""
+        schedule = self.table.schedules.get(name)
+        if schedule is not None:
+            self.on_change(schedule)
 
     def cron(self, now: int) -> None:
         """Every cron run: fire what no node fired (its firer may have died), and
@@ -122,7 +126,7 @@ class Recurring:
             job_id = reply[1:-2]
             if self.table.fired(name, tick, job_id):
                 self.bus.broadcast(m.CRON_FIRED, name, tick, job_id)
-                self.changed_here()
+                self.changed_here(name)
             current = self.table.get(name)
             if current is not None:  # the next missed tick, if any
                 self.fire_due([(current, t) for t in current.pending()[:1]])
@@ -153,7 +157,7 @@ class Recurring:
     def _merge(self, data: object) -> None:
         schedule = CronSchedule.from_wire(data)
         if schedule is not None and self.node.merge_schedule(schedule):
-            self.changed_here()
+            self.changed_here(schedule.name)
 
     def _on_set(self, sender: ClusterNode, fields: list[Any]) -> None:
         if fields:
@@ -170,4 +174,4 @@ class Recurring:
         name, tick, job_id = fields[0], fields[1], fields[2]
         if type(name) is bytes and type(tick) is int and type(job_id) is bytes and (
                 self.table.fired(name, tick, job_id)):
-            self.changed_here()
+            self.changed_here(name)

@@ -32,6 +32,7 @@ from ..gcfree import tune_collector
 from ..ids import new_node_id
 from ..job import Job
 from ..node import Node, now_ms
+from ..schedules import CronSchedule
 from .clients import ClientRegistry
 from .commands import load_commands
 from .connection import ERR_LOADING, Client
@@ -303,7 +304,14 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         assert self.bus is not None and self.loop is not None  # the bus is up first
         self.replication = Replication(self.node, self.bus, self.loop)
         self.node.cluster = self.replication
-        self.replication.recurring.on_change = self.schedule_file.changed
+        self.replication.recurring.on_change = self._schedule_changed
+
+    def _schedule_changed(self, schedule: CronSchedule) -> None:
+        """CRON: persisted with the AOF when it is on, and in the schedule file (the
+        one a node without the AOF has) in any case."""
+        if self.aof is not None and self.node.aof is not None:  # (logging: ON)
+            self.aof.schedule_stored(schedule)
+        self.schedule_file.changed()
 
     def debug_load_aof(self) -> bytes:
         """DEBUG LOADAOF: forget every job and load the AOF again. Unlike Disque,

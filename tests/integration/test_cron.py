@@ -4,6 +4,8 @@ whole cluster, schedules on every node and across restarts."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -179,3 +181,31 @@ def test_the_python_client_defines_lists_and_deletes_schedules(tmp_path: Path) -
         assert asyncio.run(remove()) == 1
     finally:
         node.stop()
+
+
+def test_schedules_are_kept_in_the_aof(tmp_path: Path) -> None:
+    """With the AOF on, a schedule is logged there (CRONSET records, kept by a
+    rewrite): the node restarts with it even without its schedule file."""
+    node = DisqProcess(tmp_path, "--appendonly", "yes").start()
+    c = node.client()
+    c.execute_command("CRON", "ADD", "nightly", "reports", "0 2 * * *", "r", "TZ",
+                      "Europe/Paris")
+    c.execute_command("CRON", "ADD", "gone", "q", "0 3 * * *", "x")
+    c.execute_command("CRON", "DEL", "gone")
+    c.execute_command("BGREWRITEAOF")
+    wait_for(lambda: c.info("persistence")["aof_rewrite_in_progress"] == 0, 10,
+             message="the rewrite")
+    c.execute_command("CRON", "ADD", "later", "q", "*/5 * * * *", "y")  # after it
+    node.kill()  # no shutdown: nothing saved on the way out
+    for leftover in tmp_path.rglob("*.cron"):
+        leftover.unlink()
+    node.start()
+    c = node.client()
+    listed = entries(c)
+    assert set(listed) == {b"nightly", b"later"}
+    assert listed[b"nightly"][b"tz"] == b"Europe/Paris"
+    (aof,) = tmp_path.rglob("*.aof")
+    check = subprocess.run([sys.executable, "-m", "disq.aof.check", str(aof)],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    node.stop()
