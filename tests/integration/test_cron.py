@@ -105,23 +105,25 @@ def test_bad_cron_commands_get_clear_errors(tmp_path: Path, args: list[str],
 
 def test_schedules_survive_a_restart_and_a_missed_tick_fires_once(tmp_path: Path) -> None:
     node = DisqProcess(tmp_path).start()
-    c = node.client()
-    c.execute_command("CRON", "ADD", "beat", "ticks", EVERY_SECOND, "x")
-    c.execute_command("CRON", "ADD", "gone", "other", EVERY_SECOND, "x")
-    c.execute_command("CRON", "DEL", "gone")
-    wait_for(lambda: entries(c)[b"beat"][b"last-fire"], 3, message="a first tick")
-    node.stop()  # graceful: the file is saved
-    time.sleep(3)  # three ticks pass while no node runs
-    node.start()
-    c = node.client()
-    assert set(entries(c)) == {b"beat"}
-    before = entries(c)[b"beat"][b"last-fire"]
-    assert isinstance(before, int)
-    wait_for(lambda: entries(c)[b"beat"][b"last-fire"] > before, 3, message="a tick")
-    jobs = [j for j in job_seconds([node], "ticks") if j > before // 1000]
-    # the missed ticks fire once (the newest), then one per second: no burst of three
-    assert len(jobs) <= 2 + (int(time.time()) - min(jobs)), jobs
-    node.stop()
+    try:
+        c = node.client()
+        c.execute_command("CRON", "ADD", "beat", "ticks", EVERY_SECOND, "x")
+        c.execute_command("CRON", "ADD", "gone", "other", EVERY_SECOND, "x")
+        c.execute_command("CRON", "DEL", "gone")
+        wait_for(lambda: entries(c)[b"beat"][b"last-fire"], 3, message="a first tick")
+        node.stop()  # graceful: the file is saved
+        time.sleep(3)  # three ticks pass while no node runs
+        node.start()
+        c = node.client()
+        assert set(entries(c)) == {b"beat"}
+        before = entries(c)[b"beat"][b"last-fire"]
+        assert isinstance(before, int)
+        wait_for(lambda: entries(c)[b"beat"][b"last-fire"] > before, 3, message="a tick")
+        jobs = [j for j in job_seconds([node], "ticks") if j > before // 1000]
+        # the missed ticks fire once (the newest), then one per second: no burst of three
+        assert len(jobs) <= 2 + (int(time.time()) - min(jobs)), jobs
+    finally:
+        node.stop()
 
 
 def test_one_job_per_tick_in_a_cluster(tmp_path: Path) -> None:
@@ -187,25 +189,27 @@ def test_schedules_are_kept_in_the_aof(tmp_path: Path) -> None:
     """With the AOF on, a schedule is logged there (CRONSET records, kept by a
     rewrite): the node restarts with it even without its schedule file."""
     node = DisqProcess(tmp_path, "--appendonly", "yes").start()
-    c = node.client()
-    c.execute_command("CRON", "ADD", "nightly", "reports", "0 2 * * *", "r", "TZ",
-                      "Europe/Paris")
-    c.execute_command("CRON", "ADD", "gone", "q", "0 3 * * *", "x")
-    c.execute_command("CRON", "DEL", "gone")
-    c.execute_command("BGREWRITEAOF")
-    wait_for(lambda: c.info("persistence")["aof_rewrite_in_progress"] == 0, 10,
-             message="the rewrite")
-    c.execute_command("CRON", "ADD", "later", "q", "*/5 * * * *", "y")  # after it
-    node.kill()  # no shutdown: nothing saved on the way out
-    for leftover in tmp_path.rglob("*.cron"):
-        leftover.unlink()
-    node.start()
-    c = node.client()
-    listed = entries(c)
-    assert set(listed) == {b"nightly", b"later"}
-    assert listed[b"nightly"][b"tz"] == b"Europe/Paris"
-    (aof,) = tmp_path.rglob("*.aof")
-    check = subprocess.run([sys.executable, "-m", "disq.aof.check", str(aof)],
-                           capture_output=True, text=True)
-    assert check.returncode == 0, check.stdout + check.stderr
-    node.stop()
+    try:
+        c = node.client()
+        c.execute_command("CRON", "ADD", "nightly", "reports", "0 2 * * *", "r", "TZ",
+                          "Europe/Paris")
+        c.execute_command("CRON", "ADD", "gone", "q", "0 3 * * *", "x")
+        c.execute_command("CRON", "DEL", "gone")
+        c.execute_command("BGREWRITEAOF")
+        wait_for(lambda: c.info("persistence")["aof_rewrite_in_progress"] == 0, 10,
+                 message="the rewrite")
+        c.execute_command("CRON", "ADD", "later", "q", "*/5 * * * *", "y")  # after it
+        node.kill()  # no shutdown: nothing saved on the way out
+        for leftover in tmp_path.rglob("*.cron"):
+            leftover.unlink()
+        node.start()
+        c = node.client()
+        listed = entries(c)
+        assert set(listed) == {b"nightly", b"later"}
+        assert listed[b"nightly"][b"tz"] == b"Europe/Paris"
+        (aof,) = tmp_path.rglob("*.aof")
+        check = subprocess.run([sys.executable, "-m", "disq.aof.check", str(aof)],
+                               capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+    finally:
+        node.stop()
