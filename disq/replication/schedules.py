@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
-from ..errors import DisqError
-from ..node import Node, now_ms
+from ..node import Node
 from ..requests import AddJob
 from ..schedules import CronSchedule
 from .targets import key_order
@@ -39,7 +38,6 @@ log = logging.getLogger("disq")
 SYNC_PERIOD_MS = 2000  # the whole table to one random peer this often
 FIRE_TIMEOUT_MS = 5000  # the tick's ADDJOB waits this long for its copies
 
-Answer = Callable[[bytes], None]
 
 
 def tick_key(name: bytes, tick: int) -> bytes:
@@ -131,27 +129,7 @@ class Recurring:
             if current is not None:  # the next missed tick, if any
                 self.fire_due([(current, t) for t in current.pending()[:1]])
 
-        if self.bus.cluster_size <= 1:
-            self._add_alone(request, answer)
-        else:
-            self.dedup.ask(request, answer)
-
-    def _add_alone(self, request: AddJob, answer: Answer) -> None:
-        """No other node: this node's DEDUP table is the truth (as ADDJOB DEDUP)."""
-        node = self.node
-        key = request.dedup
-        assert key is not None
-        known = node.dedup.peek(key, now_ms())
-        if known:
-            answer(b"+" + known + b"\r\n")
-            return
-        try:
-            job = node.add_job(request)
-        except DisqError as exc:
-            answer(exc.reply())
-            return
-        node.dedup.record(key, job.id, job.etime)
-        answer(b"+" + job.id + b"\r\n")
+        self.dedup.ask(request, answer)  # (alone: no peer to ask, this node's table)
 
     # -- bus messages -------------------------------------------------------------------
     def _merge(self, data: object) -> None:
