@@ -409,7 +409,7 @@ class Node(JobOperations, MemoryBounds):
                 "The specified DELAY is greater than TTL. Job refused since would never "
                 "be delivered"
             )
-        ext = self._job_ext(request, now, ttl) if request.extended else None
+        ext = None if request.ext is None else self._job_ext(request, now, ttl)
         if retry is None:
             retry = DEFAULT_RETRY_MAX if ttl >= 10 * DEFAULT_RETRY_MAX else (ttl // 10 or 1)
         # Leaving, or short of memory: keep no copy here (Disque's external replication).

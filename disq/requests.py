@@ -158,20 +158,33 @@ def _parse_options(request: object, options: dict[bytes, _Parser], args: list[by
     return end
 
 
+class AddJobExt:
+    """The options of issue #18 an ADDJOB gave: a plain ADDJOB's request has none
+    (`AddJob.ext` None), so the hot path sets one field for the four."""
+
+    __slots__ = ("delay_ms", "at", "priority", "group")
+
+    def __init__(self) -> None:
+        self.delay_ms: int | None = None  # ms, from the ADDJOB
+        self.at: int | None = None  # Unix ms
+        self.priority: int | None = None  # None: DEFAULT_PRIORITY
+        self.group: bytes | None = None
+
+
 class AddJob:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
     [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key] [DELAY-MS ms] [AT unix-ms]
     [PRIORITY p] [GROUP g]. `repl` None: the cluster's default (3, or its size if
     smaller); `retry` None: derived from the TTL. DEDUP and the last four are disq's
-    extensions; `extended` says whether any of the last four is given (the job then
-    gets a `JobExt`; checked once here, so a plain ADDJOB pays one test in the core).
+    extensions; the last four live in `ext` (an `AddJobExt`, None when none is given:
+    the job then gets no `JobExt`, and a plain ADDJOB pays one test in the core). They
+    read and set as fields of the request all the same (properties below).
 
     `dedup_check` is no option: the cluster's DEDUP side sets it when the job's copies
     are to check its key (disq/replication/dedup.py)."""
 
     __slots__ = ("queue", "body", "timeout", "repl", "delay", "retry", "ttl", "maxlen",
-                 "async_", "queue_randomly", "dedup", "dedup_check", "delay_ms", "at",
-                 "priority", "group", "extended")
+                 "async_", "queue_randomly", "dedup", "dedup_check", "ext")
     OPTIONS = ADDJOB
     _PARSERS = _compile(ADDJOB)
 
@@ -193,14 +206,11 @@ class AddJob:
         self.queue_randomly = queue_randomly
         self.dedup = dedup
         self.dedup_check = False
-        self.delay_ms = delay_ms  # ms, from the ADDJOB
-        self.at = at  # Unix ms
-        self.priority = priority  # None: DEFAULT_PRIORITY
-        self.group = group
-        self.extended = False
+        self.ext: AddJobExt | None = None
         if delay_ms is not None or at is not None or priority is not None or (
                 group is not None):
-            self.extended = True
+            ext = self.ext = AddJobExt()
+            ext.delay_ms, ext.at, ext.priority, ext.group = delay_ms, at, priority, group
             self._check_exclusive({token for token, value in (
                 ("DELAY", delay or None), ("DELAY-MS", delay_ms), ("AT", at))
                 if value is not None})
@@ -220,20 +230,60 @@ class AddJob:
         request.ttl = DEFAULT_TTL
         request.maxlen = 0
         request.async_ = request.queue_randomly = request.dedup_check = False
-        request.extended = False
-        request.dedup = request.delay_ms = request.at = request.priority = None
-        request.group = None
+        request.dedup = request.ext = None
         if len(args) > 4:
             _parse_options(request, cls._PARSERS, args, 4)
-            if request.delay_ms is not None or request.at is not None or (
-                    request.priority is not None or request.group is not None):
-                request.extended = True
-                if request.delay_ms is not None or request.at is not None:
-                    request._check_exclusive(cls._tokens(args, 4))
+            ext = request.ext
+            if ext is not None and (ext.delay_ms is not None or ext.at is not None):
+                request._check_exclusive(cls._tokens(args, 4))
         timeout = args[3]
         if timeout != b"0":  # options first, then the timeout: Disque's order of errors
             request.timeout = timeout_ms(timeout)
         return request
+
+    def _ext(self) -> AddJobExt:
+        ext = self.ext
+        if ext is None:
+            ext = self.ext = AddJobExt()
+        return ext
+
+    @property
+    def extended(self) -> bool:
+        """Whether any of DELAY-MS, AT, PRIORITY, GROUP was given."""
+        return self.ext is not None
+
+    # The fields of `ext`, as the option parser and the other front ends see them.
+    @property
+    def delay_ms(self) -> int | None:
+        return None if self.ext is None else self.ext.delay_ms
+
+    @delay_ms.setter
+    def delay_ms(self, value: int) -> None:
+        self._ext().delay_ms = value
+
+    @property
+    def at(self) -> int | None:
+        return None if self.ext is None else self.ext.at
+
+    @at.setter
+    def at(self, value: int) -> None:
+        self._ext().at = value
+
+    @property
+    def priority(self) -> int | None:
+        return None if self.ext is None else self.ext.priority
+
+    @priority.setter
+    def priority(self, value: int) -> None:
+        self._ext().priority = value
+
+    @property
+    def group(self) -> bytes | None:
+        return None if self.ext is None else self.ext.group
+
+    @group.setter
+    def group(self, value: bytes) -> None:
+        self._ext().group = value
 
     @classmethod
     def _tokens(cls, args: list[bytes], start: int) -> set[str]:
