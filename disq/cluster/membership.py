@@ -19,7 +19,7 @@ import ipaddress
 import logging
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -138,6 +138,9 @@ class Membership:
         self.dirty = False
         self.changes = 0
         self._ticks = 0
+        # What other parts keep in nodes.conf after the nodes (CRON's schedules): read
+        # on every save.
+        self.records: Callable[[], Iterable[tuple[str, bytes]]] = tuple
 
     # -- the node table and nodes.conf ----------------------------------------------------
     @classmethod
@@ -156,8 +159,8 @@ class Membership:
             membership.save()
         return membership
 
-    def save(self) -> None:
-        write_config(self.config_path, self.nodes.values())
+    def save(self, fsync: bool = True) -> None:
+        write_config(self.config_path, self.nodes.values(), self.records(), fsync)
 
     def size(self) -> int:
         """Known nodes not in handshake, myself included (Disque's cluster size)."""

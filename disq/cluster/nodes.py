@@ -5,10 +5,16 @@ nodes.conf holds one line per node, `<id> <ip:port> <flags> <ping_sent> <pong_re
 `myself` keeps this node's identity across restarts. The flags' Disque names
 ("fail?", ...) appear only there, in CLUSTER NODES and on the bus (gossip, the frame
 header): inside, they are a NodeFlag.
+
+After the node lines, the file may hold records of other parts of the node that every
+node keeps and a restart needs without the AOF (CRON's schedules): one per line,
+`<kind> <payload>`, the kind a lowercase word (never a node ID), the payload base64
+of the part's own encoding. `read_config` skips them, `read_records` returns them.
 """
 
 from __future__ import annotations
 
+import base64
 import enum
 import os
 import time
@@ -131,7 +137,8 @@ def read_config(config_path: str) -> list[ClusterNode] | None:
     with open(config_path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             words = line.split()
-            if not words or words[0].startswith("#") or words[0] == "vars":
+            if not words or words[0].startswith("#") or words[0] == "vars" or (
+                    _is_record_kind(words[0])):
                 continue
             if len(words) < 3 or not is_valid_node_id(words[0]):
                 raise ValueError(f"Unrecoverable error: corrupted cluster config file "
@@ -143,12 +150,43 @@ def read_config(config_path: str) -> list[ClusterNode] | None:
     return nodes
 
 
-def write_config(config_path: str, nodes: Iterable[ClusterNode]) -> None:
-    """Save every node but those in handshake, atomically (a rename) and fsynced."""
+def write_config(config_path: str, nodes: Iterable[ClusterNode],
+                 records: Iterable[tuple[str, bytes]] = (), fsync: bool = True) -> None:
+    """Save every node but those in handshake, then `records` ((kind, payload)
+    pairs), atomically (a rename), fsynced unless told not to."""
     lines = [node.describe() for node in nodes if not node.flag_bits & HANDSHAKE_BIT]
+    lines.extend(f"{kind} {base64.b64encode(payload).decode()}" for kind, payload in records)
     tmp = f"{config_path}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+        if fsync:
+            fh.flush()
+            os.fsync(fh.fileno())
     os.replace(tmp, config_path)
+
+
+def read_records(config_path: str) -> dict[str, list[bytes]]:
+    """The records of the cluster config file by kind, in file order ({} if there is
+    no file). A record whose payload is not base64 is skipped: its part decides what
+    a bad payload means."""
+    records: dict[str, list[bytes]] = {}
+    try:
+        fh = open(config_path, encoding="utf-8")
+    except FileNotFoundError:
+        return records
+    with fh:
+        for line in fh:
+            words = line.split()
+            if 1 <= len(words) <= 2 and _is_record_kind(words[0]):
+                try:  # (an empty payload is no word at all)
+                    payload = base64.b64decode(words[1] if len(words) == 2 else "",
+                                               validate=True)
+                except ValueError:
+                    continue
+                records.setdefault(words[0], []).append(payload)
+    return records
+
+
+def _is_record_kind(word: str) -> bool:
+    return word.isalpha() and word.islower() and word != "vars" and (
+        not is_valid_node_id(word))

@@ -57,7 +57,7 @@ class Recurring:
         # first, so `last_fire` never passes a tick that may still fail
         self._firing: dict[bytes, int] = {}
         self._next_sync = 0
-        # The server persists what changed (the AOF when on, and the schedule file).
+        # The server persists what changed (the AOF when on, and nodes.conf).
         self.on_change: Callable[[CronSchedule], None] = lambda schedule: None
         node.on_schedules_due = self.fire_due
         bus.on(m.CRON_SET, self._on_set)

@@ -136,8 +136,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         if self.membership.restored:  # it may have known DEDUP keys it has lost
             self.node.dedup_since = now_ms()
         self.node.arm_timer = self._arm_timer
-        self.schedule_file = ScheduleFile(self.config.cluster_config_file + ".cron",
-                                          self.node)
+        self.schedule_file = ScheduleFile(self.membership, self.node)
         self.schedule_file.load()
         if self.config.daemonize:
             daemonize()
@@ -307,11 +306,11 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         self.replication.recurring.on_change = self._schedule_changed
 
     def _schedule_changed(self, schedule: CronSchedule) -> None:
-        """CRON: persisted with the AOF when it is on, and in the schedule file (the
-        one a node without the AOF has) in any case."""
+        """CRON: persisted with the AOF when it is on, and in nodes.conf (what a node
+        without the AOF restarts from) in any case."""
         if self.aof is not None and self.node.aof is not None:  # (logging: ON)
             self.aof.schedule_stored(schedule)
-        self.schedule_file.changed()
+        self.schedule_file.changed(schedule)
 
     def debug_load_aof(self) -> bytes:
         """DEBUG LOADAOF: forget every job and load the AOF again. Unlike Disque,

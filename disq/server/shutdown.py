@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from ..aof.disk import WAIT_REWRITE
 from ..aof.rewrite import rewrite_now
-from ..clock import now_ms
 
 if TYPE_CHECKING:
     from ..aof.writer import AppendOnlyFile
@@ -21,7 +20,6 @@ if TYPE_CHECKING:
     from ..cluster.membership import Membership
     from ..config import Config
     from .connection import Client
-    from .cronfile import ScheduleFile
 
 log = logging.getLogger("disq")
 
@@ -36,7 +34,6 @@ class Shutdown:
     aof: AppendOnlyFile | None
     bus: ClusterBus | None
     membership: Membership
-    schedule_file: ScheduleFile
     clients: dict[int, Client]
     _servers: list[asyncio.AbstractServer]
     _stopped: asyncio.Future[None] | None
@@ -69,11 +66,9 @@ class Shutdown:
         if self.bus is not None:
             self.bus.stop()
         try:
-            self.membership.save()
+            self.membership.save()  # CRON's schedules too (cronfile.py)
         except OSError as exc:
             log.warning("Error saving the cluster config on shutdown: %s", exc)
-        if self.schedule_file.dirty:
-            self.schedule_file.save(now_ms())
         for server in self._servers:
             server.close()
         for client in list(self.clients.values()):

@@ -37,6 +37,17 @@ def job_seconds(nodes: list[DisqProcess], queue: str) -> list[int]:
     return sorted(seconds)
 
 
+def cron_records(tmp_path: Path) -> list[str]:
+    (conf,) = tmp_path.rglob("nodes.conf")
+    return [line for line in conf.read_text().splitlines() if line.startswith("cron ")]
+
+
+def strip_cron_records(tmp_path: Path) -> None:
+    (conf,) = tmp_path.rglob("nodes.conf")
+    lines = conf.read_text().splitlines(keepends=True)
+    conf.write_text("".join(line for line in lines if not line.startswith("cron ")))
+
+
 def test_a_schedule_adds_one_job_per_tick_and_stops_when_deleted(tmp_path: Path) -> None:
     node = DisqProcess(tmp_path).start()
     try:
@@ -126,6 +137,45 @@ def test_schedules_survive_a_restart_and_a_missed_tick_fires_once(tmp_path: Path
         node.stop()
 
 
+def test_schedules_are_kept_in_nodes_conf_across_a_kill(tmp_path: Path) -> None:
+    """Without the AOF the schedules are records of the cluster config file, written
+    within a second of a change: a node killed (no shutdown) restarts with them, and
+    with its identity (the node lines are untouched)."""
+    node = DisqProcess(tmp_path).start()
+    try:
+        c = node.client()
+        my_id = c.execute_command("CLUSTER", "MYID")
+        c.execute_command("CRON", "ADD", "nightly", "reports", "0 2 * * *", "r",
+                          "TZ", "Europe/Paris", "PRIORITY", "7")
+        c.execute_command("CRON", "ADD", "gone", "q", "0 3 * * *", "x")
+        wait_for(lambda: len(cron_records(tmp_path)) == 2, 5, message="saved")
+        c.execute_command("CRON", "DEL", "gone")  # a tombstone: gone after the kill too
+        wait_for(lambda: b"gone" not in entries(c), 5, message="deleted")
+        wait_for(lambda: _deleted_saved(tmp_path), 5, message="the deletion saved")
+        node.kill()
+        node.start()
+        c = node.client()
+        assert c.execute_command("CLUSTER", "MYID") == my_id
+        listed = entries(c)
+        assert set(listed) == {b"nightly"}
+        assert (listed[b"nightly"][b"tz"], listed[b"nightly"][b"spec"]) == (
+            b"Europe/Paris", b"0 2 * * *")
+    finally:
+        node.stop()
+
+
+def _deleted_saved(tmp_path: Path) -> bool:
+    """Whether nodes.conf's record of `gone` is its tombstone (msgpack: deleted True)."""
+    import base64
+
+    import msgpack
+    for line in cron_records(tmp_path):
+        item = msgpack.unpackb(base64.b64decode(line.split()[1]))
+        if item[0] == b"gone":
+            return bool(item[12])
+    return False
+
+
 def test_one_job_per_tick_in_a_cluster(tmp_path: Path) -> None:
     with running_cluster(tmp_path, 3) as nodes:
         a, b, c = (n.client() for n in nodes)
@@ -187,7 +237,7 @@ def test_the_python_client_defines_lists_and_deletes_schedules(tmp_path: Path) -
 
 def test_schedules_are_kept_in_the_aof(tmp_path: Path) -> None:
     """With the AOF on, a schedule is logged there (CRONSET records, kept by a
-    rewrite): the node restarts with it even without its schedule file."""
+    rewrite): the node restarts with it even without its records in nodes.conf."""
     node = DisqProcess(tmp_path, "--appendonly", "yes").start()
     try:
         c = node.client()
@@ -200,8 +250,7 @@ def test_schedules_are_kept_in_the_aof(tmp_path: Path) -> None:
                  message="the rewrite")
         c.execute_command("CRON", "ADD", "later", "q", "*/5 * * * *", "y")  # after it
         node.kill()  # no shutdown: nothing saved on the way out
-        for leftover in tmp_path.rglob("*.cron"):
-            leftover.unlink()
+        strip_cron_records(tmp_path)
         node.start()
         c = node.client()
         listed = entries(c)

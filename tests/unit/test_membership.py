@@ -31,7 +31,7 @@ from disq.cluster.membership import (
     Reply,
     Send,
 )
-from disq.cluster.nodes import flag_names, parse_flag_names
+from disq.cluster.nodes import flag_names, parse_flag_names, read_records
 from disq.ids import new_node_id
 
 TIMEOUT = 1000  # ms, cluster-node-timeout
@@ -458,6 +458,23 @@ def test_nodes_conf_round_trip(net: Net, tmp_path: Path) -> None:
     created = Membership.load_or_create(str(tmp_path / "new.conf"), 7720)
     assert not created.restored and (tmp_path / "new.conf").read_text() == (
         f"{created.myself.id} :7720 myself 0 0 connected\n")
+
+
+def test_nodes_conf_keeps_other_parts_records_after_the_nodes(net: Net) -> None:
+    """Records (CRON's schedules) follow the node lines; loading the nodes skips them,
+    `read_records` gives them back by kind, a payload that is no base64 is dropped."""
+    (a,) = mesh(net, 1)
+    a.records = lambda: [("cron", b"\x00first \n"), ("cron", b"second"), ("other", b"")]
+    a.save(fsync=False)
+    text = Path(a.config_path).read_text()
+    assert text.splitlines()[0].startswith(a.myself.id) and "cron AGZpcnN0IAo=" in text
+    with open(a.config_path, "a") as fh:
+        fh.write("cron not*base64\n")
+    assert read_records(a.config_path) == {"cron": [b"\x00first \n", b"second"],
+                                           "other": [b""]}
+    loaded = Membership.load_or_create(a.config_path, 7711)
+    assert loaded.restored and list(loaded.nodes) == [a.myself.id]
+    assert read_records(a.config_path + ".missing") == {}
 
 
 # -- clock offsets ------------------------------------------------------------------------
