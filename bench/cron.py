@@ -6,10 +6,12 @@ Three nodes; `--schedules` schedules firing every second (`* * * * * *`, REPLICA
 body = the schedule's name), defined on the first node. At `--kill-at` seconds the
 node firing most ticks is killed (SIGKILL), at `--restart-at` it starts again on its
 directory and port. At the end every job of the surviving nodes is read (JSCAN REPLY
-all: its body and ctime) and each schedule's jobs are counted per tick second:
-duplicates (two jobs for one tick) and missing ticks are reported. Missing ticks are
-expected only while the killed node was still thought alive (until the cluster node
-timeout marks it failing, its turn is nobody's) — they are counted apart.
+all: its body), then each tick of each schedule is matched with its job: a tick's job
+carries the DEDUP key `cron:<name>:<tick ms>`, so `ADDJOB ... DEDUP <that key>`
+answers the ID of the job that tick made (or adds a new one: a tick with no job). A
+tick from the first after CRON ADD to the last CRON LIST shows fired is *missing* if
+its key names no job of the schedule; a job of a schedule that no tick's key names is
+a *second job* for some tick.
 """
 
 from __future__ import annotations
@@ -42,15 +44,15 @@ def restart(workdir: str, port: int) -> subprocess.Popen[bytes]:
     return proc
 
 
-def jobs_of(port: int) -> dict[bytes, tuple[bytes, int]]:
-    """job id -> (body, ctime second) of every job a node holds."""
+def jobs_of(port: int) -> dict[bytes, bytes]:
+    """job id -> body of every job a node holds."""
     out = {}
     cursor = b"0"
     while True:
         cursor, items = call(port, "JSCAN", cursor, "COUNT", 1000, "REPLY", "all")
         for item in items:
             fields = dict(zip(item[::2], item[1::2], strict=True))
-            out[fields[b"id"]] = (fields[b"body"], fields[b"ctime"] // 1_000_000_000)
+            out[fields[b"id"]] = fields[b"body"]
         if cursor == b"0":
             return out
 
@@ -70,9 +72,11 @@ def main() -> None:
             names = [f"s{i:02d}" for i in range(args.schedules)]
             first_tick = {}  # the first tick after the definition (its version)
             for name in names:
+                before = time.time()  # the definition's version is later: its first
                 call(ports[0], "CRON", "ADD", name, "ticks", "* * * * * *", name,
                      "REPLICATE", 2, "TTL", 3600)
-                first_tick[name] = int(time.time()) + 1
+                first_tick[name] = int(before) + 1  # tick is the next whole second
+
             start = time.time()
             killed = None
             while time.time() - start < args.seconds:
@@ -95,26 +99,31 @@ def main() -> None:
             for name in names:
                 call(ports[0], "CRON", "DEL", name)
             time.sleep(2)  # the ticks fired meanwhile reach their nodes
-            jobs: dict[bytes, tuple[bytes, int]] = {}
+            jobs: dict[bytes, bytes] = {}
             for port in ports:
                 try:
                     jobs.update(jobs_of(port))
                 except OSError:
                     pass
+            # Each tick's job, by its DEDUP key (from a node that stayed up).
+            probe = ports[1] if killed == 0 else ports[0]
+            tick_jobs = {
+                (name, tick): call(probe, "ADDJOB", "probes", "probe", 5000, "REPLICATE",
+                                   2, "TTL", 600, "DEDUP", f"cron:{name}:{tick}")
+                for name in names
+                for tick in range(first_tick[name] * 1000, last_fires[name] + 1, 1000)}
         finally:
             for proc in procs:
                 stop(proc)
-    # Each schedule's jobs against its ticks, from the first after CRON ADD to the one
-    # CRON LIST showed fired last before CRON DEL (the job of a tick fired late, by the
-    # node taking over, is created later: counted by schedule, not by second).
-    per_schedule = Counter(body.decode() for body, _ in jobs.values())
-    expected = {n: (last_fires[n] // 1000 - first_tick[n] + 1) for n in names}
-    extra = sum(max(per_schedule[n] - expected[n], 0) for n in names)
-    missing = sum(max(expected[n] - per_schedule[n], 0) for n in names)
-    print("| schedules | ticks expected | jobs | more than one per tick | missing |")
-    print("|---|---|---|---|---|")
-    print(f"| {len(names)} | {sum(expected.values())} | {sum(per_schedule.values())} | "
-          f"{extra} | {missing} |")
+    per_schedule = Counter(body.decode() for body in jobs.values())
+    matched = {job_id for job_id in tick_jobs.values() if job_id in jobs}
+    missing = sum(1 for job_id in tick_jobs.values() if job_id not in jobs)
+    seconds = sum(1 for job_id, body in jobs.items()
+                  if body.decode() in per_schedule and job_id not in matched)
+    print("| schedules | ticks | jobs | ticks with their job | second jobs | missing |")
+    print("|---|---|---|---|---|---|")
+    print(f"| {len(names)} | {len(tick_jobs)} | {sum(per_schedule.values())} | "
+          f"{len(matched)} | {seconds} | {missing} |")
 
 
 if __name__ == "__main__":
