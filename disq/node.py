@@ -151,6 +151,14 @@ class Node(JobOperations, MemoryBounds):
         if at != job.awake and self.timers.schedule(job, at):  # a new earliest deadline
             self.arm_timer(at)
 
+    def load_schedule(self, schedule: CronSchedule, now: int) -> None:
+        """A CRON schedule read from disk at start-up (nodes.conf, the AOF): the ticks
+        missed meanwhile fire once (CronTable.load); the timer is armed for its next."""
+        self.schedules.load(schedule, now)
+        deadline = self.schedules.next_deadline()
+        if deadline is not None:
+            self.arm_timer(deadline)
+
     def merge_schedule(self, schedule: CronSchedule) -> bool:
         """A CRON schedule defined, deleted or heard of (the newest version wins);
         the timer is armed for its next tick. True if the table changed."""

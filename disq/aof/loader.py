@@ -102,7 +102,7 @@ class AofLoader:
             if schedule is None:
                 raise AofLoadError("Unrecoverable error loading AOF: corrupted CRONSET data "
                                    f"at offset {offset}")
-            self.node.schedules.load(schedule, now_ms())
+            self.node.load_schedule(schedule, now_ms())
         elif name == b"DELJOB" and len(args) >= 2:
             node = self.node
             for job_id in args[1:]:

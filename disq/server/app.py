@@ -137,7 +137,6 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
             self.node.dedup_since = now_ms()
         self.node.arm_timer = self._arm_timer
         self.schedule_file = ScheduleFile(self.membership, self.node)
-        self.schedule_file.load()
         if self.config.daemonize:
             daemonize()
         if self.config.pidfile:
@@ -155,6 +154,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
             self.loop.add_signal_handler(sig, self._on_signal, sig)
         self.aof = AppendOnlyFile(self.config, self.node, self.loop)
         self.aof.on_status_change = self._update_refusing
+        self.schedule_file.load()  # (the job timer needs the loop)
         await self._load_data()
         if self._stopped.done():
             return

@@ -54,7 +54,7 @@ class ScheduleFile:
             if schedule is None:
                 log.warning("Skipping a CRON schedule of %s that does not decode", path)
                 continue
-            self.node.schedules.load(schedule, now)
+            self.node.load_schedule(schedule, now)
             self._versions[schedule.name] = (schedule.version, schedule.deleted)
             count += 1
         return count

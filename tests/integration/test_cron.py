@@ -130,9 +130,13 @@ def test_schedules_survive_a_restart_and_a_missed_tick_fires_once(tmp_path: Path
         before = entries(c)[b"beat"][b"last-fire"]
         assert isinstance(before, int)
         wait_for(lambda: entries(c)[b"beat"][b"last-fire"] > before, 3, message="a tick")
+        caught_up = entries(c)[b"beat"][b"last-fire"]
         jobs = [j for j in job_seconds([node], "ticks") if j > before // 1000]
         # the missed ticks fire once (the newest), then one per second: no burst of three
         assert len(jobs) <= 2 + (int(time.time()) - min(jobs)), jobs
+        # and the ticks go on (the timer is armed for the loaded schedules)
+        wait_for(lambda: entries(c)[b"beat"][b"last-fire"] >= caught_up + 2000, 4,
+                 message="the ticks after the catch-up")
     finally:
         node.stop()
 
@@ -148,7 +152,8 @@ def test_schedules_are_kept_in_nodes_conf_across_a_kill(tmp_path: Path) -> None:
         c.execute_command("CRON", "ADD", "nightly", "reports", "0 2 * * *", "r",
                           "TZ", "Europe/Paris", "PRIORITY", "7")
         c.execute_command("CRON", "ADD", "gone", "q", "0 3 * * *", "x")
-        wait_for(lambda: len(cron_records(tmp_path)) == 2, 5, message="saved")
+        c.execute_command("CRON", "ADD", "beat", "ticks", EVERY_SECOND, "x")
+        wait_for(lambda: len(cron_records(tmp_path)) == 3, 5, message="saved")
         c.execute_command("CRON", "DEL", "gone")  # a tombstone: gone after the kill too
         wait_for(lambda: b"gone" not in entries(c), 5, message="deleted")
         wait_for(lambda: _deleted_saved(tmp_path), 5, message="the deletion saved")
@@ -157,9 +162,12 @@ def test_schedules_are_kept_in_nodes_conf_across_a_kill(tmp_path: Path) -> None:
         c = node.client()
         assert c.execute_command("CLUSTER", "MYID") == my_id
         listed = entries(c)
-        assert set(listed) == {b"nightly"}
+        assert set(listed) == {b"nightly", b"beat"}
         assert (listed[b"nightly"][b"tz"], listed[b"nightly"][b"spec"]) == (
             b"Europe/Paris", b"0 2 * * *")
+        restarted = int(time.time() * 1000)
+        wait_for(lambda: (entries(c)[b"beat"][b"last-fire"] or 0) >= restarted + 2000, 6,
+                 message="the ticks go on after the restart")
     finally:
         node.stop()
 
@@ -249,13 +257,17 @@ def test_schedules_are_kept_in_the_aof(tmp_path: Path) -> None:
         wait_for(lambda: c.info("persistence")["aof_rewrite_in_progress"] == 0, 10,
                  message="the rewrite")
         c.execute_command("CRON", "ADD", "later", "q", "*/5 * * * *", "y")  # after it
+        c.execute_command("CRON", "ADD", "beat", "ticks", EVERY_SECOND, "x")
         node.kill()  # no shutdown: nothing saved on the way out
         strip_cron_records(tmp_path)
         node.start()
         c = node.client()
         listed = entries(c)
-        assert set(listed) == {b"nightly", b"later"}
+        assert set(listed) == {b"nightly", b"later", b"beat"}
         assert listed[b"nightly"][b"tz"] == b"Europe/Paris"
+        restarted = int(time.time() * 1000)
+        wait_for(lambda: (entries(c)[b"beat"][b"last-fire"] or 0) >= restarted + 2000, 6,
+                 message="the ticks go on after the restart")
         (aof,) = tmp_path.rglob("*.aof")
         check = subprocess.run([sys.executable, "-m", "disq.aof.check", str(aof)],
                                capture_output=True, text=True)
