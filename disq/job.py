@@ -26,6 +26,10 @@ STATE_BY_NAME = {v.decode(): k for k, v in STATE_NAMES.items()}
 BCAST_QUEUED = 1 << 0  # broadcast QUEUED the next time this job is queued
 BCAST_WILLQUEUE = 1 << 1  # send WILLQUEUE shortly before the requeue time
 DELIVERED = 1 << 2  # handed to a client at least once by this node
+# disq only, never sent nor stored: waiting for a back-off (issue #19) before being
+# queued again; the failed delivery was counted when the wait began.
+BACKOFF_WAIT = 1 << 3
+LOCAL_FLAGS = DELIVERED | BACKOFF_WAIT  # what this node did: not another node's business
 
 WILLQUEUE_ADVANCE_MS = 500
 
@@ -92,18 +96,43 @@ DEFAULT_PRIORITY = 128  # a job without PRIORITY; 0 is the most urgent, 255 the 
 
 
 class JobExt:
-    """What a job using disq's extensions (ADDJOB PRIORITY / GROUP / AT / DELAY-MS,
-    issue #18) carries beyond Disque's fields. Plain jobs have none (`Job.ext` None):
-    they pay one pointer, and read as priority DEFAULT_PRIORITY, no group, not due."""
+    """What a job using disq's extensions carries beyond Disque's fields: ADDJOB
+    PRIORITY / GROUP / AT / DELAY-MS (issue #18) and MAXDELIVERIES, and what makes it
+    a dead letter (issue #19). Plain jobs have none (`Job.ext` None): they pay one
+    pointer, and read as priority DEFAULT_PRIORITY, no group, not due, no limit.
 
-    __slots__ = ("priority", "group", "due")
+    A dead letter is the job itself moved to its dead-letter queue (`Job.queue`):
+    `dead_from` is the queue it came from, `dead_reason` why. `generation` orders the
+    moves of a job between the two across nodes: odd while it is a dead letter, it
+    grows by one at each move (DEADLETTER REQUEUE makes it even again), so a node
+    that missed a move takes the newer state and never goes back to an older one."""
+
+    __slots__ = ("priority", "group", "due", "max_deliveries", "dead_from", "dead_reason",
+                 "generation")
 
     def __init__(self, priority: int = DEFAULT_PRIORITY, group: bytes | None = None,
-                 due: int = 0) -> None:
+                 due: int = 0, max_deliveries: int = 0, dead_from: bytes | None = None,
+                 dead_reason: bytes | None = None, generation: int = 0) -> None:
         self.priority = priority  # 0 (most urgent) .. 255
         self.group = group  # fairness group (<= 256 bytes); None: the queue's no-group
         self.due = due  # Unix ms before which it is never delivered (0: none)
+        self.max_deliveries = max_deliveries  # 0: the queue's policy, if any
+        self.dead_from = dead_from  # a dead letter: the queue it came from
+        self.dead_reason = dead_reason
+        self.generation = generation
         untrack(self)  # holds only ints and bytes (see gcfree.py)
+
+    @property
+    def extra(self) -> bool:
+        """Whether it has issue #19's fields (they travel and show only then)."""
+        return bool(self.max_deliveries or self.generation)
+
+    def copy(self, **changes: object) -> JobExt:
+        ext = JobExt(self.priority, self.group, self.due, self.max_deliveries,
+                     self.dead_from, self.dead_reason, self.generation)
+        for name, value in changes.items():
+            setattr(ext, name, value)
+        return ext
 
 
 def job_priority(job: Job) -> int:

@@ -15,6 +15,7 @@ from .ids import ttl_minutes_from_id
 from .job import (
     ACKED,
     ACTIVE,
+    BACKOFF_WAIT,
     BCAST_QUEUED,
     BCAST_WILLQUEUE,
     DELETED,
@@ -54,7 +55,8 @@ class JobOperations:
         def unregister(self, job: Job) -> None: ...
         def update_awake(self, job: Job) -> None: ...
         def enqueue(self, job: Job, nack: bool, now: int | None = None,
-                    queue: Queue | None = None) -> bool: ...
+                    queue: Queue | None = None, delay_ms: int | None = None,
+                    policy: bool = True) -> bool: ...
         def dequeue(self, job: Job) -> bool: ...
         def queue_when_due(self, job: Job, now: int, not_before: int = 0) -> bool: ...
         def _requeue_time(self, now: int, retry: int) -> int: ...
@@ -132,13 +134,16 @@ class JobOperations:
         return deleted
 
     # -- other job commands ----------------------------------------------------------
-    def requeue(self, ids: list[bytes], nack: bool) -> int:
-        """NACK / ENQUEUE: active jobs back into their queue."""
+    def requeue(self, ids: list[bytes], nack: bool, delay_ms: int | None = None) -> int:
+        """NACK / ENQUEUE: active jobs back into their queue. A NACK may make a job a
+        dead letter, or queue it after a back-off (its DELAY-MS, or the queue's
+        BACKOFF policy: failures.py); an ENQUEUE queues it now."""
         count = 0
         now = now_ms()
         for job_id in ids:
             job = self.jobs.get(job_id)
-            if job is not None and job.state == ACTIVE and self.enqueue(job, nack, now):
+            if job is not None and job.state == ACTIVE and self.enqueue(
+                    job, nack, now, delay_ms=delay_ms, policy=nack):
                 count += 1
                 if nack:
                     self.stats.jobs_nacked += 1
@@ -181,12 +186,15 @@ class JobOperations:
         self.cluster.job_working(job)
         return job.retry
 
-    def postpone_requeue(self, job: Job, now: int | None = None) -> None:
+    def postpone_requeue(self, job: Job, now: int | None = None,
+                         not_before: int = 0) -> None:
         """Someone works on the job, or queued it elsewhere: requeue it here only after
-        another RETRY, announced by a WILLQUEUE. Nothing for at-most-once jobs."""
+        another RETRY, announced by a WILLQUEUE, counted from `not_before` if later
+        (another node queues it then: the end of its back-off). Nothing for
+        at-most-once jobs. A back-off of this node's own is over: queued elsewhere."""
         if job.retry:
-            job.flags |= BCAST_WILLQUEUE
-            job.qtime = (now or now_ms()) + job.retry * 1000 + _time_error()
+            job.flags = (job.flags | BCAST_WILLQUEUE) & ~BACKOFF_WAIT
+            job.qtime = max(now or now_ms(), not_before) + job.retry * 1000 + _time_error()
             self.update_awake(job)
 
     # -- JOBSET ------------------------------------------------------------------------
@@ -226,8 +234,8 @@ class JobOperations:
         ext = job.ext
         if ext is None:
             ext = JobExt()
-        new_ext = JobExt(ext.priority if priority is None else priority, ext.group,
-                         ext.due if due is None else due)
+        new_ext = ext.copy(priority=ext.priority if priority is None else priority,
+                           due=ext.due if due is None else due)
         if state == QUEUED:
             # A queued job is found in its queue by its priority and group: out first.
             queue = self.queues.get(job.queue)

@@ -16,10 +16,12 @@ from . import errors
 from .clock import now_ms, random_time_error
 from .config import Config
 from .dedup import DedupTable
+from .failures import INCR_DELIV, INCR_NACKS, FailurePolicies, FailureStats
 from .ids import JobIdGenerator
 from .job import (
     ACKED,
     ACTIVE,
+    BACKOFF_WAIT,
     BCAST_QUEUED,
     BCAST_WILLQUEUE,
     DEFAULT_PRIORITY,
@@ -35,6 +37,7 @@ from .job import (
 )
 from .jobops import JobOperations
 from .memory import NO_MEMORY_LIMIT, MemoryBounds
+from .policies import PolicyTable
 from .ports import ClusterPort, Persistence, SoloCluster
 from .queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue, Waiter
 from .requests import AddJob
@@ -54,10 +57,6 @@ QUEUE_MAX_IDLE_MS = 300_000
 JOB_FOOTPRINT = 416
 TIMER_BATCH = 10_000  # jobs handled per timer callback, so clients are not starved
 
-# QUEUED message flags (Disque's mflags[0]).
-INCR_NACKS = 2
-INCR_DELIV = 4
-
 
 class Stats:
     """Counters the core keeps anyway; INFO and Prometheus read them at query time."""
@@ -73,7 +72,7 @@ class Stats:
         self.jobs_exported = self.jobs_evicted = 0
 
 
-class Node(JobOperations, MemoryBounds):
+class Node(JobOperations, FailurePolicies, MemoryBounds):
     def __init__(self, config: Config, node_id: str) -> None:
         self.config = config
         self.set_id(node_id)
@@ -90,6 +89,9 @@ class Node(JobOperations, MemoryBounds):
         self.on_schedules_due: Callable[[list[tuple[CronSchedule, int]]], None] = (
             lambda due: None)
         self.stats = Stats()
+        self.policies = PolicyTable()  # QPOLICY (a disq extension, failures.py)
+        self.failures = FailureStats()
+        self._rate_wakeups: dict[bytes, int] = {}  # queue -> when its next token comes
         self.cluster: ClusterPort = SoloCluster()
         self.aof: Persistence | None = None
         self.leaving = False
@@ -175,6 +177,10 @@ class Node(JobOperations, MemoryBounds):
             now = now_ms()
         self.timers.run_due(now, self._process_job, TIMER_BATCH)
         deadline = self.timers.next_deadline()
+        if self._rate_wakeups:
+            wake = self._serve_rate_limited(now)
+            if wake is not None and (deadline is None or wake < deadline):
+                deadline = wake
         cron_deadline = self.schedules.next_deadline()
         if cron_deadline is not None:
             if cron_deadline <= now:
@@ -183,6 +189,17 @@ class Node(JobOperations, MemoryBounds):
             if cron_deadline is not None and (deadline is None or cron_deadline < deadline):
                 deadline = cron_deadline
         return deadline
+
+    def _serve_rate_limited(self, now: int) -> int | None:
+        """The waiters of the rate-limited queues whose next token came; the next
+        such time, if any."""
+        due = [name for name, when in self._rate_wakeups.items() if when <= now]
+        for name in due:
+            del self._rate_wakeups[name]
+            queue = self.queues.get(name)
+            if queue is not None and queue.waiters and queue.jobs:
+                self._serve_waiters(queue)
+        return min(self._rate_wakeups.values(), default=None)
 
     def _process_job(self, job: Job, now: int) -> None:
         if job.etime <= now:
@@ -220,8 +237,11 @@ class Node(JobOperations, MemoryBounds):
         """Look up a queue, creating it on demand."""
         queue = self.queues.get(name)
         if queue is None:
-            queue = Queue(name, now_ms() if now is None else now)
+            now = now_ms() if now is None else now
+            queue = Queue(name, now)
             self.queues.add(name, queue)
+            if self.policies.policies:
+                self.apply_rate(queue, now)
         return queue
 
     def qlen(self, name: bytes) -> int:
@@ -229,22 +249,38 @@ class Node(JobOperations, MemoryBounds):
         return len(queue.jobs) if queue is not None else 0
 
     def enqueue(self, job: Job, nack: bool, now: int | None = None,
-                queue: Queue | None = None) -> bool:
+                queue: Queue | None = None, delay_ms: int | None = None,
+                policy: bool = True) -> bool:
         """Disque's enqueueJob: put an active job in its queue. False if not allowed
         (already queued, never to be requeued, or an at-most-once job already
-        delivered). `queue`: the job's queue if the caller looked it up already."""
+        delivered). `queue`: the job's queue if the caller looked it up already.
+
+        A requeue (a NACK, a RETRY) under a queue policy or with MAXDELIVERIES may
+        make the job a dead letter or wait for a back-off (`failed_delivery`), as a
+        NACK DELAY-MS (`delay_ms`) waits; `policy` False: an ENQUEUE, queued now."""
         retry, flags = job.retry, job.flags
         if job.state == QUEUED or job.qtime == 0 or (retry == 0 and flags & DELIVERED):
             return False
         if now is None:
             now = now_ms()
+        after_backoff = False
+        if flags & BACKOFF_WAIT:  # its back-off is over: counted when it began
+            flags &= ~BACKOFF_WAIT
+            after_backoff = True
+        elif (flags & BCAST_QUEUED or nack) and policy and (
+                delay_ms is not None or self.policies.policies or job.ext is not None) and (
+                self.failed_delivery(job, nack, now, delay_ms)):
+            return True
         job.state = QUEUED
         if retry:
             flags |= BCAST_WILLQUEUE
             job.qtime = self._requeue_time(now, retry)
         else:
             job.qtime = 0
-        if flags & BCAST_QUEUED or nack:
+        if after_backoff:
+            job.flags = flags
+            self.cluster.job_queued(job, 0)  # the holders postpone their requeue
+        elif flags & BCAST_QUEUED or nack:
             job.flags = flags
             if nack:
                 job.nacks += 1
@@ -336,9 +372,14 @@ class Node(JobOperations, MemoryBounds):
             if queue is not None and not queue.flags & PAUSED_OUT:
                 queues.append(queue)
         out: list[Job] = []
+        limited = False
         while queues and len(out) < count:
             progress = False
             for queue in queues:
+                limiter = queue.limiter
+                if limiter is not None and queue.jobs and not limiter.take(now):
+                    limited = True  # RATE (failures.py)
+                    continue
                 job = self.fetch(queue, now)
                 if job is not None:
                     out.append(job)
@@ -347,6 +388,8 @@ class Node(JobOperations, MemoryBounds):
                         break
             if not progress:
                 break
+        if limited:
+            self.failures.rate_limited += 1
         return out
 
     def want_jobs(self, names: list[bytes]) -> None:
@@ -367,6 +410,8 @@ class Node(JobOperations, MemoryBounds):
             queue = self.queue(name, now)
             queue.waiters.append(waiter)
             queues.append(queue)
+            if queue.limiter is not None and queue.jobs:  # jobs, but no token: RATE
+                self.wake_at_next_token(queue, now)
         self.blocked_clients += 1
         return queues
 
@@ -382,7 +427,11 @@ class Node(JobOperations, MemoryBounds):
 
     def _serve_waiters(self, queue: Queue) -> None:
         now = now_ms()
+        limiter = queue.limiter
         while queue.waiters and queue.jobs:
+            if limiter is not None and not limiter.take(now):
+                self.wake_at_next_token(queue, now)
+                break
             waiter = queue.waiters[0]
             job = self.fetch(queue, now)
             if job is None:
@@ -485,7 +534,7 @@ class Node(JobOperations, MemoryBounds):
 
     @staticmethod
     def _job_ext(request: AddJob, now: int, ttl: int) -> JobExt:
-        """The JobExt of an ADDJOB with PRIORITY, GROUP, DELAY-MS or AT: its due time
+        """The JobExt of an ADDJOB with PRIORITY, GROUP, DELAY-MS, AT or MAXDELIVERIES: its due time
         in Unix ms (an AT in the past means now), refused if the job would expire
         first (as Disque refuses a DELAY not below the TTL)."""
         due = 0
@@ -498,7 +547,8 @@ class Node(JobOperations, MemoryBounds):
                 f"The specified {'DELAY-MS' if request.delay_ms is not None else 'AT'} is "
                 "beyond the TTL. Job refused since would never be delivered")
         priority = request.priority
-        return JobExt(DEFAULT_PRIORITY if priority is None else priority, request.group, due)
+        return JobExt(DEFAULT_PRIORITY if priority is None else priority, request.group, due,
+                      request.max_deliveries or 0)
 
     def activate(self, job: Job, now: int | None = None, queue: Queue | None = None) -> None:
         """A new job's copies exist: queue it now, or schedule it after its delay, or

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from .gcfree import untrack
 from .job import DEFAULT_PRIORITY, Job
+from .ratelimit import RateLimiter
 
 _LOAD = 512
 _MAX_BLOCK = 2 * _LOAD
@@ -334,6 +335,7 @@ class Queue:
         "needjobs_adhoc_attempt", "needjobs_responders", "import_second",
         "imported_prev", "imported_curr", "import_time",
         "remote_wanted",  # other nodes asked for jobs of this queue (federation)
+        "limiter",  # the RateLimiter of a queue with a RATE policy (issue #19), or None
     )
 
     def __init__(self, name: bytes, now_ms: int) -> None:
@@ -356,6 +358,7 @@ class Queue:
         self.imported_curr = 0
         self.import_time = 0
         self.remote_wanted = False
+        self.limiter: RateLimiter | None = None
 
     def __len__(self) -> int:
         return len(self.jobs)

@@ -17,13 +17,17 @@ from disq_client.spec import (
     CHOICE,
     CRON_ADD,
     CRON_NAME_MAX_LEN,
+    DEADLETTER_REQUEUE,
     FLAG,
     GETJOB,
     INT,
     JOBSET,
     JSCAN,
     MS,
+    NACK,
+    NUMBER,
     PAUSE,
+    QPOLICY_SET,
     QSCAN,
     CommandOptions,
     Option,
@@ -85,7 +89,7 @@ class _Parser:
     and the error its bad values get."""
 
     __slots__ = ("field", "kind", "low", "high", "min_len", "max_len", "error", "choices",
-                 "repeat", "value")
+                 "repeat", "value", "values")
 
     def __init__(self, option: Option) -> None:
         self.field = option.field
@@ -96,10 +100,12 @@ class _Parser:
             fixed(option.token, "ERR", option.error) if option.error else None)
         self.choices = {choice.encode(): choice for choice in option.choices}
         self.repeat = option.repeat
+        self.values = option.values  # arguments after the token
         # The converter of this kind of value, picked once (ADDJOB's options are on
-        # the hot path).
+        # the hot path). INT_PAIR's takes the first of its two arguments (`pair`).
         self.value: Callable[[bytes], object] = {
             INT: self._int, MS: timeout_ms, BYTES: self._bytes, CHOICE: self._choice,
+            NUMBER: self._number,
         }.get(option.kind, _true)
 
     def _int(self, arg: bytes) -> int:
@@ -109,6 +115,23 @@ class _Parser:
         if number is None or not self.low <= number <= self.high:
             raise self.error  # type: ignore[misc]
         return number
+
+    def _number(self, arg: bytes) -> float:
+        try:
+            # float() also takes spaces around and digits grouped with "_": not here
+            number = float(arg) if arg.strip() == arg and b"_" not in arg else None
+        except ValueError:
+            number = None
+        if number is None or not self.low < number <= self.high:  # (NaN: False)
+            raise self.error  # type: ignore[misc]
+        return number
+
+    def pair(self, first: bytes, second: bytes) -> tuple[int, int]:
+        """INT_PAIR: two integers in [low, high], the second not below the first."""
+        low, high = self._int(first), self._int(second)
+        if high < low:
+            raise self.error  # type: ignore[misc]
+        return low, high
 
     def _bytes(self, arg: bytes) -> bytes:
         if not self.min_len <= len(arg) <= self.max_len:
@@ -149,9 +172,12 @@ def _parse_options(request: object, options: dict[bytes, _Parser], args: list[by
                 raise errors.SYNTAX
         if parser.kind == FLAG:
             setattr(request, parser.field, True)
-        elif j + 1 < end:
-            j += 1
-            setattr(request, parser.field, parser.value(args[j]))
+        elif j + parser.values < end:
+            if parser.values == 1:
+                setattr(request, parser.field, parser.value(args[j + 1]))
+            else:
+                setattr(request, parser.field, parser.pair(args[j + 1], args[j + 2]))
+            j += parser.values
         else:
             raise errors.SYNTAX
         j += 1
@@ -159,24 +185,25 @@ def _parse_options(request: object, options: dict[bytes, _Parser], args: list[by
 
 
 class AddJobExt:
-    """The options of issue #18 an ADDJOB gave: a plain ADDJOB's request has none
-    (`AddJob.ext` None), so the hot path sets one field for the four."""
+    """The options of issues #18 and #19 an ADDJOB gave: a plain ADDJOB's request has
+    none (`AddJob.ext` None), so the hot path sets one field for them all."""
 
-    __slots__ = ("delay_ms", "at", "priority", "group")
+    __slots__ = ("delay_ms", "at", "priority", "group", "max_deliveries")
 
     def __init__(self) -> None:
         self.delay_ms: int | None = None  # ms, from the ADDJOB
         self.at: int | None = None  # Unix ms
         self.priority: int | None = None  # None: DEFAULT_PRIORITY
         self.group: bytes | None = None
+        self.max_deliveries: int | None = None  # issue #19; None: the queue's policy
 
 
 class AddJob:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
     [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key] [DELAY-MS ms] [AT unix-ms]
-    [PRIORITY p] [GROUP g]. `repl` None: the cluster's default (3, or its size if
-    smaller); `retry` None: derived from the TTL. DEDUP and the last four are disq's
-    extensions; the last four live in `ext` (an `AddJobExt`, None when none is given:
+    [PRIORITY p] [GROUP g] [MAXDELIVERIES n]. `repl` None: the cluster's default (3, or
+    its size if smaller); `retry` None: derived from the TTL. DEDUP and the last five
+    are disq's extensions; the last five live in `ext` (an `AddJobExt`, None when none is given:
     the job then gets no `JobExt`, and a plain ADDJOB pays one test in the core). They
     read and set as fields of the request all the same (properties below).
 
@@ -193,7 +220,7 @@ class AddJob:
                  maxlen: int = 0, async_: bool = False, queue_randomly: bool = False,
                  dedup: bytes | None = None, delay_ms: int | None = None,
                  at: int | None = None, priority: int | None = None,
-                 group: bytes | None = None) -> None:
+                 group: bytes | None = None, max_deliveries: int | None = None) -> None:
         self.queue = queue
         self.body = body
         self.timeout = timeout  # ms to wait for the copies (0: the default)
@@ -208,9 +235,10 @@ class AddJob:
         self.dedup_check = False
         self.ext: AddJobExt | None = None
         if delay_ms is not None or at is not None or priority is not None or (
-                group is not None):
+                group is not None or max_deliveries is not None):
             ext = self.ext = AddJobExt()
             ext.delay_ms, ext.at, ext.priority, ext.group = delay_ms, at, priority, group
+            ext.max_deliveries = max_deliveries
             self._check_exclusive({token for token, value in (
                 ("DELAY", delay or None), ("DELAY-MS", delay_ms), ("AT", at))
                 if value is not None})
@@ -249,7 +277,7 @@ class AddJob:
 
     @property
     def extended(self) -> bool:
-        """Whether any of DELAY-MS, AT, PRIORITY, GROUP was given."""
+        """Whether any of DELAY-MS, AT, PRIORITY, GROUP, MAXDELIVERIES was given."""
         return self.ext is not None
 
     # The fields of `ext`, as the option parser and the other front ends see them.
@@ -285,6 +313,14 @@ class AddJob:
     def group(self, value: bytes) -> None:
         self._ext().group = value
 
+    @property
+    def max_deliveries(self) -> int | None:
+        return None if self.ext is None else self.ext.max_deliveries
+
+    @max_deliveries.setter
+    def max_deliveries(self, value: int) -> None:
+        self._ext().max_deliveries = value
+
     @classmethod
     def _tokens(cls, args: list[bytes], start: int) -> set[str]:
         """The option tokens (as spelled in the table) of args[start:], options known
@@ -296,7 +332,7 @@ class AddJob:
         while j < len(args):
             parser = parsers.get(args[j]) or parsers[args[j].lower()]
             given.add(by_field[parser.field].token)
-            j += 1 if parser.kind == FLAG else 2
+            j += 1 + parser.values
         return given
 
     @classmethod
@@ -539,4 +575,91 @@ class CronAdd:
         if request.retry == 0 and (request.repl is None or request.repl > 1):
             raise errors.err("With RETRY set to 0 please explicitly set  REPLICATE to 1 "
                              "(at-most-once delivery)")
+        return request
+
+
+# -- issue #19: when jobs fail -----------------------------------------------------------
+class Nack:
+    """NACK [DELAY-MS ms] id [id ...]: DELAY-MS (a disq extension) queues the jobs
+    again after that delay, not at once. No job ID can be an option's token."""
+
+    __slots__ = ("ids", "delay_ms")
+    OPTIONS = NACK
+    _PARSERS = _compile(NACK)
+
+    def __init__(self, ids: list[bytes], delay_ms: int | None = None) -> None:
+        self.ids = ids
+        self.delay_ms = delay_ms
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> Nack:
+        request = cls([])
+        start = 1
+        while start < len(args) and not is_valid_job_id(args[start]):
+            parser = cls._PARSERS.get(args[start]) or cls._PARSERS.get(args[start].lower())
+            if parser is None:
+                break  # not an option: an ID, checked below
+            start = _parse_options(request, cls._PARSERS, args[:start + 1 + parser.values],
+                                   start)
+        request.ids = validate_ids(args[start:])  # none: 0, as Disque answers
+        return request
+
+
+class QPolicySet:
+    """QPOLICY queue SET [MAXDELIVERIES n] [DEADLETTER queue] [BACKOFF base-ms max-ms]
+    [RATE jobs-per-second] (a disq extension): the fields to change in the queue's
+    policy (None: unchanged). At least one."""
+
+    __slots__ = ("queue", "max_deliveries", "deadletter", "backoff", "rate")
+    OPTIONS = QPOLICY_SET
+    _PARSERS = _compile(QPOLICY_SET)
+
+    def __init__(self, queue: bytes, max_deliveries: int | None = None,
+                 deadletter: bytes | None = None, backoff: tuple[int, int] | None = None,
+                 rate: float | None = None) -> None:
+        self.queue = queue
+        self.max_deliveries = max_deliveries
+        self.deadletter = deadletter
+        self.backoff = backoff  # (base ms, max ms)
+        self.rate = rate
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> QPolicySet:
+        """From `QPOLICY queue SET ...` (args[0] is QPOLICY)."""
+        request = cls(args[1])
+        if len(args) < 4:
+            raise errors.err("QPOLICY SET needs at least one of MAXDELIVERIES, "
+                             "DEADLETTER, BACKOFF, RATE")
+        j = 3
+        while j < len(args):  # an unknown field is named (a value missing: syntax error)
+            parser = cls._PARSERS.get(args[j]) or cls._PARSERS.get(args[j].lower())
+            if parser is None:
+                field = args[j].decode(errors="replace")[:64]
+                raise errors.err(f"unknown QPOLICY field '{field}', try MAXDELIVERIES, "
+                                 "DEADLETTER, BACKOFF or RATE")
+            j += 1 + parser.values
+        _parse_options(request, cls._PARSERS, args, 3)
+        if request.deadletter is not None and request.deadletter == request.queue:
+            raise errors.err("DEADLETTER must be another queue than the queue itself")
+        return request
+
+
+class DeadletterRequeue:
+    """DEADLETTER REQUEUE queue [COUNT n] (a disq extension)."""
+
+    __slots__ = ("queue", "count")
+    OPTIONS = DEADLETTER_REQUEUE
+    _PARSERS = _compile(DEADLETTER_REQUEUE)
+
+    def __init__(self, queue: bytes, count: int = 0) -> None:
+        self.queue = queue
+        self.count = count  # 0: all
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> DeadletterRequeue:
+        """From `DEADLETTER REQUEUE queue ...` (args[0] is DEADLETTER)."""
+        if len(args) < 3:
+            raise errors.err("wrong number of arguments for 'deadletter requeue'")
+        request = cls(args[2])
+        _parse_options(request, cls._PARSERS, args, 3)
         return request

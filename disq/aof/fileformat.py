@@ -4,6 +4,8 @@
     *3\\r\\n$7\\r\\nLOADJOB\\r\\n$<n>\\r\\n<serialized job>\\r\\n$<m>\\r\\n<ext>\\r\\n
                                (a job using disq's extensions: serialize.serialize_ext)
     *2\\r\\n$6\\r\\nDELJOB\\r\\n$40\\r\\n<job id>\\r\\n
+    *2\\r\\n$7\\r\\nCRONSET\\r\\n$<n>\\r\\n<msgpack>\\r\\n     (a CRON schedule)
+    *2\\r\\n$10\\r\\nQPOLICYSET\\r\\n$<n>\\r\\n<msgpack>\\r\\n  (a queue policy)
 
 `RecordReader` walks a file's bytes (a memory map) and tells a file cut off in the
 middle of its last record (a crash, a power loss: it loads up to the last whole
@@ -14,11 +16,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import msgpack
 
 from ..job import Job
+from ..policies import QueuePolicy
 from ..schedules import CronSchedule
 from .serialize import (
     JOB_STRUCT_SER_LEN,
@@ -31,10 +34,21 @@ from .serialize import (
     serialize_ext,
 )
 
+if TYPE_CHECKING:
+    from ..policies import PolicyTable
+    from ..schedules import CronTable
+
+
+class NodeTables(Protocol):
+    schedules: CronTable
+    policies: PolicyTable
+
+
 LOADJOB_HEAD = b"*2\r\n$7\r\nLOADJOB\r\n"
 LOADJOB_EXT_HEAD = b"*3\r\n$7\r\nLOADJOB\r\n"  # a job with its extended fields
 DELJOB_HEAD = b"*2\r\n$6\r\nDELJOB\r\n$40\r\n"
 CRONSET_HEAD = b"*2\r\n$7\r\nCRONSET\r\n"  # a CRON schedule (a disq extension)
+QPOLICYSET_HEAD = b"*2\r\n$10\r\nQPOLICYSET\r\n"  # a queue policy (a disq extension)
 _LOADJOB_PREFIX = LOADJOB_HEAD + b"$"
 MAX_LINE = 32  # `*<n>` / `$<n>` header lines longer than this are damage
 MAX_ARGS = 1024
@@ -61,11 +75,31 @@ def cronset_record(schedule: CronSchedule) -> bytes:
 
 
 def cronset_schedule(payload: bytes) -> CronSchedule | None:
+    return CronSchedule.from_wire(_unpack(payload))
+
+
+def qpolicyset_record(policy: QueuePolicy) -> bytes:
+    """A queue policy (disq/policies.py), as a CRONSET record is built."""
+    payload = msgpack.packb(policy.to_wire())
+    return b"%s$%d\r\n%s\r\n" % (QPOLICYSET_HEAD, len(payload), payload)
+
+
+def qpolicyset_policy(payload: bytes) -> QueuePolicy | None:
+    return QueuePolicy.from_wire(_unpack(payload))
+
+
+def _unpack(payload: bytes) -> object:
     try:
-        data = msgpack.unpackb(payload, raw=False)
+        return msgpack.unpackb(payload, raw=False)
     except (ValueError, msgpack.UnpackException):
         return None
-    return CronSchedule.from_wire(data)
+
+
+def table_records(node: NodeTables) -> list[bytes]:
+    """Every CRON schedule and queue policy a node knows (tombstones too), as
+    records: what an AOF rewrite writes first."""
+    return [*map(cronset_record, node.schedules.schedules.values()),
+            *map(qpolicyset_record, node.policies.policies.values())]
 
 
 class RecordEncoder(JobEncoder):
@@ -224,6 +258,9 @@ def check_record(args: list[bytes], offset: int) -> None:
     elif name == b"CRONSET":
         if len(args) != 2 or cronset_schedule(args[1]) is None:
             raise FormatError(offset, "corrupted CRONSET data")
+    elif name == b"QPOLICYSET":
+        if len(args) != 2 or qpolicyset_policy(args[1]) is None:
+            raise FormatError(offset, "corrupted QPOLICYSET data")
     else:
         raise FormatError(offset, f"unknown command {args[0][:40]!r}")
 

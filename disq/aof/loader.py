@@ -22,7 +22,8 @@ from collections.abc import Iterator, Mapping
 
 from ..job import ACTIVE, BCAST_WILLQUEUE, QUEUED, with_holders
 from ..node import Node, now_ms
-from .fileformat import FormatError, RecordReader, cronset_schedule
+from ..policies import QueuePolicy
+from .fileformat import FormatError, RecordReader, cronset_schedule, qpolicyset_policy
 from .serialize import CorruptJob, deserialize_ext, deserialize_job
 
 log = logging.getLogger("disq")
@@ -97,12 +98,15 @@ class AofLoader:
         name = args[0].upper()
         if name == b"LOADJOB" and 2 <= len(args) <= 3:
             self._load_job(offset, args[1], args[2] if len(args) == 3 else None)
-        elif name == b"CRONSET" and len(args) == 2:
-            schedule = cronset_schedule(args[1])
-            if schedule is None:
-                raise AofLoadError("Unrecoverable error loading AOF: corrupted CRONSET data "
-                                   f"at offset {offset}")
-            self.node.load_schedule(schedule, now_ms())
+        elif name in (b"CRONSET", b"QPOLICYSET") and len(args) == 2:
+            entry = (cronset_schedule if name == b"CRONSET" else qpolicyset_policy)(args[1])
+            if entry is None:
+                raise AofLoadError(f"Unrecoverable error loading AOF: corrupted "
+                                   f"{name.decode()} data at offset {offset}")
+            if isinstance(entry, QueuePolicy):
+                self.node.load_policy(entry, now_ms())
+            else:
+                self.node.load_schedule(entry, now_ms())
         elif name == b"DELJOB" and len(args) >= 2:
             node = self.node
             for job_id in args[1:]:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from ..job import ACTIVE, QUEUED, Job
 from .disk import OFF, sync_directory
-from .fileformat import RecordEncoder, cronset_record
+from .fileformat import RecordEncoder, table_records
 
 if TYPE_CHECKING:
     from .writer import AppendOnlyFile
@@ -127,10 +127,10 @@ class BackgroundRewrite:
         count = len(jobs)
         i = 0
         clock = time.perf_counter
-        schedules = [cronset_record(s) for s in aof.node.schedules.schedules.values()]
-        if schedules:  # CRON's (few), first: a change logged meanwhile follows them
+        tables = table_records(aof.node)
+        if tables:  # CRON's and QPOLICY's (few), first: a change logged meanwhile follows
             aof.take_buffer()
-            await self._write(self._take_pending() + schedules)
+            await self._write(self._take_pending() + tables)
         while i < count:
             aof.take_buffer()  # what was logged before this slice goes first
             parts = self._take_pending()
@@ -244,7 +244,7 @@ def rewrite_now(aof: AppendOnlyFile) -> None:
     encoder = aof.encoder
     fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        parts = [cronset_record(s) for s in aof.node.schedules.schedules.values()]
+        parts = table_records(aof.node)
         for job in list(aof.node.jobs.values()):
             if job.state == ACTIVE or job.state == QUEUED:
                 parts.append(encoder.loadjob_record(job))

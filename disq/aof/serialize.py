@@ -13,11 +13,14 @@ the other way round. disq keeps `etime` in milliseconds: it is stored rounded up
 the second (a restarted job never expires early). Counters wider than the format's
 fields are stored saturated.
 
-A job using disq's extensions (`Job.ext`: PRIORITY, GROUP, AT / DELAY-MS) has its
-extended fields serialized apart (`serialize_ext`), as a second LOADJOB argument: a
-job's serialization stays Disque's, and an AOF without extended jobs loads in Disque.
+A job using disq's extensions (`Job.ext`: PRIORITY, GROUP, AT / DELAY-MS,
+MAXDELIVERIES, a dead letter's state) has its extended fields serialized apart
+(`serialize_ext`), as a second LOADJOB argument: a job's serialization stays Disque's,
+and an AOF without extended jobs loads in Disque.
 
     u8 format (1)  u8 priority  u64 due (Unix ms, 0: none)  group (the rest; none: empty)
+    u8 format (2)  u8 priority  u64 due  u16 max deliveries  u32 generation
+        u32 + group  u32 + dead from  u32 + reason   (a length of 0xFFFFFFFF: none)
 
 The bus (`disq.replication.wire`) has its own msgpack encoding; this module depends
 on nothing but the job record, so it can serve there too.
@@ -29,7 +32,7 @@ import struct
 from collections.abc import Mapping
 
 from ..ids import is_valid_job_id
-from ..job import ACTIVE, QUEUED, Job, JobExt, holder_set
+from ..job import ACTIVE, BACKOFF_WAIT, QUEUED, Job, JobExt, holder_set
 
 # The fixed part, with the length prefix in front and the queue name's length after.
 _HEAD = struct.Struct("<I40sBBHIQIIHHI")
@@ -42,8 +45,11 @@ U16_MAX = 0xFFFF
 U32_MAX = 0xFFFFFFFF
 STORED_STATES = (ACTIVE, QUEUED)
 _EXT = struct.Struct("<BBQ")
+_EXT2 = struct.Struct("<BBQHI")
 EXT_FORMAT = 1
+EXT_FORMAT_2 = 2  # with issue #19's fields
 MAX_GROUP_LEN = 256
+_NONE = 0xFFFFFFFF
 
 
 class CorruptJob(ValueError):
@@ -132,7 +138,7 @@ def deserialize_job(data: bytes, known_ids: Mapping[str, str] | None = None) -> 
                 delivered.add(kept)
     job = Job(job_id, queue, body, state_byte & 0x0F, ctime, etime * 1000, delay, retry,
               repl)
-    job.flags = flags
+    job.flags = flags & ~BACKOFF_WAIT  # a wait of the process that wrote it
     job.nacks = nacks
     job.deliveries = deliv
     job.nodes_delivered = holder_set(delivered)
@@ -141,14 +147,48 @@ def deserialize_job(data: bytes, known_ids: Mapping[str, str] | None = None) -> 
 
 def serialize_ext(ext: JobExt) -> bytes:
     """The extended fields of a job, LOADJOB's second argument."""
-    return _EXT.pack(EXT_FORMAT, ext.priority, ext.due) + (ext.group or b"")
+    if not ext.extra:
+        return _EXT.pack(EXT_FORMAT, ext.priority, ext.due) + (ext.group or b"")
+    return b"".join((
+        _EXT2.pack(EXT_FORMAT_2, ext.priority, ext.due, ext.max_deliveries, ext.generation),
+        _short(ext.group), _short(ext.dead_from), _short(ext.dead_reason)))
+
+
+def _short(data: bytes | None) -> bytes:
+    return U32.pack(_NONE) if data is None else U32.pack(len(data)) + data
 
 
 def deserialize_ext(data: bytes) -> JobExt:
     """`serialize_ext`'s JobExt. Raises CorruptJob."""
+    if data[:1] == bytes((EXT_FORMAT_2,)):
+        return _deserialize_ext2(data)
     if len(data) < _EXT.size or len(data) > _EXT.size + MAX_GROUP_LEN:
         raise CorruptJob(f"extended fields of {len(data)} bytes")
     version, priority, due = _EXT.unpack_from(data)
     if version != EXT_FORMAT:
         raise CorruptJob(f"extended fields in an unknown format ({version})")
     return JobExt(priority, data[_EXT.size:] or None, due)
+
+
+def _deserialize_ext2(data: bytes) -> JobExt:
+    if len(data) < _EXT2.size + 12:
+        raise CorruptJob(f"extended fields of {len(data)} bytes")
+    _, priority, due, max_deliveries, generation = _EXT2.unpack_from(data)
+    pos = _EXT2.size
+    strings: list[bytes | None] = []
+    for _ in range(3):
+        if pos + 4 > len(data):
+            raise CorruptJob("extended fields cut short")
+        (length,) = U32.unpack_from(data, pos)
+        pos += 4
+        if length == _NONE:
+            strings.append(None)
+            continue
+        if pos + length > len(data):
+            raise CorruptJob("extended fields cut short")
+        strings.append(data[pos:pos + length])
+        pos += length
+    group, dead_from, reason = strings
+    if pos != len(data) or (group is not None and not 0 < len(group) <= MAX_GROUP_LEN):
+        raise CorruptJob("extended fields of a wrong length")
+    return JobExt(priority, group, due, max_deliveries, dead_from, reason, generation)

@@ -37,9 +37,10 @@ from typing import TYPE_CHECKING
 
 from ..config import Config
 from ..job import Job
+from ..policies import QueuePolicy
 from ..schedules import CronSchedule
 from .disk import OFF, ON, WAIT_REWRITE, sync_directory
-from .fileformat import DELJOB_HEAD, RecordEncoder, cronset_record
+from .fileformat import DELJOB_HEAD, RecordEncoder, cronset_record, qpolicyset_record
 from .rewrite import BackgroundRewrite
 
 if TYPE_CHECKING:
@@ -120,7 +121,14 @@ class AppendOnlyFile:
 
     def schedule_stored(self, schedule: CronSchedule) -> None:
         """A CRON schedule defined, deleted or fired (a disq extension)."""
-        self.buffer.append(cronset_record(schedule))
+        self._append(cronset_record(schedule))
+
+    def policy_stored(self, policy: QueuePolicy) -> None:
+        """A queue policy set or deleted (a disq extension)."""
+        self._append(qpolicyset_record(policy))
+
+    def _append(self, record: bytes) -> None:
+        self.buffer.append(record)
         self.appended += 1
         if not self._turn_scheduled:
             self._turn_scheduled = True

@@ -16,10 +16,12 @@ from typing import Any, NoReturn
 
 import msgpack
 
-VERSION = 5  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks;
+VERSION = 6  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks;
 #             4: a DEDUP copy carries how long its ADDJOB may still fail (settled rule);
 #             5: PING/MEET/PONG carry wall-clock timestamps (clock offsets, clocks.py),
-#                jobs carry their extended fields (PRIORITY, GROUP, due time)
+#                jobs carry their extended fields (PRIORITY, GROUP, due time);
+#             6: jobs' extended fields may carry MAXDELIVERIES and a dead letter's
+#                state; QUEUED and WILLQUEUE may carry more fields (issue #19)
 MAX_FRAME = 64 * 1024 * 1024  # a frame longer than this closes the link
 # Before a link has proven the cluster secret it may only send the handshake: frames
 # of AUTH (a 16-byte nonce) and AUTH_PROOF (a 32-byte HMAC), ~100 bytes each.
@@ -45,9 +47,11 @@ REPLJOB = 4  # fields: [noreply(bool), [holder ids], job copy, ...] (wire.encode
 #              ms the ADDJOB may still fail (0: no timeout): see replication/dedup.py)
 GOTJOB = 5  # fields: [job id, ...] (the confirmations of one loop turn)
 ENQUEUE = 6  # fields: [job id, delay s]
-QUEUED = 7  # fields: [job id, flags (INCR_NACKS=2 / INCR_DELIV=4)]
+QUEUED = 7  # fields: [job id, flags (INCR_NACKS=2 / INCR_DELIV=4)(, not before ms,
+#            generation)]  not before: queued after a back-off ending then (the
+#            sender's clock, 0: now); generation: of the sender's copy (JOBMOVE)
 SETACK = 8  # fields: [job id, may-have count]
-WILLQUEUE = 9  # fields: [job id]
+WILLQUEUE = 9  # fields: [job id(, generation)]
 GOTACK = 10  # fields: [job id, known(bool)]
 DELJOB = 11  # fields: [job id]
 NEEDJOBS = 12  # fields: [queue, count, wait ms]  wait: how long the asker's consumers
@@ -85,6 +89,17 @@ JOBSET_ASK = 30  # fields: [request id, job id, priority, due]: if you hold the 
 #                  change it (and tell its other holders), then JOBSET_REPLY
 JOBSET_REPLY = 31  # fields: [request id, status (0 applied, 1 unknown, 2 refused),
 #                    the refusal's error text ("ERR ...") or ""]
+# disq extensions (issue #19: dead letters, QPOLICY, RATE; replication/failures.py).
+# Unknown: ignored.
+JOBMOVE = 32  # fields: [job id, queue, dead from or nil, reason or nil, generation,
+#              nacks, deliveries]: the sender moved the job (a dead letter, or one put
+#              back): take it if its generation is newer than your copy's
+QPOLICY_SET = 33  # fields: [policy] (policies.QueuePolicy.to_wire): set or deleted
+QPOLICY_SYNC = 34  # fields: [[policy, ...]] every policy the sender knows
+RATE_DEMAND = 35  # fields: [[queue, demand], ...] the sender's demand for rate-limited
+#                  queues (ratelimit.py)
+DLQ_REQUEUE = 36  # fields: [request id, queue, count (0: all)]: put back your dead letters
+DLQ_REQUEUE_REPLY = 37  # fields: [request id, how many were put back]
 
 NAMES = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -96,7 +111,9 @@ NAMES = {
     DEDUP_CONFLICT: "dedup-conflict", NEEDJOBS_CANCEL: "needjobs-cancel",
     DEDUP_SETTLED: "dedup-settled", CRON_SET: "cron-set", CRON_SYNC: "cron-sync",
     CRON_FIRED: "cron-fired", JOBSET: "jobset", JOBSET_ASK: "jobset-ask",
-    JOBSET_REPLY: "jobset-reply",
+    JOBSET_REPLY: "jobset-reply", JOBMOVE: "jobmove", QPOLICY_SET: "qpolicy-set",
+    QPOLICY_SYNC: "qpolicy-sync", RATE_DEMAND: "rate-demand", DLQ_REQUEUE: "dlq-requeue",
+    DLQ_REQUEUE_REPLY: "dlq-requeue-reply",
 }
 
 _LEN = struct.Struct(">I")

@@ -10,6 +10,8 @@ each registering its own bus handlers (see README.md):
     queues      PAUSE, GLOBALQLEN
     federation  NEEDJOBS / YOURJOBS / NEEDJOBS_CANCEL
     changes     JOBSET / JOBSET_ASK / JOBSET_REPLY (a disq extension)
+    recurring   CRON_SET / CRON_SYNC / CRON_FIRED (a disq extension)
+    failures    JOBMOVE, QPOLICY_SET / QPOLICY_SYNC, RATE_DEMAND, DLQ_REQUEUE (issue #19)
 
 Every part only uses the narrow `BusPort`, so an in-memory bus can stand in for the
 network in tests.
@@ -27,6 +29,7 @@ from ..queue import Queue
 from ..requests import AddJob
 from .acks import Acks
 from .copies import Copies, OnDone
+from .failures import Failures
 from .federation import Federation
 from .jobset import JobChanges
 from .queues import QueueMessages
@@ -51,6 +54,7 @@ class Replication:
         self.federation = Federation(node, bus, loop)
         self.recurring = Recurring(node, bus, self.dedup)
         self.changes = JobChanges(node, bus, loop)
+        self.failures = Failures(node, bus, loop)
 
     # -- the server's side ------------------------------------------------------------
     def wait(self, job: Job, on_done: OnDone) -> None:
@@ -99,8 +103,11 @@ class Replication:
     def job_set(self, job: Job, priority: int | None, due: int | None) -> None:
         self.changes.job_set(job, priority, due)
 
-    def job_queued(self, job: Job, flags: int) -> None:
-        self.requeue.job_queued(job, flags)
+    def job_queued(self, job: Job, flags: int, not_before: int = 0) -> None:
+        self.requeue.job_queued(job, flags, not_before)
+
+    def job_moved(self, job: Job) -> None:
+        self.failures.job_moved(job)
 
     def send_willqueue(self, job: Job) -> None:
         self.requeue.send_willqueue(job)

@@ -2,6 +2,12 @@
 holders (QUEUED), one about to requeue it asks first (WILLQUEUE), one delivering it
 again says it works on it (WORKING), and a node that replicated a job without keeping
 it has one holder queue it (ENQUEUE).
+
+disq's additions (issue #19): a QUEUED for a job waiting for a back-off says when it
+will be queued (the holders postpone their requeue to RETRY after that, so a holder
+taking over still honours the back-off), and QUEUED / WILLQUEUE carry the generation
+of the sender's copy (a dead letter's moves, failures.py): a holder whose copy is
+newer answers with its state (JOBMOVE), so a holder that missed a move catches up.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from ..job import ACKED, ACTIVE, BCAST_QUEUED, DELIVERED, QUEUED, Job
 from ..node import INCR_DELIV, INCR_NACKS, Node, now_ms
 from ..queue import PAUSED_IN
 from .acks import job_in, learn_holders, send_setack
-from .wire import MAX_U32
+from .clock import to_local_ms
+from .wire import MAX_DUE_MS, MAX_GENERATION, MAX_U32
 
 
 class Requeue:
@@ -31,13 +38,23 @@ class Requeue:
         bus.on(m.WILLQUEUE, self._on_willqueue)
 
     # -- what the core tells the cluster ------------------------------------------------
-    def job_queued(self, job: Job, flags: int) -> None:
+    def job_queued(self, job: Job, flags: int, not_before: int = 0) -> None:
         if job.nodes_delivered:
-            self.bus.broadcast(m.QUEUED, job.id, flags, node_ids=job.nodes_delivered)
+            generation = generation_of(job)
+            if generation or not_before:
+                self.bus.broadcast(m.QUEUED, job.id, flags, not_before, generation,
+                                   node_ids=job.nodes_delivered)
+            else:
+                self.bus.broadcast(m.QUEUED, job.id, flags, node_ids=job.nodes_delivered)
 
     def send_willqueue(self, job: Job) -> None:
         if job.nodes_delivered:
-            self.bus.broadcast(m.WILLQUEUE, job.id, node_ids=job.nodes_delivered)
+            generation = generation_of(job)
+            if generation:
+                self.bus.broadcast(m.WILLQUEUE, job.id, generation,
+                                   node_ids=job.nodes_delivered)
+            else:
+                self.bus.broadcast(m.WILLQUEUE, job.id, node_ids=job.nodes_delivered)
 
     def job_working(self, job: Job) -> None:
         if job.nodes_delivered:
@@ -70,7 +87,16 @@ class Requeue:
         flags = fields[1]
         if type(flags) is not int or not 0 <= flags <= 0xFF:
             return
-        self._queued_elsewhere(sender, job, flags, working=False)
+        not_before, generation = 0, 0
+        if len(fields) >= 4:
+            not_before, generation = fields[2], fields[3]
+            if not (type(not_before) is int and 0 <= not_before <= MAX_DUE_MS
+                    and type(generation) is int and 0 <= generation <= MAX_GENERATION):
+                return
+            if not_before:
+                not_before = to_local_ms(self.bus, sender.id, not_before)
+        self._queued_elsewhere(sender, job, flags, working=False, not_before=not_before)
+        self._newer_here(sender, job, generation)
 
     def _on_working(self, sender: ClusterNode, fields: list[Any]) -> None:
         job = job_in(self.node, fields)
@@ -78,15 +104,16 @@ class Requeue:
             self._queued_elsewhere(sender, job, 0, working=True)
 
     def _queued_elsewhere(self, sender: ClusterNode, job: Job, flags: int,
-                          working: bool) -> None:
-        """QUEUED / WORKING from another node: requeue here only after another RETRY.
-        A copy queued here too leaves the queue on WORKING, or on QUEUED when the
-        sender wins `sender_wins`, so that concurrent requeues leave one copy queued."""
+                          working: bool, not_before: int = 0) -> None:
+        """QUEUED / WORKING from another node: requeue here only after another RETRY
+        (counted from `not_before` if later: the end of the sender's back-off). A copy
+        queued here too leaves the queue on WORKING, or on QUEUED when the sender wins
+        `sender_wins`, so that concurrent requeues leave one copy queued."""
         state = job.state
         if state == ACTIVE or state == QUEUED:
             if state == QUEUED and (working or sender_wins(sender.id, self.node.id, job.id)):
                 self.node.dequeue(job)
-            self.node.postpone_requeue(job)
+            self.node.postpone_requeue(job, not_before=not_before)
             if flags & INCR_NACKS:
                 job.nacks += 1
             if flags & INCR_DELIV:
@@ -103,9 +130,36 @@ class Requeue:
         if job.state == ACTIVE or job.state == QUEUED:
             learn_holders(self.node, job, (sender.id,))
             if job.state == QUEUED:
-                self.bus.broadcast(m.QUEUED, job.id, 0, node_ids=job.nodes_delivered)
+                self.job_queued(job, 0)
+            generation = fields[1] if len(fields) >= 2 else 0
+            if type(generation) is int:
+                self._newer_here(sender, job, generation)
         elif job.state == ACKED:
             send_setack(self.bus, sender.id, job)
+
+    def _newer_here(self, sender: ClusterNode, job: Job, generation: int) -> None:
+        """The sender's copy is of an older generation than mine (it missed a move:
+        a dead letter, or one put back): tell it mine."""
+        if generation_of(job) > generation and job.state != ACKED:
+            send_jobmove(self.bus, sender.id, job)
+
+
+def generation_of(job: Job) -> int:
+    ext = job.ext
+    return 0 if ext is None else ext.generation
+
+
+def send_jobmove(bus: BusPort, node_id: str | None, job: Job) -> None:
+    """JOBMOVE: the job's queue and dead-letter state, to `node_id` (None: every other
+    holder)."""
+    ext = job.ext
+    assert ext is not None
+    fields = (job.id, job.queue, ext.dead_from, ext.dead_reason, ext.generation,
+              job.nacks, job.deliveries)
+    if node_id is not None:
+        bus.send(node_id, m.JOBMOVE, *fields)
+    elif job.nodes_delivered:
+        bus.broadcast(m.JOBMOVE, *fields, node_ids=job.nodes_delivered)
 
 
 def sender_wins(sender_id: str, my_id: str, job_id: bytes) -> bool:

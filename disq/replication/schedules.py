@@ -2,9 +2,9 @@
 schedule (disq/schedules.py), and each tick yields one job in the whole cluster.
 
 - The table spreads by CRON_SET (a change, to every reachable node, at once) and by
-  CRON_SYNC (the whole table to one random peer every SYNC_PERIOD_MS): a node that was
-  down or cut off catches up within a few periods. The newest version of a schedule
-  wins everywhere.
+  CRON_SYNC (the whole table to one random peer every SYNC_PERIOD_MS: tables.py): a
+  node that was down or cut off catches up within a few periods. The newest version
+  of a schedule wins everywhere.
 - A tick is fired by one node: the first of the reachable nodes (itself included) in
   the order drawn from the schedule's name (the DEDUP key order of targets.py), the
   same on every node that sees the same nodes. It adds the job with DEDUP key
@@ -18,7 +18,6 @@ schedule (disq/schedules.py), and each tick yields one job in the whole cluster.
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +27,7 @@ from ..cluster.port import BusPort
 from ..node import Node
 from ..requests import AddJob
 from ..schedules import CronSchedule
+from .tables import SyncedTable
 from .targets import key_order
 
 if TYPE_CHECKING:
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("disq")
 
-SYNC_PERIOD_MS = 2000  # the whole table to one random peer this often
 FIRE_TIMEOUT_MS = 5000  # the tick's ADDJOB waits this long for its copies
 
 
@@ -56,18 +55,17 @@ class Recurring:
         # name -> the tick whose ADDJOB is under way: one at a time per schedule, oldest
         # first, so `last_fire` never passes a tick that may still fail
         self._firing: dict[bytes, int] = {}
-        self._next_sync = 0
+        self.sync = SyncedTable(bus, m.CRON_SET, m.CRON_SYNC,
+                                lambda: self.table.schedules.values(), self._merge)
         # The server persists what changed (the AOF when on, and nodes.conf).
         self.on_change: Callable[[CronSchedule], None] = lambda schedule: None
         node.on_schedules_due = self.fire_due
-        bus.on(m.CRON_SET, self._on_set)
-        bus.on(m.CRON_SYNC, self._on_sync)
         bus.on(m.CRON_FIRED, self._on_fired)
 
     # -- the node's side ----------------------------------------------------------------
     def changed(self, schedule: CronSchedule) -> None:
         """A schedule was defined or deleted here (CRON ADD / DEL): tell every node."""
-        self.bus.broadcast(m.CRON_SET, schedule.to_wire())
+        self.sync.changed(schedule.to_wire())
         self.changed_here(schedule.name)
 
     def changed_here(self, name: bytes) -> None:
@@ -81,12 +79,7 @@ class Recurring:
         """Every cron run: fire what no node fired (its firer may have died), and
         send the table to a random peer now and then."""
         self.fire_due(self.table.overdue())
-        if now >= self._next_sync:
-            self._next_sync = now + SYNC_PERIOD_MS
-            peers = [n.id for n in self.bus.reachable_peers() if self.bus.can_send(n.id)]
-            if peers and self.table.schedules:
-                self.bus.send(random.choice(peers), m.CRON_SYNC,
-                              [s.to_wire() for s in self.table.schedules.values()])
+        self.sync.cron(now)
 
     def fire_due(self, due: list[tuple[CronSchedule, int]]) -> None:
         """Fire the oldest due tick of each schedule this node fires (the others follow
@@ -136,15 +129,6 @@ class Recurring:
         schedule = CronSchedule.from_wire(data)
         if schedule is not None and self.node.merge_schedule(schedule):
             self.changed_here(schedule.name)
-
-    def _on_set(self, sender: ClusterNode, fields: list[Any]) -> None:
-        if fields:
-            self._merge(fields[0])
-
-    def _on_sync(self, sender: ClusterNode, fields: list[Any]) -> None:
-        if fields and type(fields[0]) is list:
-            for data in fields[0][:100_000]:
-                self._merge(data)
 
     def _on_fired(self, sender: ClusterNode, fields: list[Any]) -> None:
         if len(fields) < 3:

@@ -4,12 +4,13 @@
      deliveries(, dedup key(, check, settle ms)])  a copy (REPLJOB: the holders are the
                                                     message's; see replication/dedup.py)
     [..., nodes_delivered]            a job with its own holders (YOURJOBS)
-    [..., [priority, group, due]]     last, only for a job using disq's extensions
-                                      (`Job.ext`: PRIORITY, GROUP, AT / DELAY-MS)
+    [..., [priority, group, due(,     last, only for a job using disq's extensions
+           max deliveries, dead from, (`Job.ext`: PRIORITY, GROUP, AT / DELAY-MS; the
+           reason, generation)]]      last four for MAXDELIVERIES or a dead letter)
 
 `ttl_ms` is the time left before expiry, relative so that the nodes' clocks may differ
-(Disque sends seconds left + 1; milliseconds keep the expiry exact). DELIVERED is never
-sent: it says what *this* node did. The receiver trusts nothing: a field of the wrong
+(Disque sends seconds left + 1; milliseconds keep the expiry exact). DELIVERED and
+BACKOFF_WAIT are never sent: they say what *this* node did. The receiver trusts nothing: a field of the wrong
 type or out of range drops the whole job, and node IDs it does not know are left out of
 `nodes_delivered` (as Disque does), so a corrupt or hostile message can neither crash
 the node nor make it wait for nodes that do not exist.
@@ -25,7 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..ids import is_valid_job_id
-from ..job import ACKED, ACTIVE, DELIVERED, Job, JobExt, holder_set
+from ..job import ACKED, ACTIVE, LOCAL_FLAGS, Job, JobExt, holder_set
 
 COPY_FIELDS = 12  # without the holders
 FIELD_COUNT = 13
@@ -37,6 +38,8 @@ MAX_FLAGS = 0xFF
 MAX_PRIORITY = 255
 MAX_GROUP_LEN = 256
 MAX_DUE_MS = 2**63 - 1
+MAX_DELIVERIES = 65535
+MAX_GENERATION = 2**32 - 1
 
 
 # (peer ID, a time of its clock in ms) -> the same time on this node's clock, never
@@ -58,8 +61,15 @@ def encode_copy(job: Job, now: int) -> list[Any]:
     data = _encode_fields(job, now)
     ext = job.ext
     if ext is not None:
-        data.append([ext.priority, ext.group, ext.due])
+        data.append(encode_ext(ext))
     return data
+
+
+def encode_ext(ext: JobExt) -> list[Any]:
+    if ext.extra:
+        return [ext.priority, ext.group, ext.due, ext.max_deliveries, ext.dead_from,
+                ext.dead_reason, ext.generation]
+    return [ext.priority, ext.group, ext.due]
 
 
 def without_ext(data: list[Any]) -> list[Any]:
@@ -75,13 +85,13 @@ def encode_job(job: Job, my_id: str, now: int) -> list[Any]:
     data.append(list(delivered) if delivered is not None else [my_id])
     ext = job.ext
     if ext is not None:
-        data.append([ext.priority, ext.group, ext.due])
+        data.append(encode_ext(ext))
     return data
 
 
 def _encode_fields(job: Job, now: int) -> list[Any]:
     return [
-        job.id, job.queue, job.body, job.state, job.flags & ~DELIVERED, job.repl,
+        job.id, job.queue, job.body, job.state, job.flags & ~LOCAL_FLAGS, job.repl,
         max(job.etime - now, 1), job.ctime, job.delay, job.retry, job.nacks,
         job.deliveries,
     ]
@@ -172,19 +182,30 @@ def _decode(data: list[Any], now: int) -> Job | None:
     ):
         return None
     job = Job(job_id, queue, body, ACTIVE, ctime, now + ttl_ms, delay, retry, repl)
-    job.flags = flags & ~DELIVERED
+    job.flags = flags & ~LOCAL_FLAGS
     job.nacks = nacks
     job.deliveries = deliveries
     return job
 
 
 def _decode_ext(data: object, peer_id: str, to_local: PeerClock | None) -> JobExt | None:
-    """The extended fields [priority, group, due], checked as ADDJOB checks them."""
-    if type(data) is not list or len(data) != 3:
+    """The extended fields [priority, group, due(, max deliveries, dead from, reason,
+    generation)], checked as ADDJOB checks them."""
+    if type(data) is not list or len(data) not in (3, 7):
         return None
-    priority, group, due = data
+    priority, group, due = data[:3]
     if not (type(priority) is int and 0 <= priority <= MAX_PRIORITY
             and type(due) is int and 0 <= due <= MAX_DUE_MS
             and (group is None or type(group) is bytes and 0 < len(group) <= MAX_GROUP_LEN)):
         return None
-    return JobExt(priority, group, due_from_peer(due, peer_id, to_local) if due else 0)
+    ext = JobExt(priority, group, due_from_peer(due, peer_id, to_local) if due else 0)
+    if len(data) == 7:
+        max_deliveries, dead_from, reason, generation = data[3:]
+        if not (type(max_deliveries) is int and 0 <= max_deliveries <= MAX_DELIVERIES
+                and type(generation) is int and 0 <= generation <= MAX_GENERATION
+                and (dead_from is None or type(dead_from) is bytes)
+                and (reason is None or type(reason) is bytes and len(reason) <= 64)):
+            return None
+        ext.max_deliveries, ext.dead_from, ext.dead_reason = max_deliveries, dead_from, reason
+        ext.generation = generation
+    return ext

@@ -32,12 +32,12 @@ from ..gcfree import tune_collector
 from ..ids import new_node_id
 from ..job import Job
 from ..node import Node, now_ms
+from ..policies import QueuePolicy
 from ..schedules import CronSchedule
 from .clients import ClientRegistry
 from .commands import load_commands
 from .connection import ERR_LOADING, Client
 from .cron import Cron
-from .cronfile import ScheduleFile
 from .latency import LatencyMonitor
 from .pending import Pending
 from .process import (
@@ -47,6 +47,7 @@ from .process import (
     exposure_warning,
     setup_logging,
 )
+from .records import ConfigRecords
 from .reply import NULL_ARRAY
 from .shutdown import Shutdown
 from .stats import Stats, slowlog_usec
@@ -136,7 +137,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         if self.membership.restored:  # it may have known DEDUP keys it has lost
             self.node.dedup_since = now_ms()
         self.node.arm_timer = self._arm_timer
-        self.schedule_file = ScheduleFile(self.membership, self.node)
+        self.config_records = ConfigRecords(self.membership, self.node)
         if self.config.daemonize:
             daemonize()
         if self.config.pidfile:
@@ -154,7 +155,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
             self.loop.add_signal_handler(sig, self._on_signal, sig)
         self.aof = AppendOnlyFile(self.config, self.node, self.loop)
         self.aof.on_status_change = self._update_refusing
-        self.schedule_file.load()  # (the job timer needs the loop)
+        self.config_records.load()  # (the job timer needs the loop)
         await self._load_data()
         if self._stopped.done():
             return
@@ -304,13 +305,22 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         self.replication = Replication(self.node, self.bus, self.loop)
         self.node.cluster = self.replication
         self.replication.recurring.on_change = self._schedule_changed
+        self.replication.failures.on_policy_change = self._policy_changed
 
     def _schedule_changed(self, schedule: CronSchedule) -> None:
         """CRON: persisted with the AOF when it is on, and in nodes.conf (what a node
         without the AOF restarts from) in any case."""
         if self.aof is not None and self.node.aof is not None:  # (logging: ON)
             self.aof.schedule_stored(schedule)
-        self.schedule_file.changed(schedule)
+        self.config_records.changed("cron", schedule.name, schedule.version,
+                                    schedule.deleted)
+
+    def _policy_changed(self, policy: QueuePolicy) -> None:
+        """QPOLICY: persisted as CRON's schedules are."""
+        if self.aof is not None and self.node.aof is not None:
+            self.aof.policy_stored(policy)
+        self.config_records.changed("qpolicy", policy.queue, policy.version,
+                                    policy.deleted)
 
     def debug_load_aof(self) -> bytes:
         """DEBUG LOADAOF: forget every job and load the AOF again. Unlike Disque,

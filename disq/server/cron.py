@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..node import Node
     from .connection import Client
-    from .cronfile import ScheduleFile
     from .latency import LatencyMonitor
+    from .records import ConfigRecords
 
 log = logging.getLogger("disq")
 
@@ -40,7 +40,7 @@ class Cron:
     _timer_when: int
     _cron: asyncio.TimerHandle | None
     replication: Any
-    schedule_file: ScheduleFile
+    config_records: ConfigRecords
 
     if TYPE_CHECKING:  # the other parts of Server: Stats, ClientRegistry, Server
         def _sample_ops(self, now: float) -> None: ...
@@ -88,7 +88,10 @@ class Cron:
             self.node.dedup.sweep(int(now * 1000))
             if self.replication is not None:
                 self.replication.recurring.cron(int(now * 1000))
-            self.schedule_file.cron(int(now * 1000))
+                self.replication.failures.cron(int(now * 1000))
+            self.node.schedules.sweep(int(now * 1000))  # tombstones
+            self.node.policies.sweep(int(now * 1000))
+            self.config_records.cron(int(now * 1000))
             if self.aof is not None:
                 self.aof.cron()
             if self.config.timeout:

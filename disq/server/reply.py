@@ -71,7 +71,7 @@ def job_entry(job: Job) -> bytes:
 
 def job_entry_with_counters(job: Job) -> bytes:
     """GETJOB WITHCOUNTERS: [queue, id, body, "nacks", n, "additional-deliveries", n],
-    then EXT_FIELDS for a job using disq's extensions."""
+    then `ext_fields` for a job using disq's extensions."""
     queue, body, ext = job.queue, job.body, job.ext
     entry = (
         b"*7\r\n$%d\r\n%s\r\n$40\r\n%s\r\n$%d\r\n%s\r\n$5\r\nnacks\r\n:%d\r\n"
@@ -81,25 +81,34 @@ def job_entry_with_counters(job: Job) -> bytes:
     )
     if ext is None:
         return entry
-    return b"*%d%s%s" % (7 + EXT_FIELDS, entry[2:], ext_fields(ext))
+    count, fields = ext_fields(ext)
+    return b"*%d%s%s" % (7 + count, entry[2:], fields)
 
 
 def job_entry_peek(job: Job) -> bytes:
-    """QPEEK: `job_entry`, then EXT_FIELDS for a job using disq's extensions."""
+    """QPEEK: `job_entry`, then `ext_fields` for a job using disq's extensions."""
     ext = job.ext
     if ext is None:
         return job_entry(job)
-    return b"*%d%s%s" % (3 + EXT_FIELDS, job_entry(job)[2:], ext_fields(ext))
+    count, fields = ext_fields(ext)
+    return b"*%d%s%s" % (3 + count, job_entry(job)[2:], fields)
 
 
-EXT_FIELDS = 6  # ext_fields' items: three names, three values
-
-
-def ext_fields(ext: JobExt) -> bytes:
+def ext_fields(ext: JobExt) -> tuple[int, bytes]:
     """What a job using disq's extensions shows beyond Disque's fields (SHOW, JSCAN
-    REPLY ALL, QPEEK, GETJOB WITHCOUNTERS), as name/value pairs: "priority" (0..255),
-    "group" (nil: none), "due-ms" (Unix ms before which it is not delivered; 0: none).
-    A plain job's replies have none of them: Disque clients parse fixed layouts."""
+    REPLY ALL, QPEEK, GETJOB WITHCOUNTERS), as name/value pairs, and how many items:
+    "priority" (0..255), "group" (nil: none), "due-ms" (Unix ms before which it is not
+    delivered; 0: none); with MAXDELIVERIES or for a dead letter (or one put back)
+    also "max-deliveries" (0: the queue's policy), "dead-from" and "dead-reason" (nil:
+    not a dead letter). A plain job's replies have none of them: Disque clients parse
+    fixed layouts."""
     group = ext.group
-    return b"$8\r\npriority\r\n:%d\r\n$5\r\ngroup\r\n%s$6\r\ndue-ms\r\n:%d\r\n" % (
+    base = b"$8\r\npriority\r\n:%d\r\n$5\r\ngroup\r\n%s$6\r\ndue-ms\r\n:%d\r\n" % (
         ext.priority, NULL_BULK if group is None else bulk(group), ext.due)
+    if not ext.extra:
+        return 6, base
+    dead_from, reason = ext.dead_from, ext.dead_reason
+    return 12, base + b"$14\r\nmax-deliveries\r\n:%d\r\n$9\r\ndead-from\r\n%s" \
+        b"$11\r\ndead-reason\r\n%s" % (
+            ext.max_deliveries, NULL_BULK if dead_from is None else bulk(dead_from),
+            NULL_BULK if reason is None else bulk(reason))

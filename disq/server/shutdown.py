@@ -66,7 +66,7 @@ class Shutdown:
         if self.bus is not None:
             self.bus.stop()
         try:
-            self.membership.save()  # CRON's schedules too (cronfile.py)
+            self.membership.save()  # CRON schedules and queue policies too (records.py)
         except OSError as exc:
             log.warning("Error saving the cluster config on shutdown: %s", exc)
         for server in self._servers:

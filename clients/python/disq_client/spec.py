@@ -24,6 +24,8 @@ INT = "int"  # an integer in [low, high]
 MS = "ms"  # a timeout in milliseconds: an integer >= 0 (Disque's timeout errors)
 BYTES = "bytes"  # a string of min_len to max_len bytes
 CHOICE = "choice"  # one of `choices`, in any case: the field is the choice as spelled here
+NUMBER = "number"  # a decimal number (2, 0.5) above low, at most high: a float
+INT_PAIR = "int-pair"  # two integers in [low, high], the second not below the first
 
 LL_MIN = -(2**63)  # INT: the lowest bound, for a number taken as it is
 
@@ -45,6 +47,11 @@ class Option:
     @property
     def takes_value(self) -> bool:
         return self.kind != FLAG
+
+    @property
+    def values(self) -> int:
+        """How many arguments follow the token."""
+        return 0 if self.kind == FLAG else 2 if self.kind == INT_PAIR else 1
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,9 @@ class CommandOptions:
             if option.repeat:
                 for item in cast(Iterable[object], value):
                     out += (option.token, item)
+            elif option.kind == INT_PAIR:
+                first, second = cast(tuple[object, object], value)
+                out += (option.token, first, second)
             elif option.takes_value:
                 out += (option.token, value)
             else:
@@ -104,6 +114,7 @@ class CommandOptions:
 
 
 DEDUP_KEY_MAX_LEN = 256
+MAX_DELIVERIES = 65535
 GROUP_MAX_LEN = 256
 MIN_PRIORITY, MAX_PRIORITY = 0, 255  # 0 is the most urgent; a job without PRIORITY: 128
 
@@ -126,6 +137,10 @@ ADDJOB = CommandOptions("ADDJOB", (
            MAX_PRIORITY, extension=True),
     Option("GROUP", "group", BYTES, f"GROUP must be 1 to {GROUP_MAX_LEN} bytes",
            max_len=GROUP_MAX_LEN, extension=True),
+    # issue #19: deliveries before the job becomes a dead letter (wins over QPOLICY's)
+    Option("MAXDELIVERIES", "max_deliveries", INT,
+           f"MAXDELIVERIES must be between 1 and {MAX_DELIVERIES}", 1, MAX_DELIVERIES,
+           extension=True),
 ), exclusive=("DELAY", "DELAY-MS", "AT"))
 
 # JOBSET id [options] (a disq extension): change a job not acknowledged yet, wherever
@@ -188,4 +203,31 @@ CRON_ADD = CommandOptions("CRON ADD", (
     Option("GROUP", "group", BYTES, "GROUP must be 1 to 256 bytes", max_len=256,
            extension=True),
     Option("TZ", "tz", BYTES, "TZ must be a time zone name", max_len=64, extension=True),
+))
+
+# -- issue #19: when jobs fail -------------------------------------------------------------
+# NACK [DELAY-MS ms] id ...: the jobs are queued again after that delay (a disq extension).
+NACK = CommandOptions("NACK", (ADDJOB.by_field["delay_ms"],))
+
+# QPOLICY queue SET [options]: a queue's policy, every node's. The fields given replace
+# those of the policy in force; the others stay.
+QUEUE_NAME_MAX_LEN = 1024  # a dead-letter queue's name
+MAX_BACKOFF_MS = 2**32 - 1  # ~50 days
+MAX_RATE = 1_000_000_000
+QPOLICY_SET = CommandOptions("QPOLICY SET", (
+    ADDJOB.by_field["max_deliveries"],
+    Option("DEADLETTER", "deadletter", BYTES,
+           f"DEADLETTER must be a queue name of 1 to {QUEUE_NAME_MAX_LEN} bytes",
+           max_len=QUEUE_NAME_MAX_LEN, extension=True),
+    Option("BACKOFF", "backoff", INT_PAIR,
+           f"BACKOFF needs base-ms and max-ms, 1 <= base-ms <= max-ms <= {MAX_BACKOFF_MS}",
+           1, MAX_BACKOFF_MS, extension=True),
+    Option("RATE", "rate", NUMBER,
+           f"RATE must be a number of jobs per second, > 0 and <= {MAX_RATE}", 0, MAX_RATE,
+           extension=True),
+))
+
+# DEADLETTER REQUEUE dlq [COUNT n]: dead letters back to the queues they came from.
+DEADLETTER_REQUEUE = CommandOptions("DEADLETTER REQUEUE", (
+    Option("COUNT", "count", INT, "COUNT must be a number greater than zero", 1),
 ))

@@ -1,8 +1,10 @@
 """One module per command family; each handler registers itself in `..table`.
 
 - jobs.py: ADDJOB GETJOB ACKJOB FASTACK NACK ENQUEUE DEQUEUE DELJOB WORKING SHOW LOADJOB
+  JOBSET
 - queues.py: QLEN QPEEK QSTAT QSCAN JSCAN PAUSE
 - cron.py: CRON (ADD, DEL, LIST; a disq extension)
+- policies.py: QPOLICY (SET, GET, DEL), DEADLETTER (REQUEUE) (disq extensions)
 - cluster.py: CLUSTER HELLO
 - admin.py: PING AUTH INFO CONFIG DEBUG TIME COMMAND CLIENT SHUTDOWN SLOWLOG LATENCY
   BGREWRITEAOF MONITOR (QUIT is handled by the connection itself)
@@ -11,7 +13,7 @@
 from __future__ import annotations
 
 from ..table import COMMANDS, CommandSpec
-from . import admin, cluster, cron, jobs, queues  # noqa: F401  (each registers its commands)
+from . import admin, cluster, cron, jobs, policies, queues  # noqa: F401  (each registers its commands)
 
 
 def load_commands() -> dict[bytes, CommandSpec]:

@@ -9,7 +9,7 @@ from ... import errors
 from ...ids import is_valid_job_id
 from ...job import STATE_NAMES, WAIT_REPL, Job
 from ...node import now_ms
-from ...requests import AddJob, GetJob, JobSet, validate_ids
+from ...requests import AddJob, GetJob, JobSet, Nack, validate_ids
 from .. import reply
 from ..table import command
 from .dedup import add_deduped
@@ -75,8 +75,12 @@ def fastack(client: Client, args: list[bytes]) -> bytes:
 
 @command("nack", -1, "wm")
 def nack(client: Client, args: list[bytes]) -> bytes:
-    """NACK id [id ...]: put delivered jobs back in the queue, counting a nack."""
-    return reply.integer(client.node.requeue(_ids(args), nack=True))
+    """NACK [DELAY-MS ms] id [id ...]: put delivered jobs back in the queue, counting
+    a nack; after DELAY-MS (a disq extension), or the queue's BACKOFF policy, if any.
+    A job at its MAXDELIVERIES becomes a dead letter instead (disq/failures.py)."""
+    request = Nack.parse(args)
+    return reply.integer(client.node.requeue(request.ids, nack=True,
+                                             delay_ms=request.delay_ms))
 
 
 @command("enqueue", -1, "wm")
@@ -167,8 +171,9 @@ def show_job(job: Job, my_id: str) -> bytes:
         reply.bulk(b"body"), reply.bulk(job.body) if job.body is not None else reply.NULL_BULK,
     ]
     if job.ext is not None:  # after Disque's fields: their positions stay
-        fields.append(reply.ext_fields(job.ext))
-        return b"*%d\r\n" % (30 + reply.EXT_FIELDS) + b"".join(fields)
+        count, extra = reply.ext_fields(job.ext)
+        fields.append(extra)
+        return b"*%d\r\n" % (30 + count) + b"".join(fields)
     return b"*30\r\n" + b"".join(fields)
 
 

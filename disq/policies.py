@@ -1,0 +1,133 @@
+"""Queue policies (QPOLICY, issue #19): what happens to a queue's jobs when they fail,
+and how fast the queue may be drained. Sans-IO: the table every node holds; how it
+reaches every node is replication/policies.py, what the node does with it node.py
+(dead letters, back-off) and ratelimit.py (RATE).
+
+- MAXDELIVERIES n: a job delivered n times (GETJOB WITHCOUNTERS' nacks + additional
+  deliveries, plus the first) is not queued again: it becomes a dead letter, moved to
+  DEADLETTER (default `dead:<queue>`). A job's own ADDJOB MAXDELIVERIES wins.
+- BACKOFF base max: a NACK without DELAY-MS, and the requeue of a job nobody
+  acknowledged within its RETRY, wait min(max, base * 2^(n-1)) ms, +-20% jitter, n
+  being the job's failed deliveries so far (this one included).
+- RATE r: GETJOB delivers at most about r jobs a second from the queue, cluster-wide.
+
+As CRON's schedules (schedules.py), changes are ordered by `version` (ms, node ID):
+the newest wins everywhere, and QPOLICY DEL is a version too (a tombstone, kept a
+while so that an old copy cannot bring the policy back).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+TOMBSTONE_MS = 24 * 3600 * 1000
+MAX_QUEUE_NAME_LEN = 1024
+JITTER = 0.2  # back-off delays are spread +-20%
+DEAD_PREFIX = b"dead:"
+
+
+class QueuePolicy:
+    __slots__ = ("queue", "max_deliveries", "deadletter", "backoff_base", "backoff_max",
+                 "rate", "version", "origin", "deleted")
+
+    def __init__(self, queue: bytes, *, max_deliveries: int = 0,
+                 deadletter: bytes | None = None, backoff_base: int = 0,
+                 backoff_max: int = 0, rate: float = 0.0, version: int = 0,
+                 origin: str = "", deleted: bool = False) -> None:
+        self.queue = queue
+        self.max_deliveries = max_deliveries  # 0: none
+        self.deadletter = deadletter  # None: dead:<queue>
+        self.backoff_base = backoff_base  # ms; 0: no back-off
+        self.backoff_max = backoff_max
+        self.rate = rate  # jobs per second; 0: no limit
+        self.version = version  # ms of the change, `origin` (a node ID) as tiebreak
+        self.origin = origin
+        self.deleted = deleted
+
+    def newer_than(self, other: QueuePolicy) -> bool:
+        return (self.version, self.origin) > (other.version, other.origin)
+
+    @property
+    def deadletter_queue(self) -> bytes:
+        return self.deadletter or dead_letter_queue(self.queue)
+
+    def backoff_ms(self, failures: int) -> int:
+        """The back-off before the job's next delivery after `failures` failed ones
+        (0: none)."""
+        return backoff_ms(self.backoff_base, self.backoff_max, failures)
+
+    def to_wire(self) -> list[Any]:
+        return [self.queue, self.max_deliveries, self.deadletter, self.backoff_base,
+                self.backoff_max, float(self.rate), self.version, self.origin, self.deleted]
+
+    @classmethod
+    def from_wire(cls, data: object) -> QueuePolicy | None:
+        """A policy from `to_wire`'s list, or None if anything is off (a peer's
+        message or a file: trusted no more than any input)."""
+        if type(data) is not list or len(data) != 9:
+            return None
+        (queue, max_deliveries, deadletter, base, top, rate, version, origin,
+         deleted) = data
+        if not (type(queue) is bytes and 0 < len(queue) <= MAX_QUEUE_NAME_LEN
+                and type(max_deliveries) is int and 0 <= max_deliveries <= 65535
+                and (deadletter is None or type(deadletter) is bytes
+                     and 0 < len(deadletter) <= MAX_QUEUE_NAME_LEN and deadletter != queue)
+                and type(base) is int and type(top) is int and 0 <= base <= top < 2**32
+                and type(rate) is float and 0 <= rate <= 1e9
+                and type(version) is int and type(origin) is str
+                and type(deleted) is bool):
+            return None
+        return cls(queue, max_deliveries=max_deliveries, deadletter=deadletter,
+                   backoff_base=base, backoff_max=top, rate=rate, version=version,
+                   origin=origin, deleted=deleted)
+
+
+def dead_letter_queue(queue: bytes) -> bytes:
+    return DEAD_PREFIX + queue
+
+
+def backoff_ms(base: int, top: int, failures: int) -> int:
+    """min(top, base * 2^(failures-1)), +-JITTER (0 without a base)."""
+    if not base or failures < 1:
+        return 0
+    delay = min(top, base << min(failures - 1, 40))
+    return max(1, round(delay * random.uniform(1 - JITTER, 1 + JITTER)))
+
+
+def format_rate(rate: float) -> bytes:
+    return b"%d" % rate if rate == int(rate) else repr(rate).encode()
+
+
+class PolicyTable:
+    """Every queue policy this node knows (tombstones included)."""
+
+    def __init__(self) -> None:
+        self.policies: dict[bytes, QueuePolicy] = {}
+
+    def __len__(self) -> int:
+        return sum(1 for p in self.policies.values() if not p.deleted)
+
+    def get(self, queue: bytes) -> QueuePolicy | None:
+        policy = self.policies.get(queue)
+        return None if policy is None or policy.deleted else policy
+
+    def live(self) -> list[QueuePolicy]:
+        return sorted((p for p in self.policies.values() if not p.deleted),
+                      key=lambda p: p.queue)
+
+    def merge(self, policy: QueuePolicy) -> bool:
+        """Take `policy` if it is newer than what this node has. True if it did."""
+        mine = self.policies.get(policy.queue)
+        if mine is not None and not policy.newer_than(mine):
+            return False
+        self.policies[policy.queue] = policy
+        return True
+
+    def sweep(self, now: int) -> list[bytes]:
+        """Forget the tombstones older than TOMBSTONE_MS; their queues."""
+        old = [q for q, p in self.policies.items()
+               if p.deleted and p.version < now - TOMBSTONE_MS]
+        for queue in old:
+            del self.policies[queue]
+        return old

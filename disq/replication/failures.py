@@ -1,0 +1,189 @@
+"""Issue #19 across nodes: dead letters, queue policies and the rate limit's shares.
+
+- JOBMOVE: a holder moved its copy of a job (a dead letter, or one put back by
+  DEADLETTER REQUEUE): the other holders take the move if its generation is newer
+  than their copy's (`Node.apply_move`). A holder that missed it (down, cut off)
+  learns it later from requeue.py's exchanges (QUEUED and WILLQUEUE carry the
+  sender's generation; a holder with a newer copy answers JOBMOVE).
+- QPOLICY_SET / QPOLICY_SYNC: every node holds every queue policy (tables.py).
+- RATE_DEMAND: every RATE_PERIOD_MS each node tells the others its demand for each
+  rate-limited queue, and takes its share of the rate (disq/ratelimit.py).
+- DLQ_REQUEUE / DLQ_REQUEUE_REPLY: DEADLETTER REQUEUE puts back the dead letters
+  queued on every node: this node's first, then each reachable node's in turn
+  (in turn so that COUNT is the total), each given REQUEUE_TIMEOUT_MS to answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ..cluster import messages as m
+from ..cluster.membership import ClusterNode
+from ..cluster.port import BusPort
+from ..ids import is_valid_job_id
+from ..node import Node, now_ms
+from ..policies import QueuePolicy
+from ..ratelimit import share_of
+from .requeue import send_jobmove
+from .tables import SyncedTable
+from .wire import MAX_GENERATION, MAX_U32
+
+RATE_PERIOD_MS = 200  # demand reports this often
+RATE_REPORT_TTL_MS = 1000  # a node's report counts this long
+REQUEUE_TIMEOUT_MS = 2000  # a node asked to put back its dead letters: its answer by then
+MAX_REASON_LEN = 64
+
+
+class Failures:
+    """JOBMOVE, QPOLICY_SET/SYNC, RATE_DEMAND, DLQ_REQUEUE(_REPLY): a part of
+    `Replication`."""
+
+    def __init__(self, node: Node, bus: BusPort,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.node = node
+        self.bus = bus
+        self._loop = loop
+        self.policies = SyncedTable(bus, m.QPOLICY_SET, m.QPOLICY_SYNC,
+                                    lambda: node.policies.policies.values(), self._merge)
+        # The server persists what changed (the AOF when on, and nodes.conf).
+        self.on_policy_change: Callable[[QueuePolicy], None] = lambda policy: None
+        # queue -> node id -> (demand, when reported)
+        self._demands: dict[bytes, dict[str, tuple[float, int]]] = {}
+        self._reported: dict[bytes, float] = {}  # what this node said last
+        self._next_rate = 0
+        # DLQ_REQUEUE in flight: request id -> (the node asked, what to do with its count)
+        self._requeues: dict[int, tuple[str, Callable[[int], None]]] = {}
+        self._request_id = 0
+        bus.on(m.JOBMOVE, self._on_jobmove)
+        bus.on(m.RATE_DEMAND, self._on_demand)
+        bus.on(m.DLQ_REQUEUE, self._on_requeue)
+        bus.on(m.DLQ_REQUEUE_REPLY, self._on_requeue_reply)
+
+    # -- what the core tells the cluster ------------------------------------------------
+    def job_moved(self, job: Any) -> None:
+        send_jobmove(self.bus, None, job)
+
+    def policy_changed(self, policy: QueuePolicy) -> None:
+        """QPOLICY SET / DEL here: every node, and this node's disk."""
+        self.policies.changed(policy.to_wire())
+        self.on_policy_change(policy)
+
+    def cron(self, now: int) -> None:
+        self.policies.cron(now)
+        if now >= self._next_rate:
+            self._next_rate = now + RATE_PERIOD_MS
+            self._share_rates(now)
+
+    # -- policies -----------------------------------------------------------------------
+    def _merge(self, data: object) -> None:
+        policy = QueuePolicy.from_wire(data)
+        if policy is not None and self.node.merge_policy(policy, now_ms()):
+            self.on_policy_change(policy)
+
+    # -- rate shares --------------------------------------------------------------------
+    def _share_rates(self, now: int) -> None:
+        """Sample this node's demand for each rate-limited queue, tell the others,
+        and set this node's share from every node's latest report."""
+        report: list[list[Any]] = []
+        limited = set()
+        for queue in self.node.queues.values():
+            limiter = queue.limiter
+            if limiter is None:
+                continue
+            limited.add(queue.name)
+            demand = round(limiter.sample(len(queue.waiters), now), 3)
+            if demand or self._reported.get(queue.name):
+                report.append([queue.name, demand])
+            self._reported[queue.name] = demand
+            theirs = sum(d for node_id, (d, when) in self._demands.get(queue.name, {}).items()
+                         if now - when <= RATE_REPORT_TTL_MS)
+            limiter.set_rate(limiter.rate, share_of(limiter.rate, demand, theirs), now)
+        for name in [q for q in self._reported if q not in limited]:
+            del self._reported[name]
+        if report:
+            self.bus.broadcast(m.RATE_DEMAND, report)
+        for name in [q for q, reports in self._demands.items()
+                     if all(now - when > RATE_REPORT_TTL_MS for _, when in reports.values())]:
+            del self._demands[name]
+
+    def _on_demand(self, sender: ClusterNode, fields: list[Any]) -> None:
+        if not fields or type(fields[0]) is not list:
+            return
+        now = now_ms()
+        for item in fields[0][:10_000]:
+            if type(item) is not list or len(item) != 2:
+                continue
+            name, demand = item
+            if type(name) is bytes and type(demand) in (int, float) and (
+                    math.isfinite(demand) and 0 <= demand <= 1e9):
+                self._demands.setdefault(name, {})[sender.id] = (float(demand), now)
+
+    # -- dead letters -------------------------------------------------------------------
+    def _on_jobmove(self, sender: ClusterNode, fields: list[Any]) -> None:
+        if len(fields) < 7:
+            return
+        job_id, queue, dead_from, reason, generation, nacks, deliveries = fields[:7]
+        if not (type(job_id) is bytes and is_valid_job_id(job_id)
+                and type(queue) is bytes and queue
+                and (dead_from is None or type(dead_from) is bytes)
+                and (reason is None or type(reason) is bytes
+                     and len(reason) <= MAX_REASON_LEN)
+                and type(generation) is int and 0 < generation <= MAX_GENERATION
+                and type(nacks) is int and 0 <= nacks <= MAX_U32
+                and type(deliveries) is int and 0 <= deliveries <= MAX_U32
+                and (dead_from is not None) == (generation % 2 == 1)):
+            return
+        job = self.node.lookup(job_id)
+        if job is not None:
+            self.node.apply_move(job, queue, dead_from, reason, generation, nacks,
+                                 deliveries, now_ms())
+
+    def requeue_elsewhere(self, queue: bytes, count: int, on_done: Callable[[int], None]
+                          ) -> None:
+        """DEADLETTER REQUEUE beyond this node: the reachable nodes' dead letters of
+        `queue`, up to `count` (0: all) in all; `on_done(how many)` once, when every
+        node answered or timed out."""
+        peers = [n.id for n in self.bus.reachable_peers() if self.bus.can_send(n.id)]
+        total = 0
+
+        def ask_next(answered: int) -> None:
+            nonlocal total
+            total += answered
+            while peers and not (count and total >= count):
+                peer = peers.pop(0)
+                self._request_id += 1
+                request_id = self._request_id
+                if self.bus.send(peer, m.DLQ_REQUEUE, request_id, queue,
+                                 count - total if count else 0):
+                    self._requeues[request_id] = (peer, ask_next)
+                    loop = self._loop or asyncio.get_running_loop()
+                    loop.call_later(REQUEUE_TIMEOUT_MS / 1000, self._answered,
+                                    request_id, 0)
+                    return
+            on_done(total)
+
+        ask_next(0)
+
+    def _answered(self, request_id: int, count: int, sender: str | None = None) -> None:
+        asked = self._requeues.get(request_id)
+        if asked is not None and sender in (None, asked[0]):
+            del self._requeues[request_id]
+            asked[1](count)
+
+    def _on_requeue(self, sender: ClusterNode, fields: list[Any]) -> None:
+        if len(fields) < 3:
+            return
+        request_id, queue, count = fields[:3]
+        if not (type(request_id) is int and type(queue) is bytes and queue
+                and type(count) is int and 0 <= count <= MAX_U32):
+            return
+        done = self.node.revive_queue(queue, count, now_ms())
+        self.bus.send(sender.id, m.DLQ_REQUEUE_REPLY, request_id, done)
+
+    def _on_requeue_reply(self, sender: ClusterNode, fields: list[Any]) -> None:
+        if len(fields) >= 2 and type(fields[0]) is int and type(fields[1]) is int and (
+                0 <= fields[1] <= MAX_U32):
+            self._answered(fields[0], fields[1], sender.id)

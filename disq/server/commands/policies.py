@@ -1,0 +1,127 @@
+"""When jobs fail, disq extensions (issue #19): QPOLICY (a queue's MAXDELIVERIES,
+DEADLETTER, BACKOFF and RATE) and DEADLETTER REQUEUE. The policies are
+`node.policies` (disq/policies.py) and what they do is disq/failures.py; telling the
+other nodes is `replication.failures` (disq/replication/failures.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ... import errors
+from ...node import now_ms
+from ...policies import DEAD_PREFIX, QueuePolicy, format_rate
+from ...requests import DeadletterRequeue, QPolicySet
+from .. import reply
+from ..table import command
+
+if TYPE_CHECKING:
+    from ..connection import Client
+    from ..pending import Pending
+
+
+@command("qpolicy", -3, "wm")
+def qpolicy(client: Client, args: list[bytes]) -> bytes:
+    """QPOLICY queue SET [MAXDELIVERIES n] [DEADLETTER queue] [BACKOFF base-ms max-ms]
+    [RATE jobs-per-second] | QPOLICY queue GET | QPOLICY queue DEL"""
+    sub = args[2].lower()
+    if sub == b"set":
+        return _set(client, QPolicySet.parse(args))
+    if sub in (b"get", b"del") and len(args) != 3:
+        raise errors.err(f"wrong number of arguments for 'qpolicy {sub.decode()}'")
+    if sub == b"get":
+        return _get(client, args[1])
+    if sub == b"del":
+        return _delete(client, args[1])
+    raise errors.err("unknown QPOLICY subcommand, try SET, GET or DEL")
+
+
+def _set(client: Client, request: QPolicySet) -> bytes:
+    node = client.node
+    now = now_ms()
+    old = node.policies.get(request.queue)
+    base = old or QueuePolicy(request.queue)
+    backoff = request.backoff or (base.backoff_base, base.backoff_max)
+    policy = QueuePolicy(
+        request.queue,
+        max_deliveries=base.max_deliveries if request.max_deliveries is None
+        else request.max_deliveries,
+        deadletter=request.deadletter or base.deadletter,
+        backoff_base=backoff[0], backoff_max=backoff[1],
+        rate=base.rate if request.rate is None else request.rate,
+        version=_next_version(client, request.queue, now), origin=node.id)
+    node.merge_policy(policy, now)
+    _changed(client, policy)
+    return reply.OK
+
+
+def _delete(client: Client, queue: bytes) -> bytes:
+    node = client.node
+    if node.policies.get(queue) is None:
+        return reply.integer(0)
+    now = now_ms()
+    tombstone = QueuePolicy(queue, version=_next_version(client, queue, now),
+                            origin=node.id, deleted=True)
+    node.merge_policy(tombstone, now)
+    _changed(client, tombstone)
+    return reply.integer(1)
+
+
+def _next_version(client: Client, queue: bytes, now: int) -> int:
+    old = client.node.policies.policies.get(queue)  # (a tombstone too)
+    return now if old is None or now > old.version else old.version + 1
+
+
+def _changed(client: Client, policy: QueuePolicy) -> None:
+    replication = client.server.replication
+    if replication is not None:
+        replication.failures.policy_changed(policy)
+
+
+def _get(client: Client, queue: bytes) -> bytes:
+    """The policy as field / value pairs: queue, maxdeliveries (nil: none),
+    deadletter (where its dead letters go), backoff ([base-ms, max-ms] or nil), rate
+    (jobs per second, or nil); nil if the queue has no policy."""
+    policy = client.node.policies.get(queue)
+    if policy is None:
+        return reply.NULL_BULK
+    return reply.array([
+        reply.bulk(b"queue"), reply.bulk(policy.queue),
+        reply.bulk(b"maxdeliveries"),
+        reply.integer(policy.max_deliveries) if policy.max_deliveries else reply.NULL_BULK,
+        reply.bulk(b"deadletter"), reply.bulk(policy.deadletter_queue),
+        reply.bulk(b"backoff"),
+        reply.encode([policy.backoff_base, policy.backoff_max]) if policy.backoff_base
+        else reply.NULL_BULK,
+        reply.bulk(b"rate"),
+        reply.bulk(format_rate(policy.rate)) if policy.rate else reply.NULL_BULK,
+    ])
+
+
+@command("deadletter", -3, "wm")
+def deadletter(client: Client, args: list[bytes]) -> bytes | Pending:
+    """DEADLETTER REQUEUE queue [COUNT n]: the dead letters of `queue` (queued on any
+    node) back to the queues they came from, their counters reset; how many."""
+    if args[1].lower() != b"requeue":
+        raise errors.err("unknown DEADLETTER subcommand, try REQUEUE")
+    request = DeadletterRequeue.parse(args)
+    node = client.node
+    if not _is_dead_letter_queue(client, request.queue):
+        name = request.queue.decode(errors="replace")[:200]
+        raise errors.err(f"'{name}' is not a dead-letter queue (no QPOLICY names it "
+                         "DEADLETTER, no dead: prefix, no dead letters in it)")
+    done = node.revive_queue(request.queue, request.count, now_ms())
+    replication = client.server.replication
+    if replication is None or node.cluster.size() <= 1 or (
+            request.count and done >= request.count):
+        return reply.integer(done)
+    pending = client.pending()
+    replication.failures.requeue_elsewhere(
+        request.queue, request.count - done if request.count else 0,
+        lambda more: pending.answer(reply.integer(done + more)))
+    return pending
+
+
+def _is_dead_letter_queue(client: Client, queue: bytes) -> bool:
+    node = client.node
+    return queue.startswith(DEAD_PREFIX) or node.holds_dead_letters(queue) or any(
+        policy.deadletter == queue for policy in node.policies.live())
