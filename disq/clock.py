@@ -20,3 +20,10 @@ def now_ms() -> int:
 # several nodes do not all fire at once. Cycles a precomputed table (a C call).
 random_time_error: Callable[[], int] = itertools.cycle(
     [random.randint(-TIME_ERROR_MS, TIME_ERROR_MS) for _ in range(4099)]).__next__
+
+
+def ms_after(now: int, delay_ms: int) -> int:
+    """The time `delay_ms` after `now` (a `now_ms()` reading), never early: `now_ms`
+    floors the clock, so the instant it names may be up to 1 ms past; a delay counted
+    from the next millisecond cannot end before its time (0: now)."""
+    return now + delay_ms + 1 if delay_ms > 0 else now

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .clock import random_time_error
+from .clock import ms_after, random_time_error
 from .job import (
     ACKED,
     ACTIVE,
@@ -141,7 +141,7 @@ class FailurePolicies:
         else:
             job.deliveries += 1
             self.stats.jobs_requeued += 1
-        until = now + delay_ms
+        until = ms_after(now, delay_ms)
         job.state = ACTIVE
         job.qtime = until
         job.flags |= BACKOFF_WAIT | BCAST_WILLQUEUE | BCAST_QUEUED

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from . import errors
-from .clock import now_ms, random_time_error
+from .clock import ms_after, now_ms, random_time_error
 from .config import Config
 from .dedup import DedupTable
 from .failures import INCR_DELIV, INCR_NACKS, FailurePolicies, FailureStats
@@ -539,7 +539,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         first (as Disque refuses a DELAY not below the TTL)."""
         due = 0
         if request.delay_ms is not None:
-            due = now + request.delay_ms
+            due = ms_after(now, request.delay_ms)
         elif request.at is not None:
             due = request.at if request.at > now else now
         if due and due >= (now // 1000 + ttl) * 1000:  # the expiry add_job gives the job

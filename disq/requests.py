@@ -34,6 +34,7 @@ from disq_client.spec import (
 )
 
 from . import errors
+from .clock import ms_after
 from .errors import FixedError, fixed
 from .ids import is_valid_job_id
 from .queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
@@ -383,7 +384,7 @@ class JobSet:
         """The new due time (Unix ms on this node's clock; an AT in the past is now),
         None if the request does not change it."""
         if self.delay_ms is not None:
-            return now + self.delay_ms
+            return ms_after(now, self.delay_ms)
         if self.at is not None:
             return self.at if self.at > now else now
         return None

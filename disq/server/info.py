@@ -185,6 +185,23 @@ def _clock(s: Server) -> list[str]:
     return lines
 
 
+def _failures(s: Server) -> list[str]:
+    """disq's own section (issue #19: dead letters, back-off, rate limits), shown only
+    when asked by name: the totals, then one line per queue whose jobs became dead
+    letters here (by the queue they came from)."""
+    node = s.node
+    failures = node.failures
+    lines = [f"dead_lettered_jobs:{sum(failures.dead_lettered.values())}",
+             f"dead_letters_requeued:{failures.revived}",
+             f"backoff_requeues:{failures.backoff_requeues}",
+             f"rate_limited_getjobs:{failures.rate_limited}",
+             f"queue_policies:{len(node.policies)}"]
+    for i, (queue, count) in enumerate(sorted(failures.dead_lettered.items())):
+        name = queue.decode("utf-8", "replace")
+        lines.append(f"qdl{i}:queue={name},dead_lettered={count}")
+    return lines
+
+
 _SECTIONS = {
     "server": ("Server", _server),
     "clients": ("Clients", _clients),
@@ -198,6 +215,7 @@ _SECTIONS = {
     "federation": ("Federation", _federation),
     "dedup": ("Dedup", _dedup),
     "clock": ("Clock", _clock),
+    "failures": ("Failures", _failures),
 }
 
 

@@ -46,6 +46,10 @@ def snapshot(server: Server) -> dict[str, Any]:
         "memory": server.rss(),
         "used_memory": server.used_memory(),
         "connections_received": server.connections_received,
+        "dead_lettered": [(queue.decode("utf-8", "replace"), count) for queue, count
+                          in node.failures.dead_lettered.most_common(MAX_QUEUES_EXPORTED)],
+        "backoff_requeues": node.failures.backoff_requeues,
+        "rate_limited": node.failures.rate_limited,
         "peer_clocks": [(node.id, estimate) for node, estimate in
                         (server.bus.peer_clocks() if server.bus is not None else [])
                         if estimate is not None],
@@ -90,6 +94,18 @@ class NodeCollector(Collector):
             blocked.add_metric([name], waiting)
         yield length
         yield blocked
+        dead = CounterMetricFamily("disq_dead_lettered_jobs",
+                                   "Jobs that became dead letters here, by the queue they "
+                                   "came from", labels=["queue"])
+        for name, count in snap["dead_lettered"]:
+            dead.add_metric([name], count)
+        yield dead
+        yield CounterMetricFamily("disq_backoff_requeues",
+                                  "NACKs and RETRY requeues delayed by a back-off",
+                                  value=snap["backoff_requeues"])
+        yield CounterMetricFamily("disq_rate_limited_getjobs",
+                                  "GETJOBs that found jobs but no token of the queue's RATE",
+                                  value=snap["rate_limited"])
         yield GaugeMetricFamily("disq_connected_clients", "Connected clients",
                                 value=snap["clients"])
         yield GaugeMetricFamily("disq_blocked_clients", "Clients blocked in GETJOB",

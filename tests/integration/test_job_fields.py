@@ -94,7 +94,7 @@ def test_every_option_is_taken(c: RawClient) -> None:
     delayed = c.add("q", "ms", "delay-ms", 250_000, "priority", 255)
     info = show(c, delayed)
     assert (info["priority"], info["group"]) == (255, NULL_BULK)
-    assert start + 250_000 <= info["due-ms"] <= now_ms() + 250_000
+    assert start + 250_001 <= info["due-ms"] <= now_ms() + 250_001  # (clock.ms_after)
     past = c.add("q", "past", "AT", 1, "GROUP", "g")  # a due time in the past: now
     info = show(c, past)
     assert info["state"] == b"queued" and info["priority"] == 128

@@ -48,7 +48,7 @@ def test_jobset_request_options() -> None:
     assert parsed.due(20_000) == 20_000  # an AT in the past: now
     assert parsed.due(10_000) == 12345
     parsed = JobSet.parse(args(f"JOBSET {ID} DELAY-MS 250"))
-    assert parsed.priority is None and parsed.due(1000) == 1250
+    assert parsed.priority is None and parsed.due(1000) == 1251  # from the next ms (clock.ms_after)
     assert JobSet.parse(args(f"JOBSET {ID} PRIORITY 0")).due(1000) is None
     built = JobSet(ID.encode(), priority=7)
     assert (built.priority, built.at, built.delay_ms) == (7, None, None)
