@@ -100,6 +100,8 @@ RATE_DEMAND = 35  # fields: [[queue, demand], ...] the sender's demand for rate-
 #                  queues (ratelimit.py)
 DLQ_REQUEUE = 36  # fields: [request id, queue, count (0: all)]: put back your dead letters
 DLQ_REQUEUE_REPLY = 37  # fields: [request id, how many were put back]
+JOBMOVE_ASK = 38  # fields: [job id, generation]: my copy is of this generation; if
+#                  yours is newer, send me your JOBMOVE
 
 NAMES = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -113,7 +115,7 @@ NAMES = {
     CRON_FIRED: "cron-fired", JOBSET: "jobset", JOBSET_ASK: "jobset-ask",
     JOBSET_REPLY: "jobset-reply", JOBMOVE: "jobmove", QPOLICY_SET: "qpolicy-set",
     QPOLICY_SYNC: "qpolicy-sync", RATE_DEMAND: "rate-demand", DLQ_REQUEUE: "dlq-requeue",
-    DLQ_REQUEUE_REPLY: "dlq-requeue-reply",
+    DLQ_REQUEUE_REPLY: "dlq-requeue-reply", JOBMOVE_ASK: "jobmove-ask",
 }
 
 _LEN = struct.Struct(">I")

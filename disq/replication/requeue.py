@@ -7,7 +7,8 @@ disq's additions (issue #19): a QUEUED for a job waiting for a back-off says whe
 will be queued (the holders postpone their requeue to RETRY after that, so a holder
 taking over still honours the back-off), and QUEUED / WILLQUEUE carry the generation
 of the sender's copy (a dead letter's moves, failures.py): a holder whose copy is
-newer answers with its state (JOBMOVE), so a holder that missed a move catches up.
+newer answers with its state (JOBMOVE), one whose copy is older asks for it
+(JOBMOVE_ASK), so a holder that missed a move catches up.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class Requeue:
         bus.on(m.QUEUED, self._on_queued)
         bus.on(m.WORKING, self._on_working)
         bus.on(m.WILLQUEUE, self._on_willqueue)
+        bus.on(m.JOBMOVE_ASK, self._on_jobmove_ask)
 
     # -- what the core tells the cluster ------------------------------------------------
     def job_queued(self, job: Job, flags: int, not_before: int = 0) -> None:
@@ -138,10 +140,21 @@ class Requeue:
             send_setack(self.bus, sender.id, job)
 
     def _newer_here(self, sender: ClusterNode, job: Job, generation: int) -> None:
-        """The sender's copy is of an older generation than mine (it missed a move:
-        a dead letter, or one put back): tell it mine."""
-        if generation_of(job) > generation and job.state != ACKED:
+        """The sender's copy and mine differ in generation (one of us missed a move: a
+        dead letter, or one put back): tell it mine if mine is newer, else ask for
+        its own (JOBMOVE_ASK)."""
+        mine = generation_of(job)
+        if job.state == ACKED or mine == generation:
+            return
+        if mine > generation:
             send_jobmove(self.bus, sender.id, job)
+        else:
+            self.bus.send(sender.id, m.JOBMOVE_ASK, job.id, mine)
+
+    def _on_jobmove_ask(self, sender: ClusterNode, fields: list[Any]) -> None:
+        job = job_in(self.node, fields)
+        if job is not None and len(fields) >= 2 and type(fields[1]) is int:
+            self._newer_here(sender, job, fields[1])
 
 
 def generation_of(job: Job) -> int:
