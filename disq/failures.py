@@ -99,7 +99,7 @@ class FailurePolicies:
         if not rate:
             queue.limiter = None
         elif limiter is None:
-            queue.limiter = RateLimiter(rate, now)
+            queue.limiter = RateLimiter(rate, now, self.cluster.size())
         elif limiter.rate != rate:
             limiter.set_rate(rate, rate * limiter.share / limiter.rate, now)
 

@@ -23,9 +23,9 @@ IDLE_WEIGHT = 0.05  # the demand of a node with no consumer: enough to get start
 class RateLimiter:
     __slots__ = ("rate", "share", "tokens", "updated", "demand", "refused", "_sampled")
 
-    def __init__(self, rate: float, now_ms: int) -> None:
+    def __init__(self, rate: float, now_ms: int, nodes: int = 1) -> None:
         self.rate = rate  # the queue's RATE, jobs per second, cluster-wide
-        self.share = rate  # this node's part of it
+        self.share = rate / max(nodes, 1)  # this node's part: even until demands come
         self.tokens = 1.0
         self.updated = now_ms
         self.demand = 0.0  # consumers waiting here, averaged, + refused GETJOBs
