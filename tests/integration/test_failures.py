@@ -222,6 +222,17 @@ def test_a_backoff_policy_spaces_the_redeliveries(c: RawClient) -> None:
     c.call("QPOLICY", "bo", "DEL")
 
 
+def test_the_requeue_of_an_unacknowledged_job_waits_for_the_backoff(c: RawClient) -> None:
+    c.call("QPOLICY", "ra", "SET", "BACKOFF", 1500, 1500)
+    job = c.add("ra", "x", "RETRY", 1)
+    deliver(c, "ra")
+    delivered = time.monotonic()
+    entry = deliver(c, "ra", 8000)  # its RETRY (1 s), then the back-off (1.2 to 1.8 s)
+    assert entry[1] == job and entry[6] == 1  # one more delivery, counted
+    assert time.monotonic() - delivered >= 2.2
+    c.call("QPOLICY", "ra", "DEL")
+
+
 # -- rate ------------------------------------------------------------------------------------
 
 def test_rate_limits_deliveries(c: RawClient) -> None:
