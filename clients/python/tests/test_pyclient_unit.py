@@ -19,6 +19,7 @@ from disq_client.errors import (
 )
 from disq_client.protocol import encode, parse_address
 from disq_client.types import Hello, HelloNode, Job, QueuePolicy, is_at_most_once
+from disq_client.worker import _Task, ordinal
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 
@@ -223,3 +224,18 @@ def test_queue_policy_parsing() -> None:
     assert parse([b"queue", b"q", b"maxdeliveries", None, b"deadletter", b"g",
                   b"backoff", None, b"rate", b"10"]) == QueuePolicy("q", None, "g", None, 10.0)
 
+
+def test_worker_tells_the_last_delivery() -> None:
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th"]
+    task = _Task("q", print, False, max_deliveries=3)
+    assert task.last_delivery(Job("id", "q", b"", 2, 0)) == 3
+    assert task.last_delivery(Job("id", "q", b"", 1, 0)) is None
+    assert task.last_delivery(Job("id", "q", b"", 1, 1)) == 3  # a requeue counts
+    assert task.last_delivery(Job("id", "q", b"")) is None  # no counters: cannot tell
+    # the job's own MAXDELIVERIES wins over the task's; 0: the queue policy's (the task's)
+    assert task.last_delivery(Job("id", "q", b"", 0, 0, max_deliveries=1)) == 1
+    assert task.last_delivery(Job("id", "q", b"", 2, 0, max_deliveries=0)) == 3
+    unknown = _Task("q", print, False, backoff=(1, 2))
+    assert unknown.last_delivery(Job("id", "q", b"", 9, 0)) is None
+    assert unknown.last_delivery(Job("id", "q", b"", 0, 0, max_deliveries=1)) == 1
