@@ -22,7 +22,7 @@ from .errors import (
     TooLateError,
 )
 from .tls import ssl_context
-from .types import CronEntry, Hello, HelloNode, Job, JobInfo, QueueStat
+from .types import CronEntry, Hello, HelloNode, Job, JobInfo, QueuePolicy, QueueStat
 from .worker import Worker
 
 __version__ = "0.1.0"
@@ -48,6 +48,7 @@ __all__ = [
     "PausedError",
     "ProtocolError",
     "QueueFullError",
+    "QueuePolicy",
     "QueueStat",
     "CronEntry",
     "ResponseError",

@@ -33,7 +33,7 @@ from .protocol import (
     reply_wait,
 )
 from .retry import CONNECTION_ERRORS
-from .types import CronEntry, Hello, Job, JobInfo, PauseOption, QueueStat
+from .types import CronEntry, Hello, Job, JobInfo, PauseOption, QueuePolicy, QueueStat
 
 T = TypeVar("T")
 
@@ -298,11 +298,13 @@ class AsyncClient(ClientBase):
                       maxlen: int | None = None, async_: bool = False,
                       dedup: str | bytes | None = None, delay_ms: int | None = None,
                       at: datetime | int | None = None, priority: int | None = None,
-                      group: str | bytes | None = None) -> str:
+                      group: str | bytes | None = None,
+                      max_deliveries: int | None = None) -> str:
         """As Client.add_job."""
         return await self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry,
                                             ttl, maxlen, async_, dedup, delay_ms=delay_ms,
-                                            at=at, priority=priority, group=group))
+                                            at=at, priority=priority, group=group,
+                                            max_deliveries=max_deliveries))
 
     async def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                        timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -311,11 +313,12 @@ class AsyncClient(ClientBase):
                        async_: bool = False, batch_size: int = BATCH_SIZE,
                        dedup: Iterable[str | bytes] | None = None,
                        delay_ms: int | None = None, at: datetime | int | None = None,
-                       priority: int | None = None,
-                       group: str | bytes | None = None) -> list[str]:
+                       priority: int | None = None, group: str | bytes | None = None,
+                       max_deliveries: int | None = None) -> list[str]:
         batches, wait = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl,
                                       maxlen, async_, batch_size, dedup, delay_ms=delay_ms,
-                                      at=at, priority=priority, group=group)
+                                      at=at, priority=priority, group=group,
+                                      max_deliveries=max_deliveries)
         replies: list[object] = []
         for payload in batches:
             replies += await self._run_pipeline(payload, wait)
@@ -337,8 +340,9 @@ class AsyncClient(ClientBase):
     async def fast_ack(self, *job_ids: str) -> int:
         return await self._run(cmds.ids_command("FASTACK", job_ids))
 
-    async def nack(self, *job_ids: str) -> int:
-        return await self._run(cmds.ids_command("NACK", job_ids))
+    async def nack(self, *job_ids: str, delay_ms: int | None = None) -> int:
+        """As Client.nack."""
+        return await self._run(cmds.nack(job_ids, delay_ms))
 
     async def enqueue(self, *job_ids: str) -> int:
         return await self._run(cmds.ids_command("ENQUEUE", job_ids))
@@ -387,6 +391,25 @@ class AsyncClient(ClientBase):
 
     async def pause(self, queue: str, *flags: PauseOption, bcast: bool = False) -> str:
         return await self._run(cmds.pause(queue, flags, bcast))
+
+    # -- when jobs fail (disq's extensions, the whole cluster's) ------------------------
+    async def qpolicy_set(self, queue: str, *, max_deliveries: int | None = None,
+                          deadletter: str | bytes | None = None,
+                          backoff: tuple[int, int] | None = None,
+                          rate: float | None = None) -> str:
+        """As Client.qpolicy_set."""
+        return await self._run(cmds.qpolicy_set(queue, max_deliveries, deadletter, backoff,
+                                                rate))
+
+    async def qpolicy_get(self, queue: str) -> QueuePolicy | None:
+        return await self._run(cmds.qpolicy_get(queue))
+
+    async def qpolicy_del(self, queue: str) -> bool:
+        return await self._run(cmds.qpolicy_del(queue))
+
+    async def requeue_dead(self, dlq: str, count: int | None = None) -> int:
+        """As Client.requeue_dead."""
+        return await self._run(cmds.requeue_dead(dlq, count))
 
     async def _scan(self, make: Callable[[int], Cmd[tuple[int, list[object]]]]
                     ) -> AsyncIterator[list[object]]:

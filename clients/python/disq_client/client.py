@@ -39,7 +39,7 @@ from .protocol import (
 )
 from .retry import CONNECTION_ERRORS
 from .tls import SSLOption, ssl_context
-from .types import CronEntry, Hello, Job, JobInfo, PauseOption, QueueStat
+from .types import CronEntry, Hello, Job, JobInfo, PauseOption, QueuePolicy, QueueStat
 
 __all__ = ["ADD_TIMEOUT_MS", "BATCH_SIZE", "DEFAULT_NODE", "Client", "ClientBase",
            "Connection", "ConnectionSettings", "Nodes", "seed_list"]
@@ -375,16 +375,20 @@ class Client(ClientBase):
                 retry: int | None = None, ttl: int | None = None, maxlen: int | None = None,
                 async_: bool = False, dedup: str | bytes | None = None,
                 delay_ms: int | None = None, at: datetime | int | None = None,
-                priority: int | None = None, group: str | bytes | None = None) -> str:
+                priority: int | None = None, group: str | bytes | None = None,
+                max_deliveries: int | None = None) -> str:
         """ADDJOB; returns the job ID. `timeout_ms` bounds synchronous replication (0:
         no limit); delay, retry and ttl are in seconds. disq's extensions: `dedup`, a
         key: if the cluster added a job with it already, that job's ID, nothing added;
         `delay_ms`, a delay in ms, or `at`, when to deliver it (a datetime, naive: local
         time, or Unix ms; never before it); `priority` 0 (most urgent) .. 255 (default
-        128); `group`, a fairness group (ready jobs are handed out round-robin by group)."""
+        128); `group`, a fairness group (ready jobs are handed out round-robin by group);
+        `max_deliveries` (1..65535), deliveries after which the job is not queued again
+        but moved to its dead-letter queue (over the queue policy's)."""
         return self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry, ttl,
                                       maxlen, async_, dedup, delay_ms=delay_ms, at=at,
-                                      priority=priority, group=group))
+                                      priority=priority, group=group,
+                                      max_deliveries=max_deliveries))
 
     def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                  timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -393,14 +397,16 @@ class Client(ClientBase):
                  batch_size: int = BATCH_SIZE,
                  dedup: Iterable[str | bytes] | None = None, delay_ms: int | None = None,
                  at: datetime | int | None = None, priority: int | None = None,
-                 group: str | bytes | None = None) -> list[str]:
+                 group: str | bytes | None = None,
+                 max_deliveries: int | None = None) -> list[str]:
         """Pipelined ADDJOB: `batch_size` jobs per write. Returns the IDs in order; if any
         job was refused, raises BatchError once every batch was sent, with each job's ID
         or exception in `results`. `dedup`: one DEDUP key per body (see add_job), which
         also makes sending a batch again after a broken connection add nothing twice."""
         batches, wait = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl,
                                       maxlen, async_, batch_size, dedup, delay_ms=delay_ms,
-                                      at=at, priority=priority, group=group)
+                                      at=at, priority=priority, group=group,
+                                      max_deliveries=max_deliveries)
         replies: list[object] = []
         for payload in batches:
             replies += self._run_pipeline(payload, wait)
@@ -426,9 +432,11 @@ class Client(ClientBase):
         """FASTACK: delete the jobs everywhere without the acknowledgement protocol."""
         return self._run(cmds.ids_command("FASTACK", job_ids))
 
-    def nack(self, *job_ids: str) -> int:
-        """NACK: queue delivered jobs again at once, counting a failed attempt."""
-        return self._run(cmds.ids_command("NACK", job_ids))
+    def nack(self, *job_ids: str, delay_ms: int | None = None) -> int:
+        """NACK: queue delivered jobs again, counting a failed attempt: at once, or after
+        the queue policy's back-off, or after `delay_ms` (a disq extension). A job at its
+        last delivery (MAXDELIVERIES) becomes a dead letter instead."""
+        return self._run(cmds.nack(job_ids, delay_ms))
 
     def enqueue(self, *job_ids: str) -> int:
         return self._run(cmds.ids_command("ENQUEUE", job_ids))
@@ -482,6 +490,33 @@ class Client(ClientBase):
         """PAUSE queue in|out|all|none; no flag only reads the state. Returns the state;
         `bcast` sends it to every node."""
         return self._run(cmds.pause(queue, flags, bcast))
+
+    # -- when jobs fail (disq's extensions, the whole cluster's) ------------------------
+    def qpolicy_set(self, queue: str, *, max_deliveries: int | None = None,
+                    deadletter: str | bytes | None = None,
+                    backoff: tuple[int, int] | None = None,
+                    rate: float | None = None) -> str:
+        """QPOLICY queue SET: the fields given replace the queue policy's, the others
+        stay. `max_deliveries` (1..65535): deliveries before a job becomes a dead
+        letter; `deadletter`: where dead letters go (default `dead:<queue>`);
+        `backoff` (base_ms, max_ms): a NACKed or requeued job waits min(max,
+        base * 2^(n-1)) +-20% after its n-th failure; `rate`: at most that many jobs per
+        second delivered from the queue. Returns "OK"."""
+        return self._run(cmds.qpolicy_set(queue, max_deliveries, deadletter, backoff, rate))
+
+    def qpolicy_get(self, queue: str) -> QueuePolicy | None:
+        """QPOLICY queue GET: the queue's policy, None if it has none."""
+        return self._run(cmds.qpolicy_get(queue))
+
+    def qpolicy_del(self, queue: str) -> bool:
+        """QPOLICY queue DEL: whether the queue had a policy."""
+        return self._run(cmds.qpolicy_del(queue))
+
+    def requeue_dead(self, dlq: str, count: int | None = None) -> int:
+        """DEADLETTER REQUEUE: put up to `count` (None: all) dead letters of the queue
+        `dlq` back on the queues they came from, their counters reset, across the
+        cluster; returns how many."""
+        return self._run(cmds.requeue_dead(dlq, count))
 
     def _scan(self, make: Callable[[int], Cmd[tuple[int, list[object]]]]
               ) -> Iterator[list[object]]:

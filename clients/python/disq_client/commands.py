@@ -12,8 +12,29 @@ from typing import Generic, TypeVar, cast
 from .bodies import Body, to_body
 from .errors import BatchError
 from .protocol import Arg, error_of, to_bytes
-from .spec import ADDJOB, CRON_ADD, GETJOB, JOBSET, JSCAN, PAUSE, QSCAN, CommandOptions
-from .types import CronEntry, Hello, HelloNode, Job, JobInfo, PauseOption, QueueStat
+from .spec import (
+    ADDJOB,
+    CRON_ADD,
+    DEADLETTER_REQUEUE,
+    GETJOB,
+    JOBSET,
+    JSCAN,
+    NACK,
+    PAUSE,
+    QPOLICY_SET,
+    QSCAN,
+    CommandOptions,
+)
+from .types import (
+    CronEntry,
+    Hello,
+    HelloNode,
+    Job,
+    JobInfo,
+    PauseOption,
+    QueuePolicy,
+    QueueStat,
+)
 
 T = TypeVar("T")
 
@@ -76,13 +97,16 @@ def addjob_options(timeout_ms: int, replicate: int | None, delay: int | None,
                    retry: int | None, ttl: int | None, maxlen: int | None,
                    async_: bool, dedup: Arg | None = None, *, delay_ms: int | None = None,
                    at: datetime | int | None = None, priority: int | None = None,
-                   group: Arg | None = None) -> tuple[Arg, ...]:
+                   group: Arg | None = None,
+                   max_deliveries: int | None = None) -> tuple[Arg, ...]:
     """Everything after the body: the timeout, then the options given. `dedup`,
-    `delay_ms`, `at`, `priority` and `group` are disq's extensions (Disque refuses them)."""
+    `delay_ms`, `at`, `priority`, `group` and `max_deliveries` are disq's extensions
+    (Disque refuses them)."""
     return (timeout_ms, *_options(ADDJOB, {
         "repl": replicate, "delay": delay, "retry": retry, "ttl": ttl, "maxlen": maxlen,
         "dedup": dedup, "async_": async_, "delay_ms": delay_ms,
-        "at": None if at is None else unix_ms(at), "priority": priority, "group": group}))
+        "at": None if at is None else unix_ms(at), "priority": priority, "group": group,
+        "max_deliveries": max_deliveries}))
 
 
 def addjob_wait(timeout_ms: int, async_: bool) -> float | None:
@@ -96,9 +120,10 @@ def add_job(queue: str, body: Body, timeout_ms: int, replicate: int | None,
             delay: int | None, retry: int | None, ttl: int | None, maxlen: int | None,
             async_: bool, dedup: Arg | None, *, delay_ms: int | None = None,
             at: datetime | int | None = None, priority: int | None = None,
-            group: Arg | None = None) -> Cmd[str]:
+            group: Arg | None = None, max_deliveries: int | None = None) -> Cmd[str]:
     options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup,
-                             delay_ms=delay_ms, at=at, priority=priority, group=group)
+                             delay_ms=delay_ms, at=at, priority=priority, group=group,
+                             max_deliveries=max_deliveries)
     return Cmd(("ADDJOB", queue, to_body(body), *options), _str,
                addjob_wait(timeout_ms, async_))
 
@@ -108,10 +133,12 @@ def add_jobs(queue: str, bodies: Iterable[Body], timeout_ms: int, replicate: int
              async_: bool, batch_size: int, dedup: Iterable[Arg] | None, *,
              delay_ms: int | None = None, at: datetime | int | None = None,
              priority: int | None = None, group: Arg | None = None,
+             max_deliveries: int | None = None,
              ) -> tuple[Iterator[list[bytes]], float | None]:
     """Pipelined ADDJOBs: their encoded batches, and how long each batch may take."""
     options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_,
-                             delay_ms=delay_ms, at=at, priority=priority, group=group)
+                             delay_ms=delay_ms, at=at, priority=priority, group=group,
+                             max_deliveries=max_deliveries)
     return (addjob_batches(queue, bodies, options, dedup, batch_size),
             addjob_wait(timeout_ms, async_))
 
@@ -169,7 +196,8 @@ def _job(entry: object) -> Job:
     job = Job(_str(entry[1]), _str(entry[0]), entry[2])
     if len(entry) > 3:
         # then name/value pairs: "nacks", "additional-deliveries" (WITHCOUNTERS),
-        # "priority", "group", "due-ms" (a job using disq's extensions)
+        # "priority", "group", "due-ms" (a job using disq's extensions), then
+        # "max-deliveries", "dead-from", "dead-reason" (MAXDELIVERIES or a dead letter)
         fields = _pairs(entry[3:])
         job.nacks = _optional_int(fields.get("nacks"))
         job.additional_deliveries = _optional_int(fields.get("additional-deliveries"))
@@ -178,12 +206,17 @@ def _job(entry: object) -> Job:
 
 
 def _ext_fields(job: Job | JobInfo, fields: dict[str, object]) -> None:
-    """priority, group, due_ms: replied only for jobs using disq's extensions."""
+    """priority, group, due_ms: replied only for jobs using disq's extensions; then
+    max_deliveries, dead_from, dead_reason only for jobs added with MAXDELIVERIES or
+    that were ever dead letters."""
     if "priority" in fields:
         job.priority = _int(fields["priority"])
-        group = fields.get("group")
-        job.group = None if group is None else _str(group)
+        job.group = _optional_str(fields.get("group"))
         job.due_ms = _int(fields["due-ms"])
+    if "max-deliveries" in fields:
+        job.max_deliveries = _int(fields["max-deliveries"])
+        job.dead_from = _optional_str(fields.get("dead-from"))
+        job.dead_reason = _optional_str(fields.get("dead-reason"))
 
 
 def _jobs(reply: object) -> list[Job]:
@@ -208,8 +241,14 @@ def get_jobs(queues: Sequence[str], count: int, timeout_ms: int, nohang: bool,
 
 
 def ids_command(name: str, ids: Sequence[str]) -> Cmd[int]:
-    """ACKJOB FASTACK NACK ENQUEUE DEQUEUE DELJOB: an integer reply."""
+    """ACKJOB FASTACK ENQUEUE DEQUEUE DELJOB: an integer reply."""
     return Cmd((name, *ids), _int)
+
+
+def nack(ids: Sequence[str], delay_ms: int | None) -> Cmd[int]:
+    """NACK [DELAY-MS ms] id ...: `delay_ms` (a disq extension) queues the jobs again
+    after that delay instead of at once (or after the queue policy's back-off)."""
+    return Cmd(("NACK", *_options(NACK, {"delay_ms": delay_ms}), *ids), _int)
 
 
 def working(job_id: str) -> Cmd[int]:
@@ -230,6 +269,10 @@ def set_job(job_id: str, priority: int | None, at: datetime | int | None,
 
 def _optional_int(value: object) -> int | None:
     return None if value is None else _int(value)
+
+
+def _optional_str(value: object) -> str | None:
+    return None if value is None else _str(value)
 
 
 def _str_list(value: object) -> list[str]:
@@ -320,12 +363,60 @@ def _cron_entries(reply: object) -> list[CronEntry]:
         out.append(CronEntry(_str(f["name"]), _str(f["queue"]), _str(f["spec"]),
                              _str(f["tz"]), _int(f["next-fire-in"]),
                              _optional_int(f["last-fire"]),
-                             None if f["last-job"] is None else _str(f["last-job"])))
+                             _optional_str(f["last-job"])))
     return out
 
 
 def cron_list() -> Cmd[list[CronEntry]]:
     return Cmd(("CRON", "LIST"), _cron_entries)
+
+
+# -- when jobs fail (issue #19, disq's extensions) ------------------------------------------
+def rate_arg(rate: float) -> Arg:
+    """QPOLICY's RATE as sent: an int as it is, a float in Python's shortest form."""
+    return rate if isinstance(rate, int) else repr(float(rate))
+
+
+def qpolicy_set(queue: str, max_deliveries: int | None, deadletter: Arg | None,
+                backoff: tuple[int, int] | None, rate: float | None) -> Cmd[str]:
+    """QPOLICY queue SET: the fields given replace the policy's, the others stay."""
+    return Cmd(("QPOLICY", queue, "SET", *_options(QPOLICY_SET, {
+        "max_deliveries": max_deliveries, "deadletter": deadletter, "backoff": backoff,
+        "rate": None if rate is None else rate_arg(rate)})), _str)
+
+
+def _queue_policy(reply: object) -> QueuePolicy | None:
+    if reply is None:
+        return None
+    assert isinstance(reply, list), reply
+    f = _pairs(reply)
+    pair = f["backoff"]  # [base-ms, max-ms] or nil
+    backoff = None
+    if pair is not None:
+        assert isinstance(pair, list) and len(pair) == 2, pair
+        backoff = (_int(pair[0]), _int(pair[1]))
+    rate = f["rate"]  # a bulk string: "2.5", "10"
+    return QueuePolicy(_str(f["queue"]), _optional_int(f["maxdeliveries"]),
+                       _str(f["deadletter"]), backoff,
+                       None if rate is None else float(_str(rate)))
+
+
+def qpolicy_get(queue: str) -> Cmd[QueuePolicy | None]:
+    return Cmd(("QPOLICY", queue, "GET"), _queue_policy)
+
+
+def _bool(value: object) -> bool:
+    return bool(_int(value))
+
+
+def qpolicy_del(queue: str) -> Cmd[bool]:
+    return Cmd(("QPOLICY", queue, "DEL"), _bool)
+
+
+def requeue_dead(dlq: str, count: int | None) -> Cmd[int]:
+    """DEADLETTER REQUEUE dlq [COUNT n]: how many dead letters went back."""
+    return Cmd(("DEADLETTER", "REQUEUE", dlq,
+                *_options(DEADLETTER_REQUEUE, {"count": count})), _int)
 
 
 def _scan_page(reply: object) -> tuple[int, list[object]]:

@@ -27,7 +27,9 @@ class Job:
     """A job as GETJOB and QPEEK return it. `nacks` and `additional_deliveries` are set
     only when asked for (`with_counters=True`). `priority`, `group` and `due_ms` (Unix
     ms; 0: not scheduled) only for a job added with disq's PRIORITY, GROUP, AT or
-    DELAY-MS, by QPEEK and GETJOB with counters; else None."""
+    DELAY-MS, by QPEEK and GETJOB with counters; else None. `max_deliveries` (0: the
+    queue's policy decides), `dead_from` and `dead_reason` (None: not a dead letter)
+    only for a job added with MAXDELIVERIES or that was ever a dead letter, likewise."""
 
     id: str
     queue: str
@@ -37,6 +39,9 @@ class Job:
     priority: int | None = None
     group: str | None = None
     due_ms: int | None = None
+    max_deliveries: int | None = None
+    dead_from: str | None = None  # the queue a dead letter came from
+    dead_reason: str | None = None  # why it is one: "max-deliveries"
 
     @property
     def node_prefix(self) -> str:
@@ -77,6 +82,10 @@ class JobInfo:
     priority: int | None = None
     group: str | None = None
     due_ms: int | None = None  # Unix ms before which it is not delivered (0: none)
+    # issue #19, for a job added with MAXDELIVERIES or that was ever a dead letter:
+    max_deliveries: int | None = None  # 0: the queue's policy decides
+    dead_from: str | None = None  # a dead letter: the queue it came from
+    dead_reason: str | None = None  # a dead letter: why ("max-deliveries")
 
 
 @dataclass(slots=True)
@@ -128,3 +137,18 @@ class CronEntry:
     next_fire_in: int
     last_fire: int | None
     last_job: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePolicy:
+    """QPOLICY queue GET (a disq extension): what happens to the queue's failing jobs.
+    `max_deliveries`: deliveries before a job becomes a dead letter (None: no limit);
+    `deadletter`: the queue its dead letters go to (`dead:<queue>` unless set);
+    `backoff`: (base ms, max ms) a NACKed or requeued job waits, doubling from base
+    (None: none); `rate`: at most that many jobs per second delivered (None: no limit)."""
+
+    queue: str
+    max_deliveries: int | None
+    deadletter: str
+    backoff: tuple[int, int] | None
+    rate: float | None

@@ -7,7 +7,13 @@ functions run in a thread pool of `concurrency` threads. Then:
 
 - the handler returns: ACKJOB (the job is done, once);
 - it raises: NACK, so the job is queued again at once and its nack counter grows
-  (handlers see it with `job.nacks`, to give up on a job that keeps failing);
+  (handlers see it with `job.nacks`, to give up on a job that keeps failing). A task
+  registered with `max_deliveries` and/or `backoff` sets its queue's policy (QPOLICY
+  queue SET, a disq extension) when the worker starts serving: the server then holds a
+  NACKed job back for the back-off and makes it a dead letter (moved to its dead-letter
+  queue, `dead:<queue>` by default) after its last delivery. That policy is the
+  queue's, shared by every consumer of the queue in the cluster: a later `qpolicy_set`
+  or another worker registering other values changes it for all;
 - it runs long: WORKING heartbeats keep the job from being queued again while it runs.
   After `heartbeat_after` seconds SHOW gives the job's RETRY and when it would be queued
   again; WORKING is sent before that, then every `heartbeat_fraction` of RETRY. Jobs
@@ -41,6 +47,7 @@ from .aio import AsyncClient
 from .core import DEFAULT_NODE, Nodes
 from .errors import DisqError, NoJobError, TooLateError
 from .retry import RetryPolicy, is_transient
+from .spec import QPOLICY_SET
 from .tls import SSLOption
 from .types import Job, is_at_most_once
 
@@ -62,6 +69,41 @@ class _Task:
     queue: str
     handler: Handler
     is_async: bool
+    max_deliveries: int | None = None  # the queue policy the worker sets, if any
+    backoff: tuple[int, int] | None = None
+
+    @property
+    def sets_policy(self) -> bool:
+        return self.max_deliveries is not None or self.backoff is not None
+
+    def last_delivery(self, job: Job) -> int | None:
+        """The delivery `job` is at (1: the first), if the counters show it is its last
+        one (the job's own MAXDELIVERIES, else the task's): a NACK makes it a dead
+        letter. None if it is not, or the worker cannot tell."""
+        if job.nacks is None or job.additional_deliveries is None:
+            return None
+        limit = job.max_deliveries or self.max_deliveries
+        delivery = job.nacks + job.additional_deliveries + 1
+        return delivery if limit and delivery >= limit else None
+
+
+def check_policy(max_deliveries: int | None, backoff: tuple[int, int] | None) -> None:
+    """ValueError, with the server's message, for a task's policy QPOLICY SET would
+    refuse: found when the task is registered rather than when the worker starts."""
+    option = QPOLICY_SET.by_field["max_deliveries"]
+    if max_deliveries is not None and not option.low <= max_deliveries <= option.high:
+        raise ValueError(option.error)
+    option = QPOLICY_SET.by_field["backoff"]
+    if backoff is not None:
+        base, top = backoff
+        if not option.low <= base <= top <= option.high:
+            raise ValueError(option.error)
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, 11th, 21st..."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def heartbeat_interval(retry: int, fraction: float) -> float:
@@ -73,7 +115,8 @@ def heartbeat_interval(retry: int, fraction: float) -> float:
 class Worker:
     """Register handlers with `@worker.task("queue")`, then `worker.run()` (or the
     `disq-worker module:worker` command). A handler gets the `Job`; its return value
-    is ignored."""
+    is ignored. `@worker.task("queue", max_deliveries=5, backoff=(1000, 60000))` also
+    sets the queue's policy (see the module's docstring)."""
 
     def __init__(self, nodes: Nodes = DEFAULT_NODE, *, concurrency: int = 8,
                  password: str | None = None, grace: float = 30.0, poll_ms: int = 1000,
@@ -98,12 +141,25 @@ class Worker:
         self._stop: asyncio.Event | None = None
         self._stop_requested = False
 
-    def task(self, queue: str) -> Callable[[H], H]:
-        """Decorator: `handler(job)` processes the jobs of `queue`."""
+    def task(self, queue: str, *, max_deliveries: int | None = None,
+             backoff: tuple[int, int] | None = None) -> Callable[[H], H]:
+        """Decorator: `handler(job)` processes the jobs of `queue`.
+
+        `max_deliveries` (1..65535) and `backoff` ((base_ms, max_ms)) are set as the
+        queue's policy (QPOLICY queue SET, only the fields given) when the worker starts
+        serving: a job whose handler raised is NACKed and delivered again after
+        min(max_ms, base_ms * 2^(n-1)) ms +-20% (n: its failures so far), and after
+        `max_deliveries` deliveries it becomes a dead letter (`dead:<queue>`, or the
+        policy's DEADLETTER). The policy is the queue's, for every consumer of it in the
+        cluster: a later `qpolicy_set`, or another worker with other values, changes it.
+        """
+        check_policy(max_deliveries, backoff)
+
         def register(handler: H) -> H:
             if queue in self.tasks:
                 raise ValueError(f"queue {queue!r} already has a handler")
-            self.tasks[queue] = _Task(queue, handler, inspect.iscoroutinefunction(handler))
+            self.tasks[queue] = _Task(queue, handler, inspect.iscoroutinefunction(handler),
+                                      max_deliveries, backoff)
             return handler
         return register
 
@@ -139,6 +195,7 @@ class Worker:
         running: set[asyncio.Task[None]] = set()
         jobs_of: dict[asyncio.Task[None], Job] = {}
         try:
+            await self._set_policies(client)
             await self._fetch_loop(client, executor, running, jobs_of)
             await self._drain(client, running, jobs_of)
         finally:
@@ -148,6 +205,34 @@ class Worker:
             executor.shutdown(wait=False, cancel_futures=True)
             await client.close()
             self._loop = self._stop = None
+
+    async def _set_policies(self, client: AsyncClient) -> None:
+        """QPOLICY SET for the tasks with `max_deliveries` or `backoff`, before the first
+        GETJOB: tried again while the cluster cannot be reached (or until stopped); a
+        refusal that will not pass raises."""
+        assert self._stop is not None
+        stop = self._stop
+        for task in self.tasks.values():
+            if not task.sets_policy:
+                continue
+            attempts = FETCH_RETRY.attempts()
+            while not stop.is_set():
+                try:
+                    await client.qpolicy_set(task.queue, max_deliveries=task.max_deliveries,
+                                             backoff=task.backoff)
+                except DisqError as exc:
+                    if not is_transient(exc):
+                        raise
+                    log.warning("setting the policy of queue %s failed: %s", task.queue, exc)
+                    pause = attempts.failed()  # never None: FETCH_RETRY has no limit
+                    try:
+                        await asyncio.wait_for(stop.wait(), pause)
+                    except TimeoutError:
+                        pass
+                    continue
+                log.info("queue %s: policy max_deliveries=%s backoff=%s", task.queue,
+                         task.max_deliveries, task.backoff)
+                break
 
     async def _fetch_loop(self, client: AsyncClient, executor: ThreadPoolExecutor,
                           running: set[asyncio.Task[None]],
@@ -231,8 +316,12 @@ class Worker:
         if await self._settle(client, job, ok):
             if ok:
                 self.acked += 1
-            else:
-                self.nacked += 1
+                return
+            self.nacked += 1
+            last = task.last_delivery(job)
+            if last is not None:
+                log.warning("job %s of queue %s failed its %s and last delivery: dead letter",
+                            job.id, job.queue, ordinal(last))
 
     async def _settle(self, client: AsyncClient, job: Job, ok: bool) -> bool:
         """ACK or NACK, trying a few times (SETTLE_RETRY) if the error may pass: the

@@ -18,7 +18,8 @@ from disq_client.errors import (
     from_reply,
 )
 from disq_client.protocol import encode, parse_address
-from disq_client.types import Hello, HelloNode, Job, is_at_most_once
+from disq_client.types import Hello, HelloNode, Job, QueuePolicy, is_at_most_once
+from disq_client.worker import _Task, ordinal
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 
@@ -79,6 +80,13 @@ def test_reply_parsing() -> None:
     assert cmds.get_jobs(["q"], 1, 0, False, True).parse([[
         b"q", b"id", b"b", b"nacks", 2, b"additional-deliveries", 1, b"priority", 3,
         b"group", None, b"due-ms", 0]]) == [Job("id", "q", b"b", 2, 1, 3, None, 0)]
+    # MAXDELIVERIES, or a dead letter: three more fields after those
+    assert cmds.qpeek("q", 1).parse([[b"dead:q", b"id", b"b", b"priority", 128, b"group",
+                                      None, b"due-ms", 0, b"max-deliveries", 0,
+                                      b"dead-from", b"q", b"dead-reason",
+                                      b"max-deliveries"]]) == [
+        Job("id", "dead:q", b"b", priority=128, due_ms=0, max_deliveries=0, dead_from="q",
+            dead_reason="max-deliveries")]
     parsed = cmds.hello().parse([1, A.encode(), [A.encode(), b"127.0.0.1", b"7711", b"1"]])
     assert parsed == hello(A, (A, 7711, 1))
 
@@ -184,3 +192,50 @@ def test_job_command_arguments() -> None:
     assert cmds.get_jobs(["q"], 2, 10, False, False).args == (
         "GETJOB", "TIMEOUT", 10, "COUNT", 2, "FROM", "q")
     assert cmds.get_jobs(["q"], 0, 0, False, False).args == ("GETJOB", "COUNT", 0, "FROM", "q")
+
+
+def test_failure_command_arguments() -> None:
+    """Issue #19's commands through the spec: NACK's DELAY-MS before the IDs, QPOLICY
+    SET's BACKOFF as two values and RATE as a decimal, DEADLETTER REQUEUE's COUNT."""
+    assert cmds.nack(["a", "b"], None).args == ("NACK", "a", "b")
+    assert cmds.nack(["a"], 250).args == ("NACK", "DELAY-MS", 250, "a")
+    assert cmds.qpolicy_set("q", 5, "dlq", (100, 2000), 2.5).args == (
+        "QPOLICY", "q", "SET", "MAXDELIVERIES", 5, "DEADLETTER", "dlq", "BACKOFF", 100, 2000,
+        "RATE", "2.5")
+    assert cmds.qpolicy_set("q", None, None, None, 10).args == (
+        "QPOLICY", "q", "SET", "RATE", 10)
+    assert cmds.qpolicy_set("q", None, None, None, 1e-05).args[-1] == "1e-05"
+    assert cmds.qpolicy_set("q", None, None, None, None).args == ("QPOLICY", "q", "SET")
+    assert cmds.qpolicy_get("q").args == ("QPOLICY", "q", "GET")
+    assert cmds.qpolicy_del("q").parse(1) is True and cmds.qpolicy_del("q").parse(0) is False
+    assert cmds.requeue_dead("dead:q", None).args == ("DEADLETTER", "REQUEUE", "dead:q")
+    assert cmds.requeue_dead("dead:q", 3).args == (
+        "DEADLETTER", "REQUEUE", "dead:q", "COUNT", 3)
+    with pytest.raises(ValueError):  # not a (base, max) pair: never sent
+        cmds.qpolicy_set("q", None, None, (1, 2, 3), None)  # type: ignore[arg-type]
+
+
+def test_queue_policy_parsing() -> None:
+    parse = cmds.qpolicy_get("q").parse
+    assert parse(None) is None
+    assert parse([b"queue", b"q", b"maxdeliveries", 5, b"deadletter", b"dead:q",
+                  b"backoff", [100, 2000], b"rate", b"2.5"]) == QueuePolicy(
+        "q", 5, "dead:q", (100, 2000), 2.5)
+    assert parse([b"queue", b"q", b"maxdeliveries", None, b"deadletter", b"g",
+                  b"backoff", None, b"rate", b"10"]) == QueuePolicy("q", None, "g", None, 10.0)
+
+
+def test_worker_tells_the_last_delivery() -> None:
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th"]
+    task = _Task("q", print, False, max_deliveries=3)
+    assert task.last_delivery(Job("id", "q", b"", 2, 0)) == 3
+    assert task.last_delivery(Job("id", "q", b"", 1, 0)) is None
+    assert task.last_delivery(Job("id", "q", b"", 1, 1)) == 3  # a requeue counts
+    assert task.last_delivery(Job("id", "q", b"")) is None  # no counters: cannot tell
+    # the job's own MAXDELIVERIES wins over the task's; 0: the queue policy's (the task's)
+    assert task.last_delivery(Job("id", "q", b"", 0, 0, max_deliveries=1)) == 1
+    assert task.last_delivery(Job("id", "q", b"", 2, 0, max_deliveries=0)) == 3
+    unknown = _Task("q", print, False, backoff=(1, 2))
+    assert unknown.last_delivery(Job("id", "q", b"", 9, 0)) is None
+    assert unknown.last_delivery(Job("id", "q", b"", 0, 0, max_deliveries=1)) == 1

@@ -4,6 +4,7 @@ at a time, WORKING heartbeats, and the disq-worker command on SIGTERM."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import addr
-from disq_client import Client, Job, Worker
+from disq_client import Client, Job, QueuePolicy, Worker
 from support import DisqProcess, wait_for
 
 WORKER_BIN = Path(sys.executable).with_name("disq-worker")
@@ -129,6 +130,53 @@ async def test_long_jobs_are_kept_with_working(node: DisqProcess) -> None:
         assert working is not None and "calls=" in str(working)
         assert int(str(working).split("calls=")[1].split(",")[0]) >= 3
         assert c.show(job_id) is None  # acked and collected
+
+
+async def test_max_deliveries_and_backoff_make_a_dead_letter(
+        node: DisqProcess, caplog: pytest.LogCaptureFixture) -> None:
+    """A task's max_deliveries and backoff become the queue's policy: a handler that
+    always raises runs 3 times, spaced by the back-off (50 then 100 ms, -20% at most),
+    and the job ends in dead:<queue>; a task without them sets no policy."""
+    caplog.set_level(logging.INFO, logger="disq_client.worker")
+    with Client(addr(node)) as c:
+        job_id = c.add_job("flaky", b"x", retry=60)
+        calls: list[float] = []
+        worker = Worker(addr(node), concurrency=2, poll_ms=100)
+
+        @worker.task("flaky", max_deliveries=3, backoff=(50, 200))
+        def handle(job: Job) -> None:
+            calls.append(time.monotonic())
+            raise RuntimeError("failing on purpose")
+
+        @worker.task("plain")
+        def plain(job: Job) -> None:
+            pass
+
+        await run_until(worker, lambda: worker.nacked == 3, timeout=15)
+        assert len(calls) == 3 and worker.acked == 0
+        assert calls[1] - calls[0] >= 0.050 * 0.8
+        assert calls[2] - calls[1] >= 0.100 * 0.8
+        assert c.qpolicy_get("flaky") == QueuePolicy("flaky", 3, "dead:flaky", (50, 200), None)
+        assert c.qpolicy_get("plain") is None
+        assert (c.qlen("flaky"), c.qlen("dead:flaky")) == (0, 1)
+        info = c.show(job_id)
+        assert info is not None
+        assert (info.queue, info.nacks, info.dead_from, info.dead_reason) == (
+            "dead:flaky", 2, "flaky", "max-deliveries")
+        last = [r.getMessage() for r in caplog.records if "last delivery" in r.getMessage()]
+        assert last == [f"job {job_id} of queue flaky failed its 3rd and last delivery: "
+                        "dead letter"]
+
+
+def test_task_policies_are_checked_when_registered() -> None:
+    worker = Worker()
+    with pytest.raises(ValueError, match="MAXDELIVERIES must be between 1 and 65535"):
+        worker.task("q", max_deliveries=0)
+    with pytest.raises(ValueError, match="BACKOFF needs base-ms and max-ms"):
+        worker.task("q", backoff=(200, 50))
+    with pytest.raises(ValueError, match="BACKOFF needs base-ms and max-ms"):
+        worker.task("q", backoff=(0, 50))
+    assert worker.tasks == {}
 
 
 # -- the disq-worker command ----------------------------------------------------------------
