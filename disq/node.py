@@ -394,12 +394,15 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
 
     def want_jobs(self, names: list[bytes]) -> None:
         """GETJOB found nothing: create the queues and ask the cluster for jobs, as
-        Disque does for every queue named (with NOHANG too), unless leaving."""
+        Disque does for every queue named (with NOHANG too), unless leaving. Not for a
+        queue that has jobs but no token of its RATE: more jobs would not help."""
         if self.leaving:
             return
         now = now_ms()
         for name in dict.fromkeys(names):
-            self.cluster.need_jobs(self.queue(name, now))
+            queue = self.queue(name, now)
+            if queue.limiter is None or not queue.jobs:
+                self.cluster.need_jobs(queue)
 
     # -- blocked consumers -----------------------------------------------------------
     def block(self, waiter: Waiter, names: list[bytes]) -> list[Queue]:
