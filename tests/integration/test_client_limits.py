@@ -1,7 +1,7 @@
 """Client request limits, disq extensions (issue #19), on real nodes: maxclients-per-ip
 (a connection beyond the limit stays open, its commands get -BUSY until an earlier one
 of its IP goes) and client-rate-limit (a token bucket per connection), CONFIG SET on
-open connections, the INFO counters, bad values.
+open connections, the INFO and /metrics counters, bad values.
 
 The limited connections are raw sockets from 127.0.0.1 (a node binds 127.0.0.1 and
 sees 127.0.0.2 as another IP); the admin connection is the unix socket, which has no
@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import socket
 import ssl
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -238,8 +239,15 @@ def test_unix_socket_connections_have_a_rate_limit_too(limited_node) -> None:
 
 # -- counters ----------------------------------------------------------------------------------
 
-def test_refused_commands_are_counted_in_info(limited_node, conns) -> None:
-    node, admin = limited_node("--maxclients-per-ip", "1")
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        return resp.read().decode()
+
+
+def test_refused_commands_are_counted_in_info_and_metrics(limited_node, conns) -> None:
+    metrics_port = free_port()
+    node, admin = limited_node("--maxclients-per-ip", "1", "--metrics-port",
+                               str(metrics_port))
     assert stats(admin) == {"rejected_connections": 0, "rejected_commands_per_ip": 0,
                             "rejected_commands_rate": 0}
     connect(conns, node)
@@ -253,6 +261,9 @@ def test_refused_commands_are_counted_in_info(limited_node, conns) -> None:
     counted = stats(admin)
     assert counted["rejected_commands_per_ip"] == 4
     assert counted["rejected_commands_rate"] == refused_rate
+    text = scrape(metrics_port)
+    assert 'disq_rejected_commands_total{limit="per_ip"} 4.0' in text
+    assert f'disq_rejected_commands_total{{limit="rate"}} {refused_rate}.0' in text
 
 
 # -- bad values ----------------------------------------------------------------------------------
