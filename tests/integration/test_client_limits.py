@@ -264,6 +264,10 @@ def test_refused_commands_are_counted_in_info_and_metrics(limited_node, conns) -
     text = scrape(metrics_port)
     assert 'disq_rejected_commands_total{limit="per_ip"} 4.0' in text
     assert f'disq_rejected_commands_total{{limit="rate"}} {refused_rate}.0' in text
+    admin.execute_command("CONFIG", "SET", "client-rate-limit", "0")
+    admin.execute_command("CONFIG", "RESETSTAT")  # clears them, as rejected_connections
+    assert stats(admin) == {"rejected_connections": 0, "rejected_commands_per_ip": 0,
+                            "rejected_commands_rate": 0}
 
 
 # -- bad values ----------------------------------------------------------------------------------
