@@ -74,6 +74,8 @@ class Settings:
     proto_max_multibulk_len: int
     cluster_secret: str
     clock_skew_warn_ms: int
+    maxclients_per_ip: int
+    client_rate_limit: int
     tls_port: int
     tls_cert_file: str
     tls_key_file: str

@@ -264,6 +264,10 @@ def _directives() -> list[Directive]:
           doc="bus links must prove they know this secret, both ways (\"\": open bus)"),
         d("clock-skew-warn-ms", 100, _int(0), str, settable=True,
           doc="log a warning when a peer's clock is this many ms off this node's (0: never)"),
+        d("maxclients-per-ip", 0, _int(0), str, settable=True,
+          doc="connections per client IP (0: any); the commands of later ones get -BUSY"),
+        d("client-rate-limit", 0, _int(0), str, settable=True,
+          doc="commands a second per connection, as a burst too (0: off); more get -BUSY"),
         # -- TLS (Redis 6's directives; see disq/tls.py)
         d("tls-port", 0, _int(0, 65535 - 10000), str,
           doc="also serve clients over TLS on this port (0: off)"),

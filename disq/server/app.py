@@ -39,6 +39,7 @@ from .commands import load_commands
 from .connection import ERR_LOADING, Client
 from .cron import Cron
 from .latency import LatencyMonitor
+from .limits import ConnectionsPerIp
 from .pending import Pending
 from .process import (
     LEVELS,
@@ -79,6 +80,10 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         self._next_client_id = 0
         self.connections_received = 0
         self.rejected_connections = 0
+        # client limits (disq's maxclients-per-ip and client-rate-limit)
+        self.per_ip: ConnectionsPerIp[Client] = ConnectionsPerIp(config.maxclients_per_ip)
+        self.rejected_commands_per_ip = 0  # commands refused by each limit (INFO stats)
+        self.rejected_commands_rate = 0
         self.net_input_bytes = 0
         self.net_output_bytes = 0
         self.ops_per_sec = 0
@@ -411,6 +416,10 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
             elif not value and self.aof.state != OFF:
                 self.aof.turn_off()
             self._update_refusing()
+        elif name == "maxclients-per-ip":
+            self.per_ip_limit_changed(value)
+        elif name == "client-rate-limit":
+            self.rate_limit_changed(value)
         elif name == "appendfsync" and self.aof is not None:
             self.aof.release()  # a weaker policy may let waiting replies go
 

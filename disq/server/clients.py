@@ -1,5 +1,6 @@
-"""The server's clients as a whole: admission (maxclients), MONITOR, CLIENT PAUSE,
-idle clients (timeout) and client-output-buffer-limit. A part of `Server`."""
+"""The server's clients as a whole: admission (maxclients, maxclients-per-ip),
+client-rate-limit, MONITOR, CLIENT PAUSE, idle clients (timeout) and
+client-output-buffer-limit. A part of `Server`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ..config import Config
 
 if TYPE_CHECKING:
     from .connection import Client
+    from .limits import ConnectionsPerIp
 
 log = logging.getLogger("disq")
 
@@ -29,6 +31,9 @@ class ClientRegistry:
     paused_clients: set[Client]
     connections_received: int
     rejected_connections: int
+    per_ip: ConnectionsPerIp[Client]  # maxclients-per-ip's accounting
+    rejected_commands_per_ip: int
+    rejected_commands_rate: int
     _next_client_id: int
     _unpause_timer: asyncio.TimerHandle | None
 
@@ -43,6 +48,12 @@ class ClientRegistry:
         self._next_client_id += 1
         client.id = self._next_client_id
         self.clients[client.id] = client
+        if client.ip and not self.per_ip.add(client.ip, client):
+            log.log(15, "Client %s over maxclients-per-ip (%d): its commands get -BUSY",
+                    client.addr, self.config.maxclients_per_ip)
+            client.set_over_ip_limit(True)
+        if self.config.client_rate_limit:
+            client.set_rate_limit(self.config.client_rate_limit)
         sock = client.transport.get_extra_info("socket")  # type: ignore[union-attr]
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             try:
@@ -55,6 +66,23 @@ class ClientRegistry:
     def client_disconnected(self, client: Client) -> None:
         self.clients.pop(client.id, None)
         self.backlogged.pop(client, None)
+        if client.ip:
+            for other in self.per_ip.remove(client.ip, client):
+                other.set_over_ip_limit(False)
+
+    # -- client limits: CONFIG SET ---------------------------------------------------------
+    def per_ip_limit_changed(self, limit: int) -> None:
+        """maxclients-per-ip changed: at once for the connections already there."""
+        within, over = self.per_ip.set_limit(limit)
+        for client in within:
+            client.set_over_ip_limit(False)
+        for client in over:
+            client.set_over_ip_limit(True)
+
+    def rate_limit_changed(self, rate: int) -> None:
+        """client-rate-limit changed: every connection's bucket follows."""
+        for client in self.clients.values():
+            client.set_rate_limit(rate)
 
     # -- client-output-buffer-limit ------------------------------------------------------
     def output_backlogged(self, client: Client) -> None:

@@ -30,6 +30,7 @@ import hiredis
 from ..errors import OOM, DisqError
 from ..queue import Queue
 from . import reply
+from .limits import TokenBucket
 from .pending import LaterReplies, Pending
 from .resp import (
     ProtocolError,
@@ -69,6 +70,7 @@ class Client(LaterReplies, asyncio.Protocol):
         self.addr = ""
         self.laddr = ""
         self.local_ip = ""
+        self.ip = ""  # the peer's IP ("" on the unix socket)
         self.name = b""
         self.ctime = time.time()
         self.last_interaction = self.ctime
@@ -94,11 +96,16 @@ class Client(LaterReplies, asyncio.Protocol):
         self.blocked_queues: list[Queue] = []
         self.block_timer: asyncio.TimerHandle | None = None
         self.block_with_counters = False
+        # client limits (limits.py): `limited` is the one test a request pays when
+        # none applies: over maxclients-per-ip, or a client-rate-limit bucket.
+        self.limited = False
+        self.over_ip_limit = False
+        self.bucket: TokenBucket | None = None
 
     # -- asyncio callbacks -----------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        self.addr, self.laddr, self.local_ip = _addresses(transport)
+        self.addr, self.laddr, self.local_ip, self.ip = _addresses(transport)
         self.server.client_connected(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -329,6 +336,11 @@ class Client(LaterReplies, asyncio.Protocol):
                 break
             args = requests[i]
             i += 1
+            if self.limited:
+                refused = self._limit_refusal(args)
+                if refused is not None:
+                    out.append(refused)
+                    continue
             rep = self.dispatch(args)
             if rep.__class__ is Pending:  # answered later: it keeps its place
                 out.append(rep)
@@ -402,6 +414,39 @@ class Client(LaterReplies, asyncio.Protocol):
             server.slow_command(usec, args)
         return rep
 
+    # -- client limits (maxclients-per-ip, client-rate-limit) ----------------------------
+    def _limit_refusal(self, args: list[bytes]) -> bytes | None:
+        """The -BUSY reply of a request a client limit refuses (None: it runs). Only
+        asked while `limited`. QUIT is never refused and takes no token."""
+        if args[0].lower() == b"quit":
+            return None
+        server = self.server
+        if self.over_ip_limit:
+            server.rejected_commands_per_ip += 1
+            return b"-BUSY too many connections from %s (maxclients-per-ip is %d)\r\n" % (
+                self.ip.encode(), server.config.maxclients_per_ip)
+        bucket = self.bucket
+        if bucket is not None and not bucket.take(time.monotonic()):
+            server.rejected_commands_rate += 1
+            return b"-BUSY client-rate-limit reached (%d commands per second)\r\n" % (
+                server.config.client_rate_limit)
+        return None
+
+    def set_over_ip_limit(self, over: bool) -> None:
+        """The registry's word: this connection is (no longer) over maxclients-per-ip."""
+        self.over_ip_limit = over
+        self.limited = over or self.bucket is not None
+
+    def set_rate_limit(self, rate: int) -> None:
+        """client-rate-limit: `rate` commands a second (0: none), from now on."""
+        if not rate:
+            self.bucket = None
+        elif self.bucket is None:
+            self.bucket = TokenBucket(rate, time.monotonic())
+        else:
+            self.bucket.set_rate(rate, time.monotonic())
+        self.limited = self.over_ip_limit or self.bucket is not None
+
     # -- closing -----------------------------------------------------------------------
     def close_soon(self, requester: Client) -> None:
         """CLIENT KILL: close after the current batch of replies is written."""
@@ -433,7 +478,8 @@ def _printable(name: bytes) -> bytes:
     return name[:128].replace(b"\r", b" ").replace(b"\n", b" ")
 
 
-def _addresses(transport: asyncio.BaseTransport) -> tuple[str, str, str]:
+def _addresses(transport: asyncio.BaseTransport) -> tuple[str, str, str, str]:
+    """(addr, laddr, the local IP, the peer's IP or "" on the unix socket)"""
     def fmt(a: object) -> str:
         if isinstance(a, tuple) and len(a) >= 2:
             host = a[0]
@@ -443,5 +489,6 @@ def _addresses(transport: asyncio.BaseTransport) -> tuple[str, str, str]:
     peer = transport.get_extra_info("peername")
     sock = transport.get_extra_info("sockname")
     local_ip = sock[0] if isinstance(sock, tuple) else "127.0.0.1"
-    return fmt(peer), fmt(sock), local_ip
+    peer_ip = peer[0] if isinstance(peer, tuple) else ""
+    return fmt(peer), fmt(sock), local_ip, peer_ip
 

@@ -126,6 +126,8 @@ def _stats(s: Server) -> list[str]:
         f"instantaneous_input_kbps:{s.input_kbps:.2f}",
         f"instantaneous_output_kbps:{s.output_kbps:.2f}",
         f"rejected_connections:{s.rejected_connections}",
+        f"rejected_commands_per_ip:{s.rejected_commands_per_ip}",
+        f"rejected_commands_rate:{s.rejected_commands_rate}",
         "latest_fork_usec:0",
     ]
 

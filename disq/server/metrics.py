@@ -50,6 +50,8 @@ def snapshot(server: Server) -> dict[str, Any]:
                           in node.failures.dead_lettered.most_common(MAX_QUEUES_EXPORTED)],
         "backoff_requeues": node.failures.backoff_requeues,
         "rate_limited": node.failures.rate_limited,
+        "rejected_commands": {"per_ip": server.rejected_commands_per_ip,
+                              "rate": server.rejected_commands_rate},
         "peer_clocks": [(node.id, estimate) for node, estimate in
                         (server.bus.peer_clocks() if server.bus is not None else [])
                         if estimate is not None],
@@ -117,6 +119,13 @@ class NodeCollector(Collector):
                                 value=snap["used_memory"])
         yield CounterMetricFamily("disq_connections_received", "Connections accepted",
                                   value=snap["connections_received"])
+        rejected = CounterMetricFamily(
+            "disq_rejected_commands",
+            "Commands refused with -BUSY by a client limit (maxclients-per-ip, "
+            "client-rate-limit)", labels=["limit"])
+        for limit, count in snap["rejected_commands"].items():
+            rejected.add_metric([limit], count)
+        yield rejected
         latency = SummaryMetricFamily("disq_command_duration_seconds",
                                       "Time spent executing commands", labels=["command"])
         for name, calls, usec in snap["commands"]:

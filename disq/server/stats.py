@@ -31,6 +31,8 @@ class Stats:
     commands: dict[bytes, CommandSpec]
     connections_received: int
     rejected_connections: int
+    rejected_commands_per_ip: int
+    rejected_commands_rate: int
     net_input_bytes: int
     net_output_bytes: int
     ops_per_sec: int
@@ -104,6 +106,7 @@ class Stats:
 
     def reset_stats(self) -> None:
         self.connections_received = self.rejected_connections = 0
+        self.rejected_commands_per_ip = self.rejected_commands_rate = 0
         self.net_input_bytes = self.net_output_bytes = 0
         for spec in self.commands.values():
             spec.calls = spec.usec = 0
