@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from .clock import ms_after, random_time_error
@@ -175,15 +176,14 @@ class FailurePolicies:
         self.cluster.job_moved(job)
 
     def revive_queue(self, name: bytes, count: int, now: int) -> int:
-        """DEADLETTER REQUEUE on this node: up to `count` (0: all) dead letters queued
-        here in `name`, back to their queues. How many."""
+        """DEADLETTER REQUEUE on this node: up to `count` dead letters queued here in
+        `name`, back to their queues. How many (fewer than `count`: none is left).
+        The caller slices a big queue over several loop turns."""
         queue = self.queues.get(name)
         if queue is None:
             return 0
-        dead = [job for job in queue.jobs
-                if job.ext is not None and job.ext.dead_from is not None]
-        if count:
-            dead = dead[:count]
+        dead = list(islice((job for job in queue.jobs
+                            if job.ext is not None and job.ext.dead_from is not None), count))
         for job in dead:
             self.revive(job, now)
         return len(dead)

@@ -10,7 +10,8 @@
   rate-limited queue, and takes its share of the rate (disq/ratelimit.py).
 - DLQ_REQUEUE / DLQ_REQUEUE_REPLY: DEADLETTER REQUEUE puts back the dead letters
   queued on every node: this node's first, then each reachable node's in turn
-  (in turn so that COUNT is the total), each given REQUEUE_TIMEOUT_MS to answer.
+  (in turn so that COUNT is the total), each given REQUEUE_TIMEOUT_MS to answer;
+  each node moves REQUEUE_SLICE of them a loop turn, serving its clients between.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from .wire import MAX_GENERATION, MAX_U32
 
 RATE_PERIOD_MS = 200  # demand reports this often
 RATE_REPORT_TTL_MS = 1000  # a node's report counts this long
-REQUEUE_TIMEOUT_MS = 2000  # a node asked to put back its dead letters: its answer by then
+REQUEUE_TIMEOUT_MS = 10_000  # a node asked to put back its dead letters: its answer by then
+REQUEUE_SLICE = 10_000  # dead letters put back per loop turn
 MAX_REASON_LEN = 64
 
 
@@ -141,11 +143,10 @@ class Failures:
             self.node.apply_move(job, queue, dead_from, reason, generation, nacks,
                                  deliveries, now_ms())
 
-    def requeue_elsewhere(self, queue: bytes, count: int, on_done: Callable[[int], None]
-                          ) -> None:
-        """DEADLETTER REQUEUE beyond this node: the reachable nodes' dead letters of
-        `queue`, up to `count` (0: all) in all; `on_done(how many)` once, when every
-        node answered or timed out."""
+    def requeue_dead(self, queue: bytes, count: int, on_done: Callable[[int], None]) -> None:
+        """DEADLETTER REQUEUE: this node's dead letters of `queue` (REQUEUE_SLICE a loop
+        turn), then the reachable nodes' in turn, up to `count` (0: all) in all;
+        `on_done(how many)` once, when every node answered or timed out."""
         peers = [n.id for n in self.bus.reachable_peers() if self.bus.can_send(n.id)]
         total = 0
 
@@ -159,13 +160,27 @@ class Failures:
                 if self.bus.send(peer, m.DLQ_REQUEUE, request_id, queue,
                                  count - total if count else 0):
                     self._requeues[request_id] = (peer, ask_next)
-                    loop = self._loop or asyncio.get_running_loop()
-                    loop.call_later(REQUEUE_TIMEOUT_MS / 1000, self._answered,
-                                    request_id, 0)
+                    self._loop_().call_later(REQUEUE_TIMEOUT_MS / 1000, self._answered,
+                                             request_id, 0)
                     return
             on_done(total)
 
-        ask_next(0)
+        self.revive_here(queue, count, ask_next)
+
+    def revive_here(self, queue: bytes, count: int, on_done: Callable[[int], object],
+                    done: int = 0) -> None:
+        """This node's dead letters of `queue`, up to `count` (0: all), REQUEUE_SLICE
+        a loop turn (the clients are served in between); `on_done(how many)`."""
+        wanted = REQUEUE_SLICE if not count else min(REQUEUE_SLICE, count - done)
+        revived = self.node.revive_queue(queue, wanted, now_ms()) if wanted > 0 else 0
+        done += revived
+        if revived < wanted or wanted <= 0:
+            on_done(done)
+        else:
+            self._loop_().call_soon(self.revive_here, queue, count, on_done, done)
+
+    def _loop_(self) -> asyncio.AbstractEventLoop:
+        return self._loop or asyncio.get_running_loop()
 
     def _answered(self, request_id: int, count: int, sender: str | None = None) -> None:
         asked = self._requeues.get(request_id)
@@ -180,8 +195,10 @@ class Failures:
         if not (type(request_id) is int and type(queue) is bytes and queue
                 and type(count) is int and 0 <= count <= MAX_U32):
             return
-        done = self.node.revive_queue(queue, count, now_ms())
-        self.bus.send(sender.id, m.DLQ_REQUEUE_REPLY, request_id, done)
+        def answer(done: int) -> None:
+            self.bus.send(sender.id, m.DLQ_REQUEUE_REPLY, request_id, done)
+
+        self.revive_here(queue, count, answer)
 
     def _on_requeue_reply(self, sender: ClusterNode, fields: list[Any]) -> None:
         if len(fields) >= 2 and type(fields[0]) is int and type(fields[1]) is int and (

@@ -109,15 +109,13 @@ def deadletter(client: Client, args: list[bytes]) -> bytes | Pending:
         name = request.queue.decode(errors="replace")[:200]
         raise errors.err(f"'{name}' is not a dead-letter queue (no QPOLICY names it "
                          "DEADLETTER, no dead: prefix, no dead letters in it)")
-    done = node.revive_queue(request.queue, request.count, now_ms())
     replication = client.server.replication
-    if replication is None or node.cluster.size() <= 1 or (
-            request.count and done >= request.count):
-        return reply.integer(done)
+    if replication is None:  # (no cluster layer: all at once)
+        return reply.integer(node.revive_queue(request.queue, request.count or len(node.jobs),
+                                               now_ms()))
     pending = client.pending()
-    replication.failures.requeue_elsewhere(
-        request.queue, request.count - done if request.count else 0,
-        lambda more: pending.answer(reply.integer(done + more)))
+    replication.failures.requeue_dead(request.queue, request.count,
+                                      lambda done: pending.answer(reply.integer(done)))
     return pending
 
 
