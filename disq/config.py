@@ -76,6 +76,9 @@ class Settings:
     clock_skew_warn_ms: int
     maxclients_per_ip: int
     client_rate_limit: int
+    http_port: int
+    http_bind: str
+    http_max_body: int
     tls_port: int
     tls_cert_file: str
     tls_key_file: str

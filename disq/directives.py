@@ -268,6 +268,13 @@ def _directives() -> list[Directive]:
           doc="connections per client IP (0: any); the commands of later ones get -BUSY"),
         d("client-rate-limit", 0, _int(0), str, settable=True,
           doc="commands a second per connection, as a burst too (0: off); more get -BUSY"),
+        # -- the HTTP API and dashboard (disq/server/http/)
+        d("http-port", 0, _int(0, 65535), str,
+          doc="serve the HTTP API, its docs (/docs) and the dashboard (/) on this port (0: off)"),
+        d("http-bind", "", _str, str,
+          doc="addresses of the HTTP port, space separated (\"\": the node's bind)"),
+        d("http-max-body", 16 * 1024**2, _mem, str, settable=True,
+          doc="largest HTTP request body (a batch of jobs included); larger ones get 413"),
         # -- TLS (Redis 6's directives; see disq/tls.py)
         d("tls-port", 0, _int(0, 65535 - 10000), str,
           doc="also serve clients over TLS on this port (0: off)"),

@@ -111,6 +111,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         self._cron: asyncio.TimerHandle | None = None
         self._stopped: asyncio.Future[None] | None = None
         self._metrics: Any = None
+        self._http: Any = None  # the HTTP port's aiohttp runner (http-port)
         self._memory_cache = (0.0, 0)
         # CLIENT PAUSE: no client request runs before this time.monotonic() value;
         # the clients holding requests meanwhile are resumed when it passes.
@@ -156,6 +157,9 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         if self.config.metrics_port:  # a busy port stops the start here, as `port` does
             from .metrics import start_metrics_server
             self._metrics = start_metrics_server(self)
+        if self.config.http_port:  # (aiohttp is imported only then)
+            from .http.app import start_http
+            self._http = await start_http(self)
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._on_signal, sig)
         self.aof = AppendOnlyFile(self.config, self.node, self.loop)
@@ -184,7 +188,11 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         log.info("Node configured with ID %s", self.node.id)
         log.info("disq %s (Disque %s compatible), port %d, pid %d: ready to accept "
                  "connections", DISQ_VERSION, "1.0-rc1", self.config.node_port, os.getpid())
-        await self._stopped
+        try:
+            await self._stopped
+        finally:
+            if self._http is not None:
+                await self._http.cleanup()
 
     async def _load_data(self) -> None:
         """Disque's loadDataFromDisk: the AOF, if on (or aof-enqueue-jobs-once asks

@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CollectorRegistry, generate_latest, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
@@ -177,6 +178,26 @@ class _QuietHandler(WSGIRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+class _LoopCollector(NodeCollector):
+    """The collector of /metrics on the HTTP port, which runs on the loop itself."""
+
+    def _snapshot(self) -> dict[str, Any]:
+        return snapshot(self.server)
+
+
+def metrics_text(server: Server) -> bytes:
+    """/metrics in Prometheus's text format, read on the event loop (the HTTP port)."""
+    registry = _LOOP_REGISTRIES.get(server)
+    if registry is None:
+        registry = _LOOP_REGISTRIES[server] = CollectorRegistry()
+        registry.register(_LoopCollector(server, asyncio.get_running_loop()))
+    return generate_latest(registry)
+
+
+_LOOP_REGISTRIES: weakref.WeakKeyDictionary[Server, CollectorRegistry] = (
+    weakref.WeakKeyDictionary())
 
 
 def start_metrics_server(server: Server) -> WSGIServer:

@@ -1,0 +1,1 @@
+"""The node's HTTP front end (`http-port`): the API, its docs, the dashboard."""

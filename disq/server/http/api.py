@@ -1,0 +1,467 @@
+"""The HTTP API, /api/v1: each route turns its JSON or query into the arguments of the
+RESP command that does the work (through the options table the RESP parser shares,
+disq_client/spec.py), runs it through an `Exchange` (bridge.py) and shapes the reply
+as JSON. So ADDJOB over HTTP is `AddJob.parse`, `Node.add_job`, the same errors.
+The document of every route is openapi.py."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from aiohttp import web
+from disq_client.spec import (
+    ADDJOB,
+    BYTES,
+    CHOICE,
+    FLAG,
+    INT,
+    INT_PAIR,
+    JOBSET,
+    MS,
+    NUMBER,
+    QPOLICY_SET,
+    CommandOptions,
+)
+
+from ...ids import is_valid_job_id
+from .bridge import CommandError, Exchange
+from .problems import Problem, bad_request
+
+if TYPE_CHECKING:
+    from ..app import Server
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+SERVER_KEY: web.AppKey[Server] = web.AppKey("server")
+
+DEFAULT_POLL_MS = 30_000  # a GET of jobs waits this long by default (GETJOB: for ever)
+MAX_QUEUES_LISTED = 1000
+# A job ID in a path, as ids.py makes them: the middle part is base64, whose '/' and '+'
+# may come as they are or percent-encoded (%2F, %2B)
+JOB_ID_PATTERN = r"D-[0-9a-f]{8}-(?:[A-Za-z0-9+/]|%2[FfBb]){24}-[0-9a-f]{4}"
+# JSON names that differ from the options table's field names
+ALIASES = {"replicate": "repl", "async": "async_"}
+JSON_NAMES = {field: name for name, field in ALIASES.items()}
+
+
+# -- JSON in ----------------------------------------------------------------------------------
+def _options(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) -> list[object]:
+    """The option tokens and values of a JSON object, each value's type checked as
+    its option's kind wants; an unknown field is a 400."""
+    values: dict[str, object] = {}
+    for name, value in data.items():
+        if name in ignore or value is None:
+            continue
+        field = ALIASES.get(name, name)
+        option = spec.by_field.get(field)
+        if option is None:
+            raise bad_request(f"unknown field '{name}'")
+        kind = option.kind
+        if kind == FLAG:
+            ok = type(value) is bool
+        elif kind in (INT, MS):
+            ok = type(value) is int
+        elif kind == NUMBER:
+            ok = type(value) in (int, float)
+        elif kind == INT_PAIR:
+            ok = (type(value) is list and len(value) == 2
+                  and all(type(v) is int for v in value))
+            value = tuple(value) if ok else value
+        elif kind in (BYTES, CHOICE):
+            ok = type(value) is str
+        else:
+            ok = False
+        if not ok:
+            raise bad_request(f"'{name}' must be {_KIND_NAMES.get(kind, 'a value')}")
+        values[field] = value
+    return spec.encode(values)
+
+
+_KIND_NAMES = {FLAG: "true or false", INT: "an integer", MS: "an integer (ms)",
+               NUMBER: "a number", INT_PAIR: "a list of two integers",
+               BYTES: "a string", CHOICE: "a string"}
+
+
+def _body(data: dict[str, Any]) -> bytes:
+    body, encoded = data.get("body"), data.get("body_base64")
+    if (body is None) == (encoded is None):
+        raise bad_request("a job needs one of 'body' (a string) or 'body_base64'")
+    if body is not None:
+        if type(body) is not str:
+            raise bad_request("'body' must be a string (binary: 'body_base64')")
+        return body.encode()
+    if type(encoded) is not str:
+        raise bad_request("'body_base64' must be a string")
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise bad_request("'body_base64' is not base64") from None
+
+
+async def _json(request: web.Request) -> Any:
+    if not request.can_read_body:
+        return {}
+    try:
+        return await request.json(loads=json.loads)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise bad_request("the request body is not JSON") from None
+
+
+async def _json_object(request: web.Request) -> dict[str, Any]:
+    data = await _json(request)
+    if type(data) is not dict:
+        raise bad_request("the request body must be a JSON object")
+    return data
+
+
+def _query_int(request: web.Request, name: str, default: int, low: int = 0) -> int:
+    text = request.query.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise bad_request(f"'{name}' must be an integer") from None
+    if value < low:
+        raise bad_request(f"'{name}' must be at least {low}")
+    return value
+
+
+def _query_bool(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "false").lower() in ("1", "true", "yes", "")
+
+
+def _job_id(request: web.Request) -> str:
+    job_id = unquote(request.match_info["id"])
+    if not is_valid_job_id(job_id.encode()):
+        raise Problem(400, "Invalid Job ID format.", "BADID")
+    return job_id
+
+
+# -- JSON out ---------------------------------------------------------------------------------
+def _body_fields(body: bytes | None) -> dict[str, Any]:
+    if body is None:
+        return {"body": None}
+    try:
+        return {"body": body.decode()}
+    except UnicodeDecodeError:
+        return {"body": None, "body_base64": base64.b64encode(body).decode()}
+
+
+def _pairs(items: list[Any]) -> dict[str, Any]:
+    """A field/value reply (SHOW, QSTAT, QPOLICY GET...) as a JSON object: names with
+    '-' become '_', bytes become text."""
+    return {items[i].decode().replace("-", "_"): _plain(items[i + 1])
+            for i in range(0, len(items) - 1, 2)}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _job_entry(entry: list[Any]) -> dict[str, Any]:
+    """A GETJOB WITHCOUNTERS / QPEEK entry: [queue, id, body, name, value, ...]."""
+    job = {"queue": entry[0].decode(errors="replace"), "id": entry[1].decode(),
+           **_body_fields(entry[2])}
+    job.update(_pairs(entry[3:]))
+    return job
+
+
+def _show(items: list[Any]) -> dict[str, Any]:
+    job = _pairs(items)
+    job.update(_body_fields(items[items.index(b"body") + 1]))
+    return job
+
+
+# -- running commands -------------------------------------------------------------------------
+def _exchange(request: web.Request) -> Exchange:
+    server = request.app[SERVER_KEY]
+    transport = request.transport
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    local = transport.get_extra_info("sockname") if transport is not None else None
+    return Exchange(server, peer, local)
+
+
+async def _run(request: web.Request, *args: object) -> Any:
+    exchange = _exchange(request)
+    try:
+        return await exchange.call(*args)
+    except CommandError as exc:
+        raise Problem.from_resp(exc.code, exc.message) from None
+    finally:
+        exchange.finish()
+
+
+def _ok(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status)
+
+
+# -- jobs -------------------------------------------------------------------------------------
+async def add_jobs(request: web.Request) -> web.Response:
+    """POST /queues/{queue}/jobs: one job (an object) or a batch (a list)."""
+    queue = request.match_info["queue"]
+    data = await _json(request)
+    batch = type(data) is list
+    jobs = data if batch else [data]
+    if not jobs or not all(type(job) is dict for job in jobs):
+        raise bad_request("the request body must be a job object or a non-empty list of them")
+    commands = []
+    for job in jobs:
+        timeout = job.get("timeout_ms", 0)
+        if type(timeout) is not int or timeout < 0:
+            raise bad_request("'timeout_ms' must be an integer >= 0")
+        commands.append(("ADDJOB", queue, _body(job), timeout,
+                         *_options(ADDJOB, job, {"body", "body_base64", "timeout_ms"})))
+    exchange = _exchange(request)
+    try:
+        replies = await exchange.call_many(commands)
+    finally:
+        exchange.finish()
+    if not batch:
+        reply = replies[0]
+        if isinstance(reply, CommandError):
+            raise Problem.from_resp(reply.code, reply.message)
+        return _ok({"id": reply.decode()}, 201)
+    results = [_problem_fields(r) if isinstance(r, CommandError) else {"id": r.decode()}
+               for r in replies]
+    failed = any(isinstance(r, CommandError) for r in replies)
+    return _ok({"jobs": results}, 207 if failed else 201)
+
+
+def _problem_fields(error: CommandError) -> dict[str, Any]:
+    problem = Problem.from_resp(error.code, error.message)
+    return {"error": {"status": problem.status, "code": error.code, "detail": error.message}}
+
+
+async def get_jobs(request: web.Request) -> web.Response:
+    """GET /queues/{queue}/jobs?count=&timeout_ms=&nohang=: GETJOB, a long poll. The
+    HTTP client going away takes the waiting consumer off the queue; jobs taken for
+    a client gone before the answer left are queued again at once (ENQUEUE)."""
+    queue = request.match_info["queue"]
+    count = _query_int(request, "count", 1, 1)
+    timeout = _query_int(request, "timeout_ms", DEFAULT_POLL_MS)
+    nohang = _query_bool(request, "nohang") if "nohang" in request.query else False
+    args: list[object] = ["GETJOB", "TIMEOUT", timeout, "COUNT", count, "WITHCOUNTERS"]
+    if nohang:
+        args.insert(1, "NOHANG")
+    exchange = _exchange(request)
+    try:
+        reply = await exchange.call(*args, "FROM", queue)
+        jobs = [_job_entry(entry) for entry in reply or []]
+        transport = request.transport
+        if jobs and (transport is None or transport.is_closing()):
+            await exchange.call("ENQUEUE", *[job["id"] for job in jobs])
+            raise web.HTTPBadRequest  # nobody to answer
+        return _ok({"jobs": jobs})
+    except CommandError as exc:
+        raise Problem.from_resp(exc.code, exc.message) from None
+    finally:
+        exchange.finish()
+
+
+async def show_job(request: web.Request) -> web.Response:
+    reply = await _run(request, "SHOW", _job_id(request))
+    if reply is None:
+        raise Problem(404, "Unknown job ID", "NOJOB")
+    return _ok(_show(reply))
+
+
+async def set_job(request: web.Request) -> web.Response:
+    """PATCH /jobs/{id}: JOBSET (priority, at, delay_ms)."""
+    job_id = _job_id(request)
+    options = _options(JOBSET, await _json_object(request), set())
+    await _run(request, "JOBSET", job_id, *options)
+    return _ok({"ok": True})
+
+
+async def delete_job(request: web.Request) -> web.Response:
+    if await _run(request, "DELJOB", _job_id(request)) == 0:
+        raise Problem(404, "Unknown job ID", "NOJOB")
+    return _ok({"deleted": 1})
+
+
+def _job_action(command: str, key: str) -> Handler:
+    """POST /jobs/{id}/<action>: ACKJOB, FASTACK, ENQUEUE, DEQUEUE, WORKING."""
+    async def action(request: web.Request) -> web.Response:
+        return _ok({key: await _run(request, command, _job_id(request))})
+    return action
+
+
+async def nack_job(request: web.Request) -> web.Response:
+    job_id = _job_id(request)
+    data = await _json_object(request)
+    delay = data.pop("delay_ms", None)
+    if data:
+        raise bad_request(f"unknown field '{next(iter(data))}'")
+    if delay is not None and (type(delay) is not int or delay < 0):
+        raise bad_request("'delay_ms' must be an integer >= 0")
+    args = ("NACK", "DELAY-MS", delay, job_id) if delay is not None else ("NACK", job_id)
+    return _ok({"requeued": await _run(request, *args)})
+
+
+# -- queues -----------------------------------------------------------------------------------
+async def list_queues(request: web.Request) -> web.Response:
+    """GET /queues: every queue this node knows (up to MAX_QUEUES_LISTED), with its
+    QSTAT, its length in the whole cluster and its policy."""
+    exchange = _exchange(request)
+    try:
+        names: list[bytes] = []
+        cursor = b"0"
+        while True:
+            cursor, page = await exchange.call("QSCAN", cursor, "COUNT", 1000)
+            names.extend(page)
+            if cursor == b"0" or len(names) >= MAX_QUEUES_LISTED:
+                break
+        names = sorted(set(names))[:MAX_QUEUES_LISTED]
+        queues = await asyncio.gather(*(_queue_info(request, name) for name in names))
+    finally:
+        exchange.finish()
+    return _ok({"queues": [q for q in queues if q is not None]})
+
+
+async def _queue_info(request: web.Request, name: bytes) -> dict[str, Any] | None:
+    exchange = _exchange(request)
+    try:
+        stat, total, policy = await exchange.call_many([
+            ("QSTAT", name), ("GLOBALQLEN", name), ("QPOLICY", name, "GET")])
+    finally:
+        exchange.finish()
+    if isinstance(stat, CommandError) or stat is None:
+        return None
+    info = _pairs(stat)
+    info["length_cluster"] = total if isinstance(total, int) else None
+    info["policy"] = None if policy is None or isinstance(policy, CommandError) else (
+        _pairs(policy))
+    return info
+
+
+async def get_queue(request: web.Request) -> web.Response:
+    info = await _queue_info(request, request.match_info["queue"].encode())
+    if info is None:
+        raise Problem(404, "The queue does not exist on this node", "NOQUEUE")
+    return _ok(info)
+
+
+async def update_queue(request: web.Request) -> web.Response:
+    """PUT /queues/{queue}: {"pause": "in"|"out"|"all"|"none", "bcast": bool,
+    "policy": {...} or null (QPOLICY DEL)}."""
+    queue = request.match_info["queue"]
+    data = await _json_object(request)
+    unknown = set(data) - {"pause", "bcast", "policy"}
+    if unknown:
+        raise bad_request(f"unknown field '{sorted(unknown)[0]}'")
+    commands: list[tuple[object, ...]] = []
+    if "pause" in data:
+        pause = data["pause"]
+        if pause not in ("in", "out", "all", "none"):
+            raise bad_request("'pause' must be one of in, out, all, none")
+        bcast = data.get("bcast", True)
+        if type(bcast) is not bool:
+            raise bad_request("'bcast' must be true or false")
+        commands.append(("PAUSE", queue, pause, *(("bcast",) if bcast else ())))
+    if "policy" in data:
+        policy = data["policy"]
+        if policy is None:
+            commands.append(("QPOLICY", queue, "DEL"))
+        elif type(policy) is dict and policy:
+            commands.append(("QPOLICY", queue, "SET", *_options(QPOLICY_SET, policy, set())))
+        else:
+            raise bad_request("'policy' must be an object of policy fields, or null")
+    if not commands:
+        raise bad_request("nothing to change: give 'pause' and/or 'policy'")
+    exchange = _exchange(request)
+    try:
+        for reply in await exchange.call_many(commands):
+            if isinstance(reply, CommandError):
+                raise Problem.from_resp(reply.code, reply.message)
+    finally:
+        exchange.finish()
+    return await get_queue(request)
+
+
+async def peek_queue(request: web.Request) -> web.Response:
+    count = _query_int(request, "count", 10, -(2**31))
+    reply = await _run(request, "QPEEK", request.match_info["queue"], count)
+    return _ok({"jobs": [_job_entry(entry) for entry in reply]})
+
+
+async def requeue_dead(request: web.Request) -> web.Response:
+    """POST /queues/{queue}/requeue-dead {"count": n}: DEADLETTER REQUEUE."""
+    data = await _json_object(request)
+    count = data.get("count")
+    if count is not None and (type(count) is not int or count < 1):
+        raise bad_request("'count' must be an integer > 0")
+    args = ("COUNT", count) if count else ()
+    return _ok({"requeued": await _run(request, "DEADLETTER", "REQUEUE",
+                                       request.match_info["queue"], *args)})
+
+
+# -- the cluster ------------------------------------------------------------------------------
+async def cluster(request: web.Request) -> web.Response:
+    """GET /cluster: this node and every node it knows, as HELLO and CLUSTER NODES show."""
+    exchange = _exchange(request)
+    try:
+        hello, nodes, info = await exchange.call_many([
+            ("HELLO",), ("CLUSTER", "NODES"), ("INFO",)])
+    finally:
+        exchange.finish()
+    listed = []
+    for line in (nodes.decode().splitlines() if isinstance(nodes, bytes) else []):
+        words = line.split()
+        if len(words) < 6:
+            continue
+        listed.append({"id": words[0], "address": words[1],
+                       "flags": words[2].split(","), "link": words[5]})
+    stats = {}
+    for line in (info.decode().splitlines() if isinstance(info, bytes) else []):
+        key, sep, value = line.partition(":")
+        if sep and not key.startswith("#"):
+            stats[key] = int(value) if value.isdigit() else value
+    return _ok({"myself": hello[1].decode() if isinstance(hello, list) else None,
+                "nodes": listed, "info": stats})
+
+
+async def cron_list(request: web.Request) -> web.Response:
+    return _ok({"schedules": [_pairs(entry) for entry in await _run(request, "CRON", "LIST")]})
+
+
+async def bad_job_id(request: web.Request) -> web.Response:
+    """/api/v1/jobs/<anything that is not a job ID>[/...]: Disque's -BADID."""
+    raise Problem(400, "Invalid Job ID format.", "BADID")
+
+
+async def not_implemented(request: web.Request) -> web.Response:
+    raise Problem(501, "not implemented yet", "NOTIMPLEMENTED")
+
+
+def add_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_post("/api/v1/queues/{queue}/jobs", add_jobs)
+    r.add_get("/api/v1/queues/{queue}/jobs", get_jobs)
+    r.add_get("/api/v1/queues", list_queues)
+    r.add_get("/api/v1/queues/{queue}", get_queue)
+    r.add_put("/api/v1/queues/{queue}", update_queue)
+    r.add_get("/api/v1/queues/{queue}/peek", peek_queue)
+    r.add_post("/api/v1/queues/{queue}/requeue-dead", requeue_dead)
+    job = f"/api/v1/jobs/{{id:{JOB_ID_PATTERN}}}"  # an ID may hold '/' (base64)
+    r.add_get(job, show_job)
+    r.add_patch(job, set_job)
+    r.add_delete(job, delete_job)
+    r.add_post(job + "/ack", _job_action("ACKJOB", "acked"))
+    r.add_post(job + "/fastack", _job_action("FASTACK", "deleted"))
+    r.add_post(job + "/enqueue", _job_action("ENQUEUE", "queued"))
+    r.add_post(job + "/dequeue", _job_action("DEQUEUE", "dequeued"))
+    r.add_post(job + "/working", _job_action("WORKING", "retry_s"))
+    r.add_post(job + "/nack", nack_job)
+    r.add_route("*", "/api/v1/jobs/{rest:.*}", bad_job_id)
+    r.add_get("/api/v1/cluster", cluster)
+    r.add_get("/api/v1/cron", cron_list)

@@ -1,0 +1,154 @@
+"""The node's HTTP port (`http-port`): the API (/api/v1, api.py), its OpenAPI document
+(/openapi.json) and interactive docs (/docs), the dashboard (/), and /metrics. It runs
+on the node's own event loop (aiohttp's server: on the loop already, as fast as
+Starlette under uvicorn on this node's measurements, one dependency instead of three,
+and its server cancels a handler whose client went away, which the long poll uses).
+Nothing of it is imported while `http-port` is 0.
+
+`requirepass` protects the API and /metrics: `Authorization: Bearer <password>` or
+basic auth (any user name, the password); the dashboard's page asks for it and sends
+it the same way. With `tls-port` set the port speaks TLS with the node's certificate.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from ... import tls
+from . import api
+from .openapi import openapi_document
+from .problems import Problem
+
+if TYPE_CHECKING:
+    from ..app import Server
+
+log = logging.getLogger("disq")
+
+PUBLIC_PREFIXES = ("/docs", "/openapi.json", "/static/", "/favicon")
+STATIC_DIR = Path(__file__).parent / "static"
+
+
+def _password(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer":
+        return value.strip()
+    if scheme.lower() == "basic":
+        try:
+            return base64.b64decode(value.strip(), validate=True).decode().partition(":")[2]
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            return None
+    return None
+
+
+@web.middleware
+async def _problems(request: web.Request, handler: api.Handler) -> web.StreamResponse:
+    """Errors as problem+json, authentication first."""
+    server = request.app[api.SERVER_KEY]
+    try:
+        secret = server.config.requirepass
+        if secret and request.path != "/" and not request.path.startswith(PUBLIC_PREFIXES):
+            given = _password(request)
+            if given is None or not hmac.compare_digest(given.encode(), secret.encode()):
+                raise Problem(401, "Authentication required: Authorization: Bearer "
+                                   "<requirepass>, or basic auth", "NOAUTH")
+        return await handler(request)
+    except Problem as problem:
+        headers = {"WWW-Authenticate": 'Bearer realm="disq", Basic realm="disq"'} if (
+            problem.status == 401) else None
+        return problem.response(headers)
+    except web.HTTPRequestEntityTooLarge:
+        return Problem(413, "the request body is larger than http-max-body "
+                            f"({server.config.http_max_body} bytes)").response()
+    except web.HTTPMethodNotAllowed as exc:
+        return Problem(405, f"{request.method} is not allowed here; try "
+                            f"{', '.join(sorted(exc.allowed_methods))}").response()
+    except web.HTTPNotFound:
+        return Problem(404, f"no route {request.path}", "NOROUTE").response()
+    except web.HTTPException:
+        raise
+    except ConnectionError:
+        return Problem(503, "the node closed this request's connection").response()
+
+
+async def _openapi(request: web.Request) -> web.Response:
+    return web.json_response(openapi_document(request.app[api.SERVER_KEY]))
+
+
+async def _docs(request: web.Request) -> web.Response:
+    return web.Response(text=DOCS_PAGE, content_type="text/html")
+
+
+async def _index(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(STATIC_DIR / "index.html")
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    from ..metrics import metrics_text
+    return web.Response(body=metrics_text(request.app[api.SERVER_KEY]),
+                        content_type="text/plain", charset="utf-8")
+
+
+DOCS_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>disq API</title>
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head>
+<body><div id="swagger-ui"></div>
+<script src="/docs/assets/swagger-ui-bundle.js"></script>
+<script>
+window.ui = SwaggerUIBundle({url: "/openapi.json", dom_id: "#swagger-ui",
+  deepLinking: true, persistAuthorization: true});
+</script></body></html>
+"""
+
+
+def _swagger_dir() -> Path:
+    """Swagger UI's files, from the swagger-ui-bundle package (pinned in
+    pyproject.toml): served by the node, no CDN."""
+    import swagger_ui_bundle  # type: ignore[import-untyped]
+    return Path(swagger_ui_bundle.swagger_ui_path)
+
+
+def make_app(server: Server) -> web.Application:
+    app = web.Application(middlewares=[_problems],
+                          client_max_size=server.config.http_max_body)
+    app[api.SERVER_KEY] = server
+    api.add_routes(app)
+    app.router.add_get("/openapi.json", _openapi)
+    app.router.add_get("/docs", _docs)
+    app.router.add_static("/docs/assets", _swagger_dir())
+    app.router.add_get("/metrics", _metrics)
+    if STATIC_DIR.is_dir():
+        app.router.add_get("/", _index)
+        app.router.add_static("/static", STATIC_DIR)
+    return app
+
+
+async def start_http(server: Server) -> web.AppRunner:
+    """Listen on `http-bind` (default: the node's `bind`) : `http-port`; TLS when
+    the node has a `tls-port`. A port that cannot be had stops the start."""
+    cfg = server.config
+    runner = web.AppRunner(make_app(server), access_log=None, handler_cancellation=True)
+    await runner.setup()
+    hosts = cfg.http_bind.split() or list(cfg.bind)
+    context = tls.client_port_context(cfg) if cfg.tls_port else None
+    try:
+        for host in hosts:
+            site = web.TCPSite(runner, host, cfg.http_port, ssl_context=context,
+                               reuse_address=True)
+            await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise SystemExit(f"Could not create HTTP listening socket {hosts}:{cfg.http_port}: "
+                         f"{exc.strerror or exc}") from None
+    scheme = "https" if context is not None else "http"
+    log.info("HTTP API and dashboard on %s://%s:%d/", scheme,
+             hosts[0] if ":" not in hosts[0] else f"[{hosts[0]}]", cfg.http_port)
+    return runner
+
