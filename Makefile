@@ -40,10 +40,11 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 install-bench: $(VENV)/.installed-bench
 
-# The node keeps its files (nodes.conf, the AOF if turned on) in data/, not in the checkout.
+# The node keeps its files (nodes.conf, the AOF if turned on) in data/, not in the checkout;
+# its HTTP API, docs and dashboard are on http://127.0.0.1:7780/.
 run: install
 	mkdir -p $(DATA)
-	$(BIN)/disq-server --port 7711 --dir $(DATA) $(ARGS)
+	$(BIN)/disq-server --port 7711 --http-port 7780 --dir $(DATA) $(ARGS)
 
 test: install-test
 	$(BIN)/ruff check disq tests clients bench spark
