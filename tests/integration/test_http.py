@@ -345,3 +345,57 @@ def test_openapi_docs_and_metrics(http_node: tuple[DisqProcess, Http]) -> None:
     assert status == 200 and len(script) > 100_000  # served by the node, no CDN
     status, text = http.get("/metrics")
     assert status == 200 and b"disq_jobs_added_total" in text
+
+
+# -- every job command: HTTP and RESP give the same reply and leave the job alike --------------
+
+def _state(node: DisqProcess, job_id: str) -> dict[str, Any] | None:
+    """SHOW without what differs between two jobs made alike (ID, times)."""
+    reply = resp(node, "SHOW", job_id)
+    if reply is None:
+        return None
+    fields = dict(zip(reply[::2], reply[1::2], strict=True))
+    for name in (b"id", b"ctime", b"ttl", b"next-requeue-within", b"next-awake-within",
+                 b"due-ms"):
+        fields.pop(name, None)
+    return fields
+
+
+@pytest.mark.parametrize(("http_call", "command", "key"), [
+    (("POST", "ack", None), ("ACKJOB",), "acked"),
+    (("POST", "fastack", None), ("FASTACK",), "deleted"),
+    (("POST", "nack", {}), ("NACK",), "requeued"),
+    (("POST", "nack", {"delay_ms": 5000}), ("NACK", "DELAY-MS", 5000), "requeued"),
+    (("POST", "enqueue", None), ("ENQUEUE",), "queued"),
+    (("POST", "dequeue", None), ("DEQUEUE",), "dequeued"),
+    (("POST", "working", None), ("WORKING",), "retry_s"),
+    (("DELETE", "", None), ("DELJOB",), "deleted"),
+    (("PATCH", "", {"priority": 9, "delay_ms": 60_000}),
+     ("JOBSET", "PRIORITY", 9, "DELAY-MS", 60_000), "ok"),
+])
+@pytest.mark.parametrize("delivered", [True, False], ids=["delivered", "queued"])
+def test_each_job_command_does_the_same_over_http_and_resp(
+        http_node: tuple[DisqProcess, Http], http_call: tuple[str, str, Any],
+        command: tuple[Any, ...], key: str, delivered: bool) -> None:
+    node, http = http_node
+    over_http = resp(node, "ADDJOB", "same", "body", 0, "RETRY", 30).decode()
+    over_resp = resp(node, "ADDJOB", "same2", "body", 0, "RETRY", 30).decode()
+    if delivered:
+        resp(node, "GETJOB", "FROM", "same")
+        resp(node, "GETJOB", "FROM", "same2")
+    method, action, body = http_call
+    path = f"/api/v1/jobs/{over_http}" + (f"/{action}" if action else "")
+    status, answer = http.request(method, path, body)
+    try:
+        expected: Any = resp(node, command[0], *(
+            (over_resp, *command[1:]) if command[0] == "JOBSET" else
+            (*command[1:], over_resp)))
+    except Exception as exc:  # an error over RESP: the same error over HTTP
+        assert status >= 400 and str(exc).endswith(answer["detail"]), (answer, exc)
+        return
+    assert status == 200, answer
+    assert answer[key] == (True if expected == b"OK" or expected is True else expected)
+    http_state, resp_state = _state(node, over_http), _state(node, over_resp)
+    if http_state is not None and resp_state is not None:
+        http_state.pop(b"queue"), resp_state.pop(b"queue")
+    assert http_state == resp_state
