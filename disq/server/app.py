@@ -319,6 +319,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         self.node.cluster = self.replication
         self.replication.recurring.on_change = self._schedule_changed
         self.replication.failures.on_policy_change = self._policy_changed
+        self.replication.stats.local = self.node_stats
 
     def _schedule_changed(self, schedule: CronSchedule) -> None:
         """CRON: persisted with the AOF when it is on, and in nodes.conf (what a node
