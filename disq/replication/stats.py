@@ -68,12 +68,12 @@ class NodeStats:
     uptime_in_seconds) and its biggest queues, biggest first."""
 
     __slots__ = ("used_memory", "rss", "jobs", "queue_count", "clients", "blocked_clients",
-                 "ops_per_sec", "uptime", "queues")
-    FIELDS = 8  # the numbers before the queues, on the wire
+                 "ops_per_sec", "uptime", "time", "queues")
+    FIELDS = 9  # the numbers before the queues, on the wire
 
     def __init__(self, used_memory: int = 0, rss: int = 0, jobs: int = 0,
                  queue_count: int = 0, clients: int = 0, blocked_clients: int = 0,
-                 ops_per_sec: int = 0, uptime: int = 0,
+                 ops_per_sec: int = 0, uptime: int = 0, time: int = 0,
                  queues: list[QueueStats] | None = None) -> None:
         self.used_memory = used_memory
         self.rss = rss
@@ -83,17 +83,21 @@ class NodeStats:
         self.blocked_clients = blocked_clients
         self.ops_per_sec = ops_per_sec
         self.uptime = uptime  # seconds
+        # when they were taken, Unix ms of the node's clock: the rates of its counters
+        # are over the time between two of its samples (they are cached a while)
+        self.time = time
         self.queues = queues if queues is not None else []
 
     @classmethod
     def of_node(cls, node: Node, limit: int = MAX_STATS_QUEUES) -> NodeStats:
         """What the node alone knows: its jobs and queues (the server adds the rest)."""
         return cls(jobs=len(node.jobs), queue_count=len(node.queues),
-                   blocked_clients=node.blocked_clients, queues=queue_stats(node, limit))
+                   blocked_clients=node.blocked_clients, time=now_ms(),
+                   queues=queue_stats(node, limit))
 
     def to_wire(self) -> list[Any]:
         return [self.used_memory, self.rss, self.jobs, self.queue_count, self.clients,
-                self.blocked_clients, self.ops_per_sec, self.uptime,
+                self.blocked_clients, self.ops_per_sec, self.uptime, self.time,
                 [queue.to_wire() for queue in self.queues]]
 
     @classmethod
@@ -107,8 +111,8 @@ class NodeStats:
             return None
         listed = [q for q in map(QueueStats.from_wire, queues[:MAX_STATS_QUEUES])
                   if q is not None]
-        used, rss, jobs, queue_count, clients, blocked, ops, uptime = numbers
-        return cls(used, rss, jobs, queue_count, clients, blocked, ops, uptime, listed)
+        used, rss, jobs, queue_count, clients, blocked, ops, uptime, time = numbers
+        return cls(used, rss, jobs, queue_count, clients, blocked, ops, uptime, time, listed)
 
 
 def _counts(*values: object) -> bool:

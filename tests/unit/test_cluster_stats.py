@@ -77,11 +77,11 @@ def test_every_node_answers(loop: asyncio.AbstractEventLoop) -> None:
 def test_what_the_server_adds_travels_with_the_stats(loop: asyncio.AbstractEventLoop) -> None:
     net, (a, b) = cluster(2)
     b.repl.stats.local = lambda: NodeStats(used_memory=5, rss=6, clients=7, ops_per_sec=8,
-                                           uptime=9)
+                                           uptime=9, time=10)
     (answer,) = gathered(net, a, loop)
     theirs = answer[b.id]
     assert (theirs.used_memory, theirs.rss, theirs.clients, theirs.ops_per_sec,
-            theirs.uptime) == (5, 6, 7, 8, 9)
+            theirs.uptime, theirs.time) == (5, 6, 7, 8, 9, 10)
 
 
 def test_a_node_that_does_not_answer_is_left_out_after_the_timeout(
@@ -115,9 +115,9 @@ def test_a_node_computes_its_stats_at_most_every_cache_period(
 
 
 @pytest.mark.parametrize("stats", [
-    None, [], [1, 2, 3], [-1, 0, 0, 0, 0, 0, 0, 0, []], [0, 0, 0, 0, 0, 0, 0, 2**63, []],
-    [0, 0, 0, 0, 0, 0, 0, "0", []], [0, 0, 0, 0, 0, 0, 0, True, []],
-    [0, 0, 0, 0, 0, 0, 0, 0, "queues"], [0, 0, 0, 0, 0, 0, 0, 0, [], 1]])
+    None, [], [1, 2, 3], [-1, 0, 0, 0, 0, 0, 0, 0, 0, []], [0, 0, 0, 0, 0, 0, 0, 0, 2**63, []],
+    [0, 0, 0, 0, 0, 0, 0, 0, "0", []], [0, 0, 0, 0, 0, 0, 0, 0, True, []],
+    [0, 0, 0, 0, 0, 0, 0, 0, 0, "queues"], [0, 0, 0, 0, 0, 0, 0, 0, 0, [], 1]])
 def test_a_reply_that_is_off_counts_as_no_answer(loop: asyncio.AbstractEventLoop,
                                                  stats: Any) -> None:
     net, (a, b) = cluster(2)
@@ -136,7 +136,7 @@ def test_odd_queue_entries_are_left_out_and_the_list_is_capped(
     entries: list[Any] = [good, [b"", 1, 1, 0, 0, 0, False], [b"x", 1, 1, 0, 0, 4, False],
                           [b"x", 1, 1, 0, 0, 0, 1], [b"x", -1, 1, 0, 0, 0, False], "q",
                           [b"x", 1], *[good] * (MAX_STATS_QUEUES + 10)]
-    parsed = NodeStats.from_wire([0, 0, 0, 0, 0, 0, 0, 0, entries])
+    parsed = NodeStats.from_wire([0, 0, 0, 0, 0, 0, 0, 0, 0, entries])
     assert parsed is not None and len(parsed.queues) == MAX_STATS_QUEUES - 6
     assert all(q.name == b"q" for q in parsed.queues)
     assert QueueStats.from_wire(good) is not None
@@ -144,7 +144,7 @@ def test_odd_queue_entries_are_left_out_and_the_list_is_capped(
 
 def test_replies_not_asked_for_are_ignored(loop: asyncio.AbstractEventLoop) -> None:
     net, (a, b, c) = cluster(3)
-    reply = [0, 0, 0, 0, 0, 0, 0, 0, []]
+    reply = [0, 0, 0, 0, 0, 0, 0, 0, 0, []]
     net.deliver(b.id, a.id, m.STATS_REPLY, [1, reply])  # nothing asked
     a.repl.stats._loop = loop
     answers: list[dict[str, NodeStats]] = []

@@ -487,7 +487,7 @@ def _stats_json(stats: NodeStats, queues: list[QueueStats] | None) -> dict[str, 
         "registered_jobs": stats.jobs, "registered_queues": stats.queue_count,
         "connected_clients": stats.clients, "blocked_clients": stats.blocked_clients,
         "instantaneous_ops_per_sec": stats.ops_per_sec,
-        "uptime_in_seconds": stats.uptime}
+        "uptime_in_seconds": stats.uptime, "time_ms": stats.time}
     if queues is not None:
         shown["queues"] = [_queue_json(q) for q in queues]
     return shown

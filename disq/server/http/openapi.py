@@ -141,6 +141,9 @@ NODE_STATS = {
             "used_memory", "used_memory_rss", "registered_jobs", "registered_queues",
             "connected_clients", "blocked_clients", "instantaneous_ops_per_sec",
             "uptime_in_seconds")},
+        "time_ms": {"type": "integer", "description": "when the node took them, Unix ms "
+                    "of its clock (a node takes them at most every 500 ms): the time "
+                    "between two samples, for rates"},
         "queues": {"type": "array", "items": QUEUE_STATS},
     },
 }
