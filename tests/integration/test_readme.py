@@ -233,7 +233,8 @@ def test_make_installs_once_and_again_when_a_pyproject_changes(tmp_path: Path) -
 def test_make_run_keeps_the_node_files_in_data(tmp_path: Path) -> None:
     commands = make_dry_run("run", tmp_path / "venv").splitlines()
     assert "mkdir -p data" in commands
-    assert any("disq-server --port 7711 --dir data" in line for line in commands), commands
+    assert any("disq-server --port 7711 --http-port 7780 --dir data" in line
+               for line in commands), commands
     ignored = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", "data/disq.log"],
                              timeout=30)
     assert ignored.returncode == 0, "data/ is not git-ignored"
