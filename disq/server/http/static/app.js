@@ -159,7 +159,7 @@ function chartOf(element, points, label) {
   const spanMs = Math.min(HISTORY_MS, Math.max(MIN_SPAN_MS, Math.ceil((now - oldest) / 60000) * 60000));
   element.innerHTML = timeChart({
     series: [
-      { name: "jobs in / s", cls: "in", points: points.map((p) => [p.t, p.in]) },
+      { name: "jobs in / s", cls: "in", area: true, points: points.map((p) => [p.t, p.in]) },
       { name: "jobs out / s", cls: "out", points: points.map((p) => [p.t, p.out]) },
     ],
     now, spanMs, width, label,
@@ -304,8 +304,7 @@ function clusterPage(root) {
 function queuesPage(root) {
   root.innerHTML = `
     <div class="page-head"><h1>Queues</h1>
-      <div class="tools"><input id="filter" type="search" placeholder="Filter queues" aria-label="Filter queues">
-      <button type="button" data-action="add-job" data-queue="">Add job</button></div></div>
+      <div class="tools"><input id="filter" type="search" placeholder="Filter queues" aria-label="Filter queues"></div></div>
     <section class="panel">
       <div class="panel-head"><h2>Jobs in and out, every queue</h2><div class="legend" id="legend"></div></div>
       <div class="chart" id="chart"></div>
@@ -340,8 +339,8 @@ function queuesPage(root) {
           <td class="trend">${trend}</td><td class="num">${num(q.blocked)}</td>
           <td class="status">${pauseBadge(q.pause)} ${dlqBadge(q.dead_letter_queue)}</td>
           <td class="actions">
-            <button type="button" class="small" data-action="pause" data-queue="${esc(q.name)}" data-pause="${paused ? "none" : "all"}">${paused ? "Resume" : "Pause"}</button>
-            ${q.dead_letter_queue ? `<button type="button" class="small" data-action="requeue-dead" data-queue="${esc(q.name)}">Requeue dead letters</button>` : ""}
+            <button type="button" class="small ghost" data-action="pause" data-queue="${esc(q.name)}" data-pause="${paused ? "none" : "all"}">${paused ? "Resume" : "Pause"}</button>
+            ${q.dead_letter_queue ? `<button type="button" class="small ghost" data-action="requeue-dead" data-queue="${esc(q.name)}">Requeue dead letters</button>` : ""}
           </td></tr>`;
       }).join("") || `<tr><td colspan="8" class="muted empty">${stats.queues.length ? "No queue matches." : "No queues yet: add a job."}</td></tr>`;
       const truncated = stats.nodes.some((n) => n.stats && n.stats.queues && n.stats.registered_queues > n.stats.queues.length);
@@ -443,8 +442,8 @@ function queuePage(root, name) {
         <td>${esc(job.state || "queued")}</td><td class="body">${bodyPreview(job)}</td>
         <td class="num">${num(job.nacks)}</td><td class="num">${num(job.additional_deliveries)}</td>
         <td class="actions">
-          <button type="button" class="small" data-action="enqueue" data-job="${esc(job.id)}">Requeue</button>
-          <button type="button" class="small danger" data-action="delete-job" data-job="${esc(job.id)}">Delete</button>
+          <button type="button" class="small ghost" data-action="enqueue" data-job="${esc(job.id)}">Requeue</button>
+          <button type="button" class="small ghost danger" data-action="delete-job" data-job="${esc(job.id)}">Delete</button>
         </td></tr>`).join("")
       || `<tr><td colspan="6" class="muted empty">${view.tab === "peek" ? "No job queued here." : "No job on this page."}</td></tr>`;
   }

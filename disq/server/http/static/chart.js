@@ -23,7 +23,8 @@ function escapeXml(text) {
   return String(text).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
 }
 
-// A chart of `series` ([{name, cls, points: [[t ms, value], ...]}]) over the last `spanMs`
+// A chart of `series` ([{name, cls, area, points: [[t ms, value], ...]}], `area`: filled
+// below its line) over the last `spanMs`
 // up to `now`, `width` x `height` pixels: a y axis from 0 to a round maximum, a time
 // axis labelled in minutes ago.
 export function timeChart({ series, now, spanMs, width, height = 180, label = "" }) {
@@ -50,6 +51,11 @@ export function timeChart({ series, now, spanMs, width, height = 180, label = ""
     const shown = s.points.filter(([t]) => t >= now - spanMs);
     if (shown.length < 2) continue;
     const line = shown.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
+    if (s.area) { // filled down to 0: a line drawn over it stays visible where they meet
+      const base = y(0).toFixed(1);
+      const first = x(shown[0][0]).toFixed(1), last = x(shown[shown.length - 1][0]).toFixed(1);
+      parts.push(`<polygon class="area ${s.cls}" points="${first},${base} ${line} ${last},${base}"/>`);
+    }
     parts.push(`<polyline class="line ${s.cls}" points="${line}"><title>${escapeXml(s.name)}</title></polyline>`);
   }
   if (series.every((s) => s.points.filter(([t]) => t >= now - spanMs).length < 2)) {
