@@ -21,7 +21,7 @@ from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
 from ..node import Node, now_ms
-from ..policies import DEAD_PREFIX
+from ..policies import DEAD_PREFIX, MAX_QUEUE_NAME_LEN
 from ..queue import PAUSED_ALL, Queue
 
 STATS_TIMEOUT_MS = 1000  # a gather answers with the nodes heard from by then
@@ -55,7 +55,8 @@ class QueueStats:
         if type(data) is not list or len(data) != 7:
             return None
         name, length, jobs_in, jobs_out, blocked, pause, dead = data
-        if not (type(name) is bytes and name and _counts(length, jobs_in, jobs_out, blocked)
+        if not (type(name) is bytes and 0 < len(name) <= MAX_QUEUE_NAME_LEN
+                and _counts(length, jobs_in, jobs_out, blocked)
                 and type(pause) is int and 0 <= pause <= PAUSED_ALL
                 and type(dead) is bool):
             return None
@@ -120,12 +121,14 @@ def _counts(*values: object) -> bool:
 
 
 def queue_stats(node: Node, limit: int = MAX_STATS_QUEUES) -> list[QueueStats]:
-    """The node's `limit` biggest queues, biggest first (then by name). A dead-letter
-    queue is one DEADLETTER REQUEUE takes: a dead: prefix, a policy's DEADLETTER,
-    or dead letters in it (its next job is one: a cheap look, not a walk)."""
+    """The node's `limit` biggest queues, biggest first (then by name); names longer
+    than MAX_QUEUE_NAME_LEN are left out (a reply stays a few MB at most). A
+    dead-letter queue is one DEADLETTER REQUEUE takes: a dead: prefix, a policy's
+    DEADLETTER, or dead letters in it (its next job is one: a cheap look, not a walk)."""
     policies = {policy.deadletter_queue for policy in node.policies.live()}
-    queues: list[Queue] = heapq.nsmallest(limit, node.queues.values(),
-                                          key=lambda q: (-len(q.jobs), q.name))
+    queues: list[Queue] = heapq.nsmallest(
+        limit, (q for q in node.queues.values() if len(q.name) <= MAX_QUEUE_NAME_LEN),
+        key=lambda q: (-len(q.jobs), q.name))
     listed = []
     for queue in queues:
         name = queue.name

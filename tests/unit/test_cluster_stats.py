@@ -49,6 +49,7 @@ def test_a_node_lists_its_biggest_queues_and_which_hold_dead_letters() -> None:
     add(a, b"big", 3)
     add(a, b"dead:big")
     add(a, b"graveyard")
+    add(a, b"x" * 1025, 5)  # a name too long to be listed
     a.node.merge_policy(QueuePolicy(b"work", max_deliveries=1, deadletter=b"graveyard",
                                     version=1, origin=a.id), 1)
     a.node.set_pause(b"small", PAUSED_IN, broadcast=False)
@@ -58,7 +59,7 @@ def test_a_node_lists_its_biggest_queues_and_which_hold_dead_letters() -> None:
         (b"graveyard", 1, 1, 0, True), (b"small", 1, 1, PAUSED_IN, False)]
     assert [q.name for q in queue_stats(a.node, 2)] == [b"big", b"dead:big"]
     mine = NodeStats.of_node(a.node)
-    assert (mine.jobs, mine.queue_count, len(mine.queues)) == (6, 4, 4)
+    assert (mine.jobs, mine.queue_count, len(mine.queues)) == (11, 5, 4)
 
 
 def test_every_node_answers(loop: asyncio.AbstractEventLoop) -> None:
@@ -135,9 +136,10 @@ def test_odd_queue_entries_are_left_out_and_the_list_is_capped(
     good = [b"q", 1, 1, 0, 0, 0, False]
     entries: list[Any] = [good, [b"", 1, 1, 0, 0, 0, False], [b"x", 1, 1, 0, 0, 4, False],
                           [b"x", 1, 1, 0, 0, 0, 1], [b"x", -1, 1, 0, 0, 0, False], "q",
-                          [b"x", 1], *[good] * (MAX_STATS_QUEUES + 10)]
+                          [b"x", 1], [b"x" * 1025, 1, 1, 0, 0, 0, False],
+                          *[good] * (MAX_STATS_QUEUES + 10)]
     parsed = NodeStats.from_wire([0, 0, 0, 0, 0, 0, 0, 0, 0, entries])
-    assert parsed is not None and len(parsed.queues) == MAX_STATS_QUEUES - 6
+    assert parsed is not None and len(parsed.queues) == MAX_STATS_QUEUES - 7
     assert all(q.name == b"q" for q in parsed.queues)
     assert QueueStats.from_wire(good) is not None
 

@@ -283,7 +283,8 @@ def openapi_document(server: Server | None = None) -> dict[str, Any]:
                            "(PFAIL), fail, handshake) and its stats, null for a node "
                            "that did not answer within a second (unreachable); the "
                            "queues summed over the nodes that answered (`reporting`). "
-                           "A node lists its biggest 2,000 queues. jobs_in and jobs_out "
+                           "A node lists its biggest 2,000 queues (of names up to 1,024 "
+                           "bytes). jobs_in and jobs_out "
                            "are cumulative: rates come from two samples.",
             "parameters": [
                 {"name": "node_queues", "in": "query",
