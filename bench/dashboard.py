@@ -1,10 +1,11 @@
 """The HTTP API and the dashboard (issue #20): what an open dashboard costs the nodes, and
 whether HTTP long polls held open slow RESP clients.
 
-    python bench/dashboard.py [--seconds 30] [--rounds 2] [--polls 200] [--requests 200000]
+    python bench/dashboard.py [--seconds 30] [--rounds 2] [--queues 20] [--polls 200]
+                              [--requests 200000]
                          [--poller chromium|python] [--skip dashboard,polls]
 
-- dashboard: 3 nodes, 20 queues holding 100 jobs each, no traffic. The CPU (user + sys,
+- dashboard: 3 nodes, `--queues` queues (20) holding 2,000 jobs in all, no traffic. The CPU (user + sys,
   /proc) of each node over `--seconds` without a dashboard and with one open on node 0
   (its queues page, in headless Chromium through Playwright, as a user has it: it polls
   GET /api/v1/cluster/stats every 1.5 s and node 0 asks the two others over the bus;
@@ -127,12 +128,14 @@ def dashboard_cost(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         nodes = start_cluster(Path(tmp))
         try:
-            for i in range(20):  # 20 queues of 100 jobs, spread over the nodes
+            per_queue = max(1, 2000 // args.queues)
+            for i in range(args.queues):  # spread over the nodes, 2,000 jobs in all
                 port = nodes[i % 3][1]
                 with socket.create_connection(("127.0.0.1", port)) as s:
-                    s.sendall(b"".join(b"ADDJOB q%d job 0\r\n" % i for _ in range(100)))
+                    s.sendall(b"".join(b"ADDJOB q%d job 0\r\n" % i
+                                       for _ in range(per_queue)))
                     data = b""
-                    while data.count(b"\r\n") < 100:
+                    while data.count(b"\r\n") < per_queue:
                         data += s.recv(65536)
             pids = [proc.pid for proc, _, _ in nodes]  # type: ignore[attr-defined]
             url = f"http://127.0.0.1:{nodes[0][2]}/"
@@ -146,8 +149,8 @@ def dashboard_cost(args: argparse.Namespace) -> None:
         finally:
             for proc, _, _ in nodes:
                 stop(proc)  # type: ignore[arg-type]
-    print(f"\n### an open dashboard ({poller}), {args.seconds:.0f} s x {args.rounds} rounds, "
-          "CPU in % of one core (medians)\n")
+    print(f"\n### an open dashboard ({poller}), {args.queues} queues, {args.seconds:.0f} s x "
+          f"{args.rounds} rounds, CPU in % of one core (medians)\n")
     print("| node | no dashboard | dashboard open on node 0 | difference |")
     print("|---|---|---|---|")
     for i in range(3):
@@ -250,6 +253,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--queues", type=int, default=20)
     parser.add_argument("--polls", type=int, default=200)
     parser.add_argument("--requests", type=int, default=200_000)
     parser.add_argument("--poller", choices=("chromium", "python"), default="chromium")

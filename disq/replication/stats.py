@@ -55,8 +55,13 @@ class QueueStats:
         if type(data) is not list or len(data) != 7:
             return None
         name, length, jobs_in, jobs_out, blocked, pause, dead = data
+        # (spelled out: a reply may list thousands of queues, a generator per entry
+        # cost more than the rest of a gather)
         if not (type(name) is bytes and 0 < len(name) <= MAX_QUEUE_NAME_LEN
-                and _counts(length, jobs_in, jobs_out, blocked)
+                and type(length) is int and 0 <= length <= MAX_COUNTER
+                and type(jobs_in) is int and 0 <= jobs_in <= MAX_COUNTER
+                and type(jobs_out) is int and 0 <= jobs_out <= MAX_COUNTER
+                and type(blocked) is int and 0 <= blocked <= MAX_COUNTER
                 and type(pause) is int and 0 <= pause <= PAUSED_ALL
                 and type(dead) is bool):
             return None

@@ -474,11 +474,13 @@ def _node_lines(text: Any) -> list[dict[str, Any]]:
     return listed
 
 
+_PAUSE_TEXT = {flags: name.decode() for flags, name in PAUSE_NAMES.items()}
+
+
 def _queue_json(queue: QueueStats) -> dict[str, Any]:
     return {"name": queue.name.decode(errors="replace"), "len": queue.length,
             "jobs_in": queue.jobs_in, "jobs_out": queue.jobs_out, "blocked": queue.blocked,
-            "pause": PAUSE_NAMES[queue.pause].decode(),
-            "dead_letter_queue": queue.dead_letters}
+            "pause": _PAUSE_TEXT[queue.pause], "dead_letter_queue": queue.dead_letters}
 
 
 def _stats_json(stats: NodeStats, queues: list[QueueStats] | None) -> dict[str, Any]:
@@ -493,26 +495,34 @@ def _stats_json(stats: NodeStats, queues: list[QueueStats] | None) -> dict[str, 
     return shown
 
 
+MIXED = -1  # the nodes do not agree on a queue's pause state
+
+
 def _cluster_queues(found: dict[str, NodeStats]) -> list[dict[str, Any]]:
     """The queues of every node that answered, summed: length, jobs in and out,
     blocked consumers; `pause` is the nodes' state if they agree, else "mixed"."""
-    merged: dict[bytes, dict[str, Any]] = {}
+    merged: dict[bytes, list[Any]] = {}
     for stats in found.values():
-        for queue in stats.queues:
-            entry = merged.get(queue.name)
+        for q in stats.queues:
+            entry = merged.get(q.name)
             if entry is None:
-                merged[queue.name] = entry = _queue_json(queue)
-                entry["nodes"] = 1
+                merged[q.name] = [q.length, q.jobs_in, q.jobs_out, q.blocked, q.pause,
+                                  q.dead_letters, 1]
                 continue
-            entry["len"] += queue.length
-            entry["jobs_in"] += queue.jobs_in
-            entry["jobs_out"] += queue.jobs_out
-            entry["blocked"] += queue.blocked
-            entry["nodes"] += 1
-            entry["dead_letter_queue"] |= queue.dead_letters
-            if entry["pause"] != PAUSE_NAMES[queue.pause].decode():
-                entry["pause"] = "mixed"
-    return sorted(merged.values(), key=lambda q: (-q["len"], q["name"]))
+            entry[0] += q.length
+            entry[1] += q.jobs_in
+            entry[2] += q.jobs_out
+            entry[3] += q.blocked
+            if entry[4] != q.pause:
+                entry[4] = MIXED
+            entry[5] = entry[5] or q.dead_letters
+            entry[6] += 1
+    ordered = sorted(merged.items(), key=lambda item: (-item[1][0], item[0]))
+    return [{"name": name.decode(errors="replace"), "len": length, "jobs_in": jobs_in,
+             "jobs_out": jobs_out, "blocked": blocked,
+             "pause": "mixed" if pause == MIXED else _PAUSE_TEXT[pause],
+             "dead_letter_queue": dead, "nodes": nodes}
+            for name, (length, jobs_in, jobs_out, blocked, pause, dead, nodes) in ordered]
 
 
 async def cluster_stats(request: web.Request) -> web.Response:
