@@ -15,6 +15,7 @@ const POLL_MS = 1500;
 const HIDDEN_POLL_MS = 10000; // a tab in the background polls this slowly
 const HISTORY_MS = 10 * 60 * 1000;
 const PAGE_SIZE = 20;
+const MAX_ROWS = 300; // queues shown at once in the list (the filter finds the others)
 const MAX_PEEK = 10000;
 const PASSWORD_KEY = "disq.password";
 
@@ -326,7 +327,8 @@ function queuesPage(root) {
       $("#legend", root).innerHTML = legend(last?.in, last?.out);
       chartOf($("#chart", root), live.history, "jobs in and out per second, every queue");
       const filter = $("#filter", root).value.trim().toLowerCase();
-      const shown = stats.queues.filter((q) => !filter || q.name.toLowerCase().includes(filter));
+      const matching = stats.queues.filter((q) => !filter || q.name.toLowerCase().includes(filter));
+      const shown = matching.slice(0, MAX_ROWS);
       const recent = live.history.slice(-80);
       $("#queues tbody", root).innerHTML = shown.map((q) => {
         const [rIn, rOut] = queueRates(q.name);
@@ -344,7 +346,10 @@ function queuesPage(root) {
           </td></tr>`;
       }).join("") || `<tr><td colspan="8" class="muted empty">${stats.queues.length ? "No queue matches." : "No queues yet: add a job."}</td></tr>`;
       const truncated = stats.nodes.some((n) => n.stats && n.stats.queues && n.stats.registered_queues > n.stats.queues.length);
-      $("#queues-note", root).textContent = truncated ? "Some nodes have more queues than they list (their 2,000 biggest are shown)." : "";
+      const notes = [];
+      if (matching.length > shown.length) notes.push(`The ${num(shown.length)} biggest of ${num(matching.length)} queues are shown: filter to find the others.`);
+      if (truncated) notes.push("Some nodes have more queues than they list (their 2,000 biggest).");
+      $("#queues-note", root).textContent = notes.join(" ");
     },
   };
 }
