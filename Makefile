@@ -14,7 +14,7 @@ ARGS ?=
 # may shadow it: here that folder is the package itself, so the note is only noise.
 PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q
 
-.PHONY: run test lint bench faults install install-test install-bench clean
+.PHONY: run test lint bench faults install install-test install-bench chromium clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,17 @@ $(VENV)/.installed-bench: $(BIN)/python pyproject.toml setup.py disq/_gcfree.c \
 	$(PIP_INSTALL) -e '.[bench]' -e clients/python
 	touch $@
 
+# The dashboard's browser tests (tests/browser) drive Debian's Chromium with Playwright.
+# Where it is missing and this runs as root (a fresh CI machine), apt-get installs it;
+# if that fails, so does `make test`. Elsewhere, without it, those tests are skipped.
+CHROMIUM ?= /usr/bin/chromium
+chromium:
+	@if [ ! -x "$(CHROMIUM)" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "Installing Chromium for the browser tests (apt-get install chromium)..."; \
+		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq chromium >/dev/null; \
+	fi
+
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 install-bench: $(VENV)/.installed-bench
@@ -46,7 +57,7 @@ run: install
 	mkdir -p $(DATA)
 	$(BIN)/disq-server --port 7711 --http-port 7780 --dir $(DATA) $(ARGS)
 
-test: install-test
+test: install-test chromium
 	$(BIN)/ruff check disq tests clients bench spark
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -102,6 +102,9 @@ DLQ_REQUEUE = 36  # fields: [request id, queue, count (0: all)]: put back your d
 DLQ_REQUEUE_REPLY = 37  # fields: [request id, how many were put back]
 JOBMOVE_ASK = 38  # fields: [job id, generation]: my copy is of this generation; if
 #                  yours is newer, send me your JOBMOVE
+# disq extension (the dashboard, issue #20; replication/stats.py). Unknown: ignored.
+STATS_REQUEST = 39  # fields: [request id]: send me your stats
+STATS_REPLY = 40  # fields: [request id, stats] (stats.NodeStats.to_wire)
 
 NAMES = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -116,6 +119,7 @@ NAMES = {
     JOBSET_REPLY: "jobset-reply", JOBMOVE: "jobmove", QPOLICY_SET: "qpolicy-set",
     QPOLICY_SYNC: "qpolicy-sync", RATE_DEMAND: "rate-demand", DLQ_REQUEUE: "dlq-requeue",
     DLQ_REQUEUE_REPLY: "dlq-requeue-reply", JOBMOVE_ASK: "jobmove-ask",
+    STATS_REQUEST: "stats-request", STATS_REPLY: "stats-reply",
 }
 
 _LEN = struct.Struct(">I")

@@ -12,6 +12,7 @@ each registering its own bus handlers (see README.md):
     changes     JOBSET / JOBSET_ASK / JOBSET_REPLY (a disq extension)
     recurring   CRON_SET / CRON_SYNC / CRON_FIRED (a disq extension)
     failures    JOBMOVE, QPOLICY_SET / QPOLICY_SYNC, RATE_DEMAND, DLQ_REQUEUE (issue #19)
+    stats       STATS_REQUEST / STATS_REPLY (every node's stats, for the dashboard)
 
 Every part only uses the narrow `BusPort`, so an in-memory bus can stand in for the
 network in tests.
@@ -35,6 +36,7 @@ from .jobset import JobChanges
 from .queues import QueueMessages
 from .requeue import Requeue
 from .schedules import Recurring
+from .stats import ClusterStats
 
 
 class Replication:
@@ -55,6 +57,7 @@ class Replication:
         self.recurring = Recurring(node, bus, self.dedup)
         self.changes = JobChanges(node, bus, loop)
         self.failures = Failures(node, bus, loop)
+        self.stats = ClusterStats(node, bus, loop)
 
     # -- the server's side ------------------------------------------------------------
     def wait(self, job: Job, on_done: OnDone) -> None:

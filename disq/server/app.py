@@ -153,13 +153,14 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
     async def serve(self) -> None:
         self.loop = asyncio.get_running_loop()
         self._stopped = self.loop.create_future()
+        if self.config.http_port:  # (aiohttp is imported only then)
+            # before the RESP port: a node that answers PING serves its HTTP port too
+            from .http.app import start_http
+            self._http = await start_http(self)
         await self._listen()
         if self.config.metrics_port:  # a busy port stops the start here, as `port` does
             from .metrics import start_metrics_server
             self._metrics = start_metrics_server(self)
-        if self.config.http_port:  # (aiohttp is imported only then)
-            from .http.app import start_http
-            self._http = await start_http(self)
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._on_signal, sig)
         self.aof = AppendOnlyFile(self.config, self.node, self.loop)
@@ -319,6 +320,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         self.node.cluster = self.replication
         self.replication.recurring.on_change = self._schedule_changed
         self.replication.failures.on_policy_change = self._policy_changed
+        self.replication.stats.local = self.node_stats
 
     def _schedule_changed(self, schedule: CronSchedule) -> None:
         """CRON: persisted with the AOF when it is on, and in nodes.conf (what a node

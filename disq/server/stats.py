@@ -8,11 +8,13 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
+from ..replication.stats import NodeStats
 from .info import rss_bytes
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..node import Node
+    from .connection import Client
     from .latency import LatencyMonitor
     from .table import CommandSpec
 
@@ -44,6 +46,8 @@ class Stats:
     slowlog_threshold: int
     latency: LatencyMonitor
     _memory_cache: tuple[float, int]
+    clients: dict[int, Client]
+    start_time: float
 
     # -- commands and traffic ----------------------------------------------------------
     @property
@@ -95,6 +99,20 @@ class Stats:
             value = rss_bytes()
             self._memory_cache = (now, value)
         return value
+
+    # -- the dashboard's figures -------------------------------------------------------------
+    def node_stats(self) -> NodeStats:
+        """This node's stats as its peers and GET /api/v1/cluster/stats get them
+        (replication/stats.py): the node's jobs and queues, and what the server counts
+        (INFO's used_memory, used_memory_rss, connected_clients,
+        instantaneous_ops_per_sec, uptime_in_seconds)."""
+        stats = NodeStats.of_node(self.node)
+        stats.used_memory = self.used_memory()
+        stats.rss = self.rss()
+        stats.clients = len(self.clients)
+        stats.ops_per_sec = self.ops_per_sec
+        stats.uptime = max(0, int(time.time() - self.start_time))
+        return stats
 
     def update_memory_limit(self) -> None:
         """Give the core maxmemory's marks (in job bytes) and the eviction policy:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support import DisqProcess, free_port, wait_for
+from support import NODE_TIMEOUT, DisqProcess, form_cluster, free_port, myid, wait_for
 from tlsutil import Certs, make_certs, needs_openssl
 
 
@@ -213,6 +213,94 @@ def test_cluster_and_cron(start_node: Callable[..., DisqProcess]) -> None:
     assert status == 200 and cron["schedules"][0]["name"] == "nightly"
 
 
+def test_jobs_are_listed_a_page_at_a_time(http_node: tuple[DisqProcess, Http]) -> None:
+    """GET /jobs: JSCAN's pages, a cursor to the next; the same jobs RESP lists."""
+    node, http = http_node
+    ids = {resp(node, "ADDJOB", "scan", f"job {i}", 0).decode() for i in range(25)}
+    resp(node, "ADDJOB", "other", "not listed", 0)
+    taken = resp(node, "GETJOB", "COUNT", 5, "FROM", "scan")
+    seen: list[str] = []
+    cursor, pages = 0, 0
+    while True:
+        status, page = http.get(f"/api/v1/jobs?queue=scan&count=10&cursor={cursor}")
+        assert status == 200 and len(page["jobs"]) <= 10 + 9, page  # (a bucket's worth more)
+        assert all(job["queue"] == "scan" and job["body"].startswith("job ")
+                   for job in page["jobs"])
+        seen += [job["id"] for job in page["jobs"]]
+        cursor, pages = page["cursor"], pages + 1
+        if cursor == 0:
+            break
+    assert pages >= 2 and sorted(seen) == sorted(ids)
+    status, active = http.get("/api/v1/jobs?queue=scan&state=active&count=1000")
+    assert status == 200 and {j["id"] for j in active["jobs"]} == {
+        j[1].decode() for j in taken}
+    assert all(job["state"] == "active" for job in active["jobs"])
+    status, problem = http.get("/api/v1/jobs?state=sleeping")
+    assert status == 400 and problem["detail"] == "Invalid job state name"
+    assert http.get("/api/v1/jobs?count=5000")[0] == 400
+
+
+def test_cluster_stats_show_every_node_and_a_killed_one_failing(
+        start_node: Callable[..., DisqProcess]) -> None:
+    """GET /cluster/stats on any node: every node's stats, asked over the bus, and
+    each node's state; a node killed turns fail, its stats null."""
+    ports = [free_port() for _ in range(3)]
+    nodes = form_cluster([start_node("--cluster-node-timeout", str(NODE_TIMEOUT),
+                                     "--http-port", str(port)) for port in ports])
+    ids = [myid(n) for n in nodes]
+    resp(nodes[1], "ADDJOB", "stats-q", "a", 0, "REPLICATE", 1)
+    for _ in range(2):
+        resp(nodes[2], "ADDJOB", "stats-q", "b", 0, "REPLICATE", 1)
+    resp(nodes[2], "PAUSE", "stats-q", "in")
+    resp(nodes[0], "ADDJOB", "dead:stats-q", "c", 0, "REPLICATE", 1)
+    resp(nodes[2], "GETJOB", "FROM", "stats-q")
+
+    def stats(port: int, query: str = "") -> dict[str, Any]:
+        status, got = Http(port).get("/api/v1/cluster/stats" + query)
+        assert status == 200, got
+        return got
+
+    for node, port in zip(nodes, ports, strict=True):
+        got = stats(port)
+        assert got["myself"] == myid(node) and sorted(got["reporting"]) == sorted(ids)
+        by_id = {entry["id"]: entry for entry in got["nodes"]}
+        assert sorted(by_id) == sorted(ids) and got["nodes"][0]["id"] == myid(node)
+        for other in nodes:
+            entry = by_id[myid(other)]
+            assert entry["state"] == "ok" and entry["address"] == f"127.0.0.1:{other.port}"
+            info = other.client().info()
+            assert entry["stats"]["registered_jobs"] == info["registered_jobs"]
+            assert entry["stats"]["used_memory"] > 0 and entry["stats"]["used_memory_rss"] > 0
+        queues = {q["name"]: q for q in by_id[ids[2]]["stats"]["queues"]}
+        assert queues["stats-q"] == {"name": "stats-q", "len": 1, "jobs_in": 2,
+                                     "jobs_out": 1, "blocked": 0, "pause": "in",
+                                     "dead_letter_queue": False}
+        merged = {q["name"]: q for q in got["queues"]}
+        assert merged["stats-q"] == {"name": "stats-q", "len": 2, "jobs_in": 3,
+                                     "jobs_out": 1, "blocked": 0, "pause": "mixed",
+                                     "dead_letter_queue": False, "nodes": 2}
+        assert merged["dead:stats-q"]["dead_letter_queue"] is True
+        assert [q["name"] for q in got["queues"]][0] == "stats-q"  # biggest first
+    lean = stats(ports[0], "?node_queues=false")
+    assert all("queues" not in entry["stats"] for entry in lean["nodes"])
+    assert len(lean["queues"]) == 2
+    one = stats(ports[0], "?queue=dead:stats-q")
+    assert [[q["name"] for q in entry["stats"]["queues"]] for entry in one["nodes"]] == [
+        ["dead:stats-q"], [], []]
+    nodes[2].kill()
+
+    def failing() -> dict[str, Any] | None:
+        got = stats(ports[0])
+        entry = next(e for e in got["nodes"] if e["id"] == ids[2])
+        return got if entry["state"] == "fail" else None
+
+    got = wait_for(failing, 10, 0.2, message="the killed node to be shown failing")
+    entry = next(e for e in got["nodes"] if e["id"] == ids[2])
+    assert entry["stats"] is None and "fail" in entry["flags"]
+    assert sorted(got["reporting"]) == sorted(ids[:2])
+    assert {q["name"]: q["len"] for q in got["queues"]} == {"stats-q": 1, "dead:stats-q": 1}
+
+
 # -- long polls -------------------------------------------------------------------------------
 
 def test_a_long_poll_is_served_and_one_whose_client_leaves_loses_nothing(
@@ -336,7 +424,8 @@ def test_openapi_docs_and_metrics(http_node: tuple[DisqProcess, Http]) -> None:
     _, http = http_node
     status, document = http.get("/openapi.json")
     assert status == 200 and document["openapi"].startswith("3.")
-    for path in ("/api/v1/queues/{queue}/jobs", "/api/v1/jobs/{id}", "/api/v1/cluster"):
+    for path in ("/api/v1/queues/{queue}/jobs", "/api/v1/jobs/{id}", "/api/v1/cluster",
+                 "/api/v1/cluster/stats", "/api/v1/jobs"):
         assert path in document["paths"]
     assert "max_deliveries" in document["components"]["schemas"]["NewJob"]["properties"]
     status, page = http.get("/docs")

@@ -30,10 +30,13 @@ from disq_client.spec import (
 )
 
 from ...ids import is_valid_job_id
+from ...node import now_ms
+from ...queue import PAUSE_NAMES
 from .bridge import CommandError, Exchange
 from .problems import Problem, bad_request
 
 if TYPE_CHECKING:
+    from ...replication.stats import NodeStats, QueueStats
     from ..app import Server
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -41,6 +44,8 @@ SERVER_KEY: web.AppKey[Server] = web.AppKey("server")
 
 DEFAULT_POLL_MS = 30_000  # a GET of jobs waits this long by default (GETJOB: for ever)
 MAX_QUEUES_LISTED = 1000
+MAX_SCAN_COUNT = 1000  # jobs a GET /jobs (JSCAN) page may ask for
+SCAN_CALLS = 10  # JSCAN calls a page makes at most to fill itself
 # A job ID in a path, as ids.py makes them: the middle part is base64, whose '/' and '+'
 # may come as they are or percent-encoded (%2F, %2B)
 JOB_ID_PATTERN = r"D-[0-9a-f]{8}-(?:[A-Za-z0-9+/]|%2[FfBb]){24}-[0-9a-f]{4}"
@@ -268,6 +273,37 @@ async def get_jobs(request: web.Request) -> web.Response:
         exchange.finish()
 
 
+async def list_jobs(request: web.Request) -> web.Response:
+    """GET /jobs?queue=&state=&cursor=&count=: a page of the jobs this node holds
+    (JSCAN ... REPLY ALL: SHOW's fields), and the cursor of the next page (0: done).
+    JSCAN calls are made until the page has `count` jobs or the scan ends (at most
+    SCAN_CALLS of them: a sparse queue may give a short page with more to come)."""
+    count = _query_int(request, "count", 50, 1)
+    if count > MAX_SCAN_COUNT:
+        raise bad_request(f"'count' must be at most {MAX_SCAN_COUNT}")
+    cursor = _query_int(request, "cursor", 0)
+    filters: list[object] = []
+    if "queue" in request.query:
+        filters += ["QUEUE", request.query["queue"]]
+    for state in request.query.getall("state", []):
+        filters += ["STATE", state]
+    jobs: list[dict[str, Any]] = []
+    exchange = _exchange(request)
+    try:
+        for _ in range(SCAN_CALLS):
+            next_cursor, page = await exchange.call(
+                "JSCAN", cursor, "COUNT", count - len(jobs), *filters, "REPLY", "ALL")
+            jobs += [_show(item) for item in page]
+            cursor = int(next_cursor)
+            if cursor == 0 or len(jobs) >= count:
+                break
+    except CommandError as exc:
+        raise Problem.from_resp(exc.code, exc.message) from None
+    finally:
+        exchange.finish()
+    return _ok({"cursor": cursor, "jobs": jobs})
+
+
 async def show_job(request: web.Request) -> web.Response:
     reply = await _run(request, "SHOW", _job_id(request))
     if reply is None:
@@ -414,13 +450,7 @@ async def cluster(request: web.Request) -> web.Response:
             ("HELLO",), ("CLUSTER", "NODES"), ("INFO",)])
     finally:
         exchange.finish()
-    listed = []
-    for line in (nodes.decode().splitlines() if isinstance(nodes, bytes) else []):
-        words = line.split()
-        if len(words) < 6:
-            continue
-        listed.append({"id": words[0], "address": words[1],
-                       "flags": words[2].split(","), "link": words[5]})
+    listed = _node_lines(nodes)
     stats = {}
     for line in (info.decode().splitlines() if isinstance(info, bytes) else []):
         key, sep, value = line.partition(":")
@@ -428,6 +458,105 @@ async def cluster(request: web.Request) -> web.Response:
             stats[key] = int(value) if value.isdigit() else value
     return _ok({"myself": hello[1].decode() if isinstance(hello, list) else None,
                 "nodes": listed, "info": stats})
+
+
+def _node_lines(text: Any) -> list[dict[str, Any]]:
+    """CLUSTER NODES as objects; `state`: fail, fail? (PFAIL), handshake or ok."""
+    listed = []
+    for line in (text.decode().splitlines() if isinstance(text, bytes) else []):
+        words = line.split()
+        if len(words) < 6:
+            continue
+        flags = words[2].split(",")
+        state = next((f for f in ("fail", "fail?", "handshake") if f in flags), "ok")
+        listed.append({"id": words[0], "address": words[1], "flags": flags, "state": state,
+                       "link": words[5]})
+    return listed
+
+
+_PAUSE_TEXT = {flags: name.decode() for flags, name in PAUSE_NAMES.items()}
+
+
+def _queue_json(queue: QueueStats) -> dict[str, Any]:
+    return {"name": queue.name.decode(errors="replace"), "len": queue.length,
+            "jobs_in": queue.jobs_in, "jobs_out": queue.jobs_out, "blocked": queue.blocked,
+            "pause": _PAUSE_TEXT[queue.pause], "dead_letter_queue": queue.dead_letters}
+
+
+def _stats_json(stats: NodeStats, queues: list[QueueStats] | None) -> dict[str, Any]:
+    shown: dict[str, Any] = {
+        "used_memory": stats.used_memory, "used_memory_rss": stats.rss,
+        "registered_jobs": stats.jobs, "registered_queues": stats.queue_count,
+        "connected_clients": stats.clients, "blocked_clients": stats.blocked_clients,
+        "instantaneous_ops_per_sec": stats.ops_per_sec,
+        "uptime_in_seconds": stats.uptime, "time_ms": stats.time}
+    if queues is not None:
+        shown["queues"] = [_queue_json(q) for q in queues]
+    return shown
+
+
+MIXED = -1  # the nodes do not agree on a queue's pause state
+
+
+def _cluster_queues(found: dict[str, NodeStats]) -> list[dict[str, Any]]:
+    """The queues of every node that answered, summed: length, jobs in and out,
+    blocked consumers; `pause` is the nodes' state if they agree, else "mixed"."""
+    merged: dict[bytes, list[Any]] = {}
+    for stats in found.values():
+        for q in stats.queues:
+            entry = merged.get(q.name)
+            if entry is None:
+                merged[q.name] = [q.length, q.jobs_in, q.jobs_out, q.blocked, q.pause,
+                                  q.dead_letters, 1]
+                continue
+            entry[0] += q.length
+            entry[1] += q.jobs_in
+            entry[2] += q.jobs_out
+            entry[3] += q.blocked
+            if entry[4] != q.pause:
+                entry[4] = MIXED
+            entry[5] = entry[5] or q.dead_letters
+            entry[6] += 1
+    ordered = sorted(merged.items(), key=lambda item: (-item[1][0], item[0]))
+    return [{"name": name.decode(errors="replace"), "len": length, "jobs_in": jobs_in,
+             "jobs_out": jobs_out, "blocked": blocked,
+             "pause": "mixed" if pause == MIXED else _PAUSE_TEXT[pause],
+             "dead_letter_queue": dead, "nodes": nodes}
+            for name, (length, jobs_in, jobs_out, blocked, pause, dead, nodes) in ordered]
+
+
+async def cluster_stats(request: web.Request) -> web.Response:
+    """GET /cluster/stats[?node_queues=false][&queue=q]: the stats of every node that
+    answered (asked over the bus, replication/stats.py), each known node with its
+    flags (CLUSTER NODES; an unreachable node's stats are null), and the queues
+    summed over the nodes. `node_queues=false` leaves out each node's own list of
+    queues, `queue` keeps only that queue in it (the cluster-wide list is whole)."""
+    server = request.app[SERVER_KEY]
+    replication = server.replication
+    if replication is None:  # (no cluster layer)
+        found = {server.node.id: server.node_stats()}
+    else:
+        done: asyncio.Future[dict[str, NodeStats]] = asyncio.get_running_loop().create_future()
+
+        def answer(result: dict[str, NodeStats]) -> None:
+            if not done.done():  # (not if this request's client left)
+                done.set_result(result)
+
+        replication.stats.gather(answer)
+        found = await done
+    nodes = _node_lines(await _run(request, "CLUSTER", "NODES"))
+    per_node = _query_bool(request, "node_queues") if "node_queues" in request.query else True
+    only = request.query.get("queue")
+    for entry in nodes:
+        stats = found.get(entry["id"])
+        queues = None if not per_node or stats is None else (
+            stats.queues if only is None else
+            [q for q in stats.queues if q.name == only.encode()])
+        entry["stats"] = None if stats is None else _stats_json(stats, queues)
+    nodes.sort(key=lambda n: ("myself" not in n["flags"], n["address"]))
+    return _ok({"myself": server.node.id, "time_ms": now_ms(),
+                "reporting": sorted(found), "nodes": nodes,
+                "queues": _cluster_queues(found)})
 
 
 async def cron_list(request: web.Request) -> web.Response:
@@ -463,5 +592,7 @@ def add_routes(app: web.Application) -> None:
     r.add_post(job + "/working", _job_action("WORKING", "retry_s"))
     r.add_post(job + "/nack", nack_job)
     r.add_route("*", "/api/v1/jobs/{rest:.*}", bad_job_id)
+    r.add_get("/api/v1/jobs", list_jobs)
     r.add_get("/api/v1/cluster", cluster)
+    r.add_get("/api/v1/cluster/stats", cluster_stats)
     r.add_get("/api/v1/cron", cron_list)

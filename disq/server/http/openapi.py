@@ -121,6 +121,50 @@ def _job_action(command: str, key: str, summary: str) -> dict[str, Any]:
                      "responses": {"200": _count(key, command), **_errors(404, 409)}}}
 
 
+QUEUE_STATS = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"}, "len": {"type": "integer"},
+        "jobs_in": {"type": "integer", "description": "jobs queued, cumulative"},
+        "jobs_out": {"type": "integer", "description": "jobs delivered, cumulative"},
+        "blocked": {"type": "integer", "description": "consumers waiting in GETJOB"},
+        "pause": {"type": "string", "enum": ["none", "in", "out", "all", "mixed"]},
+        "dead_letter_queue": {"type": "boolean"},
+        "nodes": {"type": "integer", "description": "(cluster-wide) nodes that have it"},
+    },
+}
+NODE_STATS = {
+    "type": "object", "nullable": True,
+    "description": "INFO's figures of the node, and its biggest queues, biggest first",
+    "properties": {
+        **{name: {"type": "integer"} for name in (
+            "used_memory", "used_memory_rss", "registered_jobs", "registered_queues",
+            "connected_clients", "blocked_clients", "instantaneous_ops_per_sec",
+            "uptime_in_seconds")},
+        "time_ms": {"type": "integer", "description": "when the node took them, Unix ms "
+                    "of its clock (a node takes them at most every 500 ms): the time "
+                    "between two samples, for rates"},
+        "queues": {"type": "array", "items": QUEUE_STATS},
+    },
+}
+CLUSTER_STATS = {
+    "type": "object",
+    "properties": {
+        "myself": {"type": "string"},
+        "time_ms": {"type": "integer", "description": "this node's clock, Unix ms"},
+        "reporting": {"type": "array", "items": {"type": "string"},
+                      "description": "the IDs of the nodes whose stats are here"},
+        "nodes": {"type": "array", "items": {"type": "object", "properties": {
+            "id": {"type": "string"}, "address": {"type": "string"},
+            "flags": {"type": "array", "items": {"type": "string"}},
+            "state": {"type": "string", "enum": ["ok", "fail?", "fail", "handshake"]},
+            "link": {"type": "string"}, "stats": NODE_STATS}}},
+        "queues": {"type": "array", "items": QUEUE_STATS,
+                   "description": "summed over the reporting nodes, biggest first"},
+    },
+}
+
+
 def openapi_document(server: Server | None = None) -> dict[str, Any]:
     paths: dict[str, Any] = {
         "/api/v1/queues/{queue}/jobs": {
@@ -212,9 +256,44 @@ def openapi_document(server: Server | None = None) -> dict[str, Any]:
                 "delay_ms": {"type": "integer", "minimum": 0}},
                 "additionalProperties": False}, required=False),
             "responses": {"200": _count("requeued", "NACK"), **_errors()}}},
+        "/api/v1/jobs": {"get": {
+            "tags": ["jobs"], "summary": "A page of the jobs this node holds (JSCAN ... "
+                                         "REPLY ALL)",
+            "description": "Pass the returned cursor to get the next page; 0: the scan is "
+                           "over. A page may be shorter than count with more to come (a "
+                           "queue whose jobs are sparse among this node's).",
+            "parameters": [
+                {"name": "queue", "in": "query", "schema": {"type": "string"}},
+                {"name": "state", "in": "query", "schema": {"type": "array", "items": {
+                    "type": "string", "enum": ["wait-repl", "active", "queued", "acked"]}},
+                 "style": "form", "explode": True, "description": "any of these states"},
+                {"name": "cursor", "in": "query", "schema": {"type": "integer",
+                                                             "minimum": 0, "default": 0}},
+                {"name": "count", "in": "query", "schema": {
+                    "type": "integer", "minimum": 1, "maximum": 1000, "default": 50}}],
+            "responses": {"200": _ok({"type": "object", "properties": {
+                "cursor": {"type": "integer"},
+                "jobs": {"type": "array", "items": JOB_REF}}}), **_errors()}}},
         "/api/v1/cluster": {"get": {
             "tags": ["cluster"], "summary": "This node (INFO) and the nodes it knows",
             "responses": {"200": _ok({"type": "object"}), **_errors()}}},
+        "/api/v1/cluster/stats": {"get": {
+            "tags": ["cluster"], "summary": "Every node's stats, asked over the bus",
+            "description": "Each known node (CLUSTER NODES) with its state (ok, fail? "
+                           "(PFAIL), fail, handshake) and its stats, null for a node "
+                           "that did not answer within a second (unreachable); the "
+                           "queues summed over the nodes that answered (`reporting`). "
+                           "A node lists its biggest 2,000 queues (of names up to 1,024 "
+                           "bytes). jobs_in and jobs_out "
+                           "are cumulative: rates come from two samples.",
+            "parameters": [
+                {"name": "node_queues", "in": "query",
+                 "schema": {"type": "boolean", "default": True},
+                 "description": "false: without each node's own list of queues"},
+                {"name": "queue", "in": "query", "schema": {"type": "string"},
+                 "description": "each node's list of queues has only this one"}],
+            "responses": {"200": _ok({"$ref": "#/components/schemas/ClusterStats"}),
+                          **_errors()}}},
         "/api/v1/cron": {"get": {
             "tags": ["cluster"], "summary": "Recurring jobs (CRON LIST)",
             "responses": {"200": _ok({"type": "object"}), **_errors()}}},
@@ -229,6 +308,7 @@ def openapi_document(server: Server | None = None) -> dict[str, Any]:
         "paths": paths,
         "components": {
             "schemas": {"NewJob": NEW_JOB, "Job": JOB, "Problem": PROBLEM,
+                        "ClusterStats": CLUSTER_STATS,
                         "Policy": _options_schema(QPOLICY_SET)},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
                                 "basic": {"type": "http", "scheme": "basic"}},

@@ -1,0 +1,203 @@
+"""The dashboard (issue #20) in a real browser: Debian's Chromium, headless, driven by
+Playwright, against real nodes. On a 3-node cluster: every node shown ok, a queue
+appearing after an ADDJOB, paused and resumed from the page, a dead letter requeued,
+a job added, shown, requeued and deleted, a killed node turning fail. On one node with
+requirepass: the login form, a wrong password, signing out; QPEEK's pages.
+
+`make test` installs Chromium where it is missing (as root, with apt-get); elsewhere
+these tests are skipped, saying why."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from support import NODE_TIMEOUT, DisqProcess, call, form_cluster, free_port, myid, wait_for
+
+CHROMIUM = os.environ.get("DISQ_CHROMIUM", "/usr/bin/chromium")
+# This machine's network may be closed: without the background-networking flags
+# Chromium's own connections (updates, safe browsing...) are refused and it logs them.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+TIMEOUT_MS = 15_000  # what the page may take to show a change (it polls every 1.5 s)
+
+try:
+    from playwright.sync_api import Browser, Page, expect, sync_playwright
+except ImportError:  # pragma: no cover - `make test` installs it (the test extra)
+    pytest.skip("playwright is not installed (pip install -e '.[test]')",
+                allow_module_level=True)
+if not (os.access(CHROMIUM, os.X_OK) or shutil.which(CHROMIUM)):
+    pytest.skip(f"no Chromium at {CHROMIUM} (make test installs Debian's chromium as root; "
+                "DISQ_CHROMIUM names another)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    yield page
+    context.close()
+    assert errors == [], errors  # no script error on the way
+
+
+def http_node(start_node: Callable[..., DisqProcess], *args: str,
+              **kwargs: Any) -> tuple[DisqProcess, str]:
+    port = free_port()
+    node = start_node("--cluster-node-timeout", str(NODE_TIMEOUT), "--http-port", str(port),
+                      *args, **kwargs)
+    return node, f"http://127.0.0.1:{port}/"
+
+
+def queue_row(page: Page, name: str) -> Any:
+    return page.locator(f'#queues tr[data-queue="{name}"]')
+
+
+def test_the_dashboard_shows_and_acts_on_a_cluster(
+        start_node: Callable[..., DisqProcess], page: Page) -> None:
+    started = [http_node(start_node) for _ in range(3)]
+    nodes = form_cluster([node for node, _ in started])
+    url = started[0][1]
+    ids = [myid(node) for node in nodes]
+
+    # the cluster: three nodes, ok, this node first
+    page.goto(url)
+    rows = page.locator("#nodes tbody tr[data-node]")
+    expect(rows).to_have_count(3)
+    for node_id in ids:
+        expect(page.locator(f'tr[data-node="{node_id}"] td.state')).to_have_text("ok")
+    expect(rows.first).to_contain_text("this node")
+    expect(page.locator("#cards")).to_contain_text("3 / 3 ok")
+
+    # a queue appears after an ADDJOB on another node, with its cluster-wide length
+    call(nodes[1], "ADDJOB", "browser-q", "from node 1", 0)
+    page.click('nav a[data-nav="queues"]')
+    expect(queue_row(page, "browser-q").locator("td.length")).to_have_text("1")
+
+    # paused from the page, on every node (PAUSE ... BCAST); then resumed
+    queue_row(page, "browser-q").get_by_role("button", name="Pause").click()
+    expect(queue_row(page, "browser-q").locator("td.status")).to_contain_text("paused")
+    for node in nodes:
+        wait_for(lambda node=node: call(node, "PAUSE", "browser-q", "state") == b"all", 5,
+                 message="the pause on every node")
+    expect(page.locator(".toast").last).to_contain_text("paused")
+    queue_row(page, "browser-q").get_by_role("button", name="Resume").click()
+    expect(queue_row(page, "browser-q").locator("td.status")).not_to_contain_text("paused")
+    assert wait_for(lambda: call(nodes[2], "PAUSE", "browser-q", "state") == b"none", 5)
+
+    # a dead letter, requeued from its dead-letter queue's row
+    call(nodes[0], "QPOLICY", "work", "SET", "MAXDELIVERIES", 1)
+    dead_id = call(nodes[0], "ADDJOB", "work", "fails once", 0)
+    (job,) = call(nodes[0], "GETJOB", "FROM", "work")
+    call(nodes[0], "NACK", job[1])
+    assert call(nodes[0], "QLEN", "dead:work") == 1
+    dead_row = queue_row(page, "dead:work")
+    expect(dead_row.locator("td.status")).to_contain_text("dead letters")
+    expect(dead_row.locator("td.length")).to_have_text("1")
+    dead_row.get_by_role("button", name="Requeue dead letters").click()
+    page.click("#confirm-yes")
+    expect(page.locator(".toast", has_text="1 dead letter requeued")).to_be_visible()
+    assert call(nodes[0], "QLEN", "dead:work") == 0
+    assert [entry[1] for entry in call(nodes[0], "QPEEK", "work", 10)] == [dead_id]
+    expect(dead_row.locator("td.length")).to_have_text("0")
+    expect(queue_row(page, "work").locator("td.length")).to_have_text("1")
+
+    # the queue page: a job added with the form, next to deliver (QPEEK), then SHOW
+    page.click('#queues a:text-is("browser-q")')
+    expect(page.locator("#qname")).to_have_text("browser-q")
+    page.get_by_role("button", name="Add job").last.click()
+    page.fill("#add-form textarea[name=body]", "added from the page")
+    page.fill("#add-form input[name=priority]", "7")
+    page.click('#add-form button[type=submit]')
+    toast = page.locator(".toast", has_text="added to browser-q")
+    expect(toast).to_be_visible()
+    added = re.search(r"Job (D-\S+) added", toast.inner_text())
+    assert added is not None
+    job_id = added[1]
+    assert call(nodes[0], "QLEN", "browser-q") == 1
+    job_row = page.locator(f'#jobs tr[data-job="{job_id}"]')
+    expect(job_row).to_contain_text("added from the page")
+    page.click('[data-tab="scan"]')  # every job held here: the one of node 1 too (a copy)
+    expect(page.locator("#jobs tbody tr[data-job]")).to_have_count(2)
+    page.locator(f'#jobs tr[data-job="{job_id}"] a').click()  # (its ID has '/' or '+')
+    expect(page.locator("#job")).to_contain_text("added from the page")
+    expect(page.locator("#job table.fields")).to_contain_text("priority")
+    expect(page.locator("#job a", has_text="browser-q")).to_be_visible()
+
+    # requeued: taken by a consumer, then queued again from the page
+    assert call(nodes[0], "GETJOB", "NOHANG", "FROM", "browser-q")
+    assert call(nodes[0], "QLEN", "browser-q") == 0
+    page.get_by_role("button", name="Requeue").click()
+    expect(page.locator(".toast", has_text="Job queued again")).to_be_visible()
+    assert call(nodes[0], "QLEN", "browser-q") == 1
+
+    # deleted everywhere (FASTACK), after a confirmation
+    page.get_by_role("button", name="Delete", exact=True).click()
+    page.click("#confirm-yes")
+    expect(page.locator(".toast", has_text="Job deleted")).to_be_visible()
+    for node in nodes:
+        wait_for(lambda node=node: call(node, "SHOW", job_id) is None, 5,
+                 message="the job gone from every node")
+    expect(page.locator("#job")).to_contain_text("does not hold this job")
+
+    # a killed node turns fail, its figures gone
+    page.click('nav a[data-nav="cluster"]')
+    nodes[2].kill()
+    expect(page.locator(f'tr[data-node="{ids[2]}"] td.state')).to_have_text(
+        "fail", timeout=20_000)
+    expect(page.locator(f'tr[data-node="{ids[2]}"]')).to_contain_text("no answer")
+    expect(page.locator("#cards")).to_contain_text("2 / 3 ok")
+
+
+def test_login_paging_and_sign_out(start_node: Callable[..., DisqProcess], page: Page) -> None:
+    node, url = http_node(start_node, "--requirepass", "s3cret",
+                          client_kwargs={"password": "s3cret"})
+    for i in range(45):
+        call(node, "ADDJOB", "paged", f"job {i:02}", 0)
+    page.goto(url + "#/queue/paged")
+    expect(page.locator("#login")).to_be_visible()
+    page.fill("#login-password", "wrong")
+    page.click("#login-form button[type=submit]")
+    expect(page.locator("#login-error")).to_have_text("Wrong password.")
+    page.fill("#login-password", "s3cret")
+    page.click("#login-form button[type=submit]")
+    expect(page.locator("#login")).to_be_hidden()
+
+    # QPEEK a page at a time: the delivery order, 20 a page
+    rows = page.locator("#jobs tbody tr[data-job]")
+    expect(rows).to_have_count(20)
+    expect(rows.first).to_contain_text("job 00")
+    expect(page.locator("#page-label")).to_have_text("1–20")
+    page.click('[data-step="1"]')
+    expect(page.locator("#page-label")).to_have_text("21–40")
+    expect(rows.first).to_contain_text("job 20")
+    page.click('[data-step="1"]')
+    expect(rows).to_have_count(5)
+    expect(page.locator('[data-step="1"]')).to_be_disabled()
+    page.click('[data-step="-1"]')
+    expect(page.locator("#page-label")).to_have_text("21–40")
+
+    # the password stays for the tab (sessionStorage), until signing out
+    page.reload()
+    expect(page.locator("#qname")).to_have_text("paged")
+    expect(page.locator("#login")).to_be_hidden()
+    expect(page.locator("#cards")).to_contain_text("45")
+    page.click("#sign-out")
+    expect(page.locator("#login")).to_be_visible()
+    page.reload()
+    expect(page.locator("#login")).to_be_visible()
