@@ -569,7 +569,9 @@ async def bad_job_id(request: web.Request) -> web.Response:
 
 
 async def not_implemented(request: web.Request) -> web.Response:
-    raise Problem(501, "not implemented yet", "NOTIMPLEMENTED")
+    """Routes of features not built yet (users and permissions: issue #23)."""
+    raise Problem(501, "users and permissions (ACL) are not built yet: requirepass is "
+                  "the one password", "NOTIMPLEMENTED")
 
 
 def add_routes(app: web.Application) -> None:
@@ -596,3 +598,5 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/api/v1/cluster", cluster)
     r.add_get("/api/v1/cluster/stats", cluster_stats)
     r.add_get("/api/v1/cron", cron_list)
+    r.add_route("*", "/api/v1/users", not_implemented)
+    r.add_route("*", "/api/v1/users/{name}", not_implemented)

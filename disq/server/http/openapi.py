@@ -297,6 +297,17 @@ def openapi_document(server: Server | None = None) -> dict[str, Any]:
         "/api/v1/cron": {"get": {
             "tags": ["cluster"], "summary": "Recurring jobs (CRON LIST)",
             "responses": {"200": _ok({"type": "object"}), **_errors()}}},
+        "/api/v1/users": {"get": {
+            "tags": ["not built yet"],
+            "summary": "Users and permissions (ACL LIST): answers 501 until ACLs are built",
+            "responses": _errors(501)}},
+        "/api/v1/users/{name}": {method: {
+            "tags": ["not built yet"],
+            "summary": "A user (ACL GETUSER / SETUSER / DELUSER): answers 501 until ACLs "
+                       "are built",
+            "parameters": [{"name": "name", "in": "path", "required": True,
+                            "schema": {"type": "string"}}],
+            "responses": _errors(501)} for method in ("get", "put", "delete")},
     }
     return {
         "openapi": "3.0.3",
