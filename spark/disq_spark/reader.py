@@ -1,0 +1,285 @@
+"""The driver's side of a streaming read, without Spark: `JobTaker` takes the jobs of
+each micro-batch from every node and holds them, delivered and not acknowledged, until
+Spark has committed the batch; then it acknowledges them (ACKJOB, or FASTACK).
+
+Where the jobs live between read and commit: in the process that runs the source's
+offsets and commit on the driver (Spark keeps one Python process per streaming source
+for the query's life). `take` runs GETJOB there and builds the batch's rows as Arrow
+record batches, which become the batch's input partitions: Spark ships them to the
+executors with the tasks, so a task that Spark runs again reads the same jobs, and the
+executors never take or acknowledge a job. The driver keeps each job's ID and the node
+it came from until the batch is committed; ACKJOB needs nothing else and works on any
+node holding a copy (the client fails over if that node is gone).
+
+Back-pressure: a batch takes at most `max_jobs_per_batch` jobs, and only when Spark
+asks for the next batch, which it does once the previous one is committed: the query
+holds at most one batch of jobs it has not processed. A batch that takes longer than
+its jobs' RETRY sees them queued again by the cluster (and maybe delivered to another
+consumer, or to a later batch): set `keepalive_ms` below the RETRY to have them
+extended with WORKING while they are held.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from disq_client.client import Client
+from disq_client.protocol import ErrorReply, encode, format_address
+from disq_client.retry import CONNECTION_ERRORS
+from disq_client.types import Job
+
+from .writer import ConnectOptions
+
+log = logging.getLogger("disq_spark")
+
+ACK_COMMANDS = {"ackjob": "ACKJOB", "fastack": "FASTACK"}
+IDS_PER_COMMAND = 1000  # job IDs in one ACKJOB / FASTACK
+
+
+@dataclass
+class ReadOptions(ConnectOptions):
+    """A streaming read's options (the data source's, parsed: options.py)."""
+
+    queue: str = ""
+    max_jobs_per_batch: int = 100_000
+    fetch_count: int = 1000  # GETJOB COUNT: jobs per request to a node
+    num_partitions: int = 0  # 0: one per node
+    poll_ms: int = 500  # nothing queued: one GETJOB waits that long for new jobs
+    ack: str = "ackjob"  # or "fastack"
+    keepalive_ms: int = 0  # > 0: WORKING for the held jobs every keepalive_ms
+
+    def check(self) -> None:
+        if not self.nodes:
+            raise ValueError("disq: give at least one node (option nodes)")
+        if not self.queue:
+            raise ValueError("disq: give the queue to read (option queue)")
+        if self.max_jobs_per_batch < 1 or self.fetch_count < 1:
+            raise ValueError("disq: max_jobs_per_batch and fetch_count must be at least 1")
+        if self.ack not in ACK_COMMANDS:
+            raise ValueError(f"disq: ack must be one of {', '.join(ACK_COMMANDS)}")
+
+
+@dataclass
+class Taken:
+    """One micro-batch's jobs: taken, not acknowledged yet. `ids` by the node that
+    delivered them (where their acknowledgement goes first)."""
+
+    seq: int
+    jobs: list[Job]
+    ids: dict[str, list[str]] = field(default_factory=dict)
+    taken_at: float = field(default_factory=time.monotonic)
+
+
+class JobTaker:
+    """Takes micro-batches of jobs from every node and acknowledges them when told.
+
+    Batches are numbered (`seq`) within this taker's `run`, a random name: a batch of
+    another run (a query restarted from its checkpoint) is not held here, and its jobs
+    come back after their RETRY. Thread-safe for the keep-alive thread only: Spark
+    calls the rest from one thread."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        options.check()
+        self.o = options
+        self.run = uuid.uuid4().hex[:16]
+        self.seq = 0
+        self.held: dict[int, Taken] = {}
+        self.budget: int | None = None  # Trigger.AvailableNow: jobs left to take
+        self.taken = 0
+        self.acked = 0
+        self._clients: dict[str, Client] = {}
+        self._poll_next = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._keepalive: threading.Thread | None = None
+
+    def client(self, node: str, pool: dict[str, Client] | None = None) -> Client:
+        """The client that talks to `node` first (and fails over to the others)."""
+        clients = self._clients if pool is None else pool
+        client = clients.get(node)
+        if client is None:
+            client = clients[node] = self.o.client()
+            client.view.prefer(node)
+        return client
+
+    # -- taking ------------------------------------------------------------------------
+    def take(self, limit: int, after: int = 0, block: bool = True) -> Taken | None:
+        """Take up to `limit` jobs from every node: a new held batch, numbered after
+        `after` and anything taken before; None if no job came.
+
+        Each node is asked its QLEN, then for its queued jobs in turn, `fetch_count`
+        per GETJOB NOHANG. Never a GETJOB on a node known to be empty: that makes the
+        node ask the cluster for jobs (federation), and a reader polling every node
+        would only chase the last jobs from node to node. With `block`, when no node
+        has a job queued, one GETJOB waits up to `poll_ms` on one node (in turn): it
+        asks the others, and a job added anywhere meanwhile comes to it."""
+        o = self.o
+        if self.budget is not None:
+            limit = min(limit, self.budget)
+            block = False
+        jobs: list[Job] = []
+        ids: dict[str, list[str]] = {}
+        queued = {node: self._qlen(node) for node in o.nodes} if limit > 0 else {}
+        active = [node for node, n in queued.items() if n > 0]
+        while len(jobs) < limit and active:
+            for node in list(active):
+                want = min(o.fetch_count, limit - len(jobs), queued[node])
+                got = self._get(node, want, 0)
+                queued[node] -= want
+                if got is None or len(got) < want or queued[node] <= 0:
+                    active.remove(node)
+                if got:
+                    self._note(node, got, jobs, ids)
+                if len(jobs) >= limit:
+                    break
+        if not jobs and block and limit > 0:
+            node = o.nodes[self._poll_next % len(o.nodes)]
+            self._poll_next += 1
+            got = self._get(node, min(o.fetch_count, limit), max(o.poll_ms, 1))
+            if got:
+                self._note(node, got, jobs, ids)
+        if not jobs:
+            return None
+        self.seq = max(self.seq, after) + 1
+        taken = Taken(self.seq, jobs, ids)
+        with self._lock:
+            self.held[taken.seq] = taken
+        self.taken += len(jobs)
+        if self.budget is not None:
+            self.budget = max(self.budget - len(jobs), 0)
+        self._start_keepalive()
+        return taken
+
+    def _qlen(self, node: str) -> int:
+        """The queue's length on `node`'s client (0 if no node answered)."""
+        try:
+            return self.client(node).qlen(self.o.queue)
+        except CONNECTION_ERRORS as exc:
+            log.warning("disq: QLEN on %s failed: %s", node, exc)
+            return 0
+
+    def _get(self, node: str, count: int, timeout_ms: int) -> list[Job] | None:
+        """GETJOB from `node` (NOHANG, or waiting `timeout_ms`); None if no node
+        answered (the others are asked still)."""
+        client = self.client(node)
+        try:
+            if timeout_ms:
+                return client.get_jobs(self.o.queue, count=count, timeout_ms=timeout_ms,
+                                       with_counters=True)
+            return client.get_jobs(self.o.queue, count=count, nohang=True, with_counters=True)
+        except CONNECTION_ERRORS as exc:
+            log.warning("disq: GETJOB from %s failed: %s", node, exc)
+            return None
+
+    def _note(self, node: str, got: list[Job], jobs: list[Job],
+              ids: dict[str, list[str]]) -> None:
+        current = self.client(node).current_node  # where the jobs came from
+        where = format_address(current) if current is not None else node
+        jobs += got
+        ids.setdefault(where, []).extend(job.id for job in got)
+
+    def batches(self, after: int, through: int) -> list[Taken]:
+        """The held batches numbered in (after, through]."""
+        with self._lock:
+            return [t for seq, t in sorted(self.held.items()) if after < seq <= through]
+
+    def queued(self) -> int:
+        """Jobs queued in the whole cluster now (QLEN of every node that answers)."""
+        return sum(self._qlen(node) for node in self.o.nodes)
+
+    # -- acknowledging -----------------------------------------------------------------
+    def ack_through(self, seq: int) -> int:
+        """Acknowledge every held batch numbered up to `seq`: Spark committed them.
+        Returns the number of jobs acknowledged."""
+        with self._lock:
+            done = [self.held.pop(s) for s in sorted(self.held) if s <= seq]
+        count = 0
+        for taken in done:
+            self._ack(taken)
+            count += len(taken.jobs)
+        self.acked += count
+        return count
+
+    def _ack(self, taken: Taken) -> None:
+        """ACKJOB (or FASTACK) the batch's jobs, pipelined, on the node each came from
+        first: a node that is gone leaves them to the client's failover, as ACKJOB
+        works on any node. Raises if no node took them."""
+        name = ACK_COMMANDS[self.o.ack]
+        for node, ids in taken.ids.items():
+            payloads = [encode((name, *ids[i:i + IDS_PER_COMMAND]))
+                        for i in range(0, len(ids), IDS_PER_COMMAND)]
+            replies = self.client(node).execute_pipeline(payloads)
+            errors = [r for r in replies if isinstance(r, ErrorReply)]
+            if errors:
+                raise RuntimeError(f"disq: {name} of batch {taken.seq} refused: {errors[0]}")
+
+    # -- keeping held jobs from being queued again -------------------------------------
+    def _start_keepalive(self) -> None:
+        if self.o.keepalive_ms <= 0 or self._keepalive is not None:
+            return
+        self._keepalive = threading.Thread(target=self._keepalive_loop, daemon=True,
+                                           name="disq-keepalive")
+        self._keepalive.start()
+
+    def _keepalive_loop(self) -> None:
+        """Every keepalive_ms, WORKING for every held job, on the node it came from:
+        each postpones the job's next requeue by its RETRY. Errors (a job already
+        acknowledged: -NOJOB; past half its TTL: -TOOLATE) are left alone."""
+        pool: dict[str, Client] = {}
+        try:
+            while not self._stop.wait(self.o.keepalive_ms / 1000):
+                with self._lock:
+                    held = list(self.held.values())
+                for taken in held:
+                    for node, ids in taken.ids.items():
+                        try:
+                            self.client(node, pool).execute_pipeline(
+                                [encode(("WORKING", job_id)) for job_id in ids])
+                        except CONNECTION_ERRORS as exc:
+                            log.warning("disq: WORKING on %s failed: %s", node, exc)
+        finally:
+            for client in pool.values():
+                client.close()
+
+    def close(self) -> None:
+        """Stop; the jobs still held come back after their RETRY."""
+        self._stop.set()
+        if self._keepalive is not None:
+            self._keepalive.join(5)
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+
+
+# -- rows ----------------------------------------------------------------------------------
+READ_SCHEMA = ("queue string, id string, body binary, nacks long, "
+               "additional_deliveries long, priority int, `group` string")
+COLUMNS = ("queue", "id", "body", "nacks", "additional_deliveries", "priority", "group")
+
+
+def arrow_batches(jobs: Sequence[Job], partitions: int) -> list[Any]:
+    """The jobs as `partitions` Arrow record batches of about the same size (fewer if
+    there are fewer jobs), the columns of READ_SCHEMA."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    types = (pa.string(), pa.string(), pa.binary(), pa.int64(), pa.int64(), pa.int32(),
+             pa.string())
+    schema = pa.schema([pa.field(n, t) for n, t in zip(COLUMNS, types, strict=True)])
+    parts = max(min(partitions, len(jobs)), 1)
+    size = -(-len(jobs) // parts)
+    out = []
+    for start in range(0, len(jobs), size):
+        chunk = jobs[start:start + size]
+        columns = (
+            [j.queue for j in chunk], [j.id for j in chunk], [j.body for j in chunk],
+            [j.nacks for j in chunk], [j.additional_deliveries for j in chunk],
+            [j.priority for j in chunk], [j.group for j in chunk])
+        out.append(pa.record_batch(
+            [pa.array(c, t) for c, t in zip(columns, types, strict=True)], schema=schema))
+    return out
