@@ -50,7 +50,7 @@ OPTIONS = (
     Opt("key", "column", "write", "a column giving each row's identity: one job per key "
         "value, across retries and re-runs (DEDUP)"),
     Opt("job_name", "str", "write", "names the write in its DEDUP keys (default: the queue "
-        "with key, else a new name per batch write, the query ID when streaming)"),
+        "with `key`; else a new name per batch write, the query ID when streaming)"),
     Opt("dedup", "bool", "write", "send DEDUP keys (default true); false: plain ADDJOBs, "
         "at least once"),
     Opt("replicate", "int", "write", "ADDJOB REPLICATE: copies of each job"),
@@ -192,6 +192,7 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
 
 
 def options_table(side: str) -> str:
-    """The options of `side` ("write" or "read") as a Markdown table (README.md)."""
-    rows = [f"| `{o.name}` | {o.doc} |" for o in OPTIONS if o.side in ("both", side)]
+    """The options of `side` ("both", "write" or "read") as a Markdown table (README.md
+    shows the three)."""
+    rows = [f"| `{o.name}` | {o.doc} |" for o in OPTIONS if o.side == side]
     return "\n".join(["| option | |", "|---|---|", *rows])

@@ -25,19 +25,20 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from disq_client.client import Client
 from disq_client.protocol import ErrorReply, encode, format_address
 from disq_client.retry import CONNECTION_ERRORS
-from disq_client.types import Job
 
 from .writer import ConnectOptions
 
 log = logging.getLogger("disq_spark")
 
+READ_SCHEMA = ("queue string, id string, body binary, nacks long, "
+               "additional_deliveries long, priority int, `group` string")
+COLUMNS = ("queue", "id", "body", "nacks", "additional_deliveries", "priority", "group")
 ACK_COMMANDS = {"ackjob": "ACKJOB", "fastack": "FASTACK"}
 IDS_PER_COMMAND = 1000  # job IDs in one ACKJOB / FASTACK
 
@@ -65,15 +66,82 @@ class ReadOptions(ConnectOptions):
             raise ValueError(f"disq: ack must be one of {', '.join(ACK_COMMANDS)}")
 
 
+class Rows:
+    """Jobs as GETJOB WITHCOUNTERS replies them, kept as the columns of READ_SCHEMA
+    (bytes where the schema says string: Arrow takes UTF-8 bytes as they are). No
+    object per job: the driver takes a micro-batch's jobs at a few microseconds each."""
+
+    __slots__ = COLUMNS
+
+    def __init__(self) -> None:
+        self.queue: list[bytes] = []
+        self.id: list[bytes] = []
+        self.body: list[bytes] = []
+        self.nacks: list[int | None] = []
+        self.additional_deliveries: list[int | None] = []
+        self.priority: list[int | None] = []
+        self.group: list[bytes | None] = []
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+    def add(self, reply: object) -> list[bytes]:
+        """The entries of a GETJOB WITHCOUNTERS reply (None: no job); their IDs."""
+        if not reply:
+            return []
+        assert isinstance(reply, list), reply
+        queue, ids, body = self.queue, self.id, self.body
+        nacks, extra, priority, group = (self.nacks, self.additional_deliveries,
+                                         self.priority, self.group)
+        name = b""
+        for entry in reply:
+            if entry[0] != name:  # one bytes object per queue name, not one per job
+                name = entry[0]
+            queue.append(name)
+            ids.append(entry[1])
+            body.append(entry[2])
+            if len(entry) == 7:  # the counters only: no PRIORITY, GROUP...
+                nacks.append(entry[4])
+                extra.append(entry[6])
+                priority.append(None)
+                group.append(None)
+                continue
+            fields = {entry[i]: entry[i + 1] for i in range(3, len(entry) - 1, 2)}
+            nacks.append(fields.get(b"nacks"))
+            extra.append(fields.get(b"additional-deliveries"))
+            priority.append(fields.get(b"priority"))
+            group.append(fields.get(b"group"))
+        return [entry[1] for entry in reply]
+
+    def slice(self, start: int, stop: int) -> list[list[Any]]:
+        return [getattr(self, name)[start:stop] for name in self.__slots__]
+
+
 @dataclass
 class Taken:
     """One micro-batch's jobs: taken, not acknowledged yet. `ids` by the node that
-    delivered them (where their acknowledgement goes first)."""
+    delivered them (where their acknowledgement goes first). The rows are kept until
+    Spark plans the batch, then only as its Arrow partitions (`arrow`), which are what
+    Spark asks for again if it plans the batch again."""
 
     seq: int
-    jobs: list[Job]
-    ids: dict[str, list[str]] = field(default_factory=dict)
+    rows: Rows | None
+    ids: dict[str, list[bytes]] = field(default_factory=dict)
+    count: int = 0
+    arrow: list[Any] | None = None
     taken_at: float = field(default_factory=time.monotonic)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def partitions(self, parts: int) -> list[Any]:
+        """The batch's rows as `parts` Arrow record batches (the first call builds
+        them and lets the rows go)."""
+        if self.arrow is None:
+            assert self.rows is not None
+            self.arrow = arrow_batches(self.rows, parts)
+            self.rows = None
+        return self.arrow
 
 
 class JobTaker:
@@ -123,36 +191,32 @@ class JobTaker:
         if self.budget is not None:
             limit = min(limit, self.budget)
             block = False
-        jobs: list[Job] = []
-        ids: dict[str, list[str]] = {}
+        rows = Rows()
+        ids: dict[str, list[bytes]] = {}
         queued = {node: self._qlen(node) for node in o.nodes} if limit > 0 else {}
         active = [node for node, n in queued.items() if n > 0]
-        while len(jobs) < limit and active:
+        while len(rows) < limit and active:
             for node in list(active):
-                want = min(o.fetch_count, limit - len(jobs), queued[node])
-                got = self._get(node, want, 0)
+                want = min(o.fetch_count, limit - len(rows), queued[node])
+                got = self._get(node, want, 0, rows, ids)
                 queued[node] -= want
-                if got is None or len(got) < want or queued[node] <= 0:
+                if got < want or queued[node] <= 0:
                     active.remove(node)
-                if got:
-                    self._note(node, got, jobs, ids)
-                if len(jobs) >= limit:
+                if len(rows) >= limit:
                     break
-        if not jobs and block and limit > 0:
+        if not rows and block and limit > 0:
             node = o.nodes[self._poll_next % len(o.nodes)]
             self._poll_next += 1
-            got = self._get(node, min(o.fetch_count, limit), max(o.poll_ms, 1))
-            if got:
-                self._note(node, got, jobs, ids)
-        if not jobs:
+            self._get(node, min(o.fetch_count, limit), max(o.poll_ms, 1), rows, ids)
+        if not rows:
             return None
         self.seq = max(self.seq, after) + 1
-        taken = Taken(self.seq, jobs, ids)
+        taken = Taken(self.seq, rows, ids, len(rows))
         with self._lock:
             self.held[taken.seq] = taken
-        self.taken += len(jobs)
+        self.taken += len(rows)
         if self.budget is not None:
-            self.budget = max(self.budget - len(jobs), 0)
+            self.budget = max(self.budget - len(rows), 0)
         self._start_keepalive()
         return taken
 
@@ -164,25 +228,26 @@ class JobTaker:
             log.warning("disq: QLEN on %s failed: %s", node, exc)
             return 0
 
-    def _get(self, node: str, count: int, timeout_ms: int) -> list[Job] | None:
-        """GETJOB from `node` (NOHANG, or waiting `timeout_ms`); None if no node
-        answered (the others are asked still)."""
+    def _get(self, node: str, count: int, timeout_ms: int, rows: Rows,
+             ids: dict[str, list[bytes]]) -> int:
+        """GETJOB from `node` (NOHANG, or waiting `timeout_ms`) into `rows`, noting
+        the IDs by the node that delivered them; how many came (0 if no node
+        answered: the others are asked still)."""
         client = self.client(node)
+        args: list[str | int] = ["GETJOB", "NOHANG"] if not timeout_ms else \
+            ["GETJOB", "TIMEOUT", timeout_ms]
         try:
-            if timeout_ms:
-                return client.get_jobs(self.o.queue, count=count, timeout_ms=timeout_ms,
-                                       with_counters=True)
-            return client.get_jobs(self.o.queue, count=count, nohang=True, with_counters=True)
+            reply = client.execute_command(*args, "WITHCOUNTERS", "COUNT", count,
+                                           "FROM", self.o.queue)
         except CONNECTION_ERRORS as exc:
             log.warning("disq: GETJOB from %s failed: %s", node, exc)
-            return None
-
-    def _note(self, node: str, got: list[Job], jobs: list[Job],
-              ids: dict[str, list[str]]) -> None:
-        current = self.client(node).current_node  # where the jobs came from
-        where = format_address(current) if current is not None else node
-        jobs += got
-        ids.setdefault(where, []).extend(job.id for job in got)
+            return 0
+        got = rows.add(reply)
+        if got:
+            current = client.current_node  # where the jobs came from
+            where = format_address(current) if current is not None else node
+            ids.setdefault(where, []).extend(got)
+        return len(got)
 
     def batches(self, after: int, through: int) -> list[Taken]:
         """The held batches numbered in (after, through]."""
@@ -202,7 +267,7 @@ class JobTaker:
         count = 0
         for taken in done:
             self._ack(taken)
-            count += len(taken.jobs)
+            count += len(taken)
         self.acked += count
         return count
 
@@ -258,28 +323,16 @@ class JobTaker:
 
 
 # -- rows ----------------------------------------------------------------------------------
-READ_SCHEMA = ("queue string, id string, body binary, nacks long, "
-               "additional_deliveries long, priority int, `group` string")
-COLUMNS = ("queue", "id", "body", "nacks", "additional_deliveries", "priority", "group")
-
-
-def arrow_batches(jobs: Sequence[Job], partitions: int) -> list[Any]:
-    """The jobs as `partitions` Arrow record batches of about the same size (fewer if
-    there are fewer jobs), the columns of READ_SCHEMA."""
+def arrow_batches(rows: Rows, partitions: int) -> list[Any]:
+    """The rows as `partitions` Arrow record batches of about the same size (fewer if
+    there are fewer rows), the columns of READ_SCHEMA."""
     import pyarrow as pa  # type: ignore[import-untyped]
 
     types = (pa.string(), pa.string(), pa.binary(), pa.int64(), pa.int64(), pa.int32(),
              pa.string())
     schema = pa.schema([pa.field(n, t) for n, t in zip(COLUMNS, types, strict=True)])
-    parts = max(min(partitions, len(jobs)), 1)
-    size = -(-len(jobs) // parts)
-    out = []
-    for start in range(0, len(jobs), size):
-        chunk = jobs[start:start + size]
-        columns = (
-            [j.queue for j in chunk], [j.id for j in chunk], [j.body for j in chunk],
-            [j.nacks for j in chunk], [j.additional_deliveries for j in chunk],
-            [j.priority for j in chunk], [j.group for j in chunk])
-        out.append(pa.record_batch(
-            [pa.array(c, t) for c, t in zip(columns, types, strict=True)], schema=schema))
-    return out
+    parts = max(min(partitions, len(rows)), 1)
+    size = -(-len(rows) // parts)
+    return [pa.record_batch([pa.array(c, t) for c, t in zip(
+        rows.slice(start, start + size), types, strict=True)], schema=schema)
+        for start in range(0, len(rows), size)]

@@ -56,7 +56,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from .options import WriteSettings, read_options, write_settings
-from .reader import READ_SCHEMA, JobTaker, ReadOptions, arrow_batches
+from .reader import READ_SCHEMA, JobTaker, ReadOptions
 from .writer import PartitionWriter, WriteStats, row_key_prefix
 
 log = logging.getLogger("disq_spark")
@@ -280,12 +280,10 @@ class DisqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end_seq = self._own(end)
         if end_seq is None:  # a batch of an earlier run, replayed: its jobs come back
             return []
-        start_seq = self._own(start) or 0
-        jobs = [job for taken in self.taker.batches(start_seq, end_seq) for job in taken.jobs]
-        if not jobs:
-            return []
         parts = self.options.num_partitions or len(self.options.nodes)
-        return [JobsPartition(batch) for batch in arrow_batches(jobs, parts)]
+        return [JobsPartition(batch)
+                for taken in self.taker.batches(self._own(start) or 0, end_seq)
+                for batch in taken.partitions(parts)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, JobsPartition)

@@ -5,6 +5,7 @@ with WORKING while held; the options typed and checked."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from disq_client import Client
@@ -27,12 +28,12 @@ def test_batches_from_every_node_held_until_acknowledged(trio: list[DisqProcess]
     taker = JobTaker(ReadOptions(addrs(trio), queue="t1", fetch_count=7, poll_ms=50))
     try:
         first = taker.take(50)
-        assert first is not None and first.seq == 1 and len(first.jobs) == 50
+        assert first is not None and first.seq == 1 and len(first) == 50
         assert len(first.ids) == 3  # every node gave some (7 at a time, in turn)
-        assert all(job_id in ids[int(node.split(":")[1])]
+        assert all(job_id.decode() in ids[int(node.split(":")[1])]
                    for node, job_ids in first.ids.items() for job_id in job_ids)
         second = taker.take(1000, after=first.seq)
-        assert second is not None and second.seq == 2 and len(second.jobs) == 40
+        assert second is not None and second.seq == 2 and len(second) == 40
         assert taker.take(10, block=False) is None  # drained
         assert sum(int(call(n, "QLEN", "t1")) for n in trio) == 0  # type: ignore[arg-type]
         assert [t.seq for t in taker.batches(0, 2)] == [1, 2]
@@ -40,13 +41,15 @@ def test_batches_from_every_node_held_until_acknowledged(trio: list[DisqProcess]
         states = set()  # delivered, not acknowledged: active where it is held
         for node in trio:
             with Client(f"127.0.0.1:{node.port}", switch_after_jobs=0) as client:
-                info = client.show(second.jobs[0].id)
+                assert second.rows is not None
+                info = client.show(second.rows.id[0].decode())
                 states |= {info.state} if info is not None else set()
         assert states == {"active"}
         assert taker.ack_through(2) == 40 and taker.acked == 90
-        for job in first.jobs[:3] + second.jobs[:3]:  # acknowledged on every node
-            wait_for(lambda j=job: all(  # type: ignore[misc]
-                call(n, "SHOW", j.id) is None for n in trio), timeout=10,
+        assert first.rows is not None and second.rows is not None
+        for job_id in first.rows.id[:3] + second.rows.id[:3]:  # acknowledged everywhere
+            wait_for(lambda j=job_id: all(  # type: ignore[misc]
+                call(n, "SHOW", j) is None for n in trio), timeout=10,
                 message="acknowledged jobs to go")
     finally:
         taker.close()
@@ -59,7 +62,7 @@ def test_an_idle_take_waits_then_a_job_comes(trio: list[DisqProcess]) -> None:
         assert taker.take(10) is None and time.monotonic() - started >= 0.25
         add(trio[2], "t2", 1)
         taken = taker.take(10)
-        assert taken is not None and len(taken.jobs) == 1
+        assert taken is not None and len(taken) == 1
         taker.budget = 0  # Trigger.AvailableNow with nothing left: no wait, no job
         add(trio[0], "t2", 1)
         started = time.monotonic()
@@ -77,7 +80,7 @@ def test_keepalive_keeps_held_jobs_from_coming_back(trio: list[DisqProcess]) -> 
     kept = JobTaker(ReadOptions(addrs(trio), queue="t3", keepalive_ms=300))
     try:
         taken = kept.take(10)
-        assert taken is not None and len(taken.jobs) == 5
+        assert taken is not None and len(taken) == 5
         time.sleep(2.5)
         assert sum(int(call(n, "QLEN", "t3")) for n in trio) == 0  # type: ignore[arg-type]
         kept.ack_through(taken.seq)
@@ -87,7 +90,7 @@ def test_keepalive_keeps_held_jobs_from_coming_back(trio: list[DisqProcess]) -> 
     plain = JobTaker(ReadOptions(addrs(trio), queue="t3"))
     try:
         taken = plain.take(10)
-        assert taken is not None and len(taken.jobs) == 5
+        assert taken is not None and len(taken) == 5
         wait_for(lambda: sum(int(call(n, "QLEN", "t3")) for n in trio) == 5,  # type: ignore[arg-type]
                  timeout=10, message="the jobs back after their RETRY")
     finally:
@@ -102,8 +105,10 @@ def test_rows_as_arrow_batches(trio: list[DisqProcess]) -> None:
     try:
         taken = taker.take(10)
         assert taken is not None
-        batches = arrow_batches(taken.jobs, 3)
+        assert taken.rows is not None
+        batches = arrow_batches(taken.rows, 3)
         assert len(batches) == 2  # no more batches than jobs
+        assert taken.partitions(3) == batches and taken.rows is None  # kept as Arrow
         rows = {r["body"]: r for b in batches for r in b.to_pylist()}
         assert rows[b"x"]["priority"] == 3 and rows[b"x"]["group"] == "g"
         assert rows[b"y"]["priority"] is None and rows[b"y"]["nacks"] == 0
@@ -138,5 +143,9 @@ def test_options_are_typed_and_checked() -> None:
             write_settings(bad, ["body", "id"])
     with pytest.raises(ValueError, match="ack must be one of|one of"):
         read_options({"nodes": "a:1", "queue": "q", "ack": "later"})
-    assert "| `max_jobs_per_batch` |" in options_table("read")
-    assert "| `max_jobs_per_batch` |" not in options_table("write")
+
+
+def test_the_readme_lists_every_option() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for side in ("both", "write", "read"):
+        assert options_table(side) in readme, f"spark/README.md: the {side} options' table"
