@@ -22,6 +22,7 @@ extended with WORKING while they are held.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 import uuid
@@ -166,6 +167,11 @@ class JobTaker:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._keepalive: threading.Thread | None = None
+        # acknowledgements in the background (ack_through(wait=False)): batches to
+        # acknowledge, the thread, and its last error
+        self._acks: queue.Queue[list[Taken] | None] = queue.Queue()
+        self._acker: threading.Thread | None = None
+        self._ack_error: BaseException | None = None
 
     def client(self, node: str, pool: dict[str, Client] | None = None) -> Client:
         """The client that talks to `node` first (and fails over to the others)."""
@@ -259,19 +265,54 @@ class JobTaker:
         return sum(self._qlen(node) for node in self.o.nodes)
 
     # -- acknowledging -----------------------------------------------------------------
-    def ack_through(self, seq: int) -> int:
+    def ack_through(self, seq: int, wait: bool = True) -> int:
         """Acknowledge every held batch numbered up to `seq`: Spark committed them.
-        Returns the number of jobs acknowledged."""
+        Returns how many jobs that is. With `wait` False the acknowledgement runs in
+        the background, so that the next batch is taken while the nodes process it:
+        one batch at most (the call first waits for the one before), and an error
+        there is raised by the next call."""
+        self._ack_failed()
         with self._lock:
             done = [self.held.pop(s) for s in sorted(self.held) if s <= seq]
-        count = 0
-        for taken in done:
-            self._ack(taken)
-            count += len(taken)
-        self.acked += count
+        count = sum(len(taken) for taken in done)
+        if not done:
+            return 0
+        if wait:
+            for taken in done:
+                self._ack(taken, self._clients)
+            self.acked += count
+            return count
+        if self._acker is None:
+            self._acker = threading.Thread(target=self._ack_loop, daemon=True,
+                                           name="disq-ack")
+            self._acker.start()
+        self._acks.join()  # the batch before is acknowledged
+        self._ack_failed()
+        self._acks.put(done)
         return count
 
-    def _ack(self, taken: Taken) -> None:
+    def _ack_failed(self) -> None:
+        error, self._ack_error = self._ack_error, None
+        if error is not None:
+            raise error
+
+    def _ack_loop(self) -> None:
+        pool: dict[str, Client] = {}
+        try:
+            while (done := self._acks.get()) is not None:
+                try:
+                    for taken in done:
+                        self._ack(taken, pool)
+                        self.acked += len(taken)
+                except BaseException as exc:  # raised by the next ack_through
+                    self._ack_error = exc
+                finally:
+                    self._acks.task_done()
+        finally:
+            for client in pool.values():
+                client.close()
+
+    def _ack(self, taken: Taken, pool: dict[str, Client]) -> None:
         """ACKJOB (or FASTACK) the batch's jobs, pipelined, on the node each came from
         first: a node that is gone leaves them to the client's failover, as ACKJOB
         works on any node. Raises if no node took them."""
@@ -279,7 +320,7 @@ class JobTaker:
         for node, ids in taken.ids.items():
             payloads = [encode((name, *ids[i:i + IDS_PER_COMMAND]))
                         for i in range(0, len(ids), IDS_PER_COMMAND)]
-            replies = self.client(node).execute_pipeline(payloads)
+            replies = self.client(node, pool).execute_pipeline(payloads)
             errors = [r for r in replies if isinstance(r, ErrorReply)]
             if errors:
                 raise RuntimeError(f"disq: {name} of batch {taken.seq} refused: {errors[0]}")
@@ -313,8 +354,16 @@ class JobTaker:
                 client.close()
 
     def close(self) -> None:
-        """Stop; the jobs still held come back after their RETRY."""
+        """Stop, once the acknowledgements under way are sent; the jobs still held
+        come back after their RETRY."""
         self._stop.set()
+        if self._acker is not None:
+            self._acks.put(None)
+            self._acker.join()
+            self._acker = None
+        if self._ack_error is not None:
+            log.warning("disq: an acknowledgement failed (its jobs come back after their "
+                        "RETRY): %s", self._ack_error)
         if self._keepalive is not None:
             self._keepalive.join(5)
         for client in self._clients.values():

@@ -261,7 +261,7 @@ class DisqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         taker = self.taker
         seq = self._own(start)
         if seq is not None:
-            taker.ack_through(seq)
+            taker.ack_through(seq, wait=False)  # while the next batch is taken
             pending = taker.batches(seq, taker.seq)
             if pending:
                 return {"run": taker.run, "seq": pending[-1].seq}
@@ -292,7 +292,7 @@ class DisqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict[str, Any]) -> None:
         seq = self._own(end)
         if seq is not None:
-            self.taker.ack_through(seq)
+            self.taker.ack_through(seq, wait=False)
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
         """Trigger.AvailableNow: take as many jobs as are queued now, then stop."""

@@ -55,6 +55,25 @@ def test_batches_from_every_node_held_until_acknowledged(trio: list[DisqProcess]
         taker.close()
 
 
+def test_acknowledgements_in_the_background(trio: list[DisqProcess]) -> None:
+    """ack_through(wait=False): sent by a thread, one batch at a time; close() waits
+    for the last one."""
+    add(trio[1], "t5", 20, replicate=2)
+    taker = JobTaker(ReadOptions(addrs(trio), queue="t5", fetch_count=5))
+    try:
+        first = taker.take(10)
+        second = taker.take(10, after=first.seq if first else 0)
+        assert first is not None and second is not None
+        assert taker.ack_through(first.seq, wait=False) == 10
+        assert taker.ack_through(second.seq, wait=False) == 10  # after the first's
+    finally:
+        taker.close()
+    assert taker.acked == 20
+    for node in trio:
+        with Client(f"127.0.0.1:{node.port}", switch_after_jobs=0) as client:
+            assert not list(client.jscan(queue="t5", states=("queued", "active")))
+
+
 def test_an_idle_take_waits_then_a_job_comes(trio: list[DisqProcess]) -> None:
     taker = JobTaker(ReadOptions(addrs(trio), queue="t2", poll_ms=300))
     try:
