@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -174,8 +175,11 @@ class WriteOptions(ConnectOptions):
 def encode_body(value: Any) -> bytes | None:
     """A column value (or what a body function returned) as a job body: bytes as they
     are, text as UTF-8, anything else as JSON; None for a null."""
-    if value is None:
-        return None
+    kind = type(value)  # the usual cases first: this runs once a row
+    if kind is str:
+        return value.encode("utf-8", "surrogatepass")  # type: ignore[no-any-return]
+    if kind is bytes or value is None:
+        return value  # type: ignore[no-any-return]
     if isinstance(value, bytes):
         return value
     if isinstance(value, bytearray | memoryview):
@@ -219,19 +223,14 @@ def _arg(token: bytes, value: bytes) -> bytes:
     return b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(token), token, len(value), value)
 
 
-class Job:
-    """One row ready to send: its body, DEDUP key, and the RESP of its own options (AT,
-    PRIORITY, GROUP from columns), with their count of arguments."""
+# A row ready to send: its ADDJOB, encoded (body, options, DEDUP key), and the row's
+# position in the partition (for the reports). Sent again as it is after an error.
+Job = tuple[bytes, int]
 
-    __slots__ = ("body", "extra", "extra_args", "key", "where")
 
-    def __init__(self, body: bytes, key: bytes, where: int, extra: bytes = b"",
-                 extra_args: int = 0) -> None:
-        self.body = body
-        self.key = key
-        self.where = where  # the row's position in the partition
-        self.extra = extra
-        self.extra_args = extra_args
+def _getter(field: Field) -> Callable[[Any], Any]:
+    """A column (index or name) or a function of the row, as a function of the row."""
+    return field if callable(field) else operator.itemgetter(field)
 
 
 class PartitionWriter:
@@ -254,7 +253,8 @@ class PartitionWriter:
             priority=options.priority if options.priority_field is None else None,
             group=options.group if options.group_field is None else None,
             max_deliveries=options.max_deliveries)]
-        self._tail_args = len(tail)
+        self._argc = 3 + len(tail) + (2 if options.dedup else 0)
+        self._body = _getter(options.body)
         self._suffix = b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in tail)
         q = options.queue.encode("utf-8", "surrogateescape")
         self._queue = b"$%d\r\n%s\r\n" % (len(q), q)
@@ -289,30 +289,32 @@ class PartitionWriter:
         return self.stats
 
     def _job(self, row: Any, index: int) -> Job | None:
-        o = self.o
         key = self._key(row, index)
         if key is None:
             return None
         try:
-            body = encode_body(_field(row, o.body))
+            body = encode_body(self._body(row))
         except Exception as exc:  # a body function that fails on this row
             self.stats.bad(self._where(index), f"body: {exc!r}"[:200])
             return None
         if body is None:
             self.stats.bad(self._where(index), "null body")
             return None
-        if len(body) > o.max_body_bytes:
+        if len(body) > self.o.max_body_bytes:
             self.stats.bad(self._where(index),
-                           f"body of {len(body)} bytes > max_body_bytes {o.max_body_bytes}")
+                           f"body of {len(body)} bytes > max_body_bytes {self.o.max_body_bytes}")
             return None
-        if not self._per_row:
-            return Job(body, key, index)
-        try:
-            extra, count = self._extra(row)
-        except Exception as exc:
-            self.stats.bad(self._where(index), f"options: {exc!r}"[:200])
-            return None
-        return Job(body, key, index, extra, count)
+        extra, count = b"", 0
+        if self._per_row:
+            try:
+                extra, count = self._extra(row)
+            except Exception as exc:
+                self.stats.bad(self._where(index), f"options: {exc!r}"[:200])
+                return None
+        # ADDJOB queue body <timeout and shared options> <the row's options> [DEDUP key]
+        return b"*%d\r\n$6\r\nADDJOB\r\n%s$%d\r\n%s\r\n%s%s%s" % (
+            self._argc + count, self._queue, len(body), body, self._suffix, extra,
+            b"$5\r\nDEDUP\r\n$%d\r\n%s\r\n" % (len(key), key) if self.o.dedup else b""), index
 
     def _extra(self, row: Any) -> tuple[bytes, int]:
         """The row's own ADDJOB options: AT, PRIORITY, GROUP from its columns."""
@@ -339,7 +341,7 @@ class PartitionWriter:
     def _key(self, row: Any, index: int) -> bytes | None:
         o = self.o
         if o.key is None:
-            return row_key(self.key_prefix, index)
+            return b"%s%x" % (self.key_prefix, index)  # row_key, inlined: once a row
         try:
             value = _field(row, o.key)
         except Exception as exc:
@@ -362,7 +364,7 @@ class PartitionWriter:
             self._collect_oldest()
         try:
             conn = self.client.connection()
-            conn.send(b"".join(self._encode(jobs)))
+            conn.send(b"".join([command for command, _ in jobs]))
         except SEND_ERRORS as exc:
             self._resend([*self._lost(), jobs], str(exc))
             return
@@ -424,7 +426,7 @@ class PartitionWriter:
                 failure = message
                 move_on = move_on or code in MOVE_ON_CODES
             else:
-                self.stats.bad(f"partition {self.partition} row {job.where}", message[:200])
+                self.stats.bad(self._where(job[1]), message[:200])
         if move_on:
             self._move_on = True
         return again, failure
@@ -447,7 +449,8 @@ class PartitionWriter:
                 time.sleep(pause)
                 failovers = client.core.failovers
                 try:
-                    replies = client.execute_pipeline(self._encode(jobs), self.reply_wait)
+                    replies = client.execute_pipeline([command for command, _ in jobs],
+                                                      self.reply_wait)
                 except SEND_ERRORS as exc:  # no node answered, after the client's failover
                     failure = str(exc)
                     continue
@@ -465,22 +468,6 @@ class PartitionWriter:
             current = self.client.current_node
             if current is not None:
                 self.client.view.leaving(current)
-
-    def _encode(self, jobs: list[Job]) -> list[bytes]:
-        """One ADDJOB per job: the queue and the shared options are encoded once, each
-        job adds its body, its own options and its DEDUP key."""
-        dedup = self.o.dedup
-        base = 3 + self._tail_args + (2 if dedup else 0)
-        queue, suffix = self._queue, self._suffix
-        out = []
-        for job in jobs:
-            body = job.body
-            cmd = b"*%d\r\n$6\r\nADDJOB\r\n%s$%d\r\n%s\r\n%s%s" % (
-                base + job.extra_args, queue, len(body), body, suffix, job.extra)
-            if dedup:
-                cmd += _arg(b"DEDUP", job.key)
-            out.append(cmd)
-        return out
 
     def close(self) -> None:
         self.client.close()
