@@ -1,27 +1,31 @@
-"""`write_jobs`: a DataFrame or RDD written as disq jobs by the executors themselves.
+"""`write_jobs`: a DataFrame or RDD written as disq jobs, a thin wrapper over the data
+source (`df.write.format("disq")`, source.py) that returns the write's counts.
 
-A DataFrame whose body and key are columns reaches the tasks as Arrow batches
-(mapInArrow), anything else as Row objects (mapPartitionsWithIndex). The driver only
-ships the options and reads the accumulator: every Spark task writes
-its own partition (`PartitionWriter`) to the node `partition % len(nodes)` first, so
-every node takes load, and adds what it did to one accumulator, which Spark merges
-once per successful task (a failed attempt's counts are dropped, its rows are sent
-again by the next attempt and DEDUP answers the jobs added already).
+A DataFrame whose body (and key) are columns goes to the data source as it is. A
+function for the body or the key, or an RDD, is first applied in the tasks (a narrow
+map: the rows keep their partitions and order, so their keys are stable across task
+retries): the data source then writes its `body` and `key` columns, and a function
+that raises on a row makes that row bad, counted with its reason. The counts come back
+from the data source's commit through a file on the driver (`stats_file`), and those of
+the functions through an accumulator, merged by Spark once per successful task.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from pyspark.accumulators import AccumulatorParam
 
-from .writer import Body, Key, PartitionWriter, WriteOptions, WriteStats
+from .source import register
+from .writer import Body, Key, WriteStats, encode_body
 
 
-class _StatsParam(AccumulatorParam):
+class _StatsParam(AccumulatorParam[WriteStats]):
     def zero(self, value: WriteStats) -> WriteStats:
         return WriteStats()
 
@@ -35,7 +39,7 @@ def write_jobs(data: Any, queue: str, nodes: Sequence[str] | str, *,
                ttl: int | None = None, delay: int | None = None, async_: bool = False,
                batch_size: int = 1000, pipeline: int = 2, timeout_ms: int = 10_000,
                max_body_bytes: int = 1 << 20, password: str | None = None,
-               max_attempts: int = 10) -> WriteStats:
+               max_attempts: int = 10, **options: Any) -> WriteStats:
     """Add one job per row of `data` (a DataFrame or an RDD) to `queue`, from the
     executors, and return the counts (`WriteStats`: added, bad_rows, bad_examples).
 
@@ -47,58 +51,86 @@ def write_jobs(data: Any, queue: str, nodes: Sequence[str] | str, *,
     keys; give the same name to make re-running the whole write add nothing (default: a
     new name per call). `dedup=False` sends plain ADDJOBs (at least once: a retried
     task may add jobs twice). `replicate`, `retry`, `ttl`, `delay`, `async_`,
-    `timeout_ms`: ADDJOB's options. `batch_size` ADDJOBs per write, `pipeline` such
-    batches in flight per task. Raises WriteError (through Spark) if a partition
+    `timeout_ms`: ADDJOB's options; `**options`: any other option of the data source
+    (README.md: delay_ms, priority, group, ssl, ...). `batch_size` ADDJOBs per write,
+    `pipeline` such batches in flight per task. Raises (through Spark) if a partition
     cannot be written after its retries."""
-    if isinstance(nodes, str):
-        nodes = [n.strip() for n in nodes.split(",") if n.strip()]
-    options = WriteOptions(
-        queue=queue, nodes=list(nodes), body=body, key=key,
-        job_name=job_name if job_name is not None else uuid.uuid4().hex, dedup=dedup,
-        replicate=replicate, retry=retry, ttl=ttl, delay=delay, async_=async_,
-        timeout_ms=timeout_ms, batch_size=batch_size, pipeline=pipeline,
-        max_body_bytes=max_body_bytes,
-        password=password, max_attempts=max_attempts)
-    PartitionWriter(options, 0)  # checks the options on the driver, sends nothing
-    if _arrow_ready(data, body, key):
-        return _write_arrow(data, options)
-    rdd = data.rdd if hasattr(data, "rdd") else data
-    stats = rdd.context.accumulator(WriteStats(), _StatsParam())
+    from pyspark.sql import DataFrame, SparkSession
 
-    def write_partition(index: int, rows: Iterable[Any]) -> Iterable[int]:
-        stats.add(PartitionWriter(options, index).write(rows))
-        return iter(())
+    if not isinstance(nodes, str):
+        nodes = ",".join(nodes)
+    given = {
+        "nodes": nodes, "queue": queue, "job_name": job_name or uuid.uuid4().hex,
+        "dedup": dedup, "replicate": replicate, "retry": retry, "ttl": ttl, "delay": delay,
+        "async": async_, "batch_size": batch_size, "pipeline": pipeline,
+        "timeout_ms": timeout_ms, "max_body_bytes": max_body_bytes, "password": password,
+        "max_attempts": max_attempts, "bad_rows": "log", **options}
+    accumulator = None
+    if isinstance(data, DataFrame) and isinstance(body, str) and \
+            (key is None or isinstance(key, str)):
+        df = data
+        given.update(body=body, key=key)
+    else:  # functions, or an RDD: body and key computed in the tasks first
+        rdd = data.rdd if isinstance(data, DataFrame) else data
+        spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+        accumulator = rdd.context.accumulator(WriteStats(), _StatsParam())
+        df = spark.createDataFrame(
+            rdd.mapPartitionsWithIndex(_prepare(body, key, accumulator)),
+            "body binary, key binary")
+        given.update(body="body", key="key" if key is not None else None)
+    with tempfile.TemporaryDirectory(prefix="disq-write-") as tmp:
+        stats_file = os.path.join(tmp, "stats.jsonl")
+        given["stats_file"] = stats_file
+        register(df.sparkSession)
+        writer = df.write.format("disq").mode("append")
+        for name, value in given.items():
+            if value is not None:
+                writer = writer.option(name, str(value).lower() if isinstance(value, bool)
+                                       else value)
+        writer.save()
+        with open(stats_file) as lines:
+            stats = WriteStats.from_dict(json.loads(lines.read().splitlines()[-1]))
+    return stats if accumulator is None else _merged(stats, accumulator.value)
 
-    rdd.mapPartitionsWithIndex(write_partition).count()
-    return stats.value
+
+def _merged(written: WriteStats, prepared: WriteStats) -> WriteStats:
+    """The data source's counts with the rows the functions could not turn into a
+    body or key."""
+    return WriteStats(written.added, written.bad_rows + prepared.bad_rows,
+                      (prepared.bad_examples + written.bad_examples)[:5],
+                      written.retries, written.partitions)
 
 
-def _arrow_ready(data: Any, body: Body, key: Key) -> bool:
-    """A DataFrame whose body and key are columns goes to the tasks as Arrow batches
-    (mapInArrow): much cheaper than Row objects, the rows' order is the same."""
-    if not (hasattr(data, "mapInArrow") and isinstance(body, str)
-            and (key is None or isinstance(key, str))):
-        return False
-    try:  # pyspark[sql]: Spark's Arrow support needs both
-        import pandas  # noqa: F401
-        import pyarrow  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def _field(row: Any, getter: Callable[[Any], Any] | str | int) -> Any:
+    return getter(row) if callable(getter) else row[getter]
 
 
-def _write_arrow(df: Any, options: WriteOptions) -> WriteStats:
-    columns = [options.body] + ([options.key] if options.key is not None else [])
-    task_options = replace(options, body=0, key=1 if options.key is not None else None)
-    stats = df.sparkSession.sparkContext.accumulator(WriteStats(), _StatsParam())
+def _prepare(body: Body, key: Key, accumulator: Any
+             ) -> Callable[[int, Iterable[Any]], Iterator[tuple[bytes | None, bytes | None]]]:
+    """The task function making (body, key) of each row: a body or key function that
+    raises makes the row bad (counted in the accumulator, not written)."""
 
-    def write_batches(batches: Iterable[Any]) -> Iterator[Any]:
-        from pyspark import TaskContext
+    def prepare(index: int, rows: Iterable[Any]) -> Iterator[tuple[bytes | None, bytes | None]]:
+        stats = WriteStats()
+        try:
+            for position, row in enumerate(rows):
+                try:
+                    value = encode_body(_field(row, body))
+                except Exception as exc:
+                    stats.bad(f"partition {index} row {position}", f"body: {exc!r}"[:200])
+                    continue
+                raw = None
+                if key is not None:
+                    try:
+                        k = _field(row, key)
+                    except Exception as exc:
+                        stats.bad(f"partition {index} row {position}", f"key: {exc!r}"[:200])
+                        continue
+                    if k is not None:
+                        raw = k if isinstance(k, bytes) else str(k).encode(
+                            "utf-8", "surrogatepass")
+                yield value, raw
+        finally:
+            accumulator.add(stats)
 
-        rows = (row for batch in batches
-                for row in zip(*(c.to_pylist() for c in batch.columns), strict=True))
-        stats.add(PartitionWriter(task_options, TaskContext.get().partitionId()).write(rows))
-        return iter(())
-
-    df.select(*columns).mapInArrow(write_batches, "written long").collect()
-    return stats.value
+    return prepare

@@ -1,29 +1,34 @@
 """One partition written as jobs: what runs in each Spark task, without Spark.
 
-`PartitionWriter.write(rows)` turns rows into bodies and DEDUP keys, sends them to one
-node as pipelined ADDJOBs, `batch_size` per write, and retries what failed for a
-passing reason: a broken connection sends the batch again to the next node, and the
-jobs a node refused for now (-NOREPL, -LOADING, -LEAVING, -PAUSED, -MAXLEN, -OOM) are
-sent again after a back-off (disq_client.retry: the policy and the transient errors the
-client and its worker use too). With DEDUP keys (the default) sending a job again never
-adds it twice. Rows that can never become jobs (a null body, a body over the size
-limit, a body of a type that has no encoding, or a server error that is not
-transient) are counted as bad rows, with a few examples, never dropped silently.
+`PartitionWriter.write(rows)` turns rows into bodies and DEDUP keys and sends them as
+pipelined ADDJOBs, `batch_size` per write and `pipeline` writes in flight, over the
+connection a `disq_client.Client` gives: the client chooses the node (the partition's
+own first, `ClusterView.prefer`, then by HELLO priority and recent failures), and when
+a connection breaks the batches in flight go to the next node it picks. The writer
+retries the jobs a node refused for now (-NOREPL, -LOADING, -LEAVING, -PAUSED, -MAXLEN, -OOM) after
+a back-off (disq_client.retry: the policy and the transient errors the client and its
+worker use too), and moves on from a node that is leaving or loading. With DEDUP keys
+(the default) sending a job again never adds it twice. Rows that can never become jobs
+(a null body, a body over the size limit, a body of a type that has no encoding, a
+null key, or a server error that is not transient) are counted as bad rows, with a
+few examples, never dropped silently.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from disq_client.client import Connection, ConnectionSettings
-from disq_client.commands import addjob_options, encode_addjobs
-from disq_client.protocol import ErrorReply, parse_address
+from disq_client.client import Client, Connection
+from disq_client.commands import addjob_options, unix_ms
+from disq_client.protocol import ErrorReply, to_bytes
 from disq_client.retry import (
     CONNECTION_ERRORS,
     MOVE_ON_CODES,
@@ -31,13 +36,15 @@ from disq_client.retry import (
     RetryPolicy,
     error_code,
 )
+from disq_client.spec import MAX_PRIORITY, MIN_PRIORITY
 
 MAX_EXAMPLES = 5
 # a connection that broke, timed out, or failed below the client (a socket option)
 SEND_ERRORS = (*CONNECTION_ERRORS, OSError)
 
-Body = Callable[[Any], Any] | str | int  # a function of the row, or its column (name)
-Key = Callable[[Any], Any] | str | int | None
+Field = Callable[[Any], Any] | str | int  # a function of the row, or its column (name)
+Body = Field
+Key = Field | None
 
 
 class WriteError(RuntimeError):
@@ -48,14 +55,15 @@ class WriteError(RuntimeError):
 @dataclass
 class WriteStats:
     """What writing some partitions did. Added together with `+` (a Spark
-    accumulator): `added` counts the rows that have their job in the cluster (a row
-    retried after a task failure counts once), `bad_rows` the rows that cannot become
-    jobs, with up to MAX_EXAMPLES examples `(row key or position, reason)`."""
+    accumulator, or the commit messages of a write): `added` counts the rows that have
+    their job in the cluster (a row retried after a task failure counts once),
+    `bad_rows` the rows that cannot become jobs, with up to MAX_EXAMPLES examples
+    `(row key or position, reason)`."""
 
     added: int = 0
     bad_rows: int = 0
     bad_examples: list[tuple[str, str]] = field(default_factory=list)
-    retries: int = 0  # batches or jobs sent again after a transient error
+    retries: int = 0  # batches or jobs sent again after an error
     partitions: int = 0
 
     def __add__(self, other: WriteStats) -> WriteStats:
@@ -68,14 +76,55 @@ class WriteStats:
         if len(self.bad_examples) < MAX_EXAMPLES:
             self.bad_examples.append((where, reason))
 
+    def as_dict(self) -> dict[str, Any]:
+        return {"added": self.added, "bad_rows": self.bad_rows,
+                "bad_examples": [list(e) for e in self.bad_examples],
+                "retries": self.retries, "partitions": self.partitions}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WriteStats:
+        return cls(data["added"], data["bad_rows"],
+                   [(str(w), str(r)) for w, r in data["bad_examples"]], data["retries"],
+                   data["partitions"])
+
 
 @dataclass
-class WriteOptions:
-    """Everything a task needs; pickled to the executors with the partition function."""
+class ConnectOptions:
+    """How the executors and the driver reach the nodes: the `disq_client.Client`
+    options (`password`, TLS) and its timeouts."""
 
-    queue: str
     nodes: Sequence[str]
-    body: Body
+    password: str | None = None
+    ssl: bool = False
+    ssl_ca_certs: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_check_hostname: bool = True
+    socket_timeout_s: float = 30.0
+    connect_timeout_s: float = 5.0
+
+    def client(self, seeds: Sequence[str] | None = None, *,
+               switch_after_jobs: int = 0) -> Client:
+        """A Client of `seeds` (all the nodes by default) that fails over to any node
+        of the cluster: as many retries as nodes given."""
+        nodes = list(seeds if seeds is not None else self.nodes)
+        return Client(nodes, password=self.password, timeout=self.socket_timeout_s,
+                      connect_timeout=self.connect_timeout_s,
+                      switch_after_jobs=switch_after_jobs, retries=max(len(self.nodes), 1),
+                      ssl=self.ssl, ssl_ca_certs=self.ssl_ca_certs,
+                      ssl_certfile=self.ssl_certfile, ssl_keyfile=self.ssl_keyfile,
+                      ssl_check_hostname=self.ssl_check_hostname)
+
+
+@dataclass
+class WriteOptions(ConnectOptions):
+    """Everything a task needs; pickled to the executors with the partition function.
+    `body`, `key`, `at`, `priority_field` and `group_field` are columns (index or
+    name) or functions of the row; the other ADDJOB options are the same for every
+    job."""
+
+    queue: str = ""
+    body: Body = "body"
     key: Key = None
     job_name: str = ""
     dedup: bool = True
@@ -83,16 +132,22 @@ class WriteOptions:
     retry: int | None = None
     ttl: int | None = None
     delay: int | None = None
+    delay_ms: int | None = None
+    priority: int | None = None
+    group: str | None = None
+    max_deliveries: int | None = None
+    maxlen: int | None = None
+    at: Key = None  # per row: a datetime or Unix ms (None: no AT for that row)
+    priority_field: Key = None  # per row: 0..255 (None: the `priority` option)
+    group_field: Key = None  # per row: a fairness group (None: the `group` option)
     async_: bool = False
     timeout_ms: int = 10_000  # ADDJOB's replication timeout
     batch_size: int = 1000
-    pipeline: int = 2  # batches in flight per connection
+    pipeline: int = 2  # batches in flight per task
     max_body_bytes: int = 1 << 20
-    password: str | None = None
     max_attempts: int = 10  # per batch, over every node
     backoff_s: float = 0.05  # first back-off, doubled each time up to backoff_max_s
     backoff_max_s: float = 2.0
-    socket_timeout_s: float = 30.0
 
     def retry_policy(self) -> RetryPolicy:
         """Resending a batch: `max_attempts` sends in all, exponential back-off between
@@ -100,12 +155,31 @@ class WriteOptions:
         return RetryPolicy(max_attempts=max(self.max_attempts, 1), base_delay=self.backoff_s,
                            max_delay=self.backoff_max_s)
 
+    def check(self) -> None:
+        """Raise ValueError for options that cannot work (on the driver, before any
+        task runs)."""
+        if not self.nodes:
+            raise ValueError("disq: give at least one node (option nodes)")
+        if not self.queue:
+            raise ValueError("disq: give the queue (option queue)")
+        given = [name for name, value in (("delay", self.delay), ("delay_ms", self.delay_ms),
+                                          ("at", self.at)) if value is not None]
+        if len(given) > 1:
+            raise ValueError(f"disq: {' and '.join(given)} are mutually exclusive")
+        if self.batch_size < 1:
+            raise ValueError("disq: batch_size must be at least 1")
+        if self.priority is not None and not MIN_PRIORITY <= self.priority <= MAX_PRIORITY:
+            raise ValueError(f"disq: priority must be {MIN_PRIORITY}..{MAX_PRIORITY}")
+
 
 def encode_body(value: Any) -> bytes | None:
     """A column value (or what a body function returned) as a job body: bytes as they
     are, text as UTF-8, anything else as JSON; None for a null."""
-    if value is None:
-        return None
+    kind = type(value)  # the usual cases first: this runs once a row
+    if kind is str:
+        return value.encode("utf-8", "surrogatepass")  # type: ignore[no-any-return]
+    if kind is bytes or value is None:
+        return value  # type: ignore[no-any-return]
     if isinstance(value, bytes):
         return value
     if isinstance(value, bytearray | memoryview):
@@ -145,65 +219,129 @@ def _field(row: Any, getter: Callable[[Any], Any] | str | int) -> Any:
     return row[getter]
 
 
-class PartitionWriter:
-    """Writes one partition. Node `partition % len(nodes)` first, the others in turn
-    when it cannot be reached."""
+def _arg(token: bytes, value: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(token), token, len(value), value)
 
-    def __init__(self, options: WriteOptions, partition: int) -> None:
-        if not options.nodes:
-            raise ValueError("write_jobs needs at least one disq node")
+
+# A row ready to send: its ADDJOB, encoded (body, options, DEDUP key), and the row's
+# position in the partition (for the reports). Sent again as it is after an error.
+Job = tuple[bytes, int]
+
+
+def _getter(field: Field) -> Callable[[Any], Any]:
+    """A column (index or name) or a function of the row, as a function of the row."""
+    return field if callable(field) else operator.itemgetter(field)
+
+
+class PartitionWriter:
+    """Writes one partition, through a Client that starts on node
+    `partition % len(nodes)` and fails over to the others."""
+
+    def __init__(self, options: WriteOptions, partition: int,
+                 key_prefix: bytes | None = None) -> None:
+        options.check()
         self.o = options
         self.partition = partition
-        self.addrs = [parse_address(n) for n in options.nodes]
-        self.node_index = partition % len(self.addrs)
-        self.conns: dict[int, Connection] = {}
+        self.client = options.client()
+        self.client.view.prefer(options.nodes[partition % len(options.nodes)])
         self.stats = WriteStats(partitions=1)
-        self.key_prefix = row_key_prefix(options.job_name, options.queue, partition)
-        self.inflight: deque[tuple[list[bytes], list[bytes]]] = deque()  # sent, unread
-        self._flush_then_move = False  # a node said -LEAVING/-LOADING: use the next one
-        self.options = addjob_options(options.timeout_ms, options.replicate, options.delay,
-                                      options.retry, options.ttl, None, options.async_)
+        self.key_prefix = key_prefix if key_prefix is not None else row_key_prefix(
+            options.job_name, options.queue, partition)
+        tail = [to_bytes(a) for a in addjob_options(
+            options.timeout_ms, options.replicate, options.delay, options.retry,
+            options.ttl, options.maxlen, options.async_, delay_ms=options.delay_ms,
+            priority=options.priority if options.priority_field is None else None,
+            group=options.group if options.group_field is None else None,
+            max_deliveries=options.max_deliveries)]
+        self._argc = 3 + len(tail) + (2 if options.dedup else 0)
+        self._body = _getter(options.body)
+        self._suffix = b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in tail)
+        q = options.queue.encode("utf-8", "surrogateescape")
+        self._queue = b"$%d\r\n%s\r\n" % (len(q), q)
         self.backoff = options.retry_policy()
-        # how long to wait for a batch's replies: the socket timeout, plus the time
-        # ADDJOB may wait for its copies (a DEDUP check may add up to 2 s)
-        self.reply_wait = options.timeout_ms / 1000 + 2.0
+        # batches sent, replies not read yet, with the connection they went on
+        self.inflight: deque[tuple[Connection, list[Job]]] = deque()
+        self._move_on = False  # a node said -LEAVING/-LOADING: the next batch elsewhere
+        self._per_row = (options.at is not None or options.priority_field is not None
+                         or options.group_field is not None)
+        # how long to wait for a batch's replies beyond the socket timeout: the time a
+        # synchronous ADDJOB may wait for its copies (a DEDUP check may add up to 2 s)
+        self.reply_wait = 0.0 if options.async_ else options.timeout_ms / 1000 + 2.0
 
-    # -- rows -> (body, key) --------------------------------------------------------------
+    # -- rows -> jobs ---------------------------------------------------------------------
     def write(self, rows: Iterable[Any]) -> WriteStats:
-        o = self.o
-        batch_bodies: list[bytes] = []
-        batch_keys: list[bytes] = []
-        for index, row in enumerate(rows):
-            key = self._key(row, index)
-            if key is None:
-                continue
-            try:
-                body = encode_body(_field(row, o.body))
-            except Exception as exc:  # a body function that fails on this row
-                self.stats.bad(self._where(index), f"body: {exc!r}"[:200])
-                continue
-            if body is None:
-                self.stats.bad(self._where(index), "null body")
-                continue
-            if len(body) > o.max_body_bytes:
-                self.stats.bad(self._where(index),
-                               f"body of {len(body)} bytes > max_body_bytes {o.max_body_bytes}")
-                continue
-            batch_bodies.append(body)
-            batch_keys.append(key)
-            if len(batch_bodies) >= o.batch_size:
-                self._submit(batch_bodies, batch_keys)
-                batch_bodies, batch_keys = [], []
-        if batch_bodies:
-            self._submit(batch_bodies, batch_keys)
-        self._flush()
-        self.close()
+        try:
+            batch: list[Job] = []
+            size = self.o.batch_size
+            for index, row in enumerate(rows):
+                job = self._job(row, index)
+                if job is None:
+                    continue
+                batch.append(job)
+                if len(batch) >= size:
+                    self._submit(batch)
+                    batch = []
+            if batch:
+                self._submit(batch)
+            self._flush()
+        finally:
+            self.close()
         return self.stats
+
+    def _job(self, row: Any, index: int) -> Job | None:
+        key = self._key(row, index)
+        if key is None:
+            return None
+        try:
+            body = encode_body(self._body(row))
+        except Exception as exc:  # a body function that fails on this row
+            self.stats.bad(self._where(index), f"body: {exc!r}"[:200])
+            return None
+        if body is None:
+            self.stats.bad(self._where(index), "null body")
+            return None
+        if len(body) > self.o.max_body_bytes:
+            self.stats.bad(self._where(index),
+                           f"body of {len(body)} bytes > max_body_bytes {self.o.max_body_bytes}")
+            return None
+        extra, count = b"", 0
+        if self._per_row:
+            try:
+                extra, count = self._extra(row)
+            except Exception as exc:
+                self.stats.bad(self._where(index), f"options: {exc!r}"[:200])
+                return None
+        # ADDJOB queue body <timeout and shared options> <the row's options> [DEDUP key]
+        return b"*%d\r\n$6\r\nADDJOB\r\n%s$%d\r\n%s\r\n%s%s%s" % (
+            self._argc + count, self._queue, len(body), body, self._suffix, extra,
+            b"$5\r\nDEDUP\r\n$%d\r\n%s\r\n" % (len(key), key) if self.o.dedup else b""), index
+
+    def _extra(self, row: Any) -> tuple[bytes, int]:
+        """The row's own ADDJOB options: AT, PRIORITY, GROUP from its columns."""
+        o = self.o
+        parts = []
+        if o.at is not None:
+            at = _field(row, o.at)
+            if at is not None:
+                if not isinstance(at, datetime | int):
+                    raise TypeError(f"at must be a timestamp or Unix ms, not {at!r}")
+                parts.append(_arg(b"AT", b"%d" % unix_ms(at)))
+        for token, getter, default in ((b"PRIORITY", o.priority_field, o.priority),
+                                       (b"GROUP", o.group_field, o.group)):
+            if getter is None:
+                continue
+            value = _field(row, getter)
+            if value is None:
+                value = default  # a null: the option's value, if any
+            if value is not None:
+                parts.append(_arg(token, b"%d" % int(value) if token == b"PRIORITY"
+                                  else to_bytes(value)))
+        return b"".join(parts), 2 * len(parts)
 
     def _key(self, row: Any, index: int) -> bytes | None:
         o = self.o
         if o.key is None:
-            return row_key(self.key_prefix, index)
+            return b"%s%x" % (self.key_prefix, index)  # row_key, inlined: once a row
         try:
             value = _field(row, o.key)
         except Exception as exc:
@@ -218,132 +356,118 @@ class PartitionWriter:
         return f"partition {self.partition} row {index}"
 
     # -- sending ----------------------------------------------------------------------------
-    def _submit(self, bodies: list[bytes], keys: list[bytes]) -> None:
+    def _submit(self, jobs: list[Job]) -> None:
         """Send a batch without waiting for its replies: up to `pipeline` batches are in
         flight on the connection, so the node never waits for this task between
         batches. The oldest batch's replies are read when the window is full."""
         while len(self.inflight) >= self.o.pipeline:
             self._collect_oldest()
         try:
-            self._connection().send(self._encode(bodies, keys))
+            conn = self.client.connection()
+            conn.send(b"".join([command for command, _ in jobs]))
         except SEND_ERRORS as exc:
-            self._resend([*self._lost(), (bodies, keys)], str(exc))
+            self._resend([*self._lost(), jobs], str(exc))
             return
-        self.inflight.append((bodies, keys))
+        self.inflight.append((conn, jobs))
 
     def _flush(self) -> None:
         while self.inflight:
             self._collect_oldest()
 
+    def _read(self) -> list[object]:
+        """The oldest batch's replies, on the connection it was sent on."""
+        conn, jobs = self.inflight[0]
+        return conn.read_many(len(jobs), self.reply_wait)
+
     def _collect_oldest(self) -> None:
-        bodies, keys = self.inflight[0]
         try:
-            replies = self._connection().read_many(len(bodies), self.reply_wait)
+            replies = self._read()
         except SEND_ERRORS as exc:
             self._resend(self._lost(), str(exc))
             return
-        self.inflight.popleft()
-        failed = self._tally(bodies, keys, replies)
-        if failed is not None:  # the batches behind it are answered first
-            pile = [failed[:2]]
+        _, jobs = self.inflight.popleft()
+        failed, failure = self._tally(jobs, replies)
+        if failed:  # the batches behind it are answered first
+            pile = [failed]
             while self.inflight:
-                bodies, keys = self.inflight[0]
                 try:
-                    replies = self._connection().read_many(len(bodies), self.reply_wait)
+                    replies = self._read()
                 except SEND_ERRORS:
                     pile += self._lost()
                     break
-                self.inflight.popleft()
-                more = self._tally(bodies, keys, replies)
-                if more is not None:
-                    pile.append(more[:2])
-            self._resend(pile, failed[2])
+                more, _ = self._tally(self.inflight.popleft()[1], replies)
+                if more:
+                    pile.append(more)
+            self._resend(pile, failure)
 
-    def _lost(self) -> list[tuple[list[bytes], list[bytes]]]:
+    def _lost(self) -> list[list[Job]]:
         """The connection broke: every batch in flight goes to the next node."""
-        lost = list(self.inflight)
+        lost = [jobs for _, jobs in self.inflight]
+        conns = {conn.addr for conn, _ in self.inflight}
         self.inflight.clear()
-        self._next_node()
+        current = self.client.current_node
+        for addr in conns | ({current} if current is not None else set()):
+            self.client.failed(addr)
         return lost
 
-    def _tally(self, bodies: list[bytes], keys: list[bytes], replies: list[object]
-               ) -> tuple[list[bytes], list[bytes], str] | None:
-        """Count a batch's replies; the jobs to send again and the last reason, if any."""
-        retry_bodies: list[bytes] = []
-        retry_keys: list[bytes] = []
+    def _tally(self, jobs: list[Job], replies: list[object]) -> tuple[list[Job], str]:
+        """Count a batch's replies; the jobs to send again and the last reason."""
+        again: list[Job] = []
         failure = ""
         move_on = False
-        for body, key, reply in zip(bodies, keys, replies, strict=True):
+        for job, reply in zip(jobs, replies, strict=True):
             if not isinstance(reply, ErrorReply):
                 self.stats.added += 1
                 continue
             message = str(reply.args[0]) if reply.args else "ERR"
             code = error_code(message)
             if code in TRANSIENT_CODES:
-                retry_bodies.append(body)
-                retry_keys.append(key)
+                again.append(job)
                 failure = message
                 move_on = move_on or code in MOVE_ON_CODES
             else:
-                self.stats.bad(f"partition {self.partition} key {key.decode()}", message[:200])
+                self.stats.bad(self._where(job[1]), message[:200])
         if move_on:
-            self._flush_then_move = True
-        if not retry_bodies:
-            return None
-        return retry_bodies, retry_keys, failure
+            self._move_on = True
+        return again, failure
 
-    def _resend(self, pile: list[tuple[list[bytes], list[bytes]]], failure: str) -> None:
+    def _resend(self, pile: list[list[Job]], failure: str) -> None:
         """Send failed batches again, one at a time, after a back-off each round, until
         every job is added or bad; WriteError once the retry policy gives up (past
         max_attempts). Nothing is in flight."""
-        if self._flush_then_move:
-            self._flush_then_move = False
-            self._next_node()
-        for bodies, keys in pile:
+        client = self.client
+        for jobs in pile:
             attempts = self.backoff.attempts()
-            while bodies:
+            while jobs:
+                self._leave_if_told()
                 pause = attempts.failed()  # the last send of these jobs failed
                 if pause is None:
                     raise WriteError(
-                        f"partition {self.partition}: {len(bodies)} jobs not added after "
+                        f"partition {self.partition}: {len(jobs)} jobs not added after "
                         f"{attempts.failures} attempts, last error: {failure}")
                 self.stats.retries += 1
                 time.sleep(pause)
+                failovers = client.core.failovers
                 try:
-                    conn = self._connection()
-                    conn.send(self._encode(bodies, keys))
-                    replies = conn.read_many(len(bodies), self.reply_wait)
-                except SEND_ERRORS as exc:
+                    replies = client.execute_pipeline([command for command, _ in jobs],
+                                                      self.reply_wait)
+                except SEND_ERRORS as exc:  # no node answered, after the client's failover
                     failure = str(exc)
-                    self._next_node()
                     continue
-                failed = self._tally(bodies, keys, replies)
-                if self._flush_then_move:
-                    self._flush_then_move = False
-                    self._next_node()
-                if failed is None:
-                    break
-                bodies, keys, failure = failed
+                finally:
+                    self.stats.retries += client.core.failovers - failovers
+                jobs, why = self._tally(jobs, replies)
+                failure = why or failure
+        self._leave_if_told()
 
-    def _encode(self, bodies: list[bytes], keys: list[bytes]) -> bytes:
-        return b"".join(encode_addjobs(self.o.queue, bodies, self.options,
-                                       keys if self.o.dedup else None))
-
-    def _connection(self) -> Connection:
-        conn = self.conns.get(self.node_index)
-        if conn is None:
-            conn = self.conns[self.node_index] = Connection(
-                self.addrs[self.node_index], ConnectionSettings(
-                    timeout=self.o.socket_timeout_s, password=self.o.password))
-        return conn
-
-    def _next_node(self) -> None:
-        conn = self.conns.pop(self.node_index, None)
-        if conn is not None:
-            conn.close()
-        self.node_index = (self.node_index + 1) % len(self.addrs)
+    def _leave_if_told(self) -> None:
+        """The node answered -LEAVING or -LOADING: as HELLO would say (priority 100 for
+        now), so that the next batch goes to another node."""
+        if self._move_on:
+            self._move_on = False
+            current = self.client.current_node
+            if current is not None:
+                self.client.view.leaving(current)
 
     def close(self) -> None:
-        for conn in self.conns.values():
-            conn.close()
-        self.conns.clear()
+        self.client.close()

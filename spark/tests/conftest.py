@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-for path in (ROOT / "tests", ROOT / "spark"):  # support.py; disq_spark even if not installed
+for path in (ROOT / "tests", ROOT / "clients" / "python", ROOT / "spark"):  # support.py;
+    # disq_spark and disq_client of this checkout, even if another one is installed
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 pytest.register_assert_rewrite("support")
@@ -38,6 +39,11 @@ def spark() -> Iterator[Any]:
     """local[2] (2 task threads) where a failed task is tried again (4 attempts)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Spark's Python workers import this checkout's packages, not those another checkout
+    # installed in the venv (the JVM and its workers inherit this environment)
+    ours = [str(ROOT / "spark"), str(ROOT / "clients" / "python"), str(ROOT)]
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in ours]
+    os.environ["PYTHONPATH"] = os.pathsep.join(ours + rest)
     from pyspark.sql import SparkSession
 
     session = (SparkSession.builder.master("local[2,4]").appName("disq-spark-tests")

@@ -5,9 +5,11 @@ back-off, and the bound on retries."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
+from disq_client import Client
 from disq_spark import PartitionWriter, WriteError, WriteOptions
 from support import DisqProcess, call, free_port, wait_for
 
@@ -35,11 +37,57 @@ def test_batches_in_flight_and_bad_rows(node: DisqProcess) -> None:
 
 
 def test_an_unreachable_first_node_moves_the_partition_on(node: DisqProcess) -> None:
+    """Partition 0 starts on the first node (the client's preferred one), which is
+    down: the client connects to the next one, and marks the first as failed."""
     dead = f"127.0.0.1:{free_port()}"
     writer = PartitionWriter(options([dead, f"127.0.0.1:{node.port}"], batch_size=10), 0)
+    assert writer.client.view.preferred == ("127.0.0.1", int(dead.split(":")[1]))
     stats = writer.write(rows(50))
-    assert stats.added == 50 and stats.retries >= 1
+    assert stats.added == 50 and stats.bad_rows == 0
+    assert writer.client.view.nodes[writer.client.view.preferred].failed_at is not None
     assert call(node, "QLEN", "q") == 50
+
+
+def test_a_node_killed_with_batches_in_flight(own_trio: list[DisqProcess]) -> None:
+    """The partition's node dies between two batches, two batches in flight: they go
+    to another node the client picks, and the DEDUP keys add none of them twice."""
+    victim, survivors = own_trio[0], own_trio[1:]
+    writer = PartitionWriter(options([f"127.0.0.1:{n.port}" for n in own_trio],
+                                     batch_size=100, pipeline=2, replicate=2), 0)
+
+    def rows_killing_the_node() -> Any:
+        for i, row in enumerate(rows(1000)):
+            if i == 450:
+                victim.kill()
+            yield row
+
+    stats = writer.write(rows_killing_the_node())
+    assert stats.added == 1000 and stats.bad_rows == 0 and stats.retries >= 1
+    bodies: dict[str, bytes] = {}
+    for node in survivors:
+        with Client(f"127.0.0.1:{node.port}", switch_after_jobs=0) as client:
+            bodies.update((i.id, i.body or b"") for i in client.jscan_info(queue="q"))
+    assert sorted(bodies.values()) == sorted({r["body"].encode() for r in rows(1000)})
+
+
+def test_options_of_each_row(node: DisqProcess) -> None:
+    """AT, PRIORITY and GROUP from a row's columns (a null: the option's value, or
+    none); a value the server refuses makes that row bad."""
+    at = int(time.time() * 1000) + 3_600_000
+    data = [{"body": "a", "at": at, "p": 3, "g": "x"},
+            {"body": "b", "at": None, "p": None, "g": None},
+            {"body": "c", "at": None, "p": 999, "g": "y"}]
+    writer = PartitionWriter(options([f"127.0.0.1:{node.port}"], at="at",
+                                     priority_field="p", group_field="g", priority=7,
+                                     group="dflt"), 0)
+    stats = writer.write(data)
+    assert (stats.added, stats.bad_rows) == (2, 1) and "PRIORITY" in stats.bad_examples[0][1]
+    with Client(f"127.0.0.1:{node.port}") as client:
+        jobs = {i.body: i for i in client.jscan_info(queue="q")}
+    assert (jobs[b"a"].priority, jobs[b"a"].group) == (3, "x")
+    assert jobs[b"a"].due_ms is not None and abs(jobs[b"a"].due_ms - at) < 2
+    assert (jobs[b"b"].priority, jobs[b"b"].group, jobs[b"b"].due_ms) == (7, "dflt", 0)
+    assert call(node, "QLEN", "q") == 1  # "a" waits for its AT
 
 
 def test_refusals_are_retried_until_they_pass(node: DisqProcess) -> None:

@@ -7,30 +7,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from disq_client import Client
 from disq_spark import write_jobs
 from support import DisqProcess, call, wait_for
 
+from .jobs import addrs, bodies_on, dedup_hits, queued
+
 ROWS = 100_000
-
-
-def addrs(nodes: list[DisqProcess]) -> list[str]:
-    return [f"127.0.0.1:{n.port}" for n in nodes]
-
-
-def queued(nodes: list[DisqProcess], queue: str) -> int:
-    return sum(int(call(n, "QLEN", queue)) for n in nodes)  # type: ignore[arg-type]
-
-
-def bodies_on(nodes: list[DisqProcess], queue: str) -> dict[str, bytes]:
-    """Every job of `queue` held by `nodes` (any state), by ID: copies counted once."""
-    jobs: dict[str, bytes] = {}
-    for node in nodes:
-        with Client(f"127.0.0.1:{node.port}") as client:
-            for info in client.jscan_info(queue=queue, count=1000):
-                assert info.body is not None
-                jobs[info.id] = info.body
-    return jobs
 
 
 def test_100k_rows_become_100k_jobs(spark: Any, trio: list[DisqProcess]) -> None:
@@ -58,22 +40,18 @@ def test_a_task_failing_once_still_gives_exactly_100k(spark: Any,
 
     rdd = (spark.range(ROWS, numPartitions=4).selectExpr("concat('row-', id) AS body").rdd
            .mapPartitionsWithIndex(fail_once_half_way))
-    result = write_jobs(rdd, "retried", addrs(trio), body="body", replicate=2,
-                        batch_size=500)
+    # the rows reach the data source's writer in Arrow batches of 1000 (not 10,000):
+    # the first attempt writes some before the failure reaches its task
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+    try:
+        result = write_jobs(rdd, "retried", addrs(trio), body="body", replicate=2,
+                            batch_size=500)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert (result.added, result.bad_rows, result.partitions) == (ROWS, 0, 4)
     assert queued(trio, "retried") == ROWS
     # the failed attempt did send jobs before failing: the retry found them by key
-    hits = sum(_info_int(n, "dedup", "dedup_hits") for n in trio)
-    assert hits >= 1
-
-
-def _info_int(node: DisqProcess, section: str, field: str) -> int:
-    text = call(node, "INFO", section)
-    assert isinstance(text, bytes)
-    for line in text.decode().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split(":", 1)[1])
-    raise AssertionError(f"{field} not in INFO {section}")
+    assert dedup_hits(trio) >= 1
 
 
 def test_bad_rows_are_reported(spark: Any, trio: list[DisqProcess]) -> None:
@@ -118,8 +96,10 @@ def test_a_node_killed_during_the_write(spark: Any, own_trio: list[DisqProcess])
     result = write_jobs(df, "kill", addrs(nodes), body="body", replicate=2, batch_size=250)
     assert killed.is_set(), "the node was not killed during the write"
     killer.join(timeout=10)
+    # the victim's partitions went on on another node: by a resend of the batches in
+    # flight, or, for a task that started after the kill, by its client connecting
+    # elsewhere (test_partition_writer has the resend made certain)
     assert result.added == rows and result.bad_rows == 0
-    assert result.retries >= 1  # the victim's partitions went on on another node
     jobs = bodies_on(survivors, "kill")
     bodies = sorted(jobs.values())
     assert len(bodies) == len(set(bodies)) == rows, "a row missing or added twice"

@@ -283,6 +283,22 @@ class Client(ClientBase):
         with self._lock:
             return self._connection().addr
 
+    def connection(self) -> Connection:
+        """The connection to the current node, choosing and connecting to one first
+        if needed, for a caller that pipelines on it itself (disq_spark's writer keeps
+        batches in flight). Keep it to one thread; tell `failed()` when it breaks."""
+        with self._lock:
+            return self._connection()
+
+    def failed(self, addr: Address) -> None:
+        """A connection from `connection()` broke or timed out: the node goes last for
+        a while (as when a command fails over, counted in `core.failovers`), and the
+        next `connection()` is to another node."""
+        with self._lock:
+            self._drop(addr)
+            self.core.view.failed(addr)
+            self.core.failovers += 1
+
     def _connection(self) -> Connection:
         addr = self.core.view.current
         if addr is not None:
@@ -368,6 +384,16 @@ class Client(ClientBase):
     def execute_command(self, *args: Arg) -> object:
         """Any command, its reply as hiredis gives it (bytes, int, lists, None)."""
         return self._run(cmds.raw(args))
+
+    def execute_pipeline(self, payloads: list[bytes],
+                         extra_wait: float | None = 0.0) -> list[object]:
+        """Commands already encoded in RESP (e.g. `commands.encode_addjobs`), sent in
+        one write; their replies in order, error replies as `ErrorReply` values (not
+        raised). A broken connection sends them all again to the next node, as any
+        command: use it for commands that may run twice (ADDJOBs with DEDUP keys,
+        ACKJOB). `extra_wait`: how much longer than the timeout the replies may take
+        (a synchronous ADDJOB's replication timeout)."""
+        return self._run_pipeline(payloads, extra_wait)
 
     # -- jobs ---------------------------------------------------------------------------
     def add_job(self, queue: str, body: Body, *, timeout_ms: int = ADD_TIMEOUT_MS,

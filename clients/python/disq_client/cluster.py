@@ -52,6 +52,7 @@ class ClusterView:
         self.seeds = [parse_address(s) for s in seeds]
         self.nodes: dict[Address, NodeEntry] = {a: NodeEntry(a) for a in self.seeds}
         self.current: Address | None = None
+        self.preferred: Address | None = None  # tried first among equals (`prefer`)
         self.hello_seen = False
         self.switch_after_jobs = switch_after_jobs
         self._origins: Counter[str] = Counter()
@@ -60,14 +61,23 @@ class ClusterView:
         self._shuffle = rng.shuffle if rng is not None else random.shuffle
 
     # -- choosing a node ----------------------------------------------------------------
+    def prefer(self, addr: str | Address | None) -> None:
+        """Try `addr` first among the nodes as good as it (same priority, no recent
+        failure): a producer spread over the nodes by its index (a Spark task per
+        partition) starts on its own node and still fails over as any client. None:
+        no preference."""
+        self.preferred = None if addr is None else parse_address(addr)
+
     def candidates(self, exclude: Iterable[Address] = ()) -> list[Address]:
         """Nodes to try, best first: before any HELLO the seeds in random order, then
-        by priority, with the ones that failed lately last."""
+        by priority, with the ones that failed lately last (the `preferred` node first
+        among its equals)."""
         now = self._clock()
         skip = set(exclude)
         entries = [e for e in self.nodes.values() if e.addr not in skip]
         self._shuffle(entries)
-        entries.sort(key=lambda e: (e.recently_failed(now), e.priority))
+        preferred = self.preferred
+        entries.sort(key=lambda e: (e.recently_failed(now), e.priority, e.addr != preferred))
         return [e.addr for e in entries]
 
     def better_than(self, addr: Address) -> list[Address]:

@@ -83,7 +83,7 @@ class ClientCore:
     client's `close()`s: a command that began before the last one gives up instead of
     failing over, so that close() wakes a blocked consumer with an error."""
 
-    __slots__ = ("generation", "policy", "view")
+    __slots__ = ("failovers", "generation", "policy", "view")
 
     def __init__(self, nodes: Nodes = DEFAULT_NODE, *, switch_after_jobs: int = 100,
                  retries: int = 3, clock: Callable[[], float] = time.monotonic,
@@ -91,6 +91,7 @@ class ClientCore:
         self.view = ClusterView(seed_list(nodes), switch_after_jobs, clock=clock, rng=rng)
         self.policy = failover_policy(retries)
         self.generation = 0
+        self.failovers = 0  # commands sent again to another node after a broken connection
 
     @property
     def retries(self) -> int:
@@ -142,7 +143,10 @@ class ClientCore:
         failure: whether to send it again (to the next node; `addr` goes last). The
         shell checks `closed_since` first: a closed client does not fail over."""
         self.view.failed(addr)
-        return self.policy.allows(failures)
+        if not self.policy.allows(failures):
+            return False
+        self.failovers += 1
+        return True
 
     def refused(self, addr: Address, reply: ErrorReply, failures: int) -> None:
         """`addr` answered a command with an error, its `failures`-th failure. Returns if

@@ -166,3 +166,27 @@ def test_consumer_moves_to_the_producing_node(cluster: list[DisqProcess],
         assert consumer.ack(*received) == 30
     finally:
         producer.close()
+
+
+def test_pipelines_of_encoded_commands_and_a_connection_of_ones_own(
+        cluster: list[DisqProcess]) -> None:
+    """execute_pipeline: encoded commands in one write, error replies as values;
+    connection() and failed(): a caller keeping writes in flight itself (disq_spark)
+    moves to the next node as the client's own failover would."""
+    from disq_client.commands import addjob_options, encode_addjobs
+    from disq_client.protocol import ErrorReply, encode
+
+    with Client([addr(n) for n in cluster], switch_after_jobs=0) as c:
+        c.view.prefer(addr(cluster[1]))
+        payloads = encode_addjobs("pipe", [b"a", b"b"], addjob_options(5000, 2, None, None,
+                                                                        None, None, False))
+        replies = c.execute_pipeline([*payloads, encode(("ACKJOB", "nonsense"))])
+        assert all(isinstance(r, bytes) and r.startswith(b"D-") for r in replies[:2])
+        assert isinstance(replies[2], ErrorReply) and "BADID" in str(replies[2])
+        assert port_of(c) == cluster[1].port  # the preferred node
+        conn = c.connection()
+        assert conn.addr == c.current_node and c.core.failovers == 0
+        c.failed(conn.addr)
+        assert c.core.failovers == 1 and not conn.connected
+        assert c.connection().addr != conn.addr  # the next node
+        assert c.view.candidates()[-1] == conn.addr

@@ -126,6 +126,33 @@ def test_a_broken_connection_fails_over_until_the_retries_are_spent() -> None:
     assert c.retries == 0 and c.broken((H, 1), 1) is False
 
 
+def test_a_preferred_node_comes_first_among_its_equals() -> None:
+    """A producer spread over the nodes (a Spark task by its partition) starts on its
+    own node, but a node that failed lately or has a worse priority stays behind."""
+    clock = FakeClock()
+    c = core([f"{H}:1", f"{H}:2", f"{H}:3"], clock)
+    c.view.prefer(f"{H}:2")
+    assert c.view.preferred == (H, 2) and c.candidates()[0] == (H, 2)
+    c.hello_reply((H, 2), parse(hello_bytes(2, {1: 1, 2: 1, 3: 1})))
+    assert c.candidates()[0] == (H, 2)
+    c.connect_failed((H, 2))
+    assert c.candidates()[-1] == (H, 2)
+    clock.now += FAILED_PENALTY + 0.1
+    assert c.candidates()[0] == (H, 2)
+    c.hello_reply((H, 1), parse(hello_bytes(1, {1: 1, 2: 5, 3: 1})))
+    assert c.candidates()[-1] == (H, 2)  # priority 5: after the fine nodes
+    c.view.prefer(None)
+    assert c.view.preferred is None
+
+
+def test_failovers_are_counted() -> None:
+    c = core([f"{H}:1"], retries=1)
+    c.hello_reply((H, 1), parse(hello_bytes(1, {1: 1, 2: 1, 3: 1})))
+    assert c.failovers == 0
+    assert c.broken((H, 1), 1) is True and c.failovers == 1
+    assert c.broken((H, 2), 2) is False and c.failovers == 1  # given up: not resent
+
+
 def test_refusals_raise_or_move_on() -> None:
     c = core([f"{H}:1"], retries=1)
     c.hello_reply((H, 1), parse(hello_bytes(1, {1: 1, 2: 1, 3: 1})))
