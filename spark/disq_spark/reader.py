@@ -291,6 +291,12 @@ class JobTaker:
         self._acks.put(done)
         return count
 
+    def ack_wait(self) -> None:
+        """Wait for the acknowledgement under way in the background (raise its error)."""
+        if self._acker is not None:
+            self._acks.join()
+        self._ack_failed()
+
     def _ack_failed(self) -> None:
         error, self._ack_error = self._ack_error, None
         if error is not None:

@@ -273,6 +273,10 @@ class DisqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             count = self.options.max_jobs_per_batch
         taken = taker.take(count, after=int(start.get("seq", 0)))
         if taken is None:
+            # No batch follows: nothing to overlap the acknowledgement with, and Spark
+            # may end the query now (Trigger.AvailableNow) and kill this process
+            # without waiting for `stop`: acknowledge before answering.
+            taker.ack_wait()
             return start
         return {"run": taker.run, "seq": taken.seq}
 

@@ -74,6 +74,29 @@ def test_acknowledgements_in_the_background(trio: list[DisqProcess]) -> None:
             assert not list(client.jscan(queue="t5", states=("queued", "active")))
 
 
+def test_the_last_batch_is_acknowledged_before_the_source_says_no_more(
+        trio: list[DisqProcess]) -> None:
+    """The source's latestOffset with no batch to follow (here Trigger.AvailableNow,
+    its budget spent) answers only once the batch before is acknowledged: Spark may end
+    the query there and kill the source's process without calling `stop`."""
+    from disq_spark.source import DisqStreamReader
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    add(trio[0], "t6", 3000, replicate=2, retry=300)
+    reader = DisqStreamReader(ReadOptions(addrs(trio), queue="t6", fetch_count=500))
+    try:
+        reader.prepareForTriggerAvailableNow()
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, ReadMaxRows(5000))
+        assert end["seq"] == 1 and reader.taker.taken == 3000
+        assert reader.latestOffset(end, ReadMaxRows(5000)) == end  # nothing more
+        assert reader.taker.acked == 3000  # acknowledged: ACKJOB answered
+    finally:
+        reader.stop()
+    for node in trio:
+        assert int(call(node, "QLEN", "t6")) == 0  # type: ignore[arg-type]
+
+
 def test_an_idle_take_waits_then_a_job_comes(trio: list[DisqProcess]) -> None:
     taker = JobTaker(ReadOptions(addrs(trio), queue="t2", poll_ms=300))
     try:
