@@ -516,9 +516,8 @@ class Membership:
             if handshake and now - node.created > max(timeout, 1000):
                 self._forget(node, actions)  # nobody answered the handshake
                 continue
-            if not node.linked:
-                if now - node.last_connect > min(1000, timeout // 2 or 1):
-                    self._connect(node, now, actions)
+            if not node.linked:  # as Disque's clusterCron: a dial every tick, so a
+                self._connect(node, now, actions)  # restarted node is PONGed at once
             elif node.connected and node.ping_sent == 0 and (
                     now - node.pong_received > timeout // 2):
                 actions += self._ping(node, now, now_us)
