@@ -105,12 +105,20 @@ def start_disq(nodes: int, workdir: Path, aof: str = "off", src: Path = ROOT,
                extra: tuple[str, ...] = ()) -> Servers:
     """`nodes` disq-server processes of the checkout at `src`; several are joined by
     CLUSTER MEET and returned once each reaches all the others."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(src)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     program = [sys.executable, "-m", "disq"]
     return _start_nodes("disq", program, nodes, workdir, aof,
-                        ("--maxmemory", "16gb", *extra), env)
+                        ("--maxmemory", "16gb", *extra), disq_env(src))
+
+
+def disq_env(src: Path) -> dict[str, str]:
+    """The environment that runs the disq of the checkout at `src`, with that
+    checkout's disq_client (whose option tables the server parses with), whatever
+    checkout the venv was installed from."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(src), str(src / "clients" / "python")]
+        + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
 
 
 def start_disque(nodes: int, workdir: Path, binary: Path, aof: str = "off") -> Servers:

@@ -159,9 +159,7 @@ def startup_ms(system: str, where: Path, disque_bin: Path) -> float:
     """From just before the exec to the first +PONG, polling every 0.5 ms."""
     where.mkdir(parents=True)
     port = free_port()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(srv.ROOT)] + (
-        [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env = srv.disq_env(srv.ROOT)
     argv = startup_argv(system, port, where, disque_bin)
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=where, env=env, stdout=subprocess.DEVNULL,
