@@ -100,7 +100,8 @@ class Bench:
         self.disque_bin = disque_bin
         self.workdir = workdir
         self.settings = Settings(duration=args.duration, memory_jobs=args.memory_jobs,
-                                 disque_bin=disque_bin, progress=False)
+                                 disq_src=args.disq_src, disque_bin=disque_bin,
+                                 progress=False)
         self.count = 0
 
     def where(self, case: Case, system: str) -> Path:
@@ -111,12 +112,13 @@ class Bench:
         if case.kind == "benchmark":
             return self.benchmark(case, system)
         if case.kind == "startup":
-            return {"value": startup_ms(system, self.where(case, system), self.disque_bin)}
+            return {"value": startup_ms(system, self.where(case, system), self.disque_bin,
+                                        self.args.disq_src)}
         return self.harness(case, system)
 
     def benchmark(self, case: Case, system: str) -> dict[str, float]:
         servers = srv.start(system, case.nodes, self.where(case, system), "off", 100,
-                            disque_bin=self.disque_bin)
+                            self.args.disq_src, self.disque_bin)
         try:
             command = ["RPUSH", "q", "x"] if system == "redis" else ["ADDJOB", "q", "x", "0"]
             if case.nodes > 1:
@@ -146,6 +148,16 @@ class Bench:
                 "p50_ms": record["latency_ms"]["end-to-end"].get("p50", float("nan"))}
 
 
+def compile_checkout(src: Path) -> None:
+    """The bytecode of disq and disq_client, as an installed package has it (pip
+    compiles at install; an editable checkout only where Python may write, and never
+    with PYTHONDONTWRITEBYTECODE): else every start compiles them again."""
+    import compileall
+
+    for package in (src / "disq", src / "clients" / "python" / "disq_client"):
+        compileall.compile_dir(str(package), quiet=1)
+
+
 def startup_argv(system: str, port: int, where: Path, disque_bin: Path) -> list[str]:
     common = ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(where)]
     if system == "disq":
@@ -155,11 +167,12 @@ def startup_argv(system: str, port: int, where: Path, disque_bin: Path) -> list[
     return ["redis-server", *common, "--save", "", "--appendonly", "no"]
 
 
-def startup_ms(system: str, where: Path, disque_bin: Path) -> float:
-    """From just before the exec to the first +PONG, polling every 0.5 ms."""
+def startup_ms(system: str, where: Path, disque_bin: Path, src: Path = srv.ROOT) -> float:
+    """From just before the exec to the first +PONG, polling every 0.5 ms (disq: of
+    the checkout at `src`)."""
     where.mkdir(parents=True)
     port = free_port()
-    env = srv.disq_env(srv.ROOT)
+    env = srv.disq_env(src)
     argv = startup_argv(system, port, where, disque_bin)
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=where, env=env, stdout=subprocess.DEVNULL,
@@ -200,6 +213,8 @@ def run(args: argparse.Namespace, disque_bin: Path, workdir: Path,
     each system in turn, the order reversed on odd runs."""
     bench = Bench(args, disque_bin, workdir)
     cases = [BY_NAME[name] for name in args.cases]
+    if "startup" in args.cases:
+        compile_checkout(args.disq_src)
     samples: dict[str, dict[str, list[dict[str, float]]]] = result["samples"]
     for case in cases:
         samples[case.name] = {system: [] for system in systems_of(case)}
@@ -358,9 +373,9 @@ def write_png(result: dict[str, Any], path: Path) -> str | None:
 
 
 # -- where and what -----------------------------------------------------------------------
-def commit() -> str:
+def commit(src: Path) -> str:
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(srv.ROOT), *args], capture_output=True,
+        return subprocess.run(["git", "-C", str(src), *args], capture_output=True,
                               text=True).stdout.strip()
     head = git("rev-parse", "--short", "HEAD") or "?"
     dirty = git("status", "--porcelain", "--untracked-files=no")
@@ -409,6 +424,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-jobs", type=int, default=1_000_000)
     p.add_argument("--memory-runs", type=int, default=2)
     p.add_argument("--starts", type=int, default=20, help="start-ups of each system")
+    p.add_argument("--disq-src", type=Path, default=srv.ROOT,
+                   help="checkout whose disq is started (default: this one)")
     p.add_argument("--disque-bin", type=Path, help="a built disque-server (or DISQUE_BIN)")
     p.add_argument("--disque-src", type=Path, help="Disque's source tree, cloned and built "
                    f"when absent (or DISQUE_SRC; default {disque.DEFAULT_SRC})")
@@ -421,6 +438,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    args.disq_src = args.disq_src.resolve()
     if shutil.which("redis-benchmark") is None:
         sys.exit("redis-benchmark not found (Debian: apt-get install redis-tools)")
     try:
@@ -429,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(str(exc))
     command = "python -m bench.vs_disque " + shlex.join(sys.argv[1:] if argv is None else argv)
     result: dict[str, Any] = {
-        "command": command.strip(), "commit": commit(), "host": host(),
+        "command": command.strip(), "commit": commit(args.disq_src), "host": host(),
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "versions": versions(disque_bin), "disque_bin": str(disque_bin),
         "load": os.getloadavg(), "samples": {}}
