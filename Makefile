@@ -2,7 +2,8 @@
 # Both install the server and the Python client (clients/python) into .venv, once: again
 # only when a pyproject.toml (or the C extension, setup.py) changes (the stamp files in
 # .venv say what was installed).
-# `make bench` runs the benchmark harness (python -m bench).
+# `make bench` runs the benchmark harness (python -m bench), `make bench-disque` compares
+# with antirez's Disque.
 # `make faults` runs a long Jepsen-style fault run (docs/FAULTS.md).
 PYTHON ?= python3
 VENV := .venv
@@ -14,7 +15,7 @@ ARGS ?=
 # may shadow it: here that folder is the package itself, so the note is only noise.
 PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q
 
-.PHONY: run test lint bench faults install install-test install-bench chromium clean
+.PHONY: run test lint bench bench-disque faults install install-test install-bench chromium clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +76,14 @@ faults: install-test
 # The benchmark harness (bench/, issue #7): `make bench ARGS="--scenario cycle"`.
 bench: install-bench
 	$(BIN)/python -m bench $(ARGS)
+
+# disq beside antirez's Disque (issue #22, bench/vs_disque.py): Disque 1.0-rc1 is cloned
+# and built once outside the checkout, in ~/.cache/disq-bench/disque (DISQUE_SRC or
+# DISQUE_BIN elsewhere; bench/disque.py says where to put the source on a machine that
+# cannot fetch), then every case runs against both, alternated: `make bench-disque
+# ARGS="--runs 3"`.
+bench-disque: install-bench
+	$(BIN)/python -m bench.vs_disque $(ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info clients/python/build clients/python/*.egg-info \

@@ -13,12 +13,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import report
+from . import disque, report
 from .scenarios import SCENARIOS, Settings, run_scenario
 from .scenarios import __doc__ as scenarios_doc
 from .servers import ROOT, parse_address
 
-SYSTEMS = ("disq", "redis", "beanstalkd")
+SYSTEMS = ("disq", "disque", "redis", "beanstalkd")
+DEFAULT_SYSTEMS = ("disq", "redis", "beanstalkd")  # disque: built on first use (a download)
 OUT = ROOT / "bench" / "out"
 
 
@@ -63,9 +64,11 @@ def parser() -> argparse.ArgumentParser:
         epilog=scenarios_doc)
     p.add_argument("--scenario", type=_names(SCENARIOS, "all"), default=list(SCENARIOS),
                    help="comma-separated: " + ", ".join(SCENARIOS) + " or all (default all)")
-    p.add_argument("--systems", type=_names(SYSTEMS), default=list(SYSTEMS),
-                   help="comma-separated (default disq,redis,beanstalkd); a reference "
-                        "that is not installed is skipped")
+    p.add_argument("--systems", type=_names(SYSTEMS), default=list(DEFAULT_SYSTEMS),
+                   help="comma-separated from " + ", ".join(SYSTEMS) + " (default "
+                        + ",".join(DEFAULT_SYSTEMS) + "); a reference that is not "
+                        "installed is skipped; disque is antirez's Disque (bench/disque.py "
+                        "finds or builds it) and runs --nodes nodes as disq does")
     p.add_argument("--nodes", type=_positive, default=1,
                    help="disq nodes (cross-node always uses 3); references run one")
     p.add_argument("--replicate", type=_positive, help="ADDJOB REPLICATE n")
@@ -110,11 +113,21 @@ def parser() -> argparse.ArgumentParser:
                    help="use running servers instead of starting them (no SYSTEM: disq)")
     p.add_argument("--disq-src", type=Path, default=ROOT,
                    help="checkout whose disq is started (default: this one)")
+    disque_options(p)
     p.add_argument("--json", type=Path, default=OUT / "bench.json")
     p.add_argument("--png", type=Path, default=OUT / "bench.png")
     p.add_argument("--workdir", type=Path, help="server directories (default: a temp dir)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     return p
+
+
+def disque_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--disque-bin", type=Path,
+                   help="antirez's disque-server to run (default: DISQUE_BIN, else built "
+                        "from --disque-src)")
+    p.add_argument("--disque-src", type=Path,
+                   help="Disque's source tree, cloned and built there when absent "
+                        f"(default: DISQUE_SRC, else {disque.DEFAULT_SRC})")
 
 
 def machine() -> dict[str, Any]:
@@ -126,6 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.body_size < 19:
         parser().error("--body-size must be 19 or more")
+    disque_bin = None
+    if "disque" in args.systems and "disque" not in dict(args.targets):
+        try:
+            disque_bin = disque.binary(args.disque_bin, args.disque_src)
+        except disque.DisqueUnavailable as exc:  # its cases are skipped, with this
+            print(f"disque: {exc}", file=sys.stderr)
     settings = Settings(
         nodes=args.nodes, replicate=args.replicate, async_=args.async_, retry=args.retry,
         ack=args.ack, pipeline=args.pipeline, connections=args.connections,
@@ -133,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         duration=args.duration, jobs=args.jobs, prefill=args.prefill,
         memory_jobs=args.memory_jobs, batch=args.batch,
         drain_batch=args.drain_batch, max_backlog=args.max_backlog, rate=args.rate, aof=args.aof,
-        targets=dict(args.targets), disq_src=args.disq_src.resolve(),
+        targets=dict(args.targets), disq_src=args.disq_src.resolve(), disque_bin=disque_bin,
         progress=not args.quiet and sys.stderr.isatty())
     command = "python -m bench " + shlex.join(sys.argv[1:] if argv is None else argv)
     result: dict[str, Any] = {

@@ -2,7 +2,8 @@
 
 A `System` builds request bytes and reads replies for three operations: produce a
 job, fetch jobs (one, blocking with a timeout; or a batch, for drains), and
-acknowledge them. disq speaks Disque's commands (ADDJOB / GETJOB / ACKJOB),
+acknowledge them. disq speaks Disque's commands (ADDJOB / GETJOB / ACKJOB), as
+antirez's Disque itself does (the same requests, another name in the report),
 redis-server is used as a list queue (RPUSH / BLPOP or LPOP count, nothing to ack),
 beanstalkd speaks its text protocol (put / reserve-with-timeout / delete).
 """
@@ -256,4 +257,11 @@ class Beanstalkd(System):
         return 0, b" ".join(reply).decode()
 
 
-SYSTEMS: dict[str, type[System]] = {"disq": Disq, "redis": Redis, "beanstalkd": Beanstalkd}
+class Disque(Disq):
+    """antirez's Disque: the same commands as disq."""
+
+    name = "disque"
+
+
+SYSTEMS: dict[str, type[System]] = {"disq": Disq, "disque": Disque, "redis": Redis,
+                                    "beanstalkd": Beanstalkd}

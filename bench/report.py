@@ -142,7 +142,8 @@ def write_png(result: dict[str, Any], path: Path) -> str | None:
     scenarios = list(dict.fromkeys(r["scenario"] for r in records))
     if not scenarios:
         return "nothing was measured: no PNG"
-    colors = {"disq": "#1f77b4", "redis": "#d62728", "beanstalkd": "#2ca02c"}
+    colors = {"disq": "#1f77b4", "disque": "#ff7f0e", "redis": "#d62728",
+              "beanstalkd": "#2ca02c"}
     fig, axes = plt.subplots(len(scenarios), 2, figsize=(13, 3.2 * len(scenarios)),
                              squeeze=False, gridspec_kw={"width_ratios": [1, 2.4]})
     for row, scenario in enumerate(scenarios):

@@ -31,6 +31,7 @@ from . import servers as srv
 from .load import PhaseResult, Progress, WorkerSpec, run_phase
 
 SCENARIOS = ("produce", "consume", "cycle", "cross-node", "drain", "memory")
+CLUSTERED = ("disq", "disque")  # the systems that run --nodes nodes, and take ADDJOB's options
 
 
 @dataclass
@@ -56,6 +57,7 @@ class Settings:
     aof: str = "off"
     targets: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     disq_src: Path = srv.ROOT
+    disque_bin: Path | None = None  # antirez's disque-server (bench/disque.py)
     progress: bool = True
 
     def disq_options(self) -> dict[str, Any]:
@@ -67,6 +69,7 @@ class Settings:
         out["async"] = out.pop("async_")
         out["targets"] = {k: [f"{h}:{p}" for h, p in v] for k, v in self.targets.items()}
         out["disq_src"] = str(self.disq_src)
+        out["disque_bin"] = str(self.disque_bin) if self.disque_bin else None
         return out
 
 
@@ -164,7 +167,8 @@ class Run:
         self.s = settings
         self.servers = servers
         self.queue = queue
-        self.options = settings.disq_options() if system == "disq" else {"ack": settings.ack}
+        self.options = (settings.disq_options() if system in CLUSTERED
+                        else {"ack": settings.ack})
 
     def spec(self, index: int, role: str, addresses: list[tuple[str, int]],
              **kw: Any) -> WorkerSpec:
@@ -296,7 +300,7 @@ class Run:
 
 
 def nodes_for(scenario: str, system: str, settings: Settings) -> int:
-    if system != "disq":
+    if system not in CLUSTERED:
         return 1
     return 3 if scenario == "cross-node" else settings.nodes
 
@@ -311,14 +315,15 @@ def run_scenario(scenario: str, system: str, settings: Settings, workdir: Path) 
     servers: srv.Servers | None = None
     try:
         if targets:
-            if scenario == "cross-node" and system == "disq" and len(targets) < 2:
-                raise srv.Skip("cross-node needs two or more disq --targets")
+            if scenario == "cross-node" and system in CLUSTERED and len(targets) < 2:
+                raise srv.Skip(f"cross-node needs two or more {system} --targets")
             queue = f"bench-{scenario}-{int(time.time())}"
             servers = srv.Servers(system, targets)
             record["nodes"] = len(targets)
         else:
             servers = srv.start(system, nodes, workdir / f"{scenario}-{system}",
-                                settings.aof, settings.body_size, settings.disq_src)
+                                settings.aof, settings.body_size, settings.disq_src,
+                                settings.disque_bin)
         record["addresses"] = [f"{h}:{p}" for h, p in servers.addresses]
         record.update(Run(scenario, system, settings, servers, queue).run())
         if record.get("failed_workers") or record.get("stopped"):

@@ -1,6 +1,7 @@
-"""The servers a run measures: disq nodes (formed into a cluster when there are
-several), redis-server and beanstalkd, each started on free loopback ports in its
-own directory and stopped by PID; or addresses of servers already running."""
+"""The servers a run measures: disq nodes and antirez's Disque nodes (each formed
+into a cluster when there are several), redis-server and beanstalkd, each started on
+free loopback ports in its own directory and stopped by PID; or addresses of servers
+already running."""
 
 from __future__ import annotations
 
@@ -104,23 +105,45 @@ def start_disq(nodes: int, workdir: Path, aof: str = "off", src: Path = ROOT,
                extra: tuple[str, ...] = ()) -> Servers:
     """`nodes` disq-server processes of the checkout at `src`; several are joined by
     CLUSTER MEET and returned once each reaches all the others."""
+    program = [sys.executable, "-m", "disq"]
+    return _start_nodes("disq", program, nodes, workdir, aof,
+                        ("--maxmemory", "16gb", *extra), disq_env(src))
+
+
+def disq_env(src: Path) -> dict[str, str]:
+    """The environment that runs the disq of the checkout at `src`, with that
+    checkout's disq_client (whose option tables the server parses with), whatever
+    checkout the venv was installed from."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(src)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        [str(src), str(src / "clients" / "python")]
+        + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
+def start_disque(nodes: int, workdir: Path, binary: Path, aof: str = "off") -> Servers:
+    """`nodes` disque-server processes (antirez's Disque, `binary`: bench/disque.py
+    finds or builds it), joined as disq's are."""
+    return _start_nodes("disque", [str(binary)], nodes, workdir, aof)
+
+
+def _start_nodes(system: str, program: list[str], nodes: int, workdir: Path, aof: str,
+                 extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> Servers:
+    """Nodes of disq or Disque (the same directives), each in workdir/<system><i>."""
     aof_args = ["--appendonly", "yes", "--appendfsync", aof] if aof != "off" else []
-    servers = Servers("disq", [])
+    servers = Servers(system, [])
     try:
         for i in range(nodes):
             port = free_port()
-            path = workdir / f"disq{i}"
-            argv = [sys.executable, "-m", "disq", "--port", str(port), "--bind", "127.0.0.1",
-                    "--dir", str(path), "--maxmemory", "16gb", *aof_args, *extra]
-            servers.procs.append(_start("disq", argv, path, port, b"PING\r\n", b"+PONG", env))
+            path = workdir / f"{system}{i}"
+            argv = [*program, "--port", str(port), "--bind", "127.0.0.1",
+                    "--dir", str(path), *aof_args, *extra]
+            servers.procs.append(_start(system, argv, path, port, b"PING\r\n", b"+PONG", env))
             servers.addresses.append(("127.0.0.1", port))
             servers.dirs.append(path)
         if nodes > 1:
             form_cluster(servers.addresses)
-        if aof != "off":
+        if aof != "off" and system == "disq":
             check_aof_written(servers)
     except BaseException:
         servers.stop()
@@ -129,6 +152,8 @@ def start_disq(nodes: int, workdir: Path, aof: str = "off", src: Path = ROOT,
 
 
 def form_cluster(addresses: list[tuple[str, int]], timeout: float = 30) -> None:
+    """CLUSTER MEET from the first node, then wait until each reaches all the others
+    (disq and Disque both answer CLUSTER INFO with cluster_reachable_nodes)."""
     first = addresses[0]
     for host, port in addresses[1:]:
         command(first, "CLUSTER", "MEET", host, str(port))
@@ -136,7 +161,7 @@ def form_cluster(addresses: list[tuple[str, int]], timeout: float = 30) -> None:
     want = b"cluster_reachable_nodes:%d" % (len(addresses) - 1)
     while not all(want in command(a, "CLUSTER", "INFO") for a in addresses):
         if time.monotonic() > deadline:
-            raise RuntimeError("the disq cluster did not form")
+            raise RuntimeError("the cluster did not form")
         time.sleep(0.1)
 
 
@@ -186,11 +211,16 @@ def start_beanstalkd(workdir: Path, aof: str = "off", body_size: int = 100) -> S
 
 
 def start(system: str, nodes: int, workdir: Path, aof: str, body_size: int,
-          src: Path = ROOT) -> Servers:
-    """Start what `system` needs; references have one node whatever `nodes` says."""
+          src: Path = ROOT, disque_bin: Path | None = None) -> Servers:
+    """Start what `system` needs; redis and beanstalkd have one node whatever `nodes`
+    says. Disque needs `disque_bin` (bench/disque.py: binary())."""
     workdir.mkdir(parents=True, exist_ok=True)
     if system == "disq":
         return start_disq(nodes, workdir, aof, src)
+    if system == "disque":
+        if disque_bin is None:
+            raise Skip("no disque-server (bench/disque.py finds or builds one)")
+        return start_disque(nodes, workdir, disque_bin, aof)
     if system == "redis":
         return start_redis(workdir, aof)
     if system == "beanstalkd":
@@ -205,7 +235,7 @@ def parse_address(text: str) -> tuple[str, int]:
 
 def cleanup_target(system: str, addresses: list[tuple[str, int]], queue: str) -> None:
     """Best effort: remove what a run left in `queue` on servers we did not start."""
-    if system == "disq":
+    if system in ("disq", "disque"):
         for address in addresses:
             reply = command(address, "JSCAN", "0", "BUSYLOOP", "QUEUE", queue, timeout=60)
             ids = reply[1] if isinstance(reply, list) else []

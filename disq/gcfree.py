@@ -14,7 +14,6 @@ without either, it does nothing and the collector simply keeps working.
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import importlib
 import sys
@@ -32,6 +31,8 @@ def _load() -> Any:
     try:
         fn = importlib.import_module("disq._gcfree").untrack
     except ImportError:
+        import ctypes  # only without the extension: ctypes costs ~2 ms to import
+
         try:
             fn = ctypes.pythonapi.PyObject_GC_UnTrack
         except AttributeError:

@@ -21,10 +21,6 @@ from __future__ import annotations
 import heapq
 from datetime import UTC, datetime, tzinfo
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from croniter import croniter
-from croniter.croniter import CroniterError
 
 from . import errors
 from .errors import DisqError
@@ -35,9 +31,19 @@ TOMBSTONE_MS = 24 * 3600 * 1000  # a deleted schedule is remembered this long
 UTC = UTC
 
 
+def _croniter(spec: str, start: datetime) -> Any:
+    """croniter over `spec` from `start`. croniter (and dateutil under it: ~20 ms) and
+    zoneinfo are imported with the first schedule, not at every node's start."""
+    from croniter import croniter
+
+    return croniter(spec, start)
+
+
 def parse_zone(name: str | None) -> tzinfo:
     if not name:
         return UTC
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
@@ -49,8 +55,10 @@ def check_spec(spec: str, zone: tzinfo) -> None:
     fields = spec.split()
     if not (len(fields) in (5, 6) or (len(fields) == 1 and spec.startswith("@"))):
         raise errors.err(f"invalid cron spec '{spec}': 5 fields, or 6 with seconds last")
+    from croniter.croniter import CroniterError
+
     try:
-        croniter(spec, datetime.now(zone)).get_next(float)
+        _croniter(spec, datetime.now(zone)).get_next(float)
     except (CroniterError, ValueError, KeyError, TypeError, OverflowError) as exc:
         raise errors.err(f"invalid cron spec '{spec}': {exc}") from None
 
@@ -100,9 +108,9 @@ class CronSchedule:
     def advance(self, now: int) -> None:
         """Set `tick` (the newest tick at or before `now`) and `following`."""
         start = datetime.fromtimestamp(now / 1000, self.zone)
-        it = croniter(self.spec, start)
+        it = _croniter(self.spec, start)
         following = int(round(it.get_next(float) * 1000))
-        it = croniter(self.spec, datetime.fromtimestamp(following / 1000, self.zone))
+        it = _croniter(self.spec, datetime.fromtimestamp(following / 1000, self.zone))
         tick = int(round(it.get_prev(float) * 1000))
         self.tick = tick if tick <= now else 0
         self.following = following
@@ -114,7 +122,7 @@ class CronSchedule:
         if self.tick <= since:
             return []
         ticks = [self.tick]
-        it = croniter(self.spec, datetime.fromtimestamp(self.tick / 1000, self.zone))
+        it = _croniter(self.spec, datetime.fromtimestamp(self.tick / 1000, self.zone))
         while len(ticks) < MAX_CATCHUP:
             earlier = int(round(it.get_prev(float) * 1000))
             if earlier <= since:

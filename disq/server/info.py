@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import platform
 import resource
 import sys
 import time
@@ -42,12 +41,13 @@ def human_bytes(n: int) -> str:
 
 def _server(s: Server) -> list[str]:
     uptime = int(time.time() - s.start_time)
+    uname = os.uname()  # what platform.system(), release() and machine() read
     return [
         f"disque_version:{VERSION}",
         "disque_git_sha1:00000000",
         "disque_git_dirty:0",
         "disque_build_id:disq",
-        f"os:{platform.system()} {platform.release()} {platform.machine()}",
+        f"os:{uname.sysname} {uname.release} {uname.machine}",
         f"arch_bits:{64 if sys.maxsize > 2**32 else 32}",
         "multiplexing_api:epoll",
         "gcc_version:0.0.0",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import errno
 import ipaddress
 import logging
-import logging.handlers
 import os
 import resource
 import socket
@@ -44,17 +43,22 @@ _SYSLOG_PRIORITIES = {logging.DEBUG: "debug", 15: "info", logging.INFO: "notice"
                       logging.CRITICAL: "crit"}
 
 
-class _SysLogHandler(logging.handlers.SysLogHandler):
-    """syslog-enabled: `<ident>[<pid>]: message`, at Redis's priorities."""
+def _syslog_handler(address: str, facility: int) -> logging.Handler:
+    """syslog-enabled: `<ident>[<pid>]: message`, at Redis's priorities
+    (logging.handlers is imported only for a node that logs there)."""
+    from logging import handlers
 
-    _level = logging.WARNING  # of the record being sent (mapPriority gets its name only)
+    class SysLogHandler(handlers.SysLogHandler):
+        _level = logging.WARNING  # of the record being sent (mapPriority gets its name)
 
-    def emit(self, record: logging.LogRecord) -> None:
-        self._level = record.levelno
-        super().emit(record)
+        def emit(self, record: logging.LogRecord) -> None:
+            self._level = record.levelno
+            super().emit(record)
 
-    def mapPriority(self, levelName: str) -> str:  # noqa: N802 (the stdlib's name)
-        return _SYSLOG_PRIORITIES.get(self._level, "warning")
+        def mapPriority(self, levelName: str) -> str:  # noqa: N802 (the stdlib's name)
+            return _SYSLOG_PRIORITIES.get(self._level, "warning")
+
+    return SysLogHandler(address, facility)
 
 
 def _probe_syslog(address: str) -> None:
@@ -81,10 +85,12 @@ def setup_logging(config: Config, syslog_address: str = SYSLOG_ADDRESS) -> None:
     handler.setFormatter(_RedisFormatter())
     handlers: list[logging.Handler] = [handler]
     if config.syslog_enabled:
-        facility = logging.handlers.SysLogHandler.facility_names[config.syslog_facility]
+        from logging.handlers import SysLogHandler
+
+        facility = SysLogHandler.facility_names[config.syslog_facility]
         try:
             _probe_syslog(syslog_address)  # the handler itself would fail silently
-            syslog = _SysLogHandler(syslog_address, facility)
+            syslog = _syslog_handler(syslog_address, facility)
         except OSError as exc:
             raise SystemExit(
                 f"syslog-enabled yes: can't reach the syslog at {syslog_address} "
