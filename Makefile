@@ -1,7 +1,9 @@
 # Two commands: `make run` starts a node on port 7711, `make test` runs the whole suite.
 # Both install the server and the Python client (clients/python) into .venv, once: again
-# only when a pyproject.toml (or the C extension, setup.py) changes (the stamp files in
-# .venv say what was installed).
+# only when a pyproject.toml, the C extension or a module mypyc compiles (setup.py's
+# NATIVE) changes: the install compiles them (the stamp files in .venv say what was
+# installed). A node whose compiled modules are older than their .py files runs the .py
+# files (disq/__init__.py); DISQ_PURE_PYTHON=1 makes it run them anyway.
 # `make bench` runs the benchmark harness (python -m bench), `make bench-disque` compares
 # with antirez's Disque.
 # `make faults` runs a long Jepsen-style fault run (docs/FAULTS.md).
@@ -14,6 +16,8 @@ ARGS ?=
 # project (disq/, disq_client/), that a folder of the same name in the working directory
 # may shadow it: here that folder is the package itself, so the note is only noise.
 PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q
+# what the install builds from: setup.py and the C and Python sources it compiles
+BUILT_FROM := pyproject.toml setup.py disq/_gcfree.c $(shell sed -n 's/^ *"\(disq\/.*\.py\)",$$/\1/p' setup.py)
 
 .PHONY: run test lint bench bench-disque faults install install-test install-bench chromium clean
 
@@ -21,19 +25,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml setup.py disq/_gcfree.c clients/python/pyproject.toml
+$(VENV)/.installed: $(BIN)/python $(BUILT_FROM) clients/python/pyproject.toml
 	$(PIP_INSTALL) -e . -e clients/python
 	touch $@
 
 # the tests include disq_spark (spark/), which brings pyspark; `make run` does without.
 # This installs everything `install` does, so it leaves that stamp too.
-$(VENV)/.installed-test: $(BIN)/python pyproject.toml setup.py disq/_gcfree.c clients/python/pyproject.toml \
+$(VENV)/.installed-test: $(BIN)/python $(BUILT_FROM) clients/python/pyproject.toml \
 		spark/pyproject.toml
 	$(PIP_INSTALL) -e '.[test]' -e clients/python -e spark
 	touch $@ $(VENV)/.installed
 
-$(VENV)/.installed-bench: $(BIN)/python pyproject.toml setup.py disq/_gcfree.c \
-		clients/python/pyproject.toml
+$(VENV)/.installed-bench: $(BIN)/python $(BUILT_FROM) clients/python/pyproject.toml
 	$(PIP_INSTALL) -e '.[bench]' -e clients/python
 	touch $@
 

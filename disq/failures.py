@@ -19,6 +19,8 @@ from collections.abc import Callable
 from itertools import islice
 from typing import TYPE_CHECKING
 
+from mypy_extensions import trait
+
 from .clock import ms_after, random_time_error
 from .job import (
     ACKED,
@@ -57,6 +59,7 @@ class FailureStats:
         self.revived = 0  # dead letters put back (DEADLETTER REQUEUE)
 
 
+@trait  # a base of several (mypyc compiles traits, not multiple inheritance)
 class FailurePolicies:
     """Node's queue policies and what they do (a mixin: the state is set in
     Node.__init__)."""
@@ -70,11 +73,18 @@ class FailurePolicies:
     _rate_wakeups: dict[bytes, int]
     arm_timer: Callable[[int], None]
 
-    if TYPE_CHECKING:  # Node's
-        def update_awake(self, job: Job) -> None: ...
-        def _into_queue(self, job: Job, now: int, queue: Queue | None) -> None: ...
-        def _queue_remove(self, job: Job) -> None: ...
-        def _requeue_time(self, now: int, retry: int) -> int: ...
+    # Node's own methods, which these call (a trait declares them: Node defines them).
+    def update_awake(self, job: Job) -> None:
+        raise NotImplementedError
+
+    def _into_queue(self, job: Job, now: int, queue: Queue | None) -> None:
+        raise NotImplementedError
+
+    def _queue_remove(self, job: Job) -> None:
+        raise NotImplementedError
+
+    def _requeue_time(self, now: int, retry: int) -> int:
+        raise NotImplementedError
 
     # -- the policies --------------------------------------------------------------------
     def merge_policy(self, policy: QueuePolicy, now: int) -> bool:

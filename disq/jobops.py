@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mypy_extensions import trait
+
 from . import errors
 from .clock import now_ms
 from .clock import random_time_error as _time_error
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 GC_RETRY_MAX_MS = 180_000  # acked jobs: GC attempts back off from 1 s up to this
 
 
+@trait  # a base of several (mypyc compiles traits, not multiple inheritance)
 class JobOperations:
     """Node's operations on existing jobs (a mixin: the state is set in Node.__init__,
     and these use Node's registry, queue and timer methods)."""
@@ -50,16 +53,29 @@ class JobOperations:
     stats: Stats
     leaving: bool
 
-    if TYPE_CHECKING:  # Node's
-        def register(self, job: Job) -> bool: ...
-        def unregister(self, job: Job) -> None: ...
-        def update_awake(self, job: Job) -> None: ...
-        def enqueue(self, job: Job, nack: bool, now: int | None = None,
-                    queue: Queue | None = None, delay_ms: int | None = None,
-                    policy: bool = True) -> bool: ...
-        def dequeue(self, job: Job) -> bool: ...
-        def queue_when_due(self, job: Job, now: int, not_before: int = 0) -> bool: ...
-        def _requeue_time(self, now: int, retry: int) -> int: ...
+    # Node's own methods, which these call (a trait declares them: Node defines them).
+    def register(self, job: Job) -> bool:
+        raise NotImplementedError
+
+    def unregister(self, job: Job) -> None:
+        raise NotImplementedError
+
+    def update_awake(self, job: Job) -> None:
+        raise NotImplementedError
+
+    def enqueue(self, job: Job, nack: bool, now: int | None = None,
+                queue: Queue | None = None, delay_ms: int | None = None,
+                policy: bool = True) -> bool:
+        raise NotImplementedError
+
+    def dequeue(self, job: Job) -> bool:
+        raise NotImplementedError
+
+    def queue_when_due(self, job: Job, now: int, not_before: int = 0) -> bool:
+        raise NotImplementedError
+
+    def _requeue_time(self, now: int, retry: int) -> int:
+        raise NotImplementedError
 
     # -- acknowledgements ----------------------------------------------------------
     def ack(self, ids: list[bytes]) -> int:

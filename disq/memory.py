@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from mypy_extensions import trait
+
 from .config import Config
 from .job import ACKED, ACTIVE, DELIVERED, Job
 from .scantable import ScanTable
@@ -19,6 +21,7 @@ EVICT_TIME_LIMIT_S = 0.002  # eviction per command, as Disque's freeMemoryIfNeed
 EVICT_GIVE_UP = 1000  # jobs in a row that may not be evicted: stop looking
 
 
+@trait  # a base of several (mypyc compiles traits, not multiple inheritance)
 class MemoryBounds:
     """Node's memory marks and eviction (a mixin: the state is set in Node.__init__)."""
 
@@ -30,8 +33,9 @@ class MemoryBounds:
     full_bytes: int
     may_evict: bool
 
-    if TYPE_CHECKING:  # Node's
-        def unregister(self, job: Job) -> None: ...
+    # Node's own method, which these call (a trait declares it: Node defines it).
+    def unregister(self, job: Job) -> None:
+        raise NotImplementedError
 
     # -- memory ----------------------------------------------------------------------
     def set_memory_limit(self, maxmemory: int, base: int, may_evict: bool) -> None:

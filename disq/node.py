@@ -58,18 +58,25 @@ JOB_FOOTPRINT = 416
 TIMER_BATCH = 10_000  # jobs handled per timer callback, so clients are not starved
 
 
+STATS_COUNTERS = (
+    "jobs_added", "jobs_delivered", "jobs_acked", "jobs_requeued", "jobs_expired",
+    "jobs_nacked", "jobs_deleted", "jobs_imported", "jobs_exported", "jobs_evicted",
+)
+
+
 class Stats:
     """Counters the core keeps anyway; INFO and Prometheus read them at query time."""
 
-    __slots__ = (
-        "jobs_added", "jobs_delivered", "jobs_acked", "jobs_requeued", "jobs_expired",
-        "jobs_nacked", "jobs_deleted", "jobs_imported", "jobs_exported", "jobs_evicted",
-    )
+    __slots__ = STATS_COUNTERS
 
     def __init__(self) -> None:
         self.jobs_added = self.jobs_delivered = self.jobs_acked = self.jobs_requeued = 0
         self.jobs_expired = self.jobs_nacked = self.jobs_deleted = self.jobs_imported = 0
         self.jobs_exported = self.jobs_evicted = 0
+
+    def counters(self) -> dict[str, int]:
+        """Every counter by name (a compiled Stats has no `__slots__` to read)."""
+        return {name: getattr(self, name) for name in STATS_COUNTERS}
 
 
 class Node(JobOperations, FailurePolicies, MemoryBounds):

@@ -40,7 +40,6 @@ from .ids import is_valid_job_id
 from .queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
 
 DEFAULT_TTL = 24 * 3600
-_new = object.__new__
 
 _LL_MIN, _LL_MAX = -(2**63), 2**63 - 1
 # The canonical spellings of small numbers (REPLICATE 2, RETRY 30, COUNT 10...) and of
@@ -213,8 +212,8 @@ class AddJob:
 
     __slots__ = ("queue", "body", "timeout", "repl", "delay", "retry", "ttl", "maxlen",
                  "async_", "queue_randomly", "dedup", "dedup_check", "ext")
-    OPTIONS = ADDJOB
-    _PARSERS = _compile(ADDJOB)
+    OPTIONS: ClassVar[CommandOptions] = ADDJOB
+    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(ADDJOB)
 
     def __init__(self, queue: bytes, body: bytes, timeout: int = 0, repl: int | None = None,
                  delay: int = 0, retry: int | None = None, ttl: int = DEFAULT_TTL,
@@ -246,23 +245,14 @@ class AddJob:
 
     @classmethod
     def parse(cls, args: list[bytes]) -> AddJob:
-        """From a RESP request (args[0] is the command name). The defaults are
-        __init__'s, set here without its call: ADDJOB is the hot path, and this takes
-        half the time (tests/unit/test_requests.py checks both agree)."""
-        request = _new(cls)
-        request.queue = args[1]
-        request.body = args[2]
-        request.timeout = 0
-        request.repl = None
-        request.delay = 0
-        request.retry = None
-        request.ttl = DEFAULT_TTL
-        request.maxlen = 0
-        request.async_ = request.queue_randomly = request.dedup_check = False
-        request.dedup = request.ext = None
+        """From a RESP request (args[0] is the command name): __init__'s defaults, then
+        the options. (A blank `object.__new__` instance with the defaults set here was
+        faster in pure Python, but mypyc's classes refuse one; compiled, the call to
+        __init__ is a C call.)"""
+        request = AddJob(args[1], args[2])
         if len(args) > 4:
             _parse_options(request, cls._PARSERS, args, 4)
-            ext = request.ext
+            ext: AddJobExt | None = request.ext  # set by _parse_options
             if ext is not None and (ext.delay_ms is not None or ext.at is not None):
                 request._check_exclusive(cls._tokens(args, 4))
         timeout = args[3]
@@ -350,16 +340,15 @@ class JobSet:
     DELAY-MS exclusive, as in ADDJOB."""
 
     __slots__ = ("job_id", "priority", "at", "delay_ms")
-    OPTIONS = JOBSET
-    _PARSERS = _compile(JOBSET)
+    OPTIONS: ClassVar[CommandOptions] = JOBSET
+    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(JOBSET)
 
     def __init__(self, job_id: bytes, priority: int | None = None, at: int | None = None,
                  delay_ms: int | None = None) -> None:
         self.job_id = job_id
         self.priority = priority
         self.at = at  # Unix ms (a time in the past: now)
-        self.delay_ms = delay_ms
-        self._check()
+        self.delay_ms = delay_ms  # (built from fields: the builder's to check, `_check`)
 
     @classmethod
     def parse(cls, args: list[bytes]) -> JobSet:
@@ -367,9 +356,7 @@ class JobSet:
         then the options in the order given."""
         if not is_valid_job_id(args[1]):
             raise errors.BADID
-        request = _new(cls)
-        request.job_id = args[1]
-        request.priority = request.at = request.delay_ms = None
+        request = JobSet(args[1])
         _parse_options(request, cls._PARSERS, args, 2)
         request._check()
         return request
@@ -394,8 +381,8 @@ class GetJob:
     """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue [queue ...]"""
 
     __slots__ = ("queues", "nohang", "timeout", "count", "with_counters")
-    OPTIONS = GETJOB
-    _PARSERS = _compile(GETJOB)
+    OPTIONS: ClassVar[CommandOptions] = GETJOB
+    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(GETJOB)
 
     def __init__(self, queues: list[bytes], nohang: bool = False, timeout: int = 0,
                  count: int = 1, with_counters: bool = False) -> None:
@@ -475,9 +462,9 @@ class QScan(_Scan):
     jobs/s (a negative bound: no filter)."""
 
     __slots__ = ("minlen", "maxlen", "importrate")
-    OPTIONS = QSCAN
-    _PARSERS = _compile(QSCAN)
-    _CURSOR = _cursor_parser(QSCAN)
+    OPTIONS: ClassVar[CommandOptions] = QSCAN
+    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(QSCAN)
+    _CURSOR: ClassVar[_Parser] = _cursor_parser(QSCAN)
 
     def __init__(self, cursor: int = 0, count: int = 100, busyloop: bool = False,
                  minlen: int = -1, maxlen: int = -1, importrate: int = -1) -> None:
@@ -493,9 +480,9 @@ class JScan(_Scan):
     `reply` "all", as SHOW's fields."""
 
     __slots__ = ("queue", "states", "reply")
-    OPTIONS = JSCAN
-    _PARSERS = _compile(JSCAN)
-    _CURSOR = _cursor_parser(JSCAN)
+    OPTIONS: ClassVar[CommandOptions] = JSCAN
+    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(JSCAN)
+    _CURSOR: ClassVar[_Parser] = _cursor_parser(JSCAN)
 
     def __init__(self, cursor: int = 0, count: int = 100, busyloop: bool = False,
                  queue: bytes | None = None, states: list[str] | None = None,
@@ -512,9 +499,9 @@ class Pause:
     the state is replied as it is); `bcast`: send the result to every node."""
 
     __slots__ = ("queue", "flags", "bcast")
-    OPTIONS = PAUSE
-    _PARSERS = _compile(PAUSE)
-    _FLAGS = {"in": PAUSED_IN, "out": PAUSED_OUT, "all": PAUSED_ALL, "none": 0}
+    OPTIONS: ClassVar[CommandOptions] = PAUSE
+    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(PAUSE)
+    _FLAGS: ClassVar[dict[str, int]] = {"in": PAUSED_IN, "out": PAUSED_OUT, "all": PAUSED_ALL, "none": 0}
 
     def __init__(self, queue: bytes, flags: int | None = None, bcast: bool = False) -> None:
         self.queue = queue
@@ -544,8 +531,8 @@ class CronAdd:
 
     __slots__ = ("name", "queue", "spec", "body", "repl", "retry", "ttl", "priority",
                  "group", "tz")
-    OPTIONS = CRON_ADD
-    _PARSERS = _compile(CRON_ADD)
+    OPTIONS: ClassVar[CommandOptions] = CRON_ADD
+    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(CRON_ADD)
 
     def __init__(self, name: bytes, queue: bytes, spec: bytes, body: bytes,
                  repl: int | None = None, retry: int | None = None, ttl: int | None = None,
@@ -585,8 +572,8 @@ class Nack:
     again after that delay, not at once. No job ID can be an option's token."""
 
     __slots__ = ("ids", "delay_ms")
-    OPTIONS = NACK
-    _PARSERS = _compile(NACK)
+    OPTIONS: ClassVar[CommandOptions] = NACK
+    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(NACK)
 
     def __init__(self, ids: list[bytes], delay_ms: int | None = None) -> None:
         self.ids = ids
@@ -612,8 +599,8 @@ class QPolicySet:
     policy (None: unchanged). At least one."""
 
     __slots__ = ("queue", "max_deliveries", "deadletter", "backoff", "rate")
-    OPTIONS = QPOLICY_SET
-    _PARSERS = _compile(QPOLICY_SET)
+    OPTIONS: ClassVar[CommandOptions] = QPOLICY_SET
+    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(QPOLICY_SET)
 
     def __init__(self, queue: bytes, max_deliveries: int | None = None,
                  deadletter: bytes | None = None, backoff: tuple[int, int] | None = None,
@@ -649,8 +636,8 @@ class DeadletterRequeue:
     """DEADLETTER REQUEUE queue [COUNT n] (a disq extension)."""
 
     __slots__ = ("queue", "count")
-    OPTIONS = DEADLETTER_REQUEUE
-    _PARSERS = _compile(DEADLETTER_REQUEUE)
+    OPTIONS: ClassVar[CommandOptions] = DEADLETTER_REQUEUE
+    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(DEADLETTER_REQUEUE)
 
     def __init__(self, queue: bytes, count: int = 0) -> None:
         self.queue = queue

@@ -19,7 +19,7 @@ import time
 from collections import deque
 from typing import Any
 
-from .. import tls
+from .. import pure_python, tls
 from ..aof.disk import OFF, ON
 from ..aof.fileformat import RecordEncoder
 from ..aof.loader import AofLoader, AofLoadError
@@ -187,6 +187,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         if self.config.watchdog_period:  # from now on the cron re-arms it
             self._arm_watchdog()
         log.info("Node configured with ID %s", self.node.id)
+        log.info("Hot path: %s", f"pure Python ({pure_python})" if pure_python else "compiled")
         log.info("disq %s (Disque %s compatible), port %d, pid %d: ready to accept "
                  "connections", DISQ_VERSION, "1.0-rc1", self.config.node_port, os.getpid())
         try:

@@ -26,6 +26,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 import hiredis
+from mypy_extensions import mypyc_attr
 
 from ..errors import OOM, DisqError
 from ..queue import Queue
@@ -59,6 +60,8 @@ ERR_LOADING = b"-LOADING Disque is loading the dataset in memory\r\n"
 ERR_OOM = OOM.REPLY
 
 
+# The HTTP port's Exchange (http/bridge.py) and tests subclass Client in Python.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Client(LaterReplies, asyncio.Protocol):
     """A connected client; command handlers receive it as their context."""
 
@@ -80,7 +83,8 @@ class Client(LaterReplies, asyncio.Protocol):
         self.closing = False
         self.close_after_reply = False
         self._reader = hiredis.Reader()
-        self._inline = b""
+        self._inline_part = b""  # an inline request begun, until its newline (not `_inline`:
+        # mypyc names the C field after the attribute, and `__inline` is a keyword of gcc)
         self._mb_pending = 0  # bytes of an unfinished multibulk request held by hiredis
         self._mb_head = b""  # the first bytes of that request (see check_bulk_lengths)
         self._refused = b""  # a request hiredis refused, until Redis would refuse it
@@ -165,17 +169,17 @@ class Client(LaterReplies, asyncio.Protocol):
             self._wait_for_the_error(data)
             return
         while data:
-            if self._inline or (
+            if self._inline_part or (
                 self._mb_pending == 0 and data[0] != _STAR
             ):
-                buf = self._inline + data if self._inline else data
+                buf = self._inline_part + data if self._inline_part else data
                 nl = buf.find(b"\n")
                 if nl < 0:
                     if len(buf) > INLINE_MAX:
                         raise ProtocolError("too big inline request")
-                    self._inline = buf
+                    self._inline_part = buf
                     return
-                self._inline = b""
+                self._inline_part = b""
                 data = buf[nl + 1:]
                 args = split_inline(buf[:nl])
                 if args:

@@ -8,6 +8,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from .. import pure_python
 from ..config import VERSION
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ def _server(s: Server) -> list[str]:
         "disque_git_sha1:00000000",
         "disque_git_dirty:0",
         "disque_build_id:disq",
+        f"disq_compiled:{0 if pure_python else 1}",  # the hot path (disq/__init__.py)
         f"os:{uname.sysname} {uname.release} {uname.machine}",
         f"arch_bits:{64 if sys.maxsize > 2**32 else 32}",
         "multiplexing_api:epoll",

@@ -35,7 +35,7 @@ def snapshot(server: Server) -> dict[str, Any]:
     stats = node.stats
     queues = sorted(node.queues.values(), key=lambda q: -len(q.jobs))[:MAX_QUEUES_EXPORTED]
     return {
-        "jobs": {name: getattr(stats, name) for name in stats.__slots__},
+        "jobs": stats.counters(),
         "registered_jobs": len(node.jobs),
         "registered_queues": len(node.queues),
         "queues": [(q.name.decode("utf-8", "replace"), len(q.jobs), len(q.waiters))

@@ -10,6 +10,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from mypy_extensions import mypyc_attr, trait
+
 from . import reply
 
 if TYPE_CHECKING:
@@ -57,6 +59,8 @@ class Pending:
             client.server.loop.call_soon(client._flush_replies)  # type: ignore[union-attr]
 
 
+@trait  # a base of several (mypyc compiles traits, not multiple inheritance)
+@mypyc_attr(allow_interpreted_subclasses=True)  # as Client, its class
 class LaterReplies:
     """Client's replies that do not leave at once (a mixin: the state is set in
     Client.__init__)."""
@@ -76,8 +80,9 @@ class LaterReplies:
     block_timer: asyncio.TimerHandle | None
     block_with_counters: bool
 
-    if TYPE_CHECKING:
-        def _execute(self, requests: list[list[bytes]]) -> None: ...
+    # Client's own method, which these call (a trait declares it: Client defines it).
+    def _execute(self, requests: list[list[bytes]]) -> None:
+        raise NotImplementedError
 
     # -- the reply queue: replies leave in request order ----------------------------------
     def send(self, data: bytes) -> None:

@@ -66,7 +66,7 @@ def disque_bytes(job_id: bytes, state: int, flags: int, repl: int, etime_s: int,
 # -- serialization -----------------------------------------------------------------------
 
 def test_serialize_is_disques_layout() -> None:
-    job = a_job(nodes_delivered={ME, OTHER})
+    job = a_job(nodes_delivered=frozenset({ME, OTHER}))
     data = JobEncoder(ME).serialize(job)
     nodes = [n.encode() for n in job.nodes_delivered]  # type: ignore[union-attr]
     # etime 1_700_086_400_500 ms is stored as 1_700_086_401 s (rounded up)
@@ -89,7 +89,7 @@ def test_serialize_saturates_wide_counters() -> None:
 
 
 def test_round_trip_keeps_every_stored_field() -> None:
-    job = a_job(nodes_delivered={ME, OTHER}, flags=BCAST_QUEUED | DELIVERED)
+    job = a_job(nodes_delivered=frozenset({ME, OTHER}), flags=BCAST_QUEUED | DELIVERED)
     back = deserialize_job(JobEncoder(ME).serialize(job))
     for field in ("id", "queue", "body", "state", "flags", "repl", "ctime", "delay", "retry",
                   "nacks", "deliveries", "nodes_delivered"):
@@ -125,7 +125,7 @@ def test_deserialize_refuses_damage(damage) -> None:
 
 @pytest.mark.parametrize("fields", [
     {},
-    {"nodes_delivered": {ME, OTHER}},
+    {"nodes_delivered": frozenset({ME, OTHER})},
     {"nodes_delivered": holder_set((ME, OTHER))},  # shared: its part is cached
     {"queue": b"", "body": b""},
     {"body": b"b" * 100_000, "queue": b"q" * 300},
@@ -294,7 +294,7 @@ def test_load_skips_expired_deleted_and_duplicate(node: Node, tmp_path: Path) ->
 
 
 def test_load_keeps_known_holders_and_itself(node: Node, tmp_path: Path) -> None:
-    path = write_file(tmp_path / "a.aof", stored(nodes_delivered={OTHER, "c" * 40}))
+    path = write_file(tmp_path / "a.aof", stored(nodes_delivered=frozenset({OTHER, "c" * 40})))
     load(node, path)
     assert node.lookup(JOB_ID).nodes_delivered == {ME, OTHER}  # type: ignore[union-attr]
 

@@ -43,7 +43,7 @@ def jobs(draw: st.DrawFn) -> Job:
               draw(st.integers(1, 65535)))
     job.nacks = draw(st.integers(0, 65535))
     job.deliveries = draw(st.integers(0, 65535))
-    job.nodes_delivered = set(draw(st.sets(st.sampled_from([ME, OTHER, "c" * 40]))))
+    job.nodes_delivered = frozenset(draw(st.sets(st.sampled_from([ME, OTHER, "c" * 40]))))
     return job
 
 

@@ -203,7 +203,7 @@ def test_maps_and_ext_types_are_refused(value: object) -> None:
 
 def a_job() -> Job:
     job = Job(JOB_ID, b"q", b"body", 1, 1_700_000_000_000_000_000, 2_000_000_000_000, 0, 60, 2)
-    job.nodes_delivered = {SENDER, "b" * 40}
+    job.nodes_delivered = frozenset({SENDER, "b" * 40})
     return job
 
 

@@ -13,6 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from disq.config import Config
+from disq.ids import new_node_id
+from disq.node import Node
 from disq.server.connection import Client
 
 
@@ -49,7 +51,7 @@ class RecordingClient(Client):
 
     def __init__(self, config: Config) -> None:
         server = SimpleNamespace(
-            config=config, node=SimpleNamespace(aof=None), unixtime=0, net_input_bytes=0,
+            config=config, node=Node(config, new_node_id()), unixtime=0, net_input_bytes=0,
             net_output_bytes=0, clients_paused_until=0, monitors=set(),
             log_verbose=lambda message: None, client_connected=lambda client: None,
             client_disconnected=lambda client: None)

@@ -503,10 +503,8 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr("disq.node.now_ms", fake)
-    monkeypatch.setattr("disq.jobops.now_ms", fake)
-    for part in ("copies", "requeue"):  # the replication parts that read the time
-        monkeypatch.setattr(f"disq.replication.{part}.now_ms", fake)
+    # under now_ms, which compiled modules (node.py, jobops.py) call directly
+    monkeypatch.setattr("disq.clock._time_ns", lambda: fake.now * 1_000_000)
     return fake
 
 
@@ -883,7 +881,7 @@ def test_wire_round_trip() -> None:
     job.flags |= DELIVERED
     job.nacks, job.deliveries = 2, 5
     other = new_node_id()
-    job.nodes_delivered = {node.id, other, "f" * 40}
+    job.nodes_delivered = frozenset({node.id, other, "f" * 40})
     now = now_ms()
     data = msgpack.unpackb(msgpack.packb(encode_job(job, node.id, now), use_bin_type=True),
                            raw=False)

@@ -44,15 +44,6 @@ def test_addjob_extensions() -> None:
         AddJob(b"q", b"b", delay=3, at=5)
 
 
-def test_addjob_parse_sets_every_field_as_the_constructor_does() -> None:
-    """parse sets the defaults itself (hot path): a field added to __init__ only would
-    be missing from parsed requests."""
-    parsed = AddJob.parse(args("ADDJOB q body 0"))
-    built = AddJob(b"q", b"body")
-    for name in AddJob.__slots__:
-        assert getattr(parsed, name) == getattr(built, name), name
-
-
 @pytest.mark.parametrize(("text", "reply"), [
     ("ADDJOB q b 0 REPLICATE 0", b"-ERR REPLICATE must be between 1 and 65535\r\n"),
     ("ADDJOB q b 0 REPLICATE 65536", b"-ERR REPLICATE must be between 1 and 65535\r\n"),
