@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.support import ROOT, DisqProcess
+from support import ROOT, DisqProcess
 
 # the modules, and the packages whose modules, a plain node must not load
 NOT_NEEDED = (
