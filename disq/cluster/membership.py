@@ -516,8 +516,10 @@ class Membership:
             if handshake and now - node.created > max(timeout, 1000):
                 self._forget(node, actions)  # nobody answered the handshake
                 continue
-            if not node.linked:  # as Disque's clusterCron: a dial every tick, so a
-                self._connect(node, now, actions)  # restarted node is PONGed at once
+            if not node.linked:
+                # a dial every tick, as Disque's clusterCron: a restarted node is
+                # PONGed, and any PFAIL on it cleared, at once
+                self._connect(node, now, actions)
             elif node.connected and node.ping_sent == 0 and (
                     now - node.pong_received > timeout // 2):
                 actions += self._ping(node, now, now_us)

@@ -286,8 +286,7 @@ class JobTaker:
             self._acker = threading.Thread(target=self._ack_loop, daemon=True,
                                            name="disq-ack")
             self._acker.start()
-        self._acks.join()  # the batch before is acknowledged
-        self._ack_failed()
+        self.ack_wait()  # the batch before is acknowledged
         self._acks.put(done)
         return count
 
