@@ -36,6 +36,14 @@ NATIVE = [
     "disq/server/pending.py",
     "disq/server/connection.py",
     "disq/server/commands/jobs.py",
+    # the cluster bus: its codec, framing, links and membership (the 3-node case)
+    "disq/cluster/clocks.py",
+    "disq/cluster/nodes.py",
+    "disq/cluster/messages.py",
+    "disq/cluster/port.py",
+    "disq/cluster/membership.py",
+    "disq/cluster/link.py",
+    "disq/cluster/bus.py",
 ]
 
 LENIENT = ["--ignore-missing-imports", "--follow-imports=silent", "--allow-subclassing-any",

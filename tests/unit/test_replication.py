@@ -14,6 +14,7 @@ import gc
 import random
 from collections import deque
 from collections.abc import Iterable
+from pathlib import Path
 from types import SimpleNamespace
 
 import msgpack
@@ -22,7 +23,7 @@ import pytest
 from disq import errors
 from disq.cluster import messages as m
 from disq.cluster.bus import ClusterBus, Link
-from disq.cluster.membership import ClusterNode, NodeFlag
+from disq.cluster.membership import ClusterNode, Membership, NodeFlag
 from disq.config import Config
 from disq.ids import new_node_id
 from disq.job import ACKED, ACTIVE, DELIVERED, QUEUED, WAIT_REPL, Job, JobExt
@@ -983,20 +984,25 @@ def test_sender_wins_is_a_strict_order_that_varies_by_job() -> None:
     assert 120 < wins < 280
 
 
-def test_the_real_bus_batches_without_reordering_a_link() -> None:
+def test_the_real_bus_batches_without_reordering_a_link(tmp_path: Path) -> None:
     """ClusterBus.send_batched: an item joins this turn's message of its type unless a
     message that is no batch was queued since (it would overtake it: a DEDUP_QUERY
     ahead of the DELJOB and DEDUP_FORGET of the job it would be answered with).
     Batches may pass each other."""
+    # real objects (the bus may be compiled: it takes no stand-ins), a loop that never
+    # flushes, so that the queued messages stay in link.out
+    myself = ClusterNode(new_node_id(), "127.0.0.1", 7711, NodeFlag.MYSELF)
+    membership = Membership(myself, str(tmp_path / "nodes.conf"))
     loop = SimpleNamespace(call_soon=lambda callback: None)
-    link = Link(SimpleNamespace(loop=loop, secret=""), None)  # type: ignore[arg-type]
+    bus = ClusterBus(membership, [], 7711, lambda: 1000, loop)  # type: ignore[arg-type]
+    link = Link(bus, None)
     link.transport = object()  # type: ignore[assignment]
-    peer = SimpleNamespace(connected=True, link=link)
-    bus = SimpleNamespace(membership=SimpleNamespace(nodes={"b": peer}, messages_sent=0),
-                          myself=object())
+    peer = ClusterNode(new_node_id(), "127.0.0.1", 7712)
+    peer.connected, peer.link = True, link
+    membership.nodes[peer.id] = peer
 
     def batched(mtype: int, item: object) -> None:
-        ClusterBus.send_batched(bus, ["b"], mtype, [item])  # type: ignore[arg-type]
+        bus.send_batched([peer.id], mtype, [item])
 
     batched(m.DEDUP_QUERY, [b"k1", 60])
     batched(m.GOTJOB, b"J1")
