@@ -44,6 +44,23 @@ NATIVE = [
     "disq/cluster/membership.py",
     "disq/cluster/link.py",
     "disq/cluster/bus.py",
+    # replication: the copies of a job on its peers, their acks and DEDUP's checks
+    "disq/dedup.py",
+    "disq/replication/clock.py",
+    "disq/replication/wire.py",
+    "disq/replication/tables.py",
+    "disq/replication/targets.py",
+    "disq/replication/queues.py",
+    "disq/replication/jobset.py",
+    "disq/replication/stats.py",
+    "disq/replication/acks.py",
+    "disq/replication/dedup.py",
+    "disq/replication/schedules.py",
+    "disq/replication/requeue.py",
+    "disq/replication/failures.py",
+    "disq/replication/federation.py",
+    "disq/replication/copies.py",
+    "disq/replication/replicator.py",
 ]
 
 LENIENT = ["--ignore-missing-imports", "--follow-imports=silent", "--allow-subclassing-any",

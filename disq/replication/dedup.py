@@ -349,11 +349,11 @@ class Dedup:
         record once the copy is stored: None if it has none (or not a valid one),
         REFUSED if it asks this node to check the key and another job may have it, as
         far as this node can tell (the module's docstring)."""
-        key: bytes = data[COPY_FIELDS]  # (checked below)
-        valid = type(key) is bytes and 0 < len(key) <= MAX_KEY_LEN
+        raw = data[COPY_FIELDS]  # anything a peer sent: no bytes until checked
+        key: bytes | None = raw if type(raw) is bytes and 0 < len(raw) <= MAX_KEY_LEN else None
         if len(data) == COPY_FIELDS + 1 or data[COPY_FIELDS + 1] is not True:
-            return key if valid else None  # (not to check)
-        if not valid:
+            return key  # (not to check)
+        if key is None:
             return REFUSED
         node = self.node
         known = node.dedup.peek(key, now)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
@@ -75,7 +75,7 @@ class NodeStats:
 
     __slots__ = ("used_memory", "rss", "jobs", "queue_count", "clients", "blocked_clients",
                  "ops_per_sec", "uptime", "time", "queues")
-    FIELDS = 9  # the numbers before the queues, on the wire
+    FIELDS: ClassVar[int] = 9  # the numbers before the queues, on the wire
 
     def __init__(self, used_memory: int = 0, rss: int = 0, jobs: int = 0,
                  queue_count: int = 0, clients: int = 0, blocked_clients: int = 0,
