@@ -39,6 +39,7 @@ NATIVE = [
     "disq/server/pending.py",
     "disq/server/connection.py",
     "disq/server/commands/jobs.py",
+    "disq/server/commands/dedup.py",
     # the cluster bus: its codec, framing, links and membership (the 3-node case)
     "disq/cluster/clocks.py",
     "disq/cluster/nodes.py",

@@ -13,8 +13,10 @@ answering it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from types import SimpleNamespace
+from typing import Any
 
 import msgpack
 
@@ -23,6 +25,7 @@ from disq.node import now_ms
 from disq.replication.dedup import RECHECK_MS, SETTLE_SLACK_MS
 from disq.requests import AddJob
 from disq.server.commands.dedup import add_deduped
+from disq.server.connection import Client
 
 from .test_dedup import dedup_add, queued
 from .test_replication import Member, Network, cluster
@@ -46,9 +49,7 @@ def test_a_copy_is_not_vouched_for_while_its_add_may_still_fail() -> None:
     assert b.node.dedup.get(b"k", now_ms()) == a_job  # b took a's copy
     second: list[bytes] = []
     client = later_client(b, second)
-    reply = add_deduped(client, request(b"k"))  # type: ignore[arg-type]
-    if isinstance(reply, bytes):
-        second.append(reply)  # (before the fix: a's job at once, from its copy)
+    run_add(client, request(b"k"))  # (before the fix: a's job at once, from its copy)
     for _ in range(50):
         net.pump()
         if first and second and third:
@@ -66,16 +67,35 @@ def test_a_copy_is_not_vouched_for_while_its_add_may_still_fail() -> None:
 
 def ask_on(member: Member, key: bytes, replies: list[bytes]) -> None:
     """ADDJOB ... DEDUP key from a client of `member`, as the server runs it."""
-    reply = add_deduped(later_client(member, replies), request(key))  # type: ignore[arg-type]
-    if isinstance(reply, bytes):
-        replies.append(reply)
+    run_add(later_client(member, replies), request(key))
 
 
-def later_client(member: Member, replies: list[bytes]) -> SimpleNamespace:
-    """What add_deduped uses of a server's client: a reply given later (`pending`)
-    lands in `replies`."""
-    return SimpleNamespace(node=member.node, server=SimpleNamespace(replication=member.repl),
-                           pending=lambda **_: SimpleNamespace(answer=replies.append))
+class _Replies(asyncio.Transport):
+    """A client's socket: what the node writes to it lands in a list."""
+
+    def __init__(self, replies: list[bytes]) -> None:
+        super().__init__()
+        self.replies = replies
+
+    def write(self, data: Any) -> None:
+        self.replies.append(bytes(data))
+
+
+def run_add(client: Client, request: AddJob) -> None:
+    """ADDJOB ... DEDUP from `client`, as the server runs it: its reply now or later
+    keeps its place in the client's replies (Client._execute)."""
+    client._replies.append(add_deduped(client, request))
+    client._flush_replies()
+
+
+def later_client(member: Member, replies: list[bytes]) -> Client:
+    """A client of `member`'s node for add_deduped: its replies land in `replies`."""
+    loop = SimpleNamespace(call_soon=lambda callback, *args: callback(*args))
+    server = SimpleNamespace(node=member.node, replication=member.repl, loop=loop,
+                             config=SimpleNamespace(requirepass=""), net_output_bytes=0)
+    client = Client(server)  # type: ignore[arg-type]
+    client.transport = _Replies(replies)
+    return client
 
 
 def request(key: bytes) -> AddJob:
