@@ -112,9 +112,10 @@ class DedupTable:
         """Until when (ms) the ADDJOB of `job_id`, a copy's, may fail; None if settled."""
         return self._unsettled.get(job_id)
 
-    def settle(self, job_ids: Iterable[bytes]) -> None:
+    def settle(self, job_ids: Iterable[object]) -> None:
         """The ADDJOBs of `job_ids` succeeded (or can no longer fail): vouch for them.
-        (Items of other types, from a bus message, are skipped.)"""
+        (Items of other types, from a bus message, are skipped: `object`, as compiled
+        a declared `bytes` would be checked, and raise, before the skip.)"""
         pop = self._unsettled.pop
         for job_id in job_ids:
             if type(job_id) is bytes:
