@@ -61,10 +61,13 @@ run: install
 	mkdir -p $(DATA)
 	$(BIN)/disq-server --port 7711 --http-port 7780 --dir $(DATA) $(ARGS)
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist), a test file's tests in one of
+# them (their module fixtures start nodes or Spark once); TEST_WORKERS=0 runs it serially.
+TEST_WORKERS ?= 2
 test: install-test chromium
 	$(BIN)/ruff check disq tests clients bench spark
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: install-test
 	$(BIN)/ruff check disq tests clients bench spark
