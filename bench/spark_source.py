@@ -141,6 +141,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-jobs-per-batch", type=int, default=100_000)
     parser.add_argument("--ack", default="ackjob", choices=("ackjob", "fastack"))
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--batch-size", type=int, default=1000,
+                        help="the writer's batch_size option (ADDJOBs per write)")
+    parser.add_argument("--pipeline", type=int, default=2,
+                        help="the writer's pipeline option (writes in flight per task)")
     args = parser.parse_args(argv)
     per_trigger = args.files_per_trigger or max(args.files // 2, 1)
 
@@ -171,7 +175,8 @@ def main(argv: list[str] | None = None) -> None:
 
         def options(writer: Any, nodes: list[str], queue: str) -> Any:
             return (writer.format("disq").option("nodes", ",".join(nodes))
-                    .option("queue", queue).option("replicate", args.replicate))
+                    .option("queue", queue).option("replicate", args.replicate)
+                    .option("batch_size", args.batch_size).option("pipeline", args.pipeline))
 
         def fresh_nodes(name: str) -> tuple[Servers, list[str]]:
             """New nodes, and a 20,000-row write to them, not timed: the Python
