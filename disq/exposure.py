@@ -6,6 +6,10 @@ pause queues, introduce nodes), so the bus then listens on loopback only and dia
 only loopback peers, whatever `bind` says for the client port. `cluster-open-bus yes`
 is the explicit opt-out that keeps Disque's open bus.
 
+The metrics endpoint (`metrics-port`) asks for `requirepass` when one is set; without
+one it must stay on loopback (a start-up refusal, and CONFIG SET cannot take the
+password away from under it).
+
 Only the standard library here: the cluster layer and the program both use it.
 """
 
@@ -62,3 +66,23 @@ def far_peers_refusal(addresses: list[str]) -> str:
             f"{HOW_TO_OPEN_THE_BUS}; or start it with another cluster-config-file to leave "
             f"that cluster")
 
+
+def check_metrics(config: Any) -> str | None:
+    """Why the metrics endpoint may not start as configured (None: it may): beyond
+    loopback it needs a password to ask for."""
+    if not config.metrics_port or is_loopback(config.metrics_bind) or config.requirepass:
+        return None
+    return (f"metrics-bind {config.metrics_bind} without requirepass: the metrics would "
+            f"answer anyone. Set requirepass <password> (Prometheus then sends it as "
+            f"basic auth or a bearer token), or metrics-bind 127.0.0.1")
+
+
+def config_set_refusal(config: Any, name: str, value: str) -> str | None:
+    """CONFIG SET requirepass "" while the metrics endpoint listens beyond loopback
+    would open it: refused, as the start is."""
+    if name.lower() != "requirepass" or value:
+        return None
+    if not config.metrics_port or is_loopback(config.metrics_bind):
+        return None
+    return (f"requirepass protects the metrics endpoint on {config.metrics_bind}; "
+            f"restart it on metrics-bind 127.0.0.1 before removing the password")

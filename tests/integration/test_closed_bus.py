@@ -1,7 +1,8 @@
 """Who reaches the bus and the metrics (issue #23), with real nodes: without
 cluster-secret the bus listens on loopback only and refuses far peers (CLUSTER MEET,
 nodes.conf), `cluster-open-bus yes` keeps Disque's open bus; with a secret, frames
-forged in a real peer's name (MEET, DELJOB, PAUSE) change nothing.
+forged in a real peer's name (MEET, DELJOB, PAUSE) change nothing; the metrics
+endpoint asks for requirepass, and refuses to start beyond loopback without one.
 
 Addresses: the tests bind 0.0.0.0 and reach the node at 127.0.0.2, an address the
 wildcard serves but a loopback-only listener on 127.0.0.1 does not (no network
@@ -10,8 +11,12 @@ needed). 192.0.2.1 (TEST-NET-1) stands for a far host: nothing is ever sent ther
 
 from __future__ import annotations
 
+import base64
 import socket
 import struct
+import urllib.error
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import msgpack
@@ -176,3 +181,71 @@ def test_without_a_secret_a_local_process_can_forge_them(start_node) -> None:
     wait_for(lambda: call(b, "SHOW", job_id) is None, message="the forged DELJOB")
     assert call(b, "PAUSE", "q", "state") == b"all"
     wait_for(lambda: fake in cluster_nodes(b), message="the forged MEET")
+
+
+# -- the metrics endpoint -----------------------------------------------------------------------
+def scrape(host: str, port: int, auth: str | None = None) -> tuple[int, str, str]:
+    """(status, WWW-Authenticate, body) of GET /metrics."""
+    request = urllib.request.Request(f"http://{host}:{port}/metrics")
+    if auth is not None:
+        request.add_header("Authorization", auth)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return resp.status, resp.headers.get("WWW-Authenticate", ""), resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("WWW-Authenticate", ""), exc.read().decode()
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def test_metrics_beyond_loopback_without_a_password_stop_the_start(tmp_path: Path) -> None:
+    done = run_cli("--port", str(free_port()), "--dir", str(tmp_path),
+                   "--metrics-port", str(free_port()), "--metrics-bind", "0.0.0.0")
+    assert done.returncode == 1
+    assert "FATAL CONFIG FILE ERROR" in done.stderr
+    assert ("metrics-bind 0.0.0.0 without requirepass: the metrics would answer anyone. "
+            "Set requirepass <password>") in done.stderr
+    assert "or metrics-bind 127.0.0.1" in done.stderr
+    assert not (tmp_path / "nodes.conf").exists()  # it never got as far as starting
+
+
+def test_metrics_ask_for_requirepass(start_node: Callable[..., DisqProcess]) -> None:
+    port = free_port()
+    node = start_node("--requirepass", "s3cret", "--metrics-port", str(port),
+                      "--metrics-bind", "0.0.0.0", client_kwargs={"password": "s3cret"})
+    for auth in (None, "Bearer wrong", basic("x", "wrong"), "Bearer", "Basic !!",
+                 "Digest s3cret", "s3cret"):
+        status, challenge, body = scrape(OTHER_LOOPBACK, port, auth)
+        assert status == 401, auth
+        assert challenge == 'Bearer realm="disq", Basic realm="disq"'
+        assert "disq_jobs" not in body and "Authentication required" in body
+    for auth in ("Bearer s3cret", basic("prometheus", "s3cret"), basic("", "s3cret")):
+        status, _, body = scrape(OTHER_LOOPBACK, port, auth)
+        assert status == 200 and "disq_jobs_added_total" in body, auth
+    # the password cannot be taken away from under exposed metrics; it can be changed
+    client = node.client()
+    try:
+        with pytest.raises(redis.ResponseError, match="requirepass protects the metrics"):
+            client.config_set("requirepass", "")
+        client.config_set("requirepass", "n3w")
+    finally:
+        client.close()
+    assert scrape("127.0.0.1", port, "Bearer s3cret")[0] == 401
+    assert scrape("127.0.0.1", port, "Bearer n3w")[0] == 200
+    assert scrape("127.0.0.1", port)[0] == 401
+
+
+def test_metrics_on_loopback_without_a_password_answer(start_node) -> None:
+    port = free_port()
+    start_node("--metrics-port", str(port))
+    status, _, body = wait_for(lambda: _answered(port), message="the metrics endpoint")
+    assert status == 200 and "disq_jobs_added_total" in body
+
+
+def _answered(port: int) -> tuple[int, str, str] | None:
+    try:
+        return scrape("127.0.0.1", port, "Bearer anything")  # ignored without a password
+    except (urllib.error.URLError, ConnectionError):
+        return None

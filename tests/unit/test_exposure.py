@@ -1,5 +1,5 @@
 """What a node exposes beyond loopback: the start-up warning for a client port without a
-password, the closed cluster bus (disq/exposure.py)."""
+password, the closed cluster bus, the metrics endpoint's password (disq/exposure.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from disq.config import Config
 from disq.exposure import (
     bus_closed,
     bus_hosts,
+    check_metrics,
+    config_set_refusal,
     far_peers_refusal,
     is_loopback,
     meet_refusal,
@@ -87,6 +89,25 @@ def test_messages_say_how_to_open_the_bus() -> None:
         assert "192.0.2.1:7711" in text
         assert "cluster-secret <the same secret on every node>" in text
         assert "cluster-open-bus yes" in text
+
+
+def test_metrics_beyond_loopback_need_a_password() -> None:
+    assert check_metrics(settings(metrics_bind="0.0.0.0")) is None  # (metrics-port 0: off)
+    assert check_metrics(settings(metrics_port=9121)) is None
+    assert check_metrics(settings(metrics_port=9121, metrics_bind="0.0.0.0",
+                                  requirepass="pw")) is None
+    refusal = check_metrics(settings(metrics_port=9121, metrics_bind="0.0.0.0"))
+    assert refusal is not None
+    assert "requirepass" in refusal and "metrics-bind 127.0.0.1" in refusal
+
+
+def test_config_set_cannot_take_the_password_from_exposed_metrics() -> None:
+    exposed = settings(metrics_port=9121, metrics_bind="::", requirepass="pw")
+    assert config_set_refusal(exposed, "REQUIREPASS", "") is not None
+    assert config_set_refusal(exposed, "requirepass", "other") is None
+    assert config_set_refusal(exposed, "maxclients", "") is None
+    assert config_set_refusal(settings(metrics_port=9121, requirepass="pw"),
+                              "requirepass", "") is None
 
 
 def test_a_closed_bus_dials_no_peer_beyond_loopback(tmp_path: Path,
