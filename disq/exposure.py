@@ -67,10 +67,14 @@ def far_peers_refusal(addresses: list[str]) -> str:
             f"that cluster")
 
 
+def _metrics_beyond_loopback(config: Any) -> bool:
+    return bool(config.metrics_port) and not is_loopback(config.metrics_bind)
+
+
 def check_metrics(config: Any) -> str | None:
     """Why the metrics endpoint may not start as configured (None: it may): beyond
     loopback it needs a password to ask for."""
-    if not config.metrics_port or is_loopback(config.metrics_bind) or config.requirepass:
+    if not _metrics_beyond_loopback(config) or config.requirepass:
         return None
     return (f"metrics-bind {config.metrics_bind} without requirepass: the metrics would "
             f"answer anyone. Set requirepass <password> (Prometheus then sends it as "
@@ -80,9 +84,7 @@ def check_metrics(config: Any) -> str | None:
 def config_set_refusal(config: Any, name: str, value: str) -> str | None:
     """CONFIG SET requirepass "" while the metrics endpoint listens beyond loopback
     would open it: refused, as the start is."""
-    if name.lower() != "requirepass" or value:
-        return None
-    if not config.metrics_port or is_loopback(config.metrics_bind):
+    if name.lower() != "requirepass" or value or not _metrics_beyond_loopback(config):
         return None
     return (f"requirepass protects the metrics endpoint on {config.metrics_bind}; "
             f"restart it on metrics-bind 127.0.0.1 before removing the password")
