@@ -14,6 +14,7 @@ from .config import (
     ConfigError,
     default_lines,
 )
+from .exposure import check_metrics
 
 USAGE = """Usage: disq-server [/path/to/disque.conf] [options]
        disq-server - (read config from stdin)
@@ -62,6 +63,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         config.load_argv(args)
         tls.prepare(config)
+        refusal = check_metrics(config)
+        if refusal:
+            raise ConfigError(refusal)
     except ConfigError as exc:
         sys.stderr.write(
             f"\n*** FATAL CONFIG FILE ERROR ***\n{exc}\n"

@@ -73,6 +73,7 @@ class Settings:
     proto_max_bulk_len: int
     proto_max_multibulk_len: int
     cluster_secret: str
+    cluster_open_bus: bool
     clock_skew_warn_ms: int
     maxclients_per_ip: int
     client_rate_limit: int

@@ -259,9 +259,13 @@ def _directives() -> list[Directive]:
           doc="largest single argument of a request"),
         d("proto-max-multibulk-len", 1024 * 1024, _int(1), str, settable=True,
           doc="most arguments in one request"),
-        # Bus links authenticate with it (both ends prove they know it); "" = open bus.
+        # Bus links authenticate with it (both ends prove they know it); "" = closed bus.
         d("cluster-secret", "", _str, str,
-          doc="bus links must prove they know this secret, both ways (\"\": open bus)"),
+          doc="bus links must prove they know this secret, both ways "
+              "(\"\": none, the bus stays on loopback)"),
+        # Without a secret (or tls-cluster) the bus is closed: loopback only (exposure.py).
+        d("cluster-open-bus", False, _bool, _show_bool,
+          doc="yes: without cluster-secret, the bus still listens on bind (Disque's open bus)"),
         d("clock-skew-warn-ms", 100, _int(0), str, settable=True,
           doc="log a warning when a peer's clock is this many ms off this node's (0: never)"),
         d("maxclients-per-ip", 0, _int(0), str, settable=True,

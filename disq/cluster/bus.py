@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..exposure import HOW_TO_OPEN_THE_BUS, bus_hosts, far_peers_refusal, is_loopback
 from ..ids import is_valid_node_id
 from . import messages as m
 from .clocks import to_ms
@@ -56,7 +57,8 @@ class ClusterBus:
                  node_timeout: Callable[[], int], loop: asyncio.AbstractEventLoop,
                  secret: str = "",
                  tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
-                 clock_skew_warn: Callable[[], int] | None = None) -> None:
+                 clock_skew_warn: Callable[[], int] | None = None,
+                 closed: bool = False) -> None:
         self.membership = membership
         membership.node_timeout = node_timeout  # ms, live (CONFIG SET)
         if clock_skew_warn is not None:
@@ -64,6 +66,10 @@ class ClusterBus:
         self.secret = secret  # cluster-secret: links must prove it (see Link)
         # tls-cluster: (accepting, connecting) contexts; the bus speaks TLS only.
         self.tls = tls
+        # No secret, no TLS, no cluster-open-bus: the bus listens on loopback only and
+        # dials loopback peers only (exposure.py).
+        self.closed = closed
+        self._refused_ips: set[str] = set()  # far peers a closed bus did not dial (logged)
         self.myself = membership.myself
         self.bind = bind
         self.port = port + BUS_PORT_OFFSET
@@ -87,8 +93,14 @@ class ClusterBus:
 
     # -- life cycle ------------------------------------------------------------------
     async def start(self) -> None:
-        explicit = self.bind != ["127.0.0.1", "::1"]
-        for host in self.bind:
+        if self.closed:
+            far = [f"{node.ip}:{node.port}" for node in self.membership.nodes.values()
+                   if node is not self.myself and node.ip and not is_loopback(node.ip)]
+            if far:
+                raise SystemExit(far_peers_refusal(far))
+        hosts = bus_hosts(self.bind, self.closed)
+        explicit = hosts != ["127.0.0.1", "::1"]
+        for host in hosts:
             try:
                 server = await self.loop.create_server(
                     lambda: Link(self, None), host, self.port, reuse_address=True,
@@ -107,6 +119,10 @@ class ClusterBus:
             self.servers.append(server)
         if not self.servers:
             raise SystemExit(f"Could not listen on the cluster bus port {self.port}")
+        if hosts != self.bind:
+            log.warning("The cluster bus listens on %s port %d only: without cluster-secret "
+                        "it is closed to other hosts. To form a cluster across hosts, %s.",
+                        ", ".join(hosts), self.port, HOW_TO_OPEN_THE_BUS)
         self._cron = self.loop.call_later(CRON_MS / 1000, self._run_cron)
 
     def _tls_options(self, side: int, peer_ip: str) -> dict[str, Any]:
@@ -318,6 +334,13 @@ class ClusterBus:
     # -- links -----------------------------------------------------------------------
     def _dial(self, node: ClusterNode) -> None:
         """Open the outbound link to a node (in the background)."""
+        if self.closed and not is_loopback(node.ip):
+            if node.ip not in self._refused_ips:  # (tried again every cron tick)
+                self._refused_ips.add(node.ip)
+                log.warning("Not connecting to %s:%d: the cluster bus is closed "
+                            "(loopback only) without cluster-secret", node.ip, node.port)
+            self.membership.link_lost(node)
+            return
         link = Link(self, node)
         node.link = link
 

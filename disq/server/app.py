@@ -28,6 +28,7 @@ from ..cluster.bus import ClusterBus
 from ..cluster.membership import Membership
 from ..config import DISQ_VERSION, Config, ConfigApplyError, ConfigError
 from ..errors import LEAVING, NOREPL
+from ..exposure import bus_closed
 from ..gcfree import tune_collector
 from ..ids import new_node_id
 from ..job import Job
@@ -180,7 +181,8 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
                               secret=self.config.cluster_secret,
                               tls=tls.bus_contexts(self.config) if self.config.tls_cluster
                               else None,
-                              clock_skew_warn=lambda: self.config.clock_skew_warn_ms)
+                              clock_skew_warn=lambda: self.config.clock_skew_warn_ms,
+                              closed=bus_closed(self.config))
         await self.bus.start()
         self._connect_cluster()
         self._schedule_cron()

@@ -3,6 +3,10 @@
 Nothing is counted for Prometheus on the hot path: at scrape time the HTTP thread asks
 the event loop for a snapshot of the counters the node keeps anyway (INFO reads the
 same ones) and turns it into metric families.
+
+With `requirepass` a scrape must give it (bearer token or basic auth, as the HTTP
+port's /metrics); without one the endpoint stays on loopback (exposure.py refuses
+the start otherwise).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, generate_latest, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector
+
+from .http.auth import CHALLENGE, http_user
 
 if TYPE_CHECKING:
     from .app import Server
@@ -154,17 +160,28 @@ class NodeCollector(Collector):
 
 METRICS_PATH = "/metrics"
 _NOT_FOUND = b"Not found: the metrics are at /metrics\n"
+_UNAUTHORIZED = (b"Authentication required: Authorization: Bearer <requirepass>, "
+                 b"or basic auth\n")
 
 
-def metrics_only(app: WSGIApp) -> WSGIApp:
-    """`app` at /metrics, 404 on every other path (prometheus_client's own app answers
-    the metrics whatever the path)."""
+def _text(start_response: Callable[..., Any], status: str, body: bytes,
+          *headers: tuple[str, str]) -> Iterable[bytes]:
+    start_response(status, [("Content-Type", "text/plain; charset=utf-8"),
+                            ("Content-Length", str(len(body))), *headers])
+    return [body]
+
+
+def metrics_only(app: WSGIApp, config: Any) -> WSGIApp:
+    """`app` at /metrics for the requests `requirepass` lets in (the HTTP port's
+    check, http/auth.py; else 401), 404 on every other path (prometheus_client's own
+    app answers the metrics whatever the path)."""
     def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("PATH_INFO", "") == METRICS_PATH:
-            return app(environ, start_response)
-        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8"),
-                                         ("Content-Length", str(len(_NOT_FOUND)))])
-        return [_NOT_FOUND]
+        if environ.get("PATH_INFO", "") != METRICS_PATH:
+            return _text(start_response, "404 Not Found", _NOT_FOUND)
+        if http_user(config, environ.get("HTTP_AUTHORIZATION", "")) is None:
+            return _text(start_response, "401 Unauthorized", _UNAUTHORIZED,
+                         ("WWW-Authenticate", CHALLENGE))
+        return app(environ, start_response)
 
     return dispatch
 
@@ -212,8 +229,8 @@ def start_metrics_server(server: Server) -> WSGIServer:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                     flags=socket.AI_PASSIVE)[0][0]
         server_class = type("MetricsServer", (_MetricsServer,), {"address_family": family})
-        httpd: WSGIServer = make_server(host, port, metrics_only(make_wsgi_app(registry)), server_class,
-                            handler_class=_QuietHandler)
+        httpd: WSGIServer = make_server(host, port, metrics_only(make_wsgi_app(registry), cfg),
+                                        server_class, handler_class=_QuietHandler)
     except OSError as exc:
         raise SystemExit(f"Could not create metrics listening socket {host}:{port}: "
                          f"{exc.strerror or exc}") from None

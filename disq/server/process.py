@@ -4,7 +4,6 @@ the open files limit, and the start-up warning about an exposed port."""
 from __future__ import annotations
 
 import errno
-import ipaddress
 import logging
 import os
 import resource
@@ -14,6 +13,7 @@ import time
 from typing import Any
 
 from ..config import Config
+from ..exposure import is_loopback
 
 log = logging.getLogger("disq")
 
@@ -161,17 +161,10 @@ def adjust_open_files_limit(config: Config) -> None:
                  "to a lower value).", soft)
 
 
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
 def exposure_warning(bind: list[str], requirepass: str) -> str | None:
     """Redis's protected-mode advice, as a start-up warning (disq refuses no client):
     listening beyond loopback without a password."""
-    exposed = [host for host in bind if not _is_loopback(host)]
+    exposed = [host for host in bind if not is_loopback(host)]
     if not exposed or requirepass:
         return None
     return (f"WARNING: listening on {', '.join(exposed)} without a password: anyone who "

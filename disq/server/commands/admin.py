@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ... import errors
 from ...config import ConfigError
 from ...errors import err
+from ...exposure import config_set_refusal
 from ...requests import parse_int, timeout_ms
 from .. import info, reply
 from ..table import COMMANDS, CommandSpec, command
@@ -65,8 +66,12 @@ def config(client: Client, args: list[bytes]) -> bytes:
             return b"%%%d\r\n" % len(pairs) + flat[flat.index(b"\n") + 1:]
         return flat
     if sub == b"set" and argc == 4:
+        name, value = args[2].decode("latin-1"), args[3].decode("latin-1")
+        refusal = config_set_refusal(cfg, name, value)
+        if refusal:
+            raise err(refusal)
         try:
-            cfg.set_runtime(args[2].decode("latin-1"), args[3].decode("latin-1"))
+            cfg.set_runtime(name, value)
         except ConfigError as exc:
             raise err(str(exc)) from None
         return reply.OK

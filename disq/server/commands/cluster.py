@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ...config import VERSION
 from ...errors import DisqError, err, fixed
+from ...exposure import is_loopback, meet_refusal
 from ...requests import parse_int
 from .. import reply
 from ..table import command
@@ -109,8 +110,11 @@ def _meet(client: Client, ip_arg: bytes, port_arg: bytes) -> bytes:
         valid = False
     if not valid:
         raise err(f"Invalid node address specified: {ip}:{port}")
-    assert client.server.bus is not None  # CLUSTER runs once the bus is up
-    client.server.bus.meet(ip, port)
+    bus = client.server.bus
+    assert bus is not None  # CLUSTER runs once the bus is up
+    if bus.closed and not is_loopback(ip):
+        raise err(meet_refusal(ip, port))
+    bus.meet(ip, port)
     return reply.OK
 
 

@@ -12,9 +12,6 @@ it the same way. With `tls-port` set the port speaks TLS with the node's certifi
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +20,7 @@ from aiohttp import web
 
 from ... import tls
 from . import api
+from .auth import CHALLENGE, http_user
 from .openapi import openapi_document
 from .problems import Problem
 
@@ -35,34 +33,18 @@ PUBLIC_PREFIXES = ("/docs", "/openapi.json", "/static/", "/favicon")
 STATIC_DIR = Path(__file__).parent / "static"
 
 
-def _password(request: web.Request) -> str | None:
-    header = request.headers.get("Authorization", "")
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() == "bearer":
-        return value.strip()
-    if scheme.lower() == "basic":
-        try:
-            return base64.b64decode(value.strip(), validate=True).decode().partition(":")[2]
-        except (binascii.Error, UnicodeDecodeError, ValueError):
-            return None
-    return None
-
-
 @web.middleware
 async def _problems(request: web.Request, handler: api.Handler) -> web.StreamResponse:
     """Errors as problem+json, authentication first."""
     server = request.app[api.SERVER_KEY]
     try:
-        secret = server.config.requirepass
-        if secret and request.path != "/" and not request.path.startswith(PUBLIC_PREFIXES):
-            given = _password(request)
-            if given is None or not hmac.compare_digest(given.encode(), secret.encode()):
-                raise Problem(401, "Authentication required: Authorization: Bearer "
-                                   "<requirepass>, or basic auth", "NOAUTH")
+        if request.path != "/" and not request.path.startswith(PUBLIC_PREFIXES) and (
+                http_user(server.config, request.headers.get("Authorization", "")) is None):
+            raise Problem(401, "Authentication required: Authorization: Bearer "
+                               "<requirepass>, or basic auth", "NOAUTH")
         return await handler(request)
     except Problem as problem:
-        headers = {"WWW-Authenticate": 'Bearer realm="disq", Basic realm="disq"'} if (
-            problem.status == 401) else None
+        headers = {"WWW-Authenticate": CHALLENGE} if problem.status == 401 else None
         return problem.response(headers)
     except web.HTTPRequestEntityTooLarge:
         return Problem(413, "the request body is larger than http-max-body "
