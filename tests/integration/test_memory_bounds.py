@@ -153,6 +153,18 @@ def test_a_flooded_node_places_jobs_on_its_peers(make_cluster) -> None:
     # (ENQUEUE, sent as the ADDJOB is answered): the last ones may still be on the bus.
     for queue in ("flood", "canary"):
         wait_for(lambda q=queue: sum(int(call(n, "QLEN", q)) for n in (a, b, c)) == 60,  # type: ignore
-                 message=f"60 jobs queued in {queue}")
+                 message=f"60 jobs queued in {queue}: {job_states([a, b, c], queue)}")
     maxmemory = int(call(a, "CONFIG", "GET", "maxmemory")[1])  # type: ignore[index]
     assert used_memory(a) <= maxmemory * 0.95
+
+
+def job_states(nodes: list[DisqProcess], queue: str) -> list[dict[bytes, int]]:
+    """How many jobs of `queue` each node holds, by state (JSCAN)."""
+    states = []
+    for node in nodes:
+        counts: dict[bytes, int] = {}
+        for job in call(node, "JSCAN", "QUEUE", queue, "COUNT", 1000, "REPLY", "all")[1]:  # type: ignore[index]
+            state = dict(zip(job[::2], job[1::2], strict=True))[b"state"]
+            counts[state] = counts.get(state, 0) + 1
+        states.append(counts)
+    return states
