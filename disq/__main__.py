@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from . import tls
+from .aof import frames
 from .config import (
     DIRECTIVES,
     DISQ_VERSION,
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         config.load_argv(args)
         tls.prepare(config)
+        frames.prepare(config)
     except ConfigError as exc:
         sys.stderr.write(
             f"\n*** FATAL CONFIG FILE ERROR ***\n{exc}\n"
