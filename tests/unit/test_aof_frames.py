@@ -121,15 +121,14 @@ def test_every_cut_is_a_cut_off_tail(key: bytes | None) -> None:
 def test_a_frame_changed_without_the_key_fails_authentication() -> None:
     from crc32c import crc32c
 
-    from disq.aof.frames import FRAME, U32
+    from disq.aof.frames import FRAME
     data, starts = framed_file(Codec(KEY), GROUPS)
     at = starts[1]
-    length, _, _ = FRAME.unpack(data[at:at + FRAME_SIZE])
+    length, complement, _ = FRAME.unpack(data[at:at + FRAME_SIZE])
     payload = bytearray(data[at + FRAME_SIZE:at + FRAME_SIZE + length])
     payload[20] ^= 1
-    head = U32.pack(length) + U32.pack(crc32c(bytes(payload)))  # checksums made to fit
-    forged = data[:at] + head + U32.pack(crc32c(head)) + bytes(payload) + data[
-        at + FRAME_SIZE + length:]
+    head = FRAME.pack(length, complement, crc32c(bytes(payload)))  # a checksum made to fit
+    forged = data[:at] + head + bytes(payload) + data[at + FRAME_SIZE + length:]
     with pytest.raises(FormatError, match="fails authentication") as found:
         records_of(reader_for(forged, KEY))
     assert found.value.offset == at
