@@ -16,6 +16,10 @@ next starts as soon as it ends. `everysec` fsyncs once a second, `no` leaves it 
 kernel. Every record has a sequence number; `written` and `synced` say how far the
 file and the disk are.
 
+The records of one write go in one frame (frames.py: a CRC32C, and AES-256-GCM with
+`aof-encryption-key-file`) unless the file is Disque's plain records (`aof-checksum
+no`, or a plain file loaded: it is rewritten in the configured format at start).
+
 A write error (disk full, ...) keeps the records in memory, holds the replies that
 depend on them, and makes write commands fail with -MISCONF until a retry (every
 second) succeeds. A failed fsync cannot be retried (the kernel may have dropped the
