@@ -97,10 +97,11 @@ def stop(proc: subprocess.Popen) -> None:
 _RPS = re.compile(r"([\d.]+) requests per second(?:, p50=([\d.]+) msec)?")
 
 
-def redis_benchmark(port: int, requests: int, pipeline: int, *command: str) -> tuple[float, float]:
+def redis_benchmark(port: int, requests: int, pipeline: int, *command: str,
+                    clients: int = 50) -> tuple[float, float]:
     """Returns (requests per second, p50 ms)."""
     out = subprocess.run(
-        ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "50", "-n",
+        ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", str(clients), "-n",
          str(requests), "-P", str(pipeline), "-q", *command],
         capture_output=True, text=True, timeout=600).stdout
     last = out.replace("\r", "\n").strip().splitlines()[-1]

@@ -2,6 +2,7 @@
 server's instructions per request of two checkouts, counted by valgrind's callgrind.
 
     python bench/instructions.py BEFORE_DIR [AFTER_DIR] [--requests 5000] [--runs 3]
+        [--case TEXT] [--before-args "--appendonly yes ..."] [--after-args "..."]
 
 BEFORE_DIR is another checkout of disq (`git worktree add --detach /tmp/before REV`);
 AFTER_DIR defaults to this one. CPU time per request (compare_checkouts.py) moves by
@@ -17,12 +18,17 @@ cycle (`--requests` jobs added first, untimed). Each figure is the median of
 bus work over the load's time, which grows with the load's wall time (about 50x
 longer under callgrind, longer still on a busy machine): the measured node runs its
 cron once a second (`--hz 1`) so that this stays well under 1% of the count.
+`--case` keeps the cases whose name contains TEXT; `--before-args` / `--after-args` are
+directives for the measured node of each side (e.g. one checkout twice, with the AOF
+in two formats: `. . --before-args "--appendonly yes --aof-checksum no" --after-args
+"--appendonly yes"`).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -43,20 +49,22 @@ CASES = [  # name, nodes, pipeline, command
 ]
 
 
-def start_under_callgrind(workdir: str, out_dir: str) -> tuple[subprocess.Popen[bytes], int]:
+def start_under_callgrind(workdir: str, out_dir: str,
+                          extra: list[str]) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     env = dict(os.environ, PYTHONHASHSEED="0")
     proc = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_dir}/cg.%p",
          sys.executable, "-m", "disq", "--port", str(port), "--bind", "127.0.0.1",
-         "--dir", workdir, "--maxmemory", "16gb", "--hz", "1"],
+         "--dir", workdir, "--maxmemory", "16gb", "--hz", "1", *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     wait_port(port, timeout=120)
     return proc, port
 
 
 @contextmanager
-def nodes_of(checkout: Path, count: int) -> Iterator[tuple[int, int, str]]:
+def nodes_of(checkout: Path, count: int,
+             extra: list[str]) -> Iterator[tuple[int, int, str]]:
     """(pid under callgrind, its port, callgrind's output folder) of a node of
     `checkout`'s disq (`python -m disq` imports the disq of its working directory),
     with `count - 1` peers at full speed, the cluster formed."""
@@ -66,7 +74,7 @@ def nodes_of(checkout: Path, count: int) -> Iterator[tuple[int, int, str]]:
     procs: list[subprocess.Popen[bytes]] = []
     try:
         os.mkdir(f"{workdir}/measured")
-        proc, port = start_under_callgrind(f"{workdir}/measured", workdir)
+        proc, port = start_under_callgrind(f"{workdir}/measured", workdir, extra)
         procs.append(proc)
         for i in range(count - 1):
             os.mkdir(f"{workdir}/peer{i}")
@@ -118,11 +126,11 @@ def counted(pid: int, out_dir: str, load: Callable[[], None]) -> int:
 
 
 def measure(checkout: Path, case: tuple[str, int, int, list[str]], requests: int,
-            runs: int) -> float:
+            runs: int, extra: list[str]) -> float:
     """The median of `runs` loads' instructions per request (after a warm-up)."""
     _, count, pipeline, args = case
     figures = []
-    with nodes_of(checkout, count) as (pid, port, out_dir):
+    with nodes_of(checkout, count, extra) as (pid, port, out_dir):
         for run in range(runs + 1):
             if args == ["__cycle__"]:
                 bench(port, requests, 16, "ADDJOB", "q", "x", "0")
@@ -143,17 +151,22 @@ def main() -> None:
                         default=Path(__file__).resolve().parent.parent)
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--case", default="", help="only the cases whose name has this")
+    parser.add_argument("--before-args", default="", help="directives of the before node")
+    parser.add_argument("--after-args", default="", help="directives of the after node")
     args = parser.parse_args()
-    sides = {"before": args.before.resolve(), "after": args.after.resolve()}
+    sides = {"before": (args.before.resolve(), shlex.split(args.before_args)),
+             "after": (args.after.resolve(), shlex.split(args.after_args))}
+    cases = [case for case in CASES if args.case in case[0]]
     results: dict[tuple[str, str], float] = {}
-    for case in CASES:
-        for side, checkout in sides.items():
+    for case in cases:
+        for side, (checkout, extra) in sides.items():
             results[(case[0], side)] = figure = measure(checkout, case, args.requests,
-                                                        args.runs)
+                                                        args.runs, extra)
             print(f"{side} {case[0]}: {figure:,.0f} instructions/request", file=sys.stderr)
     print("| case | server instructions per request, before | after | after/before |")
     print("|---|---|---|---|")
-    for name, *_ in CASES:
+    for name, *_ in cases:
         before, after = results[(name, "before")], results[(name, "after")]
         print(f"| {name} | {before:,.0f} | {after:,.0f} | {after / before:.3f} |")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from . import tls
+from .aof import frames
 from .config import (
     DIRECTIVES,
     DISQ_VERSION,
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> None:
         refusal = check_metrics(config)
         if refusal:
             raise ConfigError(refusal)
+        frames.prepare(config)
     except ConfigError as exc:
         sys.stderr.write(
             f"\n*** FATAL CONFIG FILE ERROR ***\n{exc}\n"

@@ -62,6 +62,9 @@ class Settings:
     aof_rewrite_incremental_fsync: bool
     aof_load_truncated: bool
     aof_enqueue_jobs_once: bool
+    aof_checksum: bool
+    aof_load_corrupt: str
+    aof_encryption_key_file: str
     cluster_config_file: str
     cluster_node_timeout: int
     slowlog_log_slower_than: int

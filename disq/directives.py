@@ -236,6 +236,13 @@ def _directives() -> list[Directive]:
           doc="load an AOF cut off in its last record (no: refuse to start)"),
         d("aof-enqueue-jobs-once", False, _bool, _show_bool, settable=True,
           doc="queue the jobs of the AOF at the next start (then turns itself off)"),
+        # checksums and encryption at rest (disq/aof/frames.py): disq extensions
+        d("aof-checksum", True, _bool, _show_bool,
+          doc="frame the AOF's records with CRC32C checksums (no: Disque's plain file)"),
+        d("aof-load-corrupt", "refuse", _enum("refuse", "truncate"), str, settable=True,
+          doc="a damaged record at load: refuse to start, or truncate the file there"),
+        d("aof-encryption-key-file", "", _str, str,
+          doc="encrypt the AOF (AES-256-GCM) with the key in this file (64 hex digits)"),
         # -- cluster
         d("cluster-config-file", "nodes.conf", _str, str,
           doc="the node's ID and its peers, kept by the node (in dir)"),

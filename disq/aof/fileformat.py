@@ -305,13 +305,7 @@ def cut_off_reason(buf: Buffer, pos: int) -> str | None:
     like damage instead: something that is not a record prefix, or a whole valid
     record further on (a length field hit in the middle of the file, not a tail)."""
     end = len(buf)
-    data_end = end
-    while data_end > pos:  # strip the trailing zeros, 64 KiB at a time
-        piece_start = max(pos, data_end - 65536)
-        kept = len(buf[piece_start:data_end].rstrip(b"\0"))
-        data_end = piece_start + kept
-        if kept:
-            break
+    data_end = before_zeros(buf, pos)
     if data_end == pos:
         return f"{end - pos} zero bytes"
     try:
@@ -327,6 +321,18 @@ def cut_off_reason(buf: Buffer, pos: int) -> str | None:
     if data_end < end:
         return f"{data_end - pos} bytes of a record, then {end - data_end} zero bytes"
     return f"{end - pos} bytes of a record"
+
+
+def before_zeros(buf: Buffer, pos: int) -> int:
+    """The end of buf[pos:] without its trailing zeros (read 64 KiB at a time)."""
+    data_end = len(buf)
+    while data_end > pos:
+        piece_start = max(pos, data_end - 65536)
+        kept = len(buf[piece_start:data_end].rstrip(b"\0"))
+        data_end = piece_start + kept
+        if kept:
+            break
+    return data_end
 
 
 def _whole_record_after(buf: Buffer, pos: int, end: int) -> bool:

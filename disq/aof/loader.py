@@ -18,12 +18,13 @@ import logging
 import mmap
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 
 from ..job import ACTIVE, BCAST_WILLQUEUE, QUEUED, with_holders
 from ..node import Node, now_ms
 from ..policies import QueuePolicy
 from .fileformat import FormatError, RecordReader, cronset_schedule, qpolicyset_policy
+from .frames import FramedReader, KeyFileError, WrongKey, load_key, reader_for
 from .serialize import CorruptJob, deserialize_ext, deserialize_job
 
 log = logging.getLogger("disq")
@@ -37,11 +38,15 @@ class AofLoadError(Exception):
 
 class AofLoader:
     def __init__(self, node: Node, path: str, *, enqueue_jobs: bool, load_truncated: bool,
-                 known_ids: Mapping[str, str]) -> None:
+                 known_ids: Mapping[str, str], key_file: str = "",
+                 load_corrupt: str = "refuse") -> None:
         self.node = node
         self.path = path
         self.enqueue_jobs = enqueue_jobs
         self.load_truncated = load_truncated
+        self.key_file = key_file  # aof-encryption-key-file
+        self.load_corrupt = load_corrupt  # aof-load-corrupt: refuse or truncate
+        self.format = "plain"  # what the file was: plain RESP records, or its frames
         self.known_ids = known_ids
         self.start_time = time.time()
         self.total_bytes = 0
@@ -64,19 +69,42 @@ class AofLoader:
             if self.total_bytes == 0:
                 return
             with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
-                reader = RecordReader(data)
-                yield from self._replay(reader)
+                reader = self._reader(data)
+                damage = yield from self._replay(reader)
                 cut_off = reader.cut_off
                 valid_up_to = reader.pos
         finally:
             os.close(fd)
         self.size_after = self.total_bytes
-        if cut_off is not None:
+        if damage is not None:
+            self._truncate_damage(damage, valid_up_to)
+        elif cut_off is not None:
             self._truncate(valid_up_to, cut_off)
         log.info("DB loaded from append only file: %.3f seconds (%d jobs)",
                  time.monotonic() - started, self.jobs_loaded)
 
-    def _replay(self, reader: RecordReader) -> Iterator[None]:
+    def _reader(self, data: mmap.mmap) -> RecordReader | FramedReader:
+        """The file's reader: plain records, or frames (encrypted ones need the key of
+        aof-encryption-key-file, read again now: a rewrite may have changed it)."""
+        try:
+            key = load_key(self.key_file) if self.key_file else None
+            reader = reader_for(data, key)
+        except KeyFileError as exc:
+            raise AofLoadError(f"Can't load the append only file: {exc.strerror}") from None
+        except WrongKey as exc:
+            raise AofLoadError(f"Can't load the append only file {self.path}: {exc}. The "
+                               "file is left as it is.") from None
+        except FormatError as exc:
+            raise AofLoadError(f"Bad file format reading the append only file at offset "
+                               f"{exc.offset}: {exc.reason}") from None
+        if isinstance(reader, FramedReader):
+            self.format = reader.header.describe()
+        return reader
+
+    def _replay(self, reader: RecordReader | FramedReader
+                ) -> Generator[None, None, FormatError | None]:
+        """Apply every record. Returns the damage found, if `aof-load-corrupt
+        truncate` says to load up to it; raises AofLoadError otherwise."""
         apply = self._apply
         count = 0
         try:
@@ -88,11 +116,15 @@ class AofLoader:
                     self.loaded_bytes = reader.pos
                     yield
         except FormatError as exc:
+            if self.load_corrupt == "truncate":
+                return exc
             raise AofLoadError(
                 f"Bad file format reading the append only file at offset {exc.offset}: "
                 f"{exc.reason}. Make a backup of your AOF file, then use "
-                f"disq-check-aof --fix {self.path}") from None
+                f"disq-check-aof --fix {self.path}, or set 'aof-load-corrupt truncate' "
+                "to load the records before that offset and cut the file there") from None
         self.loaded_bytes = reader.pos
+        return None
 
     def _apply(self, offset: int, args: list[bytes]) -> None:
         name = args[0].upper()
@@ -122,12 +154,10 @@ class AofLoader:
             job = deserialize_job(payload, self.known_ids)
             if ext is not None:  # a job using disq's extensions (serialize_ext)
                 job.ext = deserialize_ext(ext)
-        except CorruptJob as exc:
-            raise AofLoadError("Unrecoverable error loading AOF: corrupted LOADJOB data "
-                               f"at offset {offset}: {exc}") from None
+        except CorruptJob as exc:  # (aof-load-corrupt decides, as for other damage)
+            raise FormatError(offset, f"corrupted LOADJOB data: {exc}") from None
         if job.state not in (ACTIVE, QUEUED):
-            raise AofLoadError("Unrecoverable error loading AOF: a LOADJOB record in "
-                               f"state {job.state} at offset {offset}")
+            raise FormatError(offset, f"a LOADJOB record in state {job.state}")
         node = self.node
         now = now_ms()
         if job.etime <= now:
@@ -154,6 +184,24 @@ class AofLoader:
         if not (enqueue and node.enqueue(job, nack=False, now=now)):
             node.update_awake(job)
 
+    def _truncate_damage(self, damage: FormatError, at: int) -> None:
+        """aof-load-corrupt truncate: the records before the damage are loaded; the
+        file is cut at the start of its record (of its frame, in a framed file), so the
+        node appends whole records after them."""
+        log.warning("!!! Damaged record in the AOF at offset %d: %s !!!", damage.offset,
+                    damage.reason)
+        log.warning("!!! aof-load-corrupt truncate: the records before it are loaded, "
+                    "the file is truncated at offset %d (%d bytes dropped) !!!",
+                    at, self.total_bytes - at)
+        self._cut(at)
+
+    def _cut(self, offset: int) -> None:
+        try:
+            os.truncate(self.path, offset)
+        except OSError as exc:
+            raise AofLoadError(f"Error truncating the AOF file: {exc.strerror}") from None
+        self.size_after = offset
+
     def _truncate(self, valid_up_to: int, cut_off: str) -> None:
         if not self.load_truncated:
             raise AofLoadError(
@@ -164,9 +212,5 @@ class AofLoader:
         log.warning("!!! Warning: short read while loading the AOF file !!!")
         log.warning("!!! Truncating the AOF at offset %d (the last whole record ends "
                     "there; after it: %s) !!!", valid_up_to, cut_off)
-        try:
-            os.truncate(self.path, valid_up_to)
-        except OSError as exc:
-            raise AofLoadError(f"Error truncating the AOF file: {exc.strerror}") from None
-        self.size_after = valid_up_to
+        self._cut(valid_up_to)
         log.warning("AOF loaded anyway because aof-load-truncated is enabled")

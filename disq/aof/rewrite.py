@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from ..job import ACTIVE, QUEUED, Job
 from .disk import OFF, sync_directory
 from .fileformat import RecordEncoder, table_records
+from .frames import Codec, configured_codec
 
 if TYPE_CHECKING:
     from .writer import AppendOnlyFile
@@ -49,6 +50,10 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+def framed(codec: Codec | None, data: bytes) -> bytes:
+    return data if codec is None else codec.frame(data)
+
+
 def _discard(fd: int, path: str) -> None:
     os.close(fd)
     try:
@@ -65,10 +70,19 @@ class BackgroundRewrite:
         self.aof = aof
         self.started = time.monotonic()
         self.jobs: list[Job | None] = list(aof.node.jobs.values())
+        # the new file's format: the key file is read again, so a rewrite after the
+        # key changed writes the new file with the new key (KeyFileError, an OSError)
+        self.codec: Codec | None = configured_codec(aof.config)
         self.tmp_path = os.path.abspath(f"temp-rewriteaof-bg-{os.getpid()}.aof")
         self.target_path = os.path.abspath(aof.path)
         self.fd = os.open(self.tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND,
                           0o644)
+        if self.codec is not None:
+            try:
+                write_all(self.fd, self.codec.header())
+            except OSError:
+                _discard(self.fd, self.tmp_path)
+                raise
         self.incremental_fsync = aof.config.aof_rewrite_incremental_fsync
         self._pending: list[bytes] = []  # records logged since the start, not yet written
         self._pending_bytes = 0
@@ -167,7 +181,7 @@ class BackgroundRewrite:
         seq = self._seq_fed
         rest = self._take_pending()
         if rest:
-            write_all(self.fd, b"".join(rest))
+            write_all(self.fd, framed(self.codec, b"".join(rest)))
         self.seq_in_file = seq
         old_fd = None
         if aof.fd is None:  # keep the replaced file open: its unlink happens off the loop
@@ -222,6 +236,7 @@ class BackgroundRewrite:
         return waited
 
     def _write_in_thread(self, data: bytes) -> None:
+        data = framed(self.codec, data)  # checksummed, encrypted: off the loop
         write_all(self.fd, data)
         self._bytes_written += len(data)
         if (self.incremental_fsync
@@ -242,16 +257,20 @@ def rewrite_now(aof: AppendOnlyFile) -> None:
     tmp_path = f"temp-rewriteaof-{os.getpid()}.aof"
     target = os.path.abspath(aof.config.appendfilename)
     encoder = aof.encoder
+    codec = configured_codec(aof.config)
     fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
+        if codec is not None:
+            write_all(fd, codec.header())
         parts = table_records(aof.node)
         for job in list(aof.node.jobs.values()):
             if job.state == ACTIVE or job.state == QUEUED:
                 parts.append(encoder.loadjob_record(job))
                 if len(parts) == 4096:
-                    write_all(fd, b"".join(parts))
+                    write_all(fd, framed(codec, b"".join(parts)))
                     parts = []
-        write_all(fd, b"".join(parts))
+        if parts:
+            write_all(fd, framed(codec, b"".join(parts)))
         os.fsync(fd)
     except OSError:
         _discard(fd, tmp_path)

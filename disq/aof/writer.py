@@ -16,6 +16,10 @@ next starts as soon as it ends. `everysec` fsyncs once a second, `no` leaves it 
 kernel. Every record has a sequence number; `written` and `synced` say how far the
 file and the disk are.
 
+The records of one write go in one frame (frames.py: a CRC32C, and AES-256-GCM with
+`aof-encryption-key-file`) unless the file is Disque's plain records (`aof-checksum
+no`, or a plain file loaded: it is rewritten in the configured format at start).
+
 A write error (disk full, ...) keeps the records in memory, holds the replies that
 depend on them, and makes write commands fail with -MISCONF until a retry (every
 second) succeeds. A failed fsync cannot be retried (the kernel may have dropped the
@@ -41,6 +45,7 @@ from ..policies import QueuePolicy
 from ..schedules import CronSchedule
 from .disk import OFF, ON, WAIT_REWRITE, sync_directory
 from .fileformat import DELJOB_HEAD, RecordEncoder, cronset_record, qpolicyset_record
+from .frames import CRC, HEADER_SIZE, Codec, KeyFileError, configured_codec, read_header
 from .rewrite import BackgroundRewrite
 
 if TYPE_CHECKING:
@@ -52,6 +57,10 @@ WRITE_ERROR_LOG_PERIOD = 30.0  # seconds between two logs of the same write erro
 RETRY_PERIOD = 1.0  # seconds between two attempts to write after an error
 REWRITE_RETRY_PERIOD = 5.0  # seconds after a failed rewrite before another may start
 FSYNC_DELAYED_AFTER = 2.0  # an everysec fsync still running after this is "delayed"
+
+
+def describe_codec(codec: Codec | None) -> str:
+    return "plain records" if codec is None else codec.describe()
 
 
 def _fsync(fd: int, directory: str | None) -> None:
@@ -77,6 +86,9 @@ class AppendOnlyFile:
         self.directory = os.getcwd()
         self.fd: int | None = None
         self.encoder = RecordEncoder(node.id)
+        # the open file's frames (checksummed, maybe encrypted; frames.py), or None:
+        # Disque's plain records
+        self.codec: Codec | None = None
         self.buffer: list[bytes] = []  # records logged this turn, not yet taken
         self._unwritten: list[bytes] = []  # taken, not in the file yet (write errors)
         self.appended = 0  # records logged (sequence number of the last one)
@@ -107,6 +119,7 @@ class AppendOnlyFile:
         # rewrites
         self.rewrite: BackgroundRewrite | None = None
         self.rewrite_scheduled = False
+        self.rewrite_refused = ""  # why the last rewrite could not start
         self.last_rewrite_ok = True
         self.last_rewrite_seconds = -1
         self._last_failed_rewrite = 0.0
@@ -204,7 +217,8 @@ class AppendOnlyFile:
         if self.rewrite is not None:
             self.rewrite.feed(chunk, self._taken)
         if self.fd is not None:
-            self._unwritten.append(chunk)
+            codec = self.codec
+            self._unwritten.append(chunk if codec is None else codec.frame(chunk))
 
     def write_pending(self) -> None:
         """One write of everything logged and not yet in the file."""
@@ -381,9 +395,40 @@ class AppendOnlyFile:
         self.directory = os.getcwd()
         self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.current_size = self.base_size = os.fstat(self.fd).st_size
+        self._choose_codec()
         self.state = ON
         self.last_fsync = time.monotonic()
         self.node.aof = self
+
+    def _choose_codec(self) -> None:
+        """The format to append in: a new file gets the configured one (its header
+        written now); a file loaded keeps its own (the loader checked its key), and is
+        rewritten in the configured one if that differs (checksums or a key turned on
+        or off, a key changed on disk). Raises OSError (KeyFileError)."""
+        assert self.fd is not None
+        wanted = configured_codec(self.config)
+        if self.current_size == 0:
+            self.codec = wanted
+            if wanted is not None:
+                start = wanted.header()
+                os.write(self.fd, start)
+                self.current_size = self.base_size = len(start)
+            return
+        with open(self.path, "rb") as fh:
+            header = read_header(fh.read(HEADER_SIZE))  # (loaded: it is sound)
+        if header is None:
+            self.codec = None
+        elif wanted is not None and header.key_id == wanted.key_id:
+            self.codec = wanted  # (also checksums only, wanted)
+        elif header.mode == CRC:
+            self.codec = Codec()
+        else:
+            raise KeyFileError("the AOF was written with another key than "
+                               "aof-encryption-key-file's")
+        if self.codec is not wanted:
+            log.warning("The AOF is in another format (%s) than the configured one (%s): "
+                        "rewriting it", describe_codec(self.codec), describe_codec(wanted))
+            self.rewrite_scheduled = True
 
     def turn_on(self) -> bool:
         """CONFIG SET appendonly yes: write the jobs held now in a new file (a rewrite),
@@ -461,6 +506,7 @@ class AppendOnlyFile:
         except OSError as exc:
             log.warning("Can't rewrite the append only file in background: %s",
                         exc.strerror)
+            self.rewrite_refused = f"Can't rewrite the append only file: {exc.strerror}"
             self.rewrite = None
             self.last_rewrite_ok = False
             self._last_failed_rewrite = time.monotonic()
@@ -486,6 +532,7 @@ class AppendOnlyFile:
         else:
             self.last_rewrite_ok = True
             if new_fd is not None:
+                self.codec = rewrite.codec
                 self._adopt(new_fd, os.path.dirname(rewrite.target_path))
             log.info("Background AOF rewrite finished successfully")
         if self.state == OFF:

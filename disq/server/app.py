@@ -233,7 +233,9 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         return AofLoader(self.node, cfg.appendfilename,
                          enqueue_jobs=cfg.aof_enqueue_jobs_once,
                          load_truncated=cfg.aof_load_truncated,
-                         known_ids=self.membership.known_id_map())
+                         known_ids=self.membership.known_id_map(),
+                         key_file=cfg.aof_encryption_key_file,
+                         load_corrupt=cfg.aof_load_corrupt)
 
     def _update_refusing(self) -> None:
         aof = self.aof

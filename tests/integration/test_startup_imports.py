@@ -22,6 +22,7 @@ NOT_NEEDED = (
     "disq_client.aio", "disq_client.client", "disq_client.worker",  # the clients: the
     # server needs only disq_client.spec
     "platform",  # INFO reads os.uname()
+    "cryptography",  # aof-encryption-key-file
 )
 WRAPPER = """\
 import atexit, runpy, sys

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from disq.aof import writer as writer_module
-from disq.aof.fileformat import RecordReader
+from disq.aof.frames import reader_for
 from disq.aof.writer import ON, AppendOnlyFile
 from disq.config import Config
 from disq.node import Node
@@ -43,7 +43,7 @@ def add(aof: AppendOnlyFile, body: bytes = b"x") -> bytes:
 def ids_in_file(path: str = "disque.aof") -> list[bytes]:
     data = Path(path).read_bytes()
     out = []
-    for _, args in RecordReader(data):
+    for _, args in reader_for(data, None):
         out.append(args[1][4:44] if args[0] == b"LOADJOB" else b"DEL " + args[1])
     return out
 

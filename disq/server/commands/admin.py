@@ -267,7 +267,7 @@ def bgrewriteaof(client: Client, args: list[bytes]) -> bytes:
     if aof.rewrite is not None:
         raise err("Background append only file rewriting already in progress")
     if not aof.start_rewrite():
-        return b"-ERR\r\n"
+        raise err(aof.rewrite_refused)  # e.g. aof-encryption-key-file unreadable
     return reply.status(b"Background append only file rewriting started")
 
 
