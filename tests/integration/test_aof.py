@@ -387,7 +387,7 @@ def test_check_aof_help(flag: str, tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "disq.aof.check", flag], cwd=tmp_path,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout
-    assert out.stdout.startswith("Usage: disq-check-aof [--fix] <file.aof>")
+    assert out.stdout.startswith("Usage: disq-check-aof [--fix] [--key-file <file>] <file.aof>")
     assert "Cannot open" not in out.stdout
 
 
@@ -396,7 +396,7 @@ def test_check_aof_unknown_option_is_not_a_file_name(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
     assert out.stdout.splitlines() == ["Invalid argument: --verbose",
-                                       "Usage: disq-check-aof [--fix] <file.aof>"]
+                                       "Usage: disq-check-aof [--fix] [--key-file <file>] <file.aof>"]
 
 
 # -- loading -----------------------------------------------------------------------------
