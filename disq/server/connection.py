@@ -500,7 +500,8 @@ class Client(LaterReplies, asyncio.Protocol):
             f"idle={int(now - self.last_interaction)} flags={flags} db=0 sub=0 psub=0 "
             f"multi=-1 qbuf={self._reader.len()} qbuf-free=0 obl=0 "
             f"oll={len(self._pending)} omem=0 events=r "
-            f"cmd={self.last_command.decode().lower()}"
+            f"cmd={self.last_command.decode().lower()} "
+            f"user={self.user.name}"
         )
 
 

@@ -356,3 +356,23 @@ def test_users_spread_across_the_cluster(make_cluster: Callable[..., list[DisqPr
              timeout=15)
     for admin in admins:
         admin.close()
+
+
+def test_passwords_stay_out_of_slowlog_and_monitor(two_teams: tuple[DisqProcess, Any]) -> None:
+    node, (admin, alice, _) = two_teams
+    admin.execute_command("CONFIG", "SET", "slowlog-log-slower-than", 0)
+    with node.connect() as monitor:
+        assert raw_command(monitor, b"MONITOR\r\n") == b"+OK\r\n"
+        admin.execute_command("ACL", "SETUSER", "carol", "on", ">top-secret")
+        with node.connect() as carol:
+            assert raw_command(carol, b"AUTH carol top-secret\r\n") == b"+OK\r\n"
+        seen = raw_command(monitor, b"")
+        while b'"auth"' not in seen.lower():
+            more = raw_command(monitor, b"")
+            assert more, seen
+            seen += more
+    assert b"top-secret" not in seen
+    entries = admin.execute_command("SLOWLOG", "GET", 100)
+    assert entries and b"top-secret" not in repr(entries).encode()
+    alice.execute_command("QLEN", "a:x")  # (connected)
+    assert b"user=alice" in admin.execute_command("CLIENT", "LIST")
