@@ -4,6 +4,7 @@ and the link to the cluster (disq/replication/users.py). A part of `Server`."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ class Access:
 
     acl: AclTable
     clients: dict[int, Client]
+    loop: asyncio.AbstractEventLoop | None
     user_sync: Any
 
     def _make_acl(self, requirepass: str, aclfile: str) -> None:
@@ -53,7 +55,11 @@ class Access:
             self.user_sync.changed(user)
 
     def _user_deleted(self, user: User) -> None:
-        """A deleted user's clients are disconnected, as in Redis."""
+        """A deleted user's clients are disconnected, as in Redis: on the next loop
+        turn, so that a client deleting its own user gets its reply first."""
         for client in list(self.clients.values()):
             if client.user is user and client.name != b"http":
-                client.close()
+                if self.loop is not None:
+                    self.loop.call_soon(client.close)
+                else:
+                    client.close()

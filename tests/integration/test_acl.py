@@ -181,6 +181,11 @@ def test_auth_paths_and_bad_input(two_teams: tuple[DisqProcess, Any]) -> None:
     user = admin.execute_command("ACL", "GETUSER", "alice")
     assert user[0] == b"flags" and b"on" in user[1] and user[6] == b"keys"
     assert admin.execute_command("ACL", "GETUSER", "bob") is None
+    # a user deleting itself gets its reply, then the connection closes
+    admin.execute_command("ACL", "SETUSER", "temp", "on", ">t", "~*", "+@all")
+    with node.connect() as sock:
+        assert raw_command(sock, b"AUTH temp t\r\n") == b"+OK\r\n"
+        assert raw_command(sock, b"ACL DELUSER temp\r\n", expect_close=True) == b":1\r\n"
 
 
 def test_requirepass_is_the_default_users_password(start_node: Callable[..., DisqProcess]
@@ -262,6 +267,15 @@ def test_users_over_http(start_node: Callable[..., DisqProcess]) -> None:
     assert http.request("DELETE", "/api/v1/users/carol") == (200, {"deleted": 1})
     assert http.get("/api/v1/users/carol")[0] == 404
     assert as_user("carol", "c-pw").get("/api/v1/queues")[0] == 401
+    # usage per user and the refusals, in the Prometheus metrics
+    status, text = http.get("/metrics")
+    assert status == 200
+    assert b'disq_user_jobs_added_total{user="alice"} 1.0' in text
+    assert b'disq_user_jobs_consumed_total{user="alice"} 1.0' in text
+    assert b'disq_user_jobs_acked_total{user="alice"} 1.0' in text
+    assert b'disq_user_commands_total{user="bob"}' in text
+    assert b'disq_acl_access_denied_total{reason="key"}' in text
+    assert b'disq_acl_access_denied_total{reason="auth"} 2.0' in text
     admin.close()
 
 
