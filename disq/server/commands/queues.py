@@ -102,11 +102,12 @@ def qscan(client: Client, args: list[bytes]) -> bytes:
     request = QScan.parse(args)
     minlen, maxlen, importrate = request.minlen, request.maxlen, request.importrate
     now = now_ms()
+    everything = client.user.all_queues  # (ACL: else only the user's queues)
 
     def keep(queue: Queue) -> bool:
         n = len(queue.jobs)
         return (
-            may_see(client, queue.name)
+            (everything or may_see(client, queue.name))
             and (minlen < 0 or n >= minlen)
             and (maxlen < 0 or n <= maxlen)
             and (importrate < 0 or queue.import_rate_at(now) >= importrate)
@@ -122,11 +123,12 @@ def jscan(client: Client, args: list[bytes]) -> bytes:
     request = JScan.parse(args)
     queue_name = request.queue
     states = {STATE_BY_NAME[name] for name in request.states}
+    everything = client.user.all_queues  # (ACL: else only the user's queues)
 
     def keep(job: Job) -> bool:
         return (
             job.body is not None  # dummy acks are not listed
-            and may_see(client, job.queue)  # (ACL: only the user's queues)
+            and (everything or may_see(client, job.queue))
             and (queue_name is None or job.queue == queue_name)
             and (not states or job.state in states)
         )
