@@ -37,6 +37,7 @@ class Settings:
     unixsocketperm: int
     maxclients: int
     requirepass: str
+    aclfile: str
     dir: str
     daemonize: bool
     pidfile: str

@@ -182,6 +182,10 @@ def _directives() -> list[Directive]:
           doc="most clients at once; more are refused with an error"),
         d("requirepass", "", _str, str, settable=True,
           doc="clients must AUTH with this password (\"\": none)"),
+        # users and permissions (disq/acl.py, issue #23)
+        d("aclfile", "", _str, str,
+          doc="users (Redis's aclfile format: user name on >pw ~queue* +@all), read at "
+              "start; ACL SAVE / ACL LOAD"),
         # -- process
         d("dir", ".", _str, str, settable=True,
           doc="working directory (it must exist): nodes.conf, the AOF, a relative logfile"),

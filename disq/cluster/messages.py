@@ -105,6 +105,11 @@ JOBMOVE_ASK = 38  # fields: [job id, generation]: my copy is of this generation;
 # disq extension (the dashboard, issue #20; replication/stats.py). Unknown: ignored.
 STATS_REQUEST = 39  # fields: [request id]: send me your stats
 STATS_REPLY = 40  # fields: [request id, stats] (stats.NodeStats.to_wire)
+# disq extension (users and permissions, issue #23; replication/users.py). Unknown:
+# ignored.
+ACL_SET = 41  # fields: [user] (acl.User.to_wire: name, version ms, version node,
+#              deleted, rules): set or deleted
+ACL_SYNC = 42  # fields: [[user, ...]] every user changed by a command the sender knows
 
 NAMES = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -120,6 +125,7 @@ NAMES = {
     QPOLICY_SYNC: "qpolicy-sync", RATE_DEMAND: "rate-demand", DLQ_REQUEUE: "dlq-requeue",
     DLQ_REQUEUE_REPLY: "dlq-requeue-reply", JOBMOVE_ASK: "jobmove-ask",
     STATS_REQUEST: "stats-request", STATS_REPLY: "stats-reply",
+    ACL_SET: "acl-set", ACL_SYNC: "acl-sync",
 }
 
 _LEN = struct.Struct(">I")

@@ -35,6 +35,7 @@ from ..job import Job
 from ..node import Node, now_ms
 from ..policies import QueuePolicy
 from ..schedules import CronSchedule
+from .access import Access
 from .clients import ClientRegistry
 from .commands import load_commands
 from .connection import ERR_LOADING, Client
@@ -58,7 +59,7 @@ from .table import rename_command
 log = logging.getLogger("disq")
 
 
-class Server(Cron, Stats, Shutdown, ClientRegistry):
+class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
     """One node's server; its state is set here, for every part."""
 
     def __init__(self, config: Config, argv: list[str] | None = None) -> None:
@@ -76,6 +77,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         # (-MISCONF): one flag for the connection to check, the reasons in refusal().
         self.refusing = False
         self.aof: AppendOnlyFile | None = None
+        self._make_acl(config.requirepass, config.aclfile)  # users (access.py)
         self.clients: dict[int, Client] = {}
         self.monitors: set[Client] = set()  # clients that sent MONITOR
         self._next_client_id = 0
@@ -139,6 +141,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         self.membership = Membership.load_or_create(
             self.config.cluster_config_file, self.config.node_port)
         self.node = Node(self.config, self.membership.myself.id)
+        self._load_aclfile(self.node.id)
         self.update_memory_limit()
         self.node.leaving = self.membership.leaving  # kept in nodes.conf
         if self.membership.restored:  # it may have known DEDUP keys it has lost
@@ -326,6 +329,8 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
         self.replication.recurring.on_change = self._schedule_changed
         self.replication.failures.on_policy_change = self._policy_changed
         self.replication.stats.local = self.node_stats
+        from ..replication.users import UserSync
+        self.user_sync = UserSync(self.acl, self.bus)
 
     def _schedule_changed(self, schedule: CronSchedule) -> None:
         """CRON: persisted with the AOF when it is on, and in nodes.conf (what a node
@@ -431,6 +436,8 @@ class Server(Cron, Stats, Shutdown, ClientRegistry):
             elif not value and self.aof.state != OFF:
                 self.aof.turn_off()
             self._update_refusing()
+        elif name == "requirepass":
+            self.acl.set_requirepass(value)
         elif name == "maxclients-per-ip":
             self.per_ip_limit_changed(value)
         elif name == "client-rate-limit":

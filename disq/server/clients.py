@@ -127,8 +127,8 @@ class ClientRegistry:
 
     def feed_monitors(self, client: Client, args: list[bytes]) -> None:
         """MONITOR: every command, as `+<sec>.<usec> [<addr>] "cmd" "arg" ...`."""
-        if args[0].lower() in (b"auth", b"hello"):
-            args = args[:1]  # never show passwords
+        if args[0].lower() in (b"auth", b"hello", b"acl"):
+            args = args[:1]  # never show passwords (ACL SETUSER's >pw included)
         now = time.time()
         line = b"+%.6f [%s] %s\r\n" % (now, client.addr.encode(),
                                        b" ".join(map(quote_arg, args)))

@@ -41,7 +41,7 @@ from .resp import (
     redis_protocol_message,
     split_inline,
 )
-from .table import COMMANDS, LOOKUP
+from .table import COMMANDS, LOOKUP, CommandSpec
 
 if TYPE_CHECKING:
     from .app import Server
@@ -58,6 +58,8 @@ _BULK_SIZE = [n + size + 2 for n, size in enumerate(_HEADER_SIZE)]
 ERR_NOAUTH = b"-NOAUTH Authentication required.\r\n"
 ERR_LOADING = b"-LOADING Disque is loading the dataset in memory\r\n"
 ERR_OOM = OOM.REPLY
+_EVERY_USERS_SUBCOMMANDS = {"acl": (b"whoami", b"cat"),
+                            "client": (b"id", b"getname", b"setname", b"setinfo")}
 
 
 # The HTTP port's Exchange (http/bridge.py) and tests subclass Client in Python.
@@ -77,7 +79,12 @@ class Client(LaterReplies, asyncio.Protocol):
         self.name = b""
         self.ctime = time.time()
         self.last_interaction = self.ctime
-        self.authenticated = not server.config.requirepass
+        # ACL (disq/acl.py): the user the client acts as (the default one until AUTH)
+        # and whether it authenticated; failed AUTHs are rate limited per connection.
+        self.user = server.acl.default
+        self.authenticated = not server.acl.auth_required
+        self.auth_failures = 0
+        self.auth_retry_at = 0.0
         self.resp3 = False  # HELLO 3: CONFIG GET answers a map, COMMAND Redis 6 entries
         self.last_command = b"NULL"
         self.closing = False
@@ -391,8 +398,13 @@ class Client(LaterReplies, asyncio.Protocol):
         argc, arity = len(args), spec.arity
         if (argc != arity) if arity > 0 else (argc < -arity):
             return b"-ERR wrong number of arguments for '%s' command\r\n" % spec.bname
-        if not self.authenticated and not spec.noauth and server.config.requirepass:
+        if not self.authenticated and not spec.noauth and server.acl.auth_required:
             return ERR_NOAUTH
+        user = self.user
+        if user.restricted and not spec.noauth and spec.name not in user.allowed:
+            refused = self._acl_refusal(spec, args)
+            if refused is not None:
+                return refused
         if spec.denyoom and self.node.job_bytes > self.node.full_bytes and (
                 not server.loading and not self.node.make_room(0)):
             return ERR_OOM
@@ -413,10 +425,24 @@ class Client(LaterReplies, asyncio.Protocol):
             rep = b"-ERR internal error while executing '%s'\r\n" % spec.bname
         usec = (_perf_ns() - start) // 1000
         spec.calls += 1
+        user.calls += 1
         spec.usec += usec
         if usec >= server.slow_usec:  # for SLOWLOG or LATENCY
             server.slow_command(usec, args)
         return rep
+
+    def _acl_refusal(self, spec: CommandSpec, args: list[bytes]) -> bytes | None:
+        """-NOPERM for a command the user may not run. Only asked for a restricted
+        user. The subcommands Redis puts in @connection, not @admin, are allowed to
+        every user: ACL WHOAMI and CAT, CLIENT ID, GETNAME, SETNAME and SETINFO (which
+        client libraries send on connecting)."""
+        if len(args) > 1:
+            allowed = _EVERY_USERS_SUBCOMMANDS.get(spec.name)
+            if allowed is not None and args[1].lower() in allowed:
+                return None
+        self.server.acl.denied_cmd += 1
+        return b"-NOPERM User %s has no permissions to run the '%s' command\r\n" % (
+            _printable(self.user.name.encode()), spec.bname)
 
     # -- client limits (maxclients-per-ip, client-rate-limit) ----------------------------
     def _limit_refusal(self, args: list[bytes]) -> bytes | None:
@@ -474,7 +500,8 @@ class Client(LaterReplies, asyncio.Protocol):
             f"idle={int(now - self.last_interaction)} flags={flags} db=0 sub=0 psub=0 "
             f"multi=-1 qbuf={self._reader.len()} qbuf-free=0 obl=0 "
             f"oll={len(self._pending)} omem=0 events=r "
-            f"cmd={self.last_command.decode().lower()}"
+            f"cmd={self.last_command.decode().lower()} "
+            f"user={self.user.name}"
         )
 
 

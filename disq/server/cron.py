@@ -40,6 +40,7 @@ class Cron:
     _timer_when: int
     _cron: asyncio.TimerHandle | None
     replication: Any
+    user_sync: Any
     config_records: ConfigRecords
 
     if TYPE_CHECKING:  # the other parts of Server: Stats, ClientRegistry, Server
@@ -89,6 +90,7 @@ class Cron:
             if self.replication is not None:
                 self.replication.recurring.cron(int(now * 1000))
                 self.replication.failures.cron(int(now * 1000))
+                self.user_sync.cron(int(now * 1000))
             self.node.schedules.sweep(int(now * 1000))  # tombstones
             self.node.policies.sweep(int(now * 1000))
             self.config_records.cron(int(now * 1000))

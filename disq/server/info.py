@@ -130,6 +130,11 @@ def _stats(s: Server) -> list[str]:
         f"rejected_connections:{s.rejected_connections}",
         f"rejected_commands_per_ip:{s.rejected_commands_per_ip}",
         f"rejected_commands_rate:{s.rejected_commands_rate}",
+        # users and permissions (issue #23), as Redis 7 names them
+        f"acl_access_denied_auth:{s.acl.denied_auth}",
+        f"acl_access_denied_cmd:{s.acl.denied_cmd}",
+        f"acl_access_denied_key:{s.acl.denied_key}",
+        f"acl_access_denied_auth_throttled:{s.acl.denied_auth_throttled}",
         "latest_fork_usec:0",
     ]
 
@@ -206,6 +211,14 @@ def _failures(s: Server) -> list[str]:
     return lines
 
 
+def _users(s: Server) -> list[str]:
+    """disq's own section (issue #23: usage accounting), shown only when asked by
+    name: per user, the commands it ran and the jobs it added, consumed and acked."""
+    return [f"user_{u.name}:commands={u.calls},jobs_added={u.jobs_added},"
+            f"jobs_consumed={u.jobs_consumed},jobs_acked={u.jobs_acked}"
+            for u in s.acl.live()]
+
+
 _SECTIONS = {
     "server": ("Server", _server),
     "clients": ("Clients", _clients),
@@ -220,6 +233,7 @@ _SECTIONS = {
     "dedup": ("Dedup", _dedup),
     "clock": ("Clock", _clock),
     "failures": ("Failures", _failures),
+    "users": ("Users", _users),
 }
 
 

@@ -57,6 +57,11 @@ def snapshot(server: Server) -> dict[str, Any]:
                           in node.failures.dead_lettered.most_common(MAX_QUEUES_EXPORTED)],
         "backoff_requeues": node.failures.backoff_requeues,
         "rate_limited": node.failures.rate_limited,
+        "acl_denied": {"auth": server.acl.denied_auth, "cmd": server.acl.denied_cmd,
+                       "key": server.acl.denied_key,
+                       "auth_throttled": server.acl.denied_auth_throttled},
+        "users": [(u.name, u.calls, u.jobs_added, u.jobs_consumed, u.jobs_acked)
+                  for u in server.acl.live()],
         "rejected_commands": {"per_ip": server.rejected_commands_per_ip,
                               "rate": server.rejected_commands_rate},
         "peer_clocks": [(node.id, estimate) for node, estimate in
@@ -133,6 +138,15 @@ class NodeCollector(Collector):
         for limit, count in snap["rejected_commands"].items():
             rejected.add_metric([limit], count)
         yield rejected
+        denied = CounterMetricFamily(
+            "disq_acl_access_denied",
+            "Refusals of users and permissions: failed AUTH (auth), AUTH refused unchecked "
+            "after too many failures (auth_throttled), command (cmd), queue or job (key)",
+            labels=["reason"])
+        for reason, count in snap["acl_denied"].items():
+            denied.add_metric([reason], count)
+        yield denied
+        yield from _user_metrics(snap["users"])
         latency = SummaryMetricFamily("disq_command_duration_seconds",
                                       "Time spent executing commands", labels=["command"])
         for name, calls, usec in snap["commands"]:
@@ -156,6 +170,19 @@ class NodeCollector(Collector):
         yield offset
         yield uncertainty
         yield rtt
+
+
+def _user_metrics(users: list[tuple[str, int, int, int, int]]) -> Iterator[Any]:
+    """Usage accounting per user (issue #23)."""
+    families = [CounterMetricFamily(f"disq_user_{name}", text, labels=["user"]) for name, text in (
+        ("commands", "Commands the user ran"),
+        ("jobs_added", "Jobs the user added (ADDJOB)"),
+        ("jobs_consumed", "Jobs the user took (GETJOB)"),
+        ("jobs_acked", "Jobs the user acknowledged (ACKJOB, FASTACK)"))]
+    for name, *counts in users:
+        for family, count in zip(families, counts, strict=True):
+            family.add_metric([name], count)
+    yield from families
 
 
 METRICS_PATH = "/metrics"

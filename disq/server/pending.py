@@ -15,6 +15,7 @@ from mypy_extensions import mypyc_attr, trait
 from . import reply
 
 if TYPE_CHECKING:
+    from ..acl import User
     from ..job import Job
     from ..node import Node
     from ..queue import Queue
@@ -79,6 +80,7 @@ class LaterReplies:
     blocked_queues: list[Queue]
     block_timer: asyncio.TimerHandle | None
     block_with_counters: bool
+    user: User
 
     # Client's own method, which these call (a trait declares it: Client defines it).
     def _execute(self, requests: list[list[bytes]]) -> None:
@@ -142,6 +144,7 @@ class LaterReplies:
         """Called by the node: a job for this blocked consumer (always exactly one)."""
         entry = (reply.job_entry_with_counters(job) if self.block_with_counters
                  else reply.job_entry(job))
+        self.user.jobs_consumed += 1
         self.unblock(b"*1\r\n" + entry)
 
     def wait_left_ms(self) -> int | None:

@@ -132,7 +132,10 @@ class Stats:
 
 
 def _slowlog_args(args: list[bytes]) -> list[bytes]:
-    """The arguments as SLOWLOG keeps them: at most 32, each at most 128 bytes."""
+    """The arguments as SLOWLOG keeps them: at most 32, each at most 128 bytes; none
+    of AUTH, HELLO and ACL (passwords), as Redis redacts them."""
+    if args[0].lower() in (b"auth", b"hello", b"acl"):
+        return [args[0], b"(redacted)"] if len(args) > 1 else args[:1]
     kept = args if len(args) <= 32 else args[:31]
     out = [a if len(a) <= 128 else a[:128] + b"... (%d more bytes)" % (len(a) - 128)
            for a in kept]

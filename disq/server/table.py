@@ -8,6 +8,10 @@ a DEDUP check, a blocking GETJOB.
 
 Flags: w = writes jobs, m = may use memory (refused at OOM), a = allowed before AUTH,
 l = allowed while loading, r = read only, s = admin.
+
+ACL categories (disq/acl.py, `ACL CAT`): every command is listed in `CATEGORIES`
+below; registering a command missing there fails at import, so a new command must
+choose who may run it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,27 @@ if TYPE_CHECKING:
     from .pending import Pending
 
 Handler = Callable[["Client", list[bytes]], "bytes | Pending"]
+
+
+# -- ACL categories of every command (disq/acl.py CATEGORIES) ---------------------------
+_ADMIN = ("admin", "dangerous")
+_CONSUME = ("consume", "write")
+CATEGORIES: dict[str, tuple[str, ...]] = {
+    "addjob": ("produce", "write"), "cron": ("produce", "write"),
+    "jobset": ("produce", "write"),
+    "getjob": _CONSUME, "ackjob": _CONSUME, "fastack": _CONSUME, "nack": _CONSUME,
+    "enqueue": _CONSUME, "dequeue": _CONSUME, "working": _CONSUME,
+    "deadletter": _CONSUME,
+    "deljob": ("write",), "pause": ("write",), "qpolicy": ("write",),
+    "show": ("read",), "qlen": ("read",), "globalqlen": ("read",), "qpeek": ("read",),
+    "qstat": ("read",), "qscan": ("read",), "jscan": ("read",),
+    "ping": ("connection",), "auth": ("connection",), "hello": ("connection",),
+    "time": ("connection",), "command": ("connection",),
+    "info": ("dangerous",),
+    "cluster": _ADMIN, "config": _ADMIN, "debug": _ADMIN, "client": _ADMIN,
+    "shutdown": _ADMIN, "bgrewriteaof": _ADMIN, "monitor": _ADMIN, "slowlog": _ADMIN,
+    "latency": _ADMIN, "acl": _ADMIN, "loadjob": _ADMIN,
+}
 
 
 class CommandSpec:
@@ -46,6 +71,9 @@ LOOKUP: dict[bytes, CommandSpec] = {}
 
 
 def command(name: str, arity: int, flags: str = "") -> Callable[[Handler], Handler]:
+    if name not in CATEGORIES:
+        raise KeyError(f"command {name!r} has no ACL categories in table.CATEGORIES")
+
     def register(handler: Handler) -> Handler:
         spec = CommandSpec(name, handler, arity, flags)
         COMMANDS[spec.bname] = LOOKUP[spec.bname] = LOOKUP[spec.bname.upper()] = spec

@@ -43,6 +43,10 @@ OPTIONS: dict[bytes, list[bytes]] = {
     b"command": [b"COUNT", b"INFO", b"DOCS", b"addjob"],
     b"hello": [b"2", b"3", b"AUTH", b"SETNAME", b"default"],
     b"info": [b"server", b"jobs", b"all", b"default", b"memory"],
+    b"acl": [b"SETUSER", b"DELUSER", b"LIST", b"USERS", b"WHOAMI", b"CAT", b"GETUSER",
+             b"SAVE", b"LOAD", b"fuzzer", b"on", b"off", b"~q*", b"+@all", b"-getjob",
+             b">pw", b"read"],
+    b"auth": [b"fuzzer", b"pw", b"default"],
 }
 # Arguments that would stop the node or hold its clients, by command and position.
 FORBIDDEN = {
@@ -51,6 +55,7 @@ FORBIDDEN = {
     b"cluster": {1: {b"reset"}},
     b"client": {1: {b"kill", b"pause"}},
     b"config": {1: {b"set"}},
+    b"acl": {2: {b"default"}},  # the fuzzer's own user stays as it is
 }
 EXCLUDED = {b"shutdown"}
 NAMES = sorted(set(load_commands()) - EXCLUDED)

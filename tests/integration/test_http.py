@@ -211,12 +211,12 @@ def test_cluster_and_cron(start_node: Callable[..., DisqProcess]) -> None:
     assert cluster["info"]["tcp_port"] == node.port
     status, cron = http.get("/api/v1/cron")
     assert status == 200 and cron["schedules"][0]["name"] == "nightly"
-    # a feature not built yet (users and permissions): 501, documented as such
-    status, problem = http.get("/api/v1/users")
-    assert status == 501 and problem["code"] == "NOTIMPLEMENTED", problem
-    assert http.request("DELETE", "/api/v1/users/alice")[0] == 501
+    # users and permissions (issue #23; tests/integration/test_acl.py): the users
+    status, users = http.get("/api/v1/users")
+    assert status == 200 and users["users"][0]["name"] == "default", users
+    assert http.request("DELETE", "/api/v1/users/alice")[0] == 404
     _, document = http.get("/openapi.json")
-    assert "501" in document["paths"]["/api/v1/users"]["get"]["responses"]
+    assert "403" in document["paths"]["/api/v1/users"]["get"]["responses"]
 
 
 def test_jobs_are_listed_a_page_at_a_time(http_node: tuple[DisqProcess, Http]) -> None:

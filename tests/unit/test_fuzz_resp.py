@@ -12,10 +12,12 @@ from fuzzing import fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
 
+from disq.acl import AclTable
 from disq.config import Config
 from disq.ids import new_node_id
 from disq.node import Node
 from disq.server.connection import Client
+from disq.server.table import CATEGORIES
 
 
 class FakeTransport:
@@ -54,7 +56,7 @@ class RecordingClient(Client):
             config=config, node=Node(config, new_node_id()), unixtime=0, net_input_bytes=0,
             net_output_bytes=0, clients_paused_until=0, monitors=set(),
             log_verbose=lambda message: None, client_connected=lambda client: None,
-            client_disconnected=lambda client: None)
+            client_disconnected=lambda client: None, acl=AclTable(CATEGORIES))
         super().__init__(server)  # type: ignore[arg-type]
         self.requests: list[list[bytes]] = []
         self.fake = FakeTransport()

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from disq import errors
+from disq.acl import AclTable
 from disq.config import Config
 from disq.ids import new_node_id
 from disq.job import ACTIVE, DELETED, QUEUED, Job, JobExt, job_group, job_priority
@@ -15,6 +16,7 @@ from disq.node import QUEUE_MAX_IDLE_MS, Node, now_ms
 from disq.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, PriorityJobs, Queue, SortedJobs
 from disq.requests import AddJob
 from disq.server.commands.queues import qpeek
+from disq.server.table import CATEGORIES
 
 
 @pytest.fixture
@@ -356,7 +358,7 @@ def test_requeued_job_keeps_its_priority(node: Node) -> None:
 
 
 def qpeek_ids(node: Node, count: int) -> list[bytes]:
-    client = SimpleNamespace(node=node)
+    client = SimpleNamespace(node=node, user=AclTable(CATEGORIES).default)
     reply = qpeek(client, [b"QPEEK", b"q", b"%d" % count])  # type: ignore[arg-type]
     return re.findall(rb"D-[0-9a-f]{8}-[0-9a-zA-Z+/]{24}-[0-9a-f]{4}", reply)
 

@@ -6,14 +6,15 @@
 - cron.py: CRON (ADD, DEL, LIST; a disq extension)
 - policies.py: QPOLICY (SET, GET, DEL), DEADLETTER (REQUEUE) (disq extensions)
 - cluster.py: CLUSTER HELLO
-- admin.py: PING AUTH INFO CONFIG DEBUG TIME COMMAND CLIENT SHUTDOWN SLOWLOG LATENCY
+- acl.py: AUTH ACL (users and permissions, issue #23)
+- admin.py: PING INFO CONFIG DEBUG TIME COMMAND CLIENT SHUTDOWN SLOWLOG LATENCY
   BGREWRITEAOF MONITOR (QUIT is handled by the connection itself)
 """
 
 from __future__ import annotations
 
 from ..table import COMMANDS, CommandSpec
-from . import admin, cluster, cron, jobs, policies, queues  # noqa: F401  (each registers its commands)
+from . import acl, admin, cluster, cron, jobs, policies, queues  # noqa: F401  (each registers its commands)
 
 
 def load_commands() -> dict[bytes, CommandSpec]:

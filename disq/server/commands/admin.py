@@ -1,4 +1,4 @@
-"""Server commands: PING AUTH INFO CONFIG DEBUG TIME COMMAND CLIENT SHUTDOWN SLOWLOG
+"""Server commands: PING INFO CONFIG DEBUG TIME COMMAND CLIENT SHUTDOWN SLOWLOG
 LATENCY BGREWRITEAOF. (QUIT is answered by the connection itself.)"""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ...errors import err
 from ...exposure import config_set_refusal
 from ...requests import parse_int, timeout_ms
 from .. import info, reply
-from ..table import COMMANDS, CommandSpec, command
+from ..table import CATEGORIES, COMMANDS, CommandSpec, command
 
 if TYPE_CHECKING:
     from ..connection import Client
@@ -24,18 +24,6 @@ def ping(client: Client, args: list[bytes]) -> bytes:
     if len(args) > 2:
         raise err("wrong number of arguments for 'ping' command")
     return reply.PONG if len(args) == 1 else reply.bulk(args[1])
-
-
-@command("auth", 2, "al")
-def auth(client: Client, args: list[bytes]) -> bytes:
-    password = client.server.config.requirepass
-    if not password:
-        raise err("Client sent AUTH, but no password is set")
-    if args[1] == password.encode():
-        client.authenticated = True
-        return reply.OK
-    client.authenticated = False
-    raise err("invalid password")
 
 
 @command("time", 1, "rl")
@@ -148,7 +136,8 @@ def _command_info(spec: CommandSpec, resp3: bool = False) -> bytes:
     flags = [reply.status(_FLAG_NAMES[f]) for f in spec.flags if f in _FLAG_NAMES]
     return ((b"*7\r\n" if resp3 else b"*6\r\n") + reply.bulk(spec.bname)
             + reply.integer(spec.arity) + reply.array(flags) + reply.ZERO + reply.ZERO
-            + reply.ZERO + (reply.EMPTY_ARRAY if resp3 else b""))
+            + reply.ZERO + (reply.encode([b"@" + c.encode() for c in CATEGORIES[spec.name]])
+                            if resp3 else b""))
 
 
 @command("command", 0, "rl")

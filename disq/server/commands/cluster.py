@@ -11,6 +11,7 @@ from ...exposure import is_loopback, meet_refusal
 from ...requests import parse_int
 from .. import reply
 from ..table import command
+from .acl import WRONGPASS, authenticate
 
 if TYPE_CHECKING:
     from ..connection import Client
@@ -26,7 +27,7 @@ def hello(client: Client, args: list[bytes]) -> bytes:
     [SETNAME name]`), which redis-py 8 sends on connect; Disque clients never do."""
     if len(args) > 1:
         return _handshake(client, args)
-    if not client.authenticated:
+    if not client.authenticated and client.server.acl.auth_required:
         return b"-NOAUTH Authentication required.\r\n"
     membership = client.server.membership
     entries: list[object] = [1, membership.myself.id.encode()]
@@ -128,18 +129,15 @@ def _handshake(client: Client, args: list[bytes]) -> bytes:
     while j < len(args):
         opt = args[j].lower()
         if opt == b"auth" and j + 2 < len(args):
-            password = client.server.config.requirepass
-            if not password or args[j + 2] != password.encode():
-                raise DisqError("WRONGPASS", "invalid username-password pair or user is "
-                                "disabled.")
-            client.authenticated = True
+            if authenticate(client, args[j + 1].decode("latin-1"), args[j + 2]) is None:
+                raise WRONGPASS
             j += 3
         elif opt == b"setname" and j + 1 < len(args):
             client.name = args[j + 1]
             j += 2
         else:
             raise err(f"Syntax error in HELLO option '{args[j].decode('latin-1')}'")
-    if not client.authenticated:
+    if not client.authenticated and client.server.acl.auth_required:
         return b"-NOAUTH HELLO must be called with the client already authenticated, " \
                b"otherwise the HELLO <proto> AUTH <user> <pass> option can be used to " \
                b"authenticate the client and select the RESP protocol version at the same " \

@@ -11,6 +11,7 @@ from ...node import now_ms
 from ...requests import CronAdd
 from ...schedules import CronSchedule, check_spec, parse_zone
 from .. import reply
+from ..guard import check_queue, may_see
 from ..table import command
 
 if TYPE_CHECKING:
@@ -43,6 +44,9 @@ def _add(client: Client, request: CronAdd) -> bytes:
     node = client.node
     now = now_ms()
     old = node.schedules.schedules.get(request.name)
+    check_queue(client, request.queue)
+    if old is not None and not old.deleted:
+        check_queue(client, old.queue)  # (replacing a schedule of another queue)
     version = now if old is None or now > old.version else old.version + 1
     schedule = CronSchedule(request.name, request.queue, spec, request.body,
                             repl=request.repl, retry=request.retry, ttl=request.ttl,
@@ -58,6 +62,7 @@ def _delete(client: Client, name: bytes) -> bytes:
     old = node.schedules.get(name)
     if old is None:
         return reply.integer(0)
+    check_queue(client, old.queue)
     now = now_ms()
     tombstone = CronSchedule(name, old.queue, old.spec, b"", tz=old.tz,
                              version=max(now, old.version + 1), origin=node.id,
@@ -79,6 +84,8 @@ def _list(client: Client) -> bytes:
     now = now_ms()
     entries = []
     for s in client.node.schedules.live():
+        if not may_see(client, s.queue):
+            continue
         entries.append(b"*14\r\n" + b"".join((
             reply.bulk(b"name"), reply.bulk(s.name),
             reply.bulk(b"queue"), reply.bulk(s.queue),

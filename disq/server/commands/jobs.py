@@ -11,6 +11,7 @@ from ...job import STATE_NAMES, WAIT_REPL, Job
 from ...node import now_ms
 from ...requests import AddJob, GetJob, JobSet, Nack, validate_ids
 from .. import reply
+from ..guard import check_jobs, check_queue, check_queues
 from ..table import command
 from .dedup import add_deduped
 
@@ -23,7 +24,11 @@ def addjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
     [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key] [DELAY-MS ms] [AT unix-ms]
     [PRIORITY p] [GROUP g]  (DEDUP and the last four: disq extensions)"""
+    user = client.user
+    if not user.all_queues:  # (the checks inline: no call for an unrestricted user)
+        check_queue(client, args[1])
     request = AddJob.parse(args)
+    user.jobs_added += 1
     if request.dedup is not None:
         return add_deduped(client, request)
     job = client.node.add_job(request)
@@ -37,9 +42,12 @@ def getjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue [queue ...]"""
     request = GetJob.parse(args)
     names, with_counters = request.queues, request.with_counters
+    if not client.user.all_queues:
+        check_queues(client, names)
     node = client.node
     jobs = node.get_jobs(names, request.count)
     if jobs:
+        client.user.jobs_consumed += len(jobs)
         encode = reply.job_entry_with_counters if with_counters else reply.job_entry
         if len(jobs) == 1:
             return b"*1\r\n" + encode(jobs[0])
@@ -55,22 +63,28 @@ def getjob(client: Client, args: list[bytes]) -> bytes | Pending:
     return parked
 
 
-def _ids(args: list[bytes]) -> list[bytes]:
+def _ids(client: Client, args: list[bytes]) -> list[bytes]:
+    """The job IDs of the command, checked; for a user restricted to some queues,
+    those it may act on (guard.check_jobs)."""
     ids = args[1:]
     validate_ids(ids)
-    return ids
+    return ids if client.user.all_queues else check_jobs(client, ids)
 
 
 @command("ackjob", -1, "w")
 def ackjob(client: Client, args: list[bytes]) -> bytes:
     """ACKJOB id [id ...]: the number of jobs known and not already acknowledged."""
-    return reply.integer(client.node.ack(_ids(args)))
+    acked = client.node.ack(_ids(client, args))
+    client.user.jobs_acked += acked
+    return reply.integer(acked)
 
 
 @command("fastack", -1, "w")
 def fastack(client: Client, args: list[bytes]) -> bytes:
     """FASTACK id [id ...]: delete now, telling every node that may hold a copy."""
-    return reply.integer(client.node.fast_ack(_ids(args)))
+    acked = client.node.fast_ack(_ids(client, args))
+    client.user.jobs_acked += acked
+    return reply.integer(acked)
 
 
 @command("nack", -1, "wm")
@@ -79,26 +93,26 @@ def nack(client: Client, args: list[bytes]) -> bytes:
     a nack; after DELAY-MS (a disq extension), or the queue's BACKOFF policy, if any.
     A job at its MAXDELIVERIES becomes a dead letter instead (disq/failures.py)."""
     request = Nack.parse(args)
-    return reply.integer(client.node.requeue(request.ids, nack=True,
+    return reply.integer(client.node.requeue(check_jobs(client, request.ids), nack=True,
                                              delay_ms=request.delay_ms))
 
 
 @command("enqueue", -1, "wm")
 def enqueue(client: Client, args: list[bytes]) -> bytes:
     """ENQUEUE id [id ...]: queue active jobs now (counts an additional delivery)."""
-    return reply.integer(client.node.requeue(_ids(args), nack=False))
+    return reply.integer(client.node.requeue(_ids(client, args), nack=False))
 
 
 @command("dequeue", -1, "w")
 def dequeue(client: Client, args: list[bytes]) -> bytes:
     """DEQUEUE id [id ...]: take queued jobs out of their queue (they stay active)."""
-    return reply.integer(client.node.dequeue_ids(_ids(args)))
+    return reply.integer(client.node.dequeue_ids(_ids(client, args)))
 
 
 @command("deljob", -1, "w")
 def deljob(client: Client, args: list[bytes]) -> bytes:
     """DELJOB id [id ...]: evict jobs from this node only."""
-    return reply.integer(client.node.delete(_ids(args)))
+    return reply.integer(client.node.delete(_ids(client, args)))
 
 
 @command("working", 2, "w")
@@ -106,6 +120,8 @@ def working(client: Client, args: list[bytes]) -> bytes:
     """WORKING id: postpone the next requeue; replies the job's retry in seconds."""
     if not is_valid_job_id(args[1]):
         raise errors.BADID
+    if not check_jobs(client, [args[1]]):
+        raise errors.NOJOB  # (a restricted user: a job this node does not know)
     return reply.integer(client.node.working(args[1]))
 
 
@@ -116,6 +132,8 @@ def jobset(client: Client, args: list[bytes]) -> bytes | Pending:
     others told; replication/jobset.py). +OK, or -NOJOB if no reachable node knows
     the job."""
     request = JobSet.parse(args)
+    if not check_jobs(client, [request.job_id]):
+        raise errors.NOJOB  # (a restricted user: a job this node does not know)
     node = client.node
     now = now_ms()
     due = request.due(now)
@@ -139,6 +157,10 @@ def show(client: Client, args: list[bytes]) -> bytes:
     job = client.node.lookup(args[1])
     if job is None:
         return reply.NULL_BULK
+    if not client.user.all_queues:
+        if job.queue is None:  # (a dummy ack: as unknown to a restricted user)
+            return reply.NULL_BULK
+        check_queue(client, job.queue)
     return show_job(job, client.node.id)
 
 

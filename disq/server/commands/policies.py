@@ -12,6 +12,7 @@ from ...node import now_ms
 from ...policies import DEAD_PREFIX, QueuePolicy, format_rate
 from ...requests import DeadletterRequeue, QPolicySet
 from .. import reply
+from ..guard import check_queue
 from ..table import command
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 def qpolicy(client: Client, args: list[bytes]) -> bytes:
     """QPOLICY queue SET [MAXDELIVERIES n] [DEADLETTER queue] [BACKOFF base-ms max-ms]
     [RATE jobs-per-second] | QPOLICY queue GET | QPOLICY queue DEL"""
+    check_queue(client, args[1])
     sub = args[2].lower()
     if sub == b"set":
         return _set(client, QPolicySet.parse(args))
@@ -36,6 +38,8 @@ def qpolicy(client: Client, args: list[bytes]) -> bytes:
 
 
 def _set(client: Client, request: QPolicySet) -> bytes:
+    if request.deadletter:
+        check_queue(client, request.deadletter)
     node = client.node
     now = now_ms()
     old = node.policies.get(request.queue)
@@ -104,6 +108,7 @@ def deadletter(client: Client, args: list[bytes]) -> bytes | Pending:
     if args[1].lower() != b"requeue":
         raise errors.err("unknown DEADLETTER subcommand, try REQUEUE")
     request = DeadletterRequeue.parse(args)
+    check_queue(client, request.queue)
     node = client.node
     if not _is_dead_letter_queue(client, request.queue):
         name = request.queue.decode(errors="replace")[:200]

@@ -11,6 +11,7 @@ from ...node import now_ms
 from ...queue import PAUSE_NAMES, PAUSED_ALL, Queue
 from ...requests import JScan, Pause, QScan, parse_int
 from .. import reply
+from ..guard import check_queue, may_see
 from ..table import command
 from .jobs import show_job
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 @command("qlen", 2, "r")
 def qlen(client: Client, args: list[bytes]) -> bytes:
     """QLEN queue: jobs queued on this node."""
+    check_queue(client, args[1])
     return reply.integer(client.node.qlen(args[1]))
 
 
@@ -29,6 +31,7 @@ def qlen(client: Client, args: list[bytes]) -> bytes:
 def globalqlen(client: Client, args: list[bytes]) -> bytes | Pending:
     """GLOBALQLEN queue (a later Disque command): jobs queued in the whole cluster,
     this node's QLEN plus each reachable node's, answered once they all replied."""
+    check_queue(client, args[1])
     local = client.node.qlen(args[1])
     replication = client.server.replication
     if replication is None or client.node.cluster.size() <= 1:
@@ -45,6 +48,7 @@ def qpeek(client: Client, args: list[bytes]) -> bytes:
     count < 0: the last -count it would deliver, the last first. For plain jobs that
     is Disque's oldest first / newest first; with priorities and groups (issue #18) it
     is the delivery order (most urgent first, the groups of a priority in turn)."""
+    check_queue(client, args[1])
     count = parse_int(args[2])
     if count is None:
         raise errors.NOT_INTEGER
@@ -58,6 +62,7 @@ def qpeek(client: Client, args: list[bytes]) -> bytes:
 @command("qstat", 2, "r")
 def qstat(client: Client, args: list[bytes]) -> bytes:
     """QSTAT queue: the queue's counters, or a null array if it does not exist."""
+    check_queue(client, args[1])
     queue = client.node.queues.get(args[1])
     if queue is None:
         return reply.NULL_ARRAY
@@ -97,11 +102,13 @@ def qscan(client: Client, args: list[bytes]) -> bytes:
     request = QScan.parse(args)
     minlen, maxlen, importrate = request.minlen, request.maxlen, request.importrate
     now = now_ms()
+    everything = client.user.all_queues  # (ACL: else only the user's queues)
 
     def keep(queue: Queue) -> bool:
         n = len(queue.jobs)
         return (
-            (minlen < 0 or n >= minlen)
+            (everything or may_see(client, queue.name))
+            and (minlen < 0 or n >= minlen)
             and (maxlen < 0 or n <= maxlen)
             and (importrate < 0 or queue.import_rate_at(now) >= importrate)
         )
@@ -116,10 +123,12 @@ def jscan(client: Client, args: list[bytes]) -> bytes:
     request = JScan.parse(args)
     queue_name = request.queue
     states = {STATE_BY_NAME[name] for name in request.states}
+    everything = client.user.all_queues  # (ACL: else only the user's queues)
 
     def keep(job: Job) -> bool:
         return (
             job.body is not None  # dummy acks are not listed
+            and (everything or may_see(client, job.queue))
             and (queue_name is None or job.queue == queue_name)
             and (not states or job.state in states)
         )
@@ -137,6 +146,7 @@ def pause(client: Client, args: list[bytes]) -> bytes:
     """PAUSE queue in|out|all|none|state|bcast ...: replies the resulting state. As
     Disque: the state asked replaces the queue's, it does not add to it."""
     request = Pause.parse(args)
+    check_queue(client, request.queue)
     node = client.node
     queue = request.queue
     flags = request.flags

@@ -29,6 +29,7 @@ from disq_client.spec import (
     CommandOptions,
 )
 
+from ...acl import AclError, split_rules
 from ...ids import is_valid_job_id
 from ...node import now_ms
 from ...queue import PAUSE_NAMES
@@ -36,11 +37,14 @@ from .bridge import CommandError, Exchange
 from .problems import Problem, bad_request
 
 if TYPE_CHECKING:
+    from ...acl import User
     from ...replication.stats import NodeStats, QueueStats
     from ..app import Server
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SERVER_KEY: web.AppKey[Server] = web.AppKey("server")
+# The user the request acts as (app.py's middleware sets it from its credentials).
+USER_KEY: web.RequestKey[User] = web.RequestKey("user")
 
 DEFAULT_POLL_MS = 30_000  # a GET of jobs waits this long by default (GETJOB: for ever)
 MAX_QUEUES_LISTED = 1000
@@ -193,7 +197,20 @@ def _exchange(request: web.Request) -> Exchange:
     transport = request.transport
     peer = transport.get_extra_info("peername") if transport is not None else None
     local = transport.get_extra_info("sockname") if transport is not None else None
-    return Exchange(server, peer, local)
+    exchange = Exchange(server, peer, local)
+    exchange.user = request.get(USER_KEY, server.acl.default)
+    return exchange
+
+
+def need(request: web.Request, command: str) -> None:
+    """A route that reads the node without a command (GET /metrics, /cluster/stats):
+    403 unless its user may run `command`, as if it did."""
+    server = request.app[SERVER_KEY]
+    user = request.get(USER_KEY, server.acl.default)
+    if user.restricted and not user.may_run(command):
+        server.acl.denied_cmd += 1
+        raise Problem(403, f"User {user.name} has no permissions to run the '{command}' "
+                           "command", "NOPERM")
 
 
 async def _run(request: web.Request, *args: object) -> Any:
@@ -532,6 +549,7 @@ async def cluster_stats(request: web.Request) -> web.Response:
     summed over the nodes. `node_queues=false` leaves out each node's own list of
     queues, `queue` keeps only that queue in it (the cluster-wide list is whole)."""
     server = request.app[SERVER_KEY]
+    need(request, "cluster")
     replication = server.replication
     if replication is None:  # (no cluster layer)
         found = {server.node.id: server.node_stats()}
@@ -568,10 +586,57 @@ async def bad_job_id(request: web.Request) -> web.Response:
     raise Problem(400, "Invalid Job ID format.", "BADID")
 
 
-async def not_implemented(request: web.Request) -> web.Response:
-    """Routes of features not built yet (users and permissions: issue #23)."""
-    raise Problem(501, "users and permissions (ACL) are not built yet: requirepass is "
-                  "the one password", "NOTIMPLEMENTED")
+# -- users (issue #23): ACL LIST / SETUSER / DELUSER ------------------------------------------
+def _user_json(line: bytes) -> dict[str, Any]:
+    """An ACL LIST line (`user <name> <rules>`) as {"name", "enabled", "rules"}."""
+    _, name, rules = line.decode("latin-1").split(" ", 2)
+    return {"name": name, "enabled": rules.split(" ", 1)[0] == "on", "rules": rules}
+
+
+async def _users(request: web.Request) -> list[dict[str, Any]]:
+    return [_user_json(line) for line in await _run(request, "ACL", "LIST")]
+
+
+async def list_users(request: web.Request) -> web.Response:
+    """GET /users: every user, with the rules that rebuild it (ACL LIST)."""
+    return _ok({"users": await _users(request)})
+
+
+async def get_user(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    for user in await _users(request):
+        if user["name"] == name:
+            return _ok(user)
+    raise Problem(404, f"no user '{name}'", "NOUSER")
+
+
+async def put_user(request: web.Request) -> web.Response:
+    """PUT /users/{name} {"rules": "on >pw ~q:* +@produce"} (or a list of rules):
+    ACL SETUSER, all the rules or none; creates the user if it does not exist."""
+    data = await _json_object(request)
+    rules = data.get("rules")
+    if set(data) - {"rules"}:
+        raise bad_request(f"unknown field '{sorted(set(data) - {'rules'})[0]}'")
+    if type(rules) is str:
+        try:
+            words = split_rules(rules)
+        except AclError as exc:
+            raise bad_request(f"'rules': {exc}") from None
+    elif type(rules) is list and all(type(rule) is str for rule in rules):
+        words = rules
+    else:
+        raise bad_request("'rules' must be a string of ACL SETUSER rules, or a list of them")
+    await _run(request, "ACL", "SETUSER", request.match_info["name"].encode("latin-1",
+                                                                            "replace"),
+               *[word.encode("latin-1", "replace") for word in words])
+    return await get_user(request)
+
+
+async def delete_user(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if await _run(request, "ACL", "DELUSER", name.encode("latin-1", "replace")) == 0:
+        raise Problem(404, f"no user '{request.match_info['name']}'", "NOUSER")
+    return _ok({"deleted": 1})
 
 
 def add_routes(app: web.Application) -> None:
@@ -598,5 +663,7 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/api/v1/cluster", cluster)
     r.add_get("/api/v1/cluster/stats", cluster_stats)
     r.add_get("/api/v1/cron", cron_list)
-    r.add_route("*", "/api/v1/users", not_implemented)
-    r.add_route("*", "/api/v1/users/{name}", not_implemented)
+    r.add_get("/api/v1/users", list_users)
+    r.add_get("/api/v1/users/{name}", get_user)
+    r.add_put("/api/v1/users/{name}", put_user)
+    r.add_delete("/api/v1/users/{name}", delete_user)

@@ -114,6 +114,11 @@ JOB_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "stri
           "description": "a job ID (D-...)"}
 QUEUE = {"name": "queue", "in": "path", "required": True, "schema": {"type": "string"}}
 JOB_REF = {"$ref": "#/components/schemas/Job"}
+USER_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+USER = {"type": "object", "properties": {
+    "name": {"type": "string"}, "enabled": {"type": "boolean"},
+    "rules": {"type": "string", "description": "the ACL SETUSER rules that rebuild the user "
+                                               "(passwords as #<sha256>)"}}}
 
 
 def _job_action(command: str, key: str, summary: str) -> dict[str, Any]:
@@ -298,24 +303,40 @@ def openapi_document(server: Server | None = None) -> dict[str, Any]:
             "tags": ["cluster"], "summary": "Recurring jobs (CRON LIST)",
             "responses": {"200": _ok({"type": "object"}), **_errors()}}},
         "/api/v1/users": {"get": {
-            "tags": ["not built yet"],
-            "summary": "Users and permissions (ACL LIST): answers 501 until ACLs are built",
-            "responses": _errors(501)}},
-        "/api/v1/users/{name}": {method: {
-            "tags": ["not built yet"],
-            "summary": "A user (ACL GETUSER / SETUSER / DELUSER): answers 501 until ACLs "
-                       "are built",
-            "parameters": [{"name": "name", "in": "path", "required": True,
-                            "schema": {"type": "string"}}],
-            "responses": _errors(501)} for method in ("get", "put", "delete")},
+            "tags": ["users"], "summary": "Every user and its rules (ACL LIST)",
+            "responses": {"200": _ok({"type": "object", "properties": {
+                "users": {"type": "array", "items": USER}}}), **_errors(403)}}},
+        "/api/v1/users/{name}": {
+            "get": {"tags": ["users"], "summary": "A user and its rules",
+                    "parameters": [USER_NAME],
+                    "responses": {"200": _ok(USER), **_errors(403, 404)}},
+            "put": {"tags": ["users"],
+                    "summary": "Create or change a user (ACL SETUSER): every rule applies, "
+                               "or none (400 naming the bad one)",
+                    "parameters": [USER_NAME],
+                    "requestBody": _body({"type": "object", "required": ["rules"],
+                                          "properties": {"rules": {
+                                              "oneOf": [{"type": "string"},
+                                                        {"type": "array",
+                                                         "items": {"type": "string"}}],
+                                              "example": "on >s3cret ~orders:* +@produce "
+                                                         "+@consume +@read"}}}),
+                    "responses": {"200": _ok(USER), **_errors(403)}},
+            "delete": {"tags": ["users"],
+                       "summary": "Delete a user (ACL DELUSER): its connections are closed",
+                       "parameters": [USER_NAME],
+                       "responses": {"200": _count("deleted", "ACL DELUSER"),
+                                     **_errors(403, 404)}}},
     }
     return {
         "openapi": "3.0.3",
         "info": {"title": "disq", "version": DISQ_VERSION,
                  "description": "The HTTP API of a disq node: the same commands, replies "
                                 "and errors as its RESP port (each route runs its RESP "
-                                "command). Authentication: Bearer <requirepass>, or basic "
-                                "auth with it as the password."},
+                                "command). Authentication: basic auth user:password (the "
+                                "node's users, ACL SETUSER), or Bearer <password> for the "
+                                "default user (requirepass). A user's permissions apply "
+                                "as on RESP: -NOPERM is a 403."},
         "paths": paths,
         "components": {
             "schemas": {"NewJob": NEW_JOB, "Job": JOB, "Problem": PROBLEM,

@@ -15,6 +15,8 @@ PROBLEM_TYPE = "application/problem+json"
 STATUS_BY_CODE = {
     "NOJOB": 404,
     "NOAUTH": 401,
+    "WRONGPASS": 401,
+    "NOPERM": 403,
     "BUSY": 429,
     "NOREPL": 503,
     "LEAVING": 503,
@@ -27,7 +29,7 @@ STATUS_BY_CODE = {
     "NOTIMPLEMENTED": 501,
 }
 TITLES = {
-    400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
+    400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
     409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type",
     429: "Too Many Requests", 500: "Internal Server Error", 501: "Not Implemented",
     503: "Service Unavailable", 507: "Insufficient Storage",

@@ -6,8 +6,9 @@
 //   #/queues         every queue, cluster-wide: length, rates, pause, dead letters
 //   #/queue/<name>   one queue: its nodes, its next jobs (QPEEK), the jobs held (JSCAN)
 //   #/job/<id>       one job (SHOW) and what can be done with it
-// With requirepass, a 401 brings the login form; the password stays in sessionStorage
-// and goes as `Authorization: Bearer`.
+// With requirepass (or users: ACL), a 401 brings the login form; the user and password
+// stay in sessionStorage and go as basic auth (`Authorization: Bearer <password>` for
+// the default user).
 
 import { sparkline, timeChart } from "./chart.js";
 
@@ -18,6 +19,7 @@ const PAGE_SIZE = 20;
 const MAX_ROWS = 300; // queues shown at once in the list (the filter finds the others)
 const MAX_PEEK = 10000;
 const PASSWORD_KEY = "disq.password";
+const USER_KEY = "disq.user";
 
 const $ = (selector, root = document) => root.querySelector(selector);
 const enc = encodeURIComponent;
@@ -72,10 +74,17 @@ class ApiError extends Error {
 }
 
 let password = sessionStorage.getItem(PASSWORD_KEY) || "";
+let user = sessionStorage.getItem(USER_KEY) || "default";
+
+function authorization() {
+  if (user === "default" || !user) return `Bearer ${password}`;
+  const bytes = new TextEncoder().encode(`${user}:${password}`);
+  return `Basic ${btoa(String.fromCharCode(...bytes))}`;
+}
 
 async function api(method, path, body) {
   const headers = {};
-  if (password) headers.Authorization = `Bearer ${password}`;
+  if (password) headers.Authorization = authorization();
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let response;
   try {
@@ -236,7 +245,9 @@ function showLogin(error = "") {
 $("#login-form").addEventListener("submit", (event) => {
   event.preventDefault();
   password = $("#login-password").value;
+  user = $("#login-user").value.trim() || "default";
   sessionStorage.setItem(PASSWORD_KEY, password);
+  sessionStorage.setItem(USER_KEY, user);
   $("#login").hidden = true;
   $("#login-password").value = "";
   route();
@@ -613,7 +624,9 @@ const actions = {
   "refresh-jobs"() { page.loadJobs?.(); },
   "sign-out"() {
     password = "";
+    user = "default";
     sessionStorage.removeItem(PASSWORD_KEY);
+    sessionStorage.removeItem(USER_KEY);
     showLogin();
   },
 };

@@ -1,0 +1,507 @@
+"""Users and permissions (issue #23), in Redis 6's ACL model: each user has a state
+(on/off), passwords (kept as SHA-256 hashes, as Redis keeps them), queue patterns (the
+keys of Redis: `~pattern`, glob-style) and command rules (`+cmd`, `-cmd`, `+@category`,
+`-@category`). The rules of `ACL SETUSER` and of the aclfile are parsed here once into
+a compact form: the set of the command names the user may run and its patterns, so
+that the check a request pays is one flag (`restricted`), and for a restricted user
+one set lookup and, for a command naming a queue, one cached pattern match.
+
+No import of disq.server: the command table gives this module each command's
+categories (`AclTable(categories)`), and the server wires the rest (connection.py's
+dispatch, commands/acl.py, the HTTP layer). Users are replicated by
+disq/replication/users.py: each user carries a version (ms, node id), the newest wins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import shlex
+from collections.abc import Callable, Iterable, Mapping
+
+DEFAULT_USER = "default"
+# The categories of ACL CAT (besides `all`): each command of the table names its own.
+CATEGORIES = {
+    "produce": "commands that add jobs (ADDJOB, CRON ADD)",
+    "consume": "commands that take and settle jobs (GETJOB, ACKJOB, NACK, WORKING...)",
+    "read": "commands that only read jobs and queues (SHOW, QLEN, QPEEK, JSCAN...)",
+    "write": "commands that change jobs or queues",
+    "admin": "node and cluster administration (CONFIG, DEBUG, CLUSTER, ACL...)",
+    "dangerous": "commands that can break the node or read everything",
+    "connection": "connection commands (AUTH, PING, HELLO...)",
+}
+MAX_CACHED_QUEUES = 4096  # queue names whose verdict a user remembers
+MAX_NAME_LEN = 1024
+# Redis's error texts of ACL SETUSER, by cause
+SYNTAX = "Syntax error"
+UNKNOWN = "Unknown command or category name in ACL"
+NO_SUCH_PASSWORD = "The password you are trying to remove from the user does not exist"
+BAD_HASH = ("The password hash must be exactly 64 characters and contain only lowercase "
+            "hexadecimal characters")
+AFTER_ALL = ("Adding a pattern after the * pattern (or the 'allqueues' flag) is not valid "
+             "and does not have any effect. Try 'resetqueues' to start with an empty list "
+             "of patterns")
+_HASH = re.compile(r"[0-9a-f]{64}")
+
+Version = tuple[int, str]  # (ms, node ID) of the change; (0, "") = this node's own
+
+
+class AclError(Exception):
+    """A rule or an aclfile line that cannot be applied: nothing was changed."""
+
+
+def hash_password(password: bytes) -> str:
+    return hashlib.sha256(password).hexdigest()
+
+
+def _glob_regex(pattern: bytes) -> re.Pattern[bytes]:
+    """Redis's glob (stringmatchlen) as a regex: * ? [abc] [^a-z] [!a] and \\x."""
+    out = bytearray()
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i:i + 1]
+        if c == b"*":
+            out += b".*"
+        elif c == b"?":
+            out += b"."
+        elif c == b"\\" and i + 1 < n:
+            i += 1
+            out += re.escape(pattern[i:i + 1])
+        elif c == b"[":
+            end = pattern.find(b"]", i + 2 if pattern[i + 1:i + 2] in (b"^", b"!") else i + 1)
+            if end < 0:
+                out += b"\\["
+            else:
+                body = pattern[i + 1:end]
+                negate = body[:1] in (b"^", b"!")
+                if negate:
+                    body = body[1:]
+                escaped = body.replace(b"\\", b"\\\\").replace(b"]", b"\\]")
+                out += b"[" + (b"^" if negate else b"") + escaped + b"]"
+                i = end
+        else:
+            out += re.escape(c)
+        i += 1
+    return re.compile(bytes(out) + b"\\Z", re.DOTALL)
+
+
+class User:
+    """One user. `restricted` is False only for a user who may run every command on
+    every queue: the connection checks nothing more for it."""
+
+    __slots__ = ("name", "enabled", "nopass", "passwords", "patterns", "all_queues",
+                 "command_rules", "allowed", "all_commands", "restricted", "version",
+                 "deleted", "_regexes", "_verdicts", "calls", "jobs_added",
+                 "jobs_consumed", "jobs_acked")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.enabled = False
+        self.nopass = False
+        self.passwords: list[str] = []  # SHA-256 hex digests, in the order given
+        self.patterns: list[bytes] = []
+        self.all_queues = False
+        self.command_rules: list[str] = ["-@all"]  # as given, from the last reset
+        self.allowed: frozenset[str] = frozenset()
+        self.all_commands = False
+        self.restricted = True
+        self.version: Version = (0, "")
+        self.deleted = False  # a tombstone, kept so that the deletion spreads
+        self._regexes: list[re.Pattern[bytes]] = []
+        self._verdicts: dict[bytes, bool] = {}
+        # usage accounting (INFO users, the metrics' user label)
+        self.calls = 0
+        self.jobs_added = 0
+        self.jobs_consumed = 0
+        self.jobs_acked = 0
+
+    # -- checks ------------------------------------------------------------------------
+    def check_password(self, password: bytes) -> bool:
+        if not self.enabled or self.deleted:
+            return False
+        if self.nopass:
+            return True
+        given = hash_password(password)
+        return any(hmac.compare_digest(given, known) for known in self.passwords)
+
+    def may_run(self, command: str) -> bool:
+        return command in self.allowed
+
+    def may_use(self, queue: bytes) -> bool:
+        """May this user name `queue`? (a job's queue decides for a job)"""
+        if self.all_queues:
+            return True
+        verdict = self._verdicts.get(queue)
+        if verdict is None:
+            verdict = any(regex.match(queue) for regex in self._regexes)
+            if len(self._verdicts) >= MAX_CACHED_QUEUES:
+                self._verdicts.clear()
+            self._verdicts[queue] = verdict
+        return verdict
+
+    # -- description -------------------------------------------------------------------
+    def rules(self) -> str:
+        """The rules that rebuild this user, as ACL LIST and the aclfile show them."""
+        words = ["on" if self.enabled else "off"]
+        if self.nopass:
+            words.append("nopass")
+        words += ["#" + h for h in self.passwords]
+        if self.all_queues:
+            words.append("~*")
+        else:
+            words += [_quote("~" + p.decode("latin-1")) for p in self.patterns]
+        words += self.command_rules
+        return " ".join(words)
+
+    def to_wire(self) -> list[object]:
+        """[name, version ms, version node, deleted, rules]: what the bus carries."""
+        return [self.name, self.version[0], self.version[1], self.deleted,
+                "" if self.deleted else self.rules()]
+
+    def copy(self) -> User:
+        other = User(self.name)
+        for slot in ("enabled", "nopass", "all_queues", "all_commands", "restricted",
+                     "version", "deleted", "allowed"):
+            setattr(other, slot, getattr(self, slot))
+        other.passwords = list(self.passwords)
+        other.patterns = list(self.patterns)
+        other.command_rules = list(self.command_rules)
+        return other
+
+    def take(self, other: User) -> None:
+        """Become `other` (its rules and version), keeping this object (the connected
+        clients hold it) and its counters."""
+        self.enabled, self.nopass = other.enabled, other.nopass
+        self.passwords, self.patterns = other.passwords, other.patterns
+        self.all_queues, self.command_rules = other.all_queues, other.command_rules
+        self.version, self.deleted = other.version, other.deleted
+        self._regexes = [_glob_regex(p) for p in self.patterns]
+        self._verdicts = {}
+        self.allowed = other.allowed
+        self.all_commands = other.all_commands
+        self._update()
+
+    def _update(self) -> None:
+        self.restricted = self.deleted or not (self.all_commands and self.all_queues)
+
+
+def _quote(word: str) -> str:
+    return word if word and not any(c.isspace() or c in "\"'\\" for c in word) else (
+        shlex.quote(word))
+
+
+class RuleSet:
+    """How rules apply: the command names and their categories."""
+
+    def __init__(self, categories: Mapping[str, Iterable[str]]) -> None:
+        self.categories = {name: frozenset(cats) for name, cats in categories.items()}
+        self.all = frozenset(self.categories)
+        self.by_category: dict[str, frozenset[str]] = {
+            cat: frozenset(n for n, cats in self.categories.items() if cat in cats)
+            for cat in CATEGORIES}
+
+    def allowed(self, rules: list[str]) -> tuple[frozenset[str], bool]:
+        """The commands `rules` allow, and whether that is +@all."""
+        allowed: set[str] = set()
+        every = False
+        for rule in rules:
+            add = rule[0] == "+"
+            name = rule[1:]
+            if name == "@all":
+                allowed = set(self.all) if add else set()
+                every = add
+                continue
+            names = self.by_category[name[1:]] if name[0] == "@" else {name}
+            if add:
+                allowed |= names
+            else:
+                allowed -= names
+                every = False
+        return frozenset(allowed), every or allowed >= self.all
+
+    def apply(self, user: User, rule: str) -> None:
+        """Apply one rule to `user` (a copy: the caller keeps it only if every rule of
+        the command applies); AclError with Redis's text if it cannot."""
+        low = rule.lower()
+        if low == "on":
+            user.enabled = True
+        elif low == "off":
+            user.enabled = False
+        elif low == "nopass":
+            user.nopass, user.passwords = True, []
+        elif low == "resetpass":
+            user.nopass, user.passwords = False, []
+        elif rule[:1] == ">":
+            self._add_hash(user, hash_password(rule[1:].encode("latin-1", "replace")))
+        elif rule[:1] == "#":
+            if not _HASH.fullmatch(rule[1:]):
+                raise AclError(BAD_HASH)
+            self._add_hash(user, rule[1:])
+        elif rule[:1] in ("<", "!"):
+            digest = rule[1:] if rule[0] == "!" else hash_password(
+                rule[1:].encode("latin-1", "replace"))
+            if rule[0] == "!" and not _HASH.fullmatch(digest):
+                raise AclError(BAD_HASH)
+            if digest not in user.passwords:
+                raise AclError(NO_SUCH_PASSWORD)
+            user.passwords.remove(digest)
+        elif rule[:1] == "~":
+            pattern = rule[1:].encode("latin-1", "replace")
+            if pattern == b"*":
+                user.all_queues, user.patterns = True, []
+            elif user.all_queues:
+                raise AclError(AFTER_ALL)
+            elif pattern not in user.patterns:
+                user.patterns.append(pattern)
+        elif low in ("allqueues", "allkeys"):
+            user.all_queues, user.patterns = True, []
+        elif low in ("resetqueues", "resetkeys"):
+            user.all_queues, user.patterns = False, []
+        elif low in ("allcommands", "nocommands"):
+            user.command_rules = ["+@all" if low == "allcommands" else "-@all"]
+        elif rule[:1] in ("+", "-") and len(rule) > 1:
+            name = low[1:]
+            if name[0] == "@":
+                if name != "@all" and name[1:] not in CATEGORIES:
+                    raise AclError(UNKNOWN)
+            elif name not in self.categories:
+                raise AclError(UNKNOWN)
+            if name == "@all":
+                user.command_rules = [rule[0] + name]
+            else:
+                user.command_rules.append(rule[0] + name)
+        elif low == "reset":
+            user.nopass, user.passwords = False, []
+            user.all_queues, user.patterns = False, []
+            user.enabled = False
+            user.command_rules = ["-@all"]
+        else:
+            raise AclError(SYNTAX)
+
+    @staticmethod
+    def _add_hash(user: User, digest: str) -> None:
+        user.nopass = False
+        if digest not in user.passwords:
+            user.passwords.append(digest)
+
+    def build(self, base: User, rules: Iterable[str]) -> User:
+        """`base` changed by `rules`, as a new User (`base` untouched): AclError
+        naming the rule that cannot apply."""
+        user = base.copy()
+        for rule in rules:
+            try:
+                self.apply(user, rule)
+            except AclError as exc:
+                raise AclError(f"Error in ACL SETUSER modifier '{_shown(rule)}': {exc}") from None
+        user.allowed, user.all_commands = self.allowed(user.command_rules)
+        user.deleted = False
+        user._regexes = [_glob_regex(p) for p in user.patterns]
+        user._update()
+        return user
+
+
+def _shown(rule: str) -> str:
+    return rule[:128].replace("\r", " ").replace("\n", " ")
+
+
+def check_user_name(name: str) -> None:
+    if not name or len(name) > MAX_NAME_LEN or any(c.isspace() or c == "\0" for c in name):
+        raise AclError("Usernames can't be empty or contain spaces or null characters")
+
+
+class AclTable:
+    """Every user of the node (tombstones of deleted ones included), the counters of
+    refusals, and the aclfile."""
+
+    def __init__(self, categories: Mapping[str, Iterable[str]], requirepass: str = "",
+                 aclfile: str = "") -> None:
+        self.ruleset = RuleSet(categories)
+        self.users: dict[str, User] = {}
+        self.aclfile = aclfile
+        self.default = self._new_default(requirepass)
+        self.users[DEFAULT_USER] = self.default
+        self.auth_required = False
+        self._update_auth()
+        self.denied_auth = 0  # failed AUTH / HELLO AUTH / HTTP credentials
+        self.denied_cmd = 0  # commands refused (NOPERM)
+        self.denied_key = 0  # queues or jobs refused (NOPERM)
+        self.denied_auth_throttled = 0  # AUTHs refused unchecked (too many failures)
+        # The server's hooks: a user changed or deleted here (to replicate and to
+        # drop its clients).
+        self.on_change: Callable[[User], None] = lambda user: None
+        self.on_delete: Callable[[User], None] = lambda user: None
+
+    def _new_default(self, requirepass: str) -> User:
+        rules = ["on", "~*", "+@all"] + ([">" + requirepass] if requirepass else ["nopass"])
+        return self.ruleset.build(User(DEFAULT_USER), rules)
+
+    def _update_auth(self) -> None:
+        """As Redis's authRequired: new connections must AUTH unless the default user
+        is on and has nopass."""
+        default = self.default
+        self.auth_required = not (default.enabled and default.nopass and not default.deleted)
+
+    # -- look-ups ----------------------------------------------------------------------
+    def get(self, name: str) -> User | None:
+        user = self.users.get(name)
+        return None if user is None or user.deleted else user
+
+    def live(self) -> list[User]:
+        return sorted((u for u in self.users.values() if not u.deleted), key=lambda u: u.name)
+
+    def authenticate(self, name: str, password: bytes) -> User | None:
+        user = self.get(name)
+        if user is None or not user.check_password(password):
+            return None
+        return user
+
+    # -- changes -----------------------------------------------------------------------
+    def set_user(self, name: str, rules: Iterable[str], version: Version) -> User:
+        """ACL SETUSER: all the rules apply, or none (AclError)."""
+        check_user_name(name)
+        current = self.get(name)
+        built = self.ruleset.build(current if current is not None else User(name), rules)
+        built.version = version
+        return self._install(built)
+
+    def _install(self, built: User) -> User:
+        user = self.users.get(built.name)
+        if user is None:
+            user = self.users[built.name] = User(built.name)
+        user.take(built)
+        if user is self.default:
+            self._update_auth()
+        return user
+
+    def delete(self, name: str, version: Version) -> bool:
+        if name == DEFAULT_USER:
+            raise AclError("The 'default' user cannot be removed")
+        user = self.get(name)
+        if user is None:
+            return False
+        self._tombstone(user, version)
+        return True
+
+    def _tombstone(self, user: User, version: Version) -> None:
+        gone = User(user.name)
+        gone.deleted = True
+        gone.version = version
+        user.take(gone)
+        self.on_delete(user)
+
+    def set_requirepass(self, password: str) -> None:
+        """requirepass (start-up or CONFIG SET): the default user's password, on this
+        node only (its version is unchanged, so it is not replicated)."""
+        rules = ["resetpass", ">" + password] if password else ["nopass"]
+        built = self.ruleset.build(self.default, rules)
+        built.version = self.default.version
+        self._install(built)
+
+    # -- replication -------------------------------------------------------------------
+    def merge(self, data: object) -> User | None:
+        """A user from a peer ([name, ms, node, deleted, rules]): taken if newer than
+        ours; the user changed, or None. Anything malformed is ignored."""
+        if not (type(data) is list and len(data) == 5):
+            return None
+        name, ms, node, deleted, rules = data
+        if not (type(name) is str and type(ms) is int and type(node) is str
+                and type(deleted) is bool and type(rules) is str) or ms <= 0:
+            return None
+        try:
+            check_user_name(name)
+        except AclError:
+            return None
+        version = (ms, node)
+        current = self.users.get(name)
+        if current is not None and current.version >= version:
+            return None
+        if deleted:
+            if name == DEFAULT_USER:
+                return None
+            if current is None:
+                current = self.users[name] = User(name)
+            self._tombstone(current, version)
+            return current
+        try:
+            built = self.ruleset.build(User(name), ["reset", *split_rules(rules)])
+        except AclError:
+            return None
+        built.version = version
+        return self._install(built)
+
+    def replicated(self) -> list[User]:
+        """The users whose state spreads: every one changed by a command (version > 0)."""
+        return [u for u in self.users.values() if u.version[0] > 0]
+
+    # -- the aclfile -------------------------------------------------------------------
+    def parse_file(self, text: str, origin: str) -> dict[str, User]:
+        """The users of an aclfile (`user <name> <rules...>` lines); AclError naming
+        the line of the first error."""
+        users: dict[str, User] = {}
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            try:
+                words = split_rules(line)
+                if words[0] != "user" or len(words) < 2:
+                    raise AclError("line should start with user keyword")
+                check_user_name(words[1])
+                if words[1] in users:
+                    raise AclError(f"Duplicate user '{words[1]}' found")
+                users[words[1]] = self.ruleset.build(User(words[1]), words[2:])
+            except (AclError, ValueError) as exc:
+                raise AclError(f"{origin}:{number}: {exc}") from None
+        return users
+
+    def load_file(self, version: Version, at_start: bool = False) -> int:
+        """ACL LOAD (and the start): the aclfile's users replace every user; all or
+        nothing. Users missing from the file are deleted (tombstones, so that the
+        deletion spreads); the default user keeps its state if the file does not
+        name it. How many users the file has."""
+        path = self.aclfile
+        try:
+            with open(path, encoding="latin-1") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise AclError(f"Error loading ACLs, opening file '{path}': "
+                           f"{exc.strerror or exc}") from None
+        users = self.parse_file(text, path)
+        for user in users.values():
+            user.version = version
+            self._install(user)
+            if not at_start:
+                self.on_change(self.users[user.name])
+        for name, user in list(self.users.items()):
+            if name not in users and name != DEFAULT_USER and not user.deleted:
+                self._tombstone(user, version)
+                self.on_change(user)
+        return len(users)
+
+    def save_file(self) -> None:
+        """ACL SAVE: every live user, written to a temporary file then renamed."""
+        path = self.aclfile
+        text = "".join(f"user {u.name} {u.rules()}\n" for u in self.live())
+        tmp = f"{path}.tmp-{os.getpid()}"
+        try:
+            with open(tmp, "w", encoding="latin-1") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise AclError(f"There was an error trying to save the ACLs: "
+                           f"{exc.strerror or exc}") from None
+
+
+def split_rules(text: str) -> list[str]:
+    """Words as Redis's sdssplitargs splits them (quotes allowed)."""
+    try:
+        return shlex.split(text, posix=True)
+    except ValueError:
+        raise AclError("unbalanced quotes") from None

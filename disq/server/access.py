@@ -1,0 +1,65 @@
+"""The server's side of users and permissions (disq/acl.py): the table made from the
+configuration (requirepass, aclfile), what a change does to the connected clients,
+and the link to the cluster (disq/replication/users.py). A part of `Server`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..acl import AclError, AclTable, User
+from .table import CATEGORIES
+
+if TYPE_CHECKING:
+    from .connection import Client
+
+log = logging.getLogger("disq")
+
+
+class Access:
+    """Mixed into Server."""
+
+    acl: AclTable
+    clients: dict[int, Client]
+    loop: asyncio.AbstractEventLoop | None
+    user_sync: Any
+
+    def _make_acl(self, requirepass: str, aclfile: str) -> None:
+        self.acl = AclTable(CATEGORIES, requirepass, aclfile)
+        self.acl.on_delete = self._user_deleted
+        self.acl.on_change = self._user_changed
+        self.user_sync = None
+
+    def _load_aclfile(self, node_id: str) -> None:
+        """At start, after `dir` is entered: an aclfile that cannot be read or has an
+        error stops the start, as in Redis. Its users' version is the file's mtime, so
+        that what the cluster changed since it was written wins."""
+        acl = self.acl
+        if not acl.aclfile:
+            return
+        try:
+            mtime = int(os.stat(acl.aclfile).st_mtime * 1000)
+            count = acl.load_file((mtime, node_id), at_start=True)
+        except OSError as exc:
+            raise SystemExit(f"Aborting disq startup because of ACL errors: can't read "
+                             f"aclfile '{acl.aclfile}': {exc.strerror or exc}") from None
+        except AclError as exc:
+            raise SystemExit(f"Aborting disq startup because of ACL errors: {exc}") from None
+        log.info("%d users loaded from %s", count, acl.aclfile)
+
+    def _user_changed(self, user: User) -> None:
+        """Changed here (ACL SETUSER, DELUSER, LOAD): tell every node."""
+        if self.user_sync is not None:
+            self.user_sync.changed(user)
+
+    def _user_deleted(self, user: User) -> None:
+        """A deleted user's clients are disconnected, as in Redis: on the next loop
+        turn, so that a client deleting its own user gets its reply first."""
+        for client in list(self.clients.values()):
+            if client.user is user and client.name != b"http":
+                if self.loop is not None:
+                    self.loop.call_soon(client.close)
+                else:
+                    client.close()

@@ -1,0 +1,168 @@
+"""Users and permissions (issue #23): AUTH and ACL (SETUSER DELUSER LIST USERS WHOAMI
+CAT GETUSER SAVE LOAD), Redis 6's commands and error texts. The users are
+`server.acl` (disq/acl.py); a change made here spreads to every node
+(disq/replication/users.py) through `acl.on_change`.
+
+Names, rules and passwords are bytes on the wire and latin-1 text in disq/acl.py (a
+one-to-one mapping: any byte string round-trips)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ... import errors
+from ...acl import CATEGORIES, DEFAULT_USER, AclError, Version
+from ...errors import err, fixed
+from ...node import now_ms
+from .. import reply
+from ..table import command
+
+if TYPE_CHECKING:
+    from ...acl import AclTable, User
+    from ..connection import Client
+
+WRONGPASS = fixed("WRONGPASS", "WRONGPASS",
+                  "invalid username-password pair or user is disabled.")
+MAX_AUTH_FAILURES = 10  # failed AUTHs on a connection before it must wait
+AUTH_PAUSE_S = 1.0  # how long: its AUTHs are refused unchecked meanwhile
+THROTTLED = "too many failed AUTH attempts on this connection: wait a second"
+
+
+def _text(arg: bytes) -> str:
+    return arg.decode("latin-1")
+
+
+def authenticate(client: Client, name: str, password: bytes) -> User | None:
+    """AUTH and HELLO AUTH: the client becomes `name` if the password is right (None
+    if not: counted, the client is no longer authenticated, as in Disque). After
+    MAX_AUTH_FAILURES failures the connection's AUTHs are refused for AUTH_PAUSE_S
+    (-ERR THROTTLED), unchecked."""
+    acl = client.server.acl
+    now = time.monotonic()
+    if client.auth_retry_at > now:
+        acl.denied_auth_throttled += 1
+        raise err(THROTTLED)
+    user = acl.authenticate(name, password)
+    if user is None:
+        acl.denied_auth += 1
+        client.auth_failures += 1
+        if client.auth_failures >= MAX_AUTH_FAILURES:
+            client.auth_failures = 0
+            client.auth_retry_at = now + AUTH_PAUSE_S
+        client.authenticated = False
+        client.user = acl.default
+        return None
+    client.auth_failures = 0
+    client.user = user
+    client.authenticated = True
+    return user
+
+
+@command("auth", -2, "al")
+def auth(client: Client, args: list[bytes]) -> bytes:
+    """AUTH password (the default user, which requirepass sets) | AUTH user password.
+    The one-argument form answers Disque's errors; the two-argument one Redis 6's."""
+    if len(args) > 3:
+        raise errors.SYNTAX
+    if len(args) == 2:
+        if not client.server.acl.auth_required:
+            raise err("Client sent AUTH, but no password is set")
+        if authenticate(client, DEFAULT_USER, args[1]) is None:
+            raise err("invalid password")
+        return reply.OK
+    if authenticate(client, _text(args[1]), args[2]) is None:
+        raise WRONGPASS
+    return reply.OK
+
+
+def next_version(acl: AclTable, name: str, node_id: str) -> Version:
+    """A version newer than the user's (the clock, or one more if it went back)."""
+    user = acl.users.get(name)
+    now = now_ms()
+    if user is not None and user.version[0] >= now:
+        now = user.version[0] + 1
+    return (now, node_id)
+
+
+@command("acl", -2, "")
+def acl_(client: Client, args: list[bytes]) -> bytes:
+    """ACL SETUSER name rule... | DELUSER name... | LIST | USERS | WHOAMI | CAT [cat]
+    | GETUSER name | SAVE | LOAD"""
+    sub = args[1].lower()
+    argc = len(args)
+    acl = client.server.acl
+    try:
+        if sub == b"setuser" and argc >= 3:
+            name = _text(args[2])
+            user = acl.set_user(name, [_text(a) for a in args[3:]],
+                                next_version(acl, name, client.node.id))
+            acl.on_change(user)
+            return reply.OK
+        if sub == b"deluser" and argc >= 3:
+            deleted = 0
+            for arg in args[2:]:
+                if _text(arg) == DEFAULT_USER:
+                    raise AclError("The 'default' user cannot be removed")
+            for arg in args[2:]:
+                name = _text(arg)
+                if acl.delete(name, next_version(acl, name, client.node.id)):
+                    acl.on_change(acl.users[name])
+                    deleted += 1
+            return reply.integer(deleted)
+        if sub == b"list" and argc == 2:
+            return reply.encode([f"user {u.name} {u.rules()}".encode("latin-1")
+                                 for u in acl.live()])
+        if sub == b"users" and argc == 2:
+            return reply.encode([u.name.encode("latin-1") for u in acl.live()])
+        if sub == b"whoami" and argc == 2:
+            return reply.bulk(client.user.name.encode("latin-1"))
+        if sub == b"cat" and argc == 2:
+            return reply.encode([b"all", *(c.encode() for c in CATEGORIES)])
+        if sub == b"cat" and argc == 3:
+            category = _text(args[2]).lower()
+            if category != "all" and category not in CATEGORIES:
+                raise err(f"Unknown category '{category[:128]}'")
+            names = acl.ruleset.all if category == "all" else acl.ruleset.by_category[category]
+            return reply.encode([n.encode() for n in sorted(names)])
+        if sub == b"getuser" and argc == 3:
+            return _getuser(acl.get(_text(args[2])), client.resp3)
+        if sub == b"save" and argc == 2:
+            _need_file(acl)
+            acl.save_file()
+            return reply.OK
+        if sub == b"load" and argc == 2:
+            _need_file(acl)
+            acl.load_file(next_version(acl, "", client.node.id))
+            return reply.OK
+    except AclError as exc:
+        raise err(str(exc)) from None
+    raise err(f"Unknown subcommand or wrong number of arguments for "
+              f"'{_text(args[1])[:128]}'. Try ACL SETUSER, DELUSER, LIST, USERS, WHOAMI, "
+              f"CAT, GETUSER, SAVE or LOAD.")
+
+
+def _need_file(acl: AclTable) -> None:
+    if not acl.aclfile:
+        raise AclError("This Disque instance is not configured to use an ACL file (aclfile). "
+                       "Set users with ACL SETUSER, or set aclfile in the configuration file.")
+
+
+def _getuser(user: User | None, resp3: bool) -> bytes:
+    """Redis 6's form: flags, passwords, commands, keys (here: queues)."""
+    if user is None:
+        return reply.NULL_BULK
+    flags = [b"on" if user.enabled else b"off"]
+    if user.all_queues:
+        flags.append(b"allkeys")
+    if user.all_commands:
+        flags.append(b"allcommands")
+    if user.nopass:
+        flags.append(b"nopass")
+    fields = [b"flags", flags, b"passwords", [h.encode() for h in user.passwords],
+              b"commands", " ".join(user.command_rules).encode(),
+              b"keys", [b"*"] if user.all_queues else list(user.patterns)]
+    encoded = reply.encode(fields)
+    if resp3:
+        return b"%4\r\n" + encoded[encoded.index(b"\n") + 1:]
+    return encoded

@@ -1,0 +1,73 @@
+"""Queue permissions (ACL `~pattern`) in the commands that name a queue or a job.
+
+The command check is the connection's (dispatch); these are the handlers' part, since
+only the handler knows which queues a request names. Each helper costs one attribute
+test for a user allowed every queue (`all_queues`, the default user).
+
+- A queue named (ADDJOB, GETJOB FROM, QLEN, QPEEK, PAUSE, QPOLICY, CRON ADD...) must
+  match one of the user's patterns, else -NOPERM for the whole command (GETJOB FROM
+  q1 q2 with q2 forbidden is refused, as Redis refuses a command if one key is).
+- A job named by its ID: its queue decides. If one of the jobs named is in a queue
+  the user may not use, the whole command is refused. A job this node does not know
+  is left out of the command for a restricted user (so ACKJOB/FASTACK of an unknown
+  ID, which Disque spreads to the whole cluster, cannot reach a job of another queue
+  held elsewhere): it counts as unknown, as it would anyway.
+- What lists (JSCAN, QSCAN, CRON LIST) only shows what the user may see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ..errors import fixed
+
+if TYPE_CHECKING:
+    from ..job import Job
+    from .connection import Client
+
+NOPERM_KEY = fixed("NOPERM_KEY", "NOPERM", "No permissions to access a key")
+
+
+def check_queue(client: Client, queue: bytes) -> None:
+    user = client.user
+    if not user.all_queues and not user.may_use(queue):
+        client.server.acl.denied_key += 1
+        raise NOPERM_KEY
+
+
+def check_queues(client: Client, queues: Iterable[bytes]) -> None:
+    if not client.user.all_queues:
+        for queue in queues:
+            check_queue(client, queue)
+
+
+def may_see(client: Client, queue: bytes | None) -> bool:
+    """For listings: may the user see this queue (or a job of it)?"""
+    user = client.user
+    return user.all_queues or (queue is not None and user.may_use(queue))
+
+
+def check_jobs(client: Client, ids: list[bytes]) -> list[bytes]:
+    """The IDs the command may act on: all of them for a user allowed every queue;
+    else NOPERM if one names a job of a forbidden queue, and the IDs of jobs this
+    node does not know are left out."""
+    user = client.user
+    if user.all_queues:
+        return ids
+    lookup = client.node.lookup
+    kept = []
+    for job_id in ids:
+        job = lookup(job_id)
+        if job is None or job.queue is None:  # (unknown, or a dummy ack)
+            continue
+        check_job(client, job)
+        kept.append(job_id)
+    return kept
+
+
+def check_job(client: Client, job: Job) -> None:
+    user = client.user
+    if not user.all_queues and (job.queue is None or not user.may_use(job.queue)):
+        client.server.acl.denied_key += 1
+        raise NOPERM_KEY
