@@ -20,12 +20,14 @@ from typing import Any
 
 import msgpack
 
+from disq.acl import AclTable
 from disq.cluster import messages as m
 from disq.node import now_ms
 from disq.replication.dedup import RECHECK_MS, SETTLE_SLACK_MS
 from disq.requests import AddJob
 from disq.server.commands.dedup import add_deduped
 from disq.server.connection import Client
+from disq.server.table import CATEGORIES
 
 from .test_dedup import dedup_add, queued
 from .test_replication import Member, Network, cluster
@@ -92,7 +94,7 @@ def later_client(member: Member, replies: list[bytes]) -> Client:
     """A client of `member`'s node for add_deduped: its replies land in `replies`."""
     loop = SimpleNamespace(call_soon=lambda callback, *args: callback(*args))
     server = SimpleNamespace(node=member.node, replication=member.repl, loop=loop,
-                             config=SimpleNamespace(requirepass=""), net_output_bytes=0)
+                             acl=AclTable(CATEGORIES), net_output_bytes=0)
     client = Client(server)  # type: ignore[arg-type]
     client.transport = _Replies(replies)
     return client
