@@ -17,8 +17,6 @@ them the same way. With `tls-port` set the port speaks TLS with the node's certi
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 import time
 from pathlib import Path
@@ -28,7 +26,7 @@ from aiohttp import web
 
 from ... import tls
 from . import api
-from .auth import CHALLENGE
+from .auth import CHALLENGE, credentials
 from .openapi import openapi_document
 from .problems import Problem
 
@@ -48,28 +46,11 @@ AUTH_PAUSE_S = 1.0
 MAX_TRACKED_IPS = 10_000
 
 
-def _credentials(request: web.Request) -> tuple[str, bytes] | None:
-    """(user name, password) of the Authorization header ("" for Bearer: the
-    default user), or None if there is none (or it is not readable)."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() == "bearer":
-        return "", value.strip().encode()
-    if scheme.lower() == "basic":
-        try:
-            raw = base64.b64decode(value.strip(), validate=True)
-        except (binascii.Error, ValueError):
-            return None
-        name, _, password = raw.partition(b":")
-        return name.decode("latin-1"), password
-    return None
-
-
 def _user(request: web.Request, server: Server) -> User:
     """The user the request acts as: 401 without valid credentials (when the node
     asks for some), 429 while its IP is paused after too many failures."""
     acl = server.acl
-    given = _credentials(request)
+    given = credentials(request.headers.get("Authorization", ""))
     if given is None:
         if acl.auth_required:
             raise Problem(401, "Authentication required: basic auth user:password, or "

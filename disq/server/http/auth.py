@@ -1,7 +1,8 @@
-"""Who an HTTP request is: the one check the HTTP port (app.py) and the metrics
-endpoint (server/metrics.py) share. `requirepass` is the `default` user's password,
-given as `Authorization: Bearer <password>` or basic auth (any user name, the
-password). Without aiohttp: the metrics endpoint imports it without the HTTP port.
+"""Who an HTTP request is: the Authorization header read once for the HTTP port
+(app.py, which checks the node's users) and the metrics endpoint (server/metrics.py,
+`http_user`: `requirepass`, the `default` user's password, as `Authorization: Bearer
+<password>` or basic auth with any user name). Without aiohttp: the metrics endpoint
+imports it without the HTTP port.
 """
 
 from __future__ import annotations
@@ -15,16 +16,19 @@ from typing import Any
 CHALLENGE = 'Bearer realm="disq", Basic realm="disq"'
 
 
-def _password(header: str) -> str | None:
-    """The password an Authorization header carries (None: none, or malformed)."""
+def credentials(header: str) -> tuple[str, bytes] | None:
+    """(user name, password) of an Authorization header ("" for Bearer: the default
+    user), or None if there is none (or it is not readable)."""
     scheme, _, value = header.partition(" ")
     if scheme.lower() == "bearer":
-        return value.strip()
+        return "", value.strip().encode()
     if scheme.lower() == "basic":
         try:
-            return base64.b64decode(value.strip(), validate=True).decode().partition(":")[2]
-        except (binascii.Error, UnicodeDecodeError, ValueError):
+            raw = base64.b64decode(value.strip(), validate=True)
+        except (binascii.Error, ValueError):
             return None
+        name, _, password = raw.partition(b":")
+        return name.decode("latin-1"), password
     return None
 
 
@@ -34,7 +38,7 @@ def http_user(config: Any, header: str) -> str | None:
     secret = config.requirepass
     if not secret:
         return "default"
-    given = _password(header)
-    if given is None or not hmac.compare_digest(given.encode(), secret.encode()):
+    given = credentials(header)
+    if given is None or not hmac.compare_digest(given[1], secret.encode()):
         return None
     return "default"
