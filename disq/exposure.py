@@ -6,9 +6,9 @@ pause queues, introduce nodes), so the bus then listens on loopback only and dia
 only loopback peers, whatever `bind` says for the client port. `cluster-open-bus yes`
 is the explicit opt-out that keeps Disque's open bus.
 
-The metrics endpoint (`metrics-port`) asks for `requirepass` when one is set; without
-one it must stay on loopback (a start-up refusal, and CONFIG SET cannot take the
-password away from under it).
+The metrics endpoint (`metrics-port`) asks for the node's users as the HTTP port
+does; beyond loopback it lets in only a user with a password (allowed INFO), so it
+must start with requirepass or an aclfile there (a start-up refusal otherwise).
 
 Only the standard library here: the cluster layer and the program both use it.
 """
@@ -73,18 +73,10 @@ def _metrics_beyond_loopback(config: Any) -> bool:
 
 def check_metrics(config: Any) -> str | None:
     """Why the metrics endpoint may not start as configured (None: it may): beyond
-    loopback it needs a password to ask for."""
-    if not _metrics_beyond_loopback(config) or config.requirepass:
+    loopback it needs users with passwords to ask for (requirepass, or an aclfile)."""
+    if not _metrics_beyond_loopback(config) or config.requirepass or config.aclfile:
         return None
-    return (f"metrics-bind {config.metrics_bind} without requirepass: the metrics would "
-            f"answer anyone. Set requirepass <password> (Prometheus then sends it as "
-            f"basic auth or a bearer token), or metrics-bind 127.0.0.1")
-
-
-def config_set_refusal(config: Any, name: str, value: str) -> str | None:
-    """CONFIG SET requirepass "" while the metrics endpoint listens beyond loopback
-    would open it: refused, as the start is."""
-    if name.lower() != "requirepass" or value or not _metrics_beyond_loopback(config):
-        return None
-    return (f"requirepass protects the metrics endpoint on {config.metrics_bind}; "
-            f"restart it on metrics-bind 127.0.0.1 before removing the password")
+    return (f"metrics-bind {config.metrics_bind} without requirepass or aclfile: the "
+            f"metrics would have no user to ask for. Set requirepass <password> "
+            f"(Prometheus then sends it as basic auth or a bearer token) or an aclfile "
+            f"with a user allowed INFO, or metrics-bind 127.0.0.1")

@@ -273,7 +273,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
             self._servers.append(server)
         if not self._servers:
             raise SystemExit("Configured to not listen anywhere, exiting.")
-        warning = exposure_warning(cfg.bind, cfg.requirepass)
+        warning = exposure_warning(cfg.bind, self.acl.auth_required)
         if warning:
             log.warning("%s", warning)
 

@@ -4,9 +4,10 @@ Nothing is counted for Prometheus on the hot path: at scrape time the HTTP threa
 the event loop for a snapshot of the counters the node keeps anyway (INFO reads the
 same ones) and turns it into metric families.
 
-With `requirepass` a scrape must give it (bearer token or basic auth, as the HTTP
-port's /metrics); without one the endpoint stays on loopback (exposure.py refuses
-the start otherwise).
+A scrape is let in as the HTTP port's /metrics lets it in (the node's users, bearer
+token or basic auth; the user must be allowed INFO). Beyond loopback it always needs
+the password of a user who has one, and the start is refused without requirepass or
+an aclfile to ask for (exposure.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from prometheus_client import CollectorRegistry, generate_latest, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
-from .http.auth import CHALLENGE, http_user
+from ..exposure import is_loopback
+from .http.auth import CHALLENGE, Authenticator, AuthRefused, command_refusal
 
 if TYPE_CHECKING:
     from .app import Server
@@ -187,8 +189,6 @@ def _user_metrics(users: list[tuple[str, int, int, int, int]]) -> Iterator[Any]:
 
 METRICS_PATH = "/metrics"
 _NOT_FOUND = b"Not found: the metrics are at /metrics\n"
-_UNAUTHORIZED = (b"Authentication required: Authorization: Bearer <requirepass>, "
-                 b"or basic auth\n")
 
 
 def _text(start_response: Callable[..., Any], status: str, body: bytes,
@@ -198,19 +198,39 @@ def _text(start_response: Callable[..., Any], status: str, body: bytes,
     return [body]
 
 
-def metrics_only(app: WSGIApp, config: Any) -> WSGIApp:
-    """`app` at /metrics for the requests `requirepass` lets in (the HTTP port's
-    check, http/auth.py; else 401), 404 on every other path (prometheus_client's own
-    app answers the metrics whatever the path)."""
+def metrics_only(app: WSGIApp, server: Server, loop: asyncio.AbstractEventLoop) -> WSGIApp:
+    """`app` at /metrics for the users who may run INFO (the HTTP port's check,
+    http/auth.py, made on the loop where the users live: 401 without valid
+    credentials, 403 without the permission, 429 after too many failures), 404 on
+    every other path (prometheus_client's own app answers whatever the path). Beyond
+    loopback no request is let in without the password of a user who has one."""
+    authenticator = Authenticator(server.acl)
+    anonymous = is_loopback(server.config.metrics_bind)
+
+    async def refusal(header: str, ip: str) -> tuple[str, str] | None:
+        try:
+            user = authenticator.user(header, ip, anonymous)
+        except AuthRefused as refused:
+            return f"{refused.status} {_REASONS[refused.status]}", refused.message
+        denied = command_refusal(server.acl, user, "info")
+        return None if denied is None else ("403 Forbidden", denied)
+
     def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if environ.get("PATH_INFO", "") != METRICS_PATH:
             return _text(start_response, "404 Not Found", _NOT_FOUND)
-        if http_user(config, environ.get("HTTP_AUTHORIZATION", "")) is None:
-            return _text(start_response, "401 Unauthorized", _UNAUTHORIZED,
-                         ("WWW-Authenticate", CHALLENGE))
+        refused = asyncio.run_coroutine_threadsafe(
+            refusal(environ.get("HTTP_AUTHORIZATION", ""), environ.get("REMOTE_ADDR", "")),
+            loop).result(SCRAPE_TIMEOUT)
+        if refused is not None:
+            status, message = refused
+            challenge = [("WWW-Authenticate", CHALLENGE)] if status.startswith("401") else []
+            return _text(start_response, status, message.encode() + b"\n", *challenge)
         return app(environ, start_response)
 
     return dispatch
+
+
+_REASONS = {401: "Unauthorized", 403: "Forbidden", 429: "Too Many Requests"}
 
 
 class _MetricsServer(ThreadingMixIn, WSGIServer):
@@ -256,8 +276,9 @@ def start_metrics_server(server: Server) -> WSGIServer:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                     flags=socket.AI_PASSIVE)[0][0]
         server_class = type("MetricsServer", (_MetricsServer,), {"address_family": family})
-        httpd: WSGIServer = make_server(host, port, metrics_only(make_wsgi_app(registry), cfg),
-                                        server_class, handler_class=_QuietHandler)
+        app = metrics_only(make_wsgi_app(registry), server, asyncio.get_running_loop())
+        httpd: WSGIServer = make_server(host, port, app, server_class,
+                                        handler_class=_QuietHandler)
     except OSError as exc:
         raise SystemExit(f"Could not create metrics listening socket {host}:{port}: "
                          f"{exc.strerror or exc}") from None

@@ -161,12 +161,14 @@ def adjust_open_files_limit(config: Config) -> None:
                  "to a lower value).", soft)
 
 
-def exposure_warning(bind: list[str], requirepass: str) -> str | None:
+def exposure_warning(bind: list[str], auth_required: bool) -> str | None:
     """Redis's protected-mode advice, as a start-up warning (disq refuses no client):
-    listening beyond loopback without a password."""
+    listening beyond loopback while a new connection needs no password (the default
+    user on and nopass: no requirepass, and no aclfile that changes it)."""
     exposed = [host for host in bind if not is_loopback(host)]
-    if not exposed or requirepass:
+    if not exposed or auth_required:
         return None
     return (f"WARNING: listening on {', '.join(exposed)} without a password: anyone who "
-            "can reach this port can add, read and delete jobs. Set requirepass, or bind "
-            "to 127.0.0.1 only.")
+            "can reach this port can add, read and delete jobs. Set requirepass (or give "
+            "the default user a password, or turn it off, in the aclfile), or bind to "
+            "127.0.0.1 only.")

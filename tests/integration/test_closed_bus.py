@@ -205,8 +205,8 @@ def test_metrics_beyond_loopback_without_a_password_stop_the_start(tmp_path: Pat
                    "--metrics-port", str(free_port()), "--metrics-bind", "0.0.0.0")
     assert done.returncode == 1
     assert "FATAL CONFIG FILE ERROR" in done.stderr
-    assert ("metrics-bind 0.0.0.0 without requirepass: the metrics would answer anyone. "
-            "Set requirepass <password>") in done.stderr
+    assert ("metrics-bind 0.0.0.0 without requirepass or aclfile: the metrics would have "
+            "no user to ask for. Set requirepass <password>") in done.stderr
     assert "or metrics-bind 127.0.0.1" in done.stderr
     assert not (tmp_path / "nodes.conf").exists()  # it never got as far as starting
 
@@ -220,21 +220,47 @@ def test_metrics_ask_for_requirepass(start_node: Callable[..., DisqProcess]) -> 
         status, challenge, body = scrape(OTHER_LOOPBACK, port, auth)
         assert status == 401, auth
         assert challenge == 'Bearer realm="disq", Basic realm="disq"'
-        assert "disq_jobs" not in body and "Authentication required" in body
+        assert "disq_jobs" not in body
+        assert "Authentication required" in body or "invalid username-password" in body
     for auth in ("Bearer s3cret", basic("prometheus", "s3cret"), basic("", "s3cret")):
         status, _, body = scrape(OTHER_LOOPBACK, port, auth)
         assert status == 200 and "disq_jobs_added_total" in body, auth
-    # the password cannot be taken away from under exposed metrics; it can be changed
+    # a new password replaces the old one; without one, no request gets in beyond
+    # loopback (not even as the default user, now without a password)
     client = node.client()
     try:
-        with pytest.raises(redis.ResponseError, match="requirepass protects the metrics"):
-            client.config_set("requirepass", "")
         client.config_set("requirepass", "n3w")
+        assert scrape("127.0.0.1", port, "Bearer s3cret")[0] == 401
+        assert scrape("127.0.0.1", port, "Bearer n3w")[0] == 200
+        client.config_set("requirepass", "")
+        for auth in (None, "Bearer n3w", "Bearer ", basic("default", "")):
+            assert scrape("127.0.0.1", port, auth)[0] == 401, auth
     finally:
         client.close()
-    assert scrape("127.0.0.1", port, "Bearer s3cret")[0] == 401
-    assert scrape("127.0.0.1", port, "Bearer n3w")[0] == 200
-    assert scrape("127.0.0.1", port)[0] == 401
+
+
+def test_metrics_ask_for_the_nodes_users(start_node: Callable[..., DisqProcess],
+                                         tmp_path: Path) -> None:
+    """With an aclfile (no requirepass): a user allowed INFO scrapes, one who is not
+    gets 403, a wrong password 401; the default user, without a password, never gets
+    in beyond loopback."""
+    aclfile = tmp_path / "users.acl"
+    aclfile.write_text("user default on nopass ~* +@all\n"
+                       "user prom on >prom-pw +info\n"
+                       "user app on >app-pw ~app:* +@write +@read\n")
+    port = free_port()
+    node = start_node("--aclfile", str(aclfile), "--metrics-port", str(port),
+                      "--metrics-bind", "0.0.0.0")
+    status, _, body = wait_for(lambda: _scraped(OTHER_LOOPBACK, port, basic("prom", "prom-pw")),
+                               message="the metrics endpoint")
+    assert status == 200 and "disq_jobs_added_total" in body
+    status, _, body = scrape(OTHER_LOOPBACK, port, basic("app", "app-pw"))
+    assert status == 403 and "User app has no permissions to run the 'info' command" in body
+    for auth in (None, basic("prom", "wrong"), basic("nobody", "x"), "Bearer anything",
+                 basic("default", "")):
+        status, challenge, _ = scrape(OTHER_LOOPBACK, port, auth)
+        assert status == 401 and challenge, auth
+    assert node.client().info("stats")["acl_access_denied_auth"] == 4  # (None: no attempt)
 
 
 def test_metrics_on_loopback_without_a_password_answer(start_node) -> None:
@@ -245,7 +271,11 @@ def test_metrics_on_loopback_without_a_password_answer(start_node) -> None:
 
 
 def _answered(port: int) -> tuple[int, str, str] | None:
+    return _scraped("127.0.0.1", port, "Bearer anything")  # ignored without a password
+
+
+def _scraped(host: str, port: int, auth: str) -> tuple[int, str, str] | None:
     try:
-        return scrape("127.0.0.1", port, "Bearer anything")  # ignored without a password
+        return scrape(host, port, auth)
     except (urllib.error.URLError, ConnectionError):
         return None

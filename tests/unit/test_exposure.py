@@ -17,7 +17,6 @@ from disq.exposure import (
     bus_closed,
     bus_hosts,
     check_metrics,
-    config_set_refusal,
     far_peers_refusal,
     is_loopback,
     meet_refusal,
@@ -28,19 +27,19 @@ from disq.server.process import exposure_warning
 
 @pytest.mark.parametrize("bind", [["127.0.0.1", "::1"], ["127.0.0.5"], ["localhost"], ["::1"]])
 def test_loopback_only_is_quiet(bind: list[str]) -> None:
-    assert exposure_warning(bind, "") is None
+    assert exposure_warning(bind, False) is None
 
 
 @pytest.mark.parametrize("bind", [["0.0.0.0"], ["127.0.0.1", "10.1.2.3"], ["::"],
                                   ["node1.example"]])
 def test_exposed_without_password_warns(bind: list[str]) -> None:
-    warning = exposure_warning(bind, "")
+    warning = exposure_warning(bind, False)
     assert warning is not None and "without a password" in warning
     assert bind[-1] in warning
 
 
-def test_password_silences_the_warning() -> None:
-    assert exposure_warning(["0.0.0.0"], "secret") is None
+def test_a_required_password_silences_the_warning() -> None:
+    assert exposure_warning(["0.0.0.0"], True) is None
 
 
 # -- the closed bus and the metrics endpoint (disq/exposure.py) --------------------------------
@@ -96,18 +95,12 @@ def test_metrics_beyond_loopback_need_a_password() -> None:
     assert check_metrics(settings(metrics_port=9121)) is None
     assert check_metrics(settings(metrics_port=9121, metrics_bind="0.0.0.0",
                                   requirepass="pw")) is None
+    assert check_metrics(settings(metrics_port=9121, metrics_bind="0.0.0.0",
+                                  aclfile="users.acl")) is None
     refusal = check_metrics(settings(metrics_port=9121, metrics_bind="0.0.0.0"))
     assert refusal is not None
     assert "requirepass" in refusal and "metrics-bind 127.0.0.1" in refusal
 
-
-def test_config_set_cannot_take_the_password_from_exposed_metrics() -> None:
-    exposed = settings(metrics_port=9121, metrics_bind="::", requirepass="pw")
-    assert config_set_refusal(exposed, "REQUIREPASS", "") is not None
-    assert config_set_refusal(exposed, "requirepass", "other") is None
-    assert config_set_refusal(exposed, "maxclients", "") is None
-    assert config_set_refusal(settings(metrics_port=9121, requirepass="pw"),
-                              "requirepass", "") is None
 
 
 def test_a_closed_bus_dials_no_peer_beyond_loopback(tmp_path: Path,

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from ... import errors
 from ...config import ConfigError
 from ...errors import err
-from ...exposure import config_set_refusal
 from ...requests import parse_int, timeout_ms
 from .. import info, reply
 from ..table import CATEGORIES, COMMANDS, CommandSpec, command
@@ -55,9 +54,6 @@ def config(client: Client, args: list[bytes]) -> bytes:
         return flat
     if sub == b"set" and argc == 4:
         name, value = args[2].decode("latin-1"), args[3].decode("latin-1")
-        refusal = config_set_refusal(cfg, name, value)
-        if refusal:
-            raise err(refusal)
         try:
             cfg.set_runtime(name, value)
         except ConfigError as exc:

@@ -33,6 +33,7 @@ from ...acl import AclError, split_rules
 from ...ids import is_valid_job_id
 from ...node import now_ms
 from ...queue import PAUSE_NAMES
+from .auth import command_refusal
 from .bridge import CommandError, Exchange
 from .problems import Problem, bad_request
 
@@ -205,12 +206,10 @@ def _exchange(request: web.Request) -> Exchange:
 def need(request: web.Request, command: str) -> None:
     """A route that reads the node without a command (GET /metrics, /cluster/stats):
     403 unless its user may run `command`, as if it did."""
-    server = request.app[SERVER_KEY]
-    user = request.get(USER_KEY, server.acl.default)
-    if user.restricted and not user.may_run(command):
-        server.acl.denied_cmd += 1
-        raise Problem(403, f"User {user.name} has no permissions to run the '{command}' "
-                           "command", "NOPERM")
+    acl = request.app[SERVER_KEY].acl
+    refusal = command_refusal(acl, request.get(USER_KEY, acl.default), command)
+    if refusal is not None:
+        raise Problem(403, refusal, "NOPERM")
 
 
 async def _run(request: web.Request, *args: object) -> Any:

@@ -5,20 +5,17 @@ Starlette under uvicorn on this node's measurements, one dependency instead of t
 and its server cancels a handler whose client went away, which the long poll uses).
 Nothing of it is imported while `http-port` is 0.
 
-The node's users (disq/acl.py, issue #23) protect the API and /metrics: basic auth
-`user:password` (if the default user has a password, a name no user has means the
-default user, whose password requirepass sets, as before users existed), or `Authorization: Bearer <password>` for the default
-user. Each route runs RESP commands as that user (bridge.py), so the same permission
-checks apply: -NOPERM is a 403. Failed credentials are counted (INFO
-acl_access_denied_auth) and, after AUTH_FAILURES_MAX from one IP, that IP's requests
-get 429 for AUTH_PAUSE_S. The dashboard's page asks for a user and password and sends
+The node's users (disq/acl.py, issue #23) protect the API and /metrics (auth.py: basic
+auth `user:password` or `Authorization: Bearer <password>`; failures counted in INFO
+acl_access_denied_auth and, after AUTH_FAILURES_MAX from one IP, 429 for AUTH_PAUSE_S).
+Each route runs RESP commands as that user (bridge.py), so the same permission checks
+apply: -NOPERM is a 403. The dashboard's page asks for a user and password and sends
 them the same way. With `tls-port` set the port speaks TLS with the node's certificate.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,58 +23,18 @@ from aiohttp import web
 
 from ... import tls
 from . import api
-from .auth import CHALLENGE, credentials
+from .auth import CHALLENGE, Authenticator, AuthRefused
 from .openapi import openapi_document
 from .problems import Problem
 
 if TYPE_CHECKING:
-    from ...acl import User
     from ..app import Server
 
 log = logging.getLogger("disq")
 
-FAILURES_KEY: web.AppKey[dict[str, tuple[int, float]]] = web.AppKey("auth_failures")
+AUTH_KEY: web.AppKey[Authenticator] = web.AppKey("authenticator")
 PUBLIC_PREFIXES = ("/docs", "/openapi.json", "/static/", "/favicon")
 STATIC_DIR = Path(__file__).parent / "static"
-
-
-AUTH_FAILURES_MAX = 10  # failed credentials from one IP before it must wait
-AUTH_PAUSE_S = 1.0
-MAX_TRACKED_IPS = 10_000
-
-
-def _user(request: web.Request, server: Server) -> User:
-    """The user the request acts as: 401 without valid credentials (when the node
-    asks for some), 429 while its IP is paused after too many failures."""
-    acl = server.acl
-    given = credentials(request.headers.get("Authorization", ""))
-    if given is None:
-        if acl.auth_required:
-            raise Problem(401, "Authentication required: basic auth user:password, or "
-                               "Authorization: Bearer <requirepass>", "NOAUTH")
-        return acl.default
-    name, password = given
-    failures: dict[str, tuple[int, float]] = request.app[FAILURES_KEY]
-    ip = request.remote or ""
-    count, retry_at = failures.get(ip, (0, 0.0))
-    now = time.monotonic()
-    if retry_at > now:
-        acl.denied_auth_throttled += 1
-        raise Problem(429, "too many failed authentications: wait a second", "BUSY")
-    user = acl.get(name)
-    if user is None and (not name or not acl.default.nopass):
-        # Bearer, or a name no user has while the default user has a password: the
-        # default user (basic auth took any name with requirepass, before users)
-        user = acl.default
-    if user is not None and user.check_password(password):
-        failures.pop(ip, None)
-        return user
-    acl.denied_auth += 1
-    if len(failures) >= MAX_TRACKED_IPS:
-        failures.clear()
-    count += 1
-    failures[ip] = (0, now + AUTH_PAUSE_S) if count >= AUTH_FAILURES_MAX else (count, 0.0)
-    raise Problem(401, "invalid username-password pair or user is disabled.", "WRONGPASS")
 
 
 @web.middleware
@@ -86,8 +43,12 @@ async def _problems(request: web.Request, handler: api.Handler) -> web.StreamRes
     server = request.app[api.SERVER_KEY]
     try:
         if request.path != "/" and not request.path.startswith(PUBLIC_PREFIXES):
-            request[api.USER_KEY] = _user(request, server)
+            request[api.USER_KEY] = request.app[AUTH_KEY].user(
+                request.headers.get("Authorization", ""), request.remote or "")
         return await handler(request)
+    except AuthRefused as refused:
+        headers = {"WWW-Authenticate": CHALLENGE} if refused.status == 401 else None
+        return Problem(refused.status, refused.message, refused.code).response(headers)
     except Problem as problem:
         headers = {"WWW-Authenticate": CHALLENGE} if problem.status == 401 else None
         return problem.response(headers)
@@ -147,7 +108,7 @@ def make_app(server: Server) -> web.Application:
     app = web.Application(middlewares=[_problems],
                           client_max_size=server.config.http_max_body)
     app[api.SERVER_KEY] = server
-    app[FAILURES_KEY] = {}
+    app[AUTH_KEY] = Authenticator(server.acl)
     api.add_routes(app)
     app.router.add_get("/openapi.json", _openapi)
     app.router.add_get("/docs", _docs)

@@ -1,19 +1,39 @@
-"""Who an HTTP request is: the Authorization header read once for the HTTP port
-(app.py, which checks the node's users) and the metrics endpoint (server/metrics.py,
-`http_user`: `requirepass`, the `default` user's password, as `Authorization: Bearer
-<password>` or basic auth with any user name). Without aiohttp: the metrics endpoint
-imports it without the HTTP port.
+"""Who an HTTP request is, for the HTTP port (app.py) and the metrics endpoint
+(server/metrics.py): the Authorization header read once, checked against the node's
+users (disq/acl.py), failures counted and throttled per IP. Without aiohttp: the
+metrics endpoint imports it without the HTTP port.
+
+Basic auth `user:password`; a name no user has means the `default` user while it has
+a password (requirepass's, as before users existed: any name was accepted); `Bearer
+<password>` is the default user. Runs on the event loop (the users live there).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import hmac
-from typing import Any
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ...acl import AclTable, User
 
 # The challenge of a 401: either scheme is accepted.
 CHALLENGE = 'Bearer realm="disq", Basic realm="disq"'
+
+AUTH_FAILURES_MAX = 10  # failed credentials from one IP before it must wait
+AUTH_PAUSE_S = 1.0
+MAX_TRACKED_IPS = 10_000
+
+
+class AuthRefused(Exception):
+    """A request not let in: (HTTP status, message, RESP error code)."""
+
+    def __init__(self, status: int, message: str, code: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
 
 
 def credentials(header: str) -> tuple[str, bytes] | None:
@@ -32,13 +52,53 @@ def credentials(header: str) -> tuple[str, bytes] | None:
     return None
 
 
-def http_user(config: Any, header: str) -> str | None:
-    """The user a request with this Authorization header ("" if none) acts as, or
-    None when it is not let in: `default` without requirepass, or with its password."""
-    secret = config.requirepass
-    if not secret:
-        return "default"
-    given = credentials(header)
-    if given is None or not hmac.compare_digest(given[1], secret.encode()):
+class Authenticator:
+    """The user each request acts as; one per listening endpoint (its IPs' failures)."""
+
+    def __init__(self, acl: AclTable) -> None:
+        self.acl = acl
+        self.failures: dict[str, tuple[int, float]] = {}  # ip -> (failures, paused until)
+
+    def user(self, header: str, ip: str, anonymous: bool = True) -> User:
+        """The user of a request with this Authorization header ("" if none) from `ip`.
+        `anonymous`: without credentials it is the default user when the node asks
+        for none (False: credentials of a user with a password are always needed).
+        Raises AuthRefused: 401 (none, or wrong), 429 (the IP paused)."""
+        acl = self.acl
+        given = credentials(header)
+        if given is None:
+            if anonymous and not acl.auth_required:
+                return acl.default
+            raise AuthRefused(401, "Authentication required: basic auth user:password, or "
+                                   "Authorization: Bearer <requirepass>", "NOAUTH")
+        name, password = given
+        count, paused_until = self.failures.get(ip, (0, 0.0))
+        now = time.monotonic()
+        if paused_until > now:
+            acl.denied_auth_throttled += 1
+            raise AuthRefused(429, "too many failed authentications: wait a second", "BUSY")
+        user = acl.get(name)
+        if user is None and (not name or not acl.default.nopass):
+            # Bearer, or a name no user has while the default user has a password
+            user = acl.default
+        if (user is not None and user.check_password(password)
+                and (anonymous or not user.nopass)):
+            self.failures.pop(ip, None)
+            return user
+        acl.denied_auth += 1
+        if len(self.failures) >= MAX_TRACKED_IPS:
+            self.failures.clear()
+        count += 1
+        self.failures[ip] = ((0, now + AUTH_PAUSE_S) if count >= AUTH_FAILURES_MAX
+                             else (count, 0.0))
+        raise AuthRefused(401, "invalid username-password pair or user is disabled.",
+                          "WRONGPASS")
+
+
+def command_refusal(acl: AclTable, user: User, command: str) -> str | None:
+    """None if `user` may run `command` (for a route that reads the node without a
+    command: /metrics is INFO), else the NOPERM message (counted)."""
+    if not user.restricted or user.may_run(command):
         return None
-    return "default"
+    acl.denied_cmd += 1
+    return f"User {user.name} has no permissions to run the '{command}' command"
