@@ -6,8 +6,9 @@ import itertools
 import random
 import time
 from collections.abc import Callable
+from typing import Final
 
-TIME_ERROR_MS = 250  # requeue and GC times are spread by +/- this much
+TIME_ERROR_MS: Final = 250  # requeue and GC times are spread by +/- this much
 
 _time_ns = time.time_ns
 

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
+from typing import Final
 
 from disq_client.spec import DEDUP_KEY_MAX_LEN
 
-MAX_KEY_LEN = DEDUP_KEY_MAX_LEN  # bytes: a key is a hash or an ID, not a payload
-RESERVED = b""  # the "job ID" of a reservation
+MAX_KEY_LEN: Final = DEDUP_KEY_MAX_LEN  # bytes: a key is a hash or an ID, not a payload
+RESERVED: Final = b""  # the "job ID" of a reservation
 
 
 class DedupTable:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from itertools import islice
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import trait
 
@@ -41,10 +41,10 @@ if TYPE_CHECKING:
     from .queue import Queue
     from .scantable import ScanTable
 
-REASON_MAX_DELIVERIES = b"max-deliveries"
+REASON_MAX_DELIVERIES: Final = b"max-deliveries"
 # QUEUED message flags (Disque's mflags[0]), here too: node.py imports this module.
-INCR_NACKS = 2
-INCR_DELIV = 4
+INCR_NACKS: Final = 2
+INCR_DELIV: Final = 4
 
 
 class FailureStats:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import binascii
 import os
+from typing import Final
 
-JOB_ID_LEN = 40
-NODE_ID_LEN = 40
-_RANDOM_BYTES = 18  # 144 bits -> 24 base64 chars
-_BATCH = 4096
+JOB_ID_LEN: Final = 40
+NODE_ID_LEN: Final = 40
+_RANDOM_BYTES: Final = 18  # 144 bits -> 24 base64 chars
+_BATCH: Final = 4096
 
 
 def new_node_id() -> str:

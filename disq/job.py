@@ -9,29 +9,30 @@ shared by every job with the same holders (`holder_set`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Final
 
 from .gcfree import untrack
 
 # States (the numbers are Disque's).
-WAIT_REPL = 0
-ACTIVE = 1
-QUEUED = 2
-ACKED = 3
-DELETED = 4  # disq only: removed from the node; lets stale timer entries be skipped
+WAIT_REPL: Final = 0
+ACTIVE: Final = 1
+QUEUED: Final = 2
+ACKED: Final = 3
+DELETED: Final = 4  # disq only: removed from the node; lets stale timer entries be skipped
 
-STATE_NAMES = {WAIT_REPL: b"wait-repl", ACTIVE: b"active", QUEUED: b"queued", ACKED: b"acked"}
-STATE_BY_NAME = {v.decode(): k for k, v in STATE_NAMES.items()}
+STATE_NAMES: Final = {WAIT_REPL: b"wait-repl", ACTIVE: b"active", QUEUED: b"queued", ACKED: b"acked"}
+STATE_BY_NAME: Final = {v.decode(): k for k, v in STATE_NAMES.items()}
 
 # Flags.
-BCAST_QUEUED = 1 << 0  # broadcast QUEUED the next time this job is queued
-BCAST_WILLQUEUE = 1 << 1  # send WILLQUEUE shortly before the requeue time
-DELIVERED = 1 << 2  # handed to a client at least once by this node
+BCAST_QUEUED: Final = 1 << 0  # broadcast QUEUED the next time this job is queued
+BCAST_WILLQUEUE: Final = 1 << 1  # send WILLQUEUE shortly before the requeue time
+DELIVERED: Final = 1 << 2  # handed to a client at least once by this node
 # disq only, never sent nor stored: waiting for a back-off (issue #19) before being
 # queued again; the failed delivery was counted when the wait began.
-BACKOFF_WAIT = 1 << 3
-LOCAL_FLAGS = DELIVERED | BACKOFF_WAIT  # what this node did: not another node's business
+BACKOFF_WAIT: Final = 1 << 3
+LOCAL_FLAGS: Final = DELIVERED | BACKOFF_WAIT  # what this node did: not another node's business
 
-WILLQUEUE_ADVANCE_MS = 500
+WILLQUEUE_ADVANCE_MS: Final = 500
 
 
 class Job:
@@ -92,7 +93,7 @@ class Job:
         return f"<Job {self.id.decode()} {STATE_NAMES.get(self.state, b'deleted').decode()}>"
 
 
-DEFAULT_PRIORITY = 128  # a job without PRIORITY; 0 is the most urgent, 255 the least
+DEFAULT_PRIORITY: Final = 128  # a job without PRIORITY; 0 is the most urgent, 255 the least
 
 
 class JobExt:
@@ -148,7 +149,7 @@ def job_group(job: Job) -> bytes | None:
 # The distinct holder sets of a node's jobs: few (one per group of nodes a job went
 # to), each shared by all the jobs with those holders.
 _HOLDER_SETS: dict[frozenset[str], frozenset[str]] = {}
-_MAX_HOLDER_SETS = 65_536  # then start again: jobs keep theirs, new ones are shared anew
+_MAX_HOLDER_SETS: Final = 65_536  # then start again: jobs keep theirs, new ones are shared anew
 
 
 def holder_set(ids: Iterable[str]) -> frozenset[str]:

@@ -5,7 +5,7 @@ the state; ADDJOB, queues, timers and memory live there."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import trait
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .ports import ClusterPort, Persistence
     from .queue import Queue
 
-GC_RETRY_MAX_MS = 180_000  # acked jobs: GC attempts back off from 1 s up to this
+GC_RETRY_MAX_MS: Final = 180_000  # acked jobs: GC attempts back off from 1 s up to this
 
 
 @trait  # a base of several (mypyc compiles traits, not multiple inheritance)

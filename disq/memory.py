@@ -5,7 +5,7 @@ which counts `job_bytes` as jobs come and go."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import trait
 
@@ -16,9 +16,9 @@ from .scantable import ScanTable
 if TYPE_CHECKING:
     from .node import Stats
 
-NO_MEMORY_LIMIT = 1 << 62  # the memory marks without maxmemory
-EVICT_TIME_LIMIT_S = 0.002  # eviction per command, as Disque's freeMemoryIfNeeded
-EVICT_GIVE_UP = 1000  # jobs in a row that may not be evicted: stop looking
+NO_MEMORY_LIMIT: Final = 1 << 62  # the memory marks without maxmemory
+EVICT_TIME_LIMIT_S: Final = 0.002  # eviction per command, as Disque's freeMemoryIfNeeded
+EVICT_GIVE_UP: Final = 1000  # jobs in a row that may not be evicted: stop looking
 
 
 @trait  # a base of several (mypyc compiles traits, not multiple inheritance)

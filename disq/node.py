@@ -11,6 +11,7 @@ concerns other nodes goes through `self.cluster` (a `ClusterPort`, ports.py;
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Final
 
 from . import errors
 from .clock import ms_after, now_ms, random_time_error
@@ -50,15 +51,15 @@ __all__ = ["DEFAULT_RETRY_MAX", "INCR_DELIV", "INCR_NACKS", "JOB_FOOTPRINT",
            "QUEUE_MAX_IDLE_MS", "TIMER_BATCH", "Node", "Stats", "now_ms",
            "random_time_error"]
 
-DEFAULT_RETRY_MAX = 300
-QUEUE_MAX_IDLE_MS = 300_000
+DEFAULT_RETRY_MAX: Final = 300
+QUEUE_MAX_IDLE_MS: Final = 300_000
 # Memory per job beyond its body, as measured with 1M queued jobs (bench/RESULTS.md):
 # what used_memory counts per job, so it falls when jobs go (RSS never does).
-JOB_FOOTPRINT = 416
-TIMER_BATCH = 10_000  # jobs handled per timer callback, so clients are not starved
+JOB_FOOTPRINT: Final = 416
+TIMER_BATCH: Final = 10_000  # jobs handled per timer callback, so clients are not starved
 
 
-STATS_COUNTERS = (
+STATS_COUNTERS: Final = (
     "jobs_added", "jobs_delivered", "jobs_acked", "jobs_requeued", "jobs_expired",
     "jobs_nacked", "jobs_deleted", "jobs_imported", "jobs_exported", "jobs_evicted",
 )

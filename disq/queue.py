@@ -22,20 +22,20 @@ from collections import OrderedDict, deque
 from collections.abc import Iterator
 from itertools import chain, islice
 from operator import attrgetter
-from typing import Protocol
+from typing import Final, Protocol
 
 from .gcfree import untrack
 from .job import DEFAULT_PRIORITY, Job
 from .ratelimit import RateLimiter
 
-_LOAD = 512
-_MAX_BLOCK = 2 * _LOAD
-_ctime = attrgetter("ctime")
+_LOAD: Final = 512
+_MAX_BLOCK: Final = 2 * _LOAD
+_ctime: Final = attrgetter("ctime")
 
-PAUSED_IN = 1
-PAUSED_OUT = 2
-PAUSED_ALL = PAUSED_IN | PAUSED_OUT
-PAUSE_NAMES = {0: b"none", PAUSED_IN: b"in", PAUSED_OUT: b"out", PAUSED_ALL: b"all"}
+PAUSED_IN: Final = 1
+PAUSED_OUT: Final = 2
+PAUSED_ALL: Final = PAUSED_IN | PAUSED_OUT
+PAUSE_NAMES: Final = {0: b"none", PAUSED_IN: b"in", PAUSED_OUT: b"out", PAUSED_ALL: b"all"}
 
 
 class SortedJobs:

@@ -9,7 +9,7 @@ nothing around them, 64-bit range; an empty string is 0."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar, Self
+from typing import ClassVar, Final, Self
 
 from disq_client.spec import (
     ADDJOB,
@@ -39,16 +39,17 @@ from .errors import FixedError, fixed
 from .ids import is_valid_job_id
 from .queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
 
-DEFAULT_TTL = 24 * 3600
+DEFAULT_TTL: Final = 24 * 3600
 
-_LL_MIN, _LL_MAX = -(2**63), 2**63 - 1
+_LL_MIN: Final = -(2**63)
+_LL_MAX: Final = 2**63 - 1
 # The canonical spellings of small numbers (REPLICATE 2, RETRY 30, COUNT 10...) and of
 # round timeouts (ADDJOB ... 5000, GETJOB TIMEOUT 10000): one dict lookup for the
 # values clients send on every request.
-_SMALL: dict[bytes, int] = {b"%d" % i: i for i in (*range(1025), *range(1100, 120_001, 100))}
+_SMALL: Final[dict[bytes, int]] = {b"%d" % i: i for i in (*range(1025), *range(1100, 120_001, 100))}
 
-TIMEOUT_NOT_INT = fixed("TIMEOUT_NOT_INT", "ERR", "timeout is not an integer or out of range")
-TIMEOUT_NEGATIVE = fixed("TIMEOUT_NEGATIVE", "ERR", "timeout is negative")
+TIMEOUT_NOT_INT: Final = fixed("TIMEOUT_NOT_INT", "ERR", "timeout is not an integer or out of range")
+TIMEOUT_NEGATIVE: Final = fixed("TIMEOUT_NEGATIVE", "ERR", "timeout is negative")
 
 
 def parse_int(arg: bytes) -> int | None:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 from itertools import islice
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
 
-_MAX_BITS = 12
-_MAX_BUCKETS = 1 << _MAX_BITS
-_GROW_AT = 8  # average items per bucket before doubling
+_MAX_BITS: Final = 12
+_MAX_BUCKETS: Final = 1 << _MAX_BITS
+_GROW_AT: Final = 8  # average items per bucket before doubling
 
 
 def _reverse_bits(v: int, bits: int) -> int:

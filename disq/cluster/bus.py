@@ -18,7 +18,7 @@ import socket
 import ssl
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Final
 
 from ..exposure import HOW_TO_OPEN_THE_BUS, bus_hosts, far_peers_refusal, is_loopback
 from ..ids import is_valid_node_id
@@ -33,11 +33,11 @@ __all__ = ["BUS_PORT_OFFSET", "CRON_MS", "ClusterBus", "Link", "now_ms"]
 
 log = logging.getLogger("disq")
 
-BUS_PORT_OFFSET = 10000
-CRON_MS = 100
-TLS_HANDSHAKE_TIMEOUT = 10.0  # s (tls-cluster)
+BUS_PORT_OFFSET: Final = 10000
+CRON_MS: Final = 100
+TLS_HANDSHAKE_TIMEOUT: Final = 10.0  # s (tls-cluster)
 # A message sent now to a node so flagged would be sent in vain (BusPort.can_send).
-_NOT_SENDABLE = (NodeFlag.HANDSHAKE | NodeFlag.PFAIL | NodeFlag.FAIL | NodeFlag.NOADDR).value
+_NOT_SENDABLE: Final = (NodeFlag.HANDSHAKE | NodeFlag.PFAIL | NodeFlag.FAIL | NodeFlag.NOADDR).value
 
 
 def now_ms() -> int:

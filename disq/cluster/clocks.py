@@ -21,10 +21,12 @@ milliseconds would round to 0 (or 1) and blur the bound by a millisecond.
 
 from __future__ import annotations
 
-SAMPLES_KEPT = 8  # NTP's clock filter keeps 8
-DRIFT_PPM = 15  # how fast two disciplined clocks may drift apart (NTP's PHI, 15 us/s)
-MAX_RTT_US = 60_000_000  # a PONG slower than this says nothing useful (or is not ours)
-_ROUNDING_US = 2  # the three timestamps are whole microseconds (floored)
+from typing import Final
+
+SAMPLES_KEPT: Final = 8  # NTP's clock filter keeps 8
+DRIFT_PPM: Final = 15  # how fast two disciplined clocks may drift apart (NTP's PHI, 15 us/s)
+MAX_RTT_US: Final = 60_000_000  # a PONG slower than this says nothing useful (or is not ours)
+_ROUNDING_US: Final = 2  # the three timestamps are whole microseconds (floored)
 
 
 class PeerClock:

@@ -14,7 +14,7 @@ import hmac
 import logging
 import os
 import socket
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from . import messages as m
 from .nodes import ClusterNode
@@ -27,8 +27,8 @@ log = logging.getLogger("disq")
 # Output queued for a peer that does not read it, beyond which the link is dropped
 # (and reconnected): a stuck peer costs bounded memory. The largest frame a peer
 # accepts is well under it, so a healthy link never gets there.
-LINK_SENDBUF_LIMIT = 4 * m.MAX_FRAME
-AUTH_TIMEOUT_S = 5.0  # a link that has not proven the cluster secret by then is closed
+LINK_SENDBUF_LIMIT: Final = 4 * m.MAX_FRAME
+AUTH_TIMEOUT_S: Final = 5.0  # a link that has not proven the cluster secret by then is closed
 # Which side proves: a proof is bound to the prover's role, so a nonce reflected back
 # on another link (to make this node prove it) is useless to an impostor.
 _CONNECTOR, _ACCEPTOR = b"disq-bus-connector", b"disq-bus-acceptor"

@@ -21,7 +21,7 @@ import os
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from ..ids import new_node_id
 from . import messages as m
@@ -43,17 +43,17 @@ __all__ = ["Abort", "Action", "ClusterNode", "Close", "Connect", "Membership", "
 
 log = logging.getLogger("disq")
 
-GOSSIP_ENTRIES = 3  # nodes described in each PING, PONG and MEET
-GOSSIP_READ_MAX = 16  # entries read from one message
-FORGET_BLACKLIST_MS = 60_000  # a forgotten node is not learned again for this long
-DEFAULT_NODE_TIMEOUT = 15_000  # ms (cluster-node-timeout)
-DEFAULT_CLOCK_SKEW_WARN = 100  # ms (clock-skew-warn-ms)
-_MAX_TIMESTAMP = 2**62  # (us) a larger PING/PONG timestamp is garbage: ignored
+GOSSIP_ENTRIES: Final = 3  # nodes described in each PING, PONG and MEET
+GOSSIP_READ_MAX: Final = 16  # entries read from one message
+FORGET_BLACKLIST_MS: Final = 60_000  # a forgotten node is not learned again for this long
+DEFAULT_NODE_TIMEOUT: Final = 15_000  # ms (cluster-node-timeout)
+DEFAULT_CLOCK_SKEW_WARN: Final = 100  # ms (clock-skew-warn-ms)
+_MAX_TIMESTAMP: Final = 2**62  # (us) a larger PING/PONG timestamp is garbage: ignored
 
 _PFAIL, _FAIL = NodeFlag.PFAIL, NodeFlag.FAIL
-_FAILING = NodeFlag.PFAIL | NodeFlag.FAIL
-_GOSSIPED = NodeFlag.PFAIL | NodeFlag.FAIL | NodeFlag.LEAVING
-_UNREACHABLE = (NodeFlag.HANDSHAKE | NodeFlag.LEAVING | NodeFlag.PFAIL | NodeFlag.FAIL
+_FAILING: Final = NodeFlag.PFAIL | NodeFlag.FAIL
+_GOSSIPED: Final = NodeFlag.PFAIL | NodeFlag.FAIL | NodeFlag.LEAVING
+_UNREACHABLE: Final = (NodeFlag.HANDSHAKE | NodeFlag.LEAVING | NodeFlag.PFAIL | NodeFlag.FAIL
                 | NodeFlag.MYSELF).value
 
 

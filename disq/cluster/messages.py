@@ -12,106 +12,106 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 import msgpack
 
-VERSION = 6  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks;
+VERSION: Final = 6  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks;
 #             4: a DEDUP copy carries how long its ADDJOB may still fail (settled rule);
 #             5: PING/MEET/PONG carry wall-clock timestamps (clock offsets, clocks.py),
 #                jobs carry their extended fields (PRIORITY, GROUP, due time);
 #             6: jobs' extended fields may carry MAXDELIVERIES and a dead letter's
 #                state; QUEUED and WILLQUEUE may carry more fields (issue #19)
-MAX_FRAME = 64 * 1024 * 1024  # a frame longer than this closes the link
+MAX_FRAME: Final = 64 * 1024 * 1024  # a frame longer than this closes the link
 # Before a link has proven the cluster secret it may only send the handshake: frames
 # of AUTH (a 16-byte nonce) and AUTH_PROOF (a 32-byte HMAC), ~100 bytes each.
-MAX_HANDSHAKE_FRAME = 512
+MAX_HANDSHAKE_FRAME: Final = 512
 # A frame up to this long is decoded as is: even of the costliest msgpack (one-byte
 # empty arrays, 64 bytes each once decoded) it makes at most 16 MB of lists. A longer
 # one may not decode into lists taking more than LIST_BYTES_PER_BYTE times its length:
 # checked by _lists_fit (one pass in C) up to PRECOUNT_MAX, else (or if that cannot
 # tell) by _ListBudget (a call per list).
-PLAIN_DECODE_MAX = 256 * 1024
-LIST_BYTES_PER_BYTE = 20  # the lists a frame may decode into, per byte of it
+PLAIN_DECODE_MAX: Final = 256 * 1024
+LIST_BYTES_PER_BYTE: Final = 20  # the lists a frame may decode into, per byte of it
 PRECOUNT_MAX = 8 * 1024 * 1024  # (longer frames are mostly job bodies: few lists)
 
-PING = 0  # fields: [gossip, sent us]  gossip = [[id, ip, port, flags, ping_sent,
+PING: Final = 0  # fields: [gossip, sent us]  gossip = [[id, ip, port, flags, ping_sent,
 #           pong_received], ...]; sent: the sender's wall clock (us) as it made the PING
-PONG = 1  # fields: [gossip, the PING's sent us, received us]  received: the answering
+PONG: Final = 1  # fields: [gossip, the PING's sent us, received us]  received: the answering
 #           node's wall clock (us) as it got the PING (both absent if the PING had none)
-MEET = 2  # fields: [gossip, sent us]  a PING that makes the receiver add the sender
-FAIL = 3  # fields: [failing node id]
-REPLJOB = 4  # fields: [noreply(bool), [holder ids], job copy, ...] (wire.encode_copy;
+MEET: Final = 2  # fields: [gossip, sent us]  a PING that makes the receiver add the sender
+FAIL: Final = 3  # fields: [failing node id]
+REPLJOB: Final = 4  # fields: [noreply(bool), [holder ids], job copy, ...] (wire.encode_copy;
 #              a copy of an ADDJOB with DEDUP ends with its key, then, if the ADDJOB
 #              waits for its copies, whether the receiver must check the key and the
 #              ms the ADDJOB may still fail (0: no timeout): see replication/dedup.py)
-GOTJOB = 5  # fields: [job id, ...] (the confirmations of one loop turn)
-ENQUEUE = 6  # fields: [job id, delay s]
-QUEUED = 7  # fields: [job id, flags (INCR_NACKS=2 / INCR_DELIV=4)(, not before ms,
+GOTJOB: Final = 5  # fields: [job id, ...] (the confirmations of one loop turn)
+ENQUEUE: Final = 6  # fields: [job id, delay s]
+QUEUED: Final = 7  # fields: [job id, flags (INCR_NACKS=2 / INCR_DELIV=4)(, not before ms,
 #            generation)]  not before: queued after a back-off ending then (the
 #            sender's clock, 0: now); generation: of the sender's copy (JOBMOVE)
-SETACK = 8  # fields: [job id, may-have count]
-WILLQUEUE = 9  # fields: [job id(, generation)]
-GOTACK = 10  # fields: [job id, known(bool)]
-DELJOB = 11  # fields: [job id]
-NEEDJOBS = 12  # fields: [queue, count, wait ms]  wait: how long the asker's consumers
+SETACK: Final = 8  # fields: [job id, may-have count]
+WILLQUEUE: Final = 9  # fields: [job id(, generation)]
+GOTACK: Final = 10  # fields: [job id, known(bool)]
+DELJOB: Final = 11  # fields: [job id]
+NEEDJOBS: Final = 12  # fields: [queue, count, wait ms]  wait: how long the asker's consumers
 #               still wait (0: none wait); without it (a disq before NEEDJOBS_CANCEL),
 #               as long as federation.WANTED_FOR_MS
-YOURJOBS = 13  # fields: [[serialized job, ...]]
-WORKING = 14  # fields: [job id]
-PAUSE = 15  # fields: [queue, flags]
+YOURJOBS: Final = 13  # fields: [[serialized job, ...]]
+WORKING: Final = 14  # fields: [job id]
+PAUSE: Final = 15  # fields: [queue, flags]
 # With cluster-secret only: the first message each way on a new link, then the proof.
-AUTH = 16  # fields: [nonce (16 random bytes)]
-AUTH_PROOF = 17  # fields: [HMAC-SHA256(secret, role + the other side's nonce)]
-QLEN_REQUEST = 18  # fields: [request id, queue]  (GLOBALQLEN)
-QLEN_REPLY = 19  # fields: [request id, queue length on the sender]
+AUTH: Final = 16  # fields: [nonce (16 random bytes)]
+AUTH_PROOF: Final = 17  # fields: [HMAC-SHA256(secret, role + the other side's nonce)]
+QLEN_REQUEST: Final = 18  # fields: [request id, queue]  (GLOBALQLEN)
+QLEN_REPLY: Final = 19  # fields: [request id, queue length on the sender]
 # disq extensions (ADDJOB DEDUP), unknown to Disque:
-DEDUP_QUERY = 20  # fields: [[key, ttl s], ...] (the keys of one loop turn): known?
-DEDUP_REPLY = 21  # fields: [[key, job id or nil, ms left or -1 = busy], ...] one per key
-DEDUP_FORGET = 22  # fields: [key, job id]  that ADDJOB failed: drop the key if it names it
-DEDUP_CONFLICT = 23  # fields: [job id, ...]  copies refused: their DEDUP key may exist
+DEDUP_QUERY: Final = 20  # fields: [[key, ttl s], ...] (the keys of one loop turn): known?
+DEDUP_REPLY: Final = 21  # fields: [[key, job id or nil, ms left or -1 = busy], ...] one per key
+DEDUP_FORGET: Final = 22  # fields: [key, job id]  that ADDJOB failed: drop the key if it names it
+DEDUP_CONFLICT: Final = 23  # fields: [job id, ...]  copies refused: their DEDUP key may exist
 # disq extension (federation): the last consumer waiting on the queue left: forget my
 # NEEDJOBS. A node that does not know it ignores it (and the third NEEDJOBS field), so
 # the bus VERSION is unchanged: it only makes pushes stop sooner.
-NEEDJOBS_CANCEL = 24  # fields: [queue]
+NEEDJOBS_CANCEL: Final = 24  # fields: [queue]
 # disq extension (ADDJOB DEDUP): the sender's ADDJOBs of these jobs succeeded, so the
 # receiver may answer their DEDUP keys (replication/dedup.py). Unknown: ignored.
-DEDUP_SETTLED = 25  # fields: [job id, ...] (the ADDJOBs settled in one loop turn)
+DEDUP_SETTLED: Final = 25  # fields: [job id, ...] (the ADDJOBs settled in one loop turn)
 # disq extension (CRON, replication/schedules.py). Unknown: ignored.
-CRON_SET = 26  # fields: [schedule] (schedules.CronSchedule.to_wire): defined or deleted
-CRON_SYNC = 27  # fields: [[schedule, ...]] every schedule the sender knows
-CRON_FIRED = 28  # fields: [name, tick ms, job id]: that tick's job exists
+CRON_SET: Final = 26  # fields: [schedule] (schedules.CronSchedule.to_wire): defined or deleted
+CRON_SYNC: Final = 27  # fields: [[schedule, ...]] every schedule the sender knows
+CRON_FIRED: Final = 28  # fields: [name, tick ms, job id]: that tick's job exists
 # disq extension (JOBSET, replication/jobset.py). Unknown: ignored (the copies of an
 # older node keep their fields). priority, due: nil when unchanged; due: Unix ms of
 # the sender's clock.
-JOBSET = 29  # fields: [job id, priority, due]: the sender changed its copy, change yours
-JOBSET_ASK = 30  # fields: [request id, job id, priority, due]: if you hold the job,
+JOBSET: Final = 29  # fields: [job id, priority, due]: the sender changed its copy, change yours
+JOBSET_ASK: Final = 30  # fields: [request id, job id, priority, due]: if you hold the job,
 #                  change it (and tell its other holders), then JOBSET_REPLY
-JOBSET_REPLY = 31  # fields: [request id, status (0 applied, 1 unknown, 2 refused),
+JOBSET_REPLY: Final = 31  # fields: [request id, status (0 applied, 1 unknown, 2 refused),
 #                    the refusal's error text ("ERR ...") or ""]
 # disq extensions (issue #19: dead letters, QPOLICY, RATE; replication/failures.py).
 # Unknown: ignored.
-JOBMOVE = 32  # fields: [job id, queue, dead from or nil, reason or nil, generation,
+JOBMOVE: Final = 32  # fields: [job id, queue, dead from or nil, reason or nil, generation,
 #              nacks, deliveries]: the sender moved the job (a dead letter, or one put
 #              back): take it if its generation is newer than your copy's
-QPOLICY_SET = 33  # fields: [policy] (policies.QueuePolicy.to_wire): set or deleted
-QPOLICY_SYNC = 34  # fields: [[policy, ...]] every policy the sender knows
-RATE_DEMAND = 35  # fields: [[queue, demand], ...] the sender's demand for rate-limited
+QPOLICY_SET: Final = 33  # fields: [policy] (policies.QueuePolicy.to_wire): set or deleted
+QPOLICY_SYNC: Final = 34  # fields: [[policy, ...]] every policy the sender knows
+RATE_DEMAND: Final = 35  # fields: [[queue, demand], ...] the sender's demand for rate-limited
 #                  queues (ratelimit.py)
-DLQ_REQUEUE = 36  # fields: [request id, queue, count (0: all)]: put back your dead letters
-DLQ_REQUEUE_REPLY = 37  # fields: [request id, how many were put back]
-JOBMOVE_ASK = 38  # fields: [job id, generation]: my copy is of this generation; if
+DLQ_REQUEUE: Final = 36  # fields: [request id, queue, count (0: all)]: put back your dead letters
+DLQ_REQUEUE_REPLY: Final = 37  # fields: [request id, how many were put back]
+JOBMOVE_ASK: Final = 38  # fields: [job id, generation]: my copy is of this generation; if
 #                  yours is newer, send me your JOBMOVE
 # disq extension (the dashboard, issue #20; replication/stats.py). Unknown: ignored.
-STATS_REQUEST = 39  # fields: [request id]: send me your stats
-STATS_REPLY = 40  # fields: [request id, stats] (stats.NodeStats.to_wire)
+STATS_REQUEST: Final = 39  # fields: [request id]: send me your stats
+STATS_REPLY: Final = 40  # fields: [request id, stats] (stats.NodeStats.to_wire)
 # disq extension (users and permissions, issue #23; replication/users.py). Unknown:
 # ignored.
-ACL_SET = 41  # fields: [user] (acl.User.to_wire: name, version ms, version node,
+ACL_SET: Final = 41  # fields: [user] (acl.User.to_wire: name, version ms, version node,
 #              deleted, rules): set or deleted
-ACL_SYNC = 42  # fields: [[user, ...]] every user changed by a command the sender knows
+ACL_SYNC: Final = 42  # fields: [[user, ...]] every user changed by a command the sender knows
 
-NAMES = {
+NAMES: Final = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
     GOTJOB: "gotjob", ENQUEUE: "enqueue", QUEUED: "queued", SETACK: "setack",
     WILLQUEUE: "willqueue", GOTACK: "gotack", DELJOB: "deljob", NEEDJOBS: "needjobs",
@@ -128,7 +128,7 @@ NAMES = {
     ACL_SET: "acl-set", ACL_SYNC: "acl-sync",
 }
 
-_LEN = struct.Struct(">I")
+_LEN: Final = struct.Struct(">I")
 
 
 def _pack_other(obj: object) -> list[Any]:
@@ -163,7 +163,7 @@ def _no_ext(code: int, _: bytes) -> NoReturn:
 
 # Maps and ext types are not part of the protocol: refused, and so they cost nothing
 # to legit frames (an empty map is one byte that decodes into a 64-byte dict).
-_DECODE = {"raw": False, "use_list": True, "max_map_len": 0, "max_ext_len": 0,
+_DECODE: Final = {"raw": False, "use_list": True, "max_map_len": 0, "max_ext_len": 0,
            "object_hook": _no_map, "ext_hook": _no_ext}
 
 
@@ -189,7 +189,7 @@ class _ListBudget:
 
 
 # Every msgpack array starts with one of these bytes (fixarray, array 16, array 32).
-_NOT_ARRAY_HEADS = bytes(b for b in range(256) if not (0x90 <= b <= 0x9f or b in (0xdc, 0xdd)))
+_NOT_ARRAY_HEADS: Final = bytes(b for b in range(256) if not (0x90 <= b <= 0x9f or b in (0xdc, 0xdd)))
 
 
 def _lists_fit(payload: bytearray) -> bool:

@@ -19,7 +19,7 @@ import enum
 import os
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from ..ids import is_valid_node_id
 from .clocks import PeerClock
@@ -35,18 +35,18 @@ class NodeFlag(enum.IntFlag):
     MEET = 64  # internal, never shown: its handshake starts with a MEET (CLUSTER MEET)
 
 
-NO_FLAGS = NodeFlag(0)
+NO_FLAGS: Final = NodeFlag(0)
 # Disque's names, in the order CLUSTER NODES and nodes.conf list them.
 FLAG_NAMES: tuple[tuple[NodeFlag, str], ...] = (
     (NodeFlag.MYSELF, "myself"), (NodeFlag.PFAIL, "fail?"), (NodeFlag.FAIL, "fail"),
     (NodeFlag.HANDSHAKE, "handshake"), (NodeFlag.NOADDR, "noaddr"),
     (NodeFlag.LEAVING, "leaving"))
-_BY_NAME = {name: flag for flag, name in FLAG_NAMES}
+_BY_NAME: Final = {name: flag for flag, name in FLAG_NAMES}
 # The same flags as plain ints, for the paths taken per message or per frame: an
 # IntFlag operation costs ~1 us on CPython 3.11, an int one ~20 ns.
-MYSELF_BIT = NodeFlag.MYSELF.value
-HANDSHAKE_BIT = NodeFlag.HANDSHAKE.value
-LEAVING_BIT = NodeFlag.LEAVING.value
+MYSELF_BIT: Final = NodeFlag.MYSELF.value
+HANDSHAKE_BIT: Final = NodeFlag.HANDSHAKE.value
+LEAVING_BIT: Final = NodeFlag.LEAVING.value
 
 
 def flag_names(flags: NodeFlag) -> list[str]:
@@ -64,10 +64,10 @@ def parse_flag_names(names: Iterable[object]) -> NodeFlag:
 
 
 # HELLO priorities
-PRIORITY_OK = 1
-PRIORITY_NO_LINK = 5
-PRIORITY_PFAIL = 10
-PRIORITY_FAIL = 100
+PRIORITY_OK: Final = 1
+PRIORITY_NO_LINK: Final = 5
+PRIORITY_PFAIL: Final = 10
+PRIORITY_FAIL: Final = 100
 
 
 class ClusterNode:

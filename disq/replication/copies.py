@@ -14,7 +14,7 @@ import logging
 import random
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 from .. import errors
 from ..cluster import messages as m
@@ -39,13 +39,13 @@ from .wire import (
 
 log = logging.getLogger("disq")
 
-ADD_NODE_PERIOD_MS = 50  # a waiting ADDJOB tries one more node this often (Disque)
-MAX_PATIENCE_MS = 1000  # ...later when its nodes are slow to confirm (_targets_behind)
+ADD_NODE_PERIOD_MS: Final = 50  # a waiting ADDJOB tries one more node this often (Disque)
+MAX_PATIENCE_MS: Final = 1000  # ...later when its nodes are slow to confirm (_targets_behind)
 
 OnDone = Callable[[bytes], None]
 
-_NOREPL_TIMEOUT = errors.NOREPL_TIMEOUT.REPLY
-_NOREPL_EXPIRED = errors.NOREPL_EXPIRED.REPLY
+_NOREPL_TIMEOUT: Final = errors.NOREPL_TIMEOUT.REPLY
+_NOREPL_EXPIRED: Final = errors.NOREPL_EXPIRED.REPLY
 
 
 class _WaitingAdd:

@@ -82,7 +82,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
@@ -98,24 +98,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("disq")
 
-DEDUP_TIMEOUT_MS = 2000  # every asked peer answers within this, or ADDJOB fails
+DEDUP_TIMEOUT_MS: Final = 2000  # every asked peer answers within this, or ADDJOB fails
 # An unsettled copy (see "Settled") is vouched for this long after its ADDJOB's
 # deadline, if no DEDUP_FORGET came: the origin notices the deadline at its next tick,
 # then its DELJOB and DEDUP_FORGET take the bus.
-SETTLE_SLACK_MS = 2000
-RECHECK_MS = 20  # a node adding the key itself answered "busy": ask again after this
-MAX_WAIT_MS = 15_000  # ... for at most this long in all, then ADDJOB fails (-NOREPL)
-BUSY = -1  # DEDUP_REPLY's "ms left" when the sender is adding that key itself
-CHECK_SLACK_MS = 10  # the timer fires this long after the oldest deadline
+SETTLE_SLACK_MS: Final = 2000
+RECHECK_MS: Final = 20  # a node adding the key itself answered "busy": ask again after this
+MAX_WAIT_MS: Final = 15_000  # ... for at most this long in all, then ADDJOB fails (-NOREPL)
+BUSY: Final = -1  # DEDUP_REPLY's "ms left" when the sender is adding that key itself
+CHECK_SLACK_MS: Final = 10  # the timer fires this long after the oldest deadline
 # What a waiting ADDJOB gets when a copy was refused (never sent to a client).
-CONFLICT = b"-CONFLICT a copy refused the DEDUP key\r\n"
-REFUSED = RESERVED  # copy_key's "refused" (b"", never a key)
+CONFLICT: Final = b"-CONFLICT a copy refused the DEDUP key\r\n"
+REFUSED: Final = RESERVED  # copy_key's "refused" (b"", never a key)
 
 Answer = Callable[[bytes], None]
 
-_TIMEOUT = DisqError(
+_TIMEOUT: Final = DisqError(
     "NOREPL", "Timeout reached before every reachable node answered the DEDUP check").reply()
-_TOO_LONG = DisqError(
+_TOO_LONG: Final = DisqError(
     "NOREPL", "Timeout reached while another node was adding a job with this DEDUP key"
 ).reply()
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
@@ -32,11 +32,11 @@ from .requeue import send_jobmove
 from .tables import SyncedTable
 from .wire import MAX_GENERATION, MAX_U32
 
-RATE_PERIOD_MS = 200  # demand reports this often
-RATE_REPORT_TTL_MS = 1000  # a node's report counts this long
-REQUEUE_TIMEOUT_MS = 10_000  # a node asked to put back its dead letters: its answer by then
-REQUEUE_SLICE = 10_000  # dead letters put back per loop turn
-MAX_REASON_LEN = 64
+RATE_PERIOD_MS: Final = 200  # demand reports this often
+RATE_REPORT_TTL_MS: Final = 1000  # a node's report counts this long
+REQUEUE_TIMEOUT_MS: Final = 10_000  # a node asked to put back its dead letters: its answer by then
+REQUEUE_SLICE: Final = 10_000  # dead letters put back per loop turn
+MAX_REASON_LEN: Final = 64
 
 
 class Failures:

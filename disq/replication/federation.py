@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
@@ -40,12 +40,12 @@ from .wire import decode_job, encode_job
 
 log = logging.getLogger("disq")
 
-ASK_PERIOD_MS = 100  # blocked consumers: ask again this often at most...
-ASK_BACKOFF_MAX_MS = 2000  # ...backing off to this while nobody has jobs
-WANTED_FOR_MS = 3000  # a peer's NEEDJOBS is remembered for pushing jobs this long at most
-REQUEST_COUNT = 10  # jobs asked for at first...
-MAX_BATCH = 1000  # ...doubling up to this while a queue keeps running dry
-BURST_GAP_MS = 200  # imports closer than this belong to one burst
+ASK_PERIOD_MS: Final = 100  # blocked consumers: ask again this often at most...
+ASK_BACKOFF_MAX_MS: Final = 2000  # ...backing off to this while nobody has jobs
+WANTED_FOR_MS: Final = 3000  # a peer's NEEDJOBS is remembered for pushing jobs this long at most
+REQUEST_COUNT: Final = 10  # jobs asked for at first...
+MAX_BATCH: Final = 1000  # ...doubling up to this while a queue keeps running dry
+BURST_GAP_MS: Final = 200  # imports closer than this belong to one burst
 
 
 class Federation:

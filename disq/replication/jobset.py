@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from .. import errors
 from ..cluster import messages as m
@@ -33,7 +33,7 @@ from .wire import MAX_DUE_MS, MAX_PRIORITY
 
 JOBSET_TIMEOUT_MS = 1000  # a node that does not know the job: -NOJOB after this
 APPLIED, UNKNOWN, REFUSED = 0, 1, 2  # JOBSET_REPLY's status
-MAX_ERROR_LEN = 512  # a refusal's text, as sent
+MAX_ERROR_LEN: Final = 512  # a refusal's text, as sent
 
 OnDone = Callable[[bytes], None]
 

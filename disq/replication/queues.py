@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
@@ -13,7 +13,7 @@ from ..cluster.port import BusPort
 from ..node import Node
 from ..queue import PAUSED_ALL
 
-GLOBALQLEN_TIMEOUT_MS = 1000  # GLOBALQLEN answers with the nodes heard from by then
+GLOBALQLEN_TIMEOUT_MS: Final = 1000  # GLOBALQLEN answers with the nodes heard from by then
 
 
 class QueueMessages:

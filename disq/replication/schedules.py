@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("disq")
 
-FIRE_TIMEOUT_MS = 5000  # the tick's ADDJOB waits this long for its copies
+FIRE_TIMEOUT_MS: Final = 5000  # the tick's ADDJOB waits this long for its copies
 
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
@@ -25,9 +25,9 @@ from ..policies import DEAD_PREFIX, MAX_QUEUE_NAME_LEN
 from ..queue import PAUSED_ALL, Queue
 
 STATS_TIMEOUT_MS = 1000  # a gather answers with the nodes heard from by then
-STATS_CACHE_MS = 500  # a node's stats are computed at most this often
-MAX_STATS_QUEUES = 2000  # the biggest queues of a node that its stats list
-MAX_COUNTER = 2**63 - 1
+STATS_CACHE_MS: Final = 500  # a node's stats are computed at most this often
+MAX_STATS_QUEUES: Final = 2000  # the biggest queues of a node that its stats list
+MAX_COUNTER: Final = 2**63 - 1
 
 
 class QueueStats:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Final
 
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
 
-SYNC_PERIOD_MS = 2000  # the whole table to one random peer this often
-MAX_SYNC_ENTRIES = 100_000  # taken from one SYNC message
+SYNC_PERIOD_MS: Final = 2000  # the whole table to one random peer this often
+MAX_SYNC_ENTRIES: Final = 100_000  # taken from one SYNC message
 
 
 class SyncedTable:

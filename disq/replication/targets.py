@@ -10,7 +10,7 @@ import hashlib
 import random
 import zlib
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from ..cluster.port import BusPort
 from ..job import NO_HOLDERS, Job, holder_set
@@ -18,8 +18,8 @@ from ..node import Node
 
 # The order of a key: the highest `key_order_score(crc32(key), key_order_salt(node ID))`
 # first, the same on every node.
-KEY_ORDER_MIX = 0x9E3779B97F4A7C15  # odd: spreads the low bits of the xor over all 64
-KEY_ORDER_MASK = (1 << 64) - 1
+KEY_ORDER_MIX: Final = 0x9E3779B97F4A7C15  # odd: spreads the low bits of the xor over all 64
+KEY_ORDER_MASK: Final = (1 << 64) - 1
 
 
 def key_order_salt(node_id: str) -> int:

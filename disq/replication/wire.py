@@ -23,23 +23,23 @@ sender's Unix ms (0: none), turned into this node's clock by `due_from_peer`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from ..ids import is_valid_job_id
 from ..job import ACKED, ACTIVE, LOCAL_FLAGS, Job, JobExt, holder_set
 
-COPY_FIELDS = 12  # without the holders
-FIELD_COUNT = 13
-MAX_U32 = 2**32 - 1
-MAX_TTL_MS = 2**40  # ~35 years: more than any TTL a client can ask for
-MAX_CTIME = 2**63 - 1
-MAX_NODES = 10_000  # node IDs in one job's list
-MAX_FLAGS = 0xFF
-MAX_PRIORITY = 255
-MAX_GROUP_LEN = 256
-MAX_DUE_MS = 2**63 - 1
-MAX_DELIVERIES = 65535
-MAX_GENERATION = 2**32 - 1
+COPY_FIELDS: Final = 12  # without the holders
+FIELD_COUNT: Final = 13
+MAX_U32: Final = 2**32 - 1
+MAX_TTL_MS: Final = 2**40  # ~35 years: more than any TTL a client can ask for
+MAX_CTIME: Final = 2**63 - 1
+MAX_NODES: Final = 10_000  # node IDs in one job's list
+MAX_FLAGS: Final = 0xFF
+MAX_PRIORITY: Final = 255
+MAX_GROUP_LEN: Final = 256
+MAX_DUE_MS: Final = 2**63 - 1
+MAX_DELIVERIES: Final = 65535
+MAX_GENERATION: Final = 2**32 - 1
 
 
 # (peer ID, a time of its clock in ms) -> the same time on this node's clock, never

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from ..job import Job, JobExt
 
-OK = b"+OK\r\n"
-PONG = b"+PONG\r\n"
-NULL_BULK = b"$-1\r\n"
-NULL_ARRAY = b"*-1\r\n"
-EMPTY_ARRAY = b"*0\r\n"
-ZERO = b":0\r\n"
-ONE = b":1\r\n"
+OK: Final = b"+OK\r\n"
+PONG: Final = b"+PONG\r\n"
+NULL_BULK: Final = b"$-1\r\n"
+NULL_ARRAY: Final = b"*-1\r\n"
+EMPTY_ARRAY: Final = b"*0\r\n"
+ZERO: Final = b":0\r\n"
+ONE: Final = b":1\r\n"
 
-_SMALL_INTS = [b":%d\r\n" % i for i in range(1024)]
+_SMALL_INTS: Final = [b":%d\r\n" % i for i in range(1024)]
 
 
 def status(text: bytes) -> bytes:

@@ -6,6 +6,7 @@ these are its helpers."""
 from __future__ import annotations
 
 import re
+from typing import Final
 
 
 class ProtocolError(Exception):
@@ -14,7 +15,7 @@ class ProtocolError(Exception):
 
 # What hiredis returns for an element that is not a bulk string -> the type byte
 # Redis names in its error ("expected '$', got ':'").
-_TYPE_BYTES = {int: ":", list: "*", float: ",", bool: "#", dict: "%", set: "~"}
+_TYPE_BYTES: Final = {int: ":", list: "*", float: ",", bool: "#", dict: "%", set: "~"}
 
 
 def not_a_bulk(arg: object) -> str:
@@ -25,8 +26,8 @@ def not_a_bulk(arg: object) -> str:
     return f"expected '$', got '{_TYPE_BYTES.get(type(arg), '?')}'"
 
 
-_SPACE = b" \t\r\n\x0b\x0c"  # isspace(): around words and after a closing quote
-_HEX = b"0123456789abcdefABCDEF"
+_SPACE: Final = b" \t\r\n\x0b\x0c"  # isspace(): around words and after a closing quote
+_HEX: Final = b"0123456789abcdefABCDEF"
 
 
 def split_inline(line: bytes) -> list[bytes]:
@@ -101,9 +102,9 @@ def check_bulk_lengths(partial: bytes, limit: int) -> None:
         raise ProtocolError(message)
 
 
-_CRLF = ("\r", "\n")
-_DOLLAR = 36  # b"$"
-_CANONICAL = re.compile(rb"(0|-?[1-9][0-9]{0,18})\Z")  # what Redis's string2ll takes
+_CRLF: Final = ("\r", "\n")
+_DOLLAR: Final = 36  # b"$"
+_CANONICAL: Final = re.compile(rb"(0|-?[1-9][0-9]{0,18})\Z")  # what Redis's string2ll takes
 
 
 def multibulk_error(request: bytes, max_bulk: int) -> str | None:

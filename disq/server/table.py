@@ -17,7 +17,7 @@ choose who may run it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from .connection import Client
@@ -27,8 +27,8 @@ Handler = Callable[["Client", list[bytes]], "bytes | Pending"]
 
 
 # -- ACL categories of every command (disq/acl.py CATEGORIES) ---------------------------
-_ADMIN = ("admin", "dangerous")
-_CONSUME = ("consume", "write")
+_ADMIN: Final = ("admin", "dangerous")
+_CONSUME: Final = ("consume", "write")
 CATEGORIES: dict[str, tuple[str, ...]] = {
     "addjob": ("produce", "write"), "cron": ("produce", "write"),
     "jobset": ("produce", "write"),
@@ -64,10 +64,10 @@ class CommandSpec:
         self.usec = 0
 
 
-COMMANDS: dict[bytes, CommandSpec] = {}
+COMMANDS: Final[dict[bytes, CommandSpec]] = {}
 # Name as sent -> spec, for the spellings clients use (lowercase, as redis-cli sends,
 # and uppercase, as most libraries do): found without lowercasing the name first.
-LOOKUP: dict[bytes, CommandSpec] = {}
+LOOKUP: Final[dict[bytes, CommandSpec]] = {}
 
 
 def command(name: str, arity: int, flags: str = "") -> Callable[[Handler], Handler]:
