@@ -33,9 +33,11 @@ NATIVE = [
     "disq/memory.py",
     "disq/failures.py",
     "disq/node.py",
+    "disq/acl.py",  # the user each request checks (restricted, calls)
     "disq/server/resp.py",
     "disq/server/reply.py",
     "disq/server/table.py",
+    "disq/server/hotstate.py",
     "disq/server/pending.py",
     "disq/server/connection.py",
     "disq/server/commands/jobs.py",

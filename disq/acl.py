@@ -20,10 +20,11 @@ import os
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping
+from typing import Final
 
-DEFAULT_USER = "default"
+DEFAULT_USER: Final = "default"
 # The categories of ACL CAT (besides `all`): each command of the table names its own.
-CATEGORIES = {
+CATEGORIES: Final = {
     "produce": "commands that add jobs (ADDJOB, CRON ADD)",
     "consume": "commands that take and settle jobs (GETJOB, ACKJOB, NACK, WORKING...)",
     "read": "commands that only read jobs and queues (SHOW, QLEN, QPEEK, JSCAN...)",
@@ -32,18 +33,18 @@ CATEGORIES = {
     "dangerous": "commands that can break the node or read everything",
     "connection": "connection commands (AUTH, PING, HELLO...)",
 }
-MAX_CACHED_QUEUES = 4096  # queue names whose verdict a user remembers
-MAX_NAME_LEN = 1024
+MAX_CACHED_QUEUES: Final = 4096  # queue names whose verdict a user remembers
+MAX_NAME_LEN: Final = 1024
 # Redis's error texts of ACL SETUSER, by cause
-SYNTAX = "Syntax error"
-UNKNOWN = "Unknown command or category name in ACL"
-NO_SUCH_PASSWORD = "The password you are trying to remove from the user does not exist"
-BAD_HASH = ("The password hash must be exactly 64 characters and contain only lowercase "
+SYNTAX: Final = "Syntax error"
+UNKNOWN: Final = "Unknown command or category name in ACL"
+NO_SUCH_PASSWORD: Final = "The password you are trying to remove from the user does not exist"
+BAD_HASH: Final = ("The password hash must be exactly 64 characters and contain only lowercase "
             "hexadecimal characters")
-AFTER_ALL = ("Adding a pattern after the * pattern (or the 'allqueues' flag) is not valid "
+AFTER_ALL: Final = ("Adding a pattern after the * pattern (or the 'allqueues' flag) is not valid "
              "and does not have any effect. Try 'resetqueues' to start with an empty list "
              "of patterns")
-_HASH = re.compile(r"[0-9a-f]{64}")
+_HASH: Final = re.compile(r"[0-9a-f]{64}")
 
 Version = tuple[int, str]  # (ms, node ID) of the change; (0, "") = this node's own
 

@@ -40,6 +40,7 @@ from .clients import ClientRegistry
 from .commands import load_commands
 from .connection import ERR_LOADING, Client
 from .cron import Cron
+from .hotstate import HotState
 from .latency import LatencyMonitor
 from .limits import ConnectionsPerIp
 from .pending import Pending
@@ -71,15 +72,14 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.start_time = time.time()
         self.run_id = os.urandom(20).hex()
+        # What every request reads or counts, compiled (hotstate.py).
+        self.hot = HotState(config)
+        config.listeners.append(self.hot.config_changed)
         self.loading = False
         self.loader: AofLoader | None = None  # while loading: the progress for INFO
-        # Commands are refused while loading (-LOADING) or after an AOF write error
-        # (-MISCONF): one flag for the connection to check, the reasons in refusal().
-        self.refusing = False
         self.aof: AppendOnlyFile | None = None
         self._make_acl(config.requirepass, config.aclfile)  # users (access.py)
         self.clients: dict[int, Client] = {}
-        self.monitors: set[Client] = set()  # clients that sent MONITOR
         self._next_client_id = 0
         self.connections_received = 0
         self.rejected_connections = 0
@@ -87,8 +87,6 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         self.per_ip: ConnectionsPerIp[Client] = ConnectionsPerIp(config.maxclients_per_ip)
         self.rejected_commands_per_ip = 0  # commands refused by each limit (INFO stats)
         self.rejected_commands_rate = 0
-        self.net_input_bytes = 0
-        self.net_output_bytes = 0
         self.ops_per_sec = 0
         self.input_kbps = 0.0
         self.output_kbps = 0.0
@@ -98,15 +96,10 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         self.slowlog_id = 0  # id of the next SLOWLOG entry
         self.slowlog_threshold = slowlog_usec(config.slowlog_log_slower_than)
         self.latency = LatencyMonitor()
-        # Microseconds from which a command is looked at after it ran: the lower of the
-        # slowlog and latency monitor thresholds (one comparison per command).
-        self.slow_usec = self._slow_usec()
+        self.hot.slow_usec = self._slow_usec()
         # Clients whose replies pile up unread (over the transport's high-water mark)
         # -> when they passed the soft output buffer limit (0.0: they have not).
         self.backlogged: dict[Client, float] = {}
-        # Seconds since the epoch, refreshed by the cron (hz): what per-request
-        # bookkeeping reads instead of calling the clock, as Redis's server.unixtime.
-        self.unixtime = time.time()
         self._ops_samples: deque[tuple[float, int, int, int]] = deque(maxlen=16)
         self._servers: list[asyncio.AbstractServer] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -116,9 +109,8 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         self._metrics: Any = None
         self._http: Any = None  # the HTTP port's aiohttp runner (http-port)
         self._memory_cache = (0.0, 0)
-        # CLIENT PAUSE: no client request runs before this time.monotonic() value;
-        # the clients holding requests meanwhile are resumed when it passes.
-        self.clients_paused_until = 0.0
+        # CLIENT PAUSE (hot.clients_paused_until): the clients holding requests
+        # meanwhile, resumed when it passes.
         self.paused_clients: set[Client] = set()
         self._unpause_timer: asyncio.TimerHandle | None = None
         self.membership: Membership
@@ -242,7 +234,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
 
     def _update_refusing(self) -> None:
         aof = self.aof
-        self.refusing = self.loading or (aof is not None and aof.write_errno != 0)
+        self.hot.refusing = self.loading or (aof is not None and aof.write_errno != 0)
 
     def refusal(self, flags: str, name: str) -> bytes | None:
         """The error for a command while `refusing`, in Disque's order: -MISCONF for
@@ -421,9 +413,9 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
             self.update_memory_limit()
         elif name == "slowlog-log-slower-than":
             self.slowlog_threshold = slowlog_usec(value)
-            self.slow_usec = self._slow_usec()
+            self.hot.slow_usec = self._slow_usec()
         elif name == "latency-monitor-threshold":
-            self.slow_usec = self._slow_usec()
+            self.hot.slow_usec = self._slow_usec()
         elif name == "watchdog-period" and self.loop is not None:
             self._watchdog_changed(value)
         elif name == "slowlog-max-len":

@@ -14,6 +14,7 @@ from ..config import Config
 
 if TYPE_CHECKING:
     from .connection import Client
+    from .hotstate import HotState
     from .limits import ConnectionsPerIp
 
 log = logging.getLogger("disq")
@@ -25,9 +26,8 @@ class ClientRegistry:
     config: Config
     loop: asyncio.AbstractEventLoop | None
     clients: dict[int, Client]
-    monitors: set[Client]
+    hot: HotState
     backlogged: dict[Client, float]
-    clients_paused_until: float
     paused_clients: set[Client]
     connections_received: int
     rejected_connections: int
@@ -132,7 +132,7 @@ class ClientRegistry:
         now = time.time()
         line = b"+%.6f [%s] %s\r\n" % (now, client.addr.encode(),
                                        b" ".join(map(quote_arg, args)))
-        for monitor in list(self.monitors):
+        for monitor in list(self.hot.monitors):
             if monitor is not client:
                 monitor.send(line)
 
@@ -142,20 +142,20 @@ class ClientRegistry:
     # -- CLIENT PAUSE ----------------------------------------------------------------------
     def pause_clients(self, ms: int) -> None:
         until = time.monotonic() + ms / 1000
-        if until > self.clients_paused_until:
-            self.clients_paused_until = until
+        if until > self.hot.clients_paused_until:
+            self.hot.clients_paused_until = until
             if self._unpause_timer is None:
                 self._unpause_timer = self.loop.call_later(  # type: ignore[union-attr]
                     ms / 1000, self._unpause_clients)
 
     def _unpause_clients(self) -> None:
         self._unpause_timer = None
-        left = self.clients_paused_until - time.monotonic()
+        left = self.hot.clients_paused_until - time.monotonic()
         if left > 0:  # extended by a later CLIENT PAUSE, or the loop's clock is coarser
             self._unpause_timer = self.loop.call_later(  # type: ignore[union-attr]
                 left, self._unpause_clients)
             return
-        self.clients_paused_until = 0.0
+        self.hot.clients_paused_until = 0.0
         paused, self.paused_clients = self.paused_clients, set()
         for client in paused:
             client.resume_after_pause()

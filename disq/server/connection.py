@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import hiredis
 from mypy_extensions import mypyc_attr
@@ -31,6 +31,7 @@ from mypy_extensions import mypyc_attr
 from ..errors import OOM, DisqError
 from ..queue import Queue
 from . import reply
+from .hotstate import HotState
 from .limits import TokenBucket
 from .pending import LaterReplies, Pending
 from .resp import (
@@ -46,19 +47,21 @@ from .table import COMMANDS, LOOKUP, CommandSpec
 if TYPE_CHECKING:
     from .app import Server
 
-INLINE_MAX = 64 * 1024
-_perf_ns = time.perf_counter_ns
-_STAR, _MINUS, _CR = 42, 45, 13  # b"*", b"-", b"\r"
-_HEAD_KEPT = 64 * 1024  # bytes of an unfinished multibulk whose headers are checked
+INLINE_MAX: Final = 64 * 1024
+_perf_ns: Final = time.perf_counter_ns
+_STAR: Final = 42  # b"*"
+_MINUS: Final = 45  # b"-"
+_CR: Final = 13  # b"\r"
+_HEAD_KEPT: Final = 64 * 1024  # bytes of an unfinished multibulk whose headers are checked
 # Encoded size of a `*<n>\r\n` / `$<n>\r\n` header, by n (the parser's byte accounting).
-_SIZE_TABLE = 10_000
-_HEADER_SIZE = [3 + len(str(n)) for n in range(_SIZE_TABLE)]
-_BULK_SIZE = [n + size + 2 for n, size in enumerate(_HEADER_SIZE)]
+_SIZE_TABLE: Final = 10_000
+_HEADER_SIZE: Final = [3 + len(str(n)) for n in range(_SIZE_TABLE)]
+_BULK_SIZE: Final = [n + size + 2 for n, size in enumerate(_HEADER_SIZE)]
 
-ERR_NOAUTH = b"-NOAUTH Authentication required.\r\n"
-ERR_LOADING = b"-LOADING Disque is loading the dataset in memory\r\n"
-ERR_OOM = OOM.REPLY
-_EVERY_USERS_SUBCOMMANDS = {"acl": (b"whoami", b"cat"),
+ERR_NOAUTH: Final = b"-NOAUTH Authentication required.\r\n"
+ERR_LOADING: Final = b"-LOADING Disque is loading the dataset in memory\r\n"
+ERR_OOM: Final = OOM.REPLY
+_EVERY_USERS_SUBCOMMANDS: Final = {"acl": (b"whoami", b"cat"),
                             "client": (b"id", b"getname", b"setname", b"setinfo")}
 
 
@@ -70,6 +73,7 @@ class Client(LaterReplies, asyncio.Protocol):
     def __init__(self, server: Server) -> None:
         self.server = server
         self.node = server.node
+        self.hot: HotState = server.hot
         self.transport: asyncio.Transport | None = None
         self.id = 0
         self.addr = ""
@@ -121,7 +125,7 @@ class Client(LaterReplies, asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
-        self.server.monitors.discard(self)
+        self.server.hot.monitors.discard(self)
         if self.blocked:
             self._cancel_block()
         for item in self._replies:
@@ -146,9 +150,9 @@ class Client(LaterReplies, asyncio.Protocol):
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
-        server = self.server
-        self.last_interaction = server.unixtime
-        server.net_input_bytes += len(data)
+        hot = self.hot
+        self.last_interaction = hot.unixtime
+        hot.net_input_bytes += len(data)
         requests: list[list[bytes]] = []
         try:
             self._parse(data, requests)
@@ -171,7 +175,7 @@ class Client(LaterReplies, asyncio.Protocol):
     def _parse(self, data: bytes, out: list[list[bytes]]) -> None:
         """Append the complete requests in `data` to `out`."""
         reader = self._reader
-        config = self.server.config
+        limits = self.hot
         if self._refused:
             self._wait_for_the_error(data)
             return
@@ -208,15 +212,15 @@ class Client(LaterReplies, asyncio.Protocol):
                     if count < -1:  # Redis skips a negative count
                         data = data[eol + 2:]
                         continue
-                    if count > config.proto_max_multibulk_len:
+                    if count > limits.proto_max_multibulk_len:
                         raise ProtocolError("invalid multibulk length")
             reader.feed(data)
             chunk, fed, data = data, len(data), b""
             # Bytes fed to hiredis that no returned request accounts for yet. hiredis
             # only accepts canonical lengths, so a request's size follows from it.
             held = pending = self._mb_pending + fed
-            max_args = config.proto_max_multibulk_len
-            may_be_too_big = held > config.proto_max_bulk_len
+            max_args = limits.proto_max_multibulk_len
+            may_be_too_big = held > limits.proto_max_bulk_len
             while True:
                 try:
                     req = reader.gets()
@@ -231,7 +235,7 @@ class Client(LaterReplies, asyncio.Protocol):
                         break
                     # The request's bytes, from its start, say what Redis would answer.
                     request = self._request_bytes(chunk, pending, fed)
-                    message = multibulk_error(request, config.proto_max_bulk_len)
+                    message = multibulk_error(request, limits.proto_max_bulk_len)
                     if message is None and request:
                         # Redis answers only once the bad header's CR arrives.
                         self._refused = request
@@ -263,7 +267,7 @@ class Client(LaterReplies, asyncio.Protocol):
                     if arg.__class__ is not bytes:  # (Redis names the first bad byte)
                         raise ProtocolError(multibulk_error(
                             self._request_bytes(chunk, pending, fed),
-                            config.proto_max_bulk_len) or not_a_bulk(arg))
+                            limits.proto_max_bulk_len) or not_a_bulk(arg))
                     n = len(arg)  # $<n>\r\n<arg>\r\n
                     size += _BULK_SIZE[n] if n < _SIZE_TABLE else n + 5 + len(str(n))
                 pending -= size
@@ -273,7 +277,7 @@ class Client(LaterReplies, asyncio.Protocol):
                     # input that contains it).
                     raise ProtocolError("expected '$', got '+'")
                 if req:
-                    if may_be_too_big and max(map(len, req)) > config.proto_max_bulk_len:
+                    if may_be_too_big and max(map(len, req)) > limits.proto_max_bulk_len:
                         raise ProtocolError("invalid bulk length")
                     out.append(req)
                 if not pending:
@@ -286,7 +290,7 @@ class Client(LaterReplies, asyncio.Protocol):
                     pending = 0
                     break
             self._mb_pending = pending
-            if pending > config.client_query_buffer_limit:
+            if pending > limits.client_query_buffer_limit:
                 raise ProtocolError("client reached the max query buffer length")
             if pending:
                 # The unfinished request's first bytes (its headers, as far as they
@@ -301,7 +305,7 @@ class Client(LaterReplies, asyncio.Protocol):
                     head = None  # checked already, as far as it is kept
                 if head is not None:
                     self._mb_head = head
-                    check_bulk_lengths(head, config.proto_max_bulk_len)
+                    check_bulk_lengths(head, limits.proto_max_bulk_len)
 
     def _request_bytes(self, chunk: bytes, pending: int, fed: int) -> bytes:
         """The bytes of the request being parsed, from its start, when known (b"" if
@@ -315,7 +319,7 @@ class Client(LaterReplies, asyncio.Protocol):
     def _wait_for_the_error(self, data: bytes) -> None:
         """A request hiredis refused, held until Redis would see what is wrong."""
         request = self._refused + data
-        message = multibulk_error(request, self.server.config.proto_max_bulk_len)
+        message = multibulk_error(request, self.hot.proto_max_bulk_len)
         if message is None and len(request) > INLINE_MAX:
             message = "too big bulk count string"
         if message is not None:
@@ -333,17 +337,17 @@ class Client(LaterReplies, asyncio.Protocol):
     # -- execution -------------------------------------------------------------------
     def _execute(self, requests: list[list[bytes]]) -> None:
         out: list[bytes | Pending] = []
-        server = self.server
+        hot = self.hot
         deferred = False
         aof = self.node.aof
         logged = aof.appended if aof is not None else 0
         i = 0
         n = len(requests)
         while i < n:
-            if server.clients_paused_until and time.monotonic() < server.clients_paused_until:
+            if hot.clients_paused_until and time.monotonic() < hot.clients_paused_until:
                 # CLIENT PAUSE: this request and the ones after it wait for its end.
                 self._pending.extend(requests[i:])
-                server.paused_clients.add(self)
+                self.server.paused_clients.add(self)
                 break
             args = requests[i]
             i += 1
@@ -380,7 +384,7 @@ class Client(LaterReplies, asyncio.Protocol):
             return
         if out and self.transport is not None:  # all bytes: no Pending among them
             data = out[0] if len(out) == 1 else b"".join(out)  # type: ignore[arg-type]
-            server.net_output_bytes += len(data)  # type: ignore[arg-type]
+            hot.net_output_bytes += len(data)  # type: ignore[arg-type]
             self.transport.write(data)  # type: ignore[arg-type]
         if self.close_after_reply and self.transport is not None:
             self.transport.close()
@@ -408,12 +412,13 @@ class Client(LaterReplies, asyncio.Protocol):
         if spec.denyoom and self.node.job_bytes > self.node.full_bytes and (
                 not server.loading and not self.node.make_room(0)):
             return ERR_OOM
-        if server.refusing:
+        hot = self.hot
+        if hot.refusing:
             refused = server.refusal(spec.flags, spec.name)
             if refused is not None:
                 return refused
         self.last_command = spec.bname
-        if server.monitors:
+        if hot.monitors:
             server.feed_monitors(self, args)
         start = _perf_ns()
         try:
@@ -427,7 +432,7 @@ class Client(LaterReplies, asyncio.Protocol):
         spec.calls += 1
         user.calls += 1
         spec.usec += usec
-        if usec >= server.slow_usec:  # for SLOWLOG or LATENCY
+        if usec >= hot.slow_usec:  # for SLOWLOG or LATENCY
             server.slow_command(usec, args)
         return rep
 

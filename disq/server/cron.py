@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..node import Node
     from .connection import Client
+    from .hotstate import HotState
     from .latency import LatencyMonitor
     from .records import ConfigRecords
 
@@ -33,7 +34,7 @@ class Cron:
     node: Node
     aof: AppendOnlyFile | None
     latency: LatencyMonitor
-    unixtime: float
+    hot: HotState
     backlogged: dict[Client, float]
     memory_peak: int
     _timer: asyncio.TimerHandle | None
@@ -83,7 +84,7 @@ class Cron:
 
     def _run_cron(self) -> None:
         try:
-            self.unixtime = now = time.time()
+            self.hot.unixtime = now = time.time()
             self._sample_ops(now)
             self.node.gc_queues(int(now * 1000))
             self.node.dedup.sweep(int(now * 1000))

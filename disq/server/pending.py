@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from mypy_extensions import mypyc_attr, trait
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..queue import Queue
     from .app import Server
 
-_MAX_HELD_REPLIES = 100_000  # replies waiting behind an unanswered one, per client
+_MAX_HELD_REPLIES: Final = 100_000  # replies waiting behind an unanswered one, per client
 
 
 class Pending:
@@ -92,7 +92,7 @@ class LaterReplies:
             self._replies.append(data)
             self._flush_replies()
         elif self.transport is not None and not self.closing:
-            self.server.net_output_bytes += len(data)
+            self.server.hot.net_output_bytes += len(data)
             self.transport.write(data)
 
     def pending(self, on_cancel: Callable[[Any], None] | None = None, cancel_arg: Any = None,
@@ -118,7 +118,7 @@ class LaterReplies:
             ready.append(head)  # type: ignore[arg-type]
         if ready and self.transport is not None and not self.closing:
             data = b"".join(ready)
-            self.server.net_output_bytes += len(data)
+            self.server.hot.net_output_bytes += len(data)
             self.transport.write(data)
         if not replies and self.close_after_reply and self.transport is not None:
             self.transport.close()

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..node import Node
     from .connection import Client
+    from .hotstate import HotState
     from .latency import LatencyMonitor
     from .table import CommandSpec
 
@@ -35,8 +36,7 @@ class Stats:
     rejected_connections: int
     rejected_commands_per_ip: int
     rejected_commands_rate: int
-    net_input_bytes: int
-    net_output_bytes: int
+    hot: HotState
     ops_per_sec: int
     input_kbps: float
     output_kbps: float
@@ -58,8 +58,8 @@ class Stats:
 
     def _sample_ops(self, now: float) -> None:
         samples = self._ops_samples
-        samples.append((now, self.commands_processed, self.net_input_bytes,
-                        self.net_output_bytes))
+        samples.append((now, self.commands_processed, self.hot.net_input_bytes,
+                        self.hot.net_output_bytes))
         if len(samples) >= 2:
             t0, c0, i0, o0 = samples[0]
             t1, c1, i1, o1 = samples[-1]
@@ -125,7 +125,7 @@ class Stats:
     def reset_stats(self) -> None:
         self.connections_received = self.rejected_connections = 0
         self.rejected_commands_per_ip = self.rejected_commands_rate = 0
-        self.net_input_bytes = self.net_output_bytes = 0
+        self.hot.net_input_bytes = self.hot.net_output_bytes = 0
         for spec in self.commands.values():
             spec.calls = spec.usec = 0
         self.slowlog.clear()

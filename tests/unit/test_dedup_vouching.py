@@ -22,11 +22,13 @@ import msgpack
 
 from disq.acl import AclTable
 from disq.cluster import messages as m
+from disq.config import Config
 from disq.node import now_ms
 from disq.replication.dedup import RECHECK_MS, SETTLE_SLACK_MS
 from disq.requests import AddJob
 from disq.server.commands.dedup import add_deduped
 from disq.server.connection import Client
+from disq.server.hotstate import HotState
 from disq.server.table import CATEGORIES
 
 from .test_dedup import dedup_add, queued
@@ -94,7 +96,7 @@ def later_client(member: Member, replies: list[bytes]) -> Client:
     """A client of `member`'s node for add_deduped: its replies land in `replies`."""
     loop = SimpleNamespace(call_soon=lambda callback, *args: callback(*args))
     server = SimpleNamespace(node=member.node, replication=member.repl, loop=loop,
-                             acl=AclTable(CATEGORIES), net_output_bytes=0)
+                             acl=AclTable(CATEGORIES), hot=HotState(Config()))
     client = Client(server)  # type: ignore[arg-type]
     client.transport = _Replies(replies)
     return client

@@ -17,6 +17,7 @@ from disq.config import Config
 from disq.ids import new_node_id
 from disq.node import Node
 from disq.server.connection import Client
+from disq.server.hotstate import HotState
 from disq.server.table import CATEGORIES
 
 
@@ -53,8 +54,7 @@ class RecordingClient(Client):
 
     def __init__(self, config: Config) -> None:
         server = SimpleNamespace(
-            config=config, node=Node(config, new_node_id()), unixtime=0, net_input_bytes=0,
-            net_output_bytes=0, clients_paused_until=0, monitors=set(),
+            config=config, node=Node(config, new_node_id()), hot=HotState(config),
             log_verbose=lambda message: None, client_connected=lambda client: None,
             client_disconnected=lambda client: None, acl=AclTable(CATEGORIES))
         super().__init__(server)  # type: ignore[arg-type]

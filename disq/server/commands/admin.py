@@ -259,7 +259,7 @@ def bgrewriteaof(client: Client, args: list[bytes]) -> bytes:
 @command("monitor", 1, "s")
 def monitor(client: Client, args: list[bytes]) -> bytes:
     """MONITOR: stream every command the node receives to this client."""
-    client.server.monitors.add(client)
+    client.server.hot.monitors.add(client)
     return reply.OK
 
 

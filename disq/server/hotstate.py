@@ -1,0 +1,46 @@
+"""The server's fields that every request reads or counts, in one object that mypyc
+compiles (`server.hot`).
+
+The connection is compiled; the Server is a Python object with mixins, whose every
+attribute read from compiled code is a generic getattr (a type lookup and a dict
+lookup: ~250-450 instructions). Here each is one load. The Server owns this object
+and keeps it current: CONFIG SET's limits through the config's listeners, the clock
+from the cron, `loading` and `refusing` from the AOF's state.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+class HotState:
+    def __init__(self, config: Any) -> None:
+        # Seconds since the epoch, refreshed by the cron (hz): what per-request
+        # bookkeeping reads instead of calling the clock, as Redis's server.unixtime.
+        self.unixtime = time.time()
+        self.net_input_bytes = 0
+        self.net_output_bytes = 0
+        # CLIENT PAUSE: no client request runs before this time.monotonic() value.
+        self.clients_paused_until = 0.0
+        self.loading = False
+        # Commands are refused while loading (-LOADING) or after an AOF write error
+        # (-MISCONF): one flag for the connection to check, the reasons in
+        # Server.refusal().
+        self.refusing = False
+        self.monitors: set[Any] = set()  # the clients that sent MONITOR
+        # Microseconds from which a command is looked at after it ran: the lower of the
+        # slowlog and latency monitor thresholds (one comparison per command).
+        self.slow_usec = 0
+        self.proto_max_bulk_len: int = config.proto_max_bulk_len
+        self.proto_max_multibulk_len: int = config.proto_max_multibulk_len
+        self.client_query_buffer_limit: int = config.client_query_buffer_limit
+
+    def config_changed(self, name: str, value: Any) -> None:
+        """A config listener: the limits the request parser reads."""
+        if name == "proto-max-bulk-len":
+            self.proto_max_bulk_len = value
+        elif name == "proto-max-multibulk-len":
+            self.proto_max_multibulk_len = value
+        elif name == "client-query-buffer-limit":
+            self.client_query_buffer_limit = value
