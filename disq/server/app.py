@@ -27,11 +27,10 @@ from ..aof.writer import AppendOnlyFile
 from ..cluster.bus import ClusterBus
 from ..cluster.membership import Membership
 from ..config import DISQ_VERSION, Config, ConfigApplyError, ConfigError
-from ..errors import LEAVING, NOREPL
+from ..errors import LEAVING
 from ..exposure import bus_closed
 from ..gcfree import tune_collector
 from ..ids import new_node_id
-from ..job import Job
 from ..node import Node, now_ms
 from ..policies import QueuePolicy
 from ..schedules import CronSchedule
@@ -43,7 +42,6 @@ from .cron import Cron
 from .hotstate import HotState
 from .latency import LatencyMonitor
 from .limits import ConnectionsPerIp
-from .pending import Pending
 from .process import (
     LEVELS,
     adjust_open_files_limit,
@@ -296,19 +294,6 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         return Client(self)
 
     # -- commands that reach beyond one client ------------------------------------------
-    def park_for_replication(self, client: Client, job: Job) -> Pending:
-        """ADDJOB waits until the job has its copies: the replication layer answers
-        (the ID, or a NOREPL error), once the AOF has the job. If the client goes
-        away first, the job is deleted from the cluster, as Disque's
-        unblockClientWaitingJobRepl does."""
-        replication = self.replication
-        if replication is None:  # no replication layer: nothing can confirm copies
-            self.node.delete([job.id])
-            raise NOREPL
-        pending = client.pending(replication.cancel_wait, job.id, durable=True)
-        replication.wait(job, pending.answer)
-        return pending
-
     def _connect_cluster(self) -> None:
         """Let the replication layer (when present) speak for the node on the bus."""
         try:

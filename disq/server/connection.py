@@ -129,7 +129,7 @@ class Client(LaterReplies, asyncio.Protocol):
         if self.blocked:
             self._cancel_block()
         for item in self._replies:
-            if item.__class__ is Pending and item.reply is None:
+            if type(item) is Pending and item.reply is None:
                 if item.on_cancel is not None:
                     item.on_cancel(item.cancel_arg)
         self._replies.clear()
@@ -244,7 +244,7 @@ class Client(LaterReplies, asyncio.Protocol):
                     raise ProtocolError(message or redis_protocol_message(str(exc))) from None
                 if req is False:
                     break
-                if req.__class__ is not list:
+                if type(req) is not list:
                     start = self._request_bytes(chunk, pending, fed)
                     if start:
                         if start[0] == _STAR:  # *-1: skipped, as Redis does
@@ -264,7 +264,7 @@ class Client(LaterReplies, asyncio.Protocol):
                     raise ProtocolError("invalid multibulk length")
                 size = _HEADER_SIZE[n] if n < _SIZE_TABLE else 3 + len(str(n))  # *<n>\r\n
                 for arg in req:
-                    if arg.__class__ is not bytes:  # (Redis names the first bad byte)
+                    if type(arg) is not bytes:  # (Redis names the first bad byte)
                         raise ProtocolError(multibulk_error(
                             self._request_bytes(chunk, pending, fed),
                             limits.proto_max_bulk_len) or not_a_bulk(arg))
@@ -357,7 +357,7 @@ class Client(LaterReplies, asyncio.Protocol):
                     out.append(refused)
                     continue
             rep = self.dispatch(args)
-            if rep.__class__ is Pending:  # answered later: it keeps its place
+            if type(rep) is Pending:  # answered later: it keeps its place
                 out.append(rep)
                 deferred = True
                 if rep.holds:  # parked: the rest waits for the answer
@@ -379,7 +379,7 @@ class Client(LaterReplies, asyncio.Protocol):
             replies = self._replies
             replies.extend(out)
             head = replies[0]
-            if head.__class__ is not Pending or head.reply is not None:
+            if type(head) is not Pending or head.reply is not None:
                 self._flush_replies()  # else nothing can leave yet (an ADDJOB waits)
             return
         if out and self.transport is not None:  # all bytes: no Pending among them

@@ -110,7 +110,7 @@ class LaterReplies:
         ready: list[bytes] = []
         while replies:
             head = replies[0]
-            if head.__class__ is Pending:
+            if type(head) is Pending:
                 if head.reply is None:
                     break
                 head = head.reply

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...job import WAIT_REPL
+from ... import errors
+from ...job import WAIT_REPL, Job
 from ...node import now_ms
 from ...requests import AddJob
 
 if TYPE_CHECKING:
+    from ...replication.replicator import Replication
     from ..connection import Client
     from ..pending import Pending
 
@@ -43,7 +45,7 @@ def add_deduped(client: Client, request: AddJob) -> bytes | Pending:
     if dedup is None or node.cluster.size() <= 1:  # alone: this table is the truth
         job = node.add_job(request)
         if job.state == WAIT_REPL:  # cannot happen alone; keep ADDJOB's own path
-            return server.park_for_replication(client, job)
+            return park_for_replication(client, job)
         node.dedup.record(key, job.id, job.etime)
         return b"+" + job.id + b"\r\n"
     # Checked by the copies unless ASYNC or QUEUE-RANDOMLY (no synchronous copy here),
@@ -63,3 +65,18 @@ def _later(client: Client) -> Pending:
     """The client's reply, given later once the AOF has the job. The client going
     away does not cancel the add: with a key, a retry gets the ID."""
     return client.pending(durable=True)
+
+
+def park_for_replication(client: Client, job: Job) -> Pending:
+    """ADDJOB waits until the job has its copies: the replication layer answers (the
+    ID, or a NOREPL error), once the AOF has the job. If the client goes away first,
+    the job is deleted from the cluster, as Disque's unblockClientWaitingJobRepl
+    does. (Here, compiled, rather than on the Server: it runs for every ADDJOB; in
+    this module, which ADDJOB's two paths share.)"""
+    replication: Replication | None = client.server.replication
+    if replication is None:  # no replication layer: nothing can confirm copies
+        client.node.delete([job.id])
+        raise errors.NOREPL
+    pending = client.pending(replication.cancel_wait, job.id, durable=True)
+    replication.wait(job, pending.answer)
+    return pending

@@ -13,7 +13,7 @@ from ...requests import AddJob, GetJob, JobSet, Nack, validate_ids
 from .. import reply
 from ..guard import check_jobs, check_queue, check_queues
 from ..table import command
-from .dedup import add_deduped
+from .dedup import add_deduped, park_for_replication
 
 if TYPE_CHECKING:
     from ..connection import Client
@@ -33,7 +33,7 @@ def addjob(client: Client, args: list[bytes]) -> bytes | Pending:
         return add_deduped(client, request)
     job = client.node.add_job(request)
     if job.state == WAIT_REPL:
-        return client.server.park_for_replication(client, job)
+        return park_for_replication(client, job)
     return b"+" + job.id + b"\r\n"
 
 
