@@ -53,7 +53,7 @@ class _WaitingAdd:
     time to try one more node, and the server's callback once it has one."""
 
     __slots__ = ("job", "deadline", "next_try", "on_done", "external", "dedup_key",
-                 "readd", "seq", "sent")
+                 "readd", "first", "seq", "sent")
 
     def __init__(self, job: Job, deadline: int, next_try: int, external: bool) -> None:
         self.job = job
@@ -65,8 +65,24 @@ class _WaitingAdd:
         # When the copies check the key (replication/dedup.py): the ADDJOB, to add the
         # job again if a copy is refused.
         self.readd: AddJob | None = None
+        # ... placed in the key's order: its first targets, which must confirm (`first_
+        # confirmed`), else the ADDJOB asks every node as after a refusal
+        self.first: list[str] | None = None
         self.seq = 0  # the waiting ADDJOBs are numbered in the order their copies left
         self.sent = 0  # when (ms)
+
+
+def first_confirmed(first: list[str], confirmed: set[str]) -> bool:
+    """Whether the first targets of a job whose copies check its DEDUP key in the key's
+    order (`first`) all confirmed. The copies a killed origin left are on the first
+    nodes of that order (replication/dedup.py): only those nodes can refuse the
+    retry's copies, so confirmations from the nodes tried next (one more every 50 ms,
+    while a first one is dead, or slow to refuse) do not count, and the ADDJOB asks
+    every node instead, as after a refusal. (The usual case: the first ones confirm.)"""
+    for node_id in first:
+        if node_id not in confirmed:
+            return False
+    return True
 
 
 class Copies:
@@ -178,6 +194,8 @@ class Copies:
                                 external)
             entry.dedup_key = key
             entry.readd = readd
+            if readd is not None and self.bus.cluster_size > job.repl + 1:  # (targets.py)
+                entry.first = targets
             self._seq = entry.seq = self._seq + 1
             entry.sent = now
             self._waiting[job.id] = entry
@@ -188,9 +206,10 @@ class Copies:
         self._send_copies(job, now, not sync, targets, key, readd is not None, deadline)
 
     def abort_checked(self, job_id: bytes) -> None:
-        """A node refused a copy of a waiting ADDJOB whose copies check its DEDUP key:
-        delete the job everywhere, and answer the ADDJOB with dedup.CONFLICT (the DEDUP
-        side then asks every node)."""
+        """A node refused a copy of a waiting ADDJOB whose copies check its DEDUP key
+        (or confirmed copies came from other nodes than the first ones in the key's
+        order, `first_confirmed`): delete the job everywhere, and answer the ADDJOB with
+        dedup.CONFLICT (the DEDUP side then asks every node)."""
         entry = self._waiting.get(job_id)
         if entry is None or entry.readd is None or entry.job.state != WAIT_REPL:
             return  # replicated already (by other copies, all checked), or gone
@@ -307,6 +326,9 @@ class Copies:
                 job.nodes_delivered = with_holders(delivered, (sender_id,))
             confirmed.add(sender_id)
             if len(confirmed) >= job.repl:
+                if entry.first is not None and not first_confirmed(entry.first, confirmed):
+                    self.abort_checked(job.id)
+                    continue
                 self._replicated(job, entry, now, settled)
         if settled:
             self.dedup.settled(settled)

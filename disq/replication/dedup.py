@@ -43,11 +43,13 @@ answered were leaving may leave fewer than REPLICATE copies, which are delivered
 any copy is; the majority argument above says nothing of them, but they sit on the
 first nodes of the key's order (but the origin and what it could not reach), where
 a retry's copies go too (the dead origin, if still counted reachable, makes the retry
-try the next node), so they meet and refuse them and the retry finds their job. Still
+try the next node), so they meet and refuse them and the retry finds their job. A
+waiting ADDJOB is answered only once its first targets in that order confirmed
+(`copies.first_confirmed`): confirmations from the nodes tried next do not count, the
+ADDJOB asks every node instead, so a holder slow to refuse cannot be overtaken. Still
 open: nodes that disagree on who is reachable or takes copies (a node first in the
-order that the killed origin could not reach, or whose queue was paused), a node
-holding such a copy that is down when the retry runs (back with its AOF later), or
-slower to refuse than the retry is to try one more node.
+order that the killed origin could not reach, or whose queue was paused), or a node
+holding such a copy that is down when the retry runs (back with its AOF later).
 
 Asking every node (when the copies cannot check, or they refused): a node that does
 not know a key asks every peer it can reach (DEDUP_QUERY, the keys of one loop turn in

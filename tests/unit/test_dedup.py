@@ -306,7 +306,8 @@ def test_a_checked_add_that_times_out_forgets_the_key_everywhere() -> None:
 def test_checked_copies_go_to_the_first_nodes_in_the_keys_order() -> None:
     """The copies of a job whose copies check its key go to the first two peers in the
     key's order, one more in that order when one of them does not confirm; over many
-    keys each peer gets its share."""
+    keys each peer gets its share. The next one's confirmation does not count: the
+    ADDJOB asks every node instead (and the silent one fails it)."""
     net, members = cluster(5)
     origin = members[0]
     peers = [x.id for x in members[1:]]
@@ -329,7 +330,10 @@ def test_checked_copies_go_to_the_first_nodes_in_the_keys_order() -> None:
     sent = {dst for _, dst, mtype, _ in net.queue if mtype == m.REPLJOB}
     assert order[2] in sent and order[3] not in sent
     net.pump()
-    assert len(replies) == 1 and replies[0].startswith(b"+D-")
+    assert replies == [] and origin.repl.dedup.pending  # asking every node
+    origin.repl.dedup.check(now_ms() + DEDUP_TIMEOUT_MS + 1)
+    assert len(replies) == 1 and replies[0].startswith(b"-NOREPL")
+    assert all(x.node.dedup.get(b"slow", now_ms()) is None for x in members)
 
 
 def settle(net: Network, members: list[Member], replies: list[bytes]) -> None:
@@ -386,3 +390,49 @@ def test_a_retry_meets_the_copy_left_by_an_origin_killed_while_its_copies_left(
                     expected = [b"+" + orphan + b"\r\n"]
                     assert replies == expected or (
                         not detected and replies[0].startswith(b"-NOREPL")), case
+
+
+@pytest.mark.parametrize("detected", [True, False])
+def test_a_retry_is_not_answered_before_the_first_nodes_of_the_keys_order(
+        detected: bool) -> None:
+    """The copy left by a killed origin sits on a node that is slow to refuse the
+    retry's copy: the retry's other targets confirm, and so does the node it tries
+    next (one more every 50 ms). Counting that node would answer a second job (the
+    fault suite's "two jobs" after kill -9): a retry whose copies check the key is not
+    answered until the first nodes of the key's order confirmed; else it asks every
+    node, which finds the copy left (or fails with -NOREPL while the dead origin
+    still counts as reachable)."""
+    net, members = cluster(5)
+    key = b"slow-to-refuse"
+    by_id = {x.id: x for x in members}
+    origin, first, holder, retrier, other = (by_id[i] for i in key_order(key, by_id))
+    lost: list[bytes] = []
+    dedup_add(origin, key, lost, repl=3, by_copies=True)
+    copies = [msg for msg in net.queue if msg[2] == m.REPLJOB]
+    assert {msg[1] for msg in copies} == {first.id, holder.id}
+    net.queue.clear()  # killed as they left: only the copy to `holder` went out
+    net.queue.extend(msg for msg in copies if msg[1] == holder.id)
+    (net.down if detected else net.silent).add(origin.id)
+    net.pump()
+    orphan = holder.node.dedup.get(key, now_ms())
+    assert orphan is not None and lost == []
+    replies: list[bytes] = []
+    dedup_add(retrier, key, replies, repl=3, by_copies=True)
+    slow: list[tuple[str, str, int, bytes]] = []  # the holder's copy, refused late
+    now = now_ms()
+    live = [x for x in members if x is not origin]
+    for _ in range(4):  # one more node every 50 ms: the holder, then `other`
+        slow += [msg for msg in net.queue if msg[1] == holder.id and msg[2] == m.REPLJOB]
+        for msg in slow:
+            if msg in net.queue:
+                net.queue.remove(msg)
+        net.pump()
+        now += ADD_NODE_PERIOD_MS
+        retrier.repl.tick(now)
+    assert slow and other.node.lookup(orphan) is None  # `other` got the retry's copy
+    net.queue.extend(slow)  # the holder refuses, late
+    settle(net, live, replies)
+    ids = {job.id for x in live for job in x.node.jobs.values()}
+    assert ids == {orphan}, "two jobs"
+    assert replies == [b"+" + orphan + b"\r\n"] or (
+        not detected and replies[0].startswith(b"-NOREPL")), replies
