@@ -119,3 +119,21 @@ def test_resends_stop_when_the_holders_would_requeue_the_job() -> None:
         net.pump()
     assert net.sent(m.ENQUEUE) == 1 + 3  # again after 1, 3 and 7 s; not after 15 s
     assert len(queued_on(members, job)) == 1
+
+
+def test_only_the_holder_answering_its_enqueue_stops_the_resends() -> None:
+    """ENQUEUED from another node, or malformed, changes nothing (and never raises)."""
+    net, members = cluster(3)
+    a, job, _, holder = placed(members)
+    net.silent.add(holder.id)
+    step(net)  # GOTJOB
+    net.pump()  # the ENQUEUE is lost
+    (other,) = [x for x in members if x not in (a, holder)]
+    for fields in ([job.id], [], [None], [123], [job.id.decode()], [[job.id]], [{}]):
+        net.deliver(other.id, a.id, m.ENQUEUED, fields)
+    for fields in ([], [None], [123], [job.id.decode()], [[job.id]], [{}], [b"D-short"]):
+        net.deliver(holder.id, a.id, m.ENQUEUED, fields)
+    net.silent.discard(holder.id)
+    a.repl.tick(now_ms() + ENQUEUE_RESEND_MS)
+    net.pump()
+    assert queued_on(members, job) == [holder] and net.sent(m.ENQUEUE) == 1  # (delivered)
