@@ -65,6 +65,7 @@ NATIVE = [
     "disq/replication/requeue.py",
     "disq/replication/failures.py",
     "disq/replication/federation.py",
+    "disq/replication/placement.py",
     "disq/replication/copies.py",
     "disq/replication/replicator.py",
 ]

@@ -30,7 +30,11 @@ DELIVERED: Final = 1 << 2  # handed to a client at least once by this node
 # disq only, never sent nor stored: waiting for a back-off (issue #19) before being
 # queued again; the failed delivery was counted when the wait began.
 BACKOFF_WAIT: Final = 1 << 3
-LOCAL_FLAGS: Final = DELIVERED | BACKOFF_WAIT  # what this node did: not another node's business
+# disq only, never sent: a copy this node was told to queue (ENQUEUE) by the node that
+# placed it; that node may send the ENQUEUE again (replication/placement.py).
+PLACED: Final = 1 << 4
+# what this node did: not another node's business
+LOCAL_FLAGS: Final = DELIVERED | BACKOFF_WAIT | PLACED
 
 WILLQUEUE_ADVANCE_MS: Final = 500
 

@@ -110,6 +110,10 @@ STATS_REPLY: Final = 40  # fields: [request id, stats] (stats.NodeStats.to_wire)
 ACL_SET: Final = 41  # fields: [user] (acl.User.to_wire: name, version ms, version node,
 #              deleted, rules): set or deleted
 ACL_SYNC: Final = 42  # fields: [[user, ...]] every user changed by a command the sender knows
+# disq extension (replication/placement.py): the sender got the ENQUEUEs of these jobs
+# (applied, or not for them); the node that sent them stops sending them again.
+# Unknown: ignored.
+ENQUEUED: Final = 43  # fields: [job id, ...] (the ENQUEUEs of one loop turn)
 
 NAMES: Final = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -125,7 +129,7 @@ NAMES: Final = {
     QPOLICY_SYNC: "qpolicy-sync", RATE_DEMAND: "rate-demand", DLQ_REQUEUE: "dlq-requeue",
     DLQ_REQUEUE_REPLY: "dlq-requeue-reply", JOBMOVE_ASK: "jobmove-ask",
     STATS_REQUEST: "stats-request", STATS_REPLY: "stats-reply",
-    ACL_SET: "acl-set", ACL_SYNC: "acl-sync",
+    ACL_SET: "acl-set", ACL_SYNC: "acl-sync", ENQUEUED: "enqueued",
 }
 
 _LEN: Final = struct.Struct(">I")

@@ -27,6 +27,7 @@ from ..requests import AddJob
 from .acks import delete_everywhere, learn_holders, send_setack
 from .clock import to_local_ms
 from .dedup import CONFLICT, REFUSED, SETTLE_SLACK_MS, Dedup, joined
+from .placement import Placements
 from .targets import Targets
 from .wire import (
     COPY_FIELDS,
@@ -105,6 +106,7 @@ class Copies:
         self._progress: dict[str, list[int]] = {}
         self.targets = Targets(node, bus, loop)
         self.dedup = Dedup(self, loop)
+        self.placements = Placements(bus)  # the ENQUEUEs of jobs placed elsewhere
         bus.on(m.REPLJOB, self._on_repljob)
         bus.on(m.GOTJOB, self._on_gotjob)
 
@@ -129,9 +131,12 @@ class Copies:
         """Time out waiting ADDJOBs, and give the others one more node and a resend
         of REPLJOB to the nodes that did not confirm (every 50 ms). An ADDJOB is due
         at its next try or its deadline if sooner, so no structure orders deadlines:
-        a timeout is noticed at the first tick after it."""
+        a timeout is noticed at the first tick after it. The ENQUEUEs of jobs placed
+        elsewhere that were not answered are sent again (placement.py)."""
         if now is None:
             now = now_ms()
+        if self.placements.pending:
+            self.placements.tick(now)
         waiting = self._waiting
         due: list[_WaitingAdd] = []
         for entry in waiting.values():
@@ -402,7 +407,8 @@ class Copies:
         (`settled`: see `_answer`.)"""
         if entry.external:
             assert job.nodes_confirmed
-            self.bus.send(next(iter(job.nodes_confirmed)), m.ENQUEUE, job.id, job.delay)
+            self.placements.place(job, job.nodes_confirmed, now)  # ENQUEUE, until answered
+            self._arm()  # (running already: this job was waiting)
             job.nodes_confirmed = None
             job.state = DELETED  # never registered here: the timers let it go
         else:
@@ -469,6 +475,6 @@ class Copies:
             self.tick()
         except Exception as exc:  # never let one bad job stop every waiting ADDJOB
             log.error("Error in the replication timer: %r", exc, exc_info=exc)
-        if self._waiting:
+        if self._waiting or self.placements.pending:
             self._arm()
 

@@ -19,7 +19,8 @@ from typing import Any
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
-from ..job import ACKED, ACTIVE, BCAST_QUEUED, DELIVERED, QUEUED, Job
+from ..ids import is_valid_job_id
+from ..job import ACKED, ACTIVE, BCAST_QUEUED, DELIVERED, PLACED, QUEUED, Job
 from ..node import INCR_DELIV, INCR_NACKS, Node, now_ms
 from ..queue import PAUSED_IN
 from .acks import job_in, learn_holders, send_setack
@@ -66,9 +67,14 @@ class Requeue:
     def _on_enqueue(self, sender: ClusterNode, fields: list[Any]) -> None:
         """Queue a copy now, or after `delay` seconds, or at its due time (AT /
         DELAY-MS) if later (sent by a node that replicated a job without keeping it).
-        This node becomes its first queuer: no QUEUED."""
+        This node becomes its first queuer: no QUEUED. The sender is told it got
+        the message (ENQUEUED, placement.py), and an ENQUEUE sent again for a copy
+        that had one (`PLACED`) changes nothing."""
+        if len(fields) < 2 or type(fields[0]) is not bytes or not is_valid_job_id(fields[0]):
+            return
+        self.bus.send_batched((sender.id,), m.ENQUEUED, [fields[0]])
         job = job_in(self.node, fields)
-        if job is None or job.state != ACTIVE or len(fields) < 2:
+        if job is None or job.state != ACTIVE or job.flags & PLACED:
             return
         delay = fields[1]
         if type(delay) is not int or not 0 <= delay <= MAX_U32:
@@ -76,7 +82,7 @@ class Requeue:
         queue = self.node.queues.get(job.queue)
         if queue is not None and queue.flags & PAUSED_IN:
             return
-        job.flags &= ~BCAST_QUEUED
+        job.flags = (job.flags & ~BCAST_QUEUED) | PLACED
         now = now_ms()
         if job.qtime == 0 and job.retry == 0 and not job.flags & DELIVERED:
             job.qtime = now  # an at-most-once copy never queued: it may be, once

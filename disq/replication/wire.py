@@ -9,8 +9,8 @@
            reason, generation)]]      last four for MAXDELIVERIES or a dead letter)
 
 `ttl_ms` is the time left before expiry, relative so that the nodes' clocks may differ
-(Disque sends seconds left + 1; milliseconds keep the expiry exact). DELIVERED and
-BACKOFF_WAIT are never sent: they say what *this* node did. The receiver trusts nothing: a field of the wrong
+(Disque sends seconds left + 1; milliseconds keep the expiry exact). DELIVERED,
+BACKOFF_WAIT and PLACED (`LOCAL_FLAGS`) are never sent: they say what *this* node did. The receiver trusts nothing: a field of the wrong
 type or out of range drops the whole job, and node IDs it does not know are left out of
 `nodes_delivered` (as Disque does), so a corrupt or hostile message can neither crash
 the node nor make it wait for nodes that do not exist.

@@ -545,7 +545,8 @@ def test_enqueue_message_queues_a_copy() -> None:
     net.deliver(a.id, b.id, m.ENQUEUE, [job.id, 0])
     copy = b.job(job.id)
     assert copy.state == QUEUED and b.node.qlen(b"q") == 1
-    assert net.sent(m.QUEUED) == 0 and not net.queue  # the first queueing is silent
+    assert net.sent(m.QUEUED) == 0  # the first queueing is silent
+    assert [message[2] for message in net.queue] == [m.ENQUEUED]  # (to the sender)
     net.deliver(a.id, c.id, m.ENQUEUE, [job.id, 30])
     assert c.job(job.id).state == ACTIVE
     assert now_ms() + 29_000 < c.job(job.id).qtime <= now_ms() + 30_000
