@@ -27,6 +27,11 @@ DISQUE_SHOW_FIELDS = [
     b"next-requeue-within", b"next-awake-within", b"body"]
 
 
+# How late a replica may place a peer's due time: the uncertainty of its estimate of
+# that peer's clock (PING/PONG round trips; one machine here, so the true offset is 0).
+LATE_MAX_MS = 500
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -220,8 +225,9 @@ def test_a_copy_keeps_the_fields_and_is_requeued_not_before_the_due_time(
             info = show(c, job_id)
             assert (info["priority"], info["group"]) == (9, b"g")
             # on this node's clock (the same machine's here): late by the estimate of
-            # the origin's offset, within its uncertainty, never early
-            assert due <= info["due-ms"] <= due + 50, info["due-ms"] - due
+            # the origin's offset, within its uncertainty (a few ms on a quiet machine;
+            # the round trips of a loaded one widen it), never early
+            assert due <= info["due-ms"] <= due + LATE_MAX_MS, info["due-ms"] - due
             assert info["state"] == b"active"
             # requeued here after RETRY, counted from the due time (+/- 250 ms)
             assert info["next-requeue-within"] >= due + 750 - now_ms()
@@ -229,5 +235,5 @@ def test_a_copy_keeps_the_fields_and_is_requeued_not_before_the_due_time(
     assert now_ms() < due, "the origin must die before the due time for this test"
     [(received, entry)] = consume(replicas[0].port, 1)
     assert entry[1] == job_id and entry[-6:-1] == [b"priority", 9, b"group", b"g", b"due-ms"]
-    assert due <= entry[-1] <= due + 50  # this node's clock: never early
+    assert due <= entry[-1] <= due + LATE_MAX_MS  # this node's clock: never early
     assert received >= due
