@@ -90,6 +90,10 @@ class ClusterBus:
         # Known nodes not in handshake, myself included (Disque's cluster size): a
         # plain int, asked on every ADDJOB.
         self.cluster_size = membership.size()
+        # frame_prefix's cache, and what it was made of
+        self._prefix = b""
+        self._prefix_id = ""
+        self._prefix_port = self._prefix_leaving = -1
 
     # -- life cycle ------------------------------------------------------------------
     async def start(self) -> None:
@@ -168,6 +172,8 @@ class ClusterBus:
         nodes = self.membership.nodes
         myself = self.myself
         key = (mtype, head) if head else mtype
+        # Items that go to several peers are packed once (m.PACKED_ONCE).
+        packed = m.pack_items(items) if mtype in m.PACKED_ONCE else b""
         sent = 0
         for node_id in node_ids:
             node = nodes.get(node_id)
@@ -176,7 +182,10 @@ class ClusterBus:
             batch = node.link.batch(key, mtype, head)
             if batch is None:
                 continue
-            batch += items
+            if isinstance(batch, m.PackedMessage):
+                batch.add(packed, len(items))
+            else:
+                batch += items
             sent += 1
         self.membership.messages_sent += sent
         return sent
@@ -258,6 +267,18 @@ class ClusterBus:
     def my_flags(self) -> list[str]:
         """The flags every frame announces about its sender."""
         return ["leaving"] if self.myself.flag_bits & LEAVING_BIT else []
+
+    def frame_prefix(self) -> bytes:
+        """What every frame this node sends starts with (messages.frame_prefix),
+        packed again only when this node's ID, port or flags changed."""
+        myself = self.myself
+        leaving = myself.flag_bits & LEAVING_BIT
+        if (myself.id != self._prefix_id or myself.port != self._prefix_port
+                or leaving != self._prefix_leaving):
+            self._prefix = m.frame_prefix(myself.id, myself.port, self.my_flags())
+            self._prefix_id, self._prefix_port = myself.id, myself.port
+            self._prefix_leaving = leaving
+        return self._prefix
 
     # -- carrying out what membership decides ------------------------------------------
     def _carry_out(self, actions: list[Action], origin: Link | None = None) -> None:

@@ -46,10 +46,11 @@ class Link(asyncio.Protocol):
         self.authenticated = not bus.secret
         self.reader = m.FrameReader(m.MAX_FRAME if self.authenticated
                                     else m.MAX_HANDSHAKE_FRAME)
-        self.out: list[list[Any]] = []
+        self.out: list[list[Any] | m.PackedMessage] = []
         # Messages of this turn that more items may join (ClusterBus.send_batched),
         # by type (and head): [message, its index in `out`].
-        self.batches: dict[object, tuple[list[Any], int]] = {}
+        # (A PackedMessage for the types of m.PACKED_ONCE.)
+        self.batches: dict[object, tuple[list[Any] | m.PackedMessage, int]] = {}
         # `out`'s length after its last message that is not a batch: a batch before
         # it takes no more items, which would overtake that message. Batches may pass
         # each other (copies, confirmations, queries of different jobs and keys).
@@ -157,7 +158,7 @@ class Link(asyncio.Protocol):
         """Send a frame at once, outside the per-turn queue (authentication)."""
         if self.transport is not None:
             bus = self.bus
-            data = m.encode_frame(bus.myself.id, bus.myself.port, bus.my_flags(), messages)
+            data = m.frame(bus.frame_prefix(), messages)
             bus.bytes_sent += len(data)
             self.transport.write(data)
 
@@ -169,16 +170,17 @@ class Link(asyncio.Protocol):
         self.fence = len(self.out)
         self._flush_soon()
 
-    def batch(self, key: object, mtype: int, head: tuple[Any, ...]) -> list[Any] | None:
+    def batch(self, key: object, mtype: int,
+              head: tuple[Any, ...]) -> list[Any] | m.PackedMessage | None:
         """This turn's message `[mtype, *head, items...]` for `key` that items may
-        still join (see `fence`), queued now if there is none; None if the link is
-        down."""
+        still join (see `fence`), queued now if there is none (a PackedMessage if
+        `mtype` is in m.PACKED_ONCE); None if the link is down."""
         entry = self.batches.get(key)
         if entry is not None and entry[1] >= self.fence:
             return entry[0]
         if self.transport is None:
             return None
-        message = [mtype, *head]
+        message = m.PackedMessage(mtype, head) if mtype in m.PACKED_ONCE else [mtype, *head]
         self.batches[key] = (message, len(self.out))
         self.out.append(message)
         self._flush_soon()
@@ -197,7 +199,7 @@ class Link(asyncio.Protocol):
         self.pong_queued = False
         if self.out and self.transport is not None:
             bus = self.bus
-            data = m.encode_frame(bus.myself.id, bus.myself.port, bus.my_flags(), self.out)
+            data = m.frame(bus.frame_prefix(), self.out)
             bus.bytes_sent += len(data)
             self.transport.write(data)
             if self.transport.get_write_buffer_size() > LINK_SENDBUF_LIMIT:
