@@ -24,7 +24,7 @@ from ..exposure import HOW_TO_OPEN_THE_BUS, bus_hosts, far_peers_refusal, is_loo
 from ..ids import is_valid_node_id
 from . import messages as m
 from .clocks import to_ms
-from .link import Link
+from .link import Link, Outbox
 from .membership import Abort, Action, Close, ClusterNode, Connect, Membership, Reply, Send
 from .nodes import HANDSHAKE_BIT, LEAVING_BIT, NodeFlag
 from .port import Handler
@@ -172,16 +172,28 @@ class ClusterBus:
         nodes = self.membership.nodes
         myself = self.myself
         key = (mtype, head) if head else mtype
-        # Items that go to several peers are packed once (m.PACKED_ONCE).
-        packed = m.pack_items(items) if mtype in m.PACKED_ONCE else b""
+        # Items that go to several peers are packed once (m.PACKED_ONCE), and so is
+        # the head of the messages they start (for the links that have none this turn).
+        once = mtype in m.PACKED_ONCE
+        packed = m.pack_items(items) if once else b""
+        packed_head: bytes | None = None
         sent = 0
         for node_id in node_ids:
             node = nodes.get(node_id)
             if node is None or node is myself or not node.connected:
                 continue
-            batch = node.link.batch(key, mtype, head)
-            if batch is None:
+            outbox: Outbox = node.link.outbox
+            if not outbox.up:
                 continue
+            batch = outbox.batch(key)
+            if batch is None:
+                if once:
+                    if packed_head is None:
+                        packed_head = m.pack_head(mtype, head)
+                    batch = m.PackedMessage(packed_head, 1 + len(head))
+                else:
+                    batch = [mtype, *head]
+                outbox.new_batch(key, batch)
             if isinstance(batch, m.PackedMessage):
                 batch.add(packed, len(items))
             else:

@@ -180,15 +180,20 @@ class PackedMessage:
 
     __slots__ = ("length", "head", "items")
 
-    def __init__(self, mtype: int, head: tuple[Any, ...]) -> None:
-        self.length = 1 + len(head)  # of the list it stands for
-        self.head: bytes = _pack(mtype) + pack_items(list(head))
-        self.items = bytearray()
+    def __init__(self, head: bytes, length: int) -> None:
+        self.head = head  # pack_head's
+        self.length = length  # of the list it stands for: the type, the head's fields
+        self.items: list[bytes] = []  # their encodings (a list: bytearray += costs more)
 
     def add(self, packed: bytes, count: int) -> None:
         """Append `count` items whose encodings are `packed` (pack_items)."""
-        self.items += packed
+        self.items.append(packed)
         self.length += count
+
+
+def pack_head(mtype: int, head: tuple[Any, ...]) -> bytes:
+    """The encoding of a PackedMessage's first fields (`mtype`, `*head`)."""
+    return pack_items([mtype, *head])
 
 
 def frame_prefix(sender_id: str, sender_port: int, sender_flags: list[str]) -> bytes:
@@ -207,13 +212,15 @@ def frame(prefix: bytes, messages: list[Any]) -> bytes:
     the bytes `_pack([VERSION, sender_id, sender_port, sender_flags, messages])` makes
     of the same messages as lists. The lists between two PackedMessages are packed in
     one call."""
-    parts: list[bytes | bytearray] = [b"", prefix, array_header(len(messages))]
+    parts = [b"", prefix, array_header(len(messages))]
     start = 0
     for i, message in enumerate(messages):
         if type(message) is PackedMessage:
             if start < i:
                 parts.append(pack_items(messages[start:i]))
-            parts += (array_header(message.length), message.head, message.items)
+            parts.append(array_header(message.length))
+            parts.append(message.head)
+            parts += message.items
             start = i + 1
     if start == 0:
         parts[2] = _pack(messages)  # no PackedMessage: the header is the list's

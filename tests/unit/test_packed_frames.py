@@ -41,6 +41,20 @@ def test_array_headers_are_msgpacks() -> None:
         assert msgpack.packb([None] * length)[:len(header)] == header
 
 
+def test_items_are_packed_as_msgpack_packs_them() -> None:
+    """pack_items: what follows an array's header, whatever the items' encodings."""
+    edges = [0, 1, 0x7f, 0x80, 0xff, 0x100, 0xffff, 0x10000, 0xffffffff, 0x100000000,
+             2**64 - 1, -1, -32, -33, -128, -129, -2**31 - 1, -2**63]
+    blobs = [bytes(n) for n in (0, 1, 31, 32, 255, 256, 0xffff, 0x10000)]
+    values = [*edges, *blobs, True, False, None, 1.5, "text", bytearray(b"ab"), HOLDERS,
+              [edges, [blobs, []]], frozenset()]
+    for value in values:
+        assert m.pack_items([value]) == msgpack.packb(value, use_bin_type=True,
+                                                      default=lambda obj: list(obj))
+    assert m.pack_items(values) == msgpack.packb(values, use_bin_type=True,
+                                                 default=lambda obj: list(obj))[3:]
+
+
 # A frame: messages, each a list, or (as its head length) a PackedMessage whose items
 # arrive in chunks (one send_batched each).
 MESSAGE = st.tuples(st.integers(0, 50), st.lists(VALUES, max_size=20),
@@ -58,7 +72,8 @@ def test_assembled_frames_are_the_frames_of_the_lists(
         if head_length is None or head_length > len(fields):
             queued.append([mtype, *fields])
             continue
-        packed = m.PackedMessage(mtype, tuple(fields[:head_length]))
+        packed = m.PackedMessage(m.pack_head(mtype, tuple(fields[:head_length])),
+                                 1 + head_length)
         items = fields[head_length:]
         for size in [*chunks, len(items)]:
             chunk, items = items[:size], items[size:]
@@ -73,7 +88,7 @@ def test_assembled_frames_are_the_frames_of_the_lists(
 def test_long_messages_and_frames_take_the_long_headers() -> None:
     copy = [b"D-" + bytes(38), b"q", b"x" * 10, 1, 0, 3, 60_000, 17, 0, 300, 0, 0]
     for count in (15, 16, 70_000):
-        packed = m.PackedMessage(m.REPLJOB, (False, HOLDERS))
+        packed = m.PackedMessage(m.pack_head(m.REPLJOB, (False, HOLDERS)), 3)
         packed.add(m.pack_items([copy] * count), count)
         queued = [[m.GOTJOB, b"J"]] * count + [packed, [m.DELJOB, b"J"]]
         lists = [[m.GOTJOB, b"J"]] * count + [[m.REPLJOB, False, HOLDERS, *[copy] * count],
@@ -111,6 +126,7 @@ def test_the_bus_sends_each_peer_the_frame_of_the_lists(tmp_path: Any) -> None:
         peer = ClusterNode(new_node_id(), "127.0.0.1", port)
         link = Link(bus, peer)
         link.transport = Transport()  # type: ignore[assignment]
+        link.outbox.up = True  # (as connection_made sets it)
         peer.connected, peer.link = True, link
         membership.nodes[peer.id] = peer
         peers.append(peer)
