@@ -218,15 +218,19 @@ def frame(prefix: bytes, messages: list[Any]) -> bytes:
         if type(message) is PackedMessage:
             if start < i:
                 parts.append(pack_items(messages[start:i]))
-            parts.append(array_header(message.length))
-            parts.append(message.head)
-            parts += message.items
+            packed: PackedMessage = message
+            parts.append(array_header(packed.length))
+            parts.append(packed.head)
+            parts += packed.items
             start = i + 1
     if start == 0:
         parts[2] = _pack(messages)  # no PackedMessage: the header is the list's
     elif start < len(messages):
         parts.append(pack_items(messages[start:]))
-    parts[0] = _LEN.pack(sum(map(len, parts)))
+    length = 0
+    for part in parts:  # (a loop: sum(map(len, parts)) costs ~2k instructions)
+        length += len(part)
+    parts[0] = _LEN.pack(length)
     return b"".join(parts)
 
 
