@@ -24,7 +24,7 @@ from ..exposure import HOW_TO_OPEN_THE_BUS, bus_hosts, far_peers_refusal, is_loo
 from ..ids import is_valid_node_id
 from . import messages as m
 from .clocks import to_ms
-from .link import Link
+from .link import Link, Outbox
 from .membership import Abort, Action, Close, ClusterNode, Connect, Membership, Reply, Send
 from .nodes import HANDSHAKE_BIT, LEAVING_BIT, NodeFlag
 from .port import Handler
@@ -90,6 +90,10 @@ class ClusterBus:
         # Known nodes not in handshake, myself included (Disque's cluster size): a
         # plain int, asked on every ADDJOB.
         self.cluster_size = membership.size()
+        # frame_prefix's cache, and what it was made of
+        self._prefix = b""
+        self._prefix_id = ""
+        self._prefix_port = self._prefix_leaving = -1
 
     # -- life cycle ------------------------------------------------------------------
     async def start(self) -> None:
@@ -168,15 +172,32 @@ class ClusterBus:
         nodes = self.membership.nodes
         myself = self.myself
         key = (mtype, head) if head else mtype
+        # Items that go to several peers are packed once (m.PACKED_ONCE), and so is
+        # the head of the messages they start (for the links that have none this turn).
+        once = mtype in m.PACKED_ONCE
+        packed = m.pack_items(items) if once else b""
+        packed_head: bytes | None = None
         sent = 0
         for node_id in node_ids:
             node = nodes.get(node_id)
             if node is None or node is myself or not node.connected:
                 continue
-            batch = node.link.batch(key, mtype, head)
-            if batch is None:
+            outbox: Outbox = node.link.outbox
+            if not outbox.up:
                 continue
-            batch += items
+            batch = outbox.batch(key)
+            if batch is None:
+                if once:
+                    if packed_head is None:
+                        packed_head = m.pack_head(mtype, head)
+                    batch = m.PackedMessage(packed_head, 1 + len(head))
+                else:
+                    batch = [mtype, *head]
+                outbox.new_batch(key, batch)
+            if isinstance(batch, m.PackedMessage):
+                batch.add(packed, len(items))
+            else:
+                batch += items
             sent += 1
         self.membership.messages_sent += sent
         return sent
@@ -258,6 +279,18 @@ class ClusterBus:
     def my_flags(self) -> list[str]:
         """The flags every frame announces about its sender."""
         return ["leaving"] if self.myself.flag_bits & LEAVING_BIT else []
+
+    def frame_prefix(self) -> bytes:
+        """What every frame this node sends starts with (messages.frame_prefix),
+        packed again only when this node's ID, port or flags changed."""
+        myself = self.myself
+        leaving = myself.flag_bits & LEAVING_BIT
+        if (myself.id != self._prefix_id or myself.port != self._prefix_port
+                or leaving != self._prefix_leaving):
+            self._prefix = m.frame_prefix(myself.id, myself.port, self.my_flags())
+            self._prefix_id, self._prefix_port = myself.id, myself.port
+            self._prefix_leaving = leaving
+        return self._prefix
 
     # -- carrying out what membership decides ------------------------------------------
     def _carry_out(self, actions: list[Action], origin: Link | None = None) -> None:

@@ -14,6 +14,7 @@ import hmac
 import logging
 import os
 import socket
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from . import messages as m
@@ -34,6 +35,63 @@ AUTH_TIMEOUT_S: Final = 5.0  # a link that has not proven the cluster secret by 
 _CONNECTOR, _ACCEPTOR = b"disq-bus-connector", b"disq-bus-acceptor"
 
 
+class Outbox:
+    """What a link sends at the end of this loop turn, as one frame. A native object
+    (Link, an asyncio.Protocol, is a Python class whose methods cost a Python call
+    and attribute lookups in a dict), so that the compiled bus queues the copies and
+    confirmations of each job at native speed."""
+
+    def __init__(self, schedule: Callable[[], None]) -> None:
+        self.messages: list[list[Any] | m.PackedMessage] = []
+        # Messages of this turn that more items may join (ClusterBus.send_batched),
+        # by type (and head): [message, its index in `messages`] (a PackedMessage for
+        # the types of m.PACKED_ONCE).
+        self.batches: dict[object, tuple[list[Any] | m.PackedMessage, int]] = {}
+        # `messages`' length after its last message that is not a batch: a batch
+        # before it takes no more items, which would overtake that message. Batches
+        # may pass each other (copies, confirmations, queries of different jobs and keys).
+        self.fence = 0
+        self.up = False  # connected: messages may be queued
+        self.scheduled = False  # `schedule` was called this turn (the flush)
+        self._schedule = schedule
+
+    def send(self, message: list[Any]) -> None:
+        """Queue `[type, *fields]` (dropped if the link is down)."""
+        if self.up:
+            self.messages.append(message)
+            self.fence = len(self.messages)
+            self.soon()
+
+    def batch(self, key: object) -> list[Any] | m.PackedMessage | None:
+        """This turn's message for `key` (ClusterBus.send_batched) that items may still
+        join (see `fence`), if any."""
+        entry = self.batches.get(key)
+        if entry is not None and entry[1] >= self.fence:
+            return entry[0]
+        return None
+
+    def new_batch(self, key: object, message: list[Any] | m.PackedMessage) -> None:
+        """Queue `message`, which the items for `key` join from now on (`batch`)."""
+        self.batches[key] = (message, len(self.messages))
+        self.messages.append(message)
+        self.soon()
+
+    def soon(self) -> None:
+        """The queue leaves at the end of this loop turn."""
+        if not self.scheduled:
+            self.scheduled = True
+            self._schedule()
+
+    def take(self) -> list[list[Any] | m.PackedMessage]:
+        """The queued messages, the queue emptied."""
+        messages = self.messages
+        self.messages = []
+        self.fence = 0
+        if self.batches:
+            self.batches = {}
+        return messages
+
+
 class Link(asyncio.Protocol):
     """One bus connection. Outbound links belong to the node they reach; inbound ones
     only receive (and carry PONGs back)."""
@@ -46,15 +104,7 @@ class Link(asyncio.Protocol):
         self.authenticated = not bus.secret
         self.reader = m.FrameReader(m.MAX_FRAME if self.authenticated
                                     else m.MAX_HANDSHAKE_FRAME)
-        self.out: list[list[Any]] = []
-        # Messages of this turn that more items may join (ClusterBus.send_batched),
-        # by type (and head): [message, its index in `out`].
-        self.batches: dict[object, tuple[list[Any], int]] = {}
-        # `out`'s length after its last message that is not a batch: a batch before
-        # it takes no more items, which would overtake that message. Batches may pass
-        # each other (copies, confirmations, queries of different jobs and keys).
-        self.fence = 0
-        self.flush_scheduled = False
+        self.outbox = Outbox(self._schedule_flush)  # the messages of this loop turn
         self.pong_queued = False  # a PONG waits in `out`: the PINGs of this turn have it
         self.peer_ip = ""
         self.local_ip = ""
@@ -64,8 +114,13 @@ class Link(asyncio.Protocol):
         self._auth_timer: asyncio.TimerHandle | None = None
         self.dial: asyncio.Task[None] | None = None  # an outbound link still connecting
 
+    @property
+    def out(self) -> list[list[Any] | m.PackedMessage]:
+        return self.outbox.messages
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.outbox.up = True
         peer = transport.get_extra_info("peername")
         sock = transport.get_extra_info("sockname")
         self.peer_ip = peer[0] if isinstance(peer, tuple) else ""
@@ -107,6 +162,7 @@ class Link(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        self.outbox.up = False
         if self._auth_timer is not None:
             self._auth_timer.cancel()
             self._auth_timer = None
@@ -136,9 +192,8 @@ class Link(asyncio.Protocol):
                     if self._auth_timer is not None:
                         self._auth_timer.cancel()
                         self._auth_timer = None
-                    if self.out and not self.flush_scheduled:  # held until now
-                        self.flush_scheduled = True
-                        self.bus.loop.call_soon(self.flush)
+                    if self.outbox.messages:  # held until now
+                        self.outbox.soon()
                     return batch[i + 1:]
             log.warning("Closing bus link %s %s: it did not prove the cluster secret.",
                         "from" if inbound else "to", self.peer_ip)
@@ -157,57 +212,33 @@ class Link(asyncio.Protocol):
         """Send a frame at once, outside the per-turn queue (authentication)."""
         if self.transport is not None:
             bus = self.bus
-            data = m.encode_frame(bus.myself.id, bus.myself.port, bus.my_flags(), messages)
+            data = m.frame(bus.frame_prefix(), messages)
             bus.bytes_sent += len(data)
             self.transport.write(data)
 
     def send(self, message: list[Any]) -> None:
         """Queue `[type, *fields]`; the link's queue leaves as one frame this turn."""
-        if self.transport is None:
-            return
-        self.out.append(message)
-        self.fence = len(self.out)
-        self._flush_soon()
+        self.outbox.send(message)
 
-    def batch(self, key: object, mtype: int, head: tuple[Any, ...]) -> list[Any] | None:
-        """This turn's message `[mtype, *head, items...]` for `key` that items may
-        still join (see `fence`), queued now if there is none; None if the link is
-        down."""
-        entry = self.batches.get(key)
-        if entry is not None and entry[1] >= self.fence:
-            return entry[0]
-        if self.transport is None:
-            return None
-        message = [mtype, *head]
-        self.batches[key] = (message, len(self.out))
-        self.out.append(message)
-        self._flush_soon()
-        return message
-
-    def _flush_soon(self) -> None:
-        """The queue leaves at the end of this loop turn, as one frame."""
-        if not self.flush_scheduled:
-            self.flush_scheduled = True
-            self.bus.loop.call_soon(self.flush)
+    def _schedule_flush(self) -> None:
+        self.bus.loop.call_soon(self.flush)
 
     def flush(self) -> None:
-        self.flush_scheduled = False
+        outbox = self.outbox
+        outbox.scheduled = False
         if not self.authenticated:
             return  # held until the peer proved the cluster secret
         self.pong_queued = False
-        if self.out and self.transport is not None:
+        messages = outbox.take()
+        if messages and self.transport is not None:
             bus = self.bus
-            data = m.encode_frame(bus.myself.id, bus.myself.port, bus.my_flags(), self.out)
+            data = m.frame(bus.frame_prefix(), messages)
             bus.bytes_sent += len(data)
             self.transport.write(data)
             if self.transport.get_write_buffer_size() > LINK_SENDBUF_LIMIT:
                 log.warning("Dropping the bus link to %s: %d bytes wait for it to read.",
                             self.peer_ip, self.transport.get_write_buffer_size())
                 self.abort()
-        self.out = []
-        self.fence = 0
-        if self.batches:
-            self.batches = {}
 
     def close(self) -> None:
         if self.transport is not None:

@@ -147,10 +147,91 @@ def _pack_other(obj: object) -> list[Any]:
 _pack = msgpack.Packer(use_bin_type=True, default=_pack_other).pack
 
 
+# Messages of these types are PackedMessages (see below) in a link's queue: their items
+# go to several peers (a copy of a job to each of its holders), so each is packed once.
+PACKED_ONCE: Final = frozenset({REPLJOB})
+
+
+def array_header(length: int) -> bytes:
+    """The msgpack header of an array of `length` items (its items follow it)."""
+    if length < 16:
+        return _FIXARRAYS[length]
+    if length < 0x10000:
+        return _ARRAY16.pack(0xdc, length)
+    return _ARRAY32.pack(0xdd, length)
+
+
+_FIXARRAYS: Final = [bytes((0x90 | n,)) for n in range(16)]
+_ARRAY16: Final = struct.Struct(">BH")
+_ARRAY32: Final = struct.Struct(">BI")
+
+
+def pack_items(items: list[Any]) -> bytes:
+    """The items' msgpack encodings one after the other: what follows the header of
+    an array of them (msgpack is concatenative)."""
+    packed: bytes = _pack(items)
+    return packed[len(array_header(len(items))):]
+
+
+class PackedMessage:
+    """A message `[mtype, *head, item, ...]` of a link's queue kept msgpack-encoded:
+    items join it as bytes, packed once for all the links they go to. It packs
+    into a frame as the list would, byte for byte (encode_frame)."""
+
+    __slots__ = ("length", "head", "items")
+
+    def __init__(self, head: bytes, length: int) -> None:
+        self.head = head  # pack_head's
+        self.length = length  # of the list it stands for: the type, the head's fields
+        self.items: list[bytes] = []  # their encodings (a list: bytearray += costs more)
+
+    def add(self, packed: bytes, count: int) -> None:
+        """Append `count` items whose encodings are `packed` (pack_items)."""
+        self.items.append(packed)
+        self.length += count
+
+
+def pack_head(mtype: int, head: tuple[Any, ...]) -> bytes:
+    """The encoding of a PackedMessage's first fields (`mtype`, `*head`)."""
+    return pack_items([mtype, *head])
+
+
+def frame_prefix(sender_id: str, sender_port: int, sender_flags: list[str]) -> bytes:
+    """The frame's bytes before its messages (the same for every frame of a sender
+    until its flags change)."""
+    return array_header(5) + pack_items([VERSION, sender_id, sender_port, sender_flags])
+
+
 def encode_frame(sender_id: str, sender_port: int, sender_flags: list[str],
-                 messages: list[list[Any]]) -> bytes:
-    payload: bytes = _pack([VERSION, sender_id, sender_port, sender_flags, messages])
-    return _LEN.pack(len(payload)) + payload
+                 messages: list[Any]) -> bytes:
+    return frame(frame_prefix(sender_id, sender_port, sender_flags), messages)
+
+
+def frame(prefix: bytes, messages: list[Any]) -> bytes:
+    """The frame of `messages` (lists, or PackedMessages) after `prefix` (frame_prefix):
+    the bytes `_pack([VERSION, sender_id, sender_port, sender_flags, messages])` makes
+    of the same messages as lists. The lists between two PackedMessages are packed in
+    one call."""
+    parts = [b"", prefix, array_header(len(messages))]
+    start = 0
+    for i, message in enumerate(messages):
+        if type(message) is PackedMessage:
+            if start < i:
+                parts.append(pack_items(messages[start:i]))
+            packed: PackedMessage = message
+            parts.append(array_header(packed.length))
+            parts.append(packed.head)
+            parts += packed.items
+            start = i + 1
+    if start == 0:
+        parts[2] = _pack(messages)  # no PackedMessage: the header is the list's
+    elif start < len(messages):
+        parts.append(pack_items(messages[start:]))
+    length = 0
+    for part in parts:  # (a loop: sum(map(len, parts)) costs ~2k instructions)
+        length += len(part)
+    parts[0] = _LEN.pack(length)
+    return b"".join(parts)
 
 
 class FrameError(Exception):

@@ -998,6 +998,7 @@ def test_the_real_bus_batches_without_reordering_a_link(tmp_path: Path) -> None:
     bus = ClusterBus(membership, [], 7711, lambda: 1000, loop)  # type: ignore[arg-type]
     link = Link(bus, None)
     link.transport = object()  # type: ignore[assignment]
+    link.outbox.up = True  # (as connection_made sets it)
     peer = ClusterNode(new_node_id(), "127.0.0.1", 7712)
     peer.connected, peer.link = True, link
     membership.nodes[peer.id] = peer
