@@ -114,10 +114,6 @@ class Link(asyncio.Protocol):
         self._auth_timer: asyncio.TimerHandle | None = None
         self.dial: asyncio.Task[None] | None = None  # an outbound link still connecting
 
-    @property
-    def out(self) -> list[list[Any] | m.PackedMessage]:
-        return self.outbox.messages
-
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.outbox.up = True

@@ -17,6 +17,7 @@ import socket
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from http import HTTPStatus
 from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -211,7 +212,7 @@ def metrics_only(app: WSGIApp, server: Server, loop: asyncio.AbstractEventLoop) 
         try:
             user = authenticator.user(header, ip, anonymous)
         except AuthRefused as refused:
-            return f"{refused.status} {_REASONS[refused.status]}", refused.message
+            return f"{refused.status} {HTTPStatus(refused.status).phrase}", refused.message
         denied = command_refusal(server.acl, user, "info")
         return None if denied is None else ("403 Forbidden", denied)
 
@@ -228,9 +229,6 @@ def metrics_only(app: WSGIApp, server: Server, loop: asyncio.AbstractEventLoop) 
         return app(environ, start_response)
 
     return dispatch
-
-
-_REASONS = {401: "Unauthorized", 403: "Forbidden", 429: "Too Many Requests"}
 
 
 class _MetricsServer(ThreadingMixIn, WSGIServer):

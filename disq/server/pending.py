@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..node import Node
     from ..queue import Queue
     from .app import Server
+    from .hotstate import HotState
 
 _MAX_HELD_REPLIES: Final = 100_000  # replies waiting behind an unanswered one, per client
 
@@ -67,6 +68,7 @@ class LaterReplies:
     Client.__init__)."""
 
     server: Server
+    hot: HotState
     node: Node
     transport: asyncio.Transport | None
     closing: bool
@@ -92,7 +94,7 @@ class LaterReplies:
             self._replies.append(data)
             self._flush_replies()
         elif self.transport is not None and not self.closing:
-            self.server.hot.net_output_bytes += len(data)
+            self.hot.net_output_bytes += len(data)
             self.transport.write(data)
 
     def pending(self, on_cancel: Callable[[Any], None] | None = None, cancel_arg: Any = None,
@@ -118,7 +120,7 @@ class LaterReplies:
             ready.append(head)  # type: ignore[arg-type]
         if ready and self.transport is not None and not self.closing:
             data = b"".join(ready)
-            self.server.hot.net_output_bytes += len(data)
+            self.hot.net_output_bytes += len(data)
             self.transport.write(data)
         if not replies and self.close_after_reply and self.transport is not None:
             self.transport.close()

@@ -991,7 +991,7 @@ def test_the_real_bus_batches_without_reordering_a_link(tmp_path: Path) -> None:
     ahead of the DELJOB and DEDUP_FORGET of the job it would be answered with).
     Batches may pass each other."""
     # real objects (the bus may be compiled: it takes no stand-ins), a loop that never
-    # flushes, so that the queued messages stay in link.out
+    # flushes, so that the queued messages stay in link.outbox
     myself = ClusterNode(new_node_id(), "127.0.0.1", 7711, NodeFlag.MYSELF)
     membership = Membership(myself, str(tmp_path / "nodes.conf"))
     loop = SimpleNamespace(call_soon=lambda callback: None)
@@ -1013,6 +1013,6 @@ def test_the_real_bus_batches_without_reordering_a_link(tmp_path: Path) -> None:
     batched(m.DEDUP_QUERY, [b"k3", 60])
     batched(m.GOTJOB, b"J2")
     batched(m.DEDUP_QUERY, [b"k4", 60])
-    assert link.out == [[m.DEDUP_QUERY, [b"k1", 60], [b"k2", 60]], [m.GOTJOB, b"J1"],
-                        [m.DELJOB, b"J"], [m.DEDUP_QUERY, [b"k3", 60], [b"k4", 60]],
-                        [m.GOTJOB, b"J2"]]
+    assert link.outbox.messages == [
+        [m.DEDUP_QUERY, [b"k1", 60], [b"k2", 60]], [m.GOTJOB, b"J1"], [m.DELJOB, b"J"],
+        [m.DEDUP_QUERY, [b"k3", 60], [b"k4", 60]], [m.GOTJOB, b"J2"]]
