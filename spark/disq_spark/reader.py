@@ -380,7 +380,7 @@ class JobTaker:
 def arrow_batches(rows: Rows, partitions: int) -> list[Any]:
     """The rows as `partitions` Arrow record batches of about the same size (fewer if
     there are fewer rows), the columns of READ_SCHEMA."""
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     types = (pa.string(), pa.string(), pa.binary(), pa.int64(), pa.int64(), pa.int32(),
              pa.string())

@@ -119,12 +119,6 @@ class WriteReport(WriterCommitMessage):
         self.stats = stats
 
 
-def _rows(batches: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
-    """Arrow record batches as row tuples (the columns by position)."""
-    for batch in batches:
-        yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
-
-
 def _task() -> Any:
     """The running task's TaskContext (the writers run in tasks only)."""
     from pyspark import TaskContext
@@ -167,8 +161,8 @@ class DisqWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[Any]) -> WriteReport:
         partition = _task().partitionId()
-        return WriteReport(PartitionWriter(self.settings.options, partition).write(
-            _rows(iterator)))
+        return WriteReport(PartitionWriter(self.settings.options, partition).write_arrow(
+            iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         _commit(self.settings, messages, "write")
@@ -203,7 +197,7 @@ class DisqStreamWriter(DataSourceStreamArrowWriter):
         elif o.key is None:
             name = f"{o.job_name}\0{ctx.getLocalProperty(BATCH_ID)}"
             prefix = row_key_prefix(name, o.queue, partition)
-        return WriteReport(PartitionWriter(o, partition, prefix).write(_rows(iterator)))
+        return WriteReport(PartitionWriter(o, partition, prefix).write_arrow(iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None],
                batchId: int) -> None:  # noqa: N803

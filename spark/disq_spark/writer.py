@@ -17,14 +17,15 @@ few examples, never dropped silently.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import operator
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from disq_client.client import Client, Connection
 from disq_client.commands import addjob_options, unix_ms
@@ -37,6 +38,11 @@ from disq_client.retry import (
     error_code,
 )
 from disq_client.spec import MAX_PRIORITY, MIN_PRIORITY
+
+from disq_spark.batches import Batch, Job, rows_of
+
+if TYPE_CHECKING:
+    from disq_spark.arrow import ArrowCommands
 
 MAX_EXAMPLES = 5
 # a connection that broke, timed out, or failed below the client (a socket option)
@@ -223,11 +229,6 @@ def _arg(token: bytes, value: bytes) -> bytes:
     return b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(token), token, len(value), value)
 
 
-# A row ready to send: its ADDJOB, encoded (body, options, DEDUP key), and the row's
-# position in the partition (for the reports). Sent again as it is after an error.
-Job = tuple[bytes, int]
-
-
 def _getter(field: Field) -> Callable[[Any], Any]:
     """A column (index or name) or a function of the row, as a function of the row."""
     return field if callable(field) else operator.itemgetter(field)
@@ -260,7 +261,7 @@ class PartitionWriter:
         self._queue = b"$%d\r\n%s\r\n" % (len(q), q)
         self.backoff = options.retry_policy()
         # batches sent, replies not read yet, with the connection they went on
-        self.inflight: deque[tuple[Connection, list[Job]]] = deque()
+        self.inflight: deque[tuple[Connection, Batch]] = deque()
         self._move_on = False  # a node said -LEAVING/-LOADING: the next batch elsewhere
         self._per_row = (options.at is not None or options.priority_field is not None
                          or options.group_field is not None)
@@ -270,23 +271,72 @@ class PartitionWriter:
 
     # -- rows -> jobs ---------------------------------------------------------------------
     def write(self, rows: Iterable[Any]) -> WriteStats:
+        """Write the rows (tuples, dicts or Rows, as the body and other fields take
+        them), in batches of batch_size."""
+        return self._send_all(self._row_batches(rows))
+
+    def write_arrow(self, batches: Iterable[Any]) -> WriteStats:
+        """Write Arrow record batches (a data source task's rows; columns by position):
+        joined by Arrow's kernels when each job is its body and a generated key
+        (disq_spark.batches), else row by row."""
+        it = iter(batches)
+        first = next(it, None)
+        chained = itertools.chain([first] if first is not None else [], it)
+        commands = self._arrow_commands(first.schema) if first is not None else None
+        if commands is None:
+            return self.write(rows_of(chained))
+        return self._send_all(self._arrow_batches(chained, commands))
+
+    def _send_all(self, batches: Iterator[Batch]) -> WriteStats:
         try:
-            batch: list[Job] = []
-            size = self.o.batch_size
-            for index, row in enumerate(rows):
-                job = self._job(row, index)
-                if job is None:
-                    continue
-                batch.append(job)
-                if len(batch) >= size:
-                    self._submit(batch)
-                    batch = []
-            if batch:
+            for batch in batches:
                 self._submit(batch)
             self._flush()
         finally:
             self.close()
         return self.stats
+
+    def _row_batches(self, rows: Iterable[Any]) -> Iterator[Batch]:
+        jobs: list[Job] = []
+        size = self.o.batch_size
+        for index, row in enumerate(rows):
+            job = self._job(row, index)
+            if job is None:
+                continue
+            jobs.append(job)
+            if len(jobs) >= size:
+                yield Batch.of(jobs)
+                jobs = []
+        if jobs:
+            yield Batch.of(jobs)
+
+    def _arrow_commands(self, schema: Any) -> ArrowCommands | None:
+        """The Arrow encoder of this write's jobs, or None if a row needs Python (a
+        key column, a function, per-row options, a body column that is not bytes)."""
+        from disq_spark.arrow import ArrowCommands
+
+        o = self.o
+        body = o.body if isinstance(o.body, int) else (
+            schema.get_field_index(o.body) if isinstance(o.body, str) else -1)
+        if (o.key is not None or self._per_row or not 0 <= body < len(schema)
+                or not ArrowCommands.fits(schema.field(body).type)):
+            return None
+        return ArrowCommands(body, schema.field(body).type,
+                             b"*%d\r\n$6\r\nADDJOB\r\n%s$" % (self._argc, self._queue),
+                             self._suffix, self.key_prefix if o.dedup else None,
+                             o.max_body_bytes)
+
+    def _arrow_batches(self, batches: Iterable[Any], commands: ArrowCommands
+                       ) -> Iterator[Batch]:
+        size = self.o.batch_size
+        start = 0
+        for record_batch in batches:
+            batch, bad = commands.encode(record_batch.column(commands.column), start)
+            for position, reason in bad:
+                self.stats.bad(self._where(position), reason)
+            if batch is not None:
+                yield from batch.split(size)
+            start += record_batch.num_rows
 
     def _job(self, row: Any, index: int) -> Job | None:
         key = self._key(row, index)
@@ -356,7 +406,7 @@ class PartitionWriter:
         return f"partition {self.partition} row {index}"
 
     # -- sending ----------------------------------------------------------------------------
-    def _submit(self, jobs: list[Job]) -> None:
+    def _submit(self, batch: Batch) -> None:
         """Send a batch without waiting for its replies: up to `pipeline` batches are in
         flight on the connection, so the node never waits for this task between
         batches. The oldest batch's replies are read when the window is full."""
@@ -364,11 +414,11 @@ class PartitionWriter:
             self._collect_oldest()
         try:
             conn = self.client.connection()
-            conn.send(b"".join([command for command, _ in jobs]))
+            conn.send(batch.payload)
         except SEND_ERRORS as exc:
-            self._resend([*self._lost(), jobs], str(exc))
+            self._resend([*self._lost(), batch], str(exc))
             return
-        self.inflight.append((conn, jobs))
+        self.inflight.append((conn, batch))
 
     def _flush(self) -> None:
         while self.inflight:
@@ -376,8 +426,8 @@ class PartitionWriter:
 
     def _read(self) -> list[object]:
         """The oldest batch's replies, on the connection it was sent on."""
-        conn, jobs = self.inflight[0]
-        return conn.read_many(len(jobs), self.reply_wait)
+        conn, batch = self.inflight[0]
+        return conn.read_many(batch.size, self.reply_wait)
 
     def _collect_oldest(self) -> None:
         try:
@@ -385,10 +435,10 @@ class PartitionWriter:
         except SEND_ERRORS as exc:
             self._resend(self._lost(), str(exc))
             return
-        _, jobs = self.inflight.popleft()
-        failed, failure = self._tally(jobs, replies)
+        _, batch = self.inflight.popleft()
+        failed, failure = self._tally(batch, replies)
         if failed:  # the batches behind it are answered first
-            pile = [failed]
+            pile = [Batch.of(failed)]
             while self.inflight:
                 try:
                     replies = self._read()
@@ -397,12 +447,12 @@ class PartitionWriter:
                     break
                 more, _ = self._tally(self.inflight.popleft()[1], replies)
                 if more:
-                    pile.append(more)
+                    pile.append(Batch.of(more))
             self._resend(pile, failure)
 
-    def _lost(self) -> list[list[Job]]:
+    def _lost(self) -> list[Batch]:
         """The connection broke: every batch in flight goes to the next node."""
-        lost = [jobs for _, jobs in self.inflight]
+        lost = [batch for _, batch in self.inflight]
         conns = {conn.addr for conn, _ in self.inflight}
         self.inflight.clear()
         current = self.client.current_node
@@ -410,15 +460,16 @@ class PartitionWriter:
             self.client.failed(addr)
         return lost
 
-    def _tally(self, jobs: list[Job], replies: list[object]) -> tuple[list[Job], str]:
+    def _tally(self, batch: Batch, replies: list[object]) -> tuple[list[Job], str]:
         """Count a batch's replies; the jobs to send again and the last reason."""
         again: list[Job] = []
         failure = ""
         move_on = False
-        for job, reply in zip(jobs, replies, strict=True):
-            if not isinstance(reply, ErrorReply):
-                self.stats.added += 1
-                continue
+        errors = [i for i, reply in enumerate(replies) if isinstance(reply, ErrorReply)]
+        self.stats.added += len(replies) - len(errors)
+        for i in errors:
+            job, reply = batch.job(i), replies[i]
+            assert isinstance(reply, ErrorReply)
             message = str(reply.args[0]) if reply.args else "ERR"
             code = error_code(message)
             if code in TRANSIENT_CODES:
@@ -431,13 +482,14 @@ class PartitionWriter:
             self._move_on = True
         return again, failure
 
-    def _resend(self, pile: list[list[Job]], failure: str) -> None:
+    def _resend(self, pile: list[Batch], failure: str) -> None:
         """Send failed batches again, one at a time, after a back-off each round, until
         every job is added or bad; WriteError once the retry policy gives up (past
         max_attempts). Nothing is in flight."""
         client = self.client
-        for jobs in pile:
+        for batch in pile:
             attempts = self.backoff.attempts()
+            jobs = batch.jobs()
             while jobs:
                 self._leave_if_told()
                 pause = attempts.failed()  # the last send of these jobs failed
@@ -456,7 +508,7 @@ class PartitionWriter:
                     continue
                 finally:
                     self.stats.retries += client.core.failovers - failovers
-                jobs, why = self._tally(jobs, replies)
+                jobs, why = self._tally(Batch.of(jobs), replies)
                 failure = why or failure
         self._leave_if_told()
 
