@@ -16,7 +16,7 @@ from disq.acl import AclTable
 from disq.config import Config
 from disq.ids import new_node_id
 from disq.node import Node
-from disq.server.connection import Client
+from disq.server.connection import FEED_PIECE, Client
 from disq.server.hotstate import HotState
 from disq.server.table import CATEGORIES
 
@@ -173,6 +173,26 @@ def test_mutated_requests_never_raise_and_parse_the_same_in_any_reads(
     assert pieces.fake.written == whole.fake.written or (
         b"".join(pieces.fake.written) == b"".join(whole.fake.written))
     assert pieces.fake.closed == whole.fake.closed
+
+
+@fuzz_settings(60)
+@given(st.lists(request(), min_size=1, max_size=5), EDITS, st.integers(0, 20_000))
+def test_a_read_larger_than_a_feed_piece_parses_as_small_reads(
+        reqs: list[tuple[list[bytes], bytes]], edits: list[tuple[int, int, bytes]],
+        pad: int) -> None:
+    """A read over FEED_PIECE bytes goes to hiredis in pieces (connection._parse):
+    requests, errors and replies are those of the same bytes in 1,000-byte reads,
+    wherever the pieces cut them (`pad` moves the requests over the cuts)."""
+    data = multibulk([b"x" * pad]) + mutate(b"".join(raw for _, raw in reqs) * 30, edits)
+    assert len(data) > FEED_PIECE or pad < FEED_PIECE
+    whole = run(data, [])
+    check_outcome(whole)
+    small = run(data, list(range(1000, len(data), 1000)))
+    if re.search(rb"[+(=]", data):
+        return  # as in the test above
+    assert whole.requests == small.requests
+    assert b"".join(whole.fake.written) == b"".join(small.fake.written)
+    assert whole.fake.closed == small.fake.closed
 
 
 @fuzz_settings(300)
