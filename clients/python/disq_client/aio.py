@@ -22,6 +22,7 @@ from .commands import Cmd
 from .core import ADD_TIMEOUT_MS, BATCH_SIZE, DEFAULT_SETTINGS, HELLO_REQUEST, ConnectionSettings
 from .errors import DisqConnectionError, DisqTimeoutError, ProtocolError
 from .protocol import (
+    FEED_PIECE,
     Address,
     Arg,
     ErrorReply,
@@ -96,19 +97,20 @@ class AsyncConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         reader = self._reader
-        reader.feed(data)
         pending = self._pending
         try:
-            reply = reader.gets()
-            while reply is not False:
-                request = pending[0]
-                request.replies.append(reply)
-                request.left -= 1
-                if not request.left:
-                    pending.popleft()
-                    if not request.future.done():
-                        request.future.set_result(request.replies)
+            for at in range(0, len(data), FEED_PIECE):  # protocol.FEED_PIECE says why
+                reader.feed(data, at, min(FEED_PIECE, len(data) - at))
                 reply = reader.gets()
+                while reply is not False:
+                    request = pending[0]
+                    request.replies.append(reply)
+                    request.left -= 1
+                    if not request.left:
+                        pending.popleft()
+                        if not request.future.done():
+                            request.future.set_result(request.replies)
+                    reply = reader.gets()
         except (ProtocolError, IndexError) as exc:
             self._fail(DisqConnectionError(f"{format_address(self.addr)}: {exc!r}"))
 

@@ -27,6 +27,7 @@ from .core import (
 )
 from .errors import DisqConnectionError, DisqTimeoutError
 from .protocol import (
+    FEED_PIECE,
     Address,
     Arg,
     ErrorReply,
@@ -119,6 +120,8 @@ class Connection:
         self._sock: socket.socket | None = None
         self._reader = new_reader()
         self._sock_timeout: float | None = -1.0  # what the socket is set to now
+        self._unfed = b""  # the last read, fed to the reader up to _unfed_at
+        self._unfed_at = 0
 
     @property
     def connected(self) -> bool:
@@ -147,6 +150,7 @@ class Connection:
         self._sock = sock
         self._sock_timeout = settings.connect_timeout
         self._reader = new_reader()
+        self._unfed, self._unfed_at = b"", 0
         if settings.password is not None:
             try:
                 reply = self.request(auth_request(settings.password))
@@ -160,6 +164,7 @@ class Connection:
 
     def close(self) -> None:
         sock, self._sock = self._sock, None
+        self._unfed, self._unfed_at = b"", 0
         if sock is not None:
             try:
                 sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked reading it
@@ -217,7 +222,13 @@ class Connection:
             self._recv(wait)
 
     def _recv(self, wait: float | None) -> None:
-        """Feed the reader with what the socket has, waiting at most `wait` seconds."""
+        """Feed the reader the next FEED_PIECE bytes of the last read, or else what the
+        socket has, waiting at most `wait` seconds."""
+        data, at = self._unfed, self._unfed_at
+        if at < len(data):
+            self._unfed_at = at + FEED_PIECE
+            self._reader.feed(data, at, min(FEED_PIECE, len(data) - at))
+            return
         sock = self._sock
         if sock is None:
             raise DisqConnectionError(f"{format_address(self.addr)}: not connected")
@@ -235,7 +246,11 @@ class Connection:
         if not data:
             self.close()
             raise DisqConnectionError(f"{format_address(self.addr)}: connection closed")
-        self._reader.feed(data)
+        if len(data) > FEED_PIECE:
+            self._unfed, self._unfed_at = data, FEED_PIECE
+            self._reader.feed(data, 0, FEED_PIECE)
+        else:
+            self._reader.feed(data)
 
 
 class Client(ClientBase):

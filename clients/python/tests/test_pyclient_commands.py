@@ -40,6 +40,17 @@ ID_RE = re.compile(r"^D-[0-9a-f]{8}-[A-Za-z0-9+/]{24}-[0-9a-f]{4}$")
 Connect = Callable[..., Any]
 
 
+def test_a_pipeline_whose_replies_span_many_reads(node: DisqProcess, connect: Connect) -> None:
+    """3,000 ADDJOBs in one write: their replies (~130 KiB) arrive in reads larger than
+    protocol.FEED_PIECE, fed to hiredis piece by piece: every ID, in order."""
+    c = connect(addr(node))
+    bodies = [f"job-{i}" for i in range(3000)]
+    ids = c.add_jobs("big", bodies, batch_size=3000)
+    jobs = c.get_jobs("big", count=3000, nohang=True)
+    assert [j.id for j in jobs] == ids
+    assert [j.body for j in jobs] == [b.encode() for b in bodies]
+
+
 def test_add_get_ack(node: DisqProcess, connect: Connect) -> None:
     c = connect(addr(node))
     job_id = c.add_job("q", "hello")
