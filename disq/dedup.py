@@ -9,7 +9,9 @@ travels with REPLJOB), so a key is still known with REPLICATE-1 of its nodes dow
 A node that was asked about a key it does not know keeps a reservation for it (an
 entry without a job ID, for the asking ADDJOB's TTL): that node may have added the job
 since, on nodes other than this one, so this node must not vouch for the key alone
-(see replication/dedup.py).
+(see replication/dedup.py). The reservation names the node that asked last (`asker`):
+a copy that does not check its key (its origin asked every node) is refused where
+another node asked for the key since (replication/dedup.py, "Late copies").
 
 A copy's key is *unsettled* until the job's origin says its ADDJOB succeeded
 (DEDUP_SETTLED): until then the origin may still delete the job (a refused copy, a
@@ -39,7 +41,8 @@ class DedupTable:
     its young generation at every insert and walked whole by every young collection
     (4 us per ADDJOB with 100k keys, measured in bench/RESULTS.md)."""
 
-    __slots__ = ("_ids", "_expiry", "_unsettled", "_buckets", "_seconds", "_last", "hits")
+    __slots__ = ("_ids", "_expiry", "_unsettled", "_askers", "_buckets", "_seconds", "_last",
+                 "hits")
 
     def __init__(self) -> None:
         self._ids: dict[bytes, bytes] = {}  # key -> job ID (RESERVED: a reservation)
@@ -47,6 +50,7 @@ class DedupTable:
         # job ID -> until when (ms) its origin's ADDJOB may still fail: the copies whose
         # key this node must not vouch for yet (`record_unsettled`)
         self._unsettled: dict[bytes, int] = {}
+        self._askers: dict[bytes, str] = {}  # key -> the node that asked last (reservations)
         self._buckets: dict[int, list[bytes]] = {}  # expiry second -> keys
         self._seconds: list[int] = []  # heap of the buckets' seconds
         self._last: tuple[int, list[bytes]] = (0, [])  # the last bucket used
@@ -68,6 +72,8 @@ class DedupTable:
             del self._ids[key], self._expiry[key]
             if self._unsettled:
                 self._unsettled.pop(job_id, None)
+            if not job_id:
+                self._askers.pop(key, None)
             return None
         return job_id
 
@@ -80,8 +86,11 @@ class DedupTable:
         this node may vouch for (settled, if it was not)."""
         ids = self._ids
         old = ids.get(key)
-        if old is not None and self._unsettled:
-            self._unsettled.pop(old, None)  # (the same job, settled, or another one)
+        if old is not None:
+            if self._unsettled:
+                self._unsettled.pop(old, None)  # (the same job, settled, or another one)
+            if not old and job_id:
+                self._askers.pop(key, None)  # a reservation no more
         if old == job_id and self._expiry[key] >= expire_ms:
             return
         ids[key] = job_id
@@ -126,12 +135,18 @@ class DedupTable:
         """How many keys name a job whose ADDJOB is not settled (INFO, tests)."""
         return len(self._unsettled)
 
-    def reserve(self, key: bytes, now: int, expire_ms: int) -> None:
-        """Another node checks `key` and may add its job: keep a reservation until
-        `expire_ms`, unless a job ID is recorded already."""
+    def reserve(self, key: bytes, now: int, expire_ms: int, asker: str = "") -> None:
+        """Another node (`asker`) checks `key` and may add its job: keep a reservation
+        until `expire_ms`, naming it, unless a job ID is recorded already."""
         old = self.peek(key, now)
         if old is None or old == RESERVED:
             self.record(key, RESERVED, expire_ms)
+            self._askers[key] = asker
+
+    def asker(self, key: bytes) -> str | None:
+        """The node that asked for `key` last, if this node keeps a reservation for it
+        (as `reserve` was told; None if none)."""
+        return self._askers.get(key)
 
     def forget(self, key: bytes, job_id: bytes) -> bool:
         """Drop the entry if it still names `job_id` (an ADDJOB that failed)."""
@@ -139,6 +154,7 @@ class DedupTable:
             return False
         del self._ids[key], self._expiry[key]
         self._unsettled.pop(job_id, None)
+        self._askers.pop(key, None)
         return True
 
     def sweep(self, now: int, budget: int = 10_000) -> int:
@@ -155,9 +171,12 @@ class DedupTable:
                 key = bucket.pop()
                 budget -= 1
                 if expiry.get(key, now + 1) <= now:
-                    if unsettled:
-                        unsettled.pop(ids[key], None)
-                    del ids[key], expiry[key]
+                    job_id = ids.pop(key)
+                    if not job_id:
+                        self._askers.pop(key, None)
+                    elif unsettled:
+                        unsettled.pop(job_id, None)
+                    del expiry[key]
                     removed += 1
             if not bucket:
                 heapq.heappop(seconds)
@@ -170,6 +189,7 @@ class DedupTable:
         self._ids.clear()
         self._expiry.clear()
         self._unsettled.clear()
+        self._askers.clear()
         self._buckets.clear()
         self._seconds.clear()
         self._last = (0, [])

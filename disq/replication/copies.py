@@ -211,12 +211,13 @@ class Copies:
         self._send_copies(job, now, not sync, targets, key, readd is not None, deadline)
 
     def abort_checked(self, job_id: bytes) -> None:
-        """A node refused a copy of a waiting ADDJOB whose copies check its DEDUP key
-        (or confirmed copies came from other nodes than the first ones in the key's
-        order, `first_confirmed`): delete the job everywhere, and answer the ADDJOB with
-        dedup.CONFLICT (the DEDUP side then asks every node)."""
+        """A node refused a copy of a waiting DEDUP ADDJOB (its copies check the key,
+        or it is a late copy: replication/dedup.py), or confirmed copies came from
+        other nodes than the first ones in the key's order (`first_confirmed`):
+        delete the job everywhere, and answer the ADDJOB with dedup.CONFLICT (the
+        DEDUP side then asks every node)."""
         entry = self._waiting.get(job_id)
-        if entry is None or entry.readd is None or entry.job.state != WAIT_REPL:
+        if entry is None or entry.dedup_key is None or entry.job.state != WAIT_REPL:
             return  # replicated already (by other copies, all checked), or gone
         del self._waiting[job_id]
         delete_everywhere(self.node, self.bus, entry.job)
@@ -260,7 +261,8 @@ class Copies:
                 job.etime = etime
             else:
                 etime = job.etime
-            key = self.dedup.copy_key(data, job, now) if len(data) > COPY_FIELDS else None
+            key = (self.dedup.copy_key(data, job, now, sender.id) if len(data) > COPY_FIELDS
+                   else None)
             if key is REFUSED:
                 refused.append(job.id)
                 continue

@@ -68,6 +68,23 @@ that answered a node going first, checks again RECHECK_MS later instead of addin
 until it finds the other node's job (or that node failed and it may add), for at most
 MAX_WAIT_MS.
 
+Late copies (kill -9 alone gave a key two jobs this way): the copies of an ADDJOB
+that asked every node do not check the key, and may arrive after their origin died,
+after another node asked the same nodes and was told "no" (they were on the wire: a
+kernel buffer, a proxy, a link slower than the asker's). Origin A (restarted within
+the key's TTL, or REPLICATE not a majority) asks b..e, all reserve the key and say
+no; A adds J1, its REPLJOBs leave for b and c, and A is killed. The client retries on
+d, which holds A's reservation and so asks b, c, e: no copy has arrived, all say no,
+d adds J2. Then J1's copies reach b and c: stored as orphan copies, delivered, a
+second job for the key. So a reservation names the node that asked last, and a copy
+that does not check its key is refused (DEDUP_CONFLICT) by a node that holds a
+reservation another node asked for since its origin did, or knows the key for
+another job: a node that told another asker "no" after the origin's question must
+not take the origin's copy. Each node asked by the retry then either had the copy
+first (it answers "busy", then the job, once the origin is known down) or refuses it.
+The origin, if alive, deletes the job and asks again, as after a refused checked
+copy. On the usual path the origin is the last to ask every node, and nothing changes.
+
 An ADDJOB that fails after its copies were sent (replication timeout, job expired,
 refused copies) sends DEDUP_FORGET so that the holders drop the key with the job.
 
@@ -182,6 +199,13 @@ class _Adding:
             if job.nodes_delivered:  # its copies had the key
                 dedup.bus.broadcast(m.DEDUP_FORGET, self.key, job.id,
                                     node_ids=job.nodes_delivered)
+            if reply is CONFLICT and dedup.pending.get(self.key) is self:
+                # A copy was refused (see "Late copies"): the job is deleted
+                # everywhere; ask again, as a checked add does after a refusal.
+                dedup.conflicts += 1
+                self.job = None
+                dedup._ask(self.key, _Query(self.request.ttl, now_ms()))
+                return
             dedup._finish(self.key, reply)
             return
         dedup.node.dedup.record(self.key, job.id, job.etime)
@@ -346,18 +370,27 @@ class Dedup:
             adding.answer(reply)
 
     # -- the REPLJOB side ---------------------------------------------------------------
-    def copy_key(self, data: list[Any], job: Job, now: int) -> bytes | None:
+    def copy_key(self, data: list[Any], job: Job, now: int, sender_id: str) -> bytes | None:
         """The DEDUP key a REPLJOB copy carries after the job's fields (`data`), to
         record once the copy is stored: None if it has none (or not a valid one),
         REFUSED if it asks this node to check the key and another job may have it, as
-        far as this node can tell (the module's docstring)."""
+        far as this node can tell (the module's docstring), or if it is a late copy
+        of an ADDJOB that asked every node ("Late copies")."""
         raw = data[COPY_FIELDS]  # anything a peer sent: no bytes until checked
         key: bytes | None = raw if type(raw) is bytes and 0 < len(raw) <= MAX_KEY_LEN else None
-        if len(data) == COPY_FIELDS + 1 or data[COPY_FIELDS + 1] is not True:
-            return key  # (not to check)
+        if len(data) == COPY_FIELDS + 1:
+            return key  # (ASYNC: answered before its copies left, never refused)
+        node = self.node
+        if data[COPY_FIELDS + 1] is not True:  # its origin asked every node
+            if key is None:
+                return None
+            known = node.dedup.peek(key, now)
+            if known is None or known == job.id or (
+                    known == RESERVED and node.dedup.asker(key) == sender_id):
+                return key
+            return REFUSED  # another node asked since the origin did, or another job
         if key is None:
             return REFUSED
-        node = self.node
         known = node.dedup.peek(key, now)
         if known is not None:  # a copy sent again, or another job / a reservation
             return key if known == job.id else REFUSED
@@ -413,7 +446,7 @@ class Dedup:
     def _on_query(self, sender: ClusterNode, fields: list[Any]) -> None:
         """Answer each key: its job and the time it has left, "busy" if this node is
         adding it, holds it unsettled, or is checking it and goes first, else unknown
-        (nil), keeping a reservation for the asker's TTL."""
+        (nil), keeping a reservation for the asker's TTL that names the asker."""
         table = self.node.dedup
         now = now_ms()
         for item in fields:
@@ -436,8 +469,9 @@ class Dedup:
                     left = BUSY  # adding it now, or checking it and going first
                 else:
                     query.yielded = True  # the sender goes first: check again after
-            elif job_id is None and 0 < ttl * 1000 <= MAX_TTL_MS:
-                table.reserve(key, now, now + ttl * 1000)
+            if job_id is None and left != BUSY and 0 < ttl * 1000 <= MAX_TTL_MS:
+                # "Not known here": the sender may add the job (the last to ask)
+                table.reserve(key, now, now + ttl * 1000, sender.id)
             self.bus.send_batched((sender.id,), m.DEDUP_REPLY, [[key, job_id, left]])
 
     def _on_reply(self, sender: ClusterNode, fields: list[Any]) -> None:
