@@ -98,10 +98,23 @@ class PeakMemory:
         self._thread.join()
 
 
+def _registered(servers: Servers) -> int:
+    """The jobs the nodes hold, each copy counted."""
+    total = 0
+    for address in servers.addresses:
+        for line in command(address, "INFO", "jobs").decode().splitlines():
+            if line.startswith("registered_jobs:"):
+                total += int(line.split(":")[1])
+    return total
+
+
 def _timed(servers: Servers, run: Callable[[], None]) -> dict[str, Any]:
-    """Run one figure: wall time, CPU of the nodes and of Spark, peak memory."""
+    """Run one figure: wall time, CPU of the nodes and of Spark, peak memory, and the
+    copies the nodes took meanwhile (more than REPLICATE a job: ADDJOBs that waited
+    over 50 ms for their copies, which then go to one more node)."""
     node_cpu = [_node_cpu(a) for a in servers.addresses]
     spark_cpu = _children_cpu(os.getpid(), servers.pids)
+    copies = _registered(servers)
     with PeakMemory() as memory:
         start = time.perf_counter()
         run()
@@ -109,7 +122,8 @@ def _timed(servers: Servers, run: Callable[[], None]) -> dict[str, Any]:
     return {"wall": wall, "peak": memory.peak,
             "spark_cpu": _children_cpu(os.getpid(), servers.pids) - spark_cpu,
             "node_cpu": sum(_node_cpu(a) - c
-                            for a, c in zip(servers.addresses, node_cpu, strict=True))}
+                            for a, c in zip(servers.addresses, node_cpu, strict=True)),
+            "copies": _registered(servers) - copies}
 
 
 def _queued(servers: Servers, queue: str) -> int:
@@ -240,7 +254,8 @@ def main(argv: list[str] | None = None) -> None:
                          sorted(f["peak"].items()))
         print(f"{name}: {args.rows / f['wall']:,.0f} jobs/s ({f['wall']:.1f} s; CPU s: disq "
               f"nodes {f['node_cpu']:.1f}, Spark {f['spark_cpu']:.1f}, of "
-              f"{f['wall'] * cores:.1f}; peak private memory of Spark's Python processes: {peak})")
+              f"{f['wall'] * cores:.1f}; peak private memory of Spark's Python processes: {peak}"
+              + (f"; copies a job {f['copies'] / args.rows:.3f})" if "write" in name else ")"))
     batch, stream = (args.rows / figures[k]["wall"] for k in ("batch write", "streaming write"))
     print(f"streaming write / batch write: {stream / batch:.2f} ({args.rows:,} rows of "
           f"{args.body_bytes} B, {args.files} files, {per_trigger} a trigger; {args.nodes} "
