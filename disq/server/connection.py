@@ -175,14 +175,22 @@ class Client(LaterReplies, asyncio.Protocol):
     # -- parsing ---------------------------------------------------------------------
     def _parse(self, data: bytes, out: list[list[bytes]]) -> None:
         """Append the complete requests in `data` to `out`, fed to hiredis in pieces of
-        FEED_PIECE bytes, as if they had come in so many reads: hiredis moves what it
-        holds unread to the front of its buffer each time it has consumed 1 KiB, which
-        over a 256 KiB read of pipelined ADDJOBs costs more than parsing them."""
-        if len(data) <= FEED_PIECE:
+        about FEED_PIECE bytes, as if they had come in so many reads: hiredis moves what
+        it holds unread to the front of its buffer each time it has consumed 1 KiB,
+        which over a 256 KiB read of pipelined ADDJOBs costs more than parsing them. A
+        piece ends where a request seems to start (`\r\n*`), so that no request is
+        left unfinished at its end, whose headers would be checked again with the next
+        piece (a big request, an ACKJOB of 1,000 IDs, goes whole)."""
+        size = len(data)
+        if size <= FEED_PIECE:
             self._parse_piece(data, out)
             return
-        for start in range(0, len(data), FEED_PIECE):
-            self._parse_piece(data[start:start + FEED_PIECE], out)
+        start = 0
+        while start < size:
+            cut = data.find(b"\r\n*", start + FEED_PIECE) if start + FEED_PIECE < size else -1
+            end = cut + 2 if cut >= 0 else size  # (no request starts further: the rest)
+            self._parse_piece(data[start:end] if start or end < size else data, out)
+            start = end
 
     def _parse_piece(self, data: bytes, out: list[list[bytes]]) -> None:
         reader = self._reader
