@@ -226,6 +226,11 @@ class ClusterBus:
             self._reachable = self.membership.reachable()
         return self._reachable
 
+    def reaching_peers(self) -> list[str]:
+        """Asked on DEDUP's asking path only (not per job)."""
+        return [n.id for n in self.reachable_peers()
+                if not n.unreached and not self.can_send(n.id)]
+
     def known_ids(self) -> list[str]:
         return [n.id for n in self.membership.nodes.values()
                 if n is not self.myself and not n.flag_bits & HANDSHAKE_BIT]
@@ -372,6 +377,7 @@ class ClusterBus:
                 self._refused_ips.add(node.ip)
                 log.warning("Not connecting to %s:%d: the cluster bus is closed "
                             "(loopback only) without cluster-secret", node.ip, node.port)
+            node.unreached = True
             self.membership.link_lost(node)
             return
         link = Link(self, node)
@@ -402,6 +408,7 @@ class ClusterBus:
                     sock.close()
                 if node.link is link and link.transport is None:
                     node.link = None
+                    node.unreached = True  # (a link that connected went by link_down)
                     self.membership.link_lost(node)
 
         link.dial = self.loop.create_task(dial())
@@ -419,6 +426,10 @@ class ClusterBus:
         if node is not None and node.link is link:
             self._topology_changed()
             node.link = None
+            # A link that carried messages and dropped: the peer was reached, it is
+            # dialled again (and waited for until that fails). One closed before it
+            # could (cluster-secret), or given up (stuck): a failed try.
+            node.unreached = link.given_up or not link.authenticated
             self.membership.link_lost(node)
 
     # -- receiving ---------------------------------------------------------------------

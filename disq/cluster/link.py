@@ -113,6 +113,7 @@ class Link(asyncio.Protocol):
         self.proved = False  # this side answered the peer's AUTH (once only)
         self._auth_timer: asyncio.TimerHandle | None = None
         self.dial: asyncio.Task[None] | None = None  # an outbound link still connecting
+        self.given_up = False  # abort()ed: its peer looked stuck (ClusterNode.unreached)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -248,6 +249,7 @@ class Link(asyncio.Protocol):
         the link (so no reconnection) and queueing every later message for it. A link
         still connecting gives its dial up (SYNs nobody answers, as behind a firewall
         dropping packets, would keep it for the kernel's two minutes of retries)."""
+        self.given_up = True
         if self.transport is not None:
             self.transport.abort()
         elif self.dial is not None:

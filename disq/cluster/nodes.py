@@ -76,7 +76,7 @@ class ClusterNode:
 
     __slots__ = ("id", "ip", "port", "flag_bits", "ping_sent", "pong_received", "linked",
                  "connected", "link", "fail_reports", "last_connect", "created", "fail_time",
-                 "clock")
+                 "clock", "unreached")
 
     def __init__(self, node_id: str, ip: str, port: int, flags: NodeFlag = NO_FLAGS,
                  created: int = 0) -> None:
@@ -96,6 +96,10 @@ class ClusterNode:
         self.created = created  # ms (a handshake not answered in time is given up)
         self.fail_time = 0
         self.clock: PeerClock | None = None  # its clock offset, from my PINGs' PONGs
+        # The bus's last try to reach it failed (its dial, or a link closed before it
+        # carried messages); False until then, and again once a link that did carry
+        # messages dropped (it is dialled again): BusPort.reaching_peers.
+        self.unreached = False
 
     @property
     def flags(self) -> NodeFlag:

@@ -52,6 +52,13 @@ class BusPort(Protocol):
         PFAIL/FAIL, not leaving. A peer may be without a link for a moment (until it
         is PFAIL): a message to it is then dropped, and the caller sends it again."""
 
+    def reaching_peers(self) -> list[str]:
+        """IDs of the reachable peers (`reachable_peers`) without a link now that this
+        node has not failed to reach: not dialled yet since it started, or dialled
+        again after their link dropped, until a dial fails (refused, given up) or a
+        new link closes before it could carry messages. Their link is expected soon:
+        what must reach every peer that may know something waits for them."""
+
     def known_ids(self) -> list[str]:
         """IDs of every known node but myself and handshake nodes."""
 

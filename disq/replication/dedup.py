@@ -56,10 +56,21 @@ not know a key asks every peer it can reach (DEDUP_QUERY, the keys of one loop t
 one message per peer, answered by one DEDUP_REPLY) and adds the job only once they all
 said they do not know it. A peer that does not answer within DEDUP_TIMEOUT_MS fails the
 ADDJOB with -NOREPL (nothing was added: the client tries again, and a dead peer soon
-has no link and is not asked). An asked node that does not know the key keeps a
+is not asked: see "Links"). An asked node that does not know the key keeps a
 reservation for the job's TTL: the asking node may add the job on other nodes, so a
 later ADDJOB of the key must not be checked by copies that include this node alone.
 Concurrent ADDJOBs with one key on one node share the first one's outcome.
+
+Links: the peers asked are those this node can send to now, and those it has yet to
+reach (`BusPort.reaching_peers`): not dialled since it started (restarted by kill -9,
+it has forgotten its keys, while nodes.conf lists peers that may know them, and its
+first dials leave on the bus's first tick), or whose link dropped after it carried
+messages and is being dialled again (the peer was reachable, it may know keys this node
+never asked it about). Each gets the query once its link is up (looked at every
+RECHECK_MS), within the same DEDUP_TIMEOUT_MS. A peer whose dial failed (connection
+refused: a killed node, which knows no key once restarted), whose link was given up as
+stuck or closed before it carried messages, or that is PFAIL/FAIL, is not waited for.
+A cluster whose links are all up pays nothing for this.
 
 One key asked for at the same time by two nodes: a node answers "busy" (ms left = -1)
 for a key it is adding, and for a key it is checking itself when it goes first by
@@ -142,12 +153,14 @@ _TOO_LONG: Final = DisqError(
 class _Query:
     """A key being checked with the peers: who has yet to answer, whether one of them
     is adding the key itself (`busy`) or asked while this node must give way
-    (`yielded`): then the check runs again later rather than adding."""
+    (`yielded`): then the check runs again later rather than adding. `unlinked`:
+    those of `peers` not asked yet, whose link is expected (`BusPort.reaching_peers`)."""
 
-    __slots__ = ("peers", "deadline", "ttl", "started", "busy", "yielded")
+    __slots__ = ("peers", "unlinked", "deadline", "ttl", "started", "busy", "yielded")
 
     def __init__(self, ttl: int, now: int) -> None:
         self.peers: set[str] = set()
+        self.unlinked: set[str] = set()
         self.deadline = 0
         self.ttl = ttl  # the job's TTL (s): how long the asked nodes keep a reservation
         self.started = now
@@ -240,6 +253,10 @@ class Dedup:
         self.conflicts = 0  # copies refused (the key was then asked for)
         self._queries: dict[bytes, _Query] = {}  # ordered by deadline
         self._rechecks: dict[bytes, tuple[int, _Query]] = {}  # key -> (when, query)
+        # The queries waiting for a peer's link (_Query.unlinked), looked at every
+        # RECHECK_MS from _poll_at on (0: none).
+        self._unlinked: dict[bytes, _Query] = {}
+        self._poll_at = 0
         for mtype, handler in ((m.DEDUP_QUERY, self._on_query),
                                (m.DEDUP_REPLY, self._on_reply),
                                (m.DEDUP_FORGET, self._on_forget),
@@ -318,16 +335,30 @@ class Dedup:
                 and node.memory_level == 0 and node.dedup_since <= now - ttl * 1000)
 
     def _ask(self, key: bytes, query: _Query) -> None:
-        """DEDUP_QUERY to every peer that can be reached (again, after a "busy")."""
-        peers = {n.id for n in self.bus.reachable_peers() if self.bus.can_send(n.id)}
-        if not peers:
+        """DEDUP_QUERY to every peer that can be reached (again, after a "busy"), and
+        to those this node has yet to reach, once their link is up ("Links")."""
+        bus = self.bus
+        reachable = bus.reachable_peers()
+        peers = {n.id for n in reachable if bus.can_send(n.id)}
+        # (A peer without a link: asked only then, so a healthy cluster pays nothing.)
+        unlinked = set(bus.reaching_peers()) if len(peers) < len(reachable) else set()
+        if not peers and not unlinked:
             self._add_unless_held(key, query)
             return
-        self.bus.send_batched(peers, m.DEDUP_QUERY, [[key, query.ttl]])
-        query.peers = peers
+        if peers:
+            bus.send_batched(peers, m.DEDUP_QUERY, [[key, query.ttl]])
+        query.peers = peers | unlinked
+        query.unlinked = unlinked
         query.busy = query.yielded = False
-        query.deadline = now_ms() + DEDUP_TIMEOUT_MS
+        now = now_ms()
+        query.deadline = now + DEDUP_TIMEOUT_MS
         self._queries[key] = query
+        if unlinked:
+            self._unlinked[key] = query
+            if not self._poll_at:
+                self._poll_at = now + RECHECK_MS
+        else:
+            self._unlinked.pop(key, None)
         self._arm()
 
     def _add_unless_held(self, key: bytes, query: _Query) -> None:
@@ -494,12 +525,41 @@ class Dedup:
             if left == BUSY:
                 query.busy = True
             if not query.peers:
-                del queries[key]
-                if query.busy or query.yielded:
-                    self._rechecks[key] = (now_ms() + RECHECK_MS, query)
-                    self._arm()
-                else:
-                    self._add_unless_held(key, query)
+                self._answered(key, query)
+
+    def _answered(self, key: bytes, query: _Query) -> None:
+        """Every peer of `query` said it does not know `key` (or is busy with it)."""
+        del self._queries[key]
+        if query.busy or query.yielded:
+            self._rechecks[key] = (now_ms() + RECHECK_MS, query)
+            self._arm()
+        else:
+            self._add_unless_held(key, query)
+
+    def _poll(self, now: int) -> None:
+        """The queries waiting for a peer's link: ask the peers whose link is up now,
+        stop waiting for those this node failed to reach (or that are failing)."""
+        bus = self.bus
+        reaching: set[str] | None = None
+        for key, query in list(self._unlinked.items()):
+            if self._queries.get(key) is not query:  # answered, or timed out
+                del self._unlinked[key]
+                continue
+            for node_id in list(query.unlinked):
+                if bus.can_send(node_id):
+                    bus.send_batched((node_id,), m.DEDUP_QUERY, [[key, query.ttl]])
+                    query.unlinked.discard(node_id)
+                    continue
+                if reaching is None:
+                    reaching = set(bus.reaching_peers())
+                if node_id not in reaching:
+                    query.unlinked.discard(node_id)
+                    query.peers.discard(node_id)
+            if not query.unlinked:
+                del self._unlinked[key]
+                if not query.peers:
+                    self._answered(key, query)
+        self._poll_at = now + RECHECK_MS if self._unlinked else 0
 
     def _on_forget(self, sender: ClusterNode, fields: list[Any]) -> None:
         if len(fields) >= 2 and type(fields[0]) is bytes and type(fields[1]) is bytes:
@@ -530,6 +590,8 @@ class Dedup:
         for key in expired:
             del queries[key]
             self._finish(key, _TIMEOUT)
+        if self._unlinked and self._poll_at <= now:
+            self._poll(now)
         due = [key for key, (when, _) in self._rechecks.items() if when <= now]
         for key in due:
             query = self._rechecks.pop(key)[1]
@@ -552,6 +614,8 @@ class Dedup:
         if self._queries:
             first = next(iter(self._queries.values())).deadline
             at = first if at is None else min(at, first)
+        if self._unlinked:
+            at = self._poll_at if at is None else min(at, self._poll_at)
         assert at is not None
         if self._timer is not None:
             if self._timer_at <= at:

@@ -191,6 +191,33 @@ def test_cluster_same_keys_on_every_node_at_once(three: list[DisqProcess]) -> No
     wait_for(lambda: total_qlen(three) == 300, timeout=10, message="300 queued jobs")
 
 
+def test_cluster_node_restarted_asks_the_peers_it_has_not_reached_yet(
+        three: list[DisqProcess]) -> None:
+    """Keys b keeps alone (REPLICATE 1: b asked, then added); c is killed and
+    restarted, and ADDJOBs of those keys reach it at once, before its links to a and
+    b are up: it asks b once its link is (before: it asked no one and added them)."""
+    a, b, c = three
+    ids = {f"k{i}": add(b, f"k{i}", "body", "REPLICATE", "1") for i in range(20)}
+    c.kill()
+    c.start()
+    sock = c.connect()  # right away: one pipeline
+    try:
+        sock.sendall(b"".join(b"ADDJOB q again 5000 REPLICATE 1 DEDUP %s\r\n" % key.encode()
+                              for key in ids))
+        replies = b""
+        while replies.count(b"\r\n") < len(ids):
+            data = sock.recv(65536)
+            assert data, "connection closed"
+            replies += data
+    finally:
+        sock.close()
+    for key, line in zip(ids, replies.split(b"\r\n"), strict=False):
+        if not line.startswith(b"-NOREPL"):  # (try again: a peer not reached in 2 s)
+            assert line == b"+" + ids[key].encode(), (key, line)
+        assert add_until_answered(c, key) == ids[key]
+    assert total_qlen(three) == len(ids)
+
+
 def jobs_everywhere(nodes: list[DisqProcess]) -> set[bytes]:
     """The IDs of every job the nodes hold (queued, active or waiting for copies)."""
     return {job_id for n in nodes for job_id in call(n, "JSCAN", "BUSYLOOP")[1]}  # type: ignore[index]

@@ -83,6 +83,9 @@ class FakeBus:
         self.network = network
         self.myself = ClusterNode(node_id, "127.0.0.1", 7711, NodeFlag.MYSELF)
         self.handlers: dict[int, object] = {}
+        # Peers this node has no link to (sends fail), as just after it started: ID ->
+        # whether its dial failed (False: not tried yet, or dialled again after a drop).
+        self.unlinked: dict[str, bool] = {}
         network.add(self)
 
     def on(self, mtype: int, handler: object) -> None:
@@ -90,7 +93,8 @@ class FakeBus:
 
     def send(self, node_id: str, mtype: int, *fields: object) -> bool:
         net = self.network
-        if node_id == self.myself.id or node_id not in net.buses or node_id in net.down:
+        if (node_id == self.myself.id or node_id not in net.buses or node_id in net.down
+                or node_id in self.unlinked):
             return False
         payload = msgpack.packb(list(fields), use_bin_type=True, default=list)  # sets
         net.queue.append((self.myself.id, node_id, mtype, payload))
@@ -98,7 +102,8 @@ class FakeBus:
 
     def can_send(self, node_id: str) -> bool:
         net = self.network
-        return node_id != self.myself.id and node_id in net.buses and node_id not in net.down
+        return (node_id != self.myself.id and node_id in net.buses and node_id not in net.down
+                and node_id not in self.unlinked)
 
     def send_batched(self, node_ids: Iterable[str], mtype: int, items: list,
                      head: tuple = ()) -> int:
@@ -112,6 +117,9 @@ class FakeBus:
     def reachable_peers(self) -> list[ClusterNode]:
         net = self.network
         return [net.peers[i] for i in self.known_ids() if i not in net.down]
+
+    def reaching_peers(self) -> list[str]:
+        return [n.id for n in self.reachable_peers() if self.unlinked.get(n.id) is False]
 
     def known_ids(self) -> list[str]:
         return [i for i in self.network.buses if i != self.myself.id]
