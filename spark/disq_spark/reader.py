@@ -29,7 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from disq_client.client import Client
+from disq_client.client import Client, Connection
 from disq_client.protocol import ErrorReply, encode, format_address
 from disq_client.retry import CONNECTION_ERRORS
 
@@ -187,8 +187,8 @@ class JobTaker:
         """Take up to `limit` jobs from every node: a new held batch, numbered after
         `after` and anything taken before; None if no job came.
 
-        Each node is asked its QLEN, then for its queued jobs in turn, `fetch_count`
-        per GETJOB NOHANG. Never a GETJOB on a node known to be empty: that makes the
+        Each node is asked its QLEN, then for its queued jobs, `fetch_count` per
+        GETJOB NOHANG, one to every node with jobs at once (`_get_each`). Never a GETJOB on a node known to be empty: that makes the
         node ask the cluster for jobs (federation), and a reader polling every node
         would only chase the last jobs from node to node. With `block`, when no node
         has a job queued, one GETJOB waits up to `poll_ms` on one node (in turn): it
@@ -202,14 +202,18 @@ class JobTaker:
         queued = {node: self._qlen(node) for node in o.nodes} if limit > 0 else {}
         active = [node for node, n in queued.items() if n > 0]
         while len(rows) < limit and active:
-            for node in list(active):
-                want = min(o.fetch_count, limit - len(rows), queued[node])
-                got = self._get(node, want, 0, rows, ids)
-                queued[node] -= want
-                if got < want or queued[node] <= 0:
-                    active.remove(node)
-                if len(rows) >= limit:
+            wants: dict[str, int] = {}  # a GETJOB to each node with jobs, while room is left
+            room = limit - len(rows)
+            for node in active:
+                want = min(o.fetch_count, room, queued[node])
+                if want <= 0:
                     break
+                wants[node] = want
+                room -= want
+            for node, got in self._get_each(wants, rows, ids).items():
+                queued[node] -= wants[node]
+                if got < wants[node] or queued[node] <= 0:
+                    active.remove(node)
         if not rows and block and limit > 0:
             node = o.nodes[self._poll_next % len(o.nodes)]
             self._poll_next += 1
@@ -233,6 +237,44 @@ class JobTaker:
         except CONNECTION_ERRORS as exc:
             log.warning("disq: QLEN on %s failed: %s", node, exc)
             return 0
+
+    def _get_each(self, wants: dict[str, int], rows: Rows,
+                  ids: dict[str, list[bytes]]) -> dict[str, int]:
+        """GETJOB NOHANG to each node of `wants` at once: every request leaves before
+        a reply is read, so the nodes serve theirs side by side while this process
+        reads the others' (asked in turn, the take waited on each node for two thirds
+        of its time). How many came from each. A node whose connection breaks, or
+        that answers an error, is asked again through `_get` (its client fails over,
+        an error is raised as before); the jobs of a lost reply come back after their
+        RETRY."""
+        sent: list[tuple[str, Client, Connection]] = []
+        got: dict[str, int] = {}
+        for node, count in wants.items():
+            client = self.client(node)
+            try:
+                conn = client.connection()
+                conn.send(encode(["GETJOB", "NOHANG", "WITHCOUNTERS", "COUNT", count,
+                                  "FROM", self.o.queue]))
+            except CONNECTION_ERRORS:
+                got[node] = self._get(node, count, 0, rows, ids)
+                continue
+            sent.append((node, client, conn))
+        for node, client, conn in sent:
+            try:
+                reply = conn.read()
+            except CONNECTION_ERRORS as exc:
+                client.failed(conn.addr)
+                log.warning("disq: GETJOB from %s failed: %s", node, exc)
+                got[node] = 0
+                continue
+            if isinstance(reply, ErrorReply):
+                got[node] = self._get(node, wants[node], 0, rows, ids)
+                continue
+            taken = rows.add(reply)
+            if taken:
+                ids.setdefault(format_address(conn.addr), []).extend(taken)
+            got[node] = len(taken)
+        return got
 
     def _get(self, node: str, count: int, timeout_ms: int, rows: Rows,
              ids: dict[str, list[bytes]]) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from disq_client import Client
+from disq_client.errors import DisqConnectionError
 from disq_spark import JobTaker, ReadOptions
 from disq_spark.options import options_table, read_options, write_settings
 from disq_spark.reader import arrow_batches
@@ -51,6 +52,37 @@ def test_batches_from_every_node_held_until_acknowledged(trio: list[DisqProcess]
             wait_for(lambda j=job_id: all(  # type: ignore[misc]
                 call(n, "SHOW", j) is None for n in trio), timeout=10,
                 message="acknowledged jobs to go")
+    finally:
+        taker.close()
+
+
+def test_a_reply_lost_in_a_take_and_its_jobs_back_after_retry(
+        trio: list[DisqProcess]) -> None:
+    """A take's GETJOBs leave for every node before a reply is read. One reply is lost
+    (its connection breaks): the take has the other nodes' jobs, and the lost reply's
+    jobs, delivered but held by nobody, come back after their RETRY to a later take."""
+    for node in trio:
+        add(node, "t9", 5, retry=1)
+    taker = JobTaker(ReadOptions(addrs(trio), queue="t9", fetch_count=100, poll_ms=50))
+    try:
+        conn = taker.client(addrs(trio)[0]).connection()
+        real_read = conn.read
+
+        def broken_read(extra_wait: float | None = 0.0) -> object:
+            conn.read = real_read  # type: ignore[method-assign]  # (once)
+            conn.close()
+            raise DisqConnectionError("a lost reply")
+
+        conn.read = broken_read  # type: ignore[method-assign]
+        first = taker.take(100, block=False)
+        assert first is not None and len(first) == 10
+        got = set(first.rows.id if first.rows is not None else [])
+        deadline = time.monotonic() + 20
+        while len(got) < 15 and time.monotonic() < deadline:
+            more = taker.take(100)  # waits up to poll_ms when nothing is queued
+            if more is not None and more.rows is not None:
+                got |= set(more.rows.id)
+        assert len(got) == 15
     finally:
         taker.close()
 
