@@ -27,9 +27,10 @@ def _is_bytes(kind: Any) -> bool:
 
 
 class ArrowCommands:
-    """Joins the ADDJOBs of a batch's body column (of type `kind`) with Arrow's kernels: `head` (the
-    command up to the body's length), the body, `tail` (the options after it), then,
-    with a `key_prefix`, the DEDUP key `key_prefix` + the row's position in hex."""
+    """Joins the ADDJOBs of a batch's body column (of type `kind`) with Arrow's
+    kernels: `head` (the command up to the body's length), the body, `tail` (the
+    options after it), then, with a `key_prefix`, the DEDUP key `key_prefix` + the
+    row's position in hex."""
 
     def __init__(self, column: int, kind: Any, head: bytes, tail: bytes,
                  key_prefix: bytes | None, max_body_bytes: int) -> None:
@@ -56,6 +57,8 @@ class ArrowCommands:
     def encode(self, column: Any, start: int) -> tuple[Batch | None, list[tuple[int, str]]]:
         """The batch of the rows of `column` (the first at position `start`), and the
         rows that cannot be jobs: (position, reason)."""
+        if not len(column):
+            return None, []  # (a batch of no job would wait for no reply)
         body = column.cast(self.kind)
         lengths = pc.binary_length(body)
         positions: int | list[int] = start

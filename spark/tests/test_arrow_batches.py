@@ -73,12 +73,14 @@ def test_rows_that_need_python_take_the_row_path() -> None:
 
 
 def test_an_arrow_write_into_a_node(node: DisqProcess) -> None:
-    """Bad rows reported, the others queued once, even when written twice."""
-    values = [b"job-%d" % i for i in range(500)]
+    """Bad rows reported, the others queued once, even when written twice; a record
+    batch of no row, or of bad rows only, sends nothing."""
+    values = [b"job-%d" % i for i in range(500)] + [None]
     values[10] = None
     for _ in range(2):
         writer = PartitionWriter(options(nodes=[f"127.0.0.1:{node.port}"], batch_size=64,
-                                         replicate=1), 0)
-        stats = writer.write_arrow(record_batches(values, pa.binary(), [200, 300]))
-        assert (stats.added, stats.bad_rows) == (499, 1)
+                                         replicate=1, socket_timeout_s=5.0), 0)
+        stats = writer.write_arrow(record_batches(values, pa.binary(), [0, 200, 300, 0, 1]))
+        assert (stats.added, stats.bad_rows, stats.retries) == (499, 2, 0)
+        assert writer.client.core.failovers == 0  # (no wait for the replies of nothing)
     assert call(node, "QLEN", "q") == 499
