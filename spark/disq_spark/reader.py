@@ -253,8 +253,7 @@ class JobTaker:
             client = self.client(node)
             try:
                 conn = client.connection()
-                conn.send(encode(["GETJOB", "NOHANG", "WITHCOUNTERS", "COUNT", count,
-                                  "FROM", self.o.queue]))
+                conn.send(encode(self._getjob(count, 0)))
             except CONNECTION_ERRORS:
                 got[node] = self._get(node, count, 0, rows, ids)
                 continue
@@ -270,11 +269,22 @@ class JobTaker:
             if isinstance(reply, ErrorReply):
                 got[node] = self._get(node, wants[node], 0, rows, ids)
                 continue
-            taken = rows.add(reply)
-            if taken:
-                ids.setdefault(format_address(conn.addr), []).extend(taken)
-            got[node] = len(taken)
+            got[node] = self._took(reply, format_address(conn.addr), rows, ids)
         return got
+
+    def _getjob(self, count: int, timeout_ms: int) -> list[str | int]:
+        """GETJOB of `count` jobs with their counters: NOHANG, or waiting `timeout_ms`."""
+        wait: list[str | int] = ["NOHANG"] if not timeout_ms else ["TIMEOUT", timeout_ms]
+        return ["GETJOB", *wait, "WITHCOUNTERS", "COUNT", count, "FROM", self.o.queue]
+
+    @staticmethod
+    def _took(reply: object, where: str, rows: Rows, ids: dict[str, list[bytes]]) -> int:
+        """A GETJOB's jobs into `rows`, their IDs noted under the node that delivered
+        them (`where`); how many."""
+        got = rows.add(reply)
+        if got:
+            ids.setdefault(where, []).extend(got)
+        return len(got)
 
     def _get(self, node: str, count: int, timeout_ms: int, rows: Rows,
              ids: dict[str, list[bytes]]) -> int:
@@ -282,20 +292,14 @@ class JobTaker:
         the IDs by the node that delivered them; how many came (0 if no node
         answered: the others are asked still)."""
         client = self.client(node)
-        args: list[str | int] = ["GETJOB", "NOHANG"] if not timeout_ms else \
-            ["GETJOB", "TIMEOUT", timeout_ms]
         try:
-            reply = client.execute_command(*args, "WITHCOUNTERS", "COUNT", count,
-                                           "FROM", self.o.queue)
+            reply = client.execute_command(*self._getjob(count, timeout_ms))
         except CONNECTION_ERRORS as exc:
             log.warning("disq: GETJOB from %s failed: %s", node, exc)
             return 0
-        got = rows.add(reply)
-        if got:
-            current = client.current_node  # where the jobs came from
-            where = format_address(current) if current is not None else node
-            ids.setdefault(where, []).extend(got)
-        return len(got)
+        current = client.current_node  # where the jobs came from
+        return self._took(reply, format_address(current) if current is not None else node,
+                          rows, ids)
 
     def batches(self, after: int, through: int) -> list[Taken]:
         """The held batches numbered in (after, through]."""

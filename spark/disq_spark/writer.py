@@ -416,7 +416,7 @@ class PartitionWriter:
             conn = self.client.connection()
             conn.send(batch.payload)
         except SEND_ERRORS as exc:
-            self._resend([*self._lost(), batch], str(exc))
+            self._resend([*self._lost(), batch.jobs()], str(exc))
             return
         self.inflight.append((conn, batch))
 
@@ -436,23 +436,24 @@ class PartitionWriter:
             self._resend(self._lost(), str(exc))
             return
         _, batch = self.inflight.popleft()
-        failed, failure = self._tally(batch, replies)
+        failed, failure = self._tally(batch.job, batch.size, replies)
         if failed:  # the batches behind it are answered first
-            pile = [Batch.of(failed)]
+            pile = [failed]
             while self.inflight:
                 try:
                     replies = self._read()
                 except SEND_ERRORS:
                     pile += self._lost()
                     break
-                more, _ = self._tally(self.inflight.popleft()[1], replies)
+                batch = self.inflight.popleft()[1]
+                more, _ = self._tally(batch.job, batch.size, replies)
                 if more:
-                    pile.append(Batch.of(more))
+                    pile.append(more)
             self._resend(pile, failure)
 
-    def _lost(self) -> list[Batch]:
+    def _lost(self) -> list[list[Job]]:
         """The connection broke: every batch in flight goes to the next node."""
-        lost = [batch for _, batch in self.inflight]
+        lost = [batch.jobs() for _, batch in self.inflight]
         conns = {conn.addr for conn, _ in self.inflight}
         self.inflight.clear()
         current = self.client.current_node
@@ -460,15 +461,19 @@ class PartitionWriter:
             self.client.failed(addr)
         return lost
 
-    def _tally(self, batch: Batch, replies: list[object]) -> tuple[list[Job], str]:
-        """Count a batch's replies; the jobs to send again and the last reason."""
+    def _tally(self, job_at: Callable[[int], Job], count: int, replies: list[object]
+               ) -> tuple[list[Job], str]:
+        """Count the replies of `count` jobs (the i-th: `job_at(i)`, taken apart only for
+        an error reply); the jobs to send again and the last reason."""
+        if len(replies) != count:
+            raise ValueError(f"{len(replies)} replies for {count} jobs")
         again: list[Job] = []
         failure = ""
         move_on = False
         errors = [i for i, reply in enumerate(replies) if isinstance(reply, ErrorReply)]
         self.stats.added += len(replies) - len(errors)
         for i in errors:
-            job, reply = batch.job(i), replies[i]
+            job, reply = job_at(i), replies[i]
             assert isinstance(reply, ErrorReply)
             message = str(reply.args[0]) if reply.args else "ERR"
             code = error_code(message)
@@ -482,14 +487,13 @@ class PartitionWriter:
             self._move_on = True
         return again, failure
 
-    def _resend(self, pile: list[Batch], failure: str) -> None:
+    def _resend(self, pile: list[list[Job]], failure: str) -> None:
         """Send failed batches again, one at a time, after a back-off each round, until
         every job is added or bad; WriteError once the retry policy gives up (past
         max_attempts). Nothing is in flight."""
         client = self.client
-        for batch in pile:
+        for jobs in pile:
             attempts = self.backoff.attempts()
-            jobs = batch.jobs()
             while jobs:
                 self._leave_if_told()
                 pause = attempts.failed()  # the last send of these jobs failed
@@ -508,7 +512,7 @@ class PartitionWriter:
                     continue
                 finally:
                     self.stats.retries += client.core.failovers - failovers
-                jobs, why = self._tally(Batch.of(jobs), replies)
+                jobs, why = self._tally(jobs.__getitem__, len(jobs), replies)
                 failure = why or failure
         self._leave_if_told()
 
