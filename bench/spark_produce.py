@@ -58,10 +58,15 @@ def _children_cpu(root: int, exclude: list[int]) -> float:
     return total
 
 
-def _node_cpu(address: tuple[str, int]) -> float:
-    info = command(address, "INFO", "cpu")
+def _info(address: tuple[str, int], section: str) -> dict[str, str]:
+    """A node's INFO `section` as field -> value."""
+    info = command(address, "INFO", section)
     text = info.decode() if isinstance(info, bytes) else str(info)
-    values = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+
+
+def _node_cpu(address: tuple[str, int]) -> float:
+    values = _info(address, "cpu")
     return float(values["used_cpu_user"]) + float(values["used_cpu_sys"])
 
 

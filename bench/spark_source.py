@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.servers import Servers, command, start_disq
-from bench.spark_produce import _children_cpu, _node_cpu
+from bench.spark_produce import _children_cpu, _info, _node_cpu
 
 
 def _python_workers(root: int) -> dict[int, tuple[str, int]]:
@@ -100,12 +100,7 @@ class PeakMemory:
 
 def _registered(servers: Servers) -> int:
     """The jobs the nodes hold, each copy counted."""
-    total = 0
-    for address in servers.addresses:
-        for line in command(address, "INFO", "jobs").decode().splitlines():
-            if line.startswith("registered_jobs:"):
-                total += int(line.split(":")[1])
-    return total
+    return sum(int(_info(a, "jobs")["registered_jobs"]) for a in servers.addresses)
 
 
 def _timed(servers: Servers, run: Callable[[], None]) -> dict[str, Any]:
