@@ -168,7 +168,7 @@ def _parse_options(request: object, options: dict[bytes, _Parser], args: list[by
             token = args[j].lower()
             parser = options.get(token)
             if parser is None:
-                if token == stop:
+                if token and token == stop:
                     return j
                 raise errors.SYNTAX
         if parser.kind == FLAG:

@@ -90,6 +90,17 @@ def test_bad_requests_get_disques_errors(text: str, reply: bytes) -> None:
     assert refused.value.reply() == reply
 
 
+def test_an_empty_option_is_a_syntax_error() -> None:
+    """An empty argument where an option goes is refused, as Disque refuses it (the
+    options once stopped there silently, dropping those after it)."""
+    for request in ([b"ADDJOB", b"q", b"b", b"0", b"", b"REPLICATE", b"2"],
+                    [b"GETJOB", b"", b"FROM", b"q"]):
+        parse = AddJob.parse if request[0] == b"ADDJOB" else GetJob.parse
+        with pytest.raises(errors.DisqError) as refused:
+            parse(request)
+        assert refused.value.reply() == b"-ERR syntax error\r\n"
+
+
 def test_getjob_options_stop_at_from() -> None:
     request = GetJob.parse(args("GETJOB nohang TIMEOUT 100 COUNT 5 WITHCOUNTERS from a COUNT"))
     assert (request.nohang, request.timeout, request.count, request.with_counters,
