@@ -25,7 +25,7 @@ from typing import Final
 DEFAULT_USER: Final = "default"
 # The categories of ACL CAT (besides `all`): each command of the table names its own.
 CATEGORIES: Final = {
-    "produce": "commands that add jobs (ADDJOB, CRON ADD)",
+    "produce": "commands that add jobs (ADDJOB, ADDJOBS, CRON ADD)",
     "consume": "commands that take and settle jobs (GETJOB, ACKJOB, NACK, WORKING...)",
     "read": "commands that only read jobs and queues (SHOW, QLEN, QPEEK, JSCAN...)",
     "write": "commands that change jobs or queues",

@@ -156,10 +156,11 @@ def _compile(spec: CommandOptions) -> dict[bytes, _Parser]:
 
 
 def _parse_options(request: object, options: dict[bytes, _Parser], args: list[bytes],
-                   start: int, stop: bytes = b"") -> int:
+                   start: int, stop: bytes = b"", stop_too: bytes = b"") -> int:
     """Set `request`'s fields from the options from args[start] on, up to the token
-    `stop` (not taken as an option's value), whose index is returned (len(args) if
-    absent). An unknown token, or one whose value is missing, is a syntax error."""
+    `stop` or `stop_too` (lowercase; not taken as an option's value), whose index is
+    returned (len(args) if absent). An unknown token, or one whose value is missing,
+    is a syntax error."""
     end = len(args)
     j = start
     while j < end:
@@ -168,7 +169,7 @@ def _parse_options(request: object, options: dict[bytes, _Parser], args: list[by
             token = args[j].lower()
             parser = options.get(token)
             if parser is None:
-                if token and token == stop:
+                if token and (token == stop or token == stop_too):
                     return j
                 raise errors.SYNTAX
         if parser.kind == FLAG:
@@ -313,15 +314,25 @@ class AddJob:
     def max_deliveries(self, value: int) -> None:
         self._ext().max_deliveries = value
 
+    def with_job(self, body: bytes, dedup: bytes | None) -> AddJob:
+        """The request of one job of an ADDJOBS: this one's options (`ext` shared: it
+        is not changed once parsed), `body` and its DEDUP key."""
+        request = AddJob(self.queue, body, self.timeout, self.repl, self.delay, self.retry,
+                         self.ttl, self.maxlen, self.async_, self.queue_randomly, dedup)
+        request.ext = self.ext
+        return request
+
     @classmethod
-    def _tokens(cls, args: list[bytes], start: int) -> set[str]:
-        """The option tokens (as spelled in the table) of args[start:], options known
-        to be valid."""
+    def _tokens(cls, args: list[bytes], start: int, end: int = -1) -> set[str]:
+        """The option tokens (as spelled in the table) of args[start:end] (to the end
+        if -1), options known to be valid."""
         parsers = cls._PARSERS
         by_field = cls.OPTIONS.by_field
         given = set()
         j = start
-        while j < len(args):
+        if end < 0:
+            end = len(args)
+        while j < end:
             parser = parsers.get(args[j]) or parsers[args[j].lower()]
             given.add(by_field[parser.field].token)
             j += 1 + parser.values
@@ -333,6 +344,68 @@ class AddJob:
         message = cls.OPTIONS.exclusive_error(given)
         if message is not None:
             raise errors.err(message)
+
+
+MAX_ADDJOBS: Final = 10_000  # jobs in one ADDJOBS: a bigger batch would stall the loop
+ADDJOBS_SYNTAX: Final = fixed(
+    "ADDJOBS_SYNTAX", "ERR", "ADDJOBS needs JOBS body [body ...] or DEDUP-JOBS key body "
+    "[key body ...] after its options")
+ADDJOBS_DEDUP: Final = fixed(
+    "ADDJOBS_DEDUP", "ERR", "ADDJOBS takes its DEDUP keys per job: DEDUP-JOBS key body "
+    "[key body ...]")
+ADDJOBS_TOO_MANY: Final = fixed(
+    "ADDJOBS_TOO_MANY", "ERR", f"ADDJOBS takes at most {MAX_ADDJOBS} jobs")
+
+
+class AddJobs:
+    """ADDJOBS queue ms-timeout [ADDJOB's options but DEDUP] JOBS body [body ...]
+    | DEDUP-JOBS key body [key body ...] (a disq extension): many jobs of one queue,
+    each added as its own ADDJOB with the options (`job(i)`). Every key is checked
+    before any job is added; JOBS or DEDUP-JOBS ends the options (a body may look like
+    an option)."""
+
+    __slots__ = ("options", "args", "first", "keyed", "count")
+
+    def __init__(self, options: AddJob, args: list[bytes], first: int, keyed: bool) -> None:
+        self.options = options  # the ADDJOB options every job gets (body unset)
+        self.args = args
+        self.first = first  # args[first]: the first job's body (or key)
+        self.keyed = keyed
+        self.count = (len(args) - first) // 2 if keyed else len(args) - first
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> AddJobs:
+        options = AddJob(args[1], b"")
+        end = _parse_options(options, AddJob._PARSERS, args, 3, b"jobs", b"dedup-jobs")
+        if end >= len(args) - 1:
+            raise ADDJOBS_SYNTAX
+        if options.dedup is not None:
+            raise ADDJOBS_DEDUP
+        ext = options.ext
+        if ext is not None and (ext.delay_ms is not None or ext.at is not None):
+            options._check_exclusive(AddJob._tokens(args, 3, end))
+        keyed = args[end].lower() == b"dedup-jobs"
+        first = end + 1
+        if keyed:
+            if (len(args) - first) % 2:
+                raise ADDJOBS_SYNTAX
+            check_key = AddJob._PARSERS[b"dedup"].value
+            for j in range(first, len(args), 2):
+                check_key(args[j])
+        request = cls(options, args, first, keyed)
+        if request.count > MAX_ADDJOBS:
+            raise ADDJOBS_TOO_MANY
+        timeout = args[2]
+        if timeout != b"0":
+            options.timeout = timeout_ms(timeout)
+        return request
+
+    def job(self, i: int) -> AddJob:
+        """The ADDJOB of the i-th job."""
+        if self.keyed:
+            at = self.first + 2 * i
+            return self.options.with_job(self.args[at + 1], self.args[at])
+        return self.options.with_job(self.args[self.first + i], None)
 
 
 class JobSet:

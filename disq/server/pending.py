@@ -32,9 +32,11 @@ class Pending:
     so they leave in request order; `holds` (a parked GETJOB): its later requests
     wait too. With `durable`, the answer leaves only once what the node logged is as
     safe as the AOF policy promises: the one place replies wait for the AOF.
-    `on_cancel(cancel_arg)` runs if the client goes away first."""
+    `on_cancel(cancel_arg)` runs if the client goes away first. The reply of one job
+    of an ADDJOBS goes to its `batch` (`BatchReplies`), not to the client."""
 
-    __slots__ = ("client", "reply", "on_cancel", "cancel_arg", "holds", "durable")
+    __slots__ = ("client", "reply", "on_cancel", "cancel_arg", "holds", "durable", "batch",
+                 "index")
 
     def __init__(self, client: LaterReplies, on_cancel: Callable[[Any], None] | None,
                  cancel_arg: Any, holds: bool, durable: bool) -> None:
@@ -44,6 +46,8 @@ class Pending:
         self.cancel_arg = cancel_arg
         self.holds = holds
         self.durable = durable
+        self.batch: BatchReplies | None = None
+        self.index = 0  # in `batch`
 
     def answer(self, data: bytes) -> None:
         if self.reply is not None:
@@ -56,9 +60,61 @@ class Pending:
                 aof.on_durable(lambda: self.answer(data))
                 return
         self.reply = data
+        batch = self.batch
+        if batch is not None:
+            batch.fill(self.index, data)
+            return
         if not client._flush_scheduled:  # one write for all answered this turn
             client._flush_scheduled = True
             client.server.loop.call_soon(client._flush_replies)  # type: ignore[union-attr]
+
+
+class BatchReplies:
+    """The replies of an ADDJOBS's jobs, one array once every job has one: each
+    job's reply is given now (`give`) or is a Pending of its own (`adopt`, as its ADDJOB
+    would have returned: answered, it fills its place here)."""
+
+    __slots__ = ("replies", "left", "later", "pendings")
+
+    def __init__(self, count: int) -> None:
+        self.replies: list[bytes] = [b""] * count
+        self.left = 0  # replies still to come
+        self.later: Pending | None = None  # the client's, once some reply waits
+        self.pendings: list[Pending] = []
+
+    def give(self, index: int, data: bytes) -> None:
+        self.replies[index] = data
+
+    def adopt(self, index: int, pending: Pending) -> None:
+        if pending.reply is not None:  # answered already (in the same loop turn)
+            self.replies[index] = pending.reply
+            return
+        pending.batch = self
+        pending.index = index
+        self.pendings.append(pending)
+        self.left += 1
+
+    def result(self, client: LaterReplies) -> bytes | Pending:
+        """The handler's reply: the array now, or the Pending it comes through."""
+        if not self.left:
+            return self._array()
+        self.later = client.pending(self._cancel)
+        return self.later
+
+    def fill(self, index: int, data: bytes) -> None:
+        self.replies[index] = data
+        self.left -= 1
+        if not self.left and self.later is not None:
+            self.later.answer(self._array())
+
+    def _array(self) -> bytes:
+        return b"*%d\r\n%s" % (len(self.replies), b"".join(self.replies))
+
+    def _cancel(self, _: object) -> None:
+        """The client went away: each job's ADDJOB is cancelled as it would have been."""
+        for pending in self.pendings:
+            if pending.reply is None and pending.on_cancel is not None:
+                pending.on_cancel(pending.cancel_arg)
 
 
 @trait  # a base of several (mypyc compiles traits, not multiple inheritance)

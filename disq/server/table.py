@@ -30,7 +30,7 @@ Handler = Callable[["Client", list[bytes]], "bytes | Pending"]
 _ADMIN: Final = ("admin", "dangerous")
 _CONSUME: Final = ("consume", "write")
 CATEGORIES: dict[str, tuple[str, ...]] = {
-    "addjob": ("produce", "write"), "cron": ("produce", "write"),
+    "addjob": ("produce", "write"), "addjobs": ("produce", "write"), "cron": ("produce", "write"),
     "jobset": ("produce", "write"),
     "getjob": _CONSUME, "ackjob": _CONSUME, "fastack": _CONSUME, "nack": _CONSUME,
     "enqueue": _CONSUME, "dequeue": _CONSUME, "working": _CONSUME,

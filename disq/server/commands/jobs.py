@@ -1,5 +1,5 @@
 """Job commands: ADDJOB GETJOB ACKJOB FASTACK NACK ENQUEUE DEQUEUE DELJOB WORKING
-SHOW LOADJOB, and JOBSET (a disq extension)."""
+SHOW LOADJOB, and ADDJOBS and JOBSET (disq extensions)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from ... import errors
 from ...ids import is_valid_job_id
 from ...job import STATE_NAMES, WAIT_REPL, Job
 from ...node import now_ms
-from ...requests import AddJob, GetJob, JobSet, Nack, validate_ids
+from ...requests import AddJob, AddJobs, GetJob, JobSet, Nack, validate_ids
 from .. import reply
 from ..guard import check_jobs, check_queue, check_queues
+from ..pending import BatchReplies
 from ..table import command
 from .dedup import add_deduped, park_for_replication
 
@@ -35,6 +36,41 @@ def addjob(client: Client, args: list[bytes]) -> bytes | Pending:
     if job.state == WAIT_REPL:
         return park_for_replication(client, job)
     return b"+" + job.id + b"\r\n"
+
+
+@command("addjobs", -5, "wm")
+def addjobs(client: Client, args: list[bytes]) -> bytes | Pending:
+    """ADDJOBS queue ms-timeout [ADDJOB's options but DEDUP] JOBS body [body ...]
+    | DEDUP-JOBS key body [key body ...] (a disq extension): each job added in order as
+    its own ADDJOB with the options would be; one array reply, each job's ADDJOB reply
+    (its ID, or its error) in its place, once every job has one. A producer's batch
+    pays one request's parsing, dispatch and reply."""
+    user = client.user
+    if not user.all_queues:
+        check_queue(client, args[1])
+    batch = AddJobs.parse(args)
+    replies = BatchReplies(batch.count)
+    node = client.node
+    for i in range(batch.count):
+        request = batch.job(i)
+        user.jobs_added += 1
+        try:
+            if request.dedup is not None:
+                rep = add_deduped(client, request)
+            else:
+                job = node.add_job(request)
+                rep = (park_for_replication(client, job) if job.state == WAIT_REPL
+                       else b"+" + job.id + b"\r\n")
+        except errors.DisqError as exc:
+            rep = exc.reply()
+        except Exception as exc:  # a bug: this job's error, the batch's others stand
+            client.server.log_exception("Error while executing addjobs", exc)
+            rep = b"-ERR internal error while executing 'addjobs'\r\n"
+        if type(rep) is bytes:
+            replies.give(i, rep)
+        else:
+            replies.adopt(i, rep)  # type: ignore[arg-type]
+    return replies.result(client)
 
 
 @command("getjob", -2, "w")
