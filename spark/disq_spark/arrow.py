@@ -30,18 +30,23 @@ class ArrowCommands:
     """Joins the ADDJOBs of a batch's body column (of type `kind`) with Arrow's
     kernels: `head` (the command up to the body's length), the body, `tail` (the
     options after it), then, with a `key_prefix`, the DEDUP key `key_prefix` + the
-    row's position in hex."""
+    row's position in hex. `key_first`: ADDJOBS's arguments of each job instead (head
+    `$`, no tail: [key] body, the key first)."""
 
     def __init__(self, column: int, kind: Any, head: bytes, tail: bytes,
-                 key_prefix: bytes | None, max_body_bytes: int) -> None:
+                 key_prefix: bytes | None, max_body_bytes: int, key_first: bool = False
+                 ) -> None:
         self.column = column  # the body column's position
         large = pa.types.is_large_binary(kind) or pa.types.is_large_string(kind)
         self.kind = pa.large_binary() if large else pa.binary()
         self.offsets = pa.int64() if large else pa.int32()
         self.head = pa.scalar(head, self.kind)
         self.crlf = pa.scalar(b"\r\n", self.kind)
-        self.tail = pa.scalar(b"\r\n" + tail + (b"$5\r\nDEDUP\r\n$" if key_prefix is not None
-                                                else b""), self.kind)
+        self.key_first = key_first  # ADDJOBS's DEDUP-JOBS key body (else ADDJOB's)
+        self.tail = pa.scalar(b"\r\n" + tail + (
+            b"$5\r\nDEDUP\r\n$" if key_prefix is not None and not key_first else b""),
+            self.kind)
+        self.dollar = pa.scalar(b"$", self.kind)
         self.key_prefix = key_prefix
         self.prefix = pa.scalar(b"\r\n" + (key_prefix or b""), self.kind)
         self.empty = pa.scalar(b"", self.kind)
@@ -82,8 +87,9 @@ class ArrowCommands:
             numbers = (range(start, start + len(body)) if isinstance(positions, int)
                        else positions)
             hexes = pa.array([b"%x" % n for n in numbers], self.kind)
-            parts += [self._digits(pc.add(pc.binary_length(hexes), len(self.key_prefix))),
-                      self.prefix, hexes, self.crlf]
+            key = [self._digits(pc.add(pc.binary_length(hexes), len(self.key_prefix))),
+                   self.prefix, hexes, self.crlf]
+            parts = [self.dollar, *key, *parts] if self.key_first else parts + key
         joined = pc.binary_join_element_wise(*parts, self.empty)
         _, offsets, data = joined.buffers()
         bounds = pa.Array.from_buffers(self.offsets, len(joined) + 1, [None, offsets],

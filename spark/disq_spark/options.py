@@ -72,7 +72,10 @@ OPTIONS = (
         field="async_"),
     Opt("timeout_ms", "int", "write", "ADDJOB's timeout: how long the copies may take "
         "(10000)"),
-    Opt("batch_size", "int", "write", "ADDJOBs per pipelined write (1000)"),
+    Opt("batch_size", "int", "write", "jobs per pipelined write (1000, at most 10000)"),
+    Opt("bulk", "bool", "write", "true (default): a write is one ADDJOBS (disq's batch "
+        "of ADDJOBs); false: one ADDJOB a row (always so with per-row AT, PRIORITY or "
+        "GROUP)"),
     Opt("pipeline", "int", "write", "such writes in flight per task (2)"),
     Opt("max_body_bytes", "int", "write", "larger bodies are bad rows (1 MiB)"),
     Opt("max_attempts", "int", "write", "sends of a batch before the task fails (10)"),

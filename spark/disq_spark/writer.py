@@ -1,7 +1,9 @@
 """One partition written as jobs: what runs in each Spark task, without Spark.
 
 `PartitionWriter.write(rows)` turns rows into bodies and DEDUP keys and sends them as
-pipelined ADDJOBs, `batch_size` per write and `pipeline` writes in flight, over the
+pipelined ADDJOBS requests (disq's batch of ADDJOBs: one request and one array reply a
+batch; one ADDJOB a row when rows have their own AT, PRIORITY or GROUP, or with `bulk`
+off), `batch_size` jobs per write and `pipeline` writes in flight, over the
 connection a `disq_client.Client` gives: the client chooses the node (the partition's
 own first, `ClusterView.prefer`, then by HELLO priority and recent failures), and when
 a connection breaks the batches in flight go to the next node it picks. The writer
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from disq_spark.arrow import ArrowCommands
 
 MAX_EXAMPLES = 5
+MAX_ADDJOBS = 10_000  # jobs in one ADDJOBS (the server's limit)
 # a connection that broke, timed out, or failed below the client (a socket option)
 SEND_ERRORS = (*CONNECTION_ERRORS, OSError)
 
@@ -150,6 +153,7 @@ class WriteOptions(ConnectOptions):
     timeout_ms: int = 10_000  # ADDJOB's replication timeout
     batch_size: int = 1000
     pipeline: int = 2  # batches in flight per task
+    bulk: bool = True  # a batch as one ADDJOBS (not with per-row options)
     max_body_bytes: int = 1 << 20
     max_attempts: int = 10  # per batch, over every node
     backoff_s: float = 0.05  # first back-off, doubled each time up to backoff_max_s
@@ -172,8 +176,8 @@ class WriteOptions(ConnectOptions):
                                           ("at", self.at)) if value is not None]
         if len(given) > 1:
             raise ValueError(f"disq: {' and '.join(given)} are mutually exclusive")
-        if self.batch_size < 1:
-            raise ValueError("disq: batch_size must be at least 1")
+        if not 1 <= self.batch_size <= MAX_ADDJOBS:
+            raise ValueError(f"disq: batch_size must be 1..{MAX_ADDJOBS}")
         if self.priority is not None and not MIN_PRIORITY <= self.priority <= MAX_PRIORITY:
             raise ValueError(f"disq: priority must be {MIN_PRIORITY}..{MAX_PRIORITY}")
 
@@ -259,12 +263,20 @@ class PartitionWriter:
         self._suffix = b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in tail)
         q = options.queue.encode("utf-8", "surrogateescape")
         self._queue = b"$%d\r\n%s\r\n" % (len(q), q)
+        self._per_row = (options.at is not None or options.priority_field is not None
+                         or options.group_field is not None)
+        # ADDJOBS: a job is its arguments ([key] body); a batch's request is the head
+        # (argument count: `_bulk_argc` + `_job_argc` a job) and its jobs joined
+        self.bulk = options.bulk and not self._per_row
+        self._bulk_argc = 2 + len(tail) + 1
+        self._job_argc = 2 if options.dedup else 1
+        self._bulk_head = b"$7\r\nADDJOBS\r\n%s%s%s" % (
+            self._queue, self._suffix,
+            b"$10\r\nDEDUP-JOBS\r\n" if options.dedup else b"$4\r\nJOBS\r\n")
         self.backoff = options.retry_policy()
         # batches sent, replies not read yet, with the connection they went on
         self.inflight: deque[tuple[Connection, Batch]] = deque()
         self._move_on = False  # a node said -LEAVING/-LOADING: the next batch elsewhere
-        self._per_row = (options.at is not None or options.priority_field is not None
-                         or options.group_field is not None)
         # how long to wait for a batch's replies beyond the socket timeout: the time a
         # synchronous ADDJOB may wait for its copies (a DEDUP check may add up to 2 s)
         self.reply_wait = 0.0 if options.async_ else options.timeout_ms / 1000 + 2.0
@@ -321,10 +333,13 @@ class PartitionWriter:
         if (o.key is not None or self._per_row or not 0 <= body < len(schema)
                 or not ArrowCommands.fits(schema.field(body).type)):
             return None
+        key_prefix = self.key_prefix if o.dedup else None
+        if self.bulk:
+            return ArrowCommands(body, schema.field(body).type, b"$", b"", key_prefix,
+                                 o.max_body_bytes, key_first=True)
         return ArrowCommands(body, schema.field(body).type,
                              b"*%d\r\n$6\r\nADDJOB\r\n%s$" % (self._argc, self._queue),
-                             self._suffix, self.key_prefix if o.dedup else None,
-                             o.max_body_bytes)
+                             self._suffix, key_prefix, o.max_body_bytes)
 
     def _arrow_batches(self, batches: Iterable[Any], commands: ArrowCommands
                        ) -> Iterator[Batch]:
@@ -361,6 +376,10 @@ class PartitionWriter:
             except Exception as exc:
                 self.stats.bad(self._where(index), f"options: {exc!r}"[:200])
                 return None
+        if self.bulk:  # ADDJOBS's arguments: [key] body
+            return b"%s$%d\r\n%s\r\n" % (
+                b"$%d\r\n%s\r\n" % (len(key), key) if self.o.dedup else b"", len(body),
+                body), index
         # ADDJOB queue body <timeout and shared options> <the row's options> [DEDUP key]
         return b"*%d\r\n$6\r\nADDJOB\r\n%s$%d\r\n%s\r\n%s%s%s" % (
             self._argc + count, self._queue, len(body), body, self._suffix, extra,
@@ -414,7 +433,8 @@ class PartitionWriter:
             self._collect_oldest()
         try:
             conn = self.client.connection()
-            conn.send(batch.payload)
+            conn.send(self._request(batch.payload, batch.size) if self.bulk
+                      else batch.payload)
         except SEND_ERRORS as exc:
             self._resend([*self._lost(), batch.jobs()], str(exc))
             return
@@ -427,7 +447,24 @@ class PartitionWriter:
     def _read(self) -> list[object]:
         """The oldest batch's replies, on the connection it was sent on."""
         conn, batch = self.inflight[0]
+        if self.bulk:
+            return self._each(conn.read_many(1, self.reply_wait)[0], batch.size)
         return conn.read_many(batch.size, self.reply_wait)
+
+    def _request(self, jobs: bytes, count: int) -> bytes:
+        """The ADDJOBS of `count` jobs (their arguments joined: `jobs`)."""
+        return b"*%d\r\n%s%s" % (self._bulk_argc + count * self._job_argc, self._bulk_head,
+                                  jobs)
+
+    @staticmethod
+    def _each(reply: object, count: int) -> list[object]:
+        """Each job's reply from an ADDJOBS's: its array, or the request's error (a
+        node loading, leaving, out of memory...) for every job."""
+        if isinstance(reply, ErrorReply):
+            return [reply] * count
+        if not isinstance(reply, list) or len(reply) != count:
+            raise ValueError(f"ADDJOBS of {count} jobs answered {reply!r:.200}")
+        return reply
 
     def _collect_oldest(self) -> None:
         try:
@@ -505,8 +542,13 @@ class PartitionWriter:
                 time.sleep(pause)
                 failovers = client.core.failovers
                 try:
-                    replies = client.execute_pipeline([command for command, _ in jobs],
-                                                      self.reply_wait)
+                    if self.bulk:
+                        replies = self._each(client.execute_pipeline(
+                            [self._request(b"".join([args for args, _ in jobs]), len(jobs))],
+                            self.reply_wait)[0], len(jobs))
+                    else:
+                        replies = client.execute_pipeline([command for command, _ in jobs],
+                                                          self.reply_wait)
                 except SEND_ERRORS as exc:  # no node answered, after the client's failover
                     failure = str(exc)
                     continue
