@@ -317,13 +317,18 @@ class AsyncClient(ClientBase):
                        delay_ms: int | None = None, at: datetime | int | None = None,
                        priority: int | None = None, group: str | bytes | None = None,
                        max_deliveries: int | None = None) -> list[str]:
-        batches, wait = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl,
-                                      maxlen, async_, batch_size, dedup, delay_ms=delay_ms,
-                                      at=at, priority=priority, group=group,
-                                      max_deliveries=max_deliveries)
+        plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl, maxlen,
+                             async_, batch_size, dedup, delay_ms=delay_ms, at=at,
+                             priority=priority, group=group, max_deliveries=max_deliveries)
         replies: list[object] = []
-        for payload in batches:
-            replies += await self._run_pipeline(payload, wait)
+        for chunk, keys in plan.chunks:
+            if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it
+                reply = (await self._run_pipeline(plan.bulk(chunk, keys), plan.wait))[0]
+                if not cmds.unknown_command(reply):
+                    replies += cmds.each_job(reply, len(chunk))
+                    continue
+                self.bulk_adds = False
+            replies += await self._run_pipeline(plan.pipelined(chunk, keys), plan.wait)
         return cmds.job_ids(replies)
 
     async def get_jobs(self, *queues: str, count: int = 1, timeout_ms: int = 0,

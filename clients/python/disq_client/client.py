@@ -58,6 +58,9 @@ class ClientBase:
                  ssl_ca_certs: str | None = None, ssl_certfile: str | None = None,
                  ssl_keyfile: str | None = None, ssl_check_hostname: bool = True) -> None:
         self.core = ClientCore(nodes, switch_after_jobs=switch_after_jobs, retries=retries)
+        # add_jobs sends a batch as one ADDJOBS (disq's) until a server does not know it
+        # (Disque): pipelined ADDJOBs from then on
+        self.bulk_adds = True
         self.settings = ConnectionSettings(timeout, connect_timeout, password, ssl_context(
             ssl, ca_certs=ssl_ca_certs, certfile=ssl_certfile, keyfile=ssl_keyfile,
             check_hostname=ssl_check_hostname))
@@ -440,17 +443,24 @@ class Client(ClientBase):
                  at: datetime | int | None = None, priority: int | None = None,
                  group: str | bytes | None = None,
                  max_deliveries: int | None = None) -> list[str]:
-        """Pipelined ADDJOB: `batch_size` jobs per write. Returns the IDs in order; if any
-        job was refused, raises BatchError once every batch was sent, with each job's ID
-        or exception in `results`. `dedup`: one DEDUP key per body (see add_job), which
-        also makes sending a batch again after a broken connection add nothing twice."""
-        batches, wait = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl,
-                                      maxlen, async_, batch_size, dedup, delay_ms=delay_ms,
-                                      at=at, priority=priority, group=group,
-                                      max_deliveries=max_deliveries)
+        """ADDJOB for each body, `batch_size` jobs per request: one ADDJOBS (disq's batch
+        of ADDJOBs), or pipelined ADDJOBs on a server without it (Disque). Returns the
+        IDs in order; if any job was refused, raises BatchError once every batch was
+        sent, with each job's ID or exception in `results`. `dedup`: one DEDUP key per
+        body (see add_job), which also makes sending a batch again after a broken
+        connection add nothing twice."""
+        plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl, maxlen,
+                             async_, batch_size, dedup, delay_ms=delay_ms, at=at,
+                             priority=priority, group=group, max_deliveries=max_deliveries)
         replies: list[object] = []
-        for payload in batches:
-            replies += self._run_pipeline(payload, wait)
+        for chunk, keys in plan.chunks:
+            if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it
+                reply = (self._run_pipeline(plan.bulk(chunk, keys), plan.wait))[0]
+                if not cmds.unknown_command(reply):
+                    replies += cmds.each_job(reply, len(chunk))
+                    continue
+                self.bulk_adds = False
+            replies += self._run_pipeline(plan.pipelined(chunk, keys), plan.wait)
         return cmds.job_ids(replies)
 
     def get_jobs(self, *queues: str, count: int = 1, timeout_ms: int = 0,

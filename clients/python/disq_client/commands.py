@@ -10,8 +10,8 @@ from itertools import islice
 from typing import Generic, TypeVar, cast
 
 from .bodies import Body, to_body
-from .errors import BatchError
-from .protocol import Arg, error_of, to_bytes
+from .errors import BatchError, ProtocolError
+from .protocol import Arg, ErrorReply, error_of, to_bytes
 from .spec import (
     ADDJOB,
     CRON_ADD,
@@ -128,19 +128,76 @@ def add_job(queue: str, body: Body, timeout_ms: int, replicate: int | None,
                addjob_wait(timeout_ms, async_))
 
 
+@dataclass
+class JobBatches:
+    """The jobs of `add_jobs`, `batch_size` at a time (`chunks`: bodies, and their
+    DEDUP keys or None), each sent as one ADDJOBS (`bulk`, disq's batch of ADDJOBs) or
+    as pipelined ADDJOBs (`pipelined`: Disque, which has no ADDJOBS); `wait`: how long
+    a batch may take."""
+
+    queue: str
+    options: tuple[Arg, ...]
+    chunks: Iterator[tuple[list[Body], list[Arg] | None]]
+    wait: float | None
+
+    def bulk(self, bodies: list[Body], keys: list[Arg] | None) -> list[bytes]:
+        return [addjobs_request(self.queue, bodies, self.options, keys)]
+
+    def pipelined(self, bodies: list[Body], keys: list[Arg] | None) -> list[bytes]:
+        return encode_addjobs(self.queue, bodies, self.options, keys)
+
+
 def add_jobs(queue: str, bodies: Iterable[Body], timeout_ms: int, replicate: int | None,
              delay: int | None, retry: int | None, ttl: int | None, maxlen: int | None,
              async_: bool, batch_size: int, dedup: Iterable[Arg] | None, *,
              delay_ms: int | None = None, at: datetime | int | None = None,
              priority: int | None = None, group: Arg | None = None,
-             max_deliveries: int | None = None,
-             ) -> tuple[Iterator[list[bytes]], float | None]:
-    """Pipelined ADDJOBs: their encoded batches, and how long each batch may take."""
+             max_deliveries: int | None = None) -> JobBatches:
+    """A batch of ADDJOBs, `batch_size` jobs a request (see JobBatches)."""
     options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_,
                              delay_ms=delay_ms, at=at, priority=priority, group=group,
                              max_deliveries=max_deliveries)
-    return (addjob_batches(queue, bodies, options, dedup, batch_size),
-            addjob_wait(timeout_ms, async_))
+    if dedup is None:
+        chunks: Iterator[tuple[list[Body], list[Arg] | None]] = (
+            (chunk, None) for chunk in _chunks(bodies, batch_size))
+    else:
+        chunks = (([b for b, _ in pairs], [k for _, k in pairs])
+                  for pairs in _chunks(zip(bodies, dedup, strict=True), batch_size))
+    return JobBatches(queue, options, chunks, addjob_wait(timeout_ms, async_))
+
+
+def addjobs_request(queue: str, bodies: Sequence[Body], options: tuple[Arg, ...],
+                    dedup: Sequence[Arg] | None = None) -> bytes:
+    """One ADDJOBS queue <options> JOBS body... | DEDUP-JOBS key body... (disq's
+    batch of ADDJOBs: each job added as its own ADDJOB; one array reply)."""
+    q = queue.encode("utf-8", "surrogateescape")
+    tail = [to_bytes(a) for a in options]
+    parts = [b"*%d\r\n$7\r\nADDJOBS\r\n$%d\r\n%s\r\n" % (
+        3 + len(tail) + len(bodies) * (1 if dedup is None else 2), len(q), q)]
+    parts += [b"$%d\r\n%s\r\n" % (len(a), a) for a in tail]
+    parts.append(b"$4\r\nJOBS\r\n" if dedup is None else b"$10\r\nDEDUP-JOBS\r\n")
+    for i, body in enumerate(bodies):
+        if dedup is not None:
+            key = to_bytes(dedup[i])
+            parts.append(b"$%d\r\n%s\r\n" % (len(key), key))
+        data = body if isinstance(body, bytes) else to_body(body)
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
+def each_job(reply: object, count: int) -> list[object]:
+    """Each job's reply from the reply of an ADDJOBS of `count` jobs: its array, or
+    the request's error for every job."""
+    if isinstance(reply, ErrorReply):
+        return [reply] * count
+    if not isinstance(reply, list) or len(reply) != count:
+        raise ProtocolError(f"ADDJOBS of {count} jobs answered {reply!r:.200}")
+    return reply
+
+
+def unknown_command(reply: object) -> bool:
+    """Whether the server does not know the command (Disque, for ADDJOBS)."""
+    return isinstance(reply, ErrorReply) and str(reply).startswith("ERR unknown command")
 
 
 def job_ids(replies: list[object]) -> list[str]:
@@ -173,18 +230,7 @@ def encode_addjobs(queue: str, bodies: Iterable[Body], options: tuple[Arg, ...],
     return out
 
 
-def addjob_batches(queue: str, bodies: Iterable[Body], options: tuple[Arg, ...],
-                   dedup: Iterable[Arg] | None, batch_size: int) -> Iterator[list[bytes]]:
-    """`encode_addjobs` by `batch_size` bodies (each with its key if `dedup`)."""
-    if dedup is None:
-        for chunk in chunks(bodies, batch_size):
-            yield encode_addjobs(queue, chunk, options)
-        return
-    for pairs in chunks(zip(bodies, dedup, strict=True), batch_size):
-        yield encode_addjobs(queue, [b for b, _ in pairs], options, [k for _, k in pairs])
-
-
-def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
     iterator = iter(items)
     while chunk := list(islice(iterator, size)):
         yield chunk

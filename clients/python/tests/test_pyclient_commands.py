@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,7 +42,7 @@ Connect = Callable[..., Any]
 
 
 def test_a_pipeline_whose_replies_span_many_reads(node: DisqProcess, connect: Connect) -> None:
-    """3,000 ADDJOBs in one write: their replies (~130 KiB) arrive in reads larger than
+    """3,000 jobs in one ADDJOBS: its reply (~130 KiB) arrives in reads larger than
     protocol.FEED_PIECE, fed to hiredis piece by piece: every ID, in order."""
     c = connect(addr(node))
     bodies = [f"job-{i}" for i in range(3000)]
@@ -230,8 +231,19 @@ def test_bodies(node: DisqProcess, connect: Connect) -> None:
         c.add_job("q", {"not": "bytes"})
 
 
+def calls(node: DisqProcess, command: str) -> int:
+    """How many times the node ran `command` (INFO commandstats)."""
+    text = call(node, "INFO", "commandstats")
+    assert isinstance(text, bytes)
+    found = re.search(rb"cmdstat_%s:calls=(\d+)" % command.encode(), text)
+    return int(found.group(1)) if found else 0
+
+
 def test_add_jobs_pipeline(node: DisqProcess, connect: Connect) -> None:
+    """One ADDJOBS a batch (disq's batch of ADDJOBs): the IDs in order, each job's
+    error in its place."""
     c = connect(addr(node))
+    before = calls(node, "addjobs"), calls(node, "addjob")
     ids = c.add_jobs("q", (b"%d" % i for i in range(2500)), batch_size=1000)
     assert len(ids) == len(set(ids)) == 2500 and all(ID_RE.match(i) for i in ids)
     assert c.qlen("q") == 2500
@@ -241,6 +253,24 @@ def test_add_jobs_pipeline(node: DisqProcess, connect: Connect) -> None:
     results = caught.value.results
     assert [type(r) for r in results] == [str, str, QueueFullError]
     assert c.qlen("q2") == 2
+    assert (calls(node, "addjobs"), calls(node, "addjob")) == (before[0] + 5, before[1])
+
+
+def test_add_jobs_on_a_server_without_addjobs(tmp_path: Path, connect: Connect) -> None:
+    """A server that does not know ADDJOBS (Disque; here a node that renamed it away)
+    gets pipelined ADDJOBs from the first refused batch on: the same IDs and errors."""
+    node = DisqProcess(tmp_path, config_text='rename-command ADDJOBS ""\n')
+    node.start()
+    try:
+        c = connect(addr(node))
+        ids = c.add_jobs("q", [b"a", b"b", b"c"], batch_size=2, dedup=["k1", "k2", "k1"])
+        assert ids[0] == ids[2] != ids[1] and c.qlen("q") == 2
+        with pytest.raises(BatchError) as caught:
+            c.add_jobs("q", [b"d", b"e"], maxlen=3)
+        assert [type(r) for r in caught.value.results] == [str, QueueFullError]
+        assert (calls(node, "addjobs"), calls(node, "addjob")) == (0, 5)
+    finally:
+        node.stop()
 
 
 def test_add_with_dedup_keys(node: DisqProcess, connect: Connect) -> None:

@@ -157,9 +157,17 @@ def test_encode_addjobs_with_dedup_keys() -> None:
     options = cmds.addjob_options(100, None, None, None, None, None, False)
     assert cmds.encode_addjobs("q", [b"a"], options, [b"k1"]) == [
         b"*6\r\n$6\r\nADDJOB\r\n$1\r\nq\r\n$1\r\na\r\n$3\r\n100\r\n$5\r\nDEDUP\r\n$2\r\nk1\r\n"]
-    batches = list(cmds.addjob_batches("q", [b"a", b"b", b"c"], options, ["x", "y", "z"], 2))
-    assert [len(b) for b in batches] == [2, 1]
-    assert batches[1][0].endswith(b"$5\r\nDEDUP\r\n$1\r\nz\r\n")
+    plan = cmds.add_jobs("q", [b"a", b"b", b"c"], 100, None, None, None, None, None, False,
+                         2, ["x", "y", "z"])
+    chunks = list(plan.chunks)
+    assert chunks == [([b"a", b"b"], ["x", "y"]), ([b"c"], ["z"])]
+    assert plan.pipelined(*chunks[1])[0].endswith(b"$5\r\nDEDUP\r\n$1\r\nz\r\n")
+    assert plan.bulk(*chunks[0]) == [
+        b"*8\r\n$7\r\nADDJOBS\r\n$1\r\nq\r\n$3\r\n100\r\n$10\r\nDEDUP-JOBS\r\n"
+        b"$1\r\nx\r\n$1\r\na\r\n$1\r\ny\r\n$1\r\nb\r\n"]
+    assert cmds.addjobs_request("q", [b"a", "é"], (0, "TTL", 5)) == (
+        b"*8\r\n$7\r\nADDJOBS\r\n$1\r\nq\r\n$1\r\n0\r\n$3\r\nTTL\r\n$1\r\n5\r\n"
+        b"$4\r\nJOBS\r\n$1\r\na\r\n$2\r\n\xc3\xa9\r\n")
     assert cmds.addjob_options(0, None, None, None, None, None, False, "k") == (0, "DEDUP", "k")
 
 
