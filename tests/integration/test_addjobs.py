@@ -162,3 +162,20 @@ def test_cluster_client_gone_while_jobs_wait_for_copies(three: list[DisqProcess]
                  message="the jobs of the gone client to be deleted")
     finally:
         c.proc.send_signal(signal.SIGCONT)
+
+
+def test_appendfsync_always_answered_jobs_survive_kill_9(start_node: Callable[..., DisqProcess]
+                                                         ) -> None:
+    """The jobs of an ADDJOBS are logged as ADDJOB's are: every ID answered is there
+    after kill -9 and a restart on the AOF."""
+    always = ("--appendonly", "yes", "--appendfsync", "always")
+    node = start_node(*always, name="n")
+    with RawClient(node.port) as client:
+        ids = ids_of(client.call("ADDJOBS", "q", 0, "DEDUP-JOBS",
+                                 *[a for i in range(500) for a in (f"k{i}", f"b{i}")]))
+    node.kill()
+    node = start_node(*always, name="n")
+    with RawClient(node.port) as client:
+        for job_id in ids[::50]:
+            assert show(client, job_id)["body"].startswith(b"b")  # (active until RETRY)
+        assert client.info_field("registered_jobs") == "500"

@@ -27,6 +27,8 @@ KEEP_JOBS = 3
 OPTIONS: dict[bytes, list[bytes]] = {
     b"addjob": [b"REPLICATE", b"DELAY", b"RETRY", b"TTL", b"MAXLEN", b"ASYNC",
                 b"QUEUE-RANDOMLY", b"q"],
+    b"addjobs": [b"JOBS", b"DEDUP-JOBS", b"REPLICATE", b"TTL", b"MAXLEN", b"DEDUP", b"ASYNC",
+                 b"k", b"q", b"0"],
     b"getjob": [b"NOHANG", b"TIMEOUT", b"COUNT", b"WITHCOUNTERS", b"FROM", b"q"],
     b"qscan": [b"COUNT", b"BUSYLOOP", b"MINLEN", b"MAXLEN", b"IMPORTRATE", b"0"],
     b"jscan": [b"COUNT", b"BUSYLOOP", b"QUEUE", b"STATE", b"REPLY", b"ALL", b"ID", b"queued",
