@@ -193,7 +193,7 @@ class ClusterBus:
                     batch = m.PackedMessage(packed_head, 1 + len(head))
                 else:
                     batch = [mtype, *head]
-                outbox.new_batch(key, batch)
+                outbox.new_batch(key, batch, mtype == m.REPLJOB)
             if isinstance(batch, m.PackedMessage):
                 batch.add(packed, len(items))
             else:

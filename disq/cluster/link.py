@@ -49,8 +49,11 @@ class Outbox:
         self.batches: dict[object, tuple[list[Any] | m.PackedMessage, int]] = {}
         # `messages`' length after its last message that is not a batch: a batch
         # before it takes no more items, which would overtake that message. Batches
-        # may pass each other (copies, confirmations, queries of different jobs and keys).
+        # may pass each other (copies, confirmations, queries of different jobs and
+        # keys), but a DELJOB or SETACK batch takes no more items once a REPLJOB batch
+        # follows it (`copies_at`): it could delete or ack a job before its copy.
         self.fence = 0
+        self.copies_at = 0  # `messages`' length before its last REPLJOB batch
         self.up = False  # connected: messages may be queued
         self.scheduled = False  # `schedule` was called this turn (the flush)
         self._schedule = schedule
@@ -66,12 +69,17 @@ class Outbox:
         """This turn's message for `key` (ClusterBus.send_batched) that items may still
         join (see `fence`), if any."""
         entry = self.batches.get(key)
-        if entry is not None and entry[1] >= self.fence:
+        if entry is not None and entry[1] >= self.fence and (
+                entry[1] >= self.copies_at or key not in m.BEHIND_COPIES):
             return entry[0]
         return None
 
-    def new_batch(self, key: object, message: list[Any] | m.PackedMessage) -> None:
-        """Queue `message`, which the items for `key` join from now on (`batch`)."""
+    def new_batch(self, key: object, message: list[Any] | m.PackedMessage,
+                  copies: bool = False) -> None:
+        """Queue `message`, which the items for `key` join from now on (`batch`).
+        `copies`: a REPLJOB (see `copies_at`)."""
+        if copies:
+            self.copies_at = len(self.messages)
         self.batches[key] = (message, len(self.messages))
         self.messages.append(message)
         self.soon()
@@ -86,7 +94,7 @@ class Outbox:
         """The queued messages, the queue emptied."""
         messages = self.messages
         self.messages = []
-        self.fence = 0
+        self.fence = self.copies_at = 0
         if self.batches:
             self.batches = {}
         return messages

@@ -16,12 +16,13 @@ from typing import Any, Final, NoReturn
 
 import msgpack
 
-VERSION: Final = 6  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks;
+VERSION: Final = 7  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks;
 #             4: a DEDUP copy carries how long its ADDJOB may still fail (settled rule);
 #             5: PING/MEET/PONG carry wall-clock timestamps (clock offsets, clocks.py),
 #                jobs carry their extended fields (PRIORITY, GROUP, due time);
 #             6: jobs' extended fields may carry MAXDELIVERIES and a dead letter's
-#                state; QUEUED and WILLQUEUE may carry more fields (issue #19)
+#                state; QUEUED and WILLQUEUE may carry more fields (issue #19);
+#             7: SETACK, GOTACK and DELJOB carry the jobs of one loop turn
 MAX_FRAME: Final = 64 * 1024 * 1024  # a frame longer than this closes the link
 # Before a link has proven the cluster secret it may only send the handshake: frames
 # of AUTH (a 16-byte nonce) and AUTH_PROOF (a 32-byte HMAC), ~100 bytes each.
@@ -50,10 +51,10 @@ ENQUEUE: Final = 6  # fields: [job id, delay s]
 QUEUED: Final = 7  # fields: [job id, flags (INCR_NACKS=2 / INCR_DELIV=4)(, not before ms,
 #            generation)]  not before: queued after a back-off ending then (the
 #            sender's clock, 0: now); generation: of the sender's copy (JOBMOVE)
-SETACK: Final = 8  # fields: [job id, may-have count]
+SETACK: Final = 8  # fields: [job id, may-have count, ...] (the pairs of one loop turn)
 WILLQUEUE: Final = 9  # fields: [job id(, generation)]
-GOTACK: Final = 10  # fields: [job id, known(bool)]
-DELJOB: Final = 11  # fields: [job id]
+GOTACK: Final = 10  # fields: [job id, known(bool), ...] (the pairs of one loop turn)
+DELJOB: Final = 11  # fields: [job id, ...] (the jobs of one loop turn)
 NEEDJOBS: Final = 12  # fields: [queue, count, wait ms]  wait: how long the asker's consumers
 #               still wait (0: none wait); without it (a disq before NEEDJOBS_CANCEL),
 #               as long as federation.WANTED_FOR_MS
@@ -150,6 +151,9 @@ _pack = msgpack.Packer(use_bin_type=True, default=_pack_other).pack
 # Messages of these types are PackedMessages (see below) in a link's queue: their items
 # go to several peers (a copy of a job to each of its holders), so each is packed once.
 PACKED_ONCE: Final = frozenset({REPLJOB})
+# Batches (ClusterBus.send_batched) that must not pass a REPLJOB batch queued after them
+# (link.Outbox.copies_at): they would delete or ack a job before its copy arrives.
+BEHIND_COPIES: Final = frozenset({SETACK, DELJOB})
 
 
 def array_header(length: int) -> bytes:

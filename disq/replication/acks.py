@@ -1,6 +1,10 @@
 """ACKs across nodes: the garbage collection of acked jobs (SETACK / GOTACK / DELJOB,
 Disque's) and FASTACK's DELJOB to every holder at once.
 
+Unlike Disque's one job a message, the SETACKs, GOTACKs and DELJOBs a node sends a peer
+in one loop turn share one message (`send_batched`): a consumer's ACKJOB of a thousand
+jobs costs each holder three messages, not three thousand.
+
 The functions at the end are the job-level helpers the other message families share:
 the job a message names, holders learned, a SETACK to a node that must not bring an
 acked job back, a job deleted everywhere.
@@ -42,26 +46,29 @@ class Acks:
         delivered = job.nodes_delivered
         confirmed = job.nodes_confirmed or ()
         targets = delivered if delivered else self.bus.known_ids()
-        self.bus.broadcast(m.SETACK, job.id, len(delivered or ()),
-                           node_ids=[i for i in targets if i not in confirmed])
+        self.bus.send_batched([i for i in targets if i not in confirmed], m.SETACK,
+                              [job.id, len(delivered or ())])
 
     def fast_ack(self, job_id: bytes, job: Job | None) -> None:
         if job is None:
-            self.bus.broadcast(m.DELJOB, job_id)
+            self.bus.send_batched(self.bus.known_ids(), m.DELJOB, [job_id])
             return
         if job.state == WAIT_REPL:
             self.copies.job_dropped(job)
         if job.nodes_delivered:
-            self.bus.broadcast(m.DELJOB, job.id, node_ids=job.nodes_delivered)
+            self.bus.send_batched(job.nodes_delivered, m.DELJOB, [job.id])
 
     # -- bus messages -------------------------------------------------------------------
     def _on_setack(self, sender: ClusterNode, fields: list[Any]) -> None:
-        """Mark the job acked and answer GOTACK, unless this node knows more nodes that
-        may hold a copy than the sender does: then it runs the GC itself."""
-        parsed = _id_and_count(fields)
-        if parsed is None:
-            return
-        job_id, may_have = parsed
+        """Each [job id, may-have count] pair: mark the job acked and answer GOTACK,
+        unless this node knows more nodes that may hold a copy than the sender does:
+        then it runs the GC itself."""
+        for i in range(0, len(fields) - 1, 2):
+            parsed = _id_and_count(fields[i], fields[i + 1])
+            if parsed is not None:
+                self._setack(sender, *parsed)
+
+    def _setack(self, sender: ClusterNode, job_id: bytes, may_have: int) -> None:
         node = self.node
         job = node.lookup(job_id)
         if job is not None:
@@ -70,22 +77,26 @@ class Acks:
             if node.acknowledge(job):
                 node.schedule_gc(job)  # in case the sender never finishes its GC
         if job is None or holder_count(job) <= may_have:
-            self.bus.send(sender.id, m.GOTACK, job_id, _has_job(job))
+            self.bus.send_batched((sender.id,), m.GOTACK, [job_id, _has_job(job)])
         else:
             if may_have == 0:  # the sender has a dummy ACK: it may forget it now
-                self.bus.send(sender.id, m.GOTACK, job_id, True)
+                self.bus.send_batched((sender.id,), m.GOTACK, [job_id, True])
             node.try_gc(job)
 
     def _on_gotack(self, sender: ClusterNode, fields: list[Any]) -> None:
-        """A node confirmed our SETACK. Normal job: once every node that may hold a copy
-        confirmed, DELJOB to all of them and delete. Dummy ACK: delete as soon as a
-        node knows the job (it runs the GC), or once every node said it does not."""
-        if len(fields) < 2 or type(fields[1]) is not bool:
-            return
-        job = job_in(self.node, fields)
+        """Each [job id, known] pair: a node confirmed our SETACK."""
+        for i in range(0, len(fields) - 1, 2):
+            known = fields[i + 1]
+            if type(known) is bool:
+                self._gotack(sender, fields[i], known)
+
+    def _gotack(self, sender: ClusterNode, job_id: object, known: bool) -> None:
+        """Normal job: once every node that may hold a copy confirmed, DELJOB to all
+        of them and delete. Dummy ACK: delete as soon as a node knows the job (it runs
+        the GC), or once every node said it does not."""
+        job = job_named(self.node, job_id)
         if job is None or job.state != ACKED or job.nodes_delivered is None:
             return
-        known: bool = fields[1]
         delivered = job.nodes_delivered
         if job.nodes_confirmed is None:  # a SETACK sent outside of a GC attempt
             job.nodes_confirmed = node_id_set((self.node.id,))
@@ -105,17 +116,17 @@ class Acks:
             delete_everywhere(self.node, self.bus, job)
 
     def _on_deljob(self, sender: ClusterNode, fields: list[Any]) -> None:
-        job = job_in(self.node, fields)
-        if job is not None:
-            if job.state == WAIT_REPL:
-                self.copies.job_dropped(job)
-            self.node.unregister(job)
+        """Each job ID: delete the job."""
+        node = self.node
+        for job_id in fields:
+            job = job_named(node, job_id)
+            if job is not None:
+                if job.state == WAIT_REPL:
+                    self.copies.job_dropped(job)
+                node.unregister(job)
 
 
-def _id_and_count(fields: list[Any]) -> tuple[bytes, int] | None:
-    if len(fields) < 2:
-        return None
-    job_id, count = fields[0], fields[1]
+def _id_and_count(job_id: object, count: object) -> tuple[bytes, int] | None:
     if (type(job_id) is not bytes or not is_valid_job_id(job_id)
             or type(count) is not int or not 0 <= count <= MAX_U32):
         return None
@@ -132,9 +143,11 @@ def _has_job(job: Job | None) -> bool:
 # -- shared by the message families ----------------------------------------------------
 def job_in(node: Node, fields: list[Any]) -> Job | None:
     """The job named by a message's first field, if valid and known here."""
-    if not fields:
-        return None
-    job_id = fields[0]
+    return job_named(node, fields[0]) if fields else None
+
+
+def job_named(node: Node, job_id: object) -> Job | None:
+    """The job of `job_id` (a message's field), if a valid ID known here."""
     if type(job_id) is not bytes or not is_valid_job_id(job_id):
         return None
     return node.lookup(job_id)
@@ -146,7 +159,7 @@ def holder_count(job: Job) -> int:
 
 
 def send_setack(bus: BusPort, node_id: str, job: Job) -> None:
-    bus.send(node_id, m.SETACK, job.id, holder_count(job))
+    bus.send_batched((node_id,), m.SETACK, [job.id, holder_count(job)])
 
 
 def learn_holders(node: Node, job: Job, node_ids: Iterable[str]) -> None:
@@ -161,5 +174,5 @@ def learn_holders(node: Node, job: Job, node_ids: Iterable[str]) -> None:
 def delete_everywhere(node: Node, bus: BusPort, job: Job) -> None:
     """DELJOB to every node that may hold a copy (best effort), delete it here."""
     if job.nodes_delivered:
-        bus.broadcast(m.DELJOB, job.id, node_ids=job.nodes_delivered)
+        bus.send_batched(job.nodes_delivered, m.DELJOB, [job.id])
     node.unregister(job)

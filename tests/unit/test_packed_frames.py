@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from disq.cluster import messages as m
 from disq.cluster.bus import ClusterBus
-from disq.cluster.link import Link
+from disq.cluster.link import Link, Outbox
 from disq.cluster.membership import Membership
 from disq.cluster.nodes import LEAVING_BIT, ClusterNode, NodeFlag
 from disq.ids import new_node_id
@@ -157,3 +157,22 @@ def test_the_bus_sends_each_peer_the_frame_of_the_lists(tmp_path: Any) -> None:
     peers[0].link.flush()
     assert peers[0].link.transport.written[-1] == reference(  # type: ignore[union-attr]
         [], [[m.DELJOB, b"D-1"]], myself.id)
+
+
+def test_acks_and_deletes_never_pass_a_copy_queued_after_them() -> None:
+    """The batches of one loop turn pass each other, but a DELJOB or SETACK batch takes
+    no more items once a REPLJOB batch follows it: a job's DELJOB must not arrive
+    before its copy (the copy would outlive the job). A GOTACK batch still may."""
+    outbox = Outbox(lambda: None)
+    outbox.up = True
+    for mtype in (m.DELJOB, m.SETACK, m.GOTACK):
+        outbox.new_batch(mtype, [mtype, b"D-1"])
+    outbox.new_batch((m.REPLJOB, ()), [m.REPLJOB, b"copy of D-2"], copies=True)
+    assert outbox.batch(m.DELJOB) is None and outbox.batch(m.SETACK) is None
+    assert outbox.batch(m.GOTACK) == [m.GOTACK, b"D-1"]
+    assert outbox.batch((m.REPLJOB, ())) == [m.REPLJOB, b"copy of D-2"]
+    outbox.new_batch(m.DELJOB, [m.DELJOB, b"D-2"])  # after the copy: joinable again
+    assert outbox.batch(m.DELJOB) == [m.DELJOB, b"D-2"]
+    assert [message[0] for message in outbox.take()] == [
+        m.DELJOB, m.SETACK, m.GOTACK, m.REPLJOB, m.DELJOB]
+    assert outbox.copies_at == 0 and outbox.batch(m.DELJOB) is None

@@ -814,6 +814,30 @@ def test_acked_job_never_comes_back() -> None:
     assert holders([a, b, c], job.id) == []
 
 
+def test_ack_messages_carry_many_jobs() -> None:
+    """SETACK, GOTACK and DELJOB name the jobs of one loop turn (pairs, pairs, IDs): a
+    holder acks each job of a SETACK and answers each in one GOTACK; the origin deletes
+    each job of a GOTACK; a DELJOB deletes each; a bad pair is skipped, not the rest."""
+    net, (a, b) = cluster(2)
+    jobs = [add_job(a, repl=2)[0] for _ in range(3)]
+    net.pump()
+    assert all(len(holders([a, b], j.id)) == 2 for j in jobs)
+    for job in jobs:
+        a.node.acknowledge(a.job(job.id))
+    net.deliver(a.id, b.id, m.SETACK, [jobs[0].id, 2, b"bad", 2, jobs[1].id, 2, jobs[2].id])
+    assert [b.job(j.id).state == ACKED for j in jobs] == [True, True, False]  # (odd tail)
+    gotacks = [msgpack.unpackb(p) for _, dst, t, p in net.queue if t == m.GOTACK]
+    assert sum(gotacks, []) == [jobs[0].id, True, jobs[1].id, True]  # (FakeBus: unbatched)
+    net.queue.clear()
+    net.deliver(b.id, a.id, m.GOTACK, [jobs[0].id, True, jobs[2].id, 1, jobs[1].id, True])
+    assert [a.job(j.id) is None for j in jobs] == [True, True, False]  # 1: not a bool
+    assert sorted(msgpack.unpackb(p)[0] for _, _, t, p in net.queue if t == m.DELJOB) == \
+        sorted([jobs[0].id, jobs[1].id])
+    net.queue.clear()
+    net.deliver(a.id, b.id, m.DELJOB, [jobs[0].id, 7, jobs[2].id])
+    assert [b.job(j.id) is None for j in jobs] == [True, False, True]
+
+
 def _queued(net: Network) -> list[tuple[str, str, int]]:
     return [(src, dst, mtype) for src, dst, mtype, _ in net.queue]
 
