@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from disq_client.client import Client, Connection
-from disq_client.commands import addjob_options, unix_ms
+from disq_client.commands import addjob_options, each_job, unix_ms
 from disq_client.protocol import ErrorReply, to_bytes
 from disq_client.retry import (
     CONNECTION_ERRORS,
@@ -448,23 +448,13 @@ class PartitionWriter:
         """The oldest batch's replies, on the connection it was sent on."""
         conn, batch = self.inflight[0]
         if self.bulk:
-            return self._each(conn.read_many(1, self.reply_wait)[0], batch.size)
+            return each_job(conn.read_many(1, self.reply_wait)[0], batch.size)
         return conn.read_many(batch.size, self.reply_wait)
 
     def _request(self, jobs: bytes, count: int) -> bytes:
         """The ADDJOBS of `count` jobs (their arguments joined: `jobs`)."""
         return b"*%d\r\n%s%s" % (self._bulk_argc + count * self._job_argc, self._bulk_head,
                                   jobs)
-
-    @staticmethod
-    def _each(reply: object, count: int) -> list[object]:
-        """Each job's reply from an ADDJOBS's: its array, or the request's error (a
-        node loading, leaving, out of memory...) for every job."""
-        if isinstance(reply, ErrorReply):
-            return [reply] * count
-        if not isinstance(reply, list) or len(reply) != count:
-            raise ValueError(f"ADDJOBS of {count} jobs answered {reply!r:.200}")
-        return reply
 
     def _collect_oldest(self) -> None:
         try:
@@ -543,7 +533,7 @@ class PartitionWriter:
                 failovers = client.core.failovers
                 try:
                     if self.bulk:
-                        replies = self._each(client.execute_pipeline(
+                        replies = each_job(client.execute_pipeline(
                             [self._request(b"".join([args for args, _ in jobs]), len(jobs))],
                             self.reply_wait)[0], len(jobs))
                     else:
