@@ -198,6 +198,15 @@ class Client(LaterReplies, asyncio.Protocol):
         if self._refused:
             self._wait_for_the_error(data)
             return
+        started = self._mb_head
+        if self._mb_pending and self._mb_pending == len(started) and b"\r\n" not in started:
+            # The last read ended inside a new multibulk's header line (`*`, `*-1`):
+            # parse it again with this read, so that its count is checked (a negative
+            # one skipped) as if the bytes had come at once.
+            data = started + data
+            self._reader = reader = hiredis.Reader()
+            self._mb_pending = 0
+            self._mb_head = b""
         while data:
             if self._inline_part or (
                 self._mb_pending == 0 and data[0] != _STAR

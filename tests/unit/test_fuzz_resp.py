@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 from fuzzing import fuzz_settings
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from disq.acl import AclTable
@@ -158,6 +158,7 @@ def check_outcome(client: RecordingClient) -> None:
 
 @fuzz_settings(300)
 @given(st.lists(request(), min_size=1, max_size=5), EDITS, CUTS)
+@example([([b""], b"*1\r\n$0\r\n\r\n")], [(1, 1, b"-1")], [1])  # *-11 cut after '*'
 def test_mutated_requests_never_raise_and_parse_the_same_in_any_reads(
         reqs: list[tuple[list[bytes], bytes]], edits: list[tuple[int, int, bytes]],
         cuts: list[int]) -> None:
@@ -288,3 +289,20 @@ def test_a_multibulk_count_with_a_stray_newline_is_refused_in_any_reads() -> Non
             b"+OK\r\n", b"-ERR Protocol error: invalid multibulk length\r\n"] or (
             b"".join(client.fake.written)
             == b"+OK\r\n-ERR Protocol error: invalid multibulk length\r\n")
+
+
+@pytest.mark.parametrize("data", [
+    b"*-11\r\n$0\r\n\r\n",  # a negative count, then an inline request
+    b"*2\r\n$4\r\nPING\r\n$1\r\nx\r\n*-3\r\nPING\r\n",
+    b"*-1\r\n*1\r\n$4\r\nPING\r\n",
+])
+def test_a_read_ending_in_a_multibulk_header_line_changes_nothing(data: bytes) -> None:
+    """A read that ends inside a new request's `*<count>` line (`*`, `*-1`): the count
+    is checked with the next read as if the bytes had come at once (Redis skips a
+    negative one), so the requests are the same for every cut, and for two cuts."""
+    whole = run(data, [])
+    assert whole.requests
+    for cut in range(1, len(data)):
+        assert run(data, [cut]).requests == whole.requests, cut
+        for second in range(cut + 1, len(data)):
+            assert run(data, [cut, second]).requests == whole.requests, (cut, second)
