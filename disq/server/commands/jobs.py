@@ -30,6 +30,11 @@ def addjob(client: Client, args: list[bytes]) -> bytes | Pending:
         check_queue(client, args[1])
     request = AddJob.parse(args)
     user.jobs_added += 1
+    return _add(client, request)
+
+
+def _add(client: Client, request: AddJob) -> bytes | Pending:
+    """One job of ADDJOB or ADDJOBS: its reply now, or the Pending it comes through."""
     if request.dedup is not None:
         return add_deduped(client, request)
     job = client.node.add_job(request)
@@ -50,17 +55,11 @@ def addjobs(client: Client, args: list[bytes]) -> bytes | Pending:
         check_queue(client, args[1])
     batch = AddJobs.parse(args)
     replies = BatchReplies(batch.count)
-    node = client.node
     for i in range(batch.count):
         request = batch.job(i)
         user.jobs_added += 1
         try:
-            if request.dedup is not None:
-                rep = add_deduped(client, request)
-            else:
-                job = node.add_job(request)
-                rep = (park_for_replication(client, job) if job.state == WAIT_REPL
-                       else b"+" + job.id + b"\r\n")
+            rep = _add(client, request)
         except errors.DisqError as exc:
             rep = exc.reply()
         except Exception as exc:  # a bug: this job's error, the batch's others stand
