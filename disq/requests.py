@@ -23,6 +23,7 @@ from disq_client.spec import (
     INT,
     JOBSET,
     JSCAN,
+    MAX_ADDJOBS,
     MS,
     NACK,
     NUMBER,
@@ -346,7 +347,6 @@ class AddJob:
             raise errors.err(message)
 
 
-MAX_ADDJOBS: Final = 10_000  # jobs in one ADDJOBS: a bigger batch would stall the loop
 ADDJOBS_SYNTAX: Final = fixed(
     "ADDJOBS_SYNTAX", "ERR", "ADDJOBS needs JOBS body [body ...] or DEDUP-JOBS key body "
     "[key body ...] after its options")

@@ -39,7 +39,7 @@ from disq_client.retry import (
     RetryPolicy,
     error_code,
 )
-from disq_client.spec import MAX_PRIORITY, MIN_PRIORITY
+from disq_client.spec import MAX_ADDJOBS, MAX_PRIORITY, MIN_PRIORITY
 
 from disq_spark.batches import Batch, Job, rows_of
 
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from disq_spark.arrow import ArrowCommands
 
 MAX_EXAMPLES = 5
-MAX_ADDJOBS = 10_000  # jobs in one ADDJOBS (the server's limit)
 # a connection that broke, timed out, or failed below the client (a socket option)
 SEND_ERRORS = (*CONNECTION_ERRORS, OSError)
 

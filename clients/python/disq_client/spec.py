@@ -114,6 +114,7 @@ class CommandOptions:
 
 
 DEDUP_KEY_MAX_LEN = 256
+MAX_ADDJOBS = 10_000  # jobs in one ADDJOBS: a bigger batch would hold a node's loop
 MAX_DELIVERIES = 65535
 GROUP_MAX_LEN = 256
 MIN_PRIORITY, MAX_PRIORITY = 0, 255  # 0 is the most urgent; a job without PRIORITY: 128
