@@ -74,10 +74,16 @@ def encode(value: Any) -> bytes:
 
 def job_entry(job: Job) -> bytes:
     """One job as GETJOB and QPEEK return it: [queue, id, body], all bulk strings."""
+    return _entry(b"*3\r\n", job, b"\r\n")
+
+
+def _entry(head: bytes, job: Job, tail: bytes) -> bytes:
+    """`head` (the array's), the job's queue, ID and body, `tail` (from the CRLF that
+    ends the body on)."""
     queue, body = job.queue, job.body  # a delivered job has both
-    return b"".join((b"*3\r\n", bulk_header(len(queue)), queue,  # type: ignore[arg-type]
+    return b"".join((head, bulk_header(len(queue)), queue,  # type: ignore[arg-type]
                      b"\r\n$40\r\n", job.id, b"\r\n",
-                     bulk_header(len(body)), body, b"\r\n"))  # type: ignore[arg-type]
+                     bulk_header(len(body)), body, tail))  # type: ignore[arg-type]
 
 
 # the end of a job's body and its counters, both 0
@@ -88,14 +94,10 @@ def job_entry_with_counters(job: Job) -> bytes:
     """GETJOB WITHCOUNTERS: [queue, id, body, "nacks", n, "additional-deliveries", n],
     then `ext_fields` for a job using disq's extensions. (Joined, not %-formatted: a
     streaming reader takes every job this way; most have no NACK and no redelivery.)"""
-    queue, body, ext = job.queue, job.body, job.ext
-    nacks, deliveries = job.nacks, job.deliveries
-    entry = b"".join((
-        b"*7\r\n", bulk_header(len(queue)), queue,  # type: ignore[arg-type]
-        b"\r\n$40\r\n", job.id, b"\r\n", bulk_header(len(body)), body,  # type: ignore[arg-type]
-        _NO_COUNTS if not (nacks or deliveries) else
-        b"\r\n$5\r\nnacks\r\n:%d\r\n$21\r\nadditional-deliveries\r\n:%d\r\n"
-        % (nacks, deliveries)))
+    ext, nacks, deliveries = job.ext, job.nacks, job.deliveries
+    entry = _entry(b"*7\r\n", job, _NO_COUNTS if not (nacks or deliveries) else
+                   b"\r\n$5\r\nnacks\r\n:%d\r\n$21\r\nadditional-deliveries\r\n:%d\r\n"
+                   % (nacks, deliveries))
     if ext is None:
         return entry
     count, fields = ext_fields(ext)
