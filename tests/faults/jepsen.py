@@ -30,6 +30,11 @@ make two jobs (README, DEDUP limits): both sides of a partition, nodes that disa
 who takes copies, the only node holding such copies down as the retry runs. The run
 fails if a body has two jobs (under partitions that may be the first limit, not a bug).
 
+With `--batch N` producers send ADDJOBS of N bodies (DEDUP-JOBS with `--dedup`), as
+the Spark writer and the Python client do: each body is checked as above, from its own
+entry of the reply (an ID or an error), and with `--dedup` the bodies whose entries
+were errors are sent again together, in one ADDJOBS to another random node.
+
 At the end everything is healed and restarted, the producers stop, and the consumers
 drain every node until no node holds a queued, active or waiting job. The checker
 counts:
@@ -100,6 +105,7 @@ class Config:
     abandon: float = 0.10  # left without an answer (a consumer that died)
     ack_elsewhere: float = 0.3  # of the acknowledgements, sent to another node
     dedup: bool = False  # ADDJOB ... DEDUP <body>, sent again until it gets an ID
+    batch: int = 0  # > 0: ADDJOBS of this many bodies (DEDUP-JOBS with `dedup`)
     log: bool = False
 
 
@@ -115,7 +121,7 @@ class Result:
     lost: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     two_jobs: list[str] = field(default_factory=list)  # --dedup: several IDs for a body
-    retried: int = 0  # --dedup: ADDJOBs sent again with their key
+    retried: int = 0  # --dedup: jobs sent again with their key
     faults: collections.Counter = field(default_factory=collections.Counter)
     drained: bool = False
     leftover: dict[str, int] = field(default_factory=dict)  # node port -> jobs left
@@ -134,8 +140,9 @@ class Result:
         c = self.config
         faults = " ".join(f"{k}={v}" for k, v in sorted(self.faults.items())) or "none"
         victims = " any-victim" if c.any_victim and not c.aof else ""
+        batch = f" batch={c.batch}" if c.batch else ""
         return (f"jepsen nemesis={c.nemesis} seed={c.seed} aof={'yes' if c.aof else 'no'}"
-                f"{victims} "
+                f"{victims}{batch} "
                 f"duration={c.duration:g}s: added={self.added} uncertain={self.uncertain} "
                 f"delivered={self.delivered} (of {self.deliveries} deliveries) "
                 f"lost={len(self.lost)} "
@@ -262,42 +269,69 @@ class Workload:
 
     def _produce(self, worker: int) -> None:
         rng = random.Random(self.config.seed * 1000 + worker)
-        nodes = self.cluster.nodes
-        clients: dict[int, redis.Redis] = {}
-        attempts = DEDUP_ATTEMPTS if self.config.dedup else 1
+        batch = self.config.batch
         seq = 0
+        clients: dict[int, redis.Redis] = {}
         while not self.stop_producing.is_set():
-            body = f"p{worker}-{seq}"
-            seq += 1
+            bodies = [f"p{worker}-{seq + n}" for n in range(max(batch, 1))]
+            seq += len(bodies)
             with self.lock:
-                self.attempted.add(body)
-            dedup = ("DEDUP", body) if self.config.dedup else ()
-            for attempt in range(attempts):
-                i = rng.randrange(len(nodes))
-                try:
-                    client = clients.get(i) or clients.setdefault(i, _client(nodes[i]))
-                    reply = client.execute_command(
-                        "ADDJOB", QUEUE, body, ADD_TIMEOUT_MS, "REPLICATE",
-                        self.config.replicate, "RETRY", RETRY_S, *dedup)
-                except redis.exceptions.ResponseError:
-                    reply = None  # NOREPL, LOADING...: copies may exist, and be delivered
-                except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-                    reply = None
-                    clients.pop(i).close()
-                    self.stop_producing.wait(0.05)  # the node is down: try another
-                if isinstance(reply, bytes) or self.stop_producing.is_set():
-                    break
-                if attempt + 1 < attempts:
-                    with self.lock:
-                        self.retried += 1
+                self.attempted.update(bodies)
+            replies = self._add(bodies, rng, clients)
             with self.lock:
-                if isinstance(reply, bytes):
-                    self.added[body] = reply.decode()
-                    self.job_ids[body].add(reply.decode())
-                else:
-                    self.uncertain.add(body)
+                for body, reply in zip(bodies, replies, strict=True):
+                    if reply is not None:
+                        self.added[body] = reply
+                        self.job_ids[body].add(reply)
+                    else:
+                        self.uncertain.add(body)
         for client in clients.values():
             client.close()
+
+    def _add(self, bodies: list[str], rng: random.Random,
+             clients: dict[int, redis.Redis]) -> list[str | None]:
+        """Each body's job ID, or None (failed: its job may or may not exist). With
+        `dedup` the bodies that failed are sent again, to another random node, as
+        the Spark writer does, at most DEDUP_ATTEMPTS times."""
+        config = self.config
+        nodes = self.cluster.nodes
+        ids: list[str | None] = [None] * len(bodies)
+        left = list(range(len(bodies)))
+        attempts = DEDUP_ATTEMPTS if config.dedup else 1
+        for attempt in range(attempts):
+            i = rng.randrange(len(nodes))
+            try:
+                client = clients.get(i) or clients.setdefault(i, _client(nodes[i]))
+                replies = client.execute_command(*self._add_command([bodies[n] for n in left]))
+                if not config.batch:
+                    replies = [replies]
+            except redis.exceptions.ResponseError:
+                replies = [None] * len(left)  # NOREPL, LOADING...: copies may exist
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                replies = [None] * len(left)
+                clients.pop(i).close()
+                self.stop_producing.wait(0.05)  # the node is down: try another
+            for n, reply in zip(left, replies, strict=True):
+                if isinstance(reply, bytes):  # (an ADDJOBS entry may be an error)
+                    ids[n] = reply.decode()
+            left = [n for n in left if ids[n] is None]
+            if not left or self.stop_producing.is_set():
+                break
+            if attempt + 1 < attempts:
+                with self.lock:
+                    self.retried += len(left)
+        return ids
+
+    def _add_command(self, bodies: list[str]) -> list[object]:
+        config = self.config
+        options = ["REPLICATE", config.replicate, "RETRY", RETRY_S]
+        if not config.batch:
+            dedup = ["DEDUP", bodies[0]] if config.dedup else []
+            return ["ADDJOB", QUEUE, bodies[0], ADD_TIMEOUT_MS, *options, *dedup]
+        if config.dedup:
+            return ["ADDJOBS", QUEUE, ADD_TIMEOUT_MS, *options, "DEDUP-JOBS",
+                    *(part for body in bodies for part in (body, body))]
+        return ["ADDJOBS", QUEUE, ADD_TIMEOUT_MS, *options, "JOBS", *bodies]
 
     def _consume(self, worker: int) -> None:
         """GETJOB from a random node; each job is acknowledged (on that node, or on
@@ -524,11 +558,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dedup", action="store_true",
                         help="ADDJOB ... DEDUP <body>, sent again until it gets an ID; "
                              "check that no body has two jobs")
+    parser.add_argument("--batch", type=int, default=0,
+                        help="ADDJOBS of this many bodies (DEDUP-JOBS with --dedup; "
+                             "the bodies that failed are sent again together)")
     parser.add_argument("--quiet", action="store_true", help="no nemesis log")
     args = parser.parse_args(argv)
     config = Config(nemesis=args.nemesis, seed=args.seed, duration=args.duration,
                     aof=args.aof == "yes", nodes=args.nodes, max_down=args.max_down,
-                    any_victim=args.any_victim, dedup=args.dedup,
+                    any_victim=args.any_victim, dedup=args.dedup, batch=args.batch,
                     log=not args.quiet, drain_timeout=max(60.0, args.duration / 2))
     with tempfile.TemporaryDirectory(prefix="disq-jepsen-") as tmp:
         result = run(config, Path(tmp))

@@ -44,6 +44,17 @@ def test_kill_restart_with_dedup_keys(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(90)
+def test_kill_restart_with_dedup_batches(tmp_path: Path) -> None:
+    """The same with ADDJOBS of 20 jobs (DEDUP-JOBS), as the Spark writer sends them:
+    each job's entry of the reply is checked on its own, and the jobs whose entries
+    were errors are sent again together to another node."""
+    config = Config(nemesis="kill", seed=3, duration=DURATION, aof=False, dedup=True,
+                    batch=20)
+    result = check(config, tmp_path)
+    assert result.retried > 0 and result.faults["kill"] > 0, result.summary()
+
+
+@pytest.mark.timeout(90)
 def test_partitions(tmp_path: Path) -> None:
     """A minority of 1 or 2 nodes cut from the rest, by resets or stuck links, healed."""
     check(Config(nemesis="partition", seed=12, duration=DURATION, aof=False), tmp_path)
