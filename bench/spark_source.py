@@ -19,7 +19,9 @@
 
 The dataset (`--rows` rows of `--body-bytes` bytes in `--files` Parquet files, one
 partition each) is written first and not timed, nor is the SparkSession's start and a
-20,000-row warm-up write. Each figure checks its count (jobs queued, or jobs left).
+20,000-row warm-up before each figure, of its own kind (a batch write, a streaming
+write, a streaming read of the warm-up's jobs), on the same fresh nodes. Each figure
+checks its count (jobs queued, or jobs left).
 """
 
 from __future__ import annotations
@@ -187,15 +189,28 @@ def main(argv: list[str] | None = None) -> None:
                     .option("queue", queue).option("replicate", args.replicate)
                     .option("batch_size", args.batch_size).option("pipeline", args.pipeline))
 
-        def fresh_nodes(name: str) -> tuple[Servers, list[str]]:
-            """New nodes, and a 20,000-row write to them, not timed: the Python
-            workers start and import, the JVM compiles."""
+        warm_data = str(Path(tmp) / "warm-rows")
+        (spark.range(20_000, numPartitions=args.files)
+         .selectExpr(f"rpad(concat('warm-', id, '-'), {args.body_bytes}, 'x') AS body")
+         .write.parquet(warm_data))
+
+        def fresh_nodes(name: str, stream: bool = False) -> tuple[Servers, list[str]]:
+            """New nodes, and a 20,000-row write to them of the kind timed next (batch,
+            or a streaming query of two micro-batches), not timed: the Python workers
+            start and import, the JVM compiles that path (a first streaming query
+            costs ~2-3 s more than the next ones in one application)."""
             servers = start_disq(args.nodes, Path(tmp) / name)
             nodes = [f"{h}:{p}" for h, p in servers.addresses]
-            warm = spark.range(20_000, numPartitions=args.files).selectExpr(
-                f"rpad(concat('warm-', id, '-'), {args.body_bytes}, 'x') AS body")
             try:
-                options(warm.write.mode("append"), nodes, "warm-up").save()
+                if stream:
+                    source = (spark.readStream.schema("body string")
+                              .option("maxFilesPerTrigger", per_trigger).parquet(warm_data))
+                    (options(source.writeStream, nodes, "warm-up")
+                     .option("checkpointLocation", str(Path(tmp) / f"chk-warm-{name}"))
+                     .trigger(availableNow=True).start().awaitTermination())
+                else:
+                    options(spark.read.parquet(warm_data).write.mode("append"), nodes,
+                            "warm-up").save()
             except BaseException:
                 servers.stop()
                 raise
@@ -212,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
             servers.stop()
 
         # 2. streaming write, 3. streaming read + ack
-        servers, nodes = fresh_nodes("stream")
+        servers, nodes = fresh_nodes("stream", stream=True)
         try:
             def stream_write() -> None:
                 source = (spark.readStream.schema("body string")
@@ -226,15 +241,16 @@ def main(argv: list[str] | None = None) -> None:
             if _queued(servers, "stream") != args.rows:
                 raise SystemExit(f"streaming write: {_queued(servers, 'stream')} jobs queued")
 
-            def stream_read() -> None:
+            def stream_read(queue: str = "stream") -> None:
                 query = (spark.readStream.format("disq").option("nodes", ",".join(nodes))
-                         .option("queue", "stream").option("ack", args.ack)
+                         .option("queue", queue).option("ack", args.ack)
                          .option("max_jobs_per_batch", args.max_jobs_per_batch).load()
                          .writeStream.format("noop")
-                         .option("checkpointLocation", str(Path(tmp) / "chk-read"))
+                         .option("checkpointLocation", str(Path(tmp) / f"chk-read-{queue}"))
                          .trigger(availableNow=True).start())
                 query.awaitTermination()
 
+            stream_read("warm-up")  # the warm-up write's 20,000 jobs, not timed
             figures["streaming read + ack"] = _timed(servers, stream_read)
             left = _held(servers, "stream")
             if left:
