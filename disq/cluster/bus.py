@@ -87,6 +87,7 @@ class ClusterBus:
         self._changes_seen = membership.changes
         self._id_map: dict[str, str] | None = None
         self._reachable: list[ClusterNode] | None = None
+        self._leaving: list[ClusterNode] | None = None
         # Known nodes not in handshake, myself included (Disque's cluster size): a
         # plain int, asked on every ADDJOB.
         self.cluster_size = membership.size()
@@ -231,6 +232,13 @@ class ClusterBus:
         return [n.id for n in self.reachable_peers()
                 if not n.unreached and not self.can_send(n.id)]
 
+    def leaving_peers(self) -> list[str]:
+        """Asked on DEDUP's asking path only; cached as `reachable_peers` (usually
+        empty)."""
+        if self._leaving is None:
+            self._leaving = self.membership.leaving_peers()
+        return [n.id for n in self._leaving if self.can_send(n.id)] if self._leaving else []
+
     def known_ids(self) -> list[str]:
         return [n.id for n in self.membership.nodes.values()
                 if n is not self.myself and not n.flag_bits & HANDSHAKE_BIT]
@@ -278,7 +286,7 @@ class ClusterBus:
 
     def _topology_changed(self) -> None:
         """Forget what is derived from membership and links."""
-        self._id_map = self._reachable = None
+        self._id_map = self._reachable = self._leaving = None
         self.cluster_size = self.membership.size()
 
     def my_flags(self) -> list[str]:

@@ -176,6 +176,12 @@ class Membership:
     def reachable_peers(self) -> int:
         return len(self.reachable())
 
+    def leaving_peers(self) -> list[ClusterNode]:
+        """Peers that are leaving (CLUSTER LEAVING) and not in handshake or PFAIL/FAIL:
+        they take no new job, but hold theirs (and their DEDUP keys) until acked."""
+        return [n for n in self.nodes.values()
+                if n.flag_bits & _UNREACHABLE == LEAVING_BIT]
+
     def known_id_map(self) -> dict[str, str]:
         """Every known node ID but those in handshake, myself included, mapped to itself
         (one shared string per ID)."""

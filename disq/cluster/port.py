@@ -59,6 +59,11 @@ class BusPort(Protocol):
         new link closes before it could carry messages. Their link is expected soon:
         what must reach every peer that may know something waits for them."""
 
+    def leaving_peers(self) -> list[str]:
+        """IDs of the peers that are leaving (CLUSTER LEAVING), not PFAIL/FAIL, with a
+        link up now: not in `reachable_peers` (they take no new copies), but they
+        hold their jobs, and those jobs' DEDUP keys, until the jobs are acked."""
+
     def known_ids(self) -> list[str]:
         """IDs of every known node but myself and handshake nodes."""
 

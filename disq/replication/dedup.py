@@ -53,8 +53,9 @@ holding such a copy that is down when the retry runs (back with its AOF later).
 
 Asking every node (when the copies cannot check, or they refused): a node that does
 not know a key asks every peer it can reach (DEDUP_QUERY, the keys of one loop turn in
-one message per peer, answered by one DEDUP_REPLY) and adds the job only once they all
-said they do not know it. A peer that does not answer within DEDUP_TIMEOUT_MS fails the
+one message per peer, answered by one DEDUP_REPLY), leaving ones too (they take no
+copies but keep their jobs until acked), and adds the job only once they all said they
+do not know it. A peer that does not answer within DEDUP_TIMEOUT_MS fails the
 ADDJOB with -NOREPL (nothing was added: the client tries again, and a dead peer soon
 is not asked: see "Links"). An asked node that does not know the key keeps a
 reservation for the job's TTL: the asking node may add the job on other nodes, so a
@@ -342,6 +343,7 @@ class Dedup:
         peers = {n.id for n in reachable if bus.can_send(n.id)}
         # (A peer without a link: asked only then, so a healthy cluster pays nothing.)
         unlinked = set(bus.reaching_peers()) if len(peers) < len(reachable) else set()
+        peers.update(bus.leaving_peers())  # they take no copy, but may know the key
         if not peers and not unlinked:
             self._add_unless_held(key, query)
             return

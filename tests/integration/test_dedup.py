@@ -90,6 +90,25 @@ def test_cluster_key_known_on_the_holders_only(three: list[DisqProcess]) -> None
     assert add(a, "new") != job_id and total_qlen(three) == 2
 
 
+def test_cluster_key_held_by_a_leaving_node_only(three: list[DisqProcess]) -> None:
+    """A node that is leaving takes no new copies but keeps its jobs until they are
+    acked: the only holder of a key's job (REPLICATE 1) is asked, though leaving."""
+    a, b, c = three
+    job_id = add(c, "key", "body", "REPLICATE", "1")
+    assert call(c, "CLUSTER", "LEAVING", "yes") == b"OK"
+    c_id = myid(c)
+
+    def seen_leaving(node: DisqProcess) -> bool:
+        nodes = call(node, "CLUSTER", "NODES").decode().splitlines()  # type: ignore[union-attr]
+        return any(line.startswith(c_id) and "leaving" in line.split()[2] for line in nodes)
+
+    wait_for(lambda: seen_leaving(a) and seen_leaving(b), timeout=10, interval=0.05,
+             message="the others to see the node leaving")
+    assert add(a, "key", "body", "REPLICATE", "1") == job_id
+    assert add(b, "key", "body", "REPLICATE", "1") == job_id
+    assert total_qlen(three) == 1
+
+
 def test_cluster_origin_killed_replica_still_knows(three: list[DisqProcess]) -> None:
     a, b, c = three
     job_id = add(a, "key", "body", "REPLICATE", "2")

@@ -169,6 +169,23 @@ def test_one_key_on_two_nodes_at_once_adds_one_job() -> None:
         assert queued([a, b, c]) == 1
 
 
+def test_a_leaving_peer_is_asked_too() -> None:
+    """A node that is leaving takes no copies, but keeps its jobs until they are acked:
+    the only holder of a key's job (REPLICATE 1) answers it though it is leaving."""
+    net, (a, b, c) = cluster(3)
+    first: list[bytes] = []
+    dedup_add(c, b"k", first, repl=1)
+    net.pump()
+    assert len(first) == 1 and first[0].startswith(b"+D-")
+    net.leaving.add(c.id)
+    again: list[bytes] = []
+    dedup_add(a, b"k", again, repl=1)
+    net.pump()
+    assert again == first and queued([a, b, c]) == 1
+    net.down.add(c.id)  # a failing peer is not waited for, leaving or not
+    assert c.id not in a.bus.leaving_peers()
+
+
 def test_wins_is_an_order_drawn_from_the_key() -> None:
     firsts = {wins("a" * 40, "b" * 40, b"k%d" % i) for i in range(32)}
     assert firsts == {True, False}  # no node always goes first

@@ -46,6 +46,7 @@ class Network:
         self.queue: deque[tuple[str, str, int, bytes]] = deque()
         self.down: set[str] = set()
         self.silent: set[str] = set()
+        self.leaving: set[str] = set()  # CLUSTER LEAVING yes: no new copies go there
         self.log: list[tuple[str, str, int]] = []  # (from, to, type) of every delivery
         # node ID -> its clock minus everyone else's (ms), as BusPort.clock_offset
         # tells it (one clock for all by default: unknown offsets)
@@ -116,10 +117,14 @@ class FakeBus:
 
     def reachable_peers(self) -> list[ClusterNode]:
         net = self.network
-        return [net.peers[i] for i in self.known_ids() if i not in net.down]
+        return [net.peers[i] for i in self.known_ids()
+                if i not in net.down and i not in net.leaving]
 
     def reaching_peers(self) -> list[str]:
         return [n.id for n in self.reachable_peers() if self.unlinked.get(n.id) is False]
+
+    def leaving_peers(self) -> list[str]:
+        return [i for i in self.known_ids() if i in self.network.leaving and self.can_send(i)]
 
     def known_ids(self) -> list[str]:
         return [i for i in self.network.buses if i != self.myself.id]
