@@ -42,6 +42,10 @@ log = logging.getLogger("disq")
 
 ADD_NODE_PERIOD_MS: Final = 50  # a waiting ADDJOB tries one more node this often (Disque)
 MAX_PATIENCE_MS: Final = 1000  # ...later when its nodes are slow to confirm (_targets_behind)
+# ... and later by this much per 1,000 copies sent since a node's last confirmation
+# (a node confirms 50k copies a second at the least, before counting as slow): one
+# ADDJOBS of 5,000 jobs sends it thousands at once, which its first GOTJOB confirms.
+BACKLOG_MS_PER_1000: Final = 20
 
 OnDone = Callable[[bytes], None]
 
@@ -346,11 +350,13 @@ class Copies:
     # -- helpers ------------------------------------------------------------------------
     def _targets_behind(self, entry: _WaitingAdd, now: int) -> bool:
         """Whether every node yet to confirm the job usually takes longer than this to
-        confirm (deep pipelines: each copy waits behind thousands), and confirmed no
-        copy sent after this one: one more node would add load, not safety. Disque's
-        "one more node every 50 ms" then starts at twice that usual time (at most
-        MAX_PATIENCE_MS more). A node that confirmed a later copy and not this one
-        skipped it (a paused queue): another node is tried at once."""
+        confirm (deep pipelines: each copy waits behind thousands), or has more copies
+        to go through since its last confirmation than it could have in that time (a
+        big ADDJOBS), and confirmed no copy sent after this one: one more node would
+        add load, not safety. Disque's "one more node every 50 ms" then starts at
+        twice that usual time plus BACKLOG_MS_PER_1000 per 1,000 copies sent since
+        (at most MAX_PATIENCE_MS more). A node that confirmed a later copy and not this
+        one skipped it (a paused queue): another node is tried at once."""
         job = entry.job
         confirmed = job.nodes_confirmed
         if not job.nodes_delivered or confirmed is None:
@@ -361,8 +367,11 @@ class Copies:
             if node_id in confirmed:
                 continue
             seen = progress.get(node_id)
-            if seen is None or seen[0] >= entry.seq or (
-                    waited > min(2 * seen[1], MAX_PATIENCE_MS) + ADD_NODE_PERIOD_MS):
+            if seen is None or seen[0] >= entry.seq:
+                return False
+            # (copies sent to any node since, those sent to it among them)
+            backlog_ms = (self._seq - seen[0]) * BACKLOG_MS_PER_1000 // 1000
+            if waited > min(2 * seen[1] + backlog_ms, MAX_PATIENCE_MS) + ADD_NODE_PERIOD_MS:
                 return False
         return True
 

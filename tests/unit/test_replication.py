@@ -29,7 +29,7 @@ from disq.ids import new_node_id
 from disq.job import ACKED, ACTIVE, DELIVERED, QUEUED, WAIT_REPL, Job, JobExt
 from disq.node import Node, now_ms
 from disq.queue import PAUSED_IN, PAUSED_OUT
-from disq.replication.copies import ADD_NODE_PERIOD_MS, MAX_PATIENCE_MS
+from disq.replication.copies import ADD_NODE_PERIOD_MS, BACKLOG_MS_PER_1000, MAX_PATIENCE_MS
 from disq.replication.replicator import Replication
 from disq.replication.requeue import sender_wins
 from disq.replication.wire import decode_job, encode_copy, encode_job
@@ -276,6 +276,26 @@ def test_a_node_behind_a_deep_pipeline_gets_time_before_another_is_tried() -> No
     a.repl.tick(start + 800 + ADD_NODE_PERIOD_MS + 1)
     assert len(job.nodes_delivered) == 3
     assert MAX_PATIENCE_MS < 60_000  # (and never more than that, however slow)
+
+
+def test_a_node_with_thousands_of_copies_to_confirm_gets_time_for_them() -> None:
+    """A target that usually confirms in 10 ms, sent 5,000 copies at once (an ADDJOBS)
+    that it has yet to go through, is given 2 x 10 ms plus BACKLOG_MS_PER_1000 per
+    1,000 of them before one more node is tried; with none behind this one, 2 x 10 ms."""
+    for backlog in (5000, 0):
+        net, (a, b, c) = cluster(3)  # (nothing delivered: the copies wait)
+        start = now_ms()
+        job, replies = add_job(a, repl=2)
+        target = next(iter(job.nodes_delivered - {a.id}))
+        copies = a.repl.copies
+        copies._progress[target] = [copies._waiting[job.id].seq - 1, 10]
+        copies._seq += backlog  # as if that many more adds had left since
+        patience = 2 * 10 + backlog * BACKLOG_MS_PER_1000 // 1000
+        a.repl.tick(start + 2 * 10 + ADD_NODE_PERIOD_MS + 30)
+        assert len(job.nodes_delivered) == (2 if backlog else 3)
+        if backlog:
+            a.repl.tick(start + patience + ADD_NODE_PERIOD_MS + 30)
+            assert len(job.nodes_delivered) == 3
 
 
 def test_a_node_that_confirmed_later_copies_skipped_this_one() -> None:
