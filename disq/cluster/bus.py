@@ -237,7 +237,7 @@ class ClusterBus:
         empty)."""
         if self._leaving is None:
             self._leaving = self.membership.leaving_peers()
-        return [n.id for n in self._leaving if self.can_send(n.id)] if self._leaving else []
+        return [n.id for n in self._leaving if self.can_send(n.id)]
 
     def known_ids(self) -> list[str]:
         return [n.id for n in self.membership.nodes.values()
