@@ -365,9 +365,14 @@ class ClusterBus:
         self._carry_out(self.membership.reset())
 
     def set_my_id(self, node_id: str) -> None:
-        """A new identity (CLUSTER RESET HARD)."""
+        """A new identity (CLUSTER RESET HARD). With cluster-secret, a link proved the
+        old one, and its peer takes frames in that name only: every link starts again."""
         self.membership.set_my_id(node_id)
         self._carry_out([])
+        if self.secret:
+            for link in [*self.inbound, *(n.link for n in self.membership.nodes.values())]:
+                if link is not None:
+                    link.close()
 
     def _run_cron(self) -> None:
         try:

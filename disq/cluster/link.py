@@ -2,23 +2,21 @@
 
 Messages for one link are coalesced and leave in one write at the end of the loop
 turn, so pipelined replicated ADDJOBs cost one syscall per peer per turn, not one per
-job. With cluster-secret, a new link proves the secret first (`Link._authenticate`);
-tls-cluster wraps it in TLS (the bus's contexts).
+job. With cluster-secret, a new link proves the secret first and tags its frames
+after that (session.py); tls-cluster wraps it in TLS (the bus's contexts).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import logging
-import os
 import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from . import messages as m
 from .nodes import ClusterNode
+from .session import FrameTags, Handshake, HandshakeError
 
 if TYPE_CHECKING:
     from .bus import ClusterBus
@@ -30,9 +28,6 @@ log = logging.getLogger("disq")
 # accepts is well under it, so a healthy link never gets there.
 LINK_SENDBUF_LIMIT: Final = 4 * m.MAX_FRAME
 AUTH_TIMEOUT_S: Final = 5.0  # a link that has not proven the cluster secret by then is closed
-# Which side proves: a proof is bound to the prover's role, so a nonce reflected back
-# on another link (to make this node prove it) is useless to an impostor.
-_CONNECTOR, _ACCEPTOR = b"disq-bus-connector", b"disq-bus-acceptor"
 
 
 class Outbox:
@@ -116,9 +111,11 @@ class Link(asyncio.Protocol):
         self.pong_queued = False  # a PONG waits in `out`: the PINGs of this turn have it
         self.peer_ip = ""
         self.local_ip = ""
-        # cluster-secret: nothing is sent or handled until the peer proved it knows it.
-        self.nonce = b""
-        self.proved = False  # this side answered the peer's AUTH (once only)
+        # cluster-secret: nothing is sent or handled until the peer proved it knows it;
+        # then its frames name `peer_id` only, and frames each way carry tags.
+        self.handshake: Handshake | None = None
+        self.peer_id = ""
+        self.tags: FrameTags | None = None  # of the frames this side sends
         self._auth_timer: asyncio.TimerHandle | None = None
         self.dial: asyncio.Task[None] | None = None  # an outbound link still connecting
         self.given_up = False  # abort()ed: its peer looked stuck (ClusterNode.unreached)
@@ -137,8 +134,9 @@ class Link(asyncio.Protocol):
             except OSError:
                 pass
         if not self.authenticated:
-            self.nonce = os.urandom(16)
-            self._write([[m.AUTH, self.nonce]])
+            self.handshake = Handshake(self.bus.secret.encode(), self.bus.myself.id,
+                                       connector=self.node is not None)
+            self._write(self.handshake.hello())
             self._auth_timer = self.bus.loop.call_later(AUTH_TIMEOUT_S, self._auth_timed_out)
         if self.node is not None:
             self.bus.link_up(self)
@@ -153,9 +151,14 @@ class Link(asyncio.Protocol):
                 if self.transport is None or self.transport.is_closing():
                     return  # closed by a previous frame (e.g. a bad sender)
                 if not self.authenticated:
-                    batch = self._authenticate(batch)
-                    if not batch:
-                        continue
+                    self._authenticate(sender_id, batch)
+                    continue
+                if self.peer_id and sender_id != self.peer_id:
+                    log.warning("Closing bus link %s %s: a frame in the name of node %s "
+                                "from node %s.", "from" if self.node is None else "to",
+                                self.peer_ip, sender_id[:40], self.peer_id)
+                    self.close()
+                    return
                 self.bus.receive_frame(self, sender_id, sender_port, sender_flags, batch)
         except m.FrameError as exc:
             if self.authenticated:
@@ -174,37 +177,32 @@ class Link(asyncio.Protocol):
         self.bus.link_down(self)
 
     # -- cluster-secret ----------------------------------------------------------------
-    def _authenticate(self, batch: list[list[Any]]) -> list[list[Any]]:
-        """Handle the messages of a link not authenticated yet: answer the peer's
-        nonce with a proof, check the peer's proof of ours. Anything else before that
-        closes the link. Returns the messages after a valid proof (to handle)."""
-        secret = self.bus.secret.encode()
-        inbound = self.node is None
-        for i, message in enumerate(batch):
-            mtype, fields = message[0], message[1:]
-            if mtype == m.AUTH and fields and type(fields[0]) is bytes and not self.proved:
-                self.proved = True  # one proof per link: nothing to repeat it for
-                role = _ACCEPTOR if inbound else _CONNECTOR
-                proof = hmac.new(secret, role + fields[0], hashlib.sha256).digest()
-                self._write([[m.AUTH_PROOF, proof]])
-                continue
-            if mtype == m.AUTH_PROOF and fields and type(fields[0]) is bytes:
-                role = _CONNECTOR if inbound else _ACCEPTOR
-                wanted = hmac.new(secret, role + self.nonce, hashlib.sha256).digest()
-                if hmac.compare_digest(fields[0], wanted):
-                    self.authenticated = True
-                    self.reader.max_frame = m.MAX_FRAME
-                    if self._auth_timer is not None:
-                        self._auth_timer.cancel()
-                        self._auth_timer = None
-                    if self.outbox.messages:  # held until now
-                        self.outbox.soon()
-                    return batch[i + 1:]
-            log.warning("Closing bus link %s %s: it did not prove the cluster secret.",
-                        "from" if inbound else "to", self.peer_ip)
+    def _authenticate(self, sender_id: str, batch: list[list[Any]]) -> None:
+        """A frame of the handshake (session.py): answered, or, with the peer's proof,
+        the link may talk. Anything else closes it."""
+        handshake = self.handshake
+        assert handshake is not None
+        try:
+            answer = handshake.receive(sender_id, batch)
+        except HandshakeError as exc:
+            log.warning("Closing bus link %s %s: %s (it did not prove the cluster secret).",
+                        "from" if self.node is None else "to", self.peer_ip, exc)
             self.close()
-            return []
-        return []
+            return
+        if answer:
+            self._write(answer)
+        if handshake.done:
+            self.handshake = None
+            self.peer_id = handshake.peer_id
+            self.tags = handshake.sending
+            self.reader.tags = handshake.receiving
+            self.reader.max_frame = m.MAX_FRAME
+            self.authenticated = True
+            if self._auth_timer is not None:
+                self._auth_timer.cancel()
+                self._auth_timer = None
+            if self.outbox.messages:  # held until now
+                self.outbox.soon()
 
     def _auth_timed_out(self) -> None:
         self._auth_timer = None
@@ -237,9 +235,15 @@ class Link(asyncio.Protocol):
         messages = outbox.take()
         if messages and self.transport is not None:
             bus = self.bus
-            data = m.frame(bus.frame_prefix(), messages)
+            tags = self.tags
+            if tags is None:
+                data = m.frame(bus.frame_prefix(), messages)
+                self.transport.write(data)
+            else:
+                data = m.frame(bus.frame_prefix(), messages, m.TAG_LEN)
+                tag = tags.tag(memoryview(data)[4:])
+                self.transport.writelines((data, tag))
             bus.bytes_sent += len(data)
-            self.transport.write(data)
             if self.transport.get_write_buffer_size() > LINK_SENDBUF_LIMIT:
                 log.warning("Dropping the bus link to %s: %d bytes wait for it to read.",
                             self.peer_ip, self.transport.get_write_buffer_size())

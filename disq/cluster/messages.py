@@ -3,6 +3,8 @@
 A frame is a 4-byte big-endian length followed by a msgpack array:
 `[VERSION, sender_id, sender_port, sender_flags, messages]`, where `sender_flags` is
 a list of flag names ("leaving", ...) and `messages` a list of `[type, *fields]`.
+With cluster-secret, a link's frames after its handshake end with a 16-byte tag
+(session.py), counted in the length.
 One frame carries every message a link has to send in a loop turn, so a thousand
 GOTJOBs cost one encode, one write and one decode. The fields of each type are
 listed below.
@@ -12,17 +14,19 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NoReturn, Protocol
 
 import msgpack
 
-VERSION: Final = 7  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks;
+VERSION: Final = 8  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks;
 #             4: a DEDUP copy carries how long its ADDJOB may still fail (settled rule);
 #             5: PING/MEET/PONG carry wall-clock timestamps (clock offsets, clocks.py),
 #                jobs carry their extended fields (PRIORITY, GROUP, due time);
 #             6: jobs' extended fields may carry MAXDELIVERIES and a dead letter's
 #                state; QUEUED and WILLQUEUE may carry more fields (issue #19);
-#             7: SETACK, GOTACK and DELJOB carry the jobs of one loop turn
+#             7: SETACK, GOTACK and DELJOB carry the jobs of one loop turn;
+#             8: the cluster-secret handshake binds both challenges and node IDs, and
+#                the frames after it carry a tag (session.py)
 MAX_FRAME: Final = 64 * 1024 * 1024  # a frame longer than this closes the link
 # Before a link has proven the cluster secret it may only send the handshake: frames
 # of AUTH (a 16-byte nonce) and AUTH_PROOF (a 32-byte HMAC), ~100 bytes each.
@@ -61,9 +65,10 @@ NEEDJOBS: Final = 12  # fields: [queue, count, wait ms]  wait: how long the aske
 YOURJOBS: Final = 13  # fields: [[serialized job, ...]]
 WORKING: Final = 14  # fields: [job id]
 PAUSE: Final = 15  # fields: [queue, flags]
-# With cluster-secret only: the first message each way on a new link, then the proof.
+# With cluster-secret only: the first message each way on a new link, then the proof,
+# each alone in its frame (session.py).
 AUTH: Final = 16  # fields: [nonce (16 random bytes)]
-AUTH_PROOF: Final = 17  # fields: [HMAC-SHA256(secret, role + the other side's nonce)]
+AUTH_PROOF: Final = 17  # fields: [HMAC-SHA256(secret, label + role + both nonces and IDs)]
 QLEN_REQUEST: Final = 18  # fields: [request id, queue]  (GLOBALQLEN)
 QLEN_REPLY: Final = 19  # fields: [request id, queue length on the sender]
 # disq extensions (ADDJOB DEDUP), unknown to Disque:
@@ -211,11 +216,11 @@ def encode_frame(sender_id: str, sender_port: int, sender_flags: list[str],
     return frame(frame_prefix(sender_id, sender_port, sender_flags), messages)
 
 
-def frame(prefix: bytes, messages: list[Any]) -> bytes:
+def frame(prefix: bytes, messages: list[Any], tag_len: int = 0) -> bytes:
     """The frame of `messages` (lists, or PackedMessages) after `prefix` (frame_prefix):
     the bytes `_pack([VERSION, sender_id, sender_port, sender_flags, messages])` makes
     of the same messages as lists. The lists between two PackedMessages are packed in
-    one call."""
+    one call. `tag_len`: the length counts a tag of that many bytes, sent after."""
     parts = [b"", prefix, array_header(len(messages))]
     start = 0
     for i, message in enumerate(messages):
@@ -231,7 +236,7 @@ def frame(prefix: bytes, messages: list[Any]) -> bytes:
         parts[2] = _pack(messages)  # no PackedMessage: the header is the list's
     elif start < len(messages):
         parts.append(pack_items(messages[start:]))
-    length = 0
+    length = tag_len
     for part in parts:  # (a loop: sum(map(len, parts)) costs ~2k instructions)
         length += len(part)
     parts[0] = _LEN.pack(length)
@@ -290,16 +295,27 @@ def _lists_fit(payload: bytearray) -> bool:
     return 56 * heads + 8 * len(payload) <= LIST_BYTES_PER_BYTE * len(payload)
 
 
+class TagCheck(Protocol):
+    """What checks the tags of a link's frames (session.FrameTags)."""
+
+    def check(self, payload: memoryview, tag: bytes) -> bool: ...
+
+
+TAG_LEN: Final = 16  # a frame's tag, when its link has them (session.py)
+
+
 class FrameReader:
     """Splits a byte stream into decoded frames, one at a time (`feed` is lazy), so
-    that `max_frame` may change between two frames: a link still proving the cluster
-    secret takes only MAX_HANDSHAKE_FRAME, then MAX_FRAME."""
+    that `max_frame` and `tags` may change between two frames: a link still proving
+    the cluster secret takes only MAX_HANDSHAKE_FRAME, then MAX_FRAME, each frame
+    checked against its tag before it is decoded."""
 
-    __slots__ = ("_buf", "max_frame")
+    __slots__ = ("_buf", "max_frame", "tags")
 
     def __init__(self, max_frame: int = MAX_FRAME) -> None:
         self._buf = bytearray()
         self.max_frame = max_frame
+        self.tags: TagCheck | None = None
 
     def feed(self, data: bytes) -> Iterator[list[Any]]:
         """Buffer `data`; returns an iterator of the frames now complete, decoded one
@@ -319,12 +335,28 @@ class FrameReader:
                 end = pos + 4 + length
                 if len(buf) < end:
                     break
-                message = _decode(buf, pos + 4, end)
+                tags = self.tags
+                if tags is not None:
+                    end -= TAG_LEN
+                    if length < TAG_LEN or not _tag_holds(tags, buf, pos + 4, end):
+                        raise FrameError("a frame that failed its authentication (forged, "
+                                         "replayed or corrupt)")
+                    message = _decode(buf, pos + 4, end)
+                    end += TAG_LEN
+                else:
+                    message = _decode(buf, pos + 4, end)
                 pos = end
                 yield message
         finally:
             if pos:
                 del buf[:pos]
+
+
+def _tag_holds(tags: TagCheck, buf: bytearray, start: int, end: int) -> bool:
+    """Whether buf[start:end] is the payload its tag (the TAG_LEN bytes after it) was
+    made for. (The views are released before `buf` may change size.)"""
+    with memoryview(buf) as whole, whole[start:end] as payload:
+        return tags.check(payload, bytes(whole[end:end + TAG_LEN]))
 
 
 def _new_unpacker() -> msgpack.Unpacker:
