@@ -171,6 +171,8 @@ class Link(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.outbox.up = False
+        self.outbox.take()  # what was queued for it, and
+        self.reader.clear()  # what it sent, are of no use now
         if self._auth_timer is not None:
             self._auth_timer.cancel()
             self._auth_timer = None

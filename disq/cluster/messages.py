@@ -12,8 +12,9 @@ listed below.
 
 from __future__ import annotations
 
+import importlib
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final, NoReturn, Protocol
 
 import msgpack
@@ -32,12 +33,18 @@ MAX_FRAME: Final = 64 * 1024 * 1024  # a frame longer than this closes the link
 # of AUTH (a 16-byte nonce) and AUTH_PROOF (a 32-byte HMAC), ~100 bytes each.
 MAX_HANDSHAKE_FRAME: Final = 512
 # A frame up to this long is decoded as is: even of the costliest msgpack (one-byte
-# empty arrays, 64 bytes each once decoded) it makes at most 16 MB of lists. A longer
-# one may not decode into lists taking more than LIST_BYTES_PER_BYTE times its length:
-# checked by _lists_fit (one pass in C) up to PRECOUNT_MAX, else (or if that cannot
-# tell) by _ListBudget (a call per list).
+# empty arrays, 64 bytes each once decoded) it makes at most 16 MB of objects. A longer
+# one may not decode into objects taking more than LIST_BYTES_PER_BYTE times its
+# length, nor more than DECODED_MAX: the C extension disq._msgcost counts what its
+# objects would take from its bytes (one pass, nothing built), and a frame over it is
+# refused before it is decoded. Without the extension (no compiler), only its lists
+# are counted: by _lists_fit (one pass in C) up to PRECOUNT_MAX, else (or if that
+# cannot tell) by _ListBudget (a call per list, as they are built).
 PLAIN_DECODE_MAX: Final = 256 * 1024
-LIST_BYTES_PER_BYTE: Final = 20  # the lists a frame may decode into, per byte of it
+LIST_BYTES_PER_BYTE: Final = 20  # what a frame may decode into, per byte of it
+# The densest legit frames (DEDUP replies, PAUSEs of one-byte names) take ~15 times
+# their length; frames this big are mostly job bodies (copies of small jobs: ~5).
+DECODED_MAX: Final = 256 * 1024 * 1024
 PRECOUNT_MAX = 8 * 1024 * 1024  # (longer frames are mostly job bodies: few lists)
 
 PING: Final = 0  # fields: [gossip, sent us]  gossip = [[id, ip, port, flags, ping_sent,
@@ -261,18 +268,35 @@ _DECODE: Final = {"raw": False, "use_list": True, "max_map_len": 0, "max_ext_len
            "object_hook": _no_map, "ext_hook": _no_ext}
 
 
+def decoded_budget(length: int) -> int:
+    """What a frame of `length` bytes may decode into (bytes of Python objects)."""
+    return min(LIST_BYTES_PER_BYTE * length, DECODED_MAX)
+
+
+def _load_cost() -> Callable[[bytearray, int, int, int], int] | None:
+    """disq._msgcost.cost, if the extension was built (it is optional, as _gcfree)."""
+    try:
+        module = importlib.import_module("disq._msgcost")
+    except ImportError:
+        return None
+    cost: Callable[[bytearray, int, int, int], int] = module.cost
+    return cost
+
+
+_cost = _load_cost()
+
+
 class _ListBudget:
-    """What the arrays of one frame may cost once decoded. A msgpack array of n items
-    becomes a list of 56 + 8n bytes however short the items are: an empty one is a
-    byte that becomes 64, so 20 MB of them made 1.4 GB. Each list is charged as it is
-    built (list_hook); the frame is refused once they cost LIST_BYTES_PER_BYTE times
-    its length, which the densest legit frames (DEDUP replies or PAUSEs of one-byte
-    names: ~15) stay under."""
+    """What the arrays of one frame may cost once decoded, without disq._msgcost. A
+    msgpack array of n items becomes a list of 56 + 8n bytes however short the items
+    are: an empty one is a byte that becomes 64, so 20 MB of them made 1.4 GB. Each
+    list is charged as it is built (list_hook); the frame is refused once they cost
+    its decoded_budget."""
 
     __slots__ = ("left",)
 
     def __init__(self, length: int) -> None:
-        self.left = LIST_BYTES_PER_BYTE * length
+        self.left = decoded_budget(length)
 
     def charge(self, items: list[Any]) -> list[Any]:
         self.left -= 56 + 8 * len(items)
@@ -292,7 +316,7 @@ def _lists_fit(payload: bytearray) -> bool:
     may start an array, and no more items than bytes. One pass in C, a fraction of
     what the calls cost to a big batch of small messages."""
     heads = len(payload.translate(None, _NOT_ARRAY_HEADS))
-    return 56 * heads + 8 * len(payload) <= LIST_BYTES_PER_BYTE * len(payload)
+    return 56 * heads + 8 * len(payload) <= decoded_budget(len(payload))
 
 
 class TagCheck(Protocol):
@@ -316,6 +340,13 @@ class FrameReader:
         self._buf = bytearray()
         self.max_frame = max_frame
         self.tags: TagCheck | None = None
+
+    def clear(self) -> None:
+        """Drop what is buffered (the link is gone). A link is freed by the cycle
+        collector (its output queue calls back into it), which may not run for a
+        long while on an idle node: its unfinished frame, up to MAX_FRAME, must not
+        wait for that."""
+        self._buf = bytearray()
 
     def feed(self, data: bytes) -> Iterator[list[Any]]:
         """Buffer `data`; returns an iterator of the frames now complete, decoded one
@@ -383,6 +414,12 @@ def _decode(buf: bytearray, start: int, end: int) -> list[Any]:
             message = unpacker.unpack()
             if unpacker.tell() - offset != length:
                 raise ValueError("extra bytes after its object")
+        elif _cost is not None:
+            budget = decoded_budget(length)
+            if _cost(buf, start, end, budget) > budget:
+                raise ValueError(f"its objects would decode into more than {budget} bytes")
+            with memoryview(buf) as whole, whole[start:end] as data:
+                message = msgpack.unpackb(data, **_DECODE)
         elif length <= PRECOUNT_MAX and _lists_fit(payload := buf[start:end]):
             message = msgpack.unpackb(payload, **_DECODE)
         else:
