@@ -34,12 +34,21 @@ def start_node(tmp_path: Path) -> Iterator[Callable[..., DisqProcess]]:
 
 
 @pytest.fixture
-def make_cluster(start_node: Callable[..., DisqProcess]) -> Callable[..., list[DisqProcess]]:
+def bus_args() -> list[str]:
+    """Directives of every node make_cluster starts: none. A module whose tests must
+    hold on both buses takes support.bus_variants as its `bus_args`."""
+    return []
+
+
+@pytest.fixture
+def make_cluster(start_node: Callable[..., DisqProcess],
+                 bus_args: list[str]) -> Callable[..., list[DisqProcess]]:
     """make_cluster(n, join="star"|"chain", timeout=NODE_TIMEOUT): n nodes with that
-    cluster-node-timeout (ms) joined by MEETing node 0 only (star) or each the next one
-    (chain, as Disque's test suite does), fully formed."""
+    cluster-node-timeout (ms) and `bus_args`, joined by MEETing node 0 only (star) or
+    each the next one (chain, as Disque's test suite does), fully formed."""
     def make(n: int, join: str = "star", timeout: int = NODE_TIMEOUT) -> list[DisqProcess]:
-        nodes = [start_node("--cluster-node-timeout", str(timeout)) for _ in range(n)]
+        nodes = [start_node("--cluster-node-timeout", str(timeout), *bus_args)
+                 for _ in range(n)]
         return form_cluster(nodes, join)
     return make
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -33,6 +34,20 @@ FLAG_ORDER = ("myself", "fail?", "fail", "handshake", "noaddr", "leaving")
 NODE_LINE = re.compile(
     r"^(?P<id>[0-9a-f]{40}) (?P<ip>\S*):(?P<port>\d+) (?P<flags>\S+) "
     r"(?P<ping_sent>\d+) (?P<pong_recv>\d+) (?P<link>connected|disconnected)$")
+
+
+BUS_VARIANTS = [pytest.param([], id="open-bus"),
+                pytest.param(["--cluster-secret", "s3cret"], id="secret")]
+
+
+@pytest.fixture(params=BUS_VARIANTS)
+def bus_variants(request: pytest.FixtureRequest) -> list[str]:
+    """`bus_args = bus_variants` in a test module: each of its tests that starts nodes
+    with make_cluster runs twice, on a bus without a secret and on one with
+    cluster-secret (handshake and frame tags on every link). One test:
+    `@pytest.mark.parametrize("bus_args", BUS_VARIANTS)`."""
+    args: list[str] = request.param
+    return args
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 5.0, interval: float = 0.01,

@@ -24,6 +24,7 @@ from support import (
     NODE_TIMEOUT,
     DisqProcess,
     assert_stays,
+    bus_variants,
     cluster_nodes,
     form_cluster,
     meet,
@@ -33,6 +34,10 @@ from support import (
 )
 
 from disq.replication.requeue import sender_wins
+
+# Every test here that forms its cluster with make_cluster runs on an open bus and on
+# one with cluster-secret (its handshake and frame tags on every link).
+bus_args = bus_variants
 
 NOREPL_REACH = "NOREPL Not enough reachable nodes for the requested replication level"
 NOREPL_TIMEOUT = ("NOREPL Timeout reached before replicating to the requested number of "

@@ -17,6 +17,7 @@ import msgpack
 import pytest
 import redis
 from support import (
+    BUS_VARIANTS,
     NODE_TIMEOUT,
     DisqProcess,
     assert_stays,
@@ -90,6 +91,7 @@ def wait_more_messages(node: DisqProcess, count: int) -> None:
 
 
 # -- forming a cluster ------------------------------------------------------------------------
+@pytest.mark.parametrize("bus_args", BUS_VARIANTS)
 @pytest.mark.parametrize("n,join", [(3, "chain"), (5, "star")])
 def test_join_and_auto_discovery(make_cluster, n, join):
     nodes = make_cluster(n, join)
@@ -167,6 +169,7 @@ def test_meet_errors_and_handshake_timeout(start_node):
 
 
 # -- failure detection ------------------------------------------------------------------------
+@pytest.mark.parametrize("bus_args", BUS_VARIANTS)
 def test_killed_node_fails_and_rejoins_by_itself(make_cluster):
     """kill -9 one node of 3: PFAIL then FAIL on the others; restarted, it comes back
     from nodes.conf with its ID, without a new MEET, and the flags clear everywhere."""
@@ -202,6 +205,7 @@ def test_killed_node_fails_and_rejoins_by_itself(make_cluster):
     assert "Clear FAIL state" in a.log() + b.log()
 
 
+@pytest.mark.parametrize("bus_args", BUS_VARIANTS)
 def test_address_taken_by_another_id_becomes_noaddr(make_cluster):
     """A node restarted without its nodes.conf comes back with a new ID on the same
     address: as Redis Cluster does, the peers keep the old ID without an address
@@ -289,6 +293,7 @@ def test_fail_needs_majority_of_five(make_cluster):
 
 
 # -- LEAVING, FORGET, RESET ------------------------------------------------------------------
+@pytest.mark.parametrize("bus_args", BUS_VARIANTS)
 def test_leaving_is_gossiped(make_cluster):
     a, b, c = make_cluster(3)
     a_id = myid(a)
@@ -337,6 +342,7 @@ def test_forget(make_cluster):
     wait_formed([a, b, c])
 
 
+@pytest.mark.parametrize("bus_args", BUS_VARIANTS)
 def test_reset_soft_keeps_id_hard_gives_new_one(make_cluster):
     a, b, c = make_cluster(3)
     a_id, c_id = myid(a), myid(c)
@@ -395,6 +401,7 @@ def test_reset_soft_keeps_id_hard_gives_new_one(make_cluster):
 
 
 # -- restarts ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("bus_args", BUS_VARIANTS)
 def test_restart_all_nodes_keeps_the_cluster(make_cluster):
     nodes = make_cluster(3, "chain")
     ids = [myid(n) for n in nodes]
