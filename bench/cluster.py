@@ -36,12 +36,14 @@ def command(port: int, *args: str) -> bytes:
         return s.recv(65536)
 
 
-def start_cluster(workdir: str, size: int = 3) -> list[tuple[subprocess.Popen, int]]:
+def start_cluster(workdir: str, size: int = 3,
+                  *extra: str) -> list[tuple[subprocess.Popen, int]]:
+    """`size` nodes started with the directives `extra`, formed."""
     nodes = []
     for i in range(size):
         path = Path(workdir) / f"node{i}"
         path.mkdir()
-        nodes.append(start_disq(str(path)))
+        nodes.append(start_disq(str(path), *extra))
     first = nodes[0][1]
     for _, port in nodes[1:]:
         command(first, "CLUSTER", "MEET", "127.0.0.1", str(port))

@@ -2,6 +2,7 @@
 of two checkouts, alternated in one run.
 
     python bench/compare_checkouts.py BEFORE_DIR [AFTER_DIR] [--rounds 4]
+        [--server-args "--cluster-secret s3cret"]
 
 BEFORE_DIR is another checkout of disq (`git worktree add --detach /tmp/before REV`);
 AFTER_DIR defaults to this one. Each round starts fresh nodes from each checkout in
@@ -9,7 +10,7 @@ turn and drives them with redis-benchmark (-c 50): one node, ADDJOB unpipelined 
 with -P 16; three nodes, ADDJOB REPLICATE 3 with -P 16 (the CPU of all three). CPU
 (user + sys of the disq processes, from /proc) per request is steadier than
 throughput on a shared machine, which is what the medians and the after/before ratio
-report.
+report. `--server-args`: directives every node of both sides starts with.
 """
 
 from __future__ import annotations
@@ -41,14 +42,16 @@ def cpu_seconds(pid: int) -> float:
 
 
 @contextmanager
-def nodes_of(checkout: Path, count: int) -> Iterator[list[tuple[object, int]]]:
+def nodes_of(checkout: Path, count: int,
+             extra: list[str]) -> Iterator[list[tuple[object, int]]]:
     """`count` running nodes (a formed cluster if more than one) of `checkout`'s disq:
     `python -m disq` imports the disq of its working directory."""
     here = os.getcwd()
     os.chdir(checkout)
     workdir = tempfile.mkdtemp(prefix="disq-compare-")
     try:
-        nodes = start_cluster(workdir, count) if count > 1 else [start_disq(workdir)]
+        nodes = (start_cluster(workdir, count, *extra) if count > 1
+                 else [start_disq(workdir, *extra)])
     finally:
         os.chdir(here)
     try:
@@ -59,9 +62,9 @@ def nodes_of(checkout: Path, count: int) -> Iterator[list[tuple[object, int]]]:
 
 
 def measure(checkout: Path, count: int, requests: int, pipeline: int,
-            command: list[str]) -> float:
+            command: list[str], extra: list[str]) -> float:
     """Server CPU microseconds per request."""
-    with nodes_of(checkout, count) as nodes:
+    with nodes_of(checkout, count, extra) as nodes:
         pids = [proc.pid for proc, _ in nodes]  # type: ignore[attr-defined]
         before = sum(map(cpu_seconds, pids))
         redis_benchmark(nodes[0][1], requests, pipeline, *command)
@@ -74,13 +77,16 @@ def main() -> None:
     parser.add_argument("after", type=Path, nargs="?",
                         default=Path(__file__).resolve().parent.parent)
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--server-args", default="",
+                        help="directives for every node, e.g. '--cluster-secret s3cret'")
     args = parser.parse_args()
+    extra = args.server_args.split()
     sides = {"before": args.before.resolve(), "after": args.after.resolve()}
     results: dict[tuple[str, str], list[float]] = {}
     for round_no in range(args.rounds):
         for side, checkout in sides.items():
             for name, count, requests, pipeline, command in CASES:
-                us = measure(checkout, count, requests, pipeline, command)
+                us = measure(checkout, count, requests, pipeline, command, extra)
                 results.setdefault((name, side), []).append(us)
                 print(f"round {round_no + 1} {side} {name}: {us:.2f} us/request",
                       file=sys.stderr)

@@ -3,6 +3,7 @@ server's instructions per request of two checkouts, counted by valgrind's callgr
 
     python bench/instructions.py BEFORE_DIR [AFTER_DIR] [--requests 5000] [--runs 3]
         [--case TEXT] [--before-args "--appendonly yes ..."] [--after-args "..."]
+        [--all-args "--cluster-secret s3cret"]
 
 BEFORE_DIR is another checkout of disq (`git worktree add --detach /tmp/before REV`);
 AFTER_DIR defaults to this one. CPU time per request (compare_checkouts.py) moves by
@@ -21,7 +22,8 @@ cron once a second (`--hz 1`) so that this stays well under 1% of the count.
 `--case` keeps the cases whose name contains TEXT; `--before-args` / `--after-args` are
 directives for the measured node of each side (e.g. one checkout twice, with the AOF
 in two formats: `. . --before-args "--appendonly yes --aof-checksum no" --after-args
-"--appendonly yes"`).
+"--appendonly yes"`); `--all-args` are directives of every node of both sides, peers
+included (a cluster-secret must be on all of them).
 """
 
 from __future__ import annotations
@@ -63,22 +65,24 @@ def start_under_callgrind(workdir: str, out_dir: str,
 
 
 @contextmanager
-def nodes_of(checkout: Path, count: int,
-             extra: list[str]) -> Iterator[tuple[int, int, str]]:
+def nodes_of(checkout: Path, count: int, extra: list[str],
+             common: list[str]) -> Iterator[tuple[int, int, str]]:
     """(pid under callgrind, its port, callgrind's output folder) of a node of
     `checkout`'s disq (`python -m disq` imports the disq of its working directory),
-    with `count - 1` peers at full speed, the cluster formed."""
+    with `count - 1` peers at full speed, the cluster formed; `extra`: the measured
+    node's directives, `common`: every node's."""
     here = os.getcwd()
     workdir = tempfile.mkdtemp(prefix="disq-instructions-")
     os.chdir(checkout)
     procs: list[subprocess.Popen[bytes]] = []
     try:
         os.mkdir(f"{workdir}/measured")
-        proc, port = start_under_callgrind(f"{workdir}/measured", workdir, extra)
+        proc, port = start_under_callgrind(f"{workdir}/measured", workdir,
+                                           [*common, *extra])
         procs.append(proc)
         for i in range(count - 1):
             os.mkdir(f"{workdir}/peer{i}")
-            peer, peer_port = start_disq(f"{workdir}/peer{i}")
+            peer, peer_port = start_disq(f"{workdir}/peer{i}", *common)
             procs.append(peer)
             command(port, "CLUSTER", "MEET", "127.0.0.1", str(peer_port))
         deadline = time.monotonic() + 120
@@ -126,11 +130,11 @@ def counted(pid: int, out_dir: str, load: Callable[[], None]) -> int:
 
 
 def measure(checkout: Path, case: tuple[str, int, int, list[str]], requests: int,
-            runs: int, extra: list[str]) -> float:
+            runs: int, extra: list[str], common: list[str]) -> float:
     """The median of `runs` loads' instructions per request (after a warm-up)."""
     _, count, pipeline, args = case
     figures = []
-    with nodes_of(checkout, count, extra) as (pid, port, out_dir):
+    with nodes_of(checkout, count, extra, common) as (pid, port, out_dir):
         for run in range(runs + 1):
             if args == ["__cycle__"]:
                 bench(port, requests, 16, "ADDJOB", "q", "x", "0")
@@ -154,6 +158,7 @@ def main() -> None:
     parser.add_argument("--case", default="", help="only the cases whose name has this")
     parser.add_argument("--before-args", default="", help="directives of the before node")
     parser.add_argument("--after-args", default="", help="directives of the after node")
+    parser.add_argument("--all-args", default="", help="directives of every node")
     args = parser.parse_args()
     sides = {"before": (args.before.resolve(), shlex.split(args.before_args)),
              "after": (args.after.resolve(), shlex.split(args.after_args))}
@@ -161,8 +166,8 @@ def main() -> None:
     results: dict[tuple[str, str], float] = {}
     for case in cases:
         for side, (checkout, extra) in sides.items():
-            results[(case[0], side)] = figure = measure(checkout, case, args.requests,
-                                                        args.runs, extra)
+            results[(case[0], side)] = figure = measure(
+                checkout, case, args.requests, args.runs, extra, shlex.split(args.all_args))
             print(f"{side} {case[0]}: {figure:,.0f} instructions/request", file=sys.stderr)
     print("| case | server instructions per request, before | after | after/before |")
     print("|---|---|---|---|")
