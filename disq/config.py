@@ -84,6 +84,7 @@ class Settings:
     http_port: int
     http_bind: str
     http_max_body: int
+    http_read_timeout: int
     tls_port: int
     tls_cert_file: str
     tls_key_file: str

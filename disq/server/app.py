@@ -41,7 +41,7 @@ from .connection import ERR_LOADING, Client
 from .cron import Cron
 from .hotstate import HotState
 from .latency import LatencyMonitor
-from .limits import ConnectionsPerIp
+from .limits import ConnectionsPerIp, IpLimited
 from .process import (
     LEVELS,
     adjust_open_files_limit,
@@ -82,7 +82,9 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         self.connections_received = 0
         self.rejected_connections = 0
         # client limits (disq's maxclients-per-ip and client-rate-limit)
-        self.per_ip: ConnectionsPerIp[Client] = ConnectionsPerIp(config.maxclients_per_ip)
+        self.per_ip: ConnectionsPerIp[IpLimited] = ConnectionsPerIp(config.maxclients_per_ip)
+        self.http_connections = 0  # open connections to the HTTP port
+        self.exchanges: set[int] = set()  # IDs of the HTTP requests' clients
         self.rejected_commands_per_ip = 0  # commands refused by each limit (INFO stats)
         self.rejected_commands_rate = 0
         self.ops_per_sec = 0
@@ -105,7 +107,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         self._cron: asyncio.TimerHandle | None = None
         self._stopped: asyncio.Future[None] | None = None
         self._metrics: Any = None
-        self._http: Any = None  # the HTTP port's aiohttp runner (http-port)
+        self._http: Any = None  # the HTTP port (http-port): http/connections.py's HttpPort
         self._memory_cache = (0.0, 0)
         # CLIENT PAUSE (hot.clients_paused_until): the clients holding requests
         # meanwhile, resumed when it passes.

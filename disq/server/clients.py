@@ -1,6 +1,11 @@
-"""The server's clients as a whole: admission (maxclients, maxclients-per-ip),
-client-rate-limit, MONITOR, CLIENT PAUSE, idle clients (timeout) and
-client-output-buffer-limit. A part of `Server`."""
+"""The server's clients as a whole: admission (maxclients, maxclients-per-ip, for RESP
+and the HTTP port's connections), client-rate-limit, MONITOR, CLIENT PAUSE, idle
+clients (timeout) and client-output-buffer-limit. A part of `Server`.
+
+`clients` holds the RESP connections and, while an HTTP request runs its commands, its
+`Exchange` (http/bridge.py): those are not connections of their own (their HTTP
+connection was admitted and is counted in `http_connections`), so admission leaves
+them out (`exchanges`: their IDs)."""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from ..config import Config
 if TYPE_CHECKING:
     from .connection import Client
     from .hotstate import HotState
-    from .limits import ConnectionsPerIp
+    from .limits import ConnectionsPerIp, IpLimited
 
 log = logging.getLogger("disq")
 
@@ -31,16 +36,22 @@ class ClientRegistry:
     paused_clients: set[Client]
     connections_received: int
     rejected_connections: int
-    per_ip: ConnectionsPerIp[Client]  # maxclients-per-ip's accounting
+    per_ip: ConnectionsPerIp[IpLimited]  # maxclients-per-ip's: RESP and HTTP connections
+    http_connections: int  # open connections to the HTTP port (http/connections.py)
+    exchanges: set[int]  # IDs of the HTTP requests' clients in `clients`
     rejected_commands_per_ip: int
     rejected_commands_rate: int
     _next_client_id: int
     _unpause_timer: asyncio.TimerHandle | None
 
     # -- clients -----------------------------------------------------------------------
+    def connection_count(self) -> int:
+        """Open connections, as maxclients counts them: RESP's and the HTTP port's."""
+        return len(self.clients) - len(self.exchanges) + self.http_connections
+
     def client_connected(self, client: Client) -> None:
         self.connections_received += 1
-        if len(self.clients) >= self.config.maxclients:
+        if self.connection_count() >= self.config.maxclients:
             self.rejected_connections += 1
             client.transport.write(b"-ERR max number of clients reached\r\n")  # type: ignore
             client.close()
@@ -63,12 +74,58 @@ class ClientRegistry:
             except OSError:
                 pass
 
+    def exchange_connected(self, client: Client) -> None:
+        """An HTTP request's client (http/bridge.py): listed with the others (CLIENT
+        LIST, a parked GETJOB is a blocked client), never refused nor counted per IP
+        (its connection was, when it came)."""
+        self._next_client_id += 1
+        client.id = self._next_client_id
+        self.clients[client.id] = client
+        self.exchanges.add(client.id)
+
     def client_disconnected(self, client: Client) -> None:
         self.clients.pop(client.id, None)
         self.backlogged.pop(client, None)
-        if client.ip:
-            for other in self.per_ip.remove(client.ip, client):
-                other.set_over_ip_limit(False)
+        if self.exchanges and client.id in self.exchanges:
+            self.exchanges.discard(client.id)
+        elif client.ip:
+            self._left_ip(client.ip, client)
+
+    def _left_ip(self, ip: str, conn: IpLimited) -> None:
+        for other in self.per_ip.remove(ip, conn):
+            other.set_over_ip_limit(False)
+
+    # -- the HTTP port's connections (http/connections.py) -------------------------------
+    def http_admission(self, conn: IpLimited, ip: str) -> tuple[str, str] | None:
+        """A new connection to the HTTP port: None if it is taken, else the (code,
+        message) of its 503. It may take half of maxclients at most (RESP keeps the
+        rest), and counts in maxclients-per-ip as a RESP connection does."""
+        from .http.connections import http_limit  # (aiohttp: only with an HTTP port)
+
+        self.connections_received += 1
+        cfg = self.config
+        per_ip = cfg.maxclients_per_ip
+        share = http_limit(cfg.maxclients)
+        if self.http_connections >= share:
+            refusal = ("MAXCLIENTS", f"the HTTP port holds its share of maxclients ({share} "
+                                     f"connections of {cfg.maxclients}): try again later")
+        elif self.connection_count() >= cfg.maxclients:
+            refusal = ("MAXCLIENTS", "max number of clients reached")
+        elif ip and per_ip and self.per_ip.count(ip) >= per_ip:
+            refusal = ("BUSY", f"too many connections from {ip} (maxclients-per-ip is "
+                               f"{per_ip})")
+        else:
+            self.http_connections += 1
+            if ip:
+                self.per_ip.add(ip, conn)
+            return None
+        self.rejected_connections += 1
+        return refusal
+
+    def http_connection_closed(self, conn: IpLimited, ip: str) -> None:
+        self.http_connections -= 1
+        if ip:
+            self._left_ip(ip, conn)
 
     # -- client limits: CONFIG SET ---------------------------------------------------------
     def per_ip_limit_changed(self, limit: int) -> None:

@@ -67,6 +67,7 @@ def _server(s: Server) -> list[str]:
 def _clients(s: Server) -> list[str]:
     return [
         f"connected_clients:{len(s.clients)}",
+        f"http_connections:{s.http_connections}",
         "client_longest_output_list:0",
         f"client_biggest_input_buf:{s.biggest_input_buffer()}",
         f"blocked_clients:{s.node.blocked_clients}",

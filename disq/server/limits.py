@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T", bound=Hashable)
 _NO_LIMIT = sys.maxsize
+
+
+class IpLimited(Hashable, Protocol):
+    """A connection counted per IP: a RESP client, or an HTTP port's connection."""
+
+    def set_over_ip_limit(self, over: bool) -> None: ...
 
 
 class TokenBucket:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -35,6 +34,7 @@ from ...node import now_ms
 from ...queue import PAUSE_NAMES
 from .auth import command_refusal
 from .bridge import CommandError, Exchange
+from .jsonbody import read_json
 from .problems import Problem, bad_request
 
 if TYPE_CHECKING:
@@ -114,12 +114,7 @@ def _body(data: dict[str, Any]) -> bytes:
 
 
 async def _json(request: web.Request) -> Any:
-    if not request.can_read_body:
-        return {}
-    try:
-        return await request.json(loads=json.loads)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise bad_request("the request body is not JSON") from None
+    return await read_json(request, request.app[SERVER_KEY].config.http_read_timeout)
 
 
 async def _json_object(request: web.Request) -> dict[str, Any]:

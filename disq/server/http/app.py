@@ -11,6 +11,9 @@ acl_access_denied_auth and, after AUTH_FAILURES_MAX from one IP, 429 for AUTH_PA
 Each route runs RESP commands as that user (bridge.py), so the same permission checks
 apply: -NOPERM is a 403. The dashboard's page asks for a user and password and sends
 them the same way. With `tls-port` set the port speaks TLS with the node's certificate.
+
+A request's connection was admitted within maxclients and has deadlines
+(connections.py); its body is read within one (jsonbody.py).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from aiohttp import web
 from ... import tls
 from . import api
 from .auth import CHALLENGE, Authenticator, AuthRefused
+from .connections import HttpPort
 from .openapi import openapi_document
 from .problems import Problem
 
@@ -120,25 +124,27 @@ def make_app(server: Server) -> web.Application:
     return app
 
 
-async def start_http(server: Server) -> web.AppRunner:
+async def start_http(server: Server) -> HttpPort:
     """Listen on `http-bind` (default: the node's `bind`) : `http-port`; TLS when
     the node has a `tls-port`. A port that cannot be had stops the start."""
     cfg = server.config
-    runner = web.AppRunner(make_app(server), access_log=None, handler_cancellation=True)
+    # aiohttp's keep-alive timer is the headers' deadline (connections.py), and the
+    # rest of a body a route did not read is awaited no longer than a body is.
+    runner = web.AppRunner(make_app(server), access_log=None, handler_cancellation=True,
+                           keepalive_timeout=cfg.http_read_timeout,
+                           lingering_time=cfg.http_read_timeout)
     await runner.setup()
+    port = HttpPort(runner)
     hosts = cfg.http_bind.split() or list(cfg.bind)
     context = tls.client_port_context(cfg) if cfg.tls_port else None
     try:
         for host in hosts:
-            site = web.TCPSite(runner, host, cfg.http_port, ssl_context=context,
-                               reuse_address=True)
-            await site.start()
+            await port.listen(server, host, cfg.http_port, context)
     except OSError as exc:
-        await runner.cleanup()
+        await port.cleanup()
         raise SystemExit(f"Could not create HTTP listening socket {hosts}:{cfg.http_port}: "
                          f"{exc.strerror or exc}") from None
     scheme = "https" if context is not None else "http"
     log.info("HTTP API and dashboard on %s://%s:%d/", scheme,
              hosts[0] if ":" not in hosts[0] else f"[{hosts[0]}]", cfg.http_port)
-    return runner
-
+    return port

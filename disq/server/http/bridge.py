@@ -10,7 +10,9 @@ commandstats. The reply's bytes come back here and hiredis reads them into Pytho
 values; a RESP error becomes `CommandError`.
 
 An exchange counts as a connected client while it runs (CLIENT LIST shows it as
-`name=http`), so a long poll parked in GETJOB is a blocked client like any other.
+`name=http`), so a long poll parked in GETJOB is a blocked client like any other; it
+is not a connection of its own, though: maxclients and maxclients-per-ip counted its
+HTTP connection when it came (http/connections.py).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import hiredis
 
-from ..connection import Client
+from ..connection import Client, _addresses
 
 if TYPE_CHECKING:
     from ..app import Server
@@ -79,6 +81,11 @@ class Exchange(Client):
         self.sink = _Sink(peer, local)
         self.connection_made(self.sink)
         self.authenticated = authenticated  # the HTTP layer checked the password
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.addr, self.laddr, self.local_ip, self.ip = _addresses(transport)
+        self.server.exchange_connected(self)
 
     async def call(self, *args: object) -> Any:
         """Run one command; its reply as Python values (bytes, int, list, None).

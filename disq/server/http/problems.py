@@ -30,8 +30,8 @@ STATUS_BY_CODE = {
 }
 TITLES = {
     400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-    409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type",
-    429: "Too Many Requests", 500: "Internal Server Error", 501: "Not Implemented",
+    408: "Request Timeout", 409: "Conflict", 413: "Content Too Large",
+    415: "Unsupported Media Type", 421: "Misdirected Request", 429: "Too Many Requests", 500: "Internal Server Error", 501: "Not Implemented",
     503: "Service Unavailable", 507: "Insufficient Storage",
 }
 
@@ -55,12 +55,22 @@ class Problem(Exception):
             status = 500
         return cls(status, message, code)
 
+    def body(self) -> str:
+        return json.dumps({"type": f"urn:disq:error:{self.code.lower()}",
+                           "title": TITLES.get(self.status, "Error"), "status": self.status,
+                           "detail": self.detail, "code": self.code, **self.extra})
+
     def response(self, headers: dict[str, str] | None = None) -> web.Response:
-        body = {"type": f"urn:disq:error:{self.code.lower()}",
-                "title": TITLES.get(self.status, "Error"), "status": self.status,
-                "detail": self.detail, "code": self.code, **self.extra}
-        return web.Response(status=self.status, text=json.dumps(body),
+        return web.Response(status=self.status, text=self.body(),
                             content_type=PROBLEM_TYPE, headers=headers)
+
+    def message(self) -> bytes:
+        """The whole HTTP/1.1 answer, for a connection answered without aiohttp (one
+        refused as it comes: connections.py), which is then closed."""
+        body = self.body().encode()
+        return (f"HTTP/1.1 {self.status} {TITLES.get(self.status, 'Error')}\r\n"
+                f"Content-Type: {PROBLEM_TYPE}\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n").encode() + body
 
 
 def bad_request(detail: str) -> Problem:

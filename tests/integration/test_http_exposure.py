@@ -1,0 +1,203 @@
+"""The HTTP port against strangers, on real nodes: connections that hold it without
+sending a request (a read deadline, a share of maxclients that leaves RESP room,
+maxclients-per-ip).
+
+Connections are raw sockets or http.client, so that every header is the test's."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from support import DisqProcess, free_port, raw_command, wait_closed, wait_for
+
+# A request whose headers never end: what a slow client (or a slow-loris) sends.
+UNFINISHED = b"GET /api/v1/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Wait: "
+
+
+def http_request(port: int, method: str, path: str, body: bytes | None = None,
+                 headers: dict[str, str] | None = None,
+                 source: str = "127.0.0.1") -> tuple[int, Any]:
+    """(status, the JSON body or the bytes); `headers` as given (Host included)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20,
+                                      source_address=(source, 0))
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        answer = conn.getresponse()
+        data = answer.read()
+        if (answer.getheader("Content-Type") or "").split(";")[0].endswith("json"):
+            return answer.status, json.loads(data)
+        return answer.status, data
+    finally:
+        conn.close()
+
+
+def post_json(port: int, path: str, data: Any, **headers: str) -> tuple[int, Any]:
+    return http_request(port, "POST", path, json.dumps(data).encode(),
+                        {"Content-Type": "application/json", **headers})
+
+
+class Node:
+    """A node with an HTTP port, and an admin RESP client on its unix socket (no IP:
+    never counted per IP)."""
+
+    def __init__(self, process: DisqProcess, http_port: int, admin: redis.Redis) -> None:
+        self.process = process
+        self.http_port = http_port
+        self.admin = admin
+
+    def info(self, section: str) -> dict[str, Any]:
+        return self.admin.info(section)
+
+    def http_connections(self) -> int:
+        return int(self.info("clients")["http_connections"])
+
+
+@pytest.fixture
+def http_node(start_node: Callable[..., DisqProcess],
+              tmp_path: Path) -> Iterator[Callable[..., Node]]:
+    """http_node(*flags): a node with an HTTP port and an admin client."""
+    admins: list[redis.Redis] = []
+
+    def start(*flags: str) -> Node:
+        port = free_port()
+        path = tmp_path / f"s{len(admins)}.sock"
+        process = start_node("--http-port", str(port), "--unixsocket", str(path), *flags)
+        admin = redis.Redis(unix_socket_path=str(path), socket_timeout=10)
+        admins.append(admin)
+        return Node(process, port, admin)
+
+    yield start
+    for admin in admins:
+        admin.close()
+
+
+@pytest.fixture
+def sockets() -> Iterator[list[socket.socket]]:
+    """Raw connections, closed at the end of the test."""
+    opened: list[socket.socket] = []
+    yield opened
+    for sock in opened:
+        sock.close()
+
+
+def hold(opened: list[socket.socket], node: Node, source: str = "127.0.0.1") -> socket.socket:
+    """A connection that sends the start of a request and no more, once the node
+    counts it (so that connections are counted in the order they are made)."""
+    before = node.http_connections()
+    sock = socket.create_connection(("127.0.0.1", node.http_port), timeout=10,
+                                    source_address=(source, 0))
+    opened.append(sock)
+    sock.sendall(UNFINISHED)
+    wait_for(lambda: node.http_connections() == before + 1,
+             message="the node to count the HTTP connection")
+    return sock
+
+
+def refused(opened: list[socket.socket], port: int, source: str = "127.0.0.1") -> bytes:
+    """What the node answers a connection it does not take, until it closes it."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10,
+                                    source_address=(source, 0))
+    opened.append(sock)
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    return answer
+
+
+# -- connections ----------------------------------------------------------------------------------
+
+def test_slow_http_clients_take_only_their_share_and_resp_still_answers(
+        http_node: Callable[..., Node], sockets: list[socket.socket]) -> None:
+    node = http_node("--maxclients", "8")  # the admin connection is one of them
+    held = [hold(sockets, node) for _ in range(4)]  # half of maxclients: HTTP's share
+    answer = refused(sockets, node.http_port)
+    assert answer.startswith(b"HTTP/1.1 503 "), answer
+    assert b"maxclients" in answer and b"Connection: close" in answer
+    assert node.http_connections() == 4
+    # RESP has the other half (the test's connections go only once the node sees them)
+    clients: list[redis.Redis] = []
+
+    def one_more() -> bool:
+        client = node.process.client()
+        try:
+            client.ping()
+        except redis.ConnectionError:
+            client.close()
+            return False
+        clients.append(client)
+        return True
+
+    try:
+        for _ in range(3):
+            wait_for(one_more, message="a RESP connection to be taken")
+        with pytest.raises(redis.ConnectionError, match="max number of clients reached"):
+            node.process.client().ping()  # the HTTP connections count in maxclients
+    finally:
+        for client in clients:
+            client.close()
+    assert node.info("stats")["rejected_connections"] >= 2
+    held[0].close()  # one goes: HTTP has room again
+    wait_for(lambda: node.http_connections() == 3, message="the node to see it go")
+    assert http_request(node.http_port, "GET", "/api/v1/queues")[0] == 200
+
+
+def test_a_client_too_slow_with_its_headers_or_body_is_closed(
+        http_node: Callable[..., Node], sockets: list[socket.socket]) -> None:
+    node = http_node("--http-read-timeout", "1")
+    slow = hold(sockets, node)
+    slow.settimeout(30)
+    wait_closed(slow, 30, "a connection that never finished its headers")
+    idle = socket.create_connection(("127.0.0.1", node.http_port), timeout=30)
+    sockets.append(idle)  # it sends nothing at all
+    wait_closed(idle, 30, "a connection that never sent a request")
+    body = socket.create_connection(("127.0.0.1", node.http_port), timeout=30)
+    sockets.append(body)
+    body.sendall(b"POST /api/v1/queues/q/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"bo")
+    answer = b""
+    while chunk := body.recv(65536):
+        answer += chunk
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+    assert b"http-read-timeout" in answer
+    wait_for(lambda: node.http_connections() == 0, message="the slow connections to go")
+    # a client that is not slow is served, several requests on one connection
+    conn = http.client.HTTPConnection("127.0.0.1", node.http_port, timeout=20)
+    try:
+        for n in range(3):
+            conn.request("POST", "/api/v1/queues/q/jobs", json.dumps({"body": str(n)}),
+                         {"Content-Type": "application/json"})
+            answered = conn.getresponse()
+            assert answered.status == 201, answered.read()
+            answered.read()
+    finally:
+        conn.close()
+    assert node.admin.execute_command("QLEN", "q") == 3
+
+
+def test_http_connections_count_in_maxclients_per_ip(
+        http_node: Callable[..., Node], sockets: list[socket.socket]) -> None:
+    node = http_node("--maxclients-per-ip", "2")
+    first = hold(sockets, node)
+    hold(sockets, node)
+    answer = refused(sockets, node.http_port)
+    assert answer.startswith(b"HTTP/1.1 503 "), answer
+    assert b"maxclients-per-ip" in answer
+    # another IP has its own count
+    assert http_request(node.http_port, "GET", "/api/v1/queues", source="127.0.0.2")[0] == 200
+    # a RESP connection of the same IP is beyond the limit too: -BUSY
+    resp = socket.create_connection(("127.0.0.1", node.process.port), timeout=10)
+    sockets.append(resp)
+    assert raw_command(resp, b"PING\r\n").startswith(b"-BUSY too many connections")
+    first.close()
+    wait_for(lambda: node.http_connections() == 1, message="the node to see it go")
+    assert raw_command(resp, b"PING\r\n") == b"+PONG\r\n"  # the RESP one came within
+    resp.close()
+    wait_for(lambda: http_request(node.http_port, "GET", "/api/v1/queues")[0] == 200,
+             message="the IP to have room for HTTP again")
