@@ -1,6 +1,6 @@
 """The HTTP port against strangers, on real nodes: connections that hold it without
 sending a request (a read deadline, a share of maxclients that leaves RESP room,
-maxclients-per-ip).
+maxclients-per-ip), and JSON made to cost the node (deep nesting, huge numbers).
 
 Connections are raw sockets or http.client, so that every header is the test's."""
 
@@ -201,3 +201,27 @@ def test_http_connections_count_in_maxclients_per_ip(
     resp.close()
     wait_for(lambda: http_request(node.http_port, "GET", "/api/v1/queues")[0] == 200,
              message="the IP to have room for HTTP again")
+
+
+# -- JSON made to cost the node -------------------------------------------------------------------
+
+@pytest.mark.parametrize(("raw", "detail"), [
+    (b"[" * 200_000 + b"]" * 200_000, "nested deeper than 64"),
+    (b'{"body": "x", "a": ' + b"[" * 100 + b"]" * 100 + b"}", "nested deeper than 64"),
+    (b'{"body": "x", "ttl": ' + b"9" * 100_000 + b"}", "more than 40 digits"),
+    (b'{"body": "x", "ttl": 1' + b"0" * 5000 + b".5}", "more than 40 digits"),
+    (b'{"body": "x", "ttl": 1e' + b"9" * 100_000 + b"}", "more than 40 digits"),
+])
+def test_json_made_to_cost_the_node_gets_400(http_node: Callable[..., Node], raw: bytes,
+                                             detail: str) -> None:
+    started = http_node()
+    node, port = started.process, started.http_port
+    status, problem = http_request(port, "POST", "/api/v1/queues/q/jobs", raw,
+                                   {"Content-Type": "application/json"})
+    assert (status, problem["status"]) == (400, 400), problem
+    assert detail in problem["detail"]
+    # what looks deep or long inside a string is only text
+    text = '"' + "[" * 1000 + "\\" + "9" * 1000
+    status, added = post_json(port, "/api/v1/queues/q/jobs", {"body": text, "ttl": 100})
+    assert status == 201, added
+    assert node.client().execute_command("QLEN", "q") == 1

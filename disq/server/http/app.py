@@ -13,7 +13,8 @@ apply: -NOPERM is a 403. The dashboard's page asks for a user and password and s
 them the same way. With `tls-port` set the port speaks TLS with the node's certificate.
 
 A request's connection was admitted within maxclients and has deadlines
-(connections.py); its body is read within one (jsonbody.py).
+(connections.py); its body is read within one, and its JSON's cost is bounded
+(jsonbody.py).
 """
 
 from __future__ import annotations
