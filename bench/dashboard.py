@@ -180,7 +180,7 @@ def hold_long_polls(http_port: int, count: int) -> list[socket.socket]:
     for _ in range(count):
         s = socket.create_connection(("127.0.0.1", http_port))
         s.sendall(b"GET /api/v1/queues/idle/jobs?timeout_ms=0 HTTP/1.1\r\n"
-                  b"Host: bench\r\n\r\n")
+                  b"Host: 127.0.0.1\r\n\r\n")
         socks.append(s)
     return socks
 

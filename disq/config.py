@@ -85,6 +85,8 @@ class Settings:
     http_bind: str
     http_max_body: int
     http_read_timeout: int
+    http_allowed_hosts: str
+    http_allowed_origins: str
     tls_port: int
     tls_cert_file: str
     tls_key_file: str

@@ -315,7 +315,8 @@ def test_a_long_poll_is_served_and_one_whose_client_leaves_loses_nothing(
     host, port = http.base.rsplit("/", 1)[1].split(":")
     # a client that asks, then goes away while it waits
     sock = socket.create_connection((host, int(port)))
-    sock.sendall(b"GET /api/v1/queues/lp/jobs?timeout_ms=20000 HTTP/1.1\r\nHost: x\r\n\r\n")
+    sock.sendall(b"GET /api/v1/queues/lp/jobs?timeout_ms=20000 HTTP/1.1\r\n"
+                 b"Host: 127.0.0.1\r\n\r\n")  # (another name is refused: DNS rebinding)
     wait_for(lambda: node.client().info("clients")["blocked_clients"] == 1, 5,
              message="the long poll to block")
     sock.close()

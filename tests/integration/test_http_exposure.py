@@ -1,6 +1,8 @@
-"""The HTTP port against strangers, on real nodes: connections that hold it without
-sending a request (a read deadline, a share of maxclients that leaves RESP room,
-maxclients-per-ip), and JSON made to cost the node (deep nesting, huge numbers).
+"""The HTTP port against strangers and web pages, on real nodes: connections that hold
+it without sending a request (a read deadline, a share of maxclients that leaves RESP
+room, maxclients-per-ip), requests a web page makes the operator's browser send
+(another site's Origin, a form's content type, a Host name rebound to the node), and
+JSON made to cost the node (deep nesting, huge numbers).
 
 Connections are raw sockets or http.client, so that every header is the test's."""
 
@@ -201,6 +203,90 @@ def test_http_connections_count_in_maxclients_per_ip(
     resp.close()
     wait_for(lambda: http_request(node.http_port, "GET", "/api/v1/queues")[0] == 200,
              message="the IP to have room for HTTP again")
+
+
+# -- requests a web page makes the browser send ---------------------------------------------------
+
+def test_cross_site_requests_are_refused(http_node: Callable[..., Node]) -> None:
+    started = http_node()
+    node, port = started.process, started.http_port
+    own = f"http://127.0.0.1:{port}"
+    jobs = "/api/v1/queues/q/jobs"
+    # a page elsewhere posts a "simple request" (no preflight): text/plain, its Origin
+    status, problem = http_request(port, "POST", jobs, b'{"body": "x"}', {
+        "Content-Type": "text/plain", "Origin": "http://evil.example"})
+    assert (status, problem["code"]) == (403, "CROSSORIGIN"), problem
+    assert "http-allowed-origins" in problem["detail"]
+    for headers in ({"Origin": "http://evil.example"},
+                    {"Origin": "null"},
+                    {"Origin": f"https://127.0.0.1:{port}"},  # another scheme
+                    {"Referer": "http://evil.example/page.html"},
+                    {"Sec-Fetch-Site": "cross-site"}):
+        assert post_json(port, jobs, {"body": "x"}, **headers)[0] == 403, headers
+    # a job ack without a body, and a GET that takes jobs, from elsewhere
+    job_id = node.client().execute_command("ADDJOB", "q", "kept", 0).decode()
+    assert http_request(port, "POST", f"/api/v1/jobs/{job_id}/ack", None,
+                        {"Origin": "http://evil.example"})[0] == 403
+    assert http_request(port, "GET", f"{jobs}?nohang=1", None,
+                        {"Sec-Fetch-Site": "cross-site",
+                         "Referer": "http://evil.example/"})[0] == 403
+    assert node.client().execute_command("QLEN", "q") == 1  # nothing added, taken or acked
+    # a body that is not JSON is refused whoever sends it
+    for content_type in ("text/plain", "application/x-www-form-urlencoded",
+                         "multipart/form-data; boundary=x", None):
+        status, problem = http_request(port, "POST", jobs, b'{"body": "x"}',
+                                       {"Content-Type": content_type} if content_type
+                                       else {})
+        assert (status, problem["code"]) == (415, "NOTJSON"), (content_type, problem)
+    assert node.client().execute_command("QLEN", "q") == 1
+    # the node's own pages (the dashboard), and clients that are not browsers
+    assert post_json(port, jobs, {"body": "own"}, Origin=own,
+                     **{"Sec-Fetch-Site": "same-origin"})[0] == 201
+    assert post_json(port, jobs, {"body": "own"}, Referer=f"{own}/")[0] == 201
+    assert post_json(port, jobs, {"body": "curl"})[0] == 201
+    assert http_request(port, "POST", jobs, b'{"body": "charset"}', {
+        "Content-Type": "application/json; charset=utf-8"})[0] == 201
+    assert http_request(port, "GET", "/api/v1/queues", None,
+                        {"Origin": "http://evil.example"})[0] == 403
+    assert http_request(port, "GET", "/", None, {"Sec-Fetch-Site": "cross-site"})[0] == 200
+    assert node.client().execute_command("QLEN", "q") == 5
+    # an origin the operator lets in
+    node.client().config_set("http-allowed-origins", "http://evil.example https://ops.example")
+    assert post_json(port, jobs, {"body": "allowed"}, Origin="http://evil.example")[0] == 201
+    assert http_request(port, "POST", f"/api/v1/jobs/{job_id}/ack", None,
+                        {"Origin": "https://ops.example"}) == (200, {"acked": 1})
+
+
+def test_a_host_name_that_is_not_the_nodes_is_refused(http_node: Callable[..., Node]) -> None:
+    started = http_node()
+    node, port = started.process, started.http_port
+    job_id = node.client().execute_command("ADDJOB", "q", "secret", 0).decode()
+    # a name rebound to 127.0.0.1 by its owner's DNS: the browser sends it as Host
+    for path in (f"/api/v1/jobs/{job_id}", "/api/v1/queues", "/"):
+        status, problem = http_request(port, "GET", path, None,
+                                       {"Host": f"attacker.example:{port}"})
+        assert (status, problem["code"]) == (421, "MISDIRECTED"), (path, problem)
+        assert "http-allowed-hosts" in problem["detail"] and b"secret" not in json.dumps(
+            problem).encode()
+    for host in (f"127.0.0.1:{port}", "127.0.0.1", f"localhost:{port}", "LOCALHOST",
+                 f"[::1]:{port}", socket.gethostname()):
+        assert http_request(port, "GET", f"/api/v1/jobs/{job_id}", None,
+                            {"Host": host})[0] == 200, host
+    node.client().config_set("http-allowed-hosts", "queue.internal attacker.example")
+    status, shown = http_request(port, "GET", f"/api/v1/jobs/{job_id}", None,
+                                 {"Host": f"attacker.example:{port}"})
+    assert status == 200 and shown["body"] == "secret"
+    assert http_request(port, "GET", "/", None, {"Host": "other.example"})[0] == 421
+    # an HTTP/1.0 request without Host is not a browser's: it is answered
+    sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+    try:
+        sock.sendall(b"GET /api/v1/queues HTTP/1.0\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.0 200 ") or answer.startswith(b"HTTP/1.1 200 "), answer
 
 
 # -- JSON made to cost the node -------------------------------------------------------------------

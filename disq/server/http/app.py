@@ -12,9 +12,10 @@ Each route runs RESP commands as that user (bridge.py), so the same permission c
 apply: -NOPERM is a 403. The dashboard's page asks for a user and password and sends
 them the same way. With `tls-port` set the port speaks TLS with the node's certificate.
 
-A request's connection was admitted within maxclients and has deadlines
-(connections.py); its body is read within one, and its JSON's cost is bounded
-(jsonbody.py).
+Before any of that, a request must name the node in Host and, for the API and /metrics,
+not come from another site's page, with a JSON body if it changes something
+(crosssite.py); its connection was admitted within maxclients and has deadlines
+(connections.py); its JSON is bounded (jsonbody.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ... import tls
 from . import api
 from .auth import CHALLENGE, Authenticator, AuthRefused
 from .connections import HttpPort
+from .crosssite import content_type_refusal, host_refusal, origin_refusal
 from .openapi import openapi_document
 from .problems import Problem
 
@@ -47,9 +49,16 @@ async def _problems(request: web.Request, handler: api.Handler) -> web.StreamRes
     """Errors as problem+json, authentication first."""
     server = request.app[api.SERVER_KEY]
     try:
-        if request.path != "/" and not request.path.startswith(PUBLIC_PREFIXES):
-            request[api.USER_KEY] = request.app[AUTH_KEY].user(
-                request.headers.get("Authorization", ""), request.remote or "")
+        refusal = host_refusal(request, server.config)
+        if refusal is None and request.path != "/" and not request.path.startswith(
+                PUBLIC_PREFIXES):
+            refusal = (origin_refusal(request, server.config)
+                       or content_type_refusal(request))
+            if refusal is None:
+                request[api.USER_KEY] = request.app[AUTH_KEY].user(
+                    request.headers.get("Authorization", ""), request.remote or "")
+        if refusal is not None:
+            return refusal.response()
         return await handler(request)
     except AuthRefused as refused:
         headers = {"WWW-Authenticate": CHALLENGE} if refused.status == 401 else None
