@@ -76,12 +76,14 @@ class ClientRegistry:
 
     def exchange_connected(self, client: Client) -> None:
         """An HTTP request's client (http/bridge.py): listed with the others (CLIENT
-        LIST, a parked GETJOB is a blocked client), never refused nor counted per IP
-        (its connection was, when it came)."""
+        LIST, a parked GETJOB is a blocked client) and rate limited as they are, never
+        refused nor counted per IP (its connection was, when it came)."""
         self._next_client_id += 1
         client.id = self._next_client_id
         self.clients[client.id] = client
         self.exchanges.add(client.id)
+        if self.config.client_rate_limit:
+            client.set_rate_limit(self.config.client_rate_limit)
 
     def client_disconnected(self, client: Client) -> None:
         self.clients.pop(client.id, None)

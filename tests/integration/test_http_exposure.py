@@ -205,6 +205,18 @@ def test_http_connections_count_in_maxclients_per_ip(
              message="the IP to have room for HTTP again")
 
 
+def test_a_batch_over_http_is_still_rate_limited(http_node: Callable[..., Node]) -> None:
+    """An HTTP request's commands are not a connection of their own (maxclients counts
+    the HTTP connection), but client-rate-limit holds for them as before."""
+    node = http_node("--client-rate-limit", "3")
+    status, added = post_json(node.http_port, "/api/v1/queues/q/jobs",
+                              [{"body": str(n)} for n in range(10)])
+    assert status == 207, added
+    taken = [job for job in added["jobs"] if "id" in job]
+    refused_jobs = [job["error"]["code"] for job in added["jobs"] if "error" in job]
+    assert len(taken) >= 3 and refused_jobs and set(refused_jobs) == {"BUSY"}, added
+
+
 # -- requests a web page makes the browser send ---------------------------------------------------
 
 def test_cross_site_requests_are_refused(http_node: Callable[..., Node]) -> None:
