@@ -336,7 +336,12 @@ def openapi_document(server: Server | None = None) -> dict[str, Any]:
                                 "command). Authentication: basic auth user:password (the "
                                 "node's users, ACL SETUSER), or Bearer <password> for the "
                                 "default user (requirepass). A user's permissions apply "
-                                "as on RESP: -NOPERM is a 403."},
+                                "as on RESP: -NOPERM is a 403. Every request: a Host that "
+                                "is not the node's is a 421 (http-allowed-hosts), a "
+                                "browser's request from another site's page a 403 "
+                                "(http-allowed-origins), a body that changes something "
+                                "must be application/json (else 415), and arrive within "
+                                "http-read-timeout (else 408)."},
         "paths": paths,
         "components": {
             "schemas": {"NewJob": NEW_JOB, "Job": JOB, "Problem": PROBLEM,
