@@ -257,7 +257,7 @@ def test_cross_site_requests_are_refused(http_node: Callable[..., Node]) -> None
     assert http_request(port, "GET", "/", None, {"Sec-Fetch-Site": "cross-site"})[0] == 200
     assert node.client().execute_command("QLEN", "q") == 5
     # an origin the operator lets in
-    node.client().config_set("http-allowed-origins", "http://evil.example https://ops.example")
+    node.client().config_set("http-allowed-origins", "http://evil.example https://ops.example/")
     assert post_json(port, jobs, {"body": "allowed"}, Origin="http://evil.example")[0] == 201
     assert http_request(port, "POST", f"/api/v1/jobs/{job_id}/ack", None,
                         {"Origin": "https://ops.example"}) == (200, {"acked": 1})
@@ -278,7 +278,7 @@ def test_a_host_name_that_is_not_the_nodes_is_refused(http_node: Callable[..., N
                  f"[::1]:{port}", socket.gethostname()):
         assert http_request(port, "GET", f"/api/v1/jobs/{job_id}", None,
                             {"Host": host})[0] == 200, host
-    node.client().config_set("http-allowed-hosts", "queue.internal attacker.example")
+    node.client().config_set("http-allowed-hosts", f"queue.internal Attacker.Example:{port}")
     status, shown = http_request(port, "GET", f"/api/v1/jobs/{job_id}", None,
                                  {"Host": f"attacker.example:{port}"})
     assert status == 200 and shown["body"] == "secret"

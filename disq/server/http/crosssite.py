@@ -65,7 +65,7 @@ def host_refusal(request: web.Request, config: Config) -> Problem | None:
     name = _host_name(host).rstrip(".")
     if _is_address(name) or name in _machine_names():
         return None
-    allowed = config.http_allowed_hosts.lower().split()
+    allowed = [_host_name(entry).rstrip(".") for entry in config.http_allowed_hosts.split()]
     if "*" in allowed or name in allowed:
         return None
     if name in (n.lower() for n in [*config.bind, *config.http_bind.split()]):
@@ -86,7 +86,7 @@ def origin_refusal(request: web.Request, config: Config) -> Problem | None:
     origin = headers.get("Origin")
     if origin is None and "Referer" in headers:
         origin = _origin_of(headers["Referer"])
-    allowed = config.http_allowed_origins.lower().split()
+    allowed = [entry.rstrip("/") for entry in config.http_allowed_origins.lower().split()]
     fetch_site = headers.get("Sec-Fetch-Site")
     if fetch_site is not None:  # the browser says whose page it is, pages cannot forge it
         if fetch_site.lower() in OWN_SITE or (origin is not None
