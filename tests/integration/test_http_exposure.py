@@ -303,6 +303,7 @@ def test_a_host_name_that_is_not_the_nodes_is_refused(http_node: Callable[..., N
     (b'{"body": "x", "ttl": ' + b"9" * 100_000 + b"}", "more than 40 digits"),
     (b'{"body": "x", "ttl": 1' + b"0" * 5000 + b".5}", "more than 40 digits"),
     (b'{"body": "x", "ttl": 1e' + b"9" * 100_000 + b"}", "more than 40 digits"),
+    (b'{"body": "\\ud800"}', "surrogate"),  # the job's body could not be encoded
 ])
 def test_json_made_to_cost_the_node_gets_400(http_node: Callable[..., Node], raw: bytes,
                                              detail: str) -> None:

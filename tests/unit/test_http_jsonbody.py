@@ -49,6 +49,15 @@ def test_depth_and_digits_are_counted_outside_strings() -> None:
     assert LONG in (refusal(b"[1e" + b"9" * 100 + b"]") or "")
 
 
+def test_a_lone_surrogate_escape_is_refused_and_a_pair_is_text() -> None:
+    for lone in (b'"\\ud800"', b'"\\udc00"', b'"x\\uDBFFy"', b'"\\ud800\\\\udc00"',
+                 b'"\\udc00\\ud800"'):
+        assert "surrogate" in (refusal(b'{"body": ' + lone + b"}") or ""), lone
+    assert parse(b'{"body": "\\ud83d\\ude00"}') == {"body": "\U0001f600"}
+    assert parse(json.dumps({"body": "\U0001f600 \\ud800"}).encode())["body"] == (
+        "\U0001f600 \\ud800")  # an escaped backslash, then text
+
+
 @pytest.mark.parametrize("body", [b"NaN", b"[Infinity]", b"{", b"\xff\xfe[]", b'"\\ud800'])
 def test_what_is_not_json_is_a_400(body: bytes) -> None:
     with pytest.raises(Problem) as raised:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from itertools import accumulate
 from typing import Any
 
@@ -28,6 +29,10 @@ for _c in b"]}":
     _DEPTH_STEP[_c] = -1
 _DIGIT_RUNS = bytes.maketrans(b"0123456789", b"0000000000")
 _LONG_RUN = b"0" * (MAX_DIGITS + 1)
+# A \uD800-\uDFFF escape that is not half of a pair: JSON's parser lets it through,
+# and a string holding it cannot be encoded (the job's body, a queue name...).
+_LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
+                             rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]")
 
 
 def _no_constant(name: str) -> Any:
@@ -41,7 +46,8 @@ def _outside_strings(plain: bytes) -> list[bytes]:
 
 
 def check_cost(body: bytes) -> None:
-    """Raise a 400 for a body too deep or with too long a number (see above). Where a
+    """Raise a 400 for a body too deep or with too long a number (see above), or with
+    a lone UTF-16 surrogate escaped in a string (`"\\ud800"`). Where a
     string starts and ends is all that is parsed: escaped backslashes, then escaped
     quotes, are blanked out (a JSON parser stops at the first backslash outside a
     string, so the count can be off only past where parsing stops)."""
@@ -57,6 +63,9 @@ def check_cost(body: bytes) -> None:
         if _LONG_RUN in outside.translate(_DIGIT_RUNS):
             raise bad_request(f"a number in the request body has more than {MAX_DIGITS} "
                               "digits")
+    if b"\\u" in plain and _LONE_SURROGATE.search(plain):
+        raise bad_request("the request body has a \\u escape of half a UTF-16 surrogate "
+                          "pair: no text holds one")
 
 
 def parse(body: bytes) -> Any:
