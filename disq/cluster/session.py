@@ -50,14 +50,16 @@ class FrameTags:
     """The tags of one direction of a link: `tag` on the sending side, `check` on the
     receiving one, each frame under the next counter value."""
 
-    __slots__ = ("_aead", "_count")
+    __slots__ = ("_aead", "_count", "_invalid")
 
     def __init__(self, key: bytes) -> None:
         # cryptography (OpenSSL's AES-GCM, as the AOF's encryption): imported only with
         # a secret, so a node without one never loads it.
+        from cryptography.exceptions import InvalidTag
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
         self._aead = AESGCM(key)
         self._count = 0
+        self._invalid = InvalidTag
 
     def tag(self, payload: bytes | memoryview) -> bytes:
         nonce = _NONCE.pack(self._count)
@@ -66,12 +68,11 @@ class FrameTags:
         return tag
 
     def check(self, payload: bytes | memoryview, tag: bytes) -> bool:
-        from cryptography.exceptions import InvalidTag
         nonce = _NONCE.pack(self._count)
         self._count += 1
         try:
             self._aead.decrypt(nonce, tag, payload)
-        except InvalidTag:
+        except self._invalid:
             return False
         return True
 
