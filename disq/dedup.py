@@ -1,8 +1,15 @@
 """The dedup table behind `ADDJOB ... DEDUP <key>` (a disq extension).
 
-Maps a client's key to the ID of the job added with it, until that job's expiry: the
-entry outlives the job's acknowledgement, so a producer that retries after consumers
-acked the first attempt's job still gets the old ID and adds nothing. The table is
+A key is scoped to the ADDJOB's queue (as SQS deduplication IDs and BullMQ job IDs
+are): the table, the cluster's checks and the bus use `scoped_key(queue, key)`, so the
+same key in two queues names two jobs, and an ADDJOB never learns of, nor takes ahead
+of, another queue's job by its key (a user allowed some queues only would otherwise
+read the IDs of other queues' jobs, or squat their keys). `AddJob.dedup` holds the
+scoped key from the request's parsing on.
+
+Maps a (scoped) key to the ID of the job added with it, until that job's expiry:
+the entry outlives the job's acknowledgement, so a producer that retries after
+consumers acked the first attempt's job still gets the old ID and adds nothing. The table is
 separate from the jobs; every node holding a copy of a job records its key (the key
 travels with REPLJOB), so a key is still known with REPLICATE-1 of its nodes down.
 
@@ -33,6 +40,34 @@ from disq_client.spec import DEDUP_KEY_MAX_LEN
 
 MAX_KEY_LEN: Final = DEDUP_KEY_MAX_LEN  # bytes: a key is a hash or an ID, not a payload
 RESERVED: Final = b""  # the "job ID" of a reservation
+# The longest key `scoped_key` takes: a client's, or CRON's tick key (its name, 256
+# bytes at most, and the tick) that is no client's to send.
+MAX_SCOPED_KEY_LEN: Final = 1024
+
+
+def scoped_key(queue: bytes, key: bytes) -> bytes:
+    """`key` in `queue`'s namespace: the key's length (2 bytes, big-endian), the key,
+    the queue. The length makes it unambiguous whatever bytes both hold; the key
+    first keeps a dict's comparisons short. One concatenation per DEDUP ADDJOB."""
+    return len(key).to_bytes(2, "big") + key + queue
+
+
+def scoped_to(scoped: object, queue: bytes | None) -> bool:
+    """Whether `scoped` (from a peer: anything) is a key scoped to `queue` (a job's:
+    None for a job whose queue is not known, which no key names)."""
+    if type(scoped) is not bytes or len(scoped) < 3 or queue is None:
+        return False
+    size = (scoped[0] << 8) | scoped[1]
+    return (0 < size <= MAX_SCOPED_KEY_LEN and len(scoped) == 2 + size + len(queue)
+            and scoped.endswith(queue))
+
+
+def well_scoped(scoped: object) -> bool:
+    """Whether `scoped` (from a peer: anything) is a key `scoped_key` could make."""
+    if type(scoped) is not bytes or len(scoped) < 3:
+        return False
+    size = (scoped[0] << 8) | scoped[1]
+    return 0 < size <= MAX_SCOPED_KEY_LEN and len(scoped) >= 2 + size
 
 
 class DedupTable:

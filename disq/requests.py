@@ -36,6 +36,7 @@ from disq_client.spec import (
 
 from . import errors
 from .clock import ms_after
+from .dedup import scoped_key
 from .errors import FixedError, fixed
 from .ids import is_valid_job_id
 from .queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
@@ -210,6 +211,8 @@ class AddJob:
     the job then gets no `JobExt`, and a plain ADDJOB pays one test in the core). They
     read and set as fields of the request all the same (properties below).
 
+    `dedup` is the DEDUP key scoped to the queue (`dedup.scoped_key`: the key of the
+    DEDUP table and of the bus), from the constructor's and the parser's client key.
     `dedup_check` is no option: the cluster's DEDUP side sets it when the job's copies
     are to check its key (disq/replication/dedup.py)."""
 
@@ -234,7 +237,7 @@ class AddJob:
         self.maxlen = maxlen
         self.async_ = async_
         self.queue_randomly = queue_randomly
-        self.dedup = dedup
+        self.dedup = None if dedup is None else scoped_key(queue, dedup)
         self.dedup_check = False
         self.ext: AddJobExt | None = None
         if delay_ms is not None or at is not None or priority is not None or (
@@ -255,6 +258,8 @@ class AddJob:
         request = AddJob(args[1], args[2])
         if len(args) > 4:
             _parse_options(request, cls._PARSERS, args, 4)
+            if request.dedup is not None:  # the client's key, in the queue's namespace
+                request.dedup = scoped_key(request.queue, request.dedup)
             ext: AddJobExt | None = request.ext  # set by _parse_options
             if ext is not None and (ext.delay_ms is not None or ext.at is not None):
                 request._check_exclusive(cls._tokens(args, 4))
@@ -317,7 +322,7 @@ class AddJob:
 
     def with_job(self, body: bytes, dedup: bytes | None) -> AddJob:
         """The request of one job of an ADDJOBS: this one's options (`ext` shared: it
-        is not changed once parsed), `body` and its DEDUP key."""
+        is not changed once parsed), `body` and its DEDUP key (the client's)."""
         request = AddJob(self.queue, body, self.timeout, self.repl, self.delay, self.retry,
                          self.ttl, self.maxlen, self.async_, self.queue_randomly, dedup)
         request.ext = self.ext

@@ -2,6 +2,12 @@
 never send): if a job was added with that key in the cluster and has not expired,
 ADDJOB answers that job's ID and adds nothing.
 
+A key is scoped to the ADDJOB's queue (`dedup.scoped_key`: the same key in two queues
+names two jobs): every key below, in the tables, DEDUP_QUERY, DEDUP_REPLY,
+DEDUP_FORGET and REPLJOB, is the scoped key. A copy whose key is not scoped to the
+copy's own queue carries no key, and a DEDUP_QUERY item whose key is not one a node
+could make is skipped.
+
 Where a key is known: every node holding a copy of the job records it in its
 `node.dedup` table (the origin once the ADDJOB succeeded, the others as the REPLJOB
 carrying the key arrives), so with REPLICATE-1 of those nodes down one still knows.
@@ -117,7 +123,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
-from ..dedup import MAX_KEY_LEN, RESERVED
+from ..dedup import RESERVED, scoped_to, well_scoped
 from ..errors import DisqError
 from ..job import WAIT_REPL, Job
 from ..node import now_ms
@@ -410,7 +416,8 @@ class Dedup:
         far as this node can tell (the module's docstring), or if it is a late copy
         of an ADDJOB that asked every node ("Late copies")."""
         raw = data[COPY_FIELDS]  # anything a peer sent: no bytes until checked
-        key: bytes | None = raw if type(raw) is bytes and 0 < len(raw) <= MAX_KEY_LEN else None
+        # (scoped to the copy's queue: a key is never recorded for another queue's job)
+        key: bytes | None = raw if scoped_to(raw, job.queue) else None
         if len(data) == COPY_FIELDS + 1:
             return key  # (ASYNC: answered before its copies left, never refused)
         node = self.node
@@ -486,7 +493,7 @@ class Dedup:
             if type(item) is not list or len(item) != 2:
                 continue
             key, ttl = item
-            if type(key) is not bytes or type(ttl) is not int:
+            if type(ttl) is not int or not well_scoped(key):
                 continue
             job_id = table.get(key, now)
             left = table.expiry(key) - now if job_id is not None else 0

@@ -8,9 +8,10 @@ schedule (disq/schedules.py), and each tick yields one job in the whole cluster.
 - A tick is fired by one node: the first of the reachable nodes (itself included) in
   the order drawn from the schedule's name (the DEDUP key order of targets.py), the
   same on every node that sees the same nodes. It adds the job with DEDUP key
-  `cron:<name>:<tick>`: if two nodes fire the same tick (a partition, or a view of the
-  cluster that differs for a moment), the key gives one job once they can talk, and
-  CRON_FIRED tells every node the tick is done.
+  `cron:<name>:<tick>` (in the schedule's queue, as every key is: a client's ADDJOB
+  of that key in another queue is another key): if two nodes fire the same tick (a
+  partition, or a view of the cluster that differs for a moment), the key gives one
+  job once they can talk, and CRON_FIRED tells every node the tick is done.
 - Every node checks, on each cron run, for a tick still not fired (its firer died
   before firing it): the new first node fires it.
 """
@@ -40,7 +41,8 @@ FIRE_TIMEOUT_MS: Final = 5000  # the tick's ADDJOB waits this long for its copie
 
 
 def tick_key(name: bytes, tick: int) -> bytes:
-    """The DEDUP key of a tick's job: the same on every node."""
+    """The DEDUP key of a tick's job: the same on every node (AddJob scopes it to
+    the schedule's queue)."""
     return b"cron:%s:%d" % (name, tick)
 
 

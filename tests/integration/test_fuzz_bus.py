@@ -28,6 +28,7 @@ from support import (
 )
 
 from disq.cluster import messages as m
+from disq.dedup import scoped_key
 
 KEEP_QUEUE = b"fuzz-keep-9d41a0"
 PROBE_QUEUE = b"fuzz-probe"
@@ -140,12 +141,15 @@ HOLDERS = st.lists(st.sampled_from([IMPOSTOR, "f" * 40]) | VALUES, max_size=3)
 WIRE_COPY = st.tuples(ID, st.binary(max_size=8), st.binary(max_size=8), INT, INT, INT, INT, INT,
                       INT, INT, INT, INT).map(list)  # REPLJOB's: holders once per message
 WIRE_JOB = st.tuples(WIRE_COPY, HOLDERS).map(lambda t: [*t[0], t[1]])  # YOURJOBS'
-# A copy of a DEDUP ADDJOB: its key, then (if it waits for its copies) whether to check
-# the key and how long the ADDJOB may still fail (replication/dedup.py)
-DEDUP_COPY = st.tuples(WIRE_COPY, st.binary(max_size=8) | VALUES,
+# A copy of a DEDUP ADDJOB: its key (scoped to the copy's queue, or to none), then (if
+# it waits for its copies) whether to check the key and how long the ADDJOB may still
+# fail (replication/dedup.py)
+SCOPE_IT = st.binary(min_size=1, max_size=8).map(lambda key: ("scope", key))
+DEDUP_COPY = st.tuples(WIRE_COPY, SCOPE_IT | st.binary(max_size=8) | VALUES,
                        st.lists(st.booleans() | VALUES, max_size=1),
                        st.lists(INT | VALUES, max_size=1)).map(
-    lambda t: [*t[0], t[1], *(t[2] + t[3] if t[2] else [])])
+    lambda t: [*t[0], scoped_key(t[0][1], t[1][1]) if type(t[1]) is tuple else t[1],
+               *(t[2] + t[3] if t[2] else [])])
 REPLJOB_FIELDS = st.builds(lambda noreply, holders, copies: (noreply, holders, *copies),
                            st.booleans(), HOLDERS, st.lists(WIRE_COPY | DEDUP_COPY, max_size=3))
 # Per type, fields of the right shape (values in and out of range): deeper paths.

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from disq.cluster import messages as m
-from disq.dedup import RESERVED, DedupTable
+from disq.dedup import RESERVED, DedupTable, scoped_key
 from disq.node import now_ms
 from disq.queue import PAUSED_IN
 from disq.replication.copies import ADD_NODE_PERIOD_MS
@@ -71,14 +71,20 @@ def test_forget_only_the_named_job() -> None:
 
 # -- across nodes (disq/replication/dedup.py), over the in-memory bus of test_replication --
 
+def scoped(key: bytes) -> bytes:
+    """`key` as `ADDJOB q ... DEDUP key` records it, and the bus carries it."""
+    return scoped_key(b"q", key)
+
+
 def dedup_add(member: Member, key: bytes, replies: list[bytes], repl: int = 2,
-              timeout: int = 5000, by_copies: bool = False) -> None:
-    """ADDJOB ... DEDUP key as the server runs it on a node that does not know the key
-    (`by_copies`: checked by the copies when `copies_can_check` allows it)."""
-    request = AddJob(b"q", b"body", timeout, repl, ttl=3600, dedup=key)
+              timeout: int = 5000, by_copies: bool = False, queue: bytes = b"q") -> None:
+    """ADDJOB queue ... DEDUP key as the server runs it on a node that does not know
+    the key (`by_copies`: checked by the copies when `copies_can_check` allows it)."""
+    request = AddJob(queue, b"body", timeout, repl, ttl=3600, dedup=key)
+    assert request.dedup is not None
     dedup = member.repl.dedup
-    reserved = member.node.dedup.peek(key, now_ms()) is not None
-    if (by_copies and not reserved and key not in dedup.pending
+    reserved = member.node.dedup.peek(request.dedup, now_ms()) is not None
+    if (by_copies and not reserved and request.dedup not in dedup.pending
             and dedup.copies_can_check(repl, 3600, now_ms())):
         job = dedup.add_checked(request)
         member.repl.wait(job, replies.append)
@@ -97,14 +103,14 @@ def test_a_replica_knows_the_key_and_the_others_ask() -> None:
     net.pump()
     assert len(first) == 1 and first[0].startswith(b"+D-")
     job_id = first[0][1:-2]
-    knowing = [x for x in (a, b, c) if x.node.dedup.get(b"k", now_ms()) == job_id]
+    knowing = [x for x in (a, b, c) if x.node.dedup.get(scoped(b"k"), now_ms()) == job_id]
     assert len(knowing) == 2  # the origin and its one replica
     asker = next(x for x in (a, b, c) if x not in knowing)
     again: list[bytes] = []
     dedup_add(asker, b"k", again)
     net.pump()
     assert again == first and queued([a, b, c]) == 1
-    assert asker.node.dedup.get(b"k", now_ms()) == job_id  # remembered for next time
+    assert asker.node.dedup.get(scoped(b"k"), now_ms()) == job_id  # remembered for next time
 
 
 def test_same_key_twice_while_asking_shares_one_outcome() -> None:
@@ -139,12 +145,12 @@ def test_a_failed_add_makes_the_replicas_forget_the_key() -> None:
     c.node.set_pause(b"q", PAUSED_IN, broadcast=False)  # c answers, but takes no copy
     dedup_add(a, b"k", replies, repl=3)
     net.pump()
-    assert b.node.dedup.get(b"k", now_ms()) is not None
+    assert b.node.dedup.get(scoped(b"k"), now_ms()) is not None
     a.repl.tick(now_ms() + 6000)  # the ADDJOB times out
     net.pump()
     assert len(replies) == 1 and replies[0].startswith(b"-NOREPL")
-    assert b.node.dedup.get(b"k", now_ms()) is None
-    assert a.node.dedup.get(b"k", now_ms()) is None
+    assert b.node.dedup.get(scoped(b"k"), now_ms()) is None
+    assert a.node.dedup.get(scoped(b"k"), now_ms()) is None
 
 
 def test_one_key_on_two_nodes_at_once_adds_one_job() -> None:
@@ -208,7 +214,7 @@ def test_copies_check_the_key_without_asking_when_replicate_is_a_majority() -> N
     assert len(replies) == 1 and replies[0].startswith(b"+D-")
     assert net.sent(m.DEDUP_QUERY) == 0 and net.sent(m.DEDUP_CONFLICT) == 0
     job_id = replies[0][1:-2]
-    assert sum(x.node.dedup.get(b"k", now_ms()) == job_id for x in (a, b, c)) == 2
+    assert sum(x.node.dedup.get(scoped(b"k"), now_ms()) == job_id for x in (a, b, c)) == 2
 
 
 def test_a_copy_to_a_node_that_knows_the_key_is_refused_then_asked() -> None:
@@ -222,17 +228,17 @@ def test_a_copy_to_a_node_that_knows_the_key_is_refused_then_asked() -> None:
         first: list[bytes] = []
         dedup_add(a, key, first, by_copies=True)
         net.pump()
-        knowing = [x for x in (a, b, c) if x.node.dedup.get(key, now_ms())]
+        knowing = [x for x in (a, b, c) if x.node.dedup.get(scoped(key), now_ms())]
         other = next(x for x in (a, b, c) if x not in knowing)
         again: list[bytes] = []
         joined: list[bytes] = []
         dedup_add(other, key, again, by_copies=True)
-        waiting_id = other.node.dedup.get(key, now_ms())
+        waiting_id = other.node.dedup.get(scoped(key), now_ms())
         assert waiting_id is not None and waiting_id != first[0][1:-2]
         other.repl.dedup.join(waiting_id, joined.append)
         net.pump()
         assert again == joined == first and queued([a, b, c]) == 1
-        assert other.node.dedup.get(key, now_ms()) == first[0][1:-2]
+        assert other.node.dedup.get(scoped(key), now_ms()) == first[0][1:-2]
         assert sum(len(x.node.jobs) for x in (a, b, c)) == 2  # the first job's copies
         refusals += net.sent(m.DEDUP_CONFLICT)
     assert refusals == 12  # its one copy always reaches a node that knows the key
@@ -266,9 +272,9 @@ def test_an_asked_node_keeps_a_reservation_and_stops_vouching_alone() -> None:
     replies: list[bytes] = []
     dedup_add(a, b"k", replies)  # asks b and c
     net.pump()
-    holders = [x for x in (b, c) if x.node.dedup.get(b"k", now_ms())]
+    holders = [x for x in (b, c) if x.node.dedup.get(scoped(b"k"), now_ms())]
     other = next(x for x in (b, c) if x not in holders)
-    assert other.node.dedup.peek(b"k", now_ms()) == RESERVED
+    assert other.node.dedup.peek(scoped(b"k"), now_ms()) == RESERVED
     checked: list[bytes] = []
     dedup_add(other, b"k", checked, by_copies=True)  # asks: the reservation says so
     net.pump()
@@ -294,7 +300,7 @@ def test_same_key_twice_while_its_copies_check_it_shares_one_outcome() -> None:
     first: list[bytes] = []
     second: list[bytes] = []
     dedup_add(a, b"k", first, by_copies=True)
-    job_id = a.node.dedup.get(b"k", now_ms())
+    job_id = a.node.dedup.get(scoped(b"k"), now_ms())
     assert job_id is not None and a.repl.dedup.adding_here(job_id)
     a.repl.dedup.join(job_id, second.append)
     net.pump()
@@ -308,12 +314,12 @@ def test_a_checked_add_that_times_out_forgets_the_key_everywhere() -> None:
     replies: list[bytes] = []
     dedup_add(a, b"k", replies, repl=3, by_copies=True)
     net.pump()
-    assert a.node.dedup.get(b"k", now_ms()) is not None
-    assert b.node.dedup.get(b"k", now_ms()) is not None
+    assert a.node.dedup.get(scoped(b"k"), now_ms()) is not None
+    assert b.node.dedup.get(scoped(b"k"), now_ms()) is not None
     a.repl.tick(now_ms() + 6000)  # the ADDJOB times out
     net.pump()
     assert len(replies) == 1 and replies[0].startswith(b"-NOREPL")
-    assert all(x.node.dedup.get(b"k", now_ms()) is None for x in (a, b, c))
+    assert all(x.node.dedup.get(scoped(b"k"), now_ms()) is None for x in (a, b, c))
     assert a.repl.dedup.conflicts == 0 and not a.repl.dedup.pending
 
 
@@ -333,11 +339,11 @@ def test_checked_copies_go_to_the_first_nodes_in_the_keys_order() -> None:
         key = b"k%d" % i
         dedup_add(origin, key, [], repl=3, by_copies=True)
         sent = {dst for _, dst, mtype, _ in net.queue if mtype == m.REPLJOB}
-        assert sent == set(key_order(key, peers)[:2])
+        assert sent == set(key_order(scoped(key), peers)[:2])
         chosen.update(sent)
         net.pump()
     assert all(chosen[p] > 60 for p in peers), chosen  # 100 each on average
-    order = key_order(b"slow", peers)
+    order = key_order(scoped(b"slow"), peers)
     net.silent.add(order[0])
     replies: list[bytes] = []
     dedup_add(origin, b"slow", replies, repl=3, by_copies=True)
@@ -350,7 +356,7 @@ def test_checked_copies_go_to_the_first_nodes_in_the_keys_order() -> None:
     assert replies == [] and origin.repl.dedup.pending  # asking every node
     origin.repl.dedup.check(now_ms() + DEDUP_TIMEOUT_MS + 1)
     assert len(replies) == 1 and replies[0].startswith(b"-NOREPL")
-    assert all(x.node.dedup.get(b"slow", now_ms()) is None for x in members)
+    assert all(x.node.dedup.get(scoped(b"slow"), now_ms()) is None for x in members)
 
 
 def settle(net: Network, members: list[Member], replies: list[bytes]) -> None:
@@ -392,7 +398,7 @@ def test_a_retry_meets_the_copy_left_by_an_origin_killed_while_its_copies_left(
                     (net.down if detected else net.silent).add(origin.id)  # (no GOTJOB)
                     net.pump()
                     holder = next(x for x in members if x.id == copies[arrived][1])
-                    orphan = holder.node.dedup.get(key, now_ms())
+                    orphan = holder.node.dedup.get(scoped(key), now_ms())
                     assert orphan is not None and lost == []
                     live = [x for x in members if x is not origin]
                     retrier = [x for x in live if x is not holder][retry_on]
@@ -422,7 +428,7 @@ def test_a_retry_is_not_answered_before_the_first_nodes_of_the_keys_order(
     net, members = cluster(5)
     key = b"slow-to-refuse"
     by_id = {x.id: x for x in members}
-    origin, first, holder, retrier, other = (by_id[i] for i in key_order(key, by_id))
+    origin, first, holder, retrier, other = (by_id[i] for i in key_order(scoped(key), by_id))
     lost: list[bytes] = []
     dedup_add(origin, key, lost, repl=3, by_copies=True)
     copies = [msg for msg in net.queue if msg[2] == m.REPLJOB]
@@ -431,7 +437,7 @@ def test_a_retry_is_not_answered_before_the_first_nodes_of_the_keys_order(
     net.queue.extend(msg for msg in copies if msg[1] == holder.id)
     (net.down if detected else net.silent).add(origin.id)
     net.pump()
-    orphan = holder.node.dedup.get(key, now_ms())
+    orphan = holder.node.dedup.get(scoped(key), now_ms())
     assert orphan is not None and lost == []
     replies: list[bytes] = []
     dedup_add(retrier, key, replies, repl=3, by_copies=True)

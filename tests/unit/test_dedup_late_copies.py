@@ -25,6 +25,7 @@ from disq.dedup import DedupTable
 from disq.node import now_ms
 from disq.replication.dedup import RECHECK_MS
 
+from .test_dedup import scoped
 from .test_dedup_vouching import ask_on
 from .test_replication import Member, Network, cluster
 
@@ -75,7 +76,7 @@ def test_copies_of_a_dead_restarted_origin_arriving_late_give_the_key_no_second_
     a.node.dedup_since = now_ms()  # a restarted: it may have forgotten keys
     first: list[bytes] = []
     ask_on(a, KEY, first)  # REPLICATE 3 of 5, but a restarted: asks everyone
-    assert KEY in a.repl.dedup.pending
+    assert scoped(KEY) in a.repl.dedup.pending
     late = held_copies(net, a)  # every node said no; a added and sent its copies
     a_job = next(a.node.jobs.values()).id
     net.down.add(a.id)  # kill -9: its GOTJOBs are lost, its copies still travel
@@ -95,7 +96,7 @@ def test_copies_of_a_dead_restarted_origin_arriving_late_give_the_key_no_second_
     assert jobs == {second[0][1:-2]}, (a_job, jobs)
     for x in members:
         if x.id not in net.down:
-            assert x.node.dedup.get(KEY, now_ms()) in (None, second[0][1:-2])
+            assert x.node.dedup.get(scoped(KEY), now_ms()) in (None, second[0][1:-2])
 
 
 def test_a_refused_unchecked_copy_makes_its_origin_ask_again_and_find_the_job() -> None:
@@ -110,12 +111,12 @@ def test_a_refused_unchecked_copy_makes_its_origin_ask_again_and_find_the_job() 
     late = held_copies(net, a)
     known = b"D-" + c.id[:8].encode() + b"-" + b"x" * 24 + b"-0e11"
     for x in (b, c):  # both learned c's job meanwhile (settled)
-        x.node.dedup.record(KEY, known, now_ms() + 60_000)
+        x.node.dedup.record(scoped(KEY), known, now_ms() + 60_000)
     net.queue.extend(late)
     settle(net, members, set(), replies)
     assert replies == [b"+" + known + b"\r\n"]
     assert not any(x.node.jobs for x in members)
-    assert all(x.node.dedup.get(KEY, now_ms()) == known for x in (b, c))
+    assert all(x.node.dedup.get(scoped(KEY), now_ms()) == known for x in (b, c))
 
 
 def test_an_unchecked_copy_is_taken_where_its_origin_asked_last() -> None:
@@ -126,9 +127,9 @@ def test_an_unchecked_copy_is_taken_where_its_origin_asked_last() -> None:
     a, b = members[:2]
     a.node.dedup_since = now_ms()
     for x in members[2:]:  # b asked earlier (its ADDJOB went elsewhere, or failed)
-        net.buses[b.id].send(x.id, m.DEDUP_QUERY, [KEY, 3600])
+        net.buses[b.id].send(x.id, m.DEDUP_QUERY, [scoped(KEY), 3600])
     net.pump()
-    assert all(x.node.dedup.asker(KEY) == b.id for x in members[2:])
+    assert all(x.node.dedup.asker(scoped(KEY)) == b.id for x in members[2:])
     replies: list[bytes] = []
     ask_on(a, KEY, replies)
     net.pump()

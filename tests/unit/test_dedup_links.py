@@ -23,7 +23,7 @@ from disq.ids import new_node_id
 from disq.node import now_ms
 from disq.replication.dedup import DEDUP_TIMEOUT_MS, RECHECK_MS
 
-from .test_dedup import dedup_add, queued
+from .test_dedup import dedup_add, queued, scoped
 from .test_replication import Member, Network, cluster
 
 KEY = b"k"
@@ -135,7 +135,7 @@ def test_a_peer_never_reached_in_time_fails_the_add_with_norepl() -> None:
     del c.bus.unlinked[a.id]  # a comes up, and answers
     c.repl.dedup.check(later(2))
     net.pump()
-    assert replies == [] and c.repl.dedup._queries[KEY].peers == {b.id}
+    assert replies == [] and c.repl.dedup._queries[scoped(KEY)].peers == {b.id}
     c.repl.dedup.check(now_ms() + DEDUP_TIMEOUT_MS + 1)
     assert len(replies) == 1 and replies[0].startswith(b"-NOREPL")
     assert not c.node.jobs

@@ -31,7 +31,7 @@ from disq.server.connection import Client
 from disq.server.hotstate import HotState
 from disq.server.table import CATEGORIES
 
-from .test_dedup import dedup_add, queued
+from .test_dedup import dedup_add, queued, scoped
 from .test_replication import Member, Network, cluster
 
 
@@ -45,12 +45,12 @@ def test_a_copy_is_not_vouched_for_while_its_add_may_still_fail() -> None:
     third: list[bytes] = []
     dedup_add(a, b"k", first, repl=3, by_copies=True)
     dedup_add(c, b"k", third, repl=3, by_copies=True)
-    a_job = a.node.dedup.get(b"k", now_ms())
+    a_job = a.node.dedup.get(scoped(b"k"), now_ms())
     net.queue = deque(sorted(net.queue, key=lambda item: item[1] != b.id))  # b's first
-    while not b.node.dedup.get(b"k", now_ms()):  # one message at a time
+    while not b.node.dedup.get(scoped(b"k"), now_ms()):  # one message at a time
         src, dst, mtype, payload = net.queue.popleft()
         net.deliver(src, dst, mtype, msgpack.unpackb(payload, raw=False))
-    assert b.node.dedup.get(b"k", now_ms()) == a_job  # b took a's copy
+    assert b.node.dedup.get(scoped(b"k"), now_ms()) == a_job  # b took a's copy
     second: list[bytes] = []
     client = later_client(b, second)
     run_add(client, request(b"k"))  # (before the fix: a's job at once, from its copy)
@@ -111,14 +111,14 @@ def copy_held(net: Network, origin: Member, members: list[Member], key: bytes,
     """`origin` adds a job with `key` (REPLICATE 3 of 3, checked by its copies); its
     REPLJOBs are delivered and its GOTJOBs held back. Returns the job's ID."""
     dedup_add(origin, key, replies, repl=3, by_copies=True)
-    job_id = origin.node.dedup.get(key, now_ms())
+    job_id = origin.node.dedup.get(scoped(key), now_ms())
     assert job_id is not None
     copies = [msg for msg in net.queue if msg[2] == m.REPLJOB]
     net.queue.clear()
     for src, dst, mtype, payload in copies:
         net.deliver(src, dst, mtype, msgpack.unpackb(payload, raw=False))
     held = [x for x in members if x is not origin]
-    assert all(x.node.dedup.peek(key, now_ms()) == job_id for x in held)
+    assert all(x.node.dedup.peek(scoped(key), now_ms()) == job_id for x in held)
     assert all(x.node.dedup.unsettled() == 1 for x in held)
     return job_id
 
@@ -135,7 +135,7 @@ def test_a_copys_key_is_vouched_for_once_its_add_succeeded() -> None:
     net.queue.clear()
     second: list[bytes] = []
     ask_on(b, b"k", second)
-    assert second == [] and b"k" in b.repl.dedup.pending  # asks a and c
+    assert second == [] and scoped(b"k") in b.repl.dedup.pending  # asks a and c
     net.pump()  # a: busy (waiting for its copies); c: busy (its copy is unsettled)
     assert second == [] and first == []
     net.queue.extend(gotjobs)
@@ -164,10 +164,10 @@ def test_an_unsettled_copy_whose_origin_died_is_vouched_for() -> None:
     assert replies == [b"+" + job_id + b"\r\n"]
     assert b.node.dedup.unsettled() == 0 and c.node.dedup.unsettled() == 1
     asked: list[bytes] = []
-    net.buses[b.id].send(c.id, m.DEDUP_QUERY, [b"k", 3600])
+    net.buses[b.id].send(c.id, m.DEDUP_QUERY, [scoped(b"k"), 3600])
     net.buses[b.id].handlers[m.DEDUP_REPLY] = lambda _, fields: asked.extend(fields)
     net.pump()
-    assert asked[0][:2] == [b"k", job_id] and asked[0][2] > 0
+    assert asked[0][:2] == [scoped(b"k"), job_id] and asked[0][2] > 0
 
 
 def test_an_unsettled_copy_past_its_adds_deadline_is_vouched_for() -> None:
@@ -190,13 +190,13 @@ def test_a_failed_add_leaves_no_unsettled_copy_behind() -> None:
     net, members = cluster(3)
     a, b, c = members
     known = b"D-" + c.id[:8].encode() + b"-" + b"x" * 24 + b"-0e11"
-    c.node.dedup.record(b"k", known, now_ms() + 60_000)  # c knows the key's job
+    c.node.dedup.record(scoped(b"k"), known, now_ms() + 60_000)  # c knows the key's job
     replies: list[bytes] = []
     dedup_add(a, b"k", replies, repl=3, by_copies=True)
     net.pump()
     assert net.sent(m.DEDUP_CONFLICT) == 1 and net.sent(m.DEDUP_FORGET) == 2  # (b, c)
     assert replies == [b"+" + known + b"\r\n"]
-    assert b.node.dedup.unsettled() == 0 and b.node.dedup.get(b"k", now_ms()) is None
+    assert b.node.dedup.unsettled() == 0 and b.node.dedup.get(scoped(b"k"), now_ms()) is None
     assert not any(x.node.jobs for x in members)
 
 
@@ -210,5 +210,5 @@ def test_asynchronous_copies_are_settled_at_once() -> None:
     net.pump()
     assert replies and replies[0].startswith(b"+D-")
     assert all(x.node.dedup.unsettled() == 0 for x in members)
-    assert sum(x.node.dedup.get(b"k", now_ms()) == replies[0][1:-2] for x in members) == 3
+    assert sum(x.node.dedup.get(scoped(b"k"), now_ms()) == replies[0][1:-2] for x in members) == 3
     assert net.sent(m.DEDUP_SETTLED) == 0

@@ -7,9 +7,10 @@ import pytest
 from disq_client.spec import ADDJOB, GETJOB, JOB_STATES, JSCAN, PAUSE, QSCAN
 
 from disq import errors
+from disq.dedup import scoped_key
 from disq.job import STATE_BY_NAME
 from disq.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
-from disq.requests import DEFAULT_TTL, AddJob, GetJob, JScan, Pause, QScan
+from disq.requests import DEFAULT_TTL, AddJob, AddJobs, GetJob, JScan, Pause, QScan
 
 
 def args(text: str) -> list[bytes]:
@@ -25,7 +26,20 @@ def test_addjob_defaults_and_every_option() -> None:
                              "MAXLEN 9 ASYNC queue-randomly DEDUP key-1"))
     assert (full.timeout, full.repl, full.delay, full.retry, full.ttl, full.maxlen,
             full.async_, full.queue_randomly, full.dedup) == (
-        250, 2, 5, 30, 600, 9, True, True, b"key-1")
+        250, 2, 5, 30, 600, 9, True, True, scoped_key(b"q", b"key-1"))
+
+
+def test_a_dedup_key_is_scoped_to_its_queue_however_the_request_is_made() -> None:
+    """Parsed, built (CRON, the tests), or a job of an ADDJOBS: the same key in two
+    queues is two keys, and no queue and key pair makes another's scoped key."""
+    parsed = AddJob.parse(args("ADDJOB qa body 0 DEDUP order-42")).dedup
+    assert parsed == AddJob(b"qa", b"b", dedup=b"order-42").dedup == scoped_key(
+        b"qa", b"order-42")
+    assert parsed != AddJob.parse(args("ADDJOB qb body 0 DEDUP order-42")).dedup
+    batch = AddJobs.parse(args("ADDJOBS qa 0 DEDUP-JOBS order-42 body k2 body2"))
+    assert batch.job(0).dedup == parsed and batch.job(1).dedup == scoped_key(b"qa", b"k2")
+    assert scoped_key(b"ab", b"c") != scoped_key(b"b", b"ca")  # "c" + "ab" as "ca" + "b"
+    assert scoped_key(b"b", b"a\x00") != scoped_key(b"\x00b", b"a")
 
 
 def test_addjob_extensions() -> None:
@@ -111,7 +125,8 @@ def test_the_client_encodes_the_options_the_server_parses() -> None:
     tail = ADDJOB.encode({"repl": 2, "ttl": 60, "async_": True, "dedup": "k", "delay": None})
     assert tail == ["REPLICATE", 2, "TTL", 60, "ASYNC", "DEDUP", "k"]
     request = AddJob.parse([b"ADDJOB", b"q", b"b", b"0", *(str(a).encode() for a in tail)])
-    assert (request.repl, request.ttl, request.async_, request.dedup) == (2, 60, True, b"k")
+    assert (request.repl, request.ttl, request.async_, request.dedup) == (
+        2, 60, True, scoped_key(b"q", b"k"))
     assert GETJOB.encode({"count": 3, "nohang": False}) == ["COUNT", 3]
     tail = ADDJOB.encode({"delay_ms": 0, "at": 1_700_000_000_000, "priority": 0,
                           "group": "g"})
