@@ -13,6 +13,7 @@ import pytest
 import redis
 from support import DisqProcess, call, myid, wait_for, wait_formed
 
+from disq.dedup import scoped_key
 from disq.replication.targets import key_order
 
 TIMEOUT = "5000"
@@ -269,7 +270,8 @@ def test_cluster_retry_meets_the_copy_left_by_an_origin_killed_before_answering(
     peers = [node_id for node_id, n in by_id.items() if n is not origin]
 
     def first_two(key: str) -> list[DisqProcess]:
-        return [by_id[node_id] for node_id in key_order(key.encode(), peers)[:2]]
+        order = key_order(scoped_key(b"q", key.encode()), peers)  # (as ADDJOB q keys it)
+        return [by_id[node_id] for node_id in order[:2]]
 
     retries: list[tuple[str, DisqProcess]] = []  # (key, the node it is sent again to)
     names = (f"key-{i}" for i in itertools.count())

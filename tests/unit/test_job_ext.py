@@ -13,6 +13,7 @@ from disq.aof.fileformat import RecordEncoder, check_record, parse_record
 from disq.aof.serialize import CorruptJob, deserialize_ext, serialize_ext
 from disq.cluster import messages as m
 from disq.config import Config
+from disq.dedup import scoped_key
 from disq.ids import new_node_id
 from disq.job import ACTIVE, DEFAULT_PRIORITY, QUEUED, WAIT_REPL, Job, JobExt
 from disq.node import Node, now_ms
@@ -188,7 +189,7 @@ def test_a_dedup_copy_keeps_its_key_and_its_fields() -> None:
     net.pump()
     copy = b.job(job.id)
     assert copy is not None and copy.ext is not None and copy.ext.priority == 2
-    assert b.node.dedup.get(b"k1", now_ms()) == job.id
+    assert b.node.dedup.get(scoped_key(b"q", b"k1"), now_ms()) == job.id
 
 
 def test_enqueue_and_yourjobs_never_queue_a_copy_before_its_due_time() -> None:
