@@ -9,9 +9,10 @@ scoped key from the request's parsing on.
 
 Maps a (scoped) key to the ID of the job added with it, until that job's expiry:
 the entry outlives the job's acknowledgement, so a producer that retries after
-consumers acked the first attempt's job still gets the old ID and adds nothing. The table is
-separate from the jobs; every node holding a copy of a job records its key (the key
-travels with REPLJOB), so a key is still known with REPLICATE-1 of its nodes down.
+consumers acked the first attempt's job still gets the old ID and adds nothing. The
+table is separate from the jobs; every node holding a copy of a job records its key
+(the key travels with REPLJOB), so a key is still known with REPLICATE-1 of its nodes
+down.
 
 A node that was asked about a key it does not know keeps a reservation for it (an
 entry without a job ID, for the asking ADDJOB's TTL): that node may have added the job
@@ -38,11 +39,10 @@ from typing import Final
 
 from disq_client.spec import DEDUP_KEY_MAX_LEN
 
-MAX_KEY_LEN: Final = DEDUP_KEY_MAX_LEN  # bytes: a key is a hash or an ID, not a payload
 RESERVED: Final = b""  # the "job ID" of a reservation
-# The longest key `scoped_key` takes: a client's, or CRON's tick key (its name, 256
-# bytes at most, and the tick) that is no client's to send.
-MAX_SCOPED_KEY_LEN: Final = 1024
+# The longest key `scoped_key` takes: a client's (DEDUP_KEY_MAX_LEN, a hash or an ID,
+# not a payload), or CRON's tick key (its name, 256 bytes at most, and the tick).
+MAX_SCOPED_KEY_LEN: Final = 4 * DEDUP_KEY_MAX_LEN
 
 
 def scoped_key(queue: bytes, key: bytes) -> bytes:
