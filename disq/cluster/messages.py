@@ -27,7 +27,8 @@ VERSION: Final = 8  # 2: REPLJOB carries many jobs and their holders once; 3: DE
 #                state; QUEUED and WILLQUEUE may carry more fields (issue #19);
 #             7: SETACK, GOTACK and DELJOB carry the jobs of one loop turn;
 #             8: the cluster-secret handshake binds both challenges and node IDs, and
-#                the frames after it carry a tag (session.py)
+#                the frames after it carry a tag (session.py); DEDUP keys are
+#                scoped to their queue
 MAX_FRAME: Final = 64 * 1024 * 1024  # a frame longer than this closes the link
 # Before a link has proven the cluster secret it may only send the handshake: frames
 # of AUTH (a 16-byte nonce) and AUTH_PROOF (a 32-byte HMAC), ~100 bytes each.
@@ -54,7 +55,7 @@ PONG: Final = 1  # fields: [gossip, the PING's sent us, received us]  received: 
 MEET: Final = 2  # fields: [gossip, sent us]  a PING that makes the receiver add the sender
 FAIL: Final = 3  # fields: [failing node id]
 REPLJOB: Final = 4  # fields: [noreply(bool), [holder ids], job copy, ...] (wire.encode_copy;
-#              a copy of an ADDJOB with DEDUP ends with its key, then, if the ADDJOB
+#              a copy of an ADDJOB with DEDUP ends with its scoped key, then, if the ADDJOB
 #              waits for its copies, whether the receiver must check the key and the
 #              ms the ADDJOB may still fail (0: no timeout): see replication/dedup.py)
 GOTJOB: Final = 5  # fields: [job id, ...] (the confirmations of one loop turn)
@@ -78,7 +79,9 @@ AUTH: Final = 16  # fields: [nonce (16 random bytes)]
 AUTH_PROOF: Final = 17  # fields: [HMAC-SHA256(secret, label + role + both nonces and IDs)]
 QLEN_REQUEST: Final = 18  # fields: [request id, queue]  (GLOBALQLEN)
 QLEN_REPLY: Final = 19  # fields: [request id, queue length on the sender]
-# disq extensions (ADDJOB DEDUP), unknown to Disque:
+# disq extensions (ADDJOB DEDUP), unknown to Disque. A key is scoped to its queue
+# (dedup.scoped_key: the key's length in 2 bytes, the key, the queue); a copy's key
+# must be scoped to the copy's own queue.
 DEDUP_QUERY: Final = 20  # fields: [[key, ttl s], ...] (the keys of one loop turn): known?
 DEDUP_REPLY: Final = 21  # fields: [[key, job id or nil, ms left or -1 = busy], ...] one per key
 DEDUP_FORGET: Final = 22  # fields: [key, job id]  that ADDJOB failed: drop the key if it names it
