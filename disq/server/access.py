@@ -10,6 +10,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..acl import AclError, AclTable, User
+from .auth_throttle import AuthThrottle
 from .table import CATEGORIES
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ class Access:
     """Mixed into Server."""
 
     acl: AclTable
+    auth_throttle: AuthThrottle
     clients: dict[int, Client]
     loop: asyncio.AbstractEventLoop | None
     user_sync: Any
@@ -30,6 +32,8 @@ class Access:
         self.acl = AclTable(CATEGORIES, requirepass, aclfile)
         self.acl.on_delete = self._user_deleted
         self.acl.on_change = self._user_changed
+        # failed authentications per address, RESP and HTTP alike
+        self.auth_throttle = AuthThrottle()
         self.user_sync = None
 
     def _load_aclfile(self, node_id: str) -> None:

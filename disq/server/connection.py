@@ -85,11 +85,10 @@ class Client(LaterReplies, asyncio.Protocol):
         self.ctime = time.time()
         self.last_interaction = self.ctime
         # ACL (disq/acl.py): the user the client acts as (the default one until AUTH)
-        # and whether it authenticated; failed AUTHs are rate limited per connection.
+        # and whether it authenticated (failed AUTHs are throttled per address:
+        # auth_throttle.py).
         self.user = server.acl.default
         self.authenticated = not server.acl.auth_required
-        self.auth_failures = 0
-        self.auth_retry_at = 0.0
         self.resp3 = False  # HELLO 3: CONFIG GET answers a map, COMMAND Redis 6 entries
         self.last_command = b"NULL"
         self.closing = False

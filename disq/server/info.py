@@ -136,6 +136,10 @@ def _stats(s: Server) -> list[str]:
         f"acl_access_denied_cmd:{s.acl.denied_cmd}",
         f"acl_access_denied_key:{s.acl.denied_key}",
         f"acl_access_denied_auth_throttled:{s.acl.denied_auth_throttled}",
+        # failed authentications per address (auth_throttle.py): the pauses, the
+        # addresses with recent failures
+        f"acl_auth_pauses:{s.auth_throttle.pauses}",
+        f"acl_auth_failing_sources:{len(s.auth_throttle)}",
         "latest_fork_usec:0",
     ]
 

@@ -63,6 +63,8 @@ def snapshot(server: Server) -> dict[str, Any]:
         "acl_denied": {"auth": server.acl.denied_auth, "cmd": server.acl.denied_cmd,
                        "key": server.acl.denied_key,
                        "auth_throttled": server.acl.denied_auth_throttled},
+        "auth_pauses": server.auth_throttle.pauses,
+        "auth_failing_sources": len(server.auth_throttle),
         "users": [(u.name, u.calls, u.jobs_added, u.jobs_consumed, u.jobs_acked)
                   for u in server.acl.live()],
         "rejected_commands": {"per_ip": server.rejected_commands_per_ip,
@@ -149,6 +151,14 @@ class NodeCollector(Collector):
         for reason, count in snap["acl_denied"].items():
             denied.add_metric([reason], count)
         yield denied
+        yield CounterMetricFamily(
+            "disq_acl_auth_pauses",
+            "Times a source address reached 10 failed authentications (AUTH, HTTP) and "
+            "had its next ones refused unchecked for a second", value=snap["auth_pauses"])
+        yield GaugeMetricFamily(
+            "disq_acl_auth_failing_sources",
+            "Source addresses with a failed authentication in the last minute "
+            "(at most 10,000 are remembered)", value=snap["auth_failing_sources"])
         yield from _user_metrics(snap["users"])
         latency = SummaryMetricFamily("disq_command_duration_seconds",
                                       "Time spent executing commands", labels=["command"])
@@ -205,7 +215,7 @@ def metrics_only(app: WSGIApp, server: Server, loop: asyncio.AbstractEventLoop) 
     credentials, 403 without the permission, 429 after too many failures), 404 on
     every other path (prometheus_client's own app answers whatever the path). Beyond
     loopback no request is let in without the password of a user who has one."""
-    authenticator = Authenticator(server.acl)
+    authenticator = Authenticator(server.acl, server.auth_throttle)
     anonymous = is_loopback(server.config.metrics_bind)
 
     async def refusal(header: str, ip: str) -> tuple[str, str] | None:

@@ -24,9 +24,7 @@ if TYPE_CHECKING:
 
 WRONGPASS = fixed("WRONGPASS", "WRONGPASS",
                   "invalid username-password pair or user is disabled.")
-MAX_AUTH_FAILURES = 10  # failed AUTHs on a connection before it must wait
-AUTH_PAUSE_S = 1.0  # how long: its AUTHs are refused unchecked meanwhile
-THROTTLED = "too many failed AUTH attempts on this connection: wait a second"
+THROTTLED = "too many failed authentications from this address: wait a second"
 
 
 def _text(arg: bytes) -> str:
@@ -35,25 +33,23 @@ def _text(arg: bytes) -> str:
 
 def authenticate(client: Client, name: str, password: bytes) -> User | None:
     """AUTH and HELLO AUTH: the client becomes `name` if the password is right (None
-    if not: counted, the client is no longer authenticated, as in Disque). After
-    MAX_AUTH_FAILURES failures the connection's AUTHs are refused for AUTH_PAUSE_S
-    (-ERR THROTTLED), unchecked."""
-    acl = client.server.acl
+    if not: counted, the client is no longer authenticated, as in Disque). Failures
+    are counted per source address, whatever the connection (auth_throttle.py): after
+    too many, the address's AUTHs are refused for a while (-ERR THROTTLED), unchecked."""
+    server = client.server
+    acl = server.acl
+    throttle = server.auth_throttle
     now = time.monotonic()
-    if client.auth_retry_at > now:
+    if throttle.paused(client.ip, now):
         acl.denied_auth_throttled += 1
         raise err(THROTTLED)
     user = acl.authenticate(name, password)
     if user is None:
         acl.denied_auth += 1
-        client.auth_failures += 1
-        if client.auth_failures >= MAX_AUTH_FAILURES:
-            client.auth_failures = 0
-            client.auth_retry_at = now + AUTH_PAUSE_S
+        throttle.failed(client.ip, now)
         client.authenticated = False
         client.user = acl.default
         return None
-    client.auth_failures = 0
     client.user = user
     client.authenticated = True
     return user

@@ -7,7 +7,7 @@ Nothing of it is imported while `http-port` is 0.
 
 The node's users (disq/acl.py, issue #23) protect the API and /metrics (auth.py: basic
 auth `user:password` or `Authorization: Bearer <password>`; failures counted in INFO
-acl_access_denied_auth and, after AUTH_FAILURES_MAX from one IP, 429 for AUTH_PAUSE_S).
+acl_access_denied_auth and, after ten from one IP, 429 for a second: auth_throttle.py).
 Each route runs RESP commands as that user (bridge.py), so the same permission checks
 apply: -NOPERM is a 403. The dashboard's page asks for a user and password and sends
 them the same way. With `tls-port` set the port speaks TLS with the node's certificate.
@@ -122,7 +122,7 @@ def make_app(server: Server) -> web.Application:
     app = web.Application(middlewares=[_problems],
                           client_max_size=server.config.http_max_body)
     app[api.SERVER_KEY] = server
-    app[AUTH_KEY] = Authenticator(server.acl)
+    app[AUTH_KEY] = Authenticator(server.acl, server.auth_throttle)
     api.add_routes(app)
     app.router.add_get("/openapi.json", _openapi)
     app.router.add_get("/docs", _docs)

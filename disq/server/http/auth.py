@@ -1,7 +1,8 @@
 """Who an HTTP request is, for the HTTP port (app.py) and the metrics endpoint
 (server/metrics.py): the Authorization header read once, checked against the node's
-users (disq/acl.py), failures counted and throttled per IP. Without aiohttp: the
-metrics endpoint imports it without the HTTP port.
+users (disq/acl.py), failures counted and throttled per IP (auth_throttle.py, the
+node's one table, which AUTH counts in too). Without aiohttp: the metrics endpoint
+imports it without the HTTP port.
 
 Basic auth `user:password`; a name no user has means the `default` user while it has
 a password (requirepass's, as before users existed: any name was accepted); `Bearer
@@ -15,15 +16,13 @@ import binascii
 import time
 from typing import TYPE_CHECKING
 
+from ..auth_throttle import AuthThrottle
+
 if TYPE_CHECKING:
     from ...acl import AclTable, User
 
 # The challenge of a 401: either scheme is accepted.
 CHALLENGE = 'Bearer realm="disq", Basic realm="disq"'
-
-AUTH_FAILURES_MAX = 10  # failed credentials from one IP before it must wait
-AUTH_PAUSE_S = 1.0
-MAX_TRACKED_IPS = 10_000
 
 
 class AuthRefused(Exception):
@@ -53,11 +52,12 @@ def credentials(header: str) -> tuple[str, bytes] | None:
 
 
 class Authenticator:
-    """The user each request acts as; one per listening endpoint (its IPs' failures)."""
+    """The user each request acts as; one per listening endpoint. `throttle`: the
+    node's failures per IP (its own table without one)."""
 
-    def __init__(self, acl: AclTable) -> None:
+    def __init__(self, acl: AclTable, throttle: AuthThrottle | None = None) -> None:
         self.acl = acl
-        self.failures: dict[str, tuple[int, float]] = {}  # ip -> (failures, paused until)
+        self.throttle = throttle if throttle is not None else AuthThrottle()
 
     def user(self, header: str, ip: str, anonymous: bool = True) -> User:
         """The user of a request with this Authorization header ("" if none) from `ip`.
@@ -72,9 +72,8 @@ class Authenticator:
             raise AuthRefused(401, "Authentication required: basic auth user:password, or "
                                    "Authorization: Bearer <requirepass>", "NOAUTH")
         name, password = given
-        count, paused_until = self.failures.get(ip, (0, 0.0))
         now = time.monotonic()
-        if paused_until > now:
+        if self.throttle.paused(ip, now):
             acl.denied_auth_throttled += 1
             raise AuthRefused(429, "too many failed authentications: wait a second", "BUSY")
         user = acl.get(name)
@@ -83,14 +82,9 @@ class Authenticator:
             user = acl.default
         if (user is not None and user.check_password(password)
                 and (anonymous or not user.nopass)):
-            self.failures.pop(ip, None)
             return user
         acl.denied_auth += 1
-        if len(self.failures) >= MAX_TRACKED_IPS:
-            self.failures.clear()
-        count += 1
-        self.failures[ip] = ((0, now + AUTH_PAUSE_S) if count >= AUTH_FAILURES_MAX
-                             else (count, 0.0))
+        self.throttle.failed(ip, now)
         raise AuthRefused(401, "invalid username-password pair or user is disabled.",
                           "WRONGPASS")
 
