@@ -14,6 +14,10 @@ returns is known: `_mb_pending` counts the bytes it holds beyond complete reques
 0 means a request boundary, and when hiredis refuses what follows a complete request
 in the same read (an inline request), the rest is parsed afresh.
 
+A client that has not authenticated yet (a password being required) is first held to
+Redis's limits for it, from each request's headers (resp.UnauthenticatedRequests);
+once it has, its reads go straight to the parser.
+
 Elsewhere: the reply queue and the parked GETJOB are `LaterReplies` (pending.py, a
 part of Client); inline splitting and Redis's protocol error texts are in resp.py.
 """
@@ -36,6 +40,7 @@ from .limits import TokenBucket
 from .pending import LaterReplies, Pending
 from .resp import (
     ProtocolError,
+    UnauthenticatedRequests,
     check_bulk_lengths,
     multibulk_error,
     not_a_bulk,
@@ -89,6 +94,10 @@ class Client(LaterReplies, asyncio.Protocol):
         # auth_throttle.py).
         self.user = server.acl.default
         self.authenticated = not server.acl.auth_required
+        # Until it first authenticates, Redis's limits for an unauthenticated client,
+        # checked from the requests' headers (None: none apply, nothing checked).
+        self._unauthenticated: UnauthenticatedRequests | None = (
+            None if self.authenticated else UnauthenticatedRequests())
         self.resp3 = False  # HELLO 3: CONFIG GET answers a map, COMMAND Redis 6 entries
         self.last_command = b"NULL"
         self.closing = False
@@ -150,6 +159,12 @@ class Client(LaterReplies, asyncio.Protocol):
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
+        if self._unauthenticated is not None:
+            self._received_unauthenticated(self._unauthenticated, data)
+        else:
+            self._received(data)
+
+    def _received(self, data: bytes) -> None:
         hot = self.hot
         self.last_interaction = hot.unixtime
         hot.net_input_bytes += len(data)
@@ -170,6 +185,27 @@ class Client(LaterReplies, asyncio.Protocol):
                 self.transport.pause_reading()  # type: ignore[union-attr]
             return
         self._execute(requests)
+
+    def _received_unauthenticated(self, limits: UnauthenticatedRequests, data: bytes) -> None:
+        """Bytes from a client not authenticated yet: the requests before the first one
+        over the limits (if any) run, then it is closed, as Redis does, unless one of
+        them authenticated it (a pipelined AUTH lifts the limits for what follows)."""
+        if not self.authenticated and self.server.acl.auth_required:
+            hot = self.hot
+            cut = limits.scan(data, hot.proto_max_bulk_len, hot.proto_max_multibulk_len)
+            if cut < 0:
+                self._received(data)
+                return
+            if cut:
+                self._received(data[:cut])
+            if self.closing or self.close_after_reply:
+                return
+            if not self.authenticated and self.server.acl.auth_required:
+                self._protocol_error(limits.message)
+                return
+            data = data[cut:]
+        self._unauthenticated = None  # for good: its stream is not followed any more
+        self._received(data)
 
     # -- parsing ---------------------------------------------------------------------
     def _parse(self, data: bytes, out: list[list[bytes]]) -> None:

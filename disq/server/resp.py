@@ -132,6 +132,130 @@ def multibulk_error(request: bytes, max_bulk: int) -> str | None:
     return None
 
 
+# Redis's limits for a client that has not authenticated while a password is required
+# (since 6.2.6, CVE-2021-32675): HELLO 3 AUTH user pass SETNAME name is 7 arguments.
+UNAUTH_MAX_ARGS: Final = 10
+UNAUTH_MAX_BULK: Final = 16 * 1024
+UNAUTH_MAX_INLINE: Final = 16 * 1024  # disq's: an inline request's line, as one bulk
+_UNAUTH_MAX_HEADER: Final = 24  # a longer `*<count>` / `$<length>` line is over them
+_INT_MAX: Final = 2**31 - 1
+_STAR: Final = 42  # b"*"
+# Where an unauthenticated client's stream is: between requests, in a `*<count>` line,
+# a `$<length>` line, an argument's bytes, an inline request's line.
+_BETWEEN: Final = 0
+_COUNT: Final = 1
+_LENGTH: Final = 2
+_BODY: Final = 3
+_INLINE: Final = 4
+
+
+class UnauthenticatedRequests:
+    """The requests of a client that has not authenticated yet (a password being
+    required), followed from their headers as Redis reads them, so that the first one
+    over Redis's limits for such a client (UNAUTH_MAX_ARGS arguments, of at most
+    UNAUTH_MAX_BULK bytes; an inline line of at most UNAUTH_MAX_INLINE) is found from
+    its `*<count>` or `$<length>` line, before the parser buffers what it announces
+    (hiredis holds a bulk string until it is complete). Keeps only where the stream is
+    and a header line begun (a few bytes) across reads."""
+
+    __slots__ = ("_state", "_line", "_left", "_args", "message")
+
+    def __init__(self) -> None:
+        self._state = _BETWEEN
+        self._line = b""  # a header line begun in an earlier read
+        self._left = 0  # _BODY: its bytes still to come; _INLINE: its line's bytes so far
+        self._args = 0  # arguments of the current multibulk not yet begun
+        self.message = ""  # why the request scan() pointed at is refused
+
+    def scan(self, data: bytes, max_bulk: int, max_args: int) -> int:
+        """Where in `data` the first request over the limits starts (0 if it began in
+        an earlier read), -1 if none is; `message` says why, in Redis's words (its
+        usual ones for a header that is not a number). Every byte is followed: the
+        next call continues where this one stopped."""
+        pos = start = 0
+        end = len(data)
+        while pos < end:
+            state = self._state
+            if state == _BODY:
+                if end - pos < self._left:
+                    self._left -= end - pos
+                    return -1
+                pos += self._left
+                self._args -= 1
+                self._state = _LENGTH if self._args else _BETWEEN
+            elif state == _BETWEEN:
+                start = pos
+                self._left = 0
+                if data[pos] == _STAR:
+                    self._state = _COUNT
+                    pos += 1
+                else:
+                    self._state = _INLINE
+            elif state == _INLINE:
+                nl = data.find(b"\n", pos)
+                self._left += (end if nl < 0 else nl) - pos
+                if self._left > UNAUTH_MAX_INLINE:
+                    return self._refuse(start, "unauthenticated inline length")
+                if nl < 0:
+                    return -1
+                pos = nl + 1
+                self._state = _BETWEEN
+            else:  # a header line, up to its LF
+                room = _UNAUTH_MAX_HEADER - len(self._line)
+                nl = data.find(b"\n", pos, pos + room)
+                if nl < 0:
+                    if end - pos >= room:
+                        return self._refuse(start, "unauthenticated multibulk length"
+                                            if state == _COUNT else
+                                            "unauthenticated bulk length")
+                    self._line += data[pos:]
+                    return -1
+                line = self._line + data[pos:nl]
+                self._line = b""
+                pos = nl + 1
+                message = (self._count(line, max_args) if state == _COUNT
+                           else self._length(line, max_bulk))
+                if message:
+                    return self._refuse(start, message)
+        return -1
+
+    def _count(self, line: bytes, max_args: int) -> str:
+        """A `*<count>` line (after its `*`, with its CR): an error, or "" (and the
+        state that follows)."""
+        digits = line[:-1]
+        if line[-1:] != b"\r" or not _CANONICAL.match(digits):
+            return "invalid multibulk length"
+        count = int(digits)
+        if count > _INT_MAX or count > max_args:
+            return "invalid multibulk length"
+        if count > UNAUTH_MAX_ARGS:
+            return "unauthenticated multibulk length"
+        self._args = count
+        self._state = _LENGTH if count > 0 else _BETWEEN  # (Redis skips `*0`, `*-1`)
+        return ""
+
+    def _length(self, line: bytes, max_bulk: int) -> str:
+        """A `$<length>` line, with its CR: an error, or "" (its bytes follow)."""
+        if line[:1] != b"$":
+            got = chr(line[0]) if line else "\n"
+            return f"expected '$', got '{' ' if got in _CRLF else got}'"
+        digits = line[1:-1]
+        if line[-1:] != b"\r" or not _CANONICAL.match(digits):
+            return "invalid bulk length"
+        length = int(digits)
+        if not 0 <= length <= max_bulk:
+            return "invalid bulk length"
+        if length > UNAUTH_MAX_BULK:
+            return "unauthenticated bulk length"
+        self._left = length + 2  # and its CRLF
+        self._state = _BODY
+        return ""
+
+    def _refuse(self, start: int, message: str) -> int:
+        self.message = message
+        return start
+
+
 def redis_protocol_message(message: str) -> str:
     """hiredis's wording of a request error, in Redis's words."""
     if "ulti-bulk length" in message:

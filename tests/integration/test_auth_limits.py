@@ -1,15 +1,17 @@
 """What a client without the password can do to a node that asks for one: guess it
 (failed authentications are throttled per source address, across connections and
-across the RESP and HTTP ports)."""
+across the RESP and HTTP ports), and make the node hold its bytes (a client that has
+not authenticated may send Redis's unauthenticated limits: 10 arguments of 16 KB)."""
 
 from __future__ import annotations
 
 import math
+import socket
 import time
 from collections.abc import Callable
 
 import pytest
-from support import DisqProcess, free_port, raw_command, wait_for
+from support import DisqProcess, free_port, raw_command, wait_closed, wait_for
 from test_acl import client_as, info
 from test_http import Http
 
@@ -99,3 +101,113 @@ def test_the_resp_and_http_ports_share_an_address_failures(
     assert int(stats["acl_auth_pauses"]) >= 1
     assert int(stats["acl_access_denied_auth_throttled"]) >= 1
     admin.close()
+
+
+# -- what a client may send before it authenticates ------------------------------------------
+
+def _closed_with(node: DisqProcess, payload: bytes) -> bytes:
+    with node.connect() as sock:
+        answer = raw_command(sock, payload, expect_close=True)
+        wait_closed(sock, 10, "the unauthenticated client")
+    return answer
+
+
+def test_an_unauthenticated_huge_bulk_is_refused_from_its_header(guarded: DisqProcess) -> None:
+    # under proto-max-bulk-len (512 MB): only the unauthenticated limit refuses it
+    assert _closed_with(guarded, b"*1\r\n$500000000\r\n") == (
+        b"-ERR Protocol error: unauthenticated bulk length\r\n")
+    assert _closed_with(guarded, b"*2\r\n$4\r\nAUTH\r\n$16385\r\n") == (
+        b"-ERR Protocol error: unauthenticated bulk length\r\n")
+    # the requests before it are answered first
+    assert _closed_with(guarded, b"PING\r\n*1\r\n$20000\r\n") == (
+        b"-NOAUTH Authentication required.\r\n"
+        b"-ERR Protocol error: unauthenticated bulk length\r\n")
+
+
+def test_unauthenticated_bytes_do_not_grow_the_node(guarded: DisqProcess) -> None:
+    """Three connections announce a 500 MB argument and send 32 MB of it each: the node
+    closes them at the header, rather than buffering what they send."""
+    body = b"x" * (1024 * 1024)
+    before = guarded.rss()
+    socks = [guarded.connect() for _ in range(3)]
+    sent = 0
+    try:
+        for sock in socks:
+            sock.settimeout(10)
+            try:
+                sock.sendall(b"*1\r\n$500000000\r\n")
+                for _ in range(32):
+                    sock.sendall(body)
+                    sent += len(body)
+            except (TimeoutError, BrokenPipeError, ConnectionResetError):
+                pass
+        grown = guarded.rss() - before
+    finally:
+        for sock in socks:
+            sock.close()
+    assert grown < 32 * 1024 * 1024, (grown, sent)
+    assert guarded.alive()
+
+
+def test_unauthenticated_too_many_arguments_are_refused(guarded: DisqProcess) -> None:
+    assert _closed_with(guarded, b"*11\r\n") == (
+        b"-ERR Protocol error: unauthenticated multibulk length\r\n")
+    assert _closed_with(guarded, b"*1000000\r\n") == (
+        b"-ERR Protocol error: unauthenticated multibulk length\r\n")
+    # an inline request: at most 16 KB on its line
+    assert _closed_with(guarded, b"AUTH " + b"x" * 20000) == (
+        b"-ERR Protocol error: unauthenticated inline length\r\n")
+    # within the limits: answered, the connection stays
+    with guarded.connect() as sock:
+        ten = b"*10\r\n" + b"$4\r\nPING\r\n" * 10
+        assert raw_command(sock, ten) == b"-NOAUTH Authentication required.\r\n"
+        big = b"x" * 16384
+        assert raw_command(sock, b"*2\r\n$4\r\nPING\r\n$16384\r\n" + big + b"\r\n") == (
+            b"-NOAUTH Authentication required.\r\n")
+        assert raw_command(sock, b"PING " + b"y" * 16000 + b"\r\n") == (
+            b"-NOAUTH Authentication required.\r\n")
+        assert raw_command(sock, b"AUTH " + PASSWORD + b"\r\n") == b"+OK\r\n"
+
+
+def test_once_authenticated_big_arguments_are_accepted(guarded: DisqProcess) -> None:
+    big = b"z" * 300_000
+    header = b"*2\r\n$4\r\nPING\r\n$300000\r\n"
+    ping_big = header + big + b"\r\n"
+    expected = b"$300000\r\n" + big + b"\r\n"
+    with guarded.connect() as sock:
+        assert raw_command(sock, b"AUTH " + PASSWORD + b"\r\n") == b"+OK\r\n"
+        assert _read_exactly(sock, ping_big, len(expected)) == expected
+    # an AUTH pipelined with the big request lifts the limits for it, as in Redis
+    with guarded.connect() as sock:
+        auth = b"*2\r\n$4\r\nAUTH\r\n$6\r\n" + PASSWORD + b"\r\n"
+        assert _read_exactly(sock, auth + ping_big, 5 + len(expected)) == b"+OK\r\n" + expected
+    # a wrong password pipelined with it: the big request closes the connection (its
+    # header only is sent: the node closes a connection with unread bytes with a reset)
+    assert _closed_with(guarded, b"AUTH nope\r\n" + header) == (
+        WRONG + b"-ERR Protocol error: unauthenticated bulk length\r\n")
+
+
+def _read_exactly(sock: socket.socket, payload: bytes, size: int) -> bytes:
+    sock.settimeout(10)
+    sock.sendall(payload)
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def test_the_usual_handshakes_still_work(guarded: DisqProcess) -> None:
+    with guarded.connect() as sock:
+        hello = raw_command(sock, b"HELLO 3 AUTH default " + PASSWORD + b" SETNAME worker\r\n")
+        assert hello.startswith(b"%7\r\n"), hello
+        assert raw_command(sock, b"CLIENT GETNAME\r\n") == b"$6\r\nworker\r\n"
+    with guarded.connect() as sock:
+        args = [b"HELLO", b"3", b"AUTH", b"default", PASSWORD, b"SETNAME", b"w2"]
+        request = b"*7\r\n" + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+        assert raw_command(sock, request).startswith(b"%7\r\n")
+    client = client_as(guarded)  # redis-py: HELLO / AUTH on connect
+    assert client.execute_command("PING") == b"PONG"
+    client.close()
