@@ -9,6 +9,7 @@ import math
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from support import DisqProcess, free_port, raw_command, wait_closed, wait_for
@@ -101,6 +102,28 @@ def test_the_resp_and_http_ports_share_an_address_failures(
     assert int(stats["acl_auth_pauses"]) >= 1
     assert int(stats["acl_access_denied_auth_throttled"]) >= 1
     admin.close()
+
+
+def test_the_unix_socket_is_one_source(start_node: Callable[..., DisqProcess],
+                                       tmp_path: Path) -> None:
+    path = str(tmp_path / "disq.sock")
+    node = start_node("--requirepass", PASSWORD.decode(), "--unixsocket", path,
+                      client_kwargs={"password": PASSWORD.decode()})
+
+    def local_auth(password: bytes) -> bytes:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(path)
+            return raw_command(sock, b"AUTH " + password + b"\r\n")
+
+    def guesses_pause_the_socket() -> bool:
+        for _ in range(MAX_FAILURES):
+            if local_auth(b"guess") == THROTTLED:
+                break
+        return local_auth(PASSWORD) == THROTTLED
+
+    wait_for(guesses_pause_the_socket, timeout=30, message="the unix socket paused")
+    # its guesses are not 127.0.0.1's
+    assert auth_on_new_connection(node, PASSWORD) == b"+OK\r\n"
 
 
 # -- what a client may send before it authenticates ------------------------------------------
