@@ -43,8 +43,9 @@ class AuthThrottle:
         self._sources: dict[str, _Source] = {}
         self.pauses = 0  # times a source reached MAX_FAILURES (INFO, /metrics)
 
-    def __len__(self) -> int:
+    def failing_sources(self, now: float) -> int:
         """Sources with a failure in the last FORGET_S (at most MAX_SOURCES)."""
+        self._forget(now)
         return len(self._sources)
 
     def paused(self, source: str, now: float) -> bool:

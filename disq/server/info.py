@@ -139,7 +139,7 @@ def _stats(s: Server) -> list[str]:
         # failed authentications per address (auth_throttle.py): the pauses, the
         # addresses with recent failures
         f"acl_auth_pauses:{s.auth_throttle.pauses}",
-        f"acl_auth_failing_sources:{len(s.auth_throttle)}",
+        f"acl_auth_failing_sources:{s.auth_throttle.failing_sources(time.monotonic())}",
         "latest_fork_usec:0",
     ]
 

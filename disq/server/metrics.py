@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from http import HTTPStatus
@@ -64,7 +65,7 @@ def snapshot(server: Server) -> dict[str, Any]:
                        "key": server.acl.denied_key,
                        "auth_throttled": server.acl.denied_auth_throttled},
         "auth_pauses": server.auth_throttle.pauses,
-        "auth_failing_sources": len(server.auth_throttle),
+        "auth_failing_sources": server.auth_throttle.failing_sources(time.monotonic()),
         "users": [(u.name, u.calls, u.jobs_added, u.jobs_consumed, u.jobs_acked)
                   for u in server.acl.live()],
         "rejected_commands": {"per_ip": server.rejected_commands_per_ip,

@@ -51,7 +51,8 @@ def test_failures_are_forgotten_long_after_the_last_one() -> None:
     throttle.failed("b", FORGET_S + 0.5)  # too late: a new count begins
     assert not throttle.paused("b", FORGET_S + 0.5)
     throttle.failed("c", 3 * FORGET_S)  # each failure drops the sources forgotten
-    assert len(throttle) == 1
+    assert throttle.failing_sources(3 * FORGET_S) == 1
+    assert throttle.failing_sources(5 * FORGET_S) == 0  # and so does counting them
 
 
 def test_the_table_is_bounded_under_many_sources() -> None:
@@ -59,10 +60,10 @@ def test_the_table_is_bounded_under_many_sources() -> None:
     for i in range(MAX_SOURCES):
         throttle.failed(f"10.{i // 65536}.{i // 256 % 256}.{i % 256}", 0.0)
     fail(throttle, "guesser", 0.0, MAX_FAILURES - 1)
-    assert len(throttle) == MAX_SOURCES
+    assert throttle.failing_sources(1.0) == MAX_SOURCES
     for i in range(3 * MAX_SOURCES):  # a flood of new addresses
         throttle.failed(f"flood{i}", 1.0)
-        assert len(throttle) <= MAX_SOURCES
+        assert throttle.failing_sources(1.0) <= MAX_SOURCES
     # the oldest went first; a source failing again stays among the newest
     throttle = AuthThrottle()
     for i in range(MAX_SOURCES):
@@ -70,8 +71,8 @@ def test_the_table_is_bounded_under_many_sources() -> None:
         throttle.failed(f"s{i}", now)
         if i % 1000 == 0:
             throttle.failed("guesser", now)  # 10 failures in all, among 10,000 sources
-    assert len(throttle) == MAX_SOURCES
+    assert throttle.failing_sources(1.0) == MAX_SOURCES
     assert throttle.paused("guesser", 1.0)
     throttle.failed("new", 1.0)
-    assert len(throttle) == MAX_SOURCES
+    assert throttle.failing_sources(1.0) == MAX_SOURCES
     assert throttle.paused("guesser", 1.0)
