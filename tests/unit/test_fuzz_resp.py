@@ -56,7 +56,8 @@ class RecordingClient(Client):
         server = SimpleNamespace(
             config=config, node=Node(config, new_node_id()), hot=HotState(config),
             log_verbose=lambda message: None, client_connected=lambda client: None,
-            client_disconnected=lambda client: None, acl=AclTable(CATEGORIES))
+            client_disconnected=lambda client: None,
+            acl=AclTable(CATEGORIES, config.requirepass))
         super().__init__(server)  # type: ignore[arg-type]
         self.requests: list[list[bytes]] = []
         self.fake = FakeTransport()
@@ -306,3 +307,37 @@ def test_a_read_ending_in_a_multibulk_header_line_changes_nothing(data: bytes) -
         assert run(data, [cut]).requests == whole.requests, cut
         for second in range(cut + 1, len(data)):
             assert run(data, [cut, second]).requests == whole.requests, (cut, second)
+
+
+# -- a client that has not authenticated (requirepass; `dispatch` here never lets it in) -----
+
+def guarded() -> Config:
+    config = Config()
+    config.requirepass = "pw"
+    return config
+
+
+@fuzz_settings(300)
+@given(st.lists(request(), min_size=1, max_size=8), CUTS)
+def test_an_unauthenticated_client_parses_the_same_requests_within_its_limits(
+        reqs: list[tuple[list[bytes], bytes]], cuts: list[int]) -> None:
+    data = b"".join(raw for _, raw in reqs)
+    client = run(data, cuts, guarded())
+    assert client.requests == [args for args, _ in reqs]
+    assert not client.fake.closed
+
+
+@fuzz_settings(200)
+@given(st.lists(request(), max_size=5), st.sampled_from([
+    (b"*11\r\n", b"unauthenticated multibulk length"),
+    (b"*1\r\n$500000000\r\n", b"unauthenticated bulk length"),
+    (b"x" * 16385, b"unauthenticated inline length")]), CUTS)
+def test_an_unauthenticated_client_over_its_limits_is_closed_after_the_requests_before(
+        reqs: list[tuple[list[bytes], bytes]], over: tuple[bytes, bytes],
+        cuts: list[int]) -> None:
+    request, message = over
+    client = run(b"".join(raw for _, raw in reqs) + request, cuts, guarded())
+    assert client.requests == [args for args, _ in reqs]
+    assert client.fake.written[-1] == b"-ERR Protocol error: " + message + b"\r\n"
+    assert client.fake.closed
+    assert client._reader.len() < 64 * 1024  # (its bytes were not buffered)
