@@ -290,16 +290,17 @@ def _directives() -> list[Directive]:
           doc="addresses of the HTTP port, space separated (\"\": the node's bind)"),
         d("http-max-body", 16 * 1024**2, _mem, str, settable=True,
           doc="largest HTTP request body (a batch of jobs included); larger ones get 413"),
-        # Against strangers and web pages (http/connections.py, http/crosssite.py).
+        # Against strangers and web pages (http/connections.py, http/crosssite.py; the
+        # metrics port too: http/metricsport.py).
         d("http-read-timeout", 10, _int(1), str,
-          doc="seconds an HTTP client has for a request's headers (from connecting or its "
-              "last answer), as many for its body"),
+          doc="seconds an HTTP or metrics client has for a request's headers (from "
+              "connecting or its last answer), as many for its body"),
         d("http-allowed-hosts", "", _str, str, settable=True,
-          doc="Host names the HTTP port answers besides the node's own, space separated "
-              "(\"*\": any)"),
+          doc="Host names the HTTP and metrics ports answer besides the node's own, space "
+              "separated (\"*\": any)"),
         d("http-allowed-origins", "", _str, str, settable=True,
-          doc="web origins (https://host:port) whose pages may call the HTTP API, space "
-              "separated"),
+          doc="web origins (https://host:port) whose pages may call the HTTP API and "
+              "/metrics, space separated"),
         # -- TLS (Redis 6's directives; see disq/tls.py)
         d("tls-port", 0, _int(0, 65535 - 10000), str,
           doc="also serve clients over TLS on this port (0: off)"),

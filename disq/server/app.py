@@ -106,7 +106,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         self._timer_when = 0
         self._cron: asyncio.TimerHandle | None = None
         self._stopped: asyncio.Future[None] | None = None
-        self._metrics: Any = None
+        self._metrics: Any = None  # the metrics port (metrics-port): http/metricsport.py
         self._http: Any = None  # the HTTP port (http-port): http/connections.py's HttpPort
         self._memory_cache = (0.0, 0)
         # CLIENT PAUSE (hot.clients_paused_until): the clients holding requests
@@ -155,8 +155,8 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
             self._http = await start_http(self)
         await self._listen()
         if self.config.metrics_port:  # a busy port stops the start here, as `port` does
-            from .metrics import start_metrics_server
-            self._metrics = start_metrics_server(self)
+            from .http.metricsport import start_metrics_port
+            self._metrics = await start_metrics_port(self)
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._on_signal, sig)
         self.aof = AppendOnlyFile(self.config, self.node, self.loop)
@@ -192,6 +192,8 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         finally:
             if self._http is not None:
                 await self._http.cleanup()
+            if self._metrics is not None:
+                await self._metrics.cleanup()
 
     async def _load_data(self) -> None:
         """Disque's loadDataFromDisk: the AOF, if on (or aof-enqueue-jobs-once asks

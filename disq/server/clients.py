@@ -101,8 +101,9 @@ class ClientRegistry:
     def http_admission(self, conn: IpLimited, ip: str) -> tuple[str, str] | None:
         """A new connection to the HTTP port: None if it is taken, else the (code,
         message) of its 503. It may take half of maxclients at most (RESP keeps the
-        rest), and counts in maxclients-per-ip as a RESP connection does."""
-        from .http.connections import http_limit  # (aiohttp: only with an HTTP port)
+        rest), and counts in maxclients-per-ip as a RESP connection does (`ip` "":
+        not counted per IP, as the metrics port's connections are: http/metricsport.py)."""
+        from .http.connections import http_limit  # (aiohttp: only with an HTTP or metrics port)
 
         self.connections_received += 1
         cfg = self.config

@@ -1,42 +1,29 @@
-"""Prometheus metrics (`--metrics-port N`, off by default).
+"""Prometheus metrics: the text of /metrics, on the metrics port (`--metrics-port N`,
+off by default: http/metricsport.py serves it) and on the HTTP port.
 
-Nothing is counted for Prometheus on the hot path: at scrape time the HTTP thread asks
-the event loop for a snapshot of the counters the node keeps anyway (INFO reads the
-same ones) and turns it into metric families.
-
-A scrape is let in as the HTTP port's /metrics lets it in (the node's users, bearer
-token or basic auth; the user must be allowed INFO). Beyond loopback it always needs
-the password of a user who has one, and the start is refused without requirepass or
-an aclfile to ask for (exposure.py).
+Nothing is counted for Prometheus on the hot path: at scrape time the event loop takes
+a snapshot of the counters the node keeps anyway (INFO reads the same ones), and a
+thread of its own turns it into metric families and text. One scrape runs at a time;
+those that come meanwhile share its text.
 """
 
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
-from http import HTTPStatus
-from socketserver import ThreadingMixIn
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, generate_latest, make_wsgi_app
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector
-
-from ..exposure import is_loopback
-from .http.auth import CHALLENGE, Authenticator, AuthRefused, command_refusal
 
 if TYPE_CHECKING:
     from .app import Server
 
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-
 MAX_QUEUES_EXPORTED = 10_000
-SCRAPE_TIMEOUT = 5.0
 
 
 def snapshot(server: Server) -> dict[str, Any]:
@@ -76,19 +63,14 @@ def snapshot(server: Server) -> dict[str, Any]:
     }
 
 
-class NodeCollector(Collector):
-    def __init__(self, server: Server, loop: asyncio.AbstractEventLoop) -> None:
-        self.server = server
-        self.loop = loop
+class _SnapshotCollector(Collector):
+    """The metric families of one snapshot (a registry is made per scrape)."""
 
-    def _snapshot(self) -> dict[str, Any]:
-        async def take() -> dict[str, Any]:
-            return snapshot(self.server)
-
-        return asyncio.run_coroutine_threadsafe(take(), self.loop).result(SCRAPE_TIMEOUT)
+    def __init__(self, snap: dict[str, Any]) -> None:
+        self.snap = snap
 
     def collect(self) -> Iterator[Any]:
-        snap = self._snapshot()
+        snap = self.snap
         jobs = snap["jobs"]
         for name, help_text in (
             ("added", "Jobs created by ADDJOB on this node"),
@@ -199,97 +181,37 @@ def _user_metrics(users: list[tuple[str, int, int, int, int]]) -> Iterator[Any]:
     yield from families
 
 
-METRICS_PATH = "/metrics"
-_NOT_FOUND = b"Not found: the metrics are at /metrics\n"
+class _Scrapes:
+    """One scrape at a time per node: scrapes that come while one runs share its text
+    (any number of them cost one snapshot), and the text is written by one thread of
+    its own, so that formatting thousands of queues never holds the loop."""
+
+    __slots__ = ("executor", "running")
+
+    def __init__(self) -> None:
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="disq-metrics")
+        self.running: asyncio.Future[bytes] | None = None
 
 
-def _text(start_response: Callable[..., Any], status: str, body: bytes,
-          *headers: tuple[str, str]) -> Iterable[bytes]:
-    start_response(status, [("Content-Type", "text/plain; charset=utf-8"),
-                            ("Content-Length", str(len(body))), *headers])
-    return [body]
-
-
-def metrics_only(app: WSGIApp, server: Server, loop: asyncio.AbstractEventLoop) -> WSGIApp:
-    """`app` at /metrics for the users who may run INFO (the HTTP port's check,
-    http/auth.py, made on the loop where the users live: 401 without valid
-    credentials, 403 without the permission, 429 after too many failures), 404 on
-    every other path (prometheus_client's own app answers whatever the path). Beyond
-    loopback no request is let in without the password of a user who has one."""
-    authenticator = Authenticator(server.acl, server.auth_throttle)
-    anonymous = is_loopback(server.config.metrics_bind)
-
-    async def refusal(header: str, ip: str) -> tuple[str, str] | None:
-        try:
-            user = authenticator.user(header, ip, anonymous)
-        except AuthRefused as refused:
-            return f"{refused.status} {HTTPStatus(refused.status).phrase}", refused.message
-        denied = command_refusal(server.acl, user, "info")
-        return None if denied is None else ("403 Forbidden", denied)
-
-    def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("PATH_INFO", "") != METRICS_PATH:
-            return _text(start_response, "404 Not Found", _NOT_FOUND)
-        refused = asyncio.run_coroutine_threadsafe(
-            refusal(environ.get("HTTP_AUTHORIZATION", ""), environ.get("REMOTE_ADDR", "")),
-            loop).result(SCRAPE_TIMEOUT)
-        if refused is not None:
-            status, message = refused
-            challenge = [("WWW-Authenticate", CHALLENGE)] if status.startswith("401") else []
-            return _text(start_response, status, message.encode() + b"\n", *challenge)
-        return app(environ, start_response)
-
-    return dispatch
-
-
-class _MetricsServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True  # a scrape in progress never holds up the node's exit
-
-
-class _QuietHandler(WSGIRequestHandler):
-    """No line on stderr per request: the node has its own log."""
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class _LoopCollector(NodeCollector):
-    """The collector of /metrics on the HTTP port, which runs on the loop itself."""
-
-    def _snapshot(self) -> dict[str, Any]:
-        return snapshot(self.server)
-
-
-def metrics_text(server: Server) -> bytes:
-    """/metrics in Prometheus's text format, read on the event loop (the HTTP port)."""
-    registry = _LOOP_REGISTRIES.get(server)
-    if registry is None:
-        registry = _LOOP_REGISTRIES[server] = CollectorRegistry()
-        registry.register(_LoopCollector(server, asyncio.get_running_loop()))
+def _text_of(snap: dict[str, Any]) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_SnapshotCollector(snap))
     return generate_latest(registry)
 
 
-_LOOP_REGISTRIES: weakref.WeakKeyDictionary[Server, CollectorRegistry] = (
-    weakref.WeakKeyDictionary())
+async def metrics_text(server: Server) -> bytes:
+    """/metrics in Prometheus's text format: the counters read on the event loop (one
+    consistent snapshot), the text written in the scrapes' thread."""
+    scrapes = _SCRAPES.get(server)
+    if scrapes is None:
+        scrapes = _SCRAPES[server] = _Scrapes()
+    running = scrapes.running
+    if running is None:
+        loop = asyncio.get_running_loop()
+        running = scrapes.running = loop.run_in_executor(scrapes.executor, _text_of,
+                                                         snapshot(server))
+        running.add_done_callback(lambda _: setattr(scrapes, "running", None))
+    return await asyncio.shield(running)  # (a scrape that is cancelled leaves it to others)
 
 
-def start_metrics_server(server: Server) -> WSGIServer:
-    """Serve /metrics on `metrics-bind`:`metrics-port` from a thread of its own (a
-    request waits there for the loop's snapshot; the loop never waits for HTTP). A
-    port that cannot be had stops the start with one line, as the client port does."""
-    registry = CollectorRegistry()
-    registry.register(NodeCollector(server, asyncio.get_running_loop()))
-    cfg = server.config
-    host, port = cfg.metrics_bind, cfg.metrics_port
-    try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                    flags=socket.AI_PASSIVE)[0][0]
-        server_class = type("MetricsServer", (_MetricsServer,), {"address_family": family})
-        app = metrics_only(make_wsgi_app(registry), server, asyncio.get_running_loop())
-        httpd: WSGIServer = make_server(host, port, app, server_class,
-                                        handler_class=_QuietHandler)
-    except OSError as exc:
-        raise SystemExit(f"Could not create metrics listening socket {host}:{port}: "
-                         f"{exc.strerror or exc}") from None
-    threading.Thread(target=httpd.serve_forever, name="disq-metrics", daemon=True).start()
-    return httpd
+_SCRAPES: weakref.WeakKeyDictionary[Server, _Scrapes] = weakref.WeakKeyDictionary()

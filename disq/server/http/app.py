@@ -95,7 +95,7 @@ async def _index(request: web.Request) -> web.FileResponse:
 async def _metrics(request: web.Request) -> web.Response:
     from ..metrics import metrics_text
     api.need(request, "info")
-    return web.Response(body=metrics_text(request.app[api.SERVER_KEY]),
+    return web.Response(body=await metrics_text(request.app[api.SERVER_KEY]),
                         content_type="text/plain", charset="utf-8")
 
 

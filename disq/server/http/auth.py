@@ -1,8 +1,7 @@
-"""Who an HTTP request is, for the HTTP port (app.py) and the metrics endpoint
-(server/metrics.py): the Authorization header read once, checked against the node's
+"""Who an HTTP request is, for the HTTP port (app.py) and the metrics port
+(metricsport.py): the Authorization header read once, checked against the node's
 users (disq/acl.py), failures counted and throttled per IP (auth_throttle.py, the
-node's one table, which AUTH counts in too). Without aiohttp: the metrics endpoint
-imports it without the HTTP port.
+node's one table, which AUTH counts in too). Without aiohttp.
 
 Basic auth `user:password`; a name no user has means the `default` user while it has
 a password (requirepass's, as before users existed: any name was accepted); `Bearer

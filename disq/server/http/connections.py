@@ -54,7 +54,7 @@ class HttpConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         peer = transport.get_extra_info("peername")
         self.ip = peer[0] if isinstance(peer, tuple) else ""
-        refusal = self.server.http_admission(self, self.ip)
+        refusal = self.admission()
         if refusal is not None:
             code, detail = refusal
             transport.write(Problem(503, detail, code).message())  # type: ignore[attr-defined]
@@ -62,6 +62,10 @@ class HttpConnection(asyncio.Protocol):
             return
         self.handler = self.make_handler()
         self.handler.connection_made(transport)
+
+    def admission(self) -> tuple[str, str] | None:
+        """None if the connection is taken, else the (code, message) of its 503."""
+        return self.server.http_admission(self, self.ip)
 
     def data_received(self, data: bytes) -> None:
         if self.handler is not None:
@@ -105,8 +109,12 @@ class HttpPort:
                                   tls.HANDSHAKE_TIMEOUT} if context is not None else {})
         loop = asyncio.get_running_loop()
         self.listeners.append(await loop.create_server(
-            lambda: HttpConnection(server, make_handler), host, port,
+            lambda: self.connection(server, make_handler), host, port,
             backlog=server.config.tcp_backlog, reuse_address=True, **extra))
+
+    def connection(self, server: Server, make_handler: web.Server) -> HttpConnection:
+        """The protocol of a new connection (the metrics port has its own)."""
+        return HttpConnection(server, make_handler)
 
     async def cleanup(self) -> None:
         for listener in self.listeners:

@@ -5,7 +5,8 @@
   The browser still sends `Host: attacker.example`, so a request is answered only when
   its Host is one of the node's names (421 otherwise): an IP address (one cannot be
   rebound: a page at http://10.0.0.1/ is that address's own), `localhost`, the
-  machine's host name, a name in `bind` or `http-bind`, or one listed in
+  machine's host name, a name in `bind` or `http-bind` (or `metrics-bind` on the
+  metrics port: metricsport.py has the same guards), or one listed in
   `http-allowed-hosts` (`*`: any). A request without Host (HTTP/1.0) is not a
   browser's: it is answered.
 - Cross-site requests: any page can make the browser send a form's POST (or a
@@ -57,8 +58,10 @@ def _is_address(name: str) -> bool:
     return True
 
 
-def host_refusal(request: web.Request, config: Config) -> Problem | None:
-    """421 for a Host that is not one of the node's names."""
+def host_refusal(request: web.Request, config: Config,
+                 port_names: tuple[str, ...] = ()) -> Problem | None:
+    """421 for a Host that is not one of the node's names (`port_names`: those the
+    port listens on, besides bind's and http-bind's)."""
     host = request.headers.get("Host")
     if host is None:
         return None
@@ -68,7 +71,7 @@ def host_refusal(request: web.Request, config: Config) -> Problem | None:
     allowed = [_host_name(entry).rstrip(".") for entry in config.http_allowed_hosts.split()]
     if "*" in allowed or name in allowed:
         return None
-    if name in (n.lower() for n in [*config.bind, *config.http_bind.split()]):
+    if name in (n.lower() for n in [*config.bind, *config.http_bind.split(), *port_names]):
         return None
     return Problem(421, f"Host '{host}' is not a name of this node (a page on another site "
                         "may have had its name point here: DNS rebinding); use its "
