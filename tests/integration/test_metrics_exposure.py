@@ -157,6 +157,22 @@ def test_metrics_connections_count_in_maxclients_and_leave_resp_its_half(
             client.close()
 
 
+def test_metrics_connections_are_not_counted_per_ip(
+        metrics_node: Callable[..., Node], sockets: list[socket.socket]) -> None:
+    """A scraper on a host whose workers hold the IP's connections is let in, and the
+    connections it holds never make a worker's commands -BUSY."""
+    node = metrics_node("--maxclients-per-ip", "1", "--http-read-timeout", "600")
+    worker = node.process.client()
+    try:
+        assert worker.ping()  # the IP's one connection
+        assert b"disq_jobs_added_total" in (scraped(node) or b"")
+        slow(sockets, node)
+        wait_for(lambda: node.http_connections() == 1, message="the node to count it")
+        assert worker.ping()
+    finally:
+        worker.close()
+
+
 def test_a_metrics_connection_without_a_request_is_closed(
         metrics_node: Callable[..., Node], sockets: list[socket.socket]) -> None:
     node = metrics_node("--http-read-timeout", "1")
