@@ -12,8 +12,8 @@ AFTER_DIR defaults to this one. CPU time per request (compare_checkouts.py) move
 shows. The node under measure runs under callgrind (about 50x slower); the count goes
 from `callgrind_control --zero` right before a redis-benchmark load (-c 1) to a dump
 right after it, so start-up and shutdown are not in it. Cases: one node, ADDJOB with
--P 16 and unpipelined; three nodes, ADDJOB REPLICATE 3 -P 16 (only the node taking
-the ADDJOBs counted: its two peers run at full speed); one node, a GETJOB + ACKJOB
+-P 16 and unpipelined; three nodes, ADDJOB REPLICATE 3 -P 16 and unpipelined (only
+the node taking the ADDJOBs counted: its two peers run at full speed); one node, a GETJOB + ACKJOB
 cycle (`--requests` jobs added first, untimed). Each figure is the median of
 `--runs` loads after one warm-up load. The instructions include the node's cron and
 bus work over the load's time, which grows with the load's wall time (about 50x
@@ -47,6 +47,8 @@ CASES = [  # name, nodes, pipeline, command
     ("1 node, ADDJOB -P 16", 1, 16, ["ADDJOB", "q", "x", "0"]),
     ("1 node, ADDJOB", 1, 1, ["ADDJOB", "q", "x", "0"]),
     ("3 nodes, ADDJOB REPLICATE 3 -P 16", 3, 16, ["ADDJOB", "q", "x", "0"]),
+    # one client's ADDJOBs one at a time: each takes a frame to each peer and back
+    ("3 nodes, ADDJOB REPLICATE 3 unpipelined", 3, 1, ["ADDJOB", "q", "x", "0"]),
     ("1 node, GETJOB + ACKJOB", 1, 1, ["__cycle__"]),
 ]
 
