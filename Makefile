@@ -17,7 +17,7 @@ ARGS ?=
 # may shadow it: here that folder is the package itself, so the note is only noise.
 PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q
 # what the install builds from: setup.py and the C and Python sources it compiles
-BUILT_FROM := pyproject.toml setup.py disq/_gcfree.c disq/_msgcost.c $(shell sed -n 's/^ *"\(disq\/.*\.py\)",$$/\1/p' setup.py)
+BUILT_FROM := pyproject.toml setup.py disq/_gcfree.c disq/_msgcost.c disq/_bustag.c $(shell sed -n 's/^ *"\(disq\/.*\.py\)",$$/\1/p' setup.py)
 
 .PHONY: run test lint bench bench-disque faults install install-test install-bench chromium clean
 

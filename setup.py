@@ -4,6 +4,9 @@
   falls back to ctypes, ~0.4 us slower per job created.
 - `disq._msgcost`: what a bus frame would take once decoded, counted from its bytes
   (disq/cluster/messages.py). Without it, only a frame's lists are counted.
+- `disq._bustag`: the GMAC tags of the bus's frames with cluster-secret, on OpenSSL's
+  libcrypto (its headers: Debian's libssl-dev). Without it, the same tags through the
+  cryptography package, ~7,000 instructions more a frame (disq/cluster/session.py).
 - the hot path compiled by mypyc (issue #22; README, "The compiled hot path"): the
   modules of NATIVE, each from its own .py file, which stays the one source (mypyc
   compiles the typed Python as it is). They become extension modules beside their .py
@@ -130,4 +133,6 @@ class ParallelBuildExt(build_ext):
 
 setup(cmdclass={"build_ext": ParallelBuildExt}, ext_modules=[Extension("disq._gcfree", ["disq/_gcfree.c"], optional=True),
                    Extension("disq._msgcost", ["disq/_msgcost.c"], optional=True),
+                   Extension("disq._bustag", ["disq/_bustag.c"], libraries=["crypto"],
+                             optional=True),
                    *native_extensions()])

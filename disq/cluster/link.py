@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from . import messages as m
 from .nodes import ClusterNode
-from .session import FrameTags, Handshake, HandshakeError
+from .session import Handshake, HandshakeError, TagsOfALink
 
 if TYPE_CHECKING:
     from .bus import ClusterBus
@@ -115,7 +115,7 @@ class Link(asyncio.Protocol):
         # then its frames name `peer_id` only, and frames each way carry tags.
         self.handshake: Handshake | None = None
         self.peer_id = ""
-        self.tags: FrameTags | None = None  # of the frames this side sends
+        self.tags: TagsOfALink | None = None  # of the frames this side sends
         self._auth_timer: asyncio.TimerHandle | None = None
         self.dial: asyncio.Task[None] | None = None  # an outbound link still connecting
         self.given_up = False  # abort()ed: its peer looked stuck (ClusterNode.unreached)
@@ -243,8 +243,7 @@ class Link(asyncio.Protocol):
                 self.transport.write(data)
             else:
                 data = m.frame(bus.frame_prefix(), messages, m.TAG_LEN)
-                tag = tags.tag(memoryview(data)[4:])
-                self.transport.writelines((data, tag))
+                self.transport.writelines((data, tags.tag(data, 4)))
             bus.bytes_sent += len(data)
             if self.transport.get_write_buffer_size() > LINK_SENDBUF_LIMIT:
                 log.warning("Dropping the bus link to %s: %d bytes wait for it to read.",

@@ -323,9 +323,9 @@ def _lists_fit(payload: bytearray) -> bool:
 
 
 class TagCheck(Protocol):
-    """What checks the tags of a link's frames (session.FrameTags)."""
+    """What checks the tags of a link's frames (session.TagsOfALink)."""
 
-    def check(self, payload: memoryview, tag: bytes) -> bool: ...
+    def check(self, buf: bytes | bytearray, start: int, end: int) -> bool: ...
 
 
 TAG_LEN: Final = 16  # a frame's tag, when its link has them (session.py)
@@ -372,7 +372,7 @@ class FrameReader:
                 tags = self.tags
                 if tags is not None:
                     end -= TAG_LEN
-                    if length < TAG_LEN or not _tag_holds(tags, buf, pos + 4, end):
+                    if length < TAG_LEN or not tags.check(buf, pos + 4, end):
                         raise FrameError("a frame that failed its authentication (forged, "
                                          "replayed or corrupt)")
                     message = _decode(buf, pos + 4, end)
@@ -384,13 +384,6 @@ class FrameReader:
         finally:
             if pos:
                 del buf[:pos]
-
-
-def _tag_holds(tags: TagCheck, buf: bytearray, start: int, end: int) -> bool:
-    """Whether buf[start:end] is the payload its tag (the TAG_LEN bytes after it) was
-    made for. (The views are released before `buf` may change size.)"""
-    with memoryview(buf) as whole, whole[start:end] as payload:
-        return tags.check(payload, bytes(whole[end:end + TAG_LEN]))
 
 
 def _new_unpacker() -> msgpack.Unpacker:

@@ -269,7 +269,7 @@ class SecretPeer:
         """A tagged frame whose header names `sender_id`."""
         assert self.handshake.sending is not None
         data = m.frame(m.frame_prefix(sender_id, self.my_port, []), messages, m.TAG_LEN)
-        self.sock.sendall(data + self.handshake.sending.tag(memoryview(data)[4:]))
+        self.sock.sendall(data + self.handshake.sending.tag(data, 4))
 
 
 def test_a_frame_in_another_nodes_name_is_refused(three_with_a_secret) -> None:

@@ -3,10 +3,12 @@ Handshakes talking to each other, and what a relay, a reflection or a replay get
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from disq.cluster import messages as m
-from disq.cluster.session import Handshake, HandshakeError
+from disq.cluster.session import FrameTags, Handshake, HandshakeError
 from disq.ids import new_node_id
 
 SECRET = b"s3cret"
@@ -31,7 +33,13 @@ def frames(sender: Handshake, count: int) -> list[tuple[bytes, bytes]]:
     assert sender.sending is not None
     payloads = [m.encode_frame(sender.my_id, 7711, [], [[m.PING, [], i]])[4:]
                 for i in range(count)]
-    return [(payload, sender.sending.tag(payload)) for payload in payloads]
+    return [(payload, sender.sending.tag(payload, 0)) for payload in payloads]
+
+
+def holds(receiver: Handshake, payload: bytes, tag: bytes) -> bool:
+    """Whether `receiver` takes `tag` for `payload` as the next frame's."""
+    assert receiver.receiving is not None
+    return receiver.receiving.check(payload + tag, 0, len(payload))
 
 
 def test_both_sides_prove_and_agree_on_the_keys() -> None:
@@ -41,9 +49,9 @@ def test_both_sides_prove_and_agree_on_the_keys() -> None:
     assert (c.peer_id, a.peer_id) == (a_id, c_id)
     assert c.receiving is not None and a.receiving is not None
     for payload, tag in frames(c, 3):
-        assert a.receiving.check(memoryview(payload), tag)
+        assert holds(a, payload, tag)
     for payload, tag in frames(a, 3):
-        assert c.receiving.check(memoryview(payload), tag)
+        assert holds(c, payload, tag)
 
 
 def test_a_wrong_secret_fails_both_ways() -> None:
@@ -67,19 +75,19 @@ def test_a_replayed_reordered_changed_or_foreign_frame_fails_its_tag() -> None:
     c, a = session()
     (p0, t0), (p1, t1) = frames(c, 2)
     assert a.receiving is not None
-    assert a.receiving.check(memoryview(p0), t0)
-    assert not a.receiving.check(memoryview(p0), t0)  # frame 0 again
+    assert holds(a, p0, t0)
+    assert not holds(a, p0, t0)  # frame 0 again
     c, a = session()
     (p0, t0), (p1, t1) = frames(c, 2)
     assert a.receiving is not None
-    assert not a.receiving.check(memoryview(p1), t1)  # frame 1 before frame 0
+    assert not holds(a, p1, t1)  # frame 1 before frame 0
     c, a = session()
     assert a.receiving is not None
-    assert not a.receiving.check(memoryview(p0), t0)  # another session's frame 0
+    assert not holds(a, p0, t0)  # another session's frame 0
     c, a = session()
     (r0, v0), = frames(c, 1)
     assert a.receiving is not None
-    assert not a.receiving.check(memoryview(bytes([r0[0] ^ 1]) + r0[1:]), v0)  # changed
+    assert not holds(a, bytes([r0[0] ^ 1]) + r0[1:], v0)  # changed
 
 
 def test_a_relay_passes_the_handshake_but_learns_no_key() -> None:
@@ -90,8 +98,7 @@ def test_a_relay_passes_the_handshake_but_learns_no_key() -> None:
     run(c, a)  # every message passed on unchanged
     assert (c.peer_id, a.peer_id) == (a_id, c_id)
     forged = m.encode_frame(c_id, 7711, [], [[m.DELJOB, "D-1"]])[4:]
-    assert a.receiving is not None
-    assert not a.receiving.check(memoryview(forged), bytes(16))
+    assert not holds(a, forged, bytes(16))
 
 
 def test_a_proof_is_bound_to_both_challenges_and_ids() -> None:
@@ -148,8 +155,27 @@ def test_the_reader_checks_tags_before_decoding() -> None:
     stream = b""
     for i in range(3):
         data = m.frame(m.frame_prefix(c.my_id, 7711, []), [[m.PING, [], i]], m.TAG_LEN)
-        stream += data + c.sending.tag(memoryview(data)[4:])
+        stream += data + c.sending.tag(data, 4)
     got = list(reader.feed(stream))
     assert [f[4][0][2] for f in got] == [0, 1, 2]
     with pytest.raises(m.FrameError, match="failed its authentication"):
         list(reader.feed(stream[:len(stream) // 3]))  # frame 0 again
+
+
+@pytest.mark.skipif(importlib.util.find_spec("disq._bustag") is None,
+                    reason="disq._bustag is not built")
+def test_the_c_tags_are_the_fallbacks() -> None:
+    """A node built without disq._bustag (no compiler, no OpenSSL headers) tags and
+    checks frames as one with it: each takes the other's."""
+    from disq._bustag import Tags
+    key = bytes(range(32))
+    c_tags, py_tags = Tags(key), FrameTags(key)
+    c_check, py_check = Tags(key), FrameTags(key)
+    for size in (0, 1, 100, 5000):
+        data = b"head" + bytes(size)
+        tag = c_tags.tag(data, 4)
+        assert tag == py_tags.tag(data, 4)
+        assert c_check.check(data + tag, 4, len(data))
+        assert py_check.check(data + tag, 4, len(data))
+    assert not Tags(key).check(bytes(20), 0, 4)
+    assert not FrameTags(key).check(bytes(20), 0, 4)
