@@ -320,7 +320,7 @@ def test_aclfile_load_and_save(start_node: Callable[..., DisqProcess], tmp_path:
     aclfile.write_text("user default on nopass ~* +@all\nuser maker on >m2 ~* +@all\n")
     assert admin.execute_command("ACL", "LOAD") == b"OK"
     assert admin.execute_command("ACL", "USERS") == [b"default", b"maker"]
-    with pytest.raises(redis.ConnectionError):
+    with pytest.raises(GONE):
         worker.execute_command("PING")
     admin.execute_command("ACL", "SETUSER", "late", "on", ">l", "~*", "+@read")
     admin.execute_command("ACL", "SAVE")
