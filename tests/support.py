@@ -112,8 +112,8 @@ class DisqProcess:
                     return self
             except redis.exceptions.AuthenticationError:
                 return self  # answering: NOAUTH to redis-py's HELLO (--requirepass)
-            except redis.exceptions.ConnectionError:
-                pass
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                pass  # not listening yet, or busy starting (a loaded machine)
             except redis.exceptions.ResponseError:
                 return self  # answering, e.g. NOAUTH
             finally:

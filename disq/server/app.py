@@ -149,14 +149,17 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
     async def serve(self) -> None:
         self.loop = asyncio.get_running_loop()
         self._stopped = self.loop.create_future()
-        if self.config.http_port:  # (aiohttp is imported only then)
-            # before the RESP port: a node that answers PING serves its HTTP port too
+        # The HTTP and metrics ports before the RESP port: a node that answers PING
+        # serves them too, and importing aiohttp (only then) holds the loop for a
+        # while, which a client already connected would wait through. A busy port
+        # stops the start, as `port` does.
+        if self.config.http_port:
             from .http.app import start_http
             self._http = await start_http(self)
-        await self._listen()
-        if self.config.metrics_port:  # a busy port stops the start here, as `port` does
+        if self.config.metrics_port:
             from .http.metricsport import start_metrics_port
             self._metrics = await start_metrics_port(self)
+        await self._listen()
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._on_signal, sig)
         self.aof = AppendOnlyFile(self.config, self.node, self.loop)
