@@ -60,9 +60,12 @@ def test_a_reply_lost_in_a_take_and_its_jobs_back_after_retry(
         trio: list[DisqProcess]) -> None:
     """A take's GETJOBs leave for every node before a reply is read. One reply is lost
     (its connection breaks): the take has the other nodes' jobs, and the lost reply's
-    jobs, delivered but held by nobody, come back after their RETRY to a later take."""
+    jobs, delivered but held by nobody, come back after their RETRY to a later take.
+    (REPLICATE 1: a job's other copies would queue it again on their own node once
+    its RETRY passed, so that on a slow machine a job could move to the node whose
+    reply is lost before the first take.)"""
     for node in trio:
-        add(node, "t9", 5, retry=1)
+        add(node, "t9", 5, retry=1, replicate=1)
     taker = JobTaker(ReadOptions(addrs(trio), queue="t9", fetch_count=100, poll_ms=50))
     try:
         conn = taker.client(addrs(trio)[0]).connection()
