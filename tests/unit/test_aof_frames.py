@@ -113,7 +113,11 @@ def test_every_cut_is_a_cut_off_tail(key: bytes | None) -> None:
             continue
         assert reader.pos == whole[-1], cut
         assert (reader.cut_off is None) == (cut == whole[-1])
-        # a cut-off tail followed by the zeros a file system may leave
+        # a cut-off tail followed by the zeros a file system may leave (unless the byte
+        # cut off is a zero itself: then the zeros give the frame its own bytes back,
+        # as a tag or CRC ending in 0 does once in 256 files)
+        if cut < len(data) and data[cut] == 0:
+            continue
         padded = reader_for(data[:cut] + bytes(100), key)
         assert records_of(padded) == records and padded.pos == reader.pos
 
