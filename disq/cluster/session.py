@@ -49,15 +49,13 @@ class HandshakeError(Exception):
     """The peer did not prove the secret as the protocol asks: the link is closed."""
 
 
-class TagsOfALink(Protocol):
+class TagsOfALink(m.TagCheck, Protocol):
     """The tags of one direction of a link (disq._bustag.Tags, else FrameTags): each
-    call takes the next count."""
+    call takes the next count; `check` (the reader's TagCheck): whether buf[end:end + 16]
+    is the tag of buf[start:end]."""
 
     def tag(self, data: bytes, start: int) -> bytes:
         """The tag of data[start:]."""
-
-    def check(self, buf: bytes | bytearray, start: int, end: int) -> bool:
-        """Whether buf[end:end + 16] is the tag of buf[start:end]."""
 
 
 class FrameTags:
