@@ -6,14 +6,20 @@ handler) and starts one task per job. Coroutine handlers run on the loop; plain
 functions run in a thread pool of `concurrency` threads. Then:
 
 - the handler returns: ACKJOB (the job is done, once);
-- it raises: NACK, so the job is queued again at once and its nack counter grows
-  (handlers see it with `job.nacks`, to give up on a job that keeps failing). A task
-  registered with `max_deliveries` and/or `backoff` sets its queue's policy (QPOLICY
-  queue SET, a disq extension) when the worker starts serving: the server then holds a
-  NACKed job back for the back-off and makes it a dead letter (moved to its dead-letter
-  queue, `dead:<queue>` by default) after its last delivery. That policy is the
-  queue's, shared by every consumer of the queue in the cluster: a later `qpolicy_set`
-  or another worker registering other values changes it for all;
+- it raises: NACK DELAY-MS, the job's failures so far backing it off (the worker's
+  `retry_backoff`, 1 s doubling up to 10 min, +-20%), and its nack counter grows
+  (handlers see it with `job.nacks`). A job that fails its `delivery_limit`th delivery
+  (25) is given up: added to its dead-letter queue (the queue policy's DEADLETTER,
+  else `dead:<queue>`) with its body, then acknowledged, so a failing job neither
+  loops nor is lost. The server's own limits and back-off come first: where the job
+  has MAXDELIVERIES or the queue's policy (QPOLICY, a disq extension) has
+  MAXDELIVERIES or BACKOFF, a plain NACK leaves it to them (the server then makes it a
+  dead letter itself, with its ID). A task registered with `max_deliveries` and/or
+  `backoff` sets its queue's policy (QPOLICY queue SET) when the worker starts serving.
+  That policy is the queue's, shared by every consumer of the queue in the cluster: a
+  later `qpolicy_set` or another worker registering other values changes it for all.
+  A handler's traceback is logged once per job (again only if it changes); its other
+  failures are one line each;
 - it runs long: WORKING heartbeats keep the job from being queued again while it runs.
   After `heartbeat_after` seconds SHOW gives the job's RETRY and when it would be queued
   again; WORKING is sent before that, then every `heartbeat_fraction` of RETRY. Jobs
@@ -33,11 +39,13 @@ import importlib
 import inspect
 import logging
 import os
+import random
 import signal
 import sys
 import threading
 import time
 import traceback
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -49,7 +57,7 @@ from .errors import DisqError, NoJobError, TooLateError
 from .retry import RetryPolicy, is_transient
 from .spec import QPOLICY_SET
 from .tls import SSLOption
-from .types import Job, is_at_most_once
+from .types import Job, QueuePolicy, is_at_most_once
 
 log = logging.getLogger("disq_client.worker")
 
@@ -62,6 +70,12 @@ FETCH_RETRY = RetryPolicy(max_attempts=None, base_delay=0.05, max_delay=2.0)
 # apart; then the job comes back after its RETRY anyway.
 SETTLE_RETRY = RetryPolicy(max_attempts=3, base_delay=0.1, max_delay=0.5, multiplier=5.0,
                            jitter=0.0)
+# A failing job: given up after its 25th delivery (as Faktory's 25 retries), NACKed
+# meanwhile with a delay doubling from 1 s up to 10 min (about 3 hours in all).
+DELIVERY_LIMIT = 25
+RETRY_BACKOFF = (1000, 600_000)
+# Jobs whose last traceback is remembered (logged again only if it changes).
+TRACEBACKS_KEPT = 10_000
 
 
 @dataclass(slots=True)
@@ -71,20 +85,65 @@ class _Task:
     is_async: bool
     max_deliveries: int | None = None  # the queue policy the worker sets, if any
     backoff: tuple[int, int] | None = None
+    policy: QueuePolicy | None = None  # the queue's policy when the worker started
 
     @property
     def sets_policy(self) -> bool:
         return self.max_deliveries is not None or self.backoff is not None
 
+    def server_limit(self, job: Job) -> int | None:
+        """The deliveries after which the server makes `job` a dead letter: the job's
+        own MAXDELIVERIES, else the queue policy's (the task's or the one found)."""
+        policy = self.policy
+        return job.max_deliveries or self.max_deliveries or (
+            policy.max_deliveries if policy is not None else None)
+
+    @property
+    def server_backs_off(self) -> bool:
+        return self.backoff is not None or (
+            self.policy is not None and self.policy.backoff is not None)
+
+    @property
+    def deadletter_queue(self) -> str:
+        return self.policy.deadletter if self.policy is not None else f"dead:{self.queue}"
+
     def last_delivery(self, job: Job) -> int | None:
         """The delivery `job` is at (1: the first), if the counters show it is its last
-        one (the job's own MAXDELIVERIES, else the task's): a NACK makes it a dead
-        letter. None if it is not, or the worker cannot tell."""
-        if job.nacks is None or job.additional_deliveries is None:
-            return None
-        limit = job.max_deliveries or self.max_deliveries
-        delivery = job.nacks + job.additional_deliveries + 1
-        return delivery if limit and delivery >= limit else None
+        one for the server: a NACK makes it a dead letter. None if it is not, or the
+        worker cannot tell."""
+        delivery = delivery_of(job)
+        limit = self.server_limit(job)
+        return delivery if delivery is not None and limit and delivery >= limit else None
+
+
+def delivery_of(job: Job) -> int | None:
+    """The delivery `job` is at (1: the first), from its counters, if fetched."""
+    if job.nacks is None or job.additional_deliveries is None:
+        return None
+    return job.nacks + job.additional_deliveries + 1
+
+
+def backoff_ms(backoff: tuple[int, int], delivery: int) -> int:
+    """The wait after a job's `delivery`th failed delivery: min(max, base * 2^(n-1))
+    ms, +-20% so that jobs which failed together do not all come back together (the
+    server's BACKOFF policy waits the same)."""
+    base, top = backoff
+    return int(min(top, base * 2 ** min(delivery - 1, 40)) * random.uniform(0.8, 1.2))
+
+
+def check_retry_options(delivery_limit: int | None,
+                        retry_backoff: tuple[int, int] | None) -> None:
+    """ValueError for a worker's delivery_limit or retry_backoff out of range (the
+    bounds of the server's MAXDELIVERIES and BACKOFF)."""
+    option = QPOLICY_SET.by_field["max_deliveries"]
+    if delivery_limit is not None and not option.low <= delivery_limit <= option.high:
+        raise ValueError(f"delivery_limit must be between {option.low} and {option.high}")
+    option = QPOLICY_SET.by_field["backoff"]
+    if retry_backoff is not None:
+        base, top = retry_backoff
+        if not option.low <= base <= top <= option.high:
+            raise ValueError("retry_backoff needs base-ms and max-ms with "
+                             f"{option.low} <= base-ms <= max-ms <= {option.high}")
 
 
 def check_policy(max_deliveries: int | None, backoff: tuple[int, int] | None) -> None:
@@ -116,14 +175,24 @@ class Worker:
     """Register handlers with `@worker.task("queue")`, then `worker.run()` (or the
     `disq-worker module:worker` command). A handler gets the `Job`; its return value
     is ignored. `@worker.task("queue", max_deliveries=5, backoff=(1000, 60000))` also
-    sets the queue's policy (see the module's docstring)."""
+    sets the queue's policy (see the module's docstring).
+
+    A job whose handler raised is NACKed after `retry_backoff` ((base_ms, max_ms): the
+    wait doubles from base with each failed delivery; None: at once) and given up after
+    `delivery_limit` deliveries (moved to its dead-letter queue; None: never), where
+    the server has no limit or back-off of its own for it."""
 
     def __init__(self, nodes: Nodes = DEFAULT_NODE, *, concurrency: int = 8,
                  password: str | None = None, grace: float = 30.0, poll_ms: int = 1000,
                  heartbeat_after: float = 0.5, heartbeat_fraction: float = 0.5,
-                 timeout: float | None = 5.0, ssl: SSLOption = None) -> None:
+                 timeout: float | None = 5.0, ssl: SSLOption = None,
+                 delivery_limit: int | None = DELIVERY_LIMIT,
+                 retry_backoff: tuple[int, int] | None = RETRY_BACKOFF) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        check_retry_options(delivery_limit, retry_backoff)
+        self.delivery_limit = delivery_limit
+        self.retry_backoff = retry_backoff
         self.nodes = nodes
         self.concurrency = concurrency
         self.password = password
@@ -136,6 +205,9 @@ class Worker:
         self.tasks: dict[str, _Task] = {}
         self.acked = 0  # jobs acknowledged after their handler returned
         self.nacked = 0  # jobs given back after their handler raised
+        self.dead_lettered = 0  # jobs given up at the worker's delivery limit
+        # job ID -> where its last traceback was raised (one traceback per job logged)
+        self._tracebacks: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         self.abandoned = 0  # jobs still running when the grace period ended
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -209,11 +281,16 @@ class Worker:
     async def _set_policies(self, client: AsyncClient) -> None:
         """QPOLICY SET for the tasks with `max_deliveries` or `backoff`, before the first
         GETJOB: tried again while the cluster cannot be reached (or until stopped); a
-        refusal that will not pass raises."""
+        refusal that will not pass raises. The other tasks read their queue's policy
+        (QPOLICY GET), whose limit and back-off then come before the worker's."""
         assert self._stop is not None
         stop = self._stop
         for task in self.tasks.values():
             if not task.sets_policy:
+                try:
+                    task.policy = await client.qpolicy_get(task.queue)
+                except DisqError as exc:  # Disque has no QPOLICY: the worker's own rules
+                    log.debug("QPOLICY GET %s: %s", task.queue, exc)
                 continue
             attempts = FETCH_RETRY.attempts()
             while not stop.is_set():
@@ -303,40 +380,92 @@ class Worker:
                 await cast(Awaitable[object], task.handler(job))
             else:
                 await loop.run_in_executor(executor, task.handler, job)
-        except Exception:
-            log.exception("job %s of queue %s failed: NACK", job.id, job.queue)
-            ok = False
+        except Exception as exc:
+            failure: BaseException | None = exc
         else:
-            ok = True
+            failure = None
         finally:
             if timer is not None:
                 timer.cancel()
             for beat in heartbeat:
                 beat.cancel()
-        if await self._settle(client, job, ok):
-            if ok:
+        if failure is None:
+            if await self._settle(client, job, True):
                 self.acked += 1
-                return
+            return
+        delivery = delivery_of(job)
+        if (delivery is not None and self.delivery_limit is not None
+                and not task.server_limit(job) and delivery >= self.delivery_limit):
+            self._log_failure(job, failure, f"{ordinal(delivery)} delivery",
+                              f"the limit ({self.delivery_limit}): giving it up")
+            await self._give_up(client, task, job, delivery)
+            return
+        delay_ms = None
+        if self.retry_backoff is not None and not task.server_backs_off:
+            delay_ms = backoff_ms(self.retry_backoff, delivery or 1)
+        self._log_failure(job, failure, ordinal(delivery) + " delivery" if delivery else "",
+                          f"NACK, again in {delay_ms / 1000:.1f}s" if delay_ms else "NACK")
+        if await self._settle(client, job, False, delay_ms):
             self.nacked += 1
             last = task.last_delivery(job)
             if last is not None:
                 log.warning("job %s of queue %s failed its %s and last delivery: dead letter",
                             job.id, job.queue, ordinal(last))
 
-    async def _settle(self, client: AsyncClient, job: Job, ok: bool) -> bool:
-        """ACK or NACK, trying a few times (SETTLE_RETRY) if the error may pass: the
-        client already moves to another node if this one fails. If it still fails the
-        job comes back after its RETRY."""
+    def _log_failure(self, job: Job, failure: BaseException, which: str, then: str) -> None:
+        """The handler's traceback the first time a job fails here (or when it fails
+        elsewhere than the last time); otherwise one line: a job that keeps failing
+        writes a line per delivery, not a traceback."""
+        frames = traceback.extract_tb(failure.__traceback__)
+        where = (type(failure).__qualname__,
+                 *(f"{f.filename}:{f.lineno}" for f in frames))
+        seen = self._tracebacks.pop(job.id, None) == where
+        self._tracebacks[job.id] = where
+        if len(self._tracebacks) > TRACEBACKS_KEPT:
+            self._tracebacks.popitem(last=False)
+        message = f"job %s of queue %s failed{' ' + which if which else ''}: %s"
+        if seen:
+            log.warning(message + " (%s: %s, traceback as before)", job.id, job.queue, then,
+                        type(failure).__name__, failure)
+        else:
+            log.error(message, job.id, job.queue, then, exc_info=failure)
+
+    async def _give_up(self, client: AsyncClient, task: _Task, job: Job,
+                       delivery: int) -> None:
+        """The worker's delivery limit: `job` goes to its queue's dead-letter queue (a
+        new job with its body), then is acknowledged; if the copy cannot be added the job
+        is left to come back after its RETRY, never dropped."""
+        target = task.deadletter_queue
+        try:
+            copy_id = await client.add_job(target, job.body)
+        except DisqError as exc:
+            log.warning("job %s of queue %s: adding it to %s failed (%s); it comes back "
+                        "after its RETRY", job.id, job.queue, target, exc)
+            return
+        self._tracebacks.pop(job.id, None)
+        log.warning("job %s of queue %s failed its %s and last delivery: moved to %s as %s",
+                    job.id, job.queue, ordinal(delivery), target, copy_id)
+        if await self._settle(client, job, True):
+            self.dead_lettered += 1
+
+    async def _settle(self, client: AsyncClient, job: Job, ok: bool,
+                      delay_ms: int | None = None) -> bool:
+        """ACK or NACK (DELAY-MS `delay_ms`), trying a few times (SETTLE_RETRY) if the
+        error may pass: the client already moves to another node if this one fails. If
+        it still fails the job comes back after its RETRY."""
         failures = 0
         while True:
             try:
                 if ok:
                     await client.ack(job.id)
                 else:
-                    await client.nack(job.id)
+                    await client.nack(job.id, delay_ms=delay_ms)
                 return True
             except DisqError as exc:
                 log.warning("%s of %s failed: %s", "ACK" if ok else "NACK", job.id, exc)
+                if delay_ms is not None and not is_transient(exc):
+                    delay_ms = None  # a server without NACK DELAY-MS (Disque): at once
+                    continue
                 failures += 1
                 if not (is_transient(exc) and SETTLE_RETRY.allows(failures)):
                     return False
@@ -405,6 +534,19 @@ def _describe(exc: BaseException) -> str:
     return text
 
 
+def _backoff_arg(text: str) -> tuple[int, int] | tuple[()]:
+    """--retry-backoff BASE_MS,MAX_MS, or 0 (none: the empty tuple)."""
+    if text.strip() == "0":
+        return ()
+    base, sep, top = text.partition(",")
+    try:
+        if sep:
+            return int(base), int(top)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"expected BASE_MS,MAX_MS or 0, got {text!r}")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="disq-worker", description="Run the handlers of a disq_client.Worker.")
@@ -414,6 +556,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--concurrency", "-c", type=int, help="jobs run at the same time")
     parser.add_argument("--grace", type=float, help="seconds running jobs get at shutdown")
     parser.add_argument("--password", help="AUTH password (default: $DISQ_PASSWORD)")
+    parser.add_argument("--delivery-limit", type=int, metavar="N",
+                        help="deliveries after which a failing job is moved to its "
+                        f"dead-letter queue; 0: never (default: {DELIVERY_LIMIT})")
+    parser.add_argument("--retry-backoff", type=_backoff_arg, metavar="BASE_MS,MAX_MS",
+                        help="NACK delay after a failure, doubling from BASE_MS up to "
+                        "MAX_MS; 0: NACK at once (default: {},{})".format(*RETRY_BACKOFF))
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
@@ -425,6 +573,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         worker.concurrency = args.concurrency
     if args.grace is not None:
         worker.grace = args.grace
+    if args.delivery_limit is not None or args.retry_backoff is not None:
+        limit = worker.delivery_limit if args.delivery_limit is None else (
+            args.delivery_limit or None)
+        backoff = worker.retry_backoff if args.retry_backoff is None else (
+            args.retry_backoff or None)
+        try:
+            check_retry_options(limit, backoff)
+        except ValueError as exc:
+            parser.error(str(exc))
+        worker.delivery_limit, worker.retry_backoff = limit, backoff
     password = args.password or os.environ.get("DISQ_PASSWORD")
     if password:
         worker.password = password

@@ -168,6 +168,78 @@ async def test_max_deliveries_and_backoff_make_a_dead_letter(
                         "dead letter"]
 
 
+def nack_calls(c: Client) -> int:
+    stat = c.info("commandstats")["commandstats"].get("cmdstat_nack")
+    return int(str(stat).split("calls=")[1].split(",")[0]) if stat is not None else 0
+
+
+async def test_failing_jobs_back_off_by_default(node: DisqProcess,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """Three jobs whose handler always raises, a default worker for 3 s: each is
+    NACKed with a growing DELAY-MS (1 s, then 2 s, -20% at most), so it runs at most 3
+    times in that window (its 4th delivery is 5.6 s away at the earliest), and each
+    traceback is logged once per job; the other failures are one line each."""
+    caplog.set_level(logging.INFO, logger="disq_client.worker")
+    with Client(addr(node)) as c:
+        c.execute_command("CONFIG", "RESETSTAT")
+        ids = c.add_jobs("bad", [b"1", b"2", b"3"], retry=60)
+        runs: Counter[str] = Counter()
+        worker = Worker(addr(node), concurrency=4, poll_ms=100)
+
+        @worker.task("bad")
+        def handle(job: Job) -> None:
+            runs[job.id] += 1
+            raise RuntimeError("failing on purpose")
+
+        end = time.monotonic() + 3
+        await run_until(worker, lambda: time.monotonic() > end, timeout=20)
+        assert set(runs) == set(ids)
+        assert max(runs.values()) <= 3, runs
+        assert nack_calls(c) <= 9
+        failures = [r for r in caplog.records if "failed" in r.getMessage()]
+        assert len(failures) == sum(runs.values())
+        assert len([r for r in failures if r.exc_info]) == 3  # one traceback a job
+        for job_id in ids:
+            info = c.show(job_id)
+            assert info is not None and info.queue == "bad"  # not given up yet
+
+
+async def test_delivery_limit_moves_the_job_to_dead_letters(
+        node: DisqProcess, caplog: pytest.LogCaptureFixture) -> None:
+    """The worker's own delivery limit (no queue policy): after its 3rd failed
+    delivery the job is added to dead:<queue> (its body) and acknowledged, once."""
+    caplog.set_level(logging.INFO, logger="disq_client.worker")
+    with Client(addr(node)) as c:
+        job_id = c.add_job("limited", b"payload", retry=60)
+        runs: list[int] = []
+        worker = Worker(addr(node), concurrency=2, poll_ms=100, delivery_limit=3,
+                        retry_backoff=(50, 200))
+
+        @worker.task("limited")
+        def handle(job: Job) -> None:
+            assert job.nacks is not None
+            runs.append(job.nacks)
+            raise RuntimeError("failing on purpose")
+
+        await run_until(worker, lambda: worker.dead_lettered == 1, timeout=20)
+        assert runs == [0, 1, 2] and worker.nacked == 2
+        assert c.qpolicy_get("limited") is None  # the queue's policy is not touched
+        wait_for(lambda: c.show(job_id) is None, timeout=10, message="the job to be acked")
+        assert c.qlen("limited") == 0
+        dead = c.get_jobs("dead:limited", timeout_ms=1000)
+        assert [job.body for job in dead] == [b"payload"]
+        last = [r.getMessage() for r in caplog.records if "last delivery" in r.getMessage()]
+        assert last == [f"job {job_id} of queue limited failed its 3rd and last delivery: "
+                        f"moved to dead:limited as {dead[0].id}"]
+
+
+def test_worker_retry_options_are_checked() -> None:
+    with pytest.raises(ValueError, match="delivery_limit must be between 1 and 65535"):
+        Worker(delivery_limit=0)
+    with pytest.raises(ValueError, match="retry_backoff needs base-ms and max-ms"):
+        Worker(retry_backoff=(200, 50))
+
+
 def test_task_policies_are_checked_when_registered() -> None:
     worker = Worker()
     with pytest.raises(ValueError, match="MAXDELIVERIES must be between 1 and 65535"):
