@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from openapi_spec_validator import validate
 from support import NODE_TIMEOUT, DisqProcess, form_cluster, free_port, myid, wait_for
 from tlsutil import Certs, make_certs, needs_openssl
 
@@ -431,6 +432,7 @@ def test_openapi_docs_and_metrics(http_node: tuple[DisqProcess, Http]) -> None:
     _, http = http_node
     status, document = http.get("/openapi.json")
     assert status == 200 and document["openapi"].startswith("3.")
+    validate(document)  # valid for the version it declares (raises, naming what is not)
     for path in ("/api/v1/queues/{queue}/jobs", "/api/v1/jobs/{id}", "/api/v1/cluster",
                  "/api/v1/cluster/stats", "/api/v1/jobs"):
         assert path in document["paths"]

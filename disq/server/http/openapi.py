@@ -33,7 +33,10 @@ def _option_schema(kind: str, low: int, high: int, doc: str) -> dict[str, Any]:
     if kind in (INT, MS):
         return {"type": "integer", "minimum": low, "maximum": high, "description": doc}
     if kind == NUMBER:
-        return {"type": "number", "exclusiveMinimum": low, "maximum": high, "description": doc}
+        # above `low`: OpenAPI 3.0 (the version declared) says it with a boolean beside
+        # minimum (3.1's numeric exclusiveMinimum is invalid there)
+        return {"type": "number", "minimum": low, "exclusiveMinimum": True, "maximum": high,
+                "description": doc}
     if kind == INT_PAIR:
         return {"type": "array", "items": {"type": "integer", "minimum": low, "maximum": high},
                 "minItems": 2, "maxItems": 2, "description": doc}
