@@ -6,8 +6,13 @@ A handler takes (client, args) and returns the encoded reply, or a `Pending` (fr
 `client.pending()` or `client.park()`) that is answered later: synchronous replication,
 a DEDUP check, a blocking GETJOB.
 
-Flags: w = writes jobs, m = may use memory (refused at OOM), a = allowed before AUTH,
-l = allowed while loading, r = read only, s = admin.
+Flags: w = writes jobs (refused after an AOF write error), m = may use memory (refused
+at OOM), a = allowed before AUTH, l = allowed while loading, r = read only, s = admin,
+F = fast (O(1) or about). COMMAND shows them (write, denyoom, noauth, loading, readonly,
+admin, fast): a command Disque has carries Disque's arity and flags (its server.c), but
+for what disq adds to it (AUTH username password and HELLO protover take more
+arguments; AUTH and HELLO are answered before AUTH, and PING, TIME, HELLO, CONFIG,
+DEBUG, CLIENT, SLOWLOG while the AOF loads).
 
 ACL categories (disq/acl.py, `ACL CAT`): every command is listed in `CATEGORIES`
 below; registering a command missing there fails at import, so a new command must

@@ -87,34 +87,64 @@ def test_time(rc):
     assert "wrong number of arguments" in err_text(rc, "TIME", "now")
 
 
+# Disque's command table (antirez/disque src/server.c, serverCommandTable): name, arity,
+# flags (w write, r readonly, m denyoom, a admin, l loading, F fast), as COMMAND names them.
+DISQUE_TABLE = """
+auth 2 rlF         ping -1 rF        info -1 rl        shutdown -1 arl   monitor 1 ar
+debug -2 a         config -2 ar      cluster -2 ar     client -2 ar      slowlog -2 r
+time 1 rF          command 0 rl      latency -2 arl    hello 1 rF
+addjob -4 wmF      getjob -2 wF      ackjob -1 wF      fastack -1 wF     deljob -1 wF
+show 2 rF          loadjob 2 w       bgrewriteaof 1 ar
+qlen 2 rF          qpeek 3 r         qstat 2 rF        qscan -1 r        jscan -1 r
+enqueue -1 mwF     nack -1 mwF       dequeue -1 wF     working 2 wF      pause -3 rF
+"""
+DISQUE_FLAG_NAMES = {"w": b"write", "r": b"readonly", "m": b"denyoom", "a": b"admin",
+                     "l": b"loading", "F": b"fast"}
+# Where disq's entry differs from Disque's, and why: arguments Disque's command does not
+# take (AUTH username password, ACL users; HELLO protover [AUTH ...] [SETNAME ...],
+# Redis's handshake), answered before AUTH (noauth: Redis's name for it), or while the
+# AOF loads (Disque loads it before it listens; a disq node serves meanwhile).
+DISQ_ARITY = {b"auth": -2, b"hello": -1}
+DISQ_EXTRA_FLAGS = {b"auth": {b"noauth"}, b"hello": {b"noauth", b"loading"},
+                    b"ping": {b"loading"}, b"time": {b"loading"}, b"config": {b"loading"},
+                    b"debug": {b"loading"}, b"client": {b"loading"},
+                    b"slowlog": {b"loading"}}
+# COMMAND lists the flags in Disque's order (Redis 3's), then noauth
+FLAG_ORDER = [b"write", b"readonly", b"denyoom", b"admin", b"loading", b"fast", b"noauth"]
+
+
+def disque_table() -> dict[bytes, tuple[int, list[bytes]]]:
+    words = DISQUE_TABLE.split()
+    return {name.encode(): (int(arity), [DISQUE_FLAG_NAMES[f] for f in flags])
+            for name, arity, flags in zip(words[::3], words[1::3], words[2::3], strict=True)}
+
+
 def test_command(rc):
+    """COMMAND: every command of Disque's table with Disque's arity and flags (but for
+    the extensions above), in Disque's order of flags; disq's own commands too."""
     table = rc.execute_command("COMMAND")
     assert len(table) == rc.execute_command("COMMAND", "COUNT")
     by_name = {entry[0]: entry for entry in table}
     assert len(by_name) == len(table)
-    disque_commands = {
-        b"auth", b"ping", b"info", b"shutdown", b"debug", b"config", b"cluster", b"client",
-        b"slowlog", b"time", b"command", b"latency", b"hello", b"addjob", b"getjob",
-        b"ackjob", b"fastack", b"deljob", b"show", b"loadjob", b"qlen", b"qpeek", b"qstat",
-        b"qscan", b"jscan", b"enqueue", b"nack", b"dequeue", b"working", b"pause",
-        b"bgrewriteaof"}
-    assert disque_commands <= set(by_name)
+    disque = disque_table()
+    assert len(disque) == 32 and set(disque) <= set(by_name)
     for entry in table:
         assert len(entry) == 6
         name, arity, flags, first, last, step = entry
         assert isinstance(arity, int) and isinstance(flags, list)
         assert (first, last, step) == (0, 0, 0)
-    # arities from Disque's table
-    expected = {b"addjob": -4, b"getjob": -2, b"ackjob": -1, b"show": 2, b"qlen": 2,
-                b"qpeek": 3, b"pause": -3, b"auth": 2, b"ping": -1, b"time": 1,
-                b"hello": -1, b"working": 2, b"info": -1}
-    for name, arity in expected.items():
-        if name in (b"hello", b"auth"):
-            # -1 here: also accepts Redis's HELLO handshake (Disque: 1); AUTH -2: also
-            # AUTH user password (issue #23; Disque: 2)
-            continue
-        assert by_name[name][1] == arity, name
-    assert b"write" in by_name[b"addjob"][2]
+        assert flags == sorted(flags, key=FLAG_ORDER.index), name
+    for name, (arity, flags) in disque.items():
+        want_flags = sorted({*flags, *DISQ_EXTRA_FLAGS.get(name, ())}, key=FLAG_ORDER.index)
+        assert by_name[name][1:3] == [DISQ_ARITY.get(name, arity), want_flags], name
+    # disq's own commands
+    assert by_name[b"addjobs"][1:3] == [-5, [b"write", b"denyoom"]]
+    assert by_name[b"jobset"][1:3] == [-2, [b"write", b"fast"]]
+    assert by_name[b"globalqlen"][1:3] == [2, [b"readonly"]]
+    assert by_name[b"acl"][1:3] == [-2, [b"admin"]]
+    for name in (b"qpolicy", b"deadletter"):
+        assert by_name[name][1:3] == [-3, [b"write", b"denyoom"]]
+    assert by_name[b"cron"][1:3] == [-2, [b"write", b"denyoom"]]
     info = rc.execute_command("COMMAND", "INFO", "addjob", "GETJOB", "nosuchcommand")
     assert len(info) == 3
     assert info[0] == by_name[b"addjob"] and info[1] == by_name[b"getjob"]

@@ -55,7 +55,7 @@ def authenticate(client: Client, name: str, password: bytes) -> User | None:
     return user
 
 
-@command("auth", -2, "al")
+@command("auth", -2, "rlFa")
 def auth(client: Client, args: list[bytes]) -> bytes:
     """AUTH password (the default user, which requirepass sets) | AUTH user password.
     The one-argument form answers Disque's errors; the two-argument one Redis 6's."""
@@ -81,7 +81,7 @@ def next_version(acl: AclTable, name: str, node_id: str) -> Version:
     return (now, node_id)
 
 
-@command("acl", -2, "")
+@command("acl", -2, "s")
 def acl_(client: Client, args: list[bytes]) -> bytes:
     """ACL SETUSER name rule... | DELUSER name... | LIST | USERS | WHOAMI | CAT [cat]
     | GETUSER name | SAVE | LOAD"""

@@ -18,14 +18,14 @@ if TYPE_CHECKING:
     from ..connection import Client
 
 
-@command("ping", -1, "rl")
+@command("ping", -1, "rFl")
 def ping(client: Client, args: list[bytes]) -> bytes:
     if len(args) > 2:
         raise err("wrong number of arguments for 'ping' command")
     return reply.PONG if len(args) == 1 else reply.bulk(args[1])
 
 
-@command("time", 1, "rl")
+@command("time", 1, "rFl")
 def time_(client: Client, args: list[bytes]) -> bytes:
     now = time.time()
     seconds = int(now)
@@ -40,7 +40,7 @@ def info_(client: Client, args: list[bytes]) -> bytes:
     return reply.bulk(info.render(client.server, section).encode())
 
 
-@command("config", -2, "rl")
+@command("config", -2, "srl")
 def config(client: Client, args: list[bytes]) -> bytes:
     """CONFIG GET pattern | SET name value | REWRITE | RESETSTAT"""
     sub = args[1].lower()
@@ -121,15 +121,17 @@ def debug(client: Client, args: list[bytes]) -> bytes:
         f"'{args[1].decode('latin-1')}'")
 
 
-_FLAG_NAMES = {"w": b"write", "m": b"denyoom", "r": b"readonly", "a": b"noauth",
-               "l": b"loading", "s": b"admin"}
+# COMMAND's names of the table's flags, in Disque's order (Redis 3's), then noauth
+_FLAG_NAMES = {"w": b"write", "r": b"readonly", "m": b"denyoom", "s": b"admin",
+               "l": b"loading", "F": b"fast", "a": b"noauth"}
 
 
 def _command_info(spec: CommandSpec, resp3: bool = False) -> bytes:
     """[name, arity, [flags], first key, last key, step] as Redis 3 answers COMMAND.
     After HELLO 3 the client expects Redis 6's form, which adds [ACL categories]
     (redis-py 8 indexes that 7th element)."""
-    flags = [reply.status(_FLAG_NAMES[f]) for f in spec.flags if f in _FLAG_NAMES]
+    flags = [reply.status(name) for letter, name in _FLAG_NAMES.items()
+             if letter in spec.flags]
     return ((b"*7\r\n" if resp3 else b"*6\r\n") + reply.bulk(spec.bname)
             + reply.integer(spec.arity) + reply.array(flags) + reply.ZERO + reply.ZERO
             + reply.ZERO + (reply.encode([b"@" + c.encode() for c in CATEGORIES[spec.name]])
@@ -155,7 +157,7 @@ def command_(client: Client, args: list[bytes]) -> bytes:
     raise err("Unknown subcommand or wrong number of arguments.")
 
 
-@command("client", -2, "rl")
+@command("client", -2, "srl")
 def client_(client: Client, args: list[bytes]) -> bytes:
     """CLIENT LIST | SETNAME name | GETNAME | KILL ... | ID | REPLY | SETINFO"""
     sub = args[1].lower()
@@ -228,7 +230,7 @@ def _client_kill(client: Client, args: list[bytes]) -> bytes:
     return reply.integer(killed)
 
 
-@command("shutdown", -1, "sl")
+@command("shutdown", -1, "srl")
 def shutdown(client: Client, args: list[bytes]) -> bytes:
     """SHUTDOWN [REWRITE-AOF | NOSAVE | SAVE]"""
     rewrite_aof = False
@@ -243,7 +245,7 @@ def shutdown(client: Client, args: list[bytes]) -> bytes:
     return b""  # no reply: the connection closes with the process
 
 
-@command("bgrewriteaof", 1, "rs")
+@command("bgrewriteaof", 1, "sr")
 def bgrewriteaof(client: Client, args: list[bytes]) -> bytes:
     """BGREWRITEAOF: compact the AOF to one record per live job, in the background."""
     aof = client.server.aof
@@ -256,7 +258,7 @@ def bgrewriteaof(client: Client, args: list[bytes]) -> bytes:
     return reply.status(b"Background append only file rewriting started")
 
 
-@command("monitor", 1, "s")
+@command("monitor", 1, "sr")
 def monitor(client: Client, args: list[bytes]) -> bytes:
     """MONITOR: stream every command the node receives to this client."""
     client.server.hot.monitors.add(client)
@@ -285,7 +287,7 @@ def slowlog(client: Client, args: list[bytes]) -> bytes:
     raise err("Unknown SLOWLOG subcommand or wrong # of args. Try GET, RESET, LEN.")
 
 
-@command("latency", -2, "rl")
+@command("latency", -2, "srl")
 def latency(client: Client, args: list[bytes]) -> bytes:
     """LATENCY LATEST | HISTORY event | RESET [event ...] | DOCTOR: the events
     latency-monitor-threshold records (commands, job timer runs)."""

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 _WRONG = fixed("WRONG", "ERR", "Wrong CLUSTER subcommand or number of arguments")
 
 
-@command("hello", -1, "ral")  # l: Redis answers HELLO while loading
+@command("hello", -1, "rFal")  # l: Redis answers HELLO while loading
 def hello(client: Client, args: list[bytes]) -> bytes:
     """HELLO: [1, my id, [id, ip, port, priority] for every known node].
 
@@ -41,7 +41,7 @@ def hello(client: Client, args: list[bytes]) -> bytes:
     return reply.encode(entries)
 
 
-@command("cluster", -2, "r")
+@command("cluster", -2, "sr")
 def cluster(client: Client, args: list[bytes]) -> bytes:
     """CLUSTER MEET ip port | FORGET id | RESET [SOFT|HARD] | MYID | NODES | INFO |
     SAVECONFIG | LEAVING [yes|no]"""

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..connection import Client
     from ..pending import Pending
 
-@command("addjob", -4, "wm")
+@command("addjob", -4, "wmF")
 def addjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
     [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key] [DELAY-MS ms] [AT unix-ms]
@@ -72,7 +72,7 @@ def addjobs(client: Client, args: list[bytes]) -> bytes | Pending:
     return replies.result(client)
 
 
-@command("getjob", -2, "w")
+@command("getjob", -2, "wF")
 def getjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue [queue ...]"""
     request = GetJob.parse(args)
@@ -106,7 +106,7 @@ def _ids(client: Client, args: list[bytes]) -> list[bytes]:
     return ids if client.user.all_queues else check_jobs(client, ids)
 
 
-@command("ackjob", -1, "w")
+@command("ackjob", -1, "wF")
 def ackjob(client: Client, args: list[bytes]) -> bytes:
     """ACKJOB id [id ...]: the number of jobs known and not already acknowledged."""
     acked = client.node.ack(_ids(client, args))
@@ -114,7 +114,7 @@ def ackjob(client: Client, args: list[bytes]) -> bytes:
     return reply.integer(acked)
 
 
-@command("fastack", -1, "w")
+@command("fastack", -1, "wF")
 def fastack(client: Client, args: list[bytes]) -> bytes:
     """FASTACK id [id ...]: delete now, telling every node that may hold a copy."""
     acked = client.node.fast_ack(_ids(client, args))
@@ -122,7 +122,7 @@ def fastack(client: Client, args: list[bytes]) -> bytes:
     return reply.integer(acked)
 
 
-@command("nack", -1, "wm")
+@command("nack", -1, "mwF")
 def nack(client: Client, args: list[bytes]) -> bytes:
     """NACK [DELAY-MS ms] id [id ...]: put delivered jobs back in the queue, counting
     a nack; after DELAY-MS (a disq extension), or the queue's BACKOFF policy, if any.
@@ -132,25 +132,25 @@ def nack(client: Client, args: list[bytes]) -> bytes:
                                              delay_ms=request.delay_ms))
 
 
-@command("enqueue", -1, "wm")
+@command("enqueue", -1, "mwF")
 def enqueue(client: Client, args: list[bytes]) -> bytes:
     """ENQUEUE id [id ...]: queue active jobs now (counts an additional delivery)."""
     return reply.integer(client.node.requeue(_ids(client, args), nack=False))
 
 
-@command("dequeue", -1, "w")
+@command("dequeue", -1, "wF")
 def dequeue(client: Client, args: list[bytes]) -> bytes:
     """DEQUEUE id [id ...]: take queued jobs out of their queue (they stay active)."""
     return reply.integer(client.node.dequeue_ids(_ids(client, args)))
 
 
-@command("deljob", -1, "w")
+@command("deljob", -1, "wF")
 def deljob(client: Client, args: list[bytes]) -> bytes:
     """DELJOB id [id ...]: evict jobs from this node only."""
     return reply.integer(client.node.delete(_ids(client, args)))
 
 
-@command("working", 2, "w")
+@command("working", 2, "wF")
 def working(client: Client, args: list[bytes]) -> bytes:
     """WORKING id: postpone the next requeue; replies the job's retry in seconds."""
     if not is_valid_job_id(args[1]):
@@ -160,7 +160,7 @@ def working(client: Client, args: list[bytes]) -> bytes:
     return reply.integer(client.node.working(args[1]))
 
 
-@command("jobset", -2, "w")
+@command("jobset", -2, "wF")
 def jobset(client: Client, args: list[bytes]) -> bytes | Pending:
     """JOBSET id [PRIORITY p] [AT unix-ms] [DELAY-MS ms] (a disq extension): change a
     job not acknowledged yet on every node that holds it (Node.set_job here, the
@@ -184,7 +184,7 @@ def jobset(client: Client, args: list[bytes]) -> bytes | Pending:
     return pending
 
 
-@command("show", 2, "r")
+@command("show", 2, "rF")
 def show(client: Client, args: list[bytes]) -> bytes:
     """SHOW id: every field of a job, or a null bulk if unknown."""
     if not is_valid_job_id(args[1]):

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..connection import Client
     from ..pending import Pending
 
-@command("qlen", 2, "r")
+@command("qlen", 2, "rF")
 def qlen(client: Client, args: list[bytes]) -> bytes:
     """QLEN queue: jobs queued on this node."""
     check_queue(client, args[1])
@@ -59,7 +59,7 @@ def qpeek(client: Client, args: list[bytes]) -> bytes:
     return b"*%d\r\n" % len(jobs) + b"".join(map(reply.job_entry_peek, jobs))
 
 
-@command("qstat", 2, "r")
+@command("qstat", 2, "rF")
 def qstat(client: Client, args: list[bytes]) -> bytes:
     """QSTAT queue: the queue's counters, or a null array if it does not exist."""
     check_queue(client, args[1])
@@ -141,7 +141,7 @@ def jscan(client: Client, args: list[bytes]) -> bytes:
     return b"*2\r\n" + reply.bulk(str(cursor).encode()) + reply.array(items)
 
 
-@command("pause", -3, "w")
+@command("pause", -3, "rF")
 def pause(client: Client, args: list[bytes]) -> bytes:
     """PAUSE queue in|out|all|none|state|bcast ...: replies the resulting state. As
     Disque: the state asked replaces the queue's, it does not add to it."""
