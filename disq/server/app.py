@@ -40,6 +40,7 @@ from .commands import load_commands
 from .connection import ERR_LOADING, Client
 from .cron import Cron
 from .hotstate import HotState
+from .info import rss_bytes
 from .latency import LatencyMonitor
 from .limits import ConnectionsPerIp, IpLimited
 from .process import (
@@ -109,6 +110,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         self._metrics: Any = None  # the metrics port (metrics-port): http/metricsport.py
         self._http: Any = None  # the HTTP port (http-port): http/connections.py's HttpPort
         self._memory_cache = (0.0, 0)
+        self.baseline_rss = 0  # RSS before the data loads (Stats.fragmentation_ratio)
         # CLIENT PAUSE (hot.clients_paused_until): the clients holding requests
         # meanwhile, resumed when it passes.
         self.paused_clients: set[Client] = set()
@@ -165,6 +167,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         self.aof = AppendOnlyFile(self.config, self.node, self.loop)
         self.aof.on_status_change = self._update_refusing
         self.config_records.load()  # (the job timer needs the loop)
+        self.baseline_rss = rss_bytes()  # the interpreter, its modules and an empty node
         await self._load_data()
         if self._stopped.done():
             return

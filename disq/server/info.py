@@ -84,7 +84,7 @@ def _memory(s: Server) -> list[str]:
         f"used_memory_rss:{rss}",
         f"used_memory_peak:{peak}",
         f"used_memory_peak_human:{human_bytes(peak)}",
-        f"mem_fragmentation_ratio:{rss / used if used else 1:.2f}",
+        f"mem_fragmentation_ratio:{s.fragmentation_ratio():.2f}",
         "mem_allocator:pymalloc",
     ]
 

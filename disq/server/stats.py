@@ -46,6 +46,7 @@ class Stats:
     slowlog_threshold: int
     latency: LatencyMonitor
     _memory_cache: tuple[float, int]
+    baseline_rss: int
     clients: dict[int, Client]
     start_time: float
 
@@ -99,6 +100,16 @@ class Stats:
             value = rss_bytes()
             self._memory_cache = (now, value)
         return value
+
+    def fragmentation_ratio(self) -> float:
+        """INFO's mem_fragmentation_ratio: RSS over the memory the process uses, the
+        RSS it had before its data loaded (the interpreter, its modules, an empty
+        node) plus its jobs' footprint. About 1 while the jobs' memory is in use; well
+        above after a peak of jobs has gone (Python keeps most freed memory, as an
+        allocator's fragmentation does). Not RSS over used_memory: that counts an
+        empty node as 1 MiB, as Disque does, against an interpreter's tens of MB."""
+        in_use = self.baseline_rss + self.node.job_bytes
+        return self.rss() / in_use if self.baseline_rss else 1.0
 
     # -- the dashboard's figures -------------------------------------------------------------
     def node_stats(self) -> NodeStats:
