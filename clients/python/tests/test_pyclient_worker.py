@@ -322,6 +322,23 @@ def test_a_module_that_does_not_import_is_one_line(tmp_path: Path, module_text: 
     assert done.stderr == message.format(cwd=tmp_path.resolve()) + "\n"
 
 
+@pytest.mark.parametrize("option, message", [
+    (["--retry-backoff", "5"], "argument --retry-backoff: expected BASE_MS,MAX_MS or 0, "
+     "got '5'"),
+    (["--retry-backoff", "500,100"], "retry_backoff needs base-ms and max-ms with "
+     "1 <= base-ms <= max-ms <= 4294967295"),
+    (["--delivery-limit", "70000"], "delivery_limit must be between 1 and 65535"),
+])
+def test_bad_retry_options_are_one_line(tmp_path: Path, option: list[str],
+                                        message: str) -> None:
+    (tmp_path / "jobs.py").write_text("from disq_client import Worker\nworker = Worker()\n")
+    done = subprocess.run([str(WORKER_BIN), "jobs:worker", *option], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(CLIENT_SOURCE)})
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == f"disq-worker: error: {message}"
+
+
 def log_lines(tmp_path: Path, word: str) -> list[str]:
     lines = (tmp_path / "tasks.log").read_text().splitlines()
     return [line.split()[1] for line in lines if line.startswith(word + " ")]
