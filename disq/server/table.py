@@ -9,10 +9,11 @@ a DEDUP check, a blocking GETJOB.
 Flags: w = writes jobs (refused after an AOF write error), m = may use memory (refused
 at OOM), a = allowed before AUTH, l = allowed while loading, r = read only, s = admin,
 F = fast (O(1) or about). COMMAND shows them (write, denyoom, noauth, loading, readonly,
-admin, fast): a command Disque has carries Disque's arity and flags (its server.c), but
-for what disq adds to it (AUTH username password and HELLO protover take more
-arguments; AUTH and HELLO are answered before AUTH, and PING, TIME, HELLO, CONFIG,
-DEBUG, CLIENT, SLOWLOG while the AOF loads).
+admin, fast). A command Disque has shows Disque's arity and flags (its server.c),
+exactly, since clients and tools compare them: where disq accepts more (AUTH username
+password and HELLO protover take more arguments; AUTH and HELLO are answered before
+AUTH, and PING, TIME, HELLO, CONFIG, DEBUG, CLIENT, SLOWLOG while the AOF loads) the
+declaration says what COMMAND shows beside what the node enforces (`shown`).
 
 ACL categories (disq/acl.py, `ACL CAT`): every command is listed in `CATEGORIES`
 below; registering a command missing there fails at import, so a new command must
@@ -54,14 +55,16 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
 
 class CommandSpec:
     __slots__ = ("name", "handler", "arity", "flags", "calls", "usec", "bname", "noauth",
-                 "while_loading", "denyoom")
+                 "while_loading", "denyoom", "shown_arity", "shown_flags")
 
-    def __init__(self, name: str, handler: Handler, arity: int, flags: str) -> None:
+    def __init__(self, name: str, handler: Handler, arity: int, flags: str,
+                 shown: tuple[int, str] | None = None) -> None:
         self.name = name
         self.bname = name.encode()
         self.handler = handler
         self.arity = arity
         self.flags = flags
+        self.shown_arity, self.shown_flags = shown if shown is not None else (arity, flags)
         self.noauth = "a" in flags
         self.while_loading = "l" in flags
         self.denyoom = "m" in flags
@@ -75,12 +78,15 @@ COMMANDS: Final[dict[bytes, CommandSpec]] = {}
 LOOKUP: Final[dict[bytes, CommandSpec]] = {}
 
 
-def command(name: str, arity: int, flags: str = "") -> Callable[[Handler], Handler]:
+def command(name: str, arity: int, flags: str = "",
+            shown: tuple[int, str] | None = None) -> Callable[[Handler], Handler]:
+    """Register a handler. `shown`: the (arity, flags) COMMAND reports when they differ
+    from what the node enforces: Disque's own, for a command disq extends."""
     if name not in CATEGORIES:
         raise KeyError(f"command {name!r} has no ACL categories in table.CATEGORIES")
 
     def register(handler: Handler) -> Handler:
-        spec = CommandSpec(name, handler, arity, flags)
+        spec = CommandSpec(name, handler, arity, flags, shown)
         COMMANDS[spec.bname] = LOOKUP[spec.bname] = LOOKUP[spec.bname.upper()] = spec
         return handler
 

@@ -55,7 +55,7 @@ def authenticate(client: Client, name: str, password: bytes) -> User | None:
     return user
 
 
-@command("auth", -2, "rlFa")
+@command("auth", -2, "rlFa", shown=(2, "rlF"))  # AUTH user pass: ACL users
 def auth(client: Client, args: list[bytes]) -> bytes:
     """AUTH password (the default user, which requirepass sets) | AUTH user password.
     The one-argument form answers Disque's errors; the two-argument one Redis 6's."""

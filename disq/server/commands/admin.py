@@ -18,14 +18,14 @@ if TYPE_CHECKING:
     from ..connection import Client
 
 
-@command("ping", -1, "rFl")
+@command("ping", -1, "rFl", shown=(-1, "rF"))
 def ping(client: Client, args: list[bytes]) -> bytes:
     if len(args) > 2:
         raise err("wrong number of arguments for 'ping' command")
     return reply.PONG if len(args) == 1 else reply.bulk(args[1])
 
 
-@command("time", 1, "rFl")
+@command("time", 1, "rFl", shown=(1, "rF"))
 def time_(client: Client, args: list[bytes]) -> bytes:
     now = time.time()
     seconds = int(now)
@@ -40,7 +40,7 @@ def info_(client: Client, args: list[bytes]) -> bytes:
     return reply.bulk(info.render(client.server, section).encode())
 
 
-@command("config", -2, "srl")
+@command("config", -2, "srl", shown=(-2, "sr"))
 def config(client: Client, args: list[bytes]) -> bytes:
     """CONFIG GET pattern | SET name value | REWRITE | RESETSTAT"""
     sub = args[1].lower()
@@ -73,7 +73,7 @@ def config(client: Client, args: list[bytes]) -> bytes:
     raise err("CONFIG subcommand must be one of GET, SET, RESETSTAT, REWRITE")
 
 
-@command("debug", -2, "sl")
+@command("debug", -2, "sl", shown=(-2, "s"))
 def debug(client: Client, args: list[bytes]) -> bytes:
     sub = args[1].lower()
     argc = len(args)
@@ -131,9 +131,9 @@ def _command_info(spec: CommandSpec, resp3: bool = False) -> bytes:
     After HELLO 3 the client expects Redis 6's form, which adds [ACL categories]
     (redis-py 8 indexes that 7th element)."""
     flags = [reply.status(name) for letter, name in _FLAG_NAMES.items()
-             if letter in spec.flags]
+             if letter in spec.shown_flags]
     return ((b"*7\r\n" if resp3 else b"*6\r\n") + reply.bulk(spec.bname)
-            + reply.integer(spec.arity) + reply.array(flags) + reply.ZERO + reply.ZERO
+            + reply.integer(spec.shown_arity) + reply.array(flags) + reply.ZERO + reply.ZERO
             + reply.ZERO + (reply.encode([b"@" + c.encode() for c in CATEGORIES[spec.name]])
                             if resp3 else b""))
 
@@ -157,7 +157,7 @@ def command_(client: Client, args: list[bytes]) -> bytes:
     raise err("Unknown subcommand or wrong number of arguments.")
 
 
-@command("client", -2, "srl")
+@command("client", -2, "srl", shown=(-2, "sr"))
 def client_(client: Client, args: list[bytes]) -> bytes:
     """CLIENT LIST | SETNAME name | GETNAME | KILL ... | ID | REPLY | SETINFO"""
     sub = args[1].lower()
@@ -265,7 +265,7 @@ def monitor(client: Client, args: list[bytes]) -> bytes:
     return reply.OK
 
 
-@command("slowlog", -2, "rl")
+@command("slowlog", -2, "rl", shown=(-2, "r"))
 def slowlog(client: Client, args: list[bytes]) -> bytes:
     """SLOWLOG GET [n] | LEN | RESET"""
     sub = args[1].lower()

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 _WRONG = fixed("WRONG", "ERR", "Wrong CLUSTER subcommand or number of arguments")
 
 
-@command("hello", -1, "rFal")  # l: Redis answers HELLO while loading
+@command("hello", -1, "rFal", shown=(1, "rF"))  # HELLO protover...: Redis's handshake; l: Redis answers it while loading
 def hello(client: Client, args: list[bytes]) -> bytes:
     """HELLO: [1, my id, [id, ip, port, priority] for every known node].
 
