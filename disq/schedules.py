@@ -115,10 +115,10 @@ class CronSchedule:
         self.tick = tick if tick <= now else 0
         self.following = following
 
-    def pending(self) -> list[int]:
-        """The ticks after `last_fire`, `floor` and the definition (`version`) up to
-        `tick`, oldest first (at most MAX_CATCHUP, the newest)."""
-        since = max(self.last_fire, self.floor, self.version)
+    def pending(self, after: int = 0) -> list[int]:
+        """The ticks after `last_fire`, `floor`, the definition (`version`) and `after`
+        up to `tick`, oldest first (at most MAX_CATCHUP, the newest)."""
+        since = max(self.last_fire, self.floor, self.version, after)
         if self.tick <= since:
             return []
         ticks = [self.tick]
@@ -170,6 +170,9 @@ class CronTable:
 
     def __init__(self) -> None:
         self.schedules: dict[bytes, CronSchedule] = {}
+        # Ticks at or before this are not fired here: they came while this node saw no
+        # majority (the majority side fired them, or no side could: skipped).
+        self.skip_until = 0
         self._heap: list[tuple[int, bytes]] = []  # (following, name); stale ones skipped
 
     def __len__(self) -> int:
@@ -229,15 +232,16 @@ class CronTable:
                 continue  # deleted, or a stale entry (redefined since)
             schedule.advance(now)
             heapq.heappush(heap, (schedule.following, name))
-            out.extend((schedule, tick) for tick in schedule.pending())
+            out.extend((schedule, tick) for tick in schedule.pending(self.skip_until))
         return out
 
     def overdue(self) -> list[tuple[CronSchedule, int]]:
         """The ticks of every live schedule still not fired (the node that should have
         fired them may have died): the periodic check of every node."""
         return [(s, tick) for s in self.schedules.values()
-                if not s.deleted and s.tick > max(s.last_fire, s.floor, s.version)
-                for tick in s.pending()]
+                if not s.deleted
+                and s.tick > max(s.last_fire, s.floor, s.version, self.skip_until)
+                for tick in s.pending(self.skip_until)]
 
     def next_deadline(self) -> int | None:
         return self._heap[0][0] if self._heap else None

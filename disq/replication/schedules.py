@@ -9,9 +9,17 @@ schedule (disq/schedules.py), and each tick yields one job in the whole cluster.
   the order drawn from the schedule's name (the DEDUP key order of targets.py), the
   same on every node that sees the same nodes. It adds the job with DEDUP key
   `cron:<name>:<tick>` (in the schedule's queue, as every key is: a client's ADDJOB
-  of that key in another queue is another key): if two nodes fire the same tick (a
-  partition, or a view of the cluster that differs for a moment), the key gives one
-  job once they can talk, and CRON_FIRED tells every node the tick is done.
+  of that key in another queue is another key), and CRON_FIRED tells every node the
+  tick is done.
+- Only on a majority side: a node fires nothing unless it reaches more than half of
+  the known nodes (itself included, as its failure detector sees them), and the tick's
+  job is replicated to a majority of the known nodes (`tick_replication`). A node
+  whose view is stale (cut off, its peers not flagged yet) cannot get those copies
+  confirmed: its ADDJOB fails and adds nothing. Two ADDJOBs of one tick each reach a
+  majority, so they share a node, which refuses the second copy of the key (the
+  copies check it: dedup.py): one job per tick, even from two firers. A node that
+  regains a majority fires no tick from before (`CronTable.skip_until`): the
+  majority side fired it, or no side could and it is skipped, never fired late.
 - Every node checks, on each cron run, for a tick still not fired (its firer died
   before firing it): the new first node fires it.
 """
@@ -25,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
-from ..node import Node
+from ..node import Node, now_ms
 from ..requests import AddJob
 from ..schedules import CronSchedule
 from .tables import SyncedTable
@@ -37,8 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("disq")
 
 FIRE_TIMEOUT_MS: Final = 5000  # the tick's ADDJOB waits this long for its copies
-
-
+FAILURE_LOG_EVERY_MS: Final = 10_000  # a schedule's failing ticks: a log line this often
 
 def tick_key(name: bytes, tick: int) -> bytes:
     """The DEDUP key of a tick's job: the same on every node (AddJob scopes it to
@@ -57,6 +64,9 @@ class Recurring:
         # name -> the tick whose ADDJOB is under way: one at a time per schedule, oldest
         # first, so `last_fire` never passes a tick that may still fail
         self._firing: dict[bytes, int] = {}
+        self._without_majority = False  # seen so since the last cron run
+        # name -> [ms of the last log line of a failed tick, failures since]
+        self._failures: dict[bytes, list[int]] = {}
         self.sync = SyncedTable(bus, m.CRON_SET, m.CRON_SYNC,
                                 lambda: self.table.schedules.values(), self._merge)
         # The server persists what changed (the AOF when on, and nodes.conf).
@@ -75,19 +85,58 @@ class Recurring:
         persist it."""
         schedule = self.table.schedules.get(name)
         if schedule is not None:
+            if schedule.deleted:
+                self._failures.pop(name, None)
             self.on_change(schedule)
 
     def cron(self, now: int) -> None:
         """Every cron run: fire what no node fired (its firer may have died), and
         send the table to a random peer now and then."""
-        self.fire_due(self.table.overdue())
+        if self._reached() * 2 > self.bus.cluster_size:
+            self.fire_due(self.table.overdue())
         self.sync.cron(now)
+
+    def _reached(self) -> int:
+        """The nodes this node reaches, itself included; on a loss of the majority, the
+        ticks until it is back are left to the majority side (or skipped)."""
+        reached = 1 + len(self.bus.reachable_peers())
+        if reached * 2 > self.bus.cluster_size:
+            if self._without_majority:
+                self._without_majority = False
+                self.table.skip_until = now_ms()
+                log.info("CRON: a majority of the nodes is reachable again: the ticks "
+                         "missed meanwhile are not fired here")
+        elif not self._without_majority:
+            self._without_majority = True
+            if len(self.table):
+                log.warning("CRON: no majority of the nodes reachable (%d of %d): no "
+                            "tick fires here until there is", reached,
+                            self.bus.cluster_size)
+        return reached
+
+    def tick_replication(self, schedule: CronSchedule) -> int:
+        """The copies a tick of `schedule` fired here now gets, 0 if none fires here (no
+        majority reachable): its REPLICATE (the default when none: 3, or every node if
+        fewer), raised to a majority of the known nodes and lowered to the nodes
+        reachable. At-most-once schedules (REPLICATE 1 RETRY 0) keep 1 copy."""
+        size = self.bus.cluster_size
+        reached = self._reached()
+        if reached * 2 <= size:
+            return 0
+        if schedule.repl == 1 and schedule.retry == 0:
+            return 1
+        wanted = schedule.repl if schedule.repl is not None else min(size, 3)
+        return min(max(wanted, size // 2 + 1), reached)
 
     def fire_due(self, due: list[tuple[CronSchedule, int]]) -> None:
         """Fire the oldest due tick of each schedule this node fires (the others follow
         one by one as each one's job is added: `_fire`'s answer)."""
+        if due and self._reached() * 2 <= self.bus.cluster_size:
+            return
         first: dict[bytes, tuple[CronSchedule, int]] = {}
         for schedule, tick in due:
+            if tick <= self.table.skip_until:
+                continue
             if schedule.name not in first or tick < first[schedule.name][1]:
                 first[schedule.name] = (schedule, tick)
         for schedule, tick in first.values():
@@ -102,7 +151,10 @@ class Recurring:
 
     def _fire(self, schedule: CronSchedule, tick: int) -> None:
         name = schedule.name
-        request = AddJob(schedule.queue, schedule.body, FIRE_TIMEOUT_MS, schedule.repl,
+        repl = self.tick_replication(schedule)
+        if not repl:
+            return
+        request = AddJob(schedule.queue, schedule.body, FIRE_TIMEOUT_MS, repl,
                          retry=schedule.retry, dedup=tick_key(schedule.name, tick),
                          priority=schedule.priority, group=schedule.group)
         if schedule.ttl is not None:
@@ -112,19 +164,33 @@ class Recurring:
         def answer(reply: bytes) -> None:
             del self._firing[name]
             if reply[:1] != b"+":
-                log.warning("CRON %s: the job of tick %d was not added: %s",
-                            schedule.name.decode(errors="replace"), tick,
-                            reply.decode(errors="replace").strip())
+                self._failed(schedule, tick, reply)
                 return  # due again at the next cron run
+            self._failures.pop(name, None)
             job_id = reply[1:-2]
             if self.table.fired(name, tick, job_id):
                 self.bus.broadcast(m.CRON_FIRED, name, tick, job_id)
                 self.changed_here(name)
             current = self.table.get(name)
             if current is not None:  # the next missed tick, if any
-                self.fire_due([(current, t) for t in current.pending()[:1]])
+                self.fire_due([(current, t)
+                               for t in current.pending(self.table.skip_until)[:1]])
 
         self.dedup.ask(request, answer)  # (alone: no peer to ask, this node's table)
+
+    def _failed(self, schedule: CronSchedule, tick: int, reply: bytes) -> None:
+        """A tick's ADDJOB failed (tried again at each cron run): logged once, then
+        every FAILURE_LOG_EVERY_MS with the count of failures since."""
+        now = now_ms()
+        failures = self._failures.get(schedule.name)
+        if failures is not None and now < failures[0] + FAILURE_LOG_EVERY_MS:
+            failures[1] += 1
+            return
+        since = f" ({failures[1]} more failures since)" if failures and failures[1] else ""
+        self._failures[schedule.name] = [now, 0]
+        log.warning("CRON %s: the job of tick %d was not added: %s%s",
+                    schedule.name.decode(errors="replace"), tick,
+                    reply.decode(errors="replace").strip(), since)
 
     # -- bus messages -------------------------------------------------------------------
     def _merge(self, data: object) -> None:

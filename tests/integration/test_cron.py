@@ -274,3 +274,45 @@ def test_schedules_are_kept_in_the_aof(tmp_path: Path) -> None:
         assert check.returncode == 0, check.stdout + check.stderr
     finally:
         node.stop()
+
+
+def total_jobs(nodes: list[DisqProcess], queue: str) -> int:
+    return sum(n.client().execute_command("QLEN", queue) for n in nodes)
+
+
+def test_ticks_go_on_while_a_majority_is_up(tmp_path: Path) -> None:
+    """Without REPLICATE a tick's job gets the default (3 copies of 3 nodes): with the
+    firer killed, the two left fire on, their jobs replicated as two nodes can, and
+    CRON LIST says how many copies a tick now gets."""
+    with running_cluster(tmp_path, 3) as nodes:
+        a = nodes[0].client()
+        assert a.execute_command("CRON", "ADD", "beat", "ticks", EVERY_SECOND, "x") == b"OK"
+        wait_for(lambda: total_jobs(nodes, "ticks") >= 2, 10, message="2 ticks")
+        assert entries(a)[b"beat"][b"replicate"] is None  # none given: the default
+        assert entries(a)[b"beat"][b"tick-replicate"] == 3
+        firer = max(nodes, key=lambda n: n.client().execute_command("QLEN", "ticks"))
+        firer.kill()
+        rest = [n for n in nodes if n is not firer]
+        start = total_jobs(rest, "ticks")
+        wait_for(lambda: total_jobs(rest, "ticks") >= start + 4, 20, message="ticks go on")
+        for node in rest:
+            wait_for(lambda n=node: entries(n.client())[b"beat"][b"tick-replicate"] == 2,
+                     5, message="two copies a tick, as two nodes can hold")
+
+
+def test_a_tick_that_keeps_failing_is_logged_now_and_then(tmp_path: Path) -> None:
+    """A tick whose ADDJOB fails (its queue paused) is tried again at every cron run:
+    its log line comes once, then a count of the repeats now and then, not 10 a second."""
+    node = DisqProcess(tmp_path).start()
+    try:
+        c = node.client()
+        c.execute_command("PAUSE", "ticks", "in")
+        c.execute_command("CRON", "ADD", "beat", "ticks", EVERY_SECOND, "x")
+        wait_for(lambda: "was not added" in node.log(), 5, message="the failure logged")
+        time.sleep(2.5)  # a negative check: 25 cron runs, each one trying the tick again
+        lines = [line for line in node.log().splitlines() if "was not added" in line]
+        assert len(lines) <= 2, lines
+        c.execute_command("PAUSE", "ticks", "none")
+        wait_for(lambda: c.execute_command("QLEN", "ticks") >= 1, 5, message="the tick")
+    finally:
+        node.stop()

@@ -80,13 +80,18 @@ def _changed(client: Client, schedule: CronSchedule) -> None:
 
 def _list(client: Client) -> bytes:
     """One entry per schedule, field / value pairs: name, queue, spec, tz,
-    next-fire-in (ms), last-fire (Unix ms, or nil), last-job (or nil)."""
+    next-fire-in (ms), last-fire (Unix ms, or nil), last-job (or nil), replicate (the
+    REPLICATE given, or nil), tick-replicate (the copies a tick fired now gets, 0: no
+    majority reachable, no tick fires here)."""
     now = now_ms()
+    replication = client.server.replication
     entries = []
     for s in client.node.schedules.live():
         if not may_see(client, s.queue):
             continue
-        entries.append(b"*14\r\n" + b"".join((
+        tick_repl = (replication.recurring.tick_replication(s) if replication is not None
+                     else s.repl or 1)
+        entries.append(b"*18\r\n" + b"".join((
             reply.bulk(b"name"), reply.bulk(s.name),
             reply.bulk(b"queue"), reply.bulk(s.queue),
             reply.bulk(b"spec"), reply.bulk(s.spec.encode()),
@@ -95,5 +100,8 @@ def _list(client: Client) -> bytes:
             reply.bulk(b"last-fire"),
             reply.integer(s.last_fire) if s.last_fire else reply.NULL_BULK,
             reply.bulk(b"last-job"), reply.bulk(s.last_job) if s.last_job else reply.NULL_BULK,
+            reply.bulk(b"replicate"),
+            reply.integer(s.repl) if s.repl is not None else reply.NULL_BULK,
+            reply.bulk(b"tick-replicate"), reply.integer(tick_repl),
         )))
     return reply.array(entries)
