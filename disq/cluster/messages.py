@@ -130,6 +130,12 @@ ACL_SYNC: Final = 42  # fields: [[user, ...]] every user changed by a command th
 # (applied, or not for them); the node that sent them stops sending them again.
 # Unknown: ignored.
 ENQUEUED: Final = 43  # fields: [job id, ...] (the ENQUEUEs of one loop turn)
+# disq extension (replication/tables.py): a CRON_SET, QPOLICY_SET or ACL_SET carries a
+# request ID as its second field; the receiver merged it and says so. A node that does
+# not know them ignores the ID (and these): the change's command then answers -NOREPL.
+CRON_HELD: Final = 44  # fields: [request id]
+QPOLICY_HELD: Final = 45  # fields: [request id]
+ACL_HELD: Final = 46  # fields: [request id]
 
 NAMES: Final = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -146,6 +152,7 @@ NAMES: Final = {
     DLQ_REQUEUE_REPLY: "dlq-requeue-reply", JOBMOVE_ASK: "jobmove-ask",
     STATS_REQUEST: "stats-request", STATS_REPLY: "stats-reply",
     ACL_SET: "acl-set", ACL_SYNC: "acl-sync", ENQUEUED: "enqueued",
+    CRON_HELD: "cron-held", QPOLICY_HELD: "qpolicy-held", ACL_HELD: "acl-held",
 }
 
 _LEN: Final = struct.Struct(">I")

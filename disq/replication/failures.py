@@ -29,7 +29,7 @@ from ..node import Node, now_ms
 from ..policies import QueuePolicy
 from ..ratelimit import share_of
 from .requeue import send_jobmove
-from .tables import SyncedTable
+from .tables import OnHeld, SyncedTable
 from .wire import MAX_GENERATION, MAX_U32
 
 RATE_PERIOD_MS: Final = 200  # demand reports this often
@@ -48,8 +48,9 @@ class Failures:
         self.node = node
         self.bus = bus
         self._loop = loop
-        self.policies = SyncedTable(bus, m.QPOLICY_SET, m.QPOLICY_SYNC,
-                                    lambda: node.policies.policies.values(), self._merge)
+        self.policies = SyncedTable(bus, m.QPOLICY_SET, m.QPOLICY_SYNC, m.QPOLICY_HELD,
+                                    lambda: node.policies.policies.values(), self._merge,
+                                    loop)
         # The server persists what changed (the AOF when on, and nodes.conf).
         self.on_policy_change: Callable[[QueuePolicy], None] = lambda policy: None
         # queue -> node id -> (demand, when reported)
@@ -68,9 +69,10 @@ class Failures:
     def job_moved(self, job: Any) -> None:
         send_jobmove(self.bus, None, job)
 
-    def policy_changed(self, policy: QueuePolicy) -> None:
-        """QPOLICY SET / DEL here: every node, and this node's disk."""
-        self.policies.changed(policy.to_wire())
+    def policy_changed(self, policy: QueuePolicy, on_held: OnHeld | None = None) -> None:
+        """QPOLICY SET / DEL here: every node (`on_held` once every reachable one holds
+        it: tables.py), and this node's disk."""
+        self.policies.changed(policy.to_wire(), on_held)
         self.on_policy_change(policy)
 
     def cron(self, now: int) -> None:

@@ -36,7 +36,7 @@ from ..cluster.port import BusPort
 from ..node import Node, now_ms
 from ..requests import AddJob
 from ..schedules import CronSchedule
-from .tables import SyncedTable
+from .tables import OnHeld, SyncedTable
 from .targets import key_order
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class Recurring:
         self._without_majority = False  # seen so since the last cron run
         # name -> [ms of the last log line of a failed tick, failures since]
         self._failures: dict[bytes, list[int]] = {}
-        self.sync = SyncedTable(bus, m.CRON_SET, m.CRON_SYNC,
+        self.sync = SyncedTable(bus, m.CRON_SET, m.CRON_SYNC, m.CRON_HELD,
                                 lambda: self.table.schedules.values(), self._merge)
         # The server persists what changed (the AOF when on, and nodes.conf).
         self.on_change: Callable[[CronSchedule], None] = lambda schedule: None
@@ -75,9 +75,10 @@ class Recurring:
         bus.on(m.CRON_FIRED, self._on_fired)
 
     # -- the node's side ----------------------------------------------------------------
-    def changed(self, schedule: CronSchedule) -> None:
-        """A schedule was defined or deleted here (CRON ADD / DEL): tell every node."""
-        self.sync.changed(schedule.to_wire())
+    def changed(self, schedule: CronSchedule, on_held: OnHeld | None = None) -> None:
+        """A schedule was defined or deleted here (CRON ADD / DEL): tell every node
+        (`on_held` once every reachable one holds it: tables.py)."""
+        self.sync.changed(schedule.to_wire(), on_held)
         self.changed_here(schedule.name)
 
     def changed_here(self, name: bytes) -> None:

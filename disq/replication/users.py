@@ -16,17 +16,23 @@ from __future__ import annotations
 from ..acl import AclTable, User
 from ..cluster import messages as m
 from ..cluster.port import BusPort
-from .tables import SyncedTable
+from .tables import OnHeld, SyncedTable
 
 
 class UserSync:
     def __init__(self, acl: AclTable, bus: BusPort) -> None:
         self.acl = acl
-        self.sync = SyncedTable(bus, m.ACL_SET, m.ACL_SYNC, acl.replicated, self._merge)
+        self.sync = SyncedTable(bus, m.ACL_SET, m.ACL_SYNC, m.ACL_HELD, acl.replicated,
+                                self._merge)
 
     def changed(self, user: User) -> None:
         """A user defined or deleted here: tell every node."""
         self.sync.changed(user.to_wire())
+
+    def changed_all(self, users: list[User], on_held: OnHeld) -> None:
+        """Users defined or deleted here by a command: tell every node, and `on_held`
+        once every reachable one holds them (tables.py)."""
+        self.sync.changed_all([user.to_wire() for user in users], on_held)
 
     def cron(self, now: int) -> None:
         self.sync.cron(now)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..acl import AclError, AclTable, User
@@ -57,6 +58,14 @@ class Access:
         """Changed here (ACL SETUSER, DELUSER, LOAD): tell every node."""
         if self.user_sync is not None:
             self.user_sync.changed(user)
+
+    def users_changed(self, users: list[User], on_held: Callable[[list[str]], None]) -> None:
+        """Changed here by ACL SETUSER / DELUSER: tell every node, and `on_held` once
+        every reachable one holds them (at once without a cluster bus)."""
+        if self.user_sync is None:
+            on_held([])
+        else:
+            self.user_sync.changed_all(users, on_held)
 
     def _user_deleted(self, user: User) -> None:
         """A deleted user's clients are disconnected, as in Redis: on the next loop

@@ -15,12 +15,14 @@ from ... import errors
 from ...acl import CATEGORIES, DEFAULT_USER, AclError, Version
 from ...errors import err, fixed
 from ...node import now_ms
+from ...replication.tables import held_reply
 from .. import reply
 from ..table import command
 
 if TYPE_CHECKING:
     from ...acl import AclTable, User
     from ..connection import Client
+    from ..pending import Pending
 
 WRONGPASS = fixed("WRONGPASS", "WRONGPASS",
                   "invalid username-password pair or user is disabled.")
@@ -82,7 +84,7 @@ def next_version(acl: AclTable, name: str, node_id: str) -> Version:
 
 
 @command("acl", -2, "s")
-def acl_(client: Client, args: list[bytes]) -> bytes:
+def acl_(client: Client, args: list[bytes]) -> bytes | Pending:
     """ACL SETUSER name rule... | DELUSER name... | LIST | USERS | WHOAMI | CAT [cat]
     | GETUSER name | SAVE | LOAD"""
     sub = args[1].lower()
@@ -93,19 +95,17 @@ def acl_(client: Client, args: list[bytes]) -> bytes:
             name = _text(args[2])
             user = acl.set_user(name, [_text(a) for a in args[3:]],
                                 next_version(acl, name, client.node.id))
-            acl.on_change(user)
-            return reply.OK
+            return _spread(client, [user], reply.OK)
         if sub == b"deluser" and argc >= 3:
-            deleted = 0
             for arg in args[2:]:
                 if _text(arg) == DEFAULT_USER:
                     raise AclError("The 'default' user cannot be removed")
+            deleted = []
             for arg in args[2:]:
                 name = _text(arg)
                 if acl.delete(name, next_version(acl, name, client.node.id)):
-                    acl.on_change(acl.users[name])
-                    deleted += 1
-            return reply.integer(deleted)
+                    deleted.append(acl.users[name])
+            return _spread(client, deleted, reply.integer(len(deleted)))
         if sub == b"list" and argc == 2:
             return reply.encode([f"user {u.name} {u.rules()}".encode("latin-1")
                                  for u in acl.live()])
@@ -136,6 +136,17 @@ def acl_(client: Client, args: list[bytes]) -> bytes:
     raise err(f"Unknown subcommand or wrong number of arguments for "
               f"'{_text(args[1])[:128]}'. Try ACL SETUSER, DELUSER, LIST, USERS, WHOAMI, "
               f"CAT, GETUSER, SAVE or LOAD.")
+
+
+def _spread(client: Client, users: list[User], done: bytes) -> bytes | Pending:
+    """Tell every node of the users changed here; answer `done` once every reachable
+    one holds them, else -NOREPL (replication/tables.py)."""
+    if not users:
+        return done
+    pending = client.pending()
+    client.server.users_changed(
+        users, lambda missing: pending.answer(held_reply(missing, done)))
+    return pending
 
 
 def _need_file(acl: AclTable) -> None:

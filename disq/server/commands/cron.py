@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ... import errors
 from ...node import now_ms
+from ...replication.tables import held_reply
 from ...requests import CronAdd
 from ...schedules import CronSchedule, check_spec, parse_zone
 from .. import reply
@@ -16,10 +17,11 @@ from ..table import command
 
 if TYPE_CHECKING:
     from ..connection import Client
+    from ..pending import Pending
 
 
 @command("cron", -2, "wm")
-def cron(client: Client, args: list[bytes]) -> bytes:
+def cron(client: Client, args: list[bytes]) -> bytes | Pending:
     """CRON ADD name queue spec body [REPLICATE n] [RETRY s] [TTL s] [PRIORITY p]
     [GROUP g] [TZ zone] | CRON DEL name | CRON LIST"""
     sub = args[1].lower()
@@ -34,7 +36,7 @@ def cron(client: Client, args: list[bytes]) -> bytes:
     raise errors.err("unknown CRON subcommand, try ADD, DEL or LIST")
 
 
-def _add(client: Client, request: CronAdd) -> bytes:
+def _add(client: Client, request: CronAdd) -> bytes | Pending:
     try:
         spec = request.spec.decode()
         tz = request.tz.decode()
@@ -53,11 +55,10 @@ def _add(client: Client, request: CronAdd) -> bytes:
                             priority=request.priority, group=request.group, tz=tz,
                             version=version, origin=node.id)
     node.merge_schedule(schedule)
-    _changed(client, schedule)
-    return reply.OK
+    return _changed(client, schedule, reply.OK)
 
 
-def _delete(client: Client, name: bytes) -> bytes:
+def _delete(client: Client, name: bytes) -> bytes | Pending:
     node = client.node
     old = node.schedules.get(name)
     if old is None:
@@ -68,14 +69,19 @@ def _delete(client: Client, name: bytes) -> bytes:
                              version=max(now, old.version + 1), origin=node.id,
                              deleted=True)
     node.merge_schedule(tombstone)
-    _changed(client, tombstone)
-    return reply.integer(1)
+    return _changed(client, tombstone, reply.integer(1))
 
 
-def _changed(client: Client, schedule: CronSchedule) -> None:
+def _changed(client: Client, schedule: CronSchedule, done: bytes) -> bytes | Pending:
+    """Tell every node; answer `done` once every reachable one holds the change (its
+    first tick then fires on time whichever node fires it), else -NOREPL."""
     replication = client.server.replication
-    if replication is not None:
-        replication.recurring.changed(schedule)
+    if replication is None:
+        return done
+    pending = client.pending()
+    replication.recurring.changed(
+        schedule, lambda missing: pending.answer(held_reply(missing, done)))
+    return pending
 
 
 def _list(client: Client) -> bytes:

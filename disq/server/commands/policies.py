@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ... import errors
 from ...node import now_ms
 from ...policies import DEAD_PREFIX, QueuePolicy, format_rate
+from ...replication.tables import held_reply
 from ...requests import DeadletterRequeue, QPolicySet
 from .. import reply
 from ..guard import check_queue
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 
 @command("qpolicy", -3, "wm")
-def qpolicy(client: Client, args: list[bytes]) -> bytes:
+def qpolicy(client: Client, args: list[bytes]) -> bytes | Pending:
     """QPOLICY queue SET [MAXDELIVERIES n] [DEADLETTER queue] [BACKOFF base-ms max-ms]
     [RATE jobs-per-second] | QPOLICY queue GET | QPOLICY queue DEL"""
     check_queue(client, args[1])
@@ -37,7 +38,7 @@ def qpolicy(client: Client, args: list[bytes]) -> bytes:
     raise errors.err("unknown QPOLICY subcommand, try SET, GET or DEL")
 
 
-def _set(client: Client, request: QPolicySet) -> bytes:
+def _set(client: Client, request: QPolicySet) -> bytes | Pending:
     if request.deadletter:
         check_queue(client, request.deadletter)
     node = client.node
@@ -54,11 +55,10 @@ def _set(client: Client, request: QPolicySet) -> bytes:
         rate=base.rate if request.rate is None else request.rate,
         version=_next_version(client, request.queue, now), origin=node.id)
     node.merge_policy(policy, now)
-    _changed(client, policy)
-    return reply.OK
+    return _changed(client, policy, reply.OK)
 
 
-def _delete(client: Client, queue: bytes) -> bytes:
+def _delete(client: Client, queue: bytes) -> bytes | Pending:
     node = client.node
     if node.policies.get(queue) is None:
         return reply.integer(0)
@@ -66,8 +66,7 @@ def _delete(client: Client, queue: bytes) -> bytes:
     tombstone = QueuePolicy(queue, version=_next_version(client, queue, now),
                             origin=node.id, deleted=True)
     node.merge_policy(tombstone, now)
-    _changed(client, tombstone)
-    return reply.integer(1)
+    return _changed(client, tombstone, reply.integer(1))
 
 
 def _next_version(client: Client, queue: bytes, now: int) -> int:
@@ -75,10 +74,16 @@ def _next_version(client: Client, queue: bytes, now: int) -> int:
     return now if old is None or now > old.version else old.version + 1
 
 
-def _changed(client: Client, policy: QueuePolicy) -> None:
+def _changed(client: Client, policy: QueuePolicy, done: bytes) -> bytes | Pending:
+    """Tell every node; answer `done` once every reachable one holds the change, else
+    -NOREPL (replication/tables.py)."""
     replication = client.server.replication
-    if replication is not None:
-        replication.failures.policy_changed(policy)
+    if replication is None:
+        return done
+    pending = client.pending()
+    replication.failures.policy_changed(
+        policy, lambda missing: pending.answer(held_reply(missing, done)))
+    return pending
 
 
 def _get(client: Client, queue: bytes) -> bytes:
