@@ -3,7 +3,8 @@ and when each one is due. Sans-IO: the node asks `due(now)` from its timer pass;
 adds the tick's job, and how the table reaches every node, is replication/schedules.py.
 
 A schedule's `spec` is cron syntax: five fields (minute hour day-of-month month
-day-of-week) or six, the sixth being seconds; parsed and iterated by croniter, which
+day-of-week) or six, seconds first (as Quartz, Spring, BullMQ and node-cron read
+them); parsed and iterated by croniter, which
 handles ranges, steps, names, `@hourly`-style aliases and the time zone's daylight
 saving changes (a maintained library for what is easy to get subtly wrong).
 
@@ -14,11 +15,18 @@ at load time, below which nothing is fired: a tick missed while every node was d
 fires once on recovery, not once per missed tick. Every node holds every schedule; changes are ordered by
 `version` (ms, node ID): the newest wins, a deletion is a version too (a tombstone,
 kept a while so an old copy cannot bring the schedule back).
+
+Before SPEC_FORMAT 2, a sixth field was the seconds *last* (croniter's default). A
+schedule's wire form (the AOF's CRONSET, nodes.conf's `cron` lines, CRON_SET and
+CRON_SYNC) carries its format since; one without it is an older node's or file's, and
+its six-field spec is turned seconds first on reading (`from_wire`): it keeps its
+meaning. `on_spec_converted` is told (the server logs the first one).
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
@@ -29,6 +37,16 @@ NAME_MAX_LEN = 256
 MAX_CATCHUP = 100  # missed ticks of one schedule fired at once, the newest ones
 TOMBSTONE_MS = 24 * 3600 * 1000  # a deleted schedule is remembered this long
 UTC = UTC
+SPEC_FORMAT = 2  # six fields: seconds first (1, or none in the wire form: seconds last)
+
+
+
+def ignore_conversion(name: bytes, stored: str, spec: str) -> None:
+    """The default `on_spec_converted`: nothing."""
+
+
+# (name, spec as stored, spec now): a schedule stored seconds last was converted
+on_spec_converted: Callable[[bytes, str, str], None] = ignore_conversion
 
 
 def _croniter(spec: str, start: datetime) -> Any:
@@ -36,7 +54,16 @@ def _croniter(spec: str, start: datetime) -> Any:
     zoneinfo are imported with the first schedule, not at every node's start."""
     from croniter import croniter
 
-    return croniter(spec, start)
+    return croniter(spec, start, second_at_beginning=True)
+
+
+def seconds_first(spec: str) -> str:
+    """A spec stored before SPEC_FORMAT 2, read as it was meant: six fields with the
+    seconds last become the same six with the seconds first (five, an @alias: as is)."""
+    fields = spec.split()
+    if len(fields) != 6:
+        return spec
+    return " ".join([fields[5], *fields[:5]])
 
 
 def parse_zone(name: str | None) -> tzinfo:
@@ -54,7 +81,7 @@ def check_spec(spec: str, zone: tzinfo) -> None:
     """-ERR unless `spec` is 5 or 6 cron fields (or an @alias) croniter can iterate."""
     fields = spec.split()
     if not (len(fields) in (5, 6) or (len(fields) == 1 and spec.startswith("@"))):
-        raise errors.err(f"invalid cron spec '{spec}': 5 fields, or 6 with seconds last")
+        raise errors.err(f"invalid cron spec '{spec}': 5 fields, or 6 with seconds first")
     from croniter.croniter import CroniterError
 
     try:
@@ -134,16 +161,20 @@ class CronSchedule:
     def to_wire(self) -> list[Any]:
         return [self.name, self.queue, self.spec, self.body, self.repl, self.retry,
                 self.ttl, self.priority, self.group, self.tz, self.version, self.origin,
-                self.deleted, self.last_fire, self.last_job]
+                self.deleted, self.last_fire, self.last_job, SPEC_FORMAT]
 
     @classmethod
     def from_wire(cls, data: object) -> CronSchedule | None:
         """A schedule from `to_wire`'s list, or None if anything is off (a peer's
-        message or a file: trusted no more than any input)."""
-        if type(data) is not list or len(data) != 15:
+        message or a file: trusted no more than any input). Without its format (an
+        older node's or file's), a six-field spec is turned seconds first."""
+        if type(data) is not list or len(data) not in (15, 16):
+            return None
+        spec_format = data[15] if len(data) == 16 else 1
+        if type(spec_format) is not int or spec_format not in (1, SPEC_FORMAT):
             return None
         (name, queue, spec, body, repl, retry, ttl, priority, group, tz, version, origin,
-         deleted, last_fire, last_job) = data
+         deleted, last_fire, last_job) = data[:15]
         if not (type(name) is bytes and 0 < len(name) <= NAME_MAX_LEN
                 and type(queue) is bytes and queue and type(spec) is str
                 and type(body) is bytes and type(tz) is str and type(origin) is str
@@ -152,6 +183,10 @@ class CronSchedule:
                 and all(v is None or type(v) is int for v in (repl, retry, ttl, priority))
                 and (group is None or type(group) is bytes)):
             return None
+        if spec_format == 1:
+            stored, spec = spec, seconds_first(spec)
+            if spec != stored:
+                on_spec_converted(name, stored, spec)
         schedule = cls(name, queue, spec, body, repl=repl, retry=retry, ttl=ttl,
                        priority=priority, group=group, tz=tz, version=version,
                        origin=origin, deleted=deleted, last_fire=last_fire,

@@ -19,7 +19,7 @@ import time
 from collections import deque
 from typing import Any
 
-from .. import pure_python, tls
+from .. import pure_python, schedules, tls
 from ..aof.disk import OFF, ON
 from ..aof.fileformat import RecordEncoder
 from ..aof.loader import AofLoader, AofLoadError
@@ -59,12 +59,22 @@ from .table import rename_command
 log = logging.getLogger("disq")
 
 
+def _log_spec_converted(name: bytes, stored: str, spec: str) -> None:
+    """A schedule stored seconds last (disq/schedules.py): said once, the others alike."""
+    log.warning("CRON %s: its six-field spec '%s' was stored with the seconds last (as "
+                "before); it is now '%s', seconds first, with the same meaning (any other "
+                "schedule stored so is converted the same way)",
+                name.decode(errors="replace"), stored, spec)
+    schedules.on_spec_converted = schedules.ignore_conversion
+
+
 class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
     """One node's server; its state is set here, for every part."""
 
     def __init__(self, config: Config, argv: list[str] | None = None) -> None:
         self.config = config
         self.argv = list(argv or [])
+        schedules.on_spec_converted = _log_spec_converted
         self.commands = load_commands()
         for name, new_name in config.renamed_commands:
             rename_command(name, new_name)

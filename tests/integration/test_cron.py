@@ -13,7 +13,7 @@ import pytest
 import redis
 from support import DisqProcess, running_cluster, wait_for
 
-EVERY_SECOND = "* * * * * *"  # six fields: the sixth is seconds
+EVERY_SECOND = "* * * * * *"  # six fields: the first is seconds
 
 
 def entries(c: redis.Redis) -> dict[bytes, dict[bytes, object]]:
@@ -314,5 +314,49 @@ def test_a_tick_that_keeps_failing_is_logged_now_and_then(tmp_path: Path) -> Non
         assert len(lines) <= 2, lines
         c.execute_command("PAUSE", "ticks", "none")
         wait_for(lambda: c.execute_command("QLEN", "ticks") >= 1, 5, message="the tick")
+    finally:
+        node.stop()
+
+
+def test_six_fields_put_seconds_first(tmp_path: Path) -> None:
+    """`*/2 * * * * *` is every 2 s (seconds first, as Quartz or BullMQ), not every
+    second of every other minute."""
+    node = DisqProcess(tmp_path).start()
+    try:
+        c = node.client()
+        c.execute_command("CRON", "ADD", "two", "ticks", "*/2 * * * * *", "x")
+        wait_for(lambda: c.execute_command("QLEN", "ticks") >= 3, 10, message="3 ticks")
+        seconds = job_seconds([node], "ticks")
+        assert all(s % 2 == 0 for s in seconds), seconds
+        assert all(b - a >= 2 for a, b in zip(seconds, seconds[1:], strict=False)), seconds
+    finally:
+        node.stop()
+
+
+def test_a_schedule_saved_with_seconds_last_keeps_its_meaning(tmp_path: Path) -> None:
+    """A `cron` line of nodes.conf written before seconds came first (its wire form has
+    no format field) is read with its seconds last, converted, and logged once."""
+    import base64
+
+    import msgpack
+    node = DisqProcess(tmp_path).start()
+    try:
+        c = node.client()
+        c.execute_command("CRON", "ADD", "old", "ticks", "0 3 * * *", "x")
+        wait_for(lambda: len(cron_records(tmp_path)) == 1, 5, message="saved")
+        node.stop()
+        (conf,) = tmp_path.rglob("nodes.conf")
+        lines = []
+        for line in conf.read_text().splitlines(keepends=True):
+            if line.startswith("cron "):
+                item = msgpack.unpackb(base64.b64decode(line.split()[1]))[:15]
+                item[2] = "* * * * * */2"  # seconds last: every 2 s
+                line = "cron " + base64.b64encode(msgpack.packb(item)).decode() + "\n"
+            lines.append(line)
+        conf.write_text("".join(lines))
+        node.start()
+        c = node.client()
+        assert entries(c)[b"old"][b"spec"] == b"*/2 * * * * *"
+        assert node.log().count("seconds last") == 1
     finally:
         node.stop()

@@ -73,7 +73,9 @@ def test_wire_round_trip_and_bad_input_dropped() -> None:
         data[index] = value
         assert CronSchedule.from_wire(data) is None, (index, value)
     assert CronSchedule.from_wire("nope") is None
-    assert CronSchedule.from_wire(bad[:-1]) is None
+    assert CronSchedule.from_wire(bad[:-2]) is None
+    assert CronSchedule.from_wire([*bad[:-1], 3]) is None  # a format not known yet
+    assert CronSchedule.from_wire([*bad[:-1], "2"]) is None
 
 
 def test_time_zones_and_daylight_saving() -> None:
@@ -89,3 +91,27 @@ def test_time_zones_and_daylight_saving() -> None:
         parse_zone("Mars/Olympus")
     with pytest.raises(DisqError):
         check_spec("* * * * * * * *", parse_zone(""))
+
+
+def test_six_fields_put_seconds_first() -> None:
+    """As Quartz, Spring, BullMQ and node-cron: `*/10 * * * * *` is every 10 s."""
+    table = CronTable()
+    table.merge(CronSchedule(b"s", b"q", "*/10 * * * * *", b"x", version=T0, origin="a"), T0)
+    assert table.next_deadline() == T0 + 10_000
+    table.merge(CronSchedule(b"t", b"q", "30 0 2 * * *", b"x", version=T0, origin="a"), T0)
+    assert table.get(b"t") is not None and table.get(b"t").following % 86_400_000 == (
+        2 * 3600 + 30) * 1000
+
+
+def test_a_schedule_stored_with_seconds_last_keeps_its_meaning() -> None:
+    """A schedule of an older disq (AOF, nodes.conf, a peer's CRON_SYNC: the wire form
+    without the format field) had its seconds last: it is read seconds first."""
+    old = CronSchedule(b"s", b"q", "0 2 * * * 30", b"x", version=T0, origin="a").to_wire()
+    old = old[:15]  # no format field: before seconds came first
+    schedule = CronSchedule.from_wire(old)
+    assert schedule is not None and schedule.spec == "30 0 2 * * *"
+    five = CronSchedule.from_wire(
+        CronSchedule(b"f", b"q", "0 2 * * *", b"x", version=T0, origin="a").to_wire()[:15])
+    assert five is not None and five.spec == "0 2 * * *"  # five fields: unchanged
+    again = CronSchedule.from_wire(schedule.to_wire())  # a new one stays as it is
+    assert again is not None and again.spec == "30 0 2 * * *"

@@ -386,7 +386,7 @@ class AsyncClient(ClientBase):
 
     async def cron_add(self, name: str, queue: str, spec: str, body: Body,
                            **options: object) -> str:
-        """CRON ADD (a disq extension): `spec` in cron syntax (a sixth field: seconds);
+        """CRON ADD (a disq extension): `spec` in cron syntax (six fields: seconds first);
         options repl, retry, ttl, priority, group, tz (a zone name)."""
         return await self._run(cmds.cron_add(name, queue, spec, body, options))
 
