@@ -9,10 +9,9 @@ holds it. Its SET carries a request ID, which each receiver confirms once merged
 HELD message); the messages to a peer keep their order, so the HELD of a command's
 last SET confirms its earlier ones too. The SETs go again every RESEND_MS to the peers
 yet to confirm whose link is up (one reachable but without a link when the change was
-made: a cluster just formed, a link dialled again). A peer whose dial failed since
-(connection refused: a node stopped or killed, not flagged yet) is not waited for: it
-has nothing to serve from until it is back, and then the sync brings it the change.
-A reachable node that did not confirm within
+made: a cluster just formed, a link dialled again). A peer stopped or killed and not
+flagged PFAIL yet is waited for as any (a dead node and a stuck one look alike from
+here for a while). A reachable node that did not confirm within
 HOLD_TIMEOUT_MS (stopped, its link down, an older disq that does not confirm) is named
 to the command, which answers -NOREPL: the change is made on this node and reaches
 that one by the periodic sync.
@@ -105,12 +104,6 @@ class SyncedTable:
             return
         bus = self.bus
         peers, wires = waiting[0], waiting[2]
-        peers.difference_update([n.id for n in bus.reachable_peers()
-                                 if n.unreached and n.id in peers and not bus.can_send(n.id)])
-        if not peers:
-            del self._waiting[request_id]
-            waiting[1]([])
-            return
         for node_id in peers:
             if bus.can_send(node_id):
                 for wire in wires[:-1]:

@@ -370,6 +370,8 @@ def test_users_spread_across_the_cluster(make_cluster: Callable[..., list[DisqPr
     # a node that was down catches up (ACL_SYNC)
     nodes[1].stop()
     admins[1].close()
+    # (flagged first: a change answers once every node not flagged holds it)
+    wait_for(lambda: b"fail" in admins[0].execute_command("CLUSTER", "NODES"), timeout=10)
     admins[0].execute_command("ACL", "SETUSER", "late", "on", "nopass", "~*", "+@read")
     nodes[1].start()
     admins[1] = client_as(nodes[1])
