@@ -232,6 +232,7 @@ def test_the_python_client_defines_lists_and_deletes_schedules(tmp_path: Path) -
             assert (entry.name, entry.queue, entry.spec, entry.tz) == (
                 "report", "reports", "0 9 * * 1-5", "Europe/Paris")
             assert entry.last_fire is None and entry.next_fire_in > 0
+            assert (entry.replicate, entry.tick_replicate) == (None, 1)
 
         async def remove() -> int:
             async with AsyncClient(f"127.0.0.1:{node.port}") as aclient:

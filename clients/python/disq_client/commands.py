@@ -409,7 +409,9 @@ def _cron_entries(reply: object) -> list[CronEntry]:
         out.append(CronEntry(_str(f["name"]), _str(f["queue"]), _str(f["spec"]),
                              _str(f["tz"]), _int(f["next-fire-in"]),
                              _optional_int(f["last-fire"]),
-                             _optional_str(f["last-job"])))
+                             _optional_str(f["last-job"]),
+                             _optional_int(f.get("replicate")),
+                             _optional_int(f.get("tick-replicate"))))
     return out
 
 

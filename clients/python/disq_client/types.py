@@ -128,7 +128,9 @@ class Hello:
 
 @dataclass(slots=True)
 class CronEntry:
-    """A CRON LIST entry: `next_fire_in` in ms, `last_fire` in Unix ms (None: never)."""
+    """A CRON LIST entry: `next_fire_in` in ms, `last_fire` in Unix ms (None: never);
+    `replicate` as given (None: the default), `tick_replicate` the copies a tick fired
+    now gets (0: no majority reachable there; None: a server that does not say)."""
 
     name: str
     queue: str
@@ -137,6 +139,8 @@ class CronEntry:
     next_fire_in: int
     last_fire: int | None
     last_job: str | None
+    replicate: int | None = None
+    tick_replicate: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
