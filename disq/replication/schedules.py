@@ -47,6 +47,7 @@ log = logging.getLogger("disq")
 FIRE_TIMEOUT_MS: Final = 5000  # the tick's ADDJOB waits this long for its copies
 FAILURE_LOG_EVERY_MS: Final = 10_000  # a schedule's failing ticks: a log line this often
 
+
 def tick_key(name: bytes, tick: int) -> bytes:
     """The DEDUP key of a tick's job: the same on every node (AddJob scopes it to
     the schedule's queue)."""
@@ -64,7 +65,7 @@ class Recurring:
         # name -> the tick whose ADDJOB is under way: one at a time per schedule, oldest
         # first, so `last_fire` never passes a tick that may still fail
         self._firing: dict[bytes, int] = {}
-        self._without_majority = False  # seen so since the last cron run
+        self._without_majority = False  # this node saw no majority, and none since
         # name -> [ms of the last log line of a failed tick, failures since]
         self._failures: dict[bytes, list[int]] = {}
         self.sync = SyncedTable(bus, m.CRON_SET, m.CRON_SYNC, m.CRON_HELD,
