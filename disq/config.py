@@ -76,6 +76,7 @@ class Settings:
     client_query_buffer_limit: int
     proto_max_bulk_len: int
     proto_max_multibulk_len: int
+    job_max_body: int
     cluster_secret: str
     cluster_open_bus: bool
     clock_skew_warn_ms: int

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .job import MAX_BODY
+
 VERSION = "1.0-rc1"  # the Disque version disq is compatible with
 DISQ_VERSION = "0.1.0"
 
@@ -157,6 +159,16 @@ def _databases(args: list[str]) -> int:
 
 _str = _one(str)
 _mem = _one(parse_memory)
+
+
+def _mem_range(low: int, high: int) -> Callable[[list[str]], int]:
+    def parse(args: list[str]) -> int:
+        value = parse_memory(args[0])
+        if not low <= value <= high:
+            raise ConfigError(f"argument out of range: '{args[0]}' (from {low} to {high} "
+                              "bytes)")
+        return value
+    return parse
 _bool = _one(parse_bool)
 
 
@@ -270,6 +282,10 @@ def _directives() -> list[Directive]:
           doc="largest single argument of a request"),
         d("proto-max-multibulk-len", 1024 * 1024, _int(1), str, settable=True,
           doc="most arguments in one request"),
+        # A bus frame carries one copy of a body this long at most (job.MAX_BODY).
+        d("job-max-body", MAX_BODY, _mem_range(1, MAX_BODY), str, settable=True,
+          doc="largest job body (ADDJOB, ADDJOBS, HTTP, CRON); at most 100mb, what the "
+              "cluster bus carries"),
         # Bus links authenticate with it (both ends prove they know it); "" = closed bus.
         d("cluster-secret", "", _str, str,
           doc="bus links must prove they know this secret, both ways "

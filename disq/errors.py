@@ -51,6 +51,11 @@ def err(message: str) -> DisqError:
     return DisqError("ERR", message)
 
 
+def body_too_big(length: int, limit: int) -> DisqError:
+    """A job body over job-max-body (ADDJOB, ADDJOBS, HTTP, CRON ADD)."""
+    return err(f"job body of {length} bytes is over job-max-body ({limit} bytes)")
+
+
 def fixed(name: str, code: str, message: str) -> type[FixedError]:
     """A FixedError class for one reply (`raise` it: a fresh instance each time)."""
     return type(name, (FixedError,), {

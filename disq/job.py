@@ -37,6 +37,9 @@ PLACED: Final = 1 << 4
 LOCAL_FLAGS: Final = DELIVERED | BACKOFF_WAIT | PLACED
 
 WILLQUEUE_ADVANCE_MS: Final = 500
+# The largest body a job may have (job-max-body at most): a bus frame (cluster/
+# messages.py MAX_FRAME) carries one copy of it with room to spare.
+MAX_BODY: Final = 100 * 1024 * 1024
 
 
 class Job:

@@ -463,6 +463,8 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         queued on a random one of the nodes it is replicated to, not here."""
         repl, retry, delay, ttl = request.repl, request.retry, request.delay, request.ttl
         body = request.body
+        if len(body) > self.config.job_max_body:  # more than the bus may carry
+            raise errors.body_too_big(len(body), self.config.job_max_body)
         now = now_ms()
         if repl is None:
             size = self.cluster.size()

@@ -44,6 +44,8 @@ def _add(client: Client, request: CronAdd) -> bytes | Pending:
         raise errors.err("CRON spec and TZ must be text") from None
     check_spec(spec, parse_zone(tz))
     node = client.node
+    if len(request.body) > node.config.job_max_body:  # its ticks' ADDJOBs would fail
+        raise errors.body_too_big(len(request.body), node.config.job_max_body)
     now = now_ms()
     old = node.schedules.schedules.get(request.name)
     check_queue(client, request.queue)
