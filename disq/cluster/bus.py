@@ -197,11 +197,23 @@ class ClusterBus:
                 outbox.new_batch(key, batch, mtype == m.REPLJOB)
             if isinstance(batch, m.PackedMessage):
                 batch.add(packed, len(items))
+                outbox.packed_bytes += len(packed)
             else:
                 batch += items
             sent += 1
         self.membership.messages_sent += sent
         return sent
+
+    def copy_mark(self, node_id: str) -> object:
+        node = self.membership.nodes.get(node_id)
+        return None if node is None or node.link is None else node.link.mark()
+
+    def copy_left(self, mark: object) -> bool | None:
+        return mark[0].sent_up_to(mark[1]) if type(mark) is tuple else None
+
+    def unsent_bytes(self, node_id: str) -> int:
+        node = self.membership.nodes.get(node_id)
+        return 0 if node is None or node.link is None else node.link.unsent()
 
     def broadcast(self, mtype: int, *fields: object,
                   node_ids: Iterable[str] | None = None, urgent: bool = False) -> int:

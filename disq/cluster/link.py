@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from . import messages as m
@@ -25,9 +26,72 @@ log = logging.getLogger("disq")
 
 # Output queued for a peer that does not read it, beyond which the link is dropped
 # (and reconnected): a stuck peer costs bounded memory. The largest frame a peer
-# accepts is well under it, so a healthy link never gets there.
+# accepts is well under it, and big job copies wait for room (replication/copies.py),
+# so a healthy link never gets there.
 LINK_SENDBUF_LIMIT: Final = 4 * m.MAX_FRAME
 AUTH_TIMEOUT_S: Final = 5.0  # a link that has not proven the cluster secret by then is closed
+
+
+_FRAME_LENGTH: Final = struct.Struct(">I")
+
+
+def frames(prefix: bytes, messages: list[Any], tag_len: int = 0,
+           split: int = m.FRAME_SPLIT) -> list[list[bytes]]:
+    """The frames of `messages`, as `m.frame` makes one, each of about `split` bytes at
+    most (a message bigger than that alone in its frame): a turn that queued big job
+    copies (or many) for a link. A PackedMessage whose encodings are one item each
+    (REPLJOB: a copy each) is split between them into messages of the same head. A
+    frame is a list of parts, for the caller to write without joining them (a copy
+    of a 100 MB body less)."""
+    out: list[list[bytes]] = []
+    units: list[list[bytes]] = []  # the messages of the frame being filled
+    size = 0
+    for message in messages:
+        for unit, unit_size in _units(message, split):
+            if units and size + unit_size > split:
+                out.append(_frame_parts(prefix, units, size, tag_len))
+                units, size = [], 0
+            units.append(unit)
+            size += unit_size
+    if units:
+        out.append(_frame_parts(prefix, units, size, tag_len))
+    return out
+
+
+def _units(message: Any, split: int) -> Iterator[tuple[list[bytes], int]]:
+    """A message's encoding (a list of parts) and its length; a PackedMessage of one
+    item per encoding in as many messages as `split` asks for."""
+    if type(message) is not m.PackedMessage:
+        packed = m.pack_items([message])
+        yield [packed], len(packed)
+        return
+    items, fields = message.items, message.fields
+    if message.length - fields != len(items):  # (items added several at a time)
+        parts = [m.array_header(message.length), message.head, *items]
+        yield parts, sum(map(len, parts))
+        return
+    chunk: list[bytes] = []
+    size = 0
+    for item in items:
+        if chunk and size + len(item) > split:
+            yield [m.array_header(fields + len(chunk)), message.head, *chunk], size
+            chunk, size = [], 0
+        chunk.append(item)
+        size += len(item)
+    if chunk:
+        yield [m.array_header(fields + len(chunk)), message.head, *chunk], size
+
+
+def _frame_parts(prefix: bytes, units: list[list[bytes]], size: int,
+                 tag_len: int) -> list[bytes]:
+    parts = [b"", prefix, m.array_header(len(units))]
+    for unit in units:
+        parts += unit
+    length = tag_len
+    for part in parts:
+        length += len(part)
+    parts[0] = _FRAME_LENGTH.pack(length)
+    return parts
 
 
 class Outbox:
@@ -49,6 +113,7 @@ class Outbox:
         # follows it (`copies_at`): it could delete or ack a job before its copy.
         self.fence = 0
         self.copies_at = 0  # `messages`' length before its last REPLJOB batch
+        self.packed_bytes = 0  # of this turn's PackedMessage items (job copies)
         self.up = False  # connected: messages may be queued
         self.scheduled = False  # `schedule` was called this turn (the flush)
         self._schedule = schedule
@@ -89,7 +154,7 @@ class Outbox:
         """The queued messages, the queue emptied."""
         messages = self.messages
         self.messages = []
-        self.fence = self.copies_at = 0
+        self.fence = self.copies_at = self.packed_bytes = 0
         if self.batches:
             self.batches = {}
         return messages
@@ -119,6 +184,7 @@ class Link(asyncio.Protocol):
         self._auth_timer: asyncio.TimerHandle | None = None
         self.dial: asyncio.Task[None] | None = None  # an outbound link still connecting
         self.given_up = False  # abort()ed: its peer looked stuck (ClusterNode.unreached)
+        self.written = 0  # bytes handed to the transport (sent, or in its buffer)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -219,6 +285,7 @@ class Link(asyncio.Protocol):
             bus = self.bus
             data = m.frame(bus.frame_prefix(), messages)
             bus.bytes_sent += len(data)
+            self.written += len(data)
             self.transport.write(data)
 
     def send(self, message: list[Any]) -> None:
@@ -234,21 +301,77 @@ class Link(asyncio.Protocol):
         if not self.authenticated:
             return  # held until the peer proved the cluster secret
         self.pong_queued = False
+        big = outbox.packed_bytes > m.FRAME_SPLIT
         messages = outbox.take()
         if messages and self.transport is not None:
             bus = self.bus
             tags = self.tags
-            if tags is None:
+            transport = self.transport
+            if big:  # job copies: frames of FRAME_SPLIT, a big copy alone in its own
+                self._write_split(messages)
+            elif tags is None:
                 data = m.frame(bus.frame_prefix(), messages)
-                self.transport.write(data)
+                if len(data) > m.FRAME_SPLIT:  # (big jobs that moved: YOURJOBS)
+                    self._write_split(messages)
+                else:
+                    transport.write(data)
+                    self.written += len(data)
+                    bus.bytes_sent += len(data)
             else:
                 data = m.frame(bus.frame_prefix(), messages, m.TAG_LEN)
-                self.transport.writelines((data, tags.tag(data, 4)))
-            bus.bytes_sent += len(data)
+                if len(data) > m.FRAME_SPLIT:
+                    self._write_split(messages)
+                else:
+                    transport.write(data)
+                    transport.write(tags.tag(data, 4))  # (writelines joins them: a copy)
+                    self.written += len(data) + m.TAG_LEN
+                    bus.bytes_sent += len(data)
             if self.transport.get_write_buffer_size() > LINK_SENDBUF_LIMIT:
                 log.warning("Dropping the bus link to %s: %d bytes wait for it to read.",
                             self.peer_ip, self.transport.get_write_buffer_size())
                 self.abort()
+
+    def _write_split(self, messages: list[list[Any] | m.PackedMessage]) -> None:
+        """This turn's messages as frames of about FRAME_SPLIT bytes (`frames`)."""
+        transport = self.transport
+        assert transport is not None
+        tags = self.tags
+        bus = self.bus
+        for parts in frames(bus.frame_prefix(), messages, m.TAG_LEN if tags else 0):
+            if tags is None:
+                length = 0
+                for part in parts:  # each into the transport's buffer: no join (a copy)
+                    transport.write(part)
+                    length += len(part)
+            else:
+                data = b"".join(parts)  # the tag is made over the frame in one piece
+                transport.write(data)
+                transport.write(tags.tag(data, 4))
+                length = len(data) + m.TAG_LEN
+            self.written += length
+            bus.bytes_sent += length
+
+    def mark(self) -> tuple[Link, int] | None:
+        """Where what is queued for the peer now ends in this link's output (None:
+        not connected), for `sent_up_to` (BusPort.copy_mark)."""
+        if self.transport is None:
+            return None
+        return (self, self.written + self.outbox.packed_bytes)
+
+    def sent_up_to(self, offset: int) -> bool | None:
+        """Whether this link's output up to `offset` (`mark`) left this process for
+        the kernel; None if the link is down or replaced (it may never arrive)."""
+        transport = self.transport
+        if transport is None or self.node is None or self.node.link is not self:
+            return None
+        left: bool = self.written - transport.get_write_buffer_size() >= offset
+        return left
+
+    def unsent(self) -> int:
+        """Bytes queued for the peer that have not left this process yet."""
+        transport = self.transport
+        return (0 if transport is None else transport.get_write_buffer_size()) + (
+            self.outbox.packed_bytes)
 
     def close(self) -> None:
         if self.transport is not None:

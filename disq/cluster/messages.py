@@ -19,6 +19,8 @@ from typing import Any, Final, NoReturn, Protocol
 
 import msgpack
 
+from ..job import MAX_BODY
+
 VERSION: Final = 8  # 2: REPLJOB carries many jobs and their holders once; 3: DEDUP checks;
 #             4: a DEDUP copy carries how long its ADDJOB may still fail (settled rule);
 #             5: PING/MEET/PONG carry wall-clock timestamps (clock offsets, clocks.py),
@@ -29,7 +31,13 @@ VERSION: Final = 8  # 2: REPLJOB carries many jobs and their holders once; 3: DE
 #             8: the cluster-secret handshake binds both challenges and node IDs, and
 #                the frames after it carry a tag (session.py); DEDUP keys are
 #                scoped to their queue
-MAX_FRAME: Final = 64 * 1024 * 1024  # a frame longer than this closes the link
+# A frame longer than this closes the link. It carries a copy of the biggest job body
+# (job-max-body at most job.MAX_BODY) and its fields; a sender splits what it has to
+# send in a loop turn into frames of about FRAME_SPLIT bytes (link.frames), a copy
+# alone in its frame when it is bigger, so no turn's frames pass it. What a stranger
+# may make a node allocate with it is bounded by the checks below (DECODED_MAX...).
+MAX_FRAME: Final = MAX_BODY + 1024 * 1024
+FRAME_SPLIT: Final = 8 * 1024 * 1024
 # Before a link has proven the cluster secret it may only send the handshake: frames
 # of AUTH (a 16-byte nonce) and AUTH_PROOF (a 32-byte HMAC), ~100 bytes each.
 MAX_HANDSHAKE_FRAME: Final = 512
@@ -166,8 +174,19 @@ def _pack_other(obj: object) -> list[Any]:
 
 
 # One Packer for every frame: msgpack.packb builds a new one per call, which costs
-# more than encoding a small frame. Frames are encoded on the event loop only.
-_pack = msgpack.Packer(use_bin_type=True, default=_pack_other).pack
+# more than encoding a small frame. Frames are encoded on the event loop only. Its
+# buffer grows to the biggest thing it packed and stays: after one bigger than
+# PACKER_KEPT (a big job's copy: 200 MB kept for a 100 MB body) it is replaced.
+PACKER_KEPT: Final = 4 * 1024 * 1024
+
+
+def _new_packer() -> Callable[[object], bytes]:
+    pack: Callable[[object], bytes] = msgpack.Packer(use_bin_type=True,
+                                                     default=_pack_other).pack
+    return pack
+
+
+_pack = _new_packer()
 
 
 # Messages of these types are PackedMessages (see below) in a link's queue: their items
@@ -192,10 +211,17 @@ _ARRAY16: Final = struct.Struct(">BH")
 _ARRAY32: Final = struct.Struct(">BI")
 
 
+def _renew_packer() -> None:
+    global _pack
+    _pack = _new_packer()
+
+
 def pack_items(items: list[Any]) -> bytes:
     """The items' msgpack encodings one after the other: what follows the header of
     an array of them (msgpack is concatenative)."""
     packed: bytes = _pack(items)
+    if len(packed) > PACKER_KEPT:
+        _renew_packer()
     return packed[len(array_header(len(items))):]
 
 
@@ -204,11 +230,12 @@ class PackedMessage:
     items join it as bytes, packed once for all the links they go to. It packs
     into a frame as the list would, byte for byte (encode_frame)."""
 
-    __slots__ = ("length", "head", "items")
+    __slots__ = ("length", "head", "items", "fields")
 
     def __init__(self, head: bytes, length: int) -> None:
         self.head = head  # pack_head's
         self.length = length  # of the list it stands for: the type, the head's fields
+        self.fields = length  # the type and the head's fields
         self.items: list[bytes] = []  # their encodings (a list: bytearray += costs more)
 
     def add(self, packed: bytes, count: int) -> None:
@@ -250,7 +277,9 @@ def frame(prefix: bytes, messages: list[Any], tag_len: int = 0) -> bytes:
             parts += packed.items
             start = i + 1
     if start == 0:
-        parts[2] = _pack(messages)  # no PackedMessage: the header is the list's
+        parts[2] = whole = _pack(messages)  # no PackedMessage: the header is the list's
+        if len(whole) > PACKER_KEPT:
+            _renew_packer()
     elif start < len(messages):
         parts.append(pack_items(messages[start:]))
     length = tag_len

@@ -40,6 +40,17 @@ class BusPort(Protocol):
         pipeline); the messages to a node keep the order they were sent in. Returns
         how many nodes it was queued for."""
 
+    def copy_mark(self, node_id: str) -> object:
+        """Where the messages just queued for `node_id` end in its link's output (None:
+        no link now), for `copy_left`."""
+
+    def copy_left(self, mark: object) -> bool | None:
+        """Whether what was queued up to `mark` (copy_mark) left this process (True),
+        waits in its output (False), or its link is gone (None)."""
+
+    def unsent_bytes(self, node_id: str) -> int:
+        """Bytes queued for `node_id` that have not left this process (0: no link)."""
+
     def broadcast(self, mtype: int, *fields: object,
                   node_ids: Iterable[str] | None = None, urgent: bool = False) -> int:
         """`send` to every known peer (not myself, not in handshake), or to the given

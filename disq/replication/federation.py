@@ -223,11 +223,17 @@ class Federation:
 
     def _send(self, node_id: str, queue: Queue, count: int) -> None:
         """Move up to `count` queued jobs to `node_id`, in delivery order (the most
-        urgent first, groups in turn: queue.py), as a local GETJOB would take them."""
+        urgent first, groups in turn: queue.py), as a local GETJOB would take them.
+        Bodies of m.FRAME_SPLIT bytes at most a message, a big one alone: a message
+        is never split between frames, and a frame may not pass m.MAX_FRAME."""
         node = self.node
         now = now_ms()
-        batch = []
+        batch: list[list[Any]] = []
+        body_bytes = 0
         for _ in range(min(count, MAX_BATCH)):
+            first = queue.jobs.first() if batch else None
+            if first is not None and body_bytes + len(first.body or b"") > m.FRAME_SPLIT:
+                break
             job = queue.jobs.pop_first()
             if job is None:
                 break
@@ -236,6 +242,7 @@ class Federation:
             job.nodes_delivered = with_holders(job.nodes_delivered or node.only_me,
                                                (node_id,))
             batch.append(encode_job(job, node.id, now))
+            body_bytes += len(job.body or b"")
             node.stats.jobs_exported += 1
             if job.retry == 0:
                 node.unregister(job)  # at most once: the job lives on there only

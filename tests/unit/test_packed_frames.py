@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from disq.cluster import messages as m
 from disq.cluster.bus import ClusterBus
 from disq.cluster.link import Link, Outbox
+from disq.cluster.link import frames as split_frames
 from disq.cluster.membership import Membership
 from disq.cluster.nodes import LEAVING_BIT, ClusterNode, NodeFlag
 from disq.ids import new_node_id
@@ -176,3 +177,30 @@ def test_acks_and_deletes_never_pass_a_copy_queued_after_them() -> None:
     assert [message[0] for message in outbox.take()] == [
         m.DELJOB, m.SETACK, m.GOTACK, m.REPLJOB, m.DELJOB]
     assert outbox.copies_at == 0 and outbox.batch(m.DELJOB) is None
+
+
+def test_a_turn_too_big_for_one_frame_goes_in_frames_that_say_the_same() -> None:
+    """link.frames: frames of about `split` bytes, a copy bigger than that alone in its
+    own; a REPLJOB split between its copies, each part with the message's head. Read
+    back, the messages are those of the one frame, the REPLJOB parts joined."""
+    copies = [[b"D-%d" % i, b"q", bytes(size)] for i, size in enumerate((10, 3000, 20, 30))]
+    head = (False, HOLDERS)
+    packed = m.PackedMessage(m.pack_head(m.REPLJOB, head), 1 + len(head))
+    for copy in copies:
+        packed.add(m.pack_items([copy]), 1)
+    messages: list[Any] = [[m.GOTJOB, b"x" * 40], packed, [m.DELJOB, b"y"]]
+    prefix = m.frame_prefix(SENDER, 7711, [])
+    frames = split_frames(prefix, messages, split=1000)
+    reader = m.FrameReader()
+    decoded = [message for parts in frames for frame in reader.feed(b"".join(parts))
+               for message in frame[4]]
+    assert len(frames) == 3  # [GOTJOB, REPLJOB of 1 copy], [the 3000-byte copy], [the rest]
+    joined: list[Any] = []
+    for message in decoded:
+        if joined and message[0] == joined[-1][0] == m.REPLJOB and message[1:3] == joined[-1][1:3]:
+            joined[-1] += message[3:]
+        else:
+            joined.append(list(message))
+    one = reader.feed(m.frame(prefix, messages))
+    assert joined == next(iter(one))[4]
+    assert [len(message) - 3 for message in decoded if message[0] == m.REPLJOB] == [1, 1, 2]
