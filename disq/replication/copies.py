@@ -25,6 +25,7 @@ from ..node import Node, now_ms
 from ..queue import PAUSED_IN
 from ..requests import AddJob
 from .acks import delete_everywhere, learn_holders, send_setack
+from .bigcopies import BIG_COPY, BigCopies
 from .clock import to_local_ms
 from .dedup import CONFLICT, REFUSED, SETTLE_SLACK_MS, Dedup, joined
 from .placement import Placements
@@ -58,7 +59,7 @@ class _WaitingAdd:
     time to try one more node, and the server's callback once it has one."""
 
     __slots__ = ("job", "deadline", "next_try", "on_done", "external", "dedup_key",
-                 "readd", "first", "seq", "sent")
+                 "readd", "first", "seq", "sent", "big")
 
     def __init__(self, job: Job, deadline: int, next_try: int, external: bool) -> None:
         self.job = job
@@ -75,6 +76,7 @@ class _WaitingAdd:
         self.first: list[str] | None = None
         self.seq = 0  # the waiting ADDJOBs are numbered in the order their copies left
         self.sent = 0  # when (ms)
+        self.big: BigCopies | None = None  # a big body's copies (bigcopies.py)
 
 
 def first_confirmed(first: list[str], confirmed: set[str]) -> bool:
@@ -165,7 +167,9 @@ class Copies:
             waiting[job.id] = entry  # to the end: ordered by next_try (to a tick or so)
             if not job.awake:
                 self.node.update_awake(job)  # so that it can expire while waiting
-            if not self._targets_behind(entry, now):
+            if entry.big is not None:
+                self._resend_big(entry, entry.big, now)
+            elif not self._targets_behind(entry, now):
                 self._resend(job, now, entry.dedup_key, entry.readd is not None,
                              deadline)
 
@@ -193,6 +197,7 @@ class Copies:
             self.bus.send(random.choice(targets), m.ENQUEUE, job.id, job.delay)
             return
         deadline: int | None = None  # asynchronous: nothing can fail once copies left
+        entry: _WaitingAdd | None = None
         if sync:
             # A plain set: it lives until the copies are confirmed (then it is None).
             job.nodes_confirmed = set() if external else {self.my_id}
@@ -212,7 +217,13 @@ class Copies:
             # most are confirmed before, and would be scheduled twice.
             if self._timer is None:
                 self._arm()
+            body_len = len(job.body or b"")
+            if body_len >= BIG_COPY:
+                entry.big = BigCopies(body_len)
+                targets = entry.big.ready(self.bus, targets, now)
         self._send_copies(job, now, not sync, targets, key, readd is not None, deadline)
+        if entry is not None and entry.big is not None:
+            entry.big.record(self.bus, targets, now)
 
     def abort_checked(self, job_id: bytes) -> None:
         """A node refused a copy of a waiting DEDUP ADDJOB (its copies check the key,
@@ -387,6 +398,25 @@ class Copies:
         if added:
             self._send_copies(job, now, True, [i for i in confirmed if i != self.my_id],
                               dedup_key, check, deadline)
+
+    def _resend_big(self, entry: _WaitingAdd, big: BigCopies, now: int) -> None:
+        """`_resend` for a big body (bigcopies.py): one more node only when no copy was
+        sent to a node yet to confirm in the last patience; a copy again only to the
+        nodes `BigCopies.ready` lets have it."""
+        job = entry.job
+        delivered, confirmed = job.nodes_delivered, job.nodes_confirmed
+        assert delivered is not None and confirmed is not None
+        key = entry.dedup_key
+        check = entry.readd is not None
+        if big.may_add_node([i for i in delivered if i not in confirmed], entry.sent, now) and (
+                self.targets.add(job, 1, key if check else None)):
+            delivered = job.nodes_delivered
+            assert delivered is not None  # the confirmed ones learn the new holder:
+            self._send_copies(job, now, True, [i for i in confirmed if i != self.my_id],
+                              key, check, entry.deadline)
+        ready = big.ready(self.bus, [i for i in delivered if i not in confirmed], now)
+        self._send_copies(job, now, False, ready, key, check, entry.deadline)
+        big.record(self.bus, ready, now)
 
     def _send_copies(self, job: Job, now: int, noreply: bool, node_ids: list[str],
                      dedup_key: bytes | None = None, check: bool = False,

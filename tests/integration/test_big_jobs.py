@@ -1,17 +1,69 @@
-"""Big jobs: a body over job-max-body (100 MB, what the bus carries) is refused at
-ADDJOB (ADDJOBS, CRON ADD, HTTP alike) before the job exists."""
+"""Big jobs: a big copy is sent once to a peer that does not read; a body over
+job-max-body (100 MB, what the bus carries) is refused at ADDJOB (ADDJOBS, CRON ADD,
+HTTP alike) before the job exists."""
 
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 
 import pytest
-from support import DisqProcess, call, free_port
+from support import DisqProcess, assert_stays, call, form_cluster, free_port, wait_for
 
 MB = 1024 * 1024
+
+
+def bytes_written(node: DisqProcess) -> int:
+    """What the process handed to write()/send() so far (/proc/<pid>/io)."""
+    with open(f"/proc/{node.pid}/io") as io:
+        for line in io:
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    raise AssertionError("no wchar")
+
+
+def test_a_big_copy_waits_for_a_stopped_peer_without_being_queued_again(
+        start_node: Callable[..., DisqProcess]) -> None:
+    """(Was: a 50 MB copy queued again every 50 ms behind itself while the peer did not
+    read: the send buffer passed 256 MB and dropped the link, again and again, until
+    -NOREPL.) The peer is stopped; the copy waits in the buffer, sent once."""
+    nodes = form_cluster([start_node("--cluster-node-timeout", "10000") for _ in range(2)])
+    origin, peer = nodes
+    size = 50 * MB
+    before, written = origin.rss(), bytes_written(origin)
+    replies: list[object] = []
+
+    def add() -> None:
+        client = origin.client(protocol=2, socket_timeout=120)
+        try:
+            replies.append(client.execute_command("ADDJOB", "stop-q", b"s" * size, 60000,
+                                                  "REPLICATE", 2))
+        except Exception as exc:  # the assertion below shows it
+            replies.append(exc)
+        finally:
+            client.close()
+
+    peer.proc.send_signal(signal.SIGSTOP)
+    try:
+        adding = threading.Thread(target=add)
+        adding.start()
+        wait_for(lambda: bytes_written(origin) - written > MB, 30, 0.05,
+                 "the copy on its way to the stopped peer")
+        # Resent every 50 ms it would fill the link's send buffer in a second or so.
+        assert_stays(lambda: "Dropping the bus link" not in origin.log()
+                     and origin.rss() - before < 6 * size, 3,
+                     "the node's memory stays within a few copies")
+    finally:
+        peer.proc.send_signal(signal.SIGCONT)
+    adding.join(90)
+    assert len(replies) == 1 and isinstance(replies[0], bytes), replies
+    assert replies[0].startswith(b"D-")
+    assert bytes_written(origin) - written < 1.5 * size
+    assert "Dropping the bus link" not in origin.log()
 
 
 def test_a_body_over_job_max_body_is_refused_before_the_job_exists(
