@@ -65,6 +65,11 @@ STATS_COUNTERS: Final = (
 )
 
 
+# A job body this long is let go of as soon as its job is deleted: the job timers keep
+# the job object (a stale entry, skipped) until its next time, up to its TTL away.
+RELEASED_BODY: Final = 64 * 1024
+
+
 class Stats:
     """Counters the core keeps anyway; INFO and Prometheus read them at query time."""
 
@@ -141,7 +146,10 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         job.state = DELETED
         if self.jobs.pop(job.id) is None:
             return
-        self.job_bytes -= JOB_FOOTPRINT + len(job.body or b"")
+        body_len = len(job.body or b"")
+        self.job_bytes -= JOB_FOOTPRINT + body_len
+        if body_len >= RELEASED_BODY:  # the timers keep the job until its next time
+            job.body = b""
         if self.aof is not None and state in (ACTIVE, QUEUED):
             self.aof.job_removed(job.id)
 

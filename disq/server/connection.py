@@ -144,6 +144,9 @@ class Client(LaterReplies, asyncio.Protocol):
         self._replies.clear()
         self.server.client_disconnected(self)
         self.transport = None
+        # The parser keeps what it read (a 100 MB job body) until its next feed; the
+        # client object may wait for the cycle collector, which an idle node never runs.
+        self._reader = hiredis.Reader()
 
     def pause_writing(self) -> None:
         # The client is not reading its replies: stop reading its requests.
