@@ -99,6 +99,10 @@ JOB_ACKED = fixed("JOB_ACKED", "ERR",
 JOB_WAIT_REPL = fixed(
     "JOB_WAIT_REPL", "ERR",
     "The job is still being replicated (its ADDJOB did not return yet): try JOBSET later")
+NOREPL_JOBSET = fixed(
+    "NOREPL_JOBSET", "NOREPL",
+    "Not every node holding the job applied the change in time: those not reached "
+    "keep the old fields and may still deliver the job at its old time; try again")
 JOB_DUE_BEYOND_TTL = fixed(
     "JOB_DUE_BEYOND_TTL", "ERR",
     "The specified AT / DELAY-MS is beyond the job's TTL. Job not changed since it would "

@@ -110,9 +110,10 @@ CRON_FIRED: Final = 28  # fields: [name, tick ms, job id]: that tick's job exist
 # the sender's clock.
 JOBSET: Final = 29  # fields: [job id, priority, due]: the sender changed its copy, change yours
 JOBSET_ASK: Final = 30  # fields: [request id, job id, priority, due]: if you hold the job,
-#                  change it (and tell its other holders), then JOBSET_REPLY
+#                  change it, then JOBSET_REPLY
 JOBSET_REPLY: Final = 31  # fields: [request id, status (0 applied, 1 unknown, 2 refused),
-#                    the refusal's error text ("ERR ...") or ""]
+#                    the refusal's error text ("ERR ...") or "", [the job's holders' IDs]
+#                    (applied; else empty)]
 # disq extensions (issue #19: dead letters, QPOLICY, RATE; replication/failures.py).
 # Unknown: ignored.
 JOBMOVE: Final = 32  # fields: [job id, queue, dead from or nil, reason or nil, generation,

@@ -1,18 +1,23 @@
 """JOBSET across nodes (a disq extension, issue #18): a change of a job's priority or
-due time reaches every node that holds a copy, wherever the client is connected.
+due time reaches every node that holds a copy, wherever the client is connected, and
++OK means that every one of them applied it.
 
-* The node that knows the job applies the change (`Node.set_job`) and sends it to the
-  job's other holders: JOBSET (fire and forget; a holder that lost its copy, or holds
-  it acked, ignores it).
-* A node that does not know the job asks every reachable node (JOBSET_ASK). Each one
-  that holds it applies it as above and answers JOBSET_REPLY: applied, unknown, or
-  refused (the error, e.g. the job is acked). The asker answers +OK at the first
-  "applied", else the first refusal or -NOJOB once every node answered or after
-  JOBSET_TIMEOUT_MS.
+* The node that knows the job applies the change (`Node.set_job`) and asks the job's
+  other holders (JOBSET_ASK; `set_on_holders`).
+* A node that does not know the job asks every reachable node (`set_elsewhere`).
+* Each asked node that holds the job applies the change and answers JOBSET_REPLY:
+  applied (with the job's holders as it knows them), unknown (it has no copy: lost,
+  or never held), or refused (the error, e.g. the job is acked).
+* The asker answers +OK once every holder applied the change or said it has no copy,
+  the first refusal, -NOJOB if no node knows the job, else (a holder cut off, its
+  link down or stuck: no answer within JOBSET_TIMEOUT_MS, or known failing and not
+  asked) -NOREPL: that holder keeps the old fields and may deliver the job at the
+  old time. The holders that applied it keep the change; the same JOBSET again,
+  once every holder is reachable, answers +OK.
 
 A due time travels as a time of the sender's clock; each receiver moves it onto its own
-(`clock.to_local_ms`: late by the offset estimate's uncertainty, never early). Older
-nodes ignore the message types they do not know: their copies keep the old fields.
+(`clock.to_local_ms`: late by the offset estimate's uncertainty, never early). JOBSET
+(fire and forget) is what older nodes sent: still applied when it comes.
 """
 
 from __future__ import annotations
@@ -31,23 +36,57 @@ from ..node import Node
 from .clock import to_local_ms
 from .wire import MAX_DUE_MS, MAX_PRIORITY
 
-JOBSET_TIMEOUT_MS = 1000  # a node that does not know the job: -NOJOB after this
+JOBSET_TIMEOUT_MS = 1000  # a node that did not answer by then did not apply the change
 APPLIED, UNKNOWN, REFUSED = 0, 1, 2  # JOBSET_REPLY's status
 MAX_ERROR_LEN: Final = 512  # a refusal's text, as sent
+MAX_HOLDERS: Final = 1024  # node IDs an "applied" reply lists, at most
 
 OnDone = Callable[[bytes], None]
+_OK: Final = b"+OK\r\n"
+
+
+class _Ask:
+    """A JOBSET in flight: the nodes asked that did not answer yet, the job's holders
+    as known so far, those that applied the change, those that do not hold the job,
+    the first refusal, and the client's callback."""
+
+    __slots__ = ("waiting", "holders", "applied", "unknown", "refusal", "on_done",
+                 "held_here")
+
+    def __init__(self, waiting: set[str], holders: set[str], on_done: OnDone,
+                 held_here: bool) -> None:
+        self.waiting = waiting
+        self.holders = holders
+        self.applied: set[str] = set()
+        self.unknown: set[str] = set()
+        self.refusal: bytes | None = None
+        self.on_done = on_done
+        self.held_here = held_here  # this node changed its own copy first
+
+    def all_holders_applied(self) -> bool:
+        return self.holders <= self.applied | self.unknown
+
+    def reply(self) -> bytes:
+        """The answer once nobody more is to be heard from."""
+        if self.refusal is not None:
+            return self.refusal
+        if not self.held_here and not self.applied:
+            return errors.NOJOB.REPLY
+        if not self.all_holders_applied():
+            return errors.NOREPL_JOBSET.REPLY
+        return _OK
 
 
 class JobChanges:
-    """JOBSET, JOBSET_ASK, JOBSET_REPLY; the core's `job_set` (a change to forward)."""
+    """JOBSET_ASK / JOBSET_REPLY (and JOBSET, which older nodes send); the core's
+    `job_set` (a change to forward without waiting)."""
 
     def __init__(self, node: Node, bus: BusPort,
                  loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.node = node
         self.bus = bus
         self._loop = loop
-        # requests in flight: id -> [nodes yet to answer, first refusal or None, on_done]
-        self._asks: dict[int, list[Any]] = {}
+        self._asks: dict[int, _Ask] = {}  # requests in flight, by id
         self._ask_id = 0
         bus.on(m.JOBSET, self._on_jobset)
         bus.on(m.JOBSET_ASK, self._on_ask)
@@ -55,34 +94,54 @@ class JobChanges:
 
     # -- what the core tells the cluster ------------------------------------------------
     def job_set(self, job: Job, priority: int | None, due: int | None) -> None:
-        """This node changed its copy on a client's request: the other holders too."""
+        """This node changed its copy, nobody waits for the others: tell them."""
         if job.nodes_delivered:
             self.bus.broadcast(m.JOBSET, job.id, priority, due, node_ids=job.nodes_delivered)
 
-    # -- a job this node does not know ----------------------------------------------------
+    # -- a client's JOBSET ----------------------------------------------------------------
+    def set_on_holders(self, job: Job, priority: int | None, due: int | None,
+                       on_done: OnDone) -> None:
+        """This node changed its copy of `job` (`Node.set_job` without broadcast): ask
+        its other holders to change theirs, and answer `on_done(reply)` exactly once:
+        +OK once every one applied it (or answered that it lost its copy), else
+        -NOREPL (a holder not reached may deliver the job as before) once the others
+        answered or after JOBSET_TIMEOUT_MS. `due`: Unix ms on this node's clock."""
+        my_id = self.node.id
+        holders = {i for i in job.nodes_delivered or () if i != my_id}
+        if not holders:
+            on_done(_OK)
+            return
+        self._ask(sorted(holders), holders, job.id, priority, due, on_done, True)
+
     def set_elsewhere(self, job_id: bytes, priority: int | None, due: int | None,
                       on_done: OnDone) -> None:
-        """JOBSET of a job this node does not hold: ask every reachable node, and
-        answer through `on_done(reply)` exactly once (see the module's docstring).
-        `due`: Unix ms on this node's clock, or None."""
+        """JOBSET of a job this node does not hold: ask every reachable node. Each
+        holder answers with the job's holders as it knows them; the answer is +OK once
+        every one of them applied the change, the first refusal, -NOJOB if no node
+        holds the job, else -NOREPL (as `set_on_holders`)."""
+        peers = [n.id for n in self.bus.reachable_peers()]
+        self._ask(peers, set(), job_id, priority, due, on_done, False)
+
+    def _ask(self, node_ids: list[str], holders: set[str], job_id: bytes,
+             priority: int | None, due: int | None, on_done: OnDone,
+             held_here: bool) -> None:
         self._ask_id += 1
         ask_id = self._ask_id
         bus = self.bus
-        asked = {n.id for n in bus.reachable_peers()
-                 if bus.can_send(n.id) and bus.send(n.id, m.JOBSET_ASK, ask_id, job_id,
-                                                    priority, due)}
+        asked = {i for i in node_ids if bus.can_send(i) and bus.send(
+            i, m.JOBSET_ASK, ask_id, job_id, priority, due)}
+        ask = _Ask(asked, holders, on_done, held_here)
         if not asked:
-            on_done(errors.NOJOB.REPLY)
+            on_done(ask.reply())
             return
-        self._asks[ask_id] = [asked, None, on_done]
+        self._asks[ask_id] = ask
         loop = self._loop or asyncio.get_running_loop()
-        loop.call_later(JOBSET_TIMEOUT_MS / 1000, self._done, ask_id, None)
+        loop.call_later(JOBSET_TIMEOUT_MS / 1000, self._done, ask_id)
 
-    def _done(self, ask_id: int, reply: bytes | None) -> None:
-        """Answer the request: `reply`, else its first refusal, else -NOJOB."""
+    def _done(self, ask_id: int) -> None:
         ask = self._asks.pop(ask_id, None)
         if ask is not None:
-            ask[2](reply or ask[1] or errors.NOJOB.REPLY)
+            ask.on_done(ask.reply())
 
     # -- bus messages -------------------------------------------------------------------
     def _on_jobset(self, sender: ClusterNode, fields: list[Any]) -> None:
@@ -99,6 +158,8 @@ class JobChanges:
             pass  # the due time past this copy's expiry (clocks): it keeps its fields
 
     def _on_ask(self, sender: ClusterNode, fields: list[Any]) -> None:
+        """Change this node's copy, and answer with the job's holders as known here
+        (the asker makes sure every one of them applied it)."""
         if not fields or type(fields[0]) is not int:
             return
         ask_id = fields[0]
@@ -107,33 +168,43 @@ class JobChanges:
             return
         job = self.node.lookup(change[0])
         if job is None:
-            self.bus.send(sender.id, m.JOBSET_REPLY, ask_id, UNKNOWN, "")
+            self.bus.send(sender.id, m.JOBSET_REPLY, ask_id, UNKNOWN, "", [])
             return
         try:
-            self.node.set_job(job, change[1], self._local(sender, change[2]))
+            self.node.set_job(job, change[1], self._local(sender, change[2]),
+                              broadcast=False)
         except errors.DisqError as exc:
             text = f"{exc.code} {exc.message}"[:MAX_ERROR_LEN]
-            self.bus.send(sender.id, m.JOBSET_REPLY, ask_id, REFUSED, text)
+            self.bus.send(sender.id, m.JOBSET_REPLY, ask_id, REFUSED, text, [])
             return
-        self.bus.send(sender.id, m.JOBSET_REPLY, ask_id, APPLIED, "")
+        holders = sorted(job.nodes_delivered or ())[:MAX_HOLDERS]
+        self.bus.send(sender.id, m.JOBSET_REPLY, ask_id, APPLIED, "", holders)
 
     def _on_reply(self, sender: ClusterNode, fields: list[Any]) -> None:
         if len(fields) < 3 or type(fields[0]) is not int or type(fields[1]) is not int:
             return
         ask_id, status, text = fields[0], fields[1], fields[2]
         ask = self._asks.get(ask_id)
-        if ask is None or sender.id not in ask[0]:
+        if ask is None or sender.id not in ask.waiting:
             return  # answered already, timed out, or not asked
-        ask[0].discard(sender.id)
+        ask.waiting.discard(sender.id)
         if status == APPLIED:
-            self._done(ask_id, b"+OK\r\n")
-            return
-        if status == REFUSED and ask[1] is None and type(text) is str:
+            ask.applied.add(sender.id)
+            listed = fields[3] if len(fields) > 3 else None
+            if type(listed) is list:
+                my_id = self.node.id
+                ask.holders.update(i for i in listed[:MAX_HOLDERS]
+                                   if type(i) is str and i != my_id)
+            ask.holders.add(sender.id)
+        elif status == UNKNOWN:
+            ask.unknown.add(sender.id)
+        elif status == REFUSED and ask.refusal is None and type(text) is str:
             code, _, message = text[:MAX_ERROR_LEN].partition(" ")
             if code.isalpha() and code.isupper():
-                ask[1] = errors.DisqError(code, message).reply()
-        if not ask[0]:
-            self._done(ask_id, None)
+                ask.refusal = errors.DisqError(code, message).reply()
+        if not ask.waiting or (ask.refusal is None and (ask.held_here or ask.applied)
+                               and ask.all_holders_applied()):
+            self._done(ask_id)
 
     def _local(self, sender: ClusterNode, due: int | None) -> int | None:
         return None if due is None else to_local_ms(self.bus, sender.id, due)

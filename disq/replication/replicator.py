@@ -72,6 +72,11 @@ class Replication:
     def global_qlen(self, queue: bytes, on_done: Callable[[int], None]) -> None:
         self.queues.global_qlen(queue, on_done)
 
+    def set_job_on_holders(self, job: Job, priority: int | None, due: int | None,
+                           on_done: Callable[[bytes], None]) -> None:
+        """JOBSET of a job this node changed: its other holders (`JobChanges.set_on_holders`)."""
+        self.changes.set_on_holders(job, priority, due, on_done)
+
     def set_job_elsewhere(self, job_id: bytes, priority: int | None, due: int | None,
                           on_done: Callable[[bytes], None]) -> None:
         """JOBSET of a job this node does not hold (`JobChanges.set_elsewhere`)."""

@@ -164,8 +164,8 @@ def working(client: Client, args: list[bytes]) -> bytes:
 def jobset(client: Client, args: list[bytes]) -> bytes | Pending:
     """JOBSET id [PRIORITY p] [AT unix-ms] [DELAY-MS ms] (a disq extension): change a
     job not acknowledged yet on every node that holds it (Node.set_job here, the
-    others told; replication/jobset.py). +OK, or -NOJOB if no reachable node knows
-    the job."""
+    others asked; replication/jobset.py). +OK once every holder applied it, -NOREPL
+    if one may not have, -NOJOB if no reachable node knows the job."""
     request = JobSet.parse(args)
     if not check_jobs(client, [request.job_id]):
         raise errors.NOJOB  # (a restricted user: a job this node does not know)
@@ -173,10 +173,14 @@ def jobset(client: Client, args: list[bytes]) -> bytes | Pending:
     now = now_ms()
     due = request.due(now)
     job = node.lookup(request.job_id)
-    if job is not None:
-        node.set_job(job, request.priority, due, now)
-        return reply.OK
     replication = client.server.replication
+    if job is not None:
+        node.set_job(job, request.priority, due, now, broadcast=replication is None)
+        if replication is None:
+            return reply.OK
+        pending = client.pending()
+        replication.set_job_on_holders(job, request.priority, due, pending.answer)
+        return pending
     if replication is None or node.cluster.size() <= 1:
         raise errors.NOJOB
     pending = client.pending()

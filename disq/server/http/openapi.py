@@ -246,7 +246,7 @@ def openapi_document(server: Server | None = None) -> dict[str, Any]:
             "patch": {"tags": ["jobs"], "summary": "Change a job's priority or due time "
                       "(JOBSET)", "parameters": [JOB_ID],
                       "requestBody": _body(_options_schema(JOBSET)),
-                      "responses": {"200": _ok({"type": "object"}), **_errors(404)}},
+                      "responses": {"200": _ok({"type": "object"}), **_errors(404, 503)}},
             "delete": {"tags": ["jobs"], "summary": "Delete a job here (DELJOB)",
                        "parameters": [JOB_ID],
                        "responses": {"200": _count("deleted", "DELJOB"), **_errors(404)}},
