@@ -33,8 +33,13 @@ BACKOFF_WAIT: Final = 1 << 3
 # disq only, never sent: a copy this node was told to queue (ENQUEUE) by the node that
 # placed it; that node may send the ENQUEUE again (replication/placement.py).
 PLACED: Final = 1 << 4
+# disq only, never sent, stored: a copy of an ADDJOB ... DEDUP whose success this node
+# has not heard of (DEDUP_SETTLED): before queueing it, this node asks the job's other
+# holders whether the job exists (replication/provisional.py).
+PROVISIONAL: Final = 1 << 5
+PROVISIONAL_RECHECK_MS: Final = 1000  # ... and asks again this long after, until settled
 # what this node did: not another node's business
-LOCAL_FLAGS: Final = DELIVERED | BACKOFF_WAIT | PLACED
+LOCAL_FLAGS: Final = DELIVERED | BACKOFF_WAIT | PLACED | PROVISIONAL
 
 WILLQUEUE_ADVANCE_MS: Final = 500
 # The largest body a job may have (job-max-body at most): a bus frame (cluster/

@@ -23,6 +23,7 @@ from .job import (
     DELETED,
     DELIVERED,
     NO_HOLDERS,
+    PROVISIONAL,
     QUEUED,
     WAIT_REPL,
     Job,
@@ -304,6 +305,20 @@ class JobOperations:
             return ext.due + job.retry * 1000 + _time_error()
         # Shared by the copies that arrive together: one timer bucket, one int.
         return self._requeue_time(now, job.delay + job.retry)
+
+    def confirm_copy(self, job: Job, now: int = 0) -> None:
+        """A PROVISIONAL copy's job exists (its ADDJOB succeeded): the mark goes, in
+        the AOF too (a DELJOB then its LOADJOB). `now`: the copy was held back from its
+        queue while its holders were asked (replication/provisional.py): it is queued
+        at once (the caller updates the timer)."""
+        job.flags &= ~PROVISIONAL
+        if job.state != ACTIVE and job.state != QUEUED:
+            return
+        if self.aof is not None:
+            self.aof.job_removed(job.id)
+            self.aof.job_stored(job)
+        if now and job.state == ACTIVE and job.qtime:
+            job.qtime = now
 
     def store_copy(self, job: Job, now: int | None = None) -> bool:
         """Keep a job another node replicated here (REPLJOB): active, not queued. Its

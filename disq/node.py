@@ -29,6 +29,8 @@ from .job import (
     DELETED,
     DELIVERED,
     NO_HOLDERS,
+    PROVISIONAL,
+    PROVISIONAL_RECHECK_MS,
     QUEUED,
     WAIT_REPL,
     WILLQUEUE_ADVANCE_MS,
@@ -230,9 +232,18 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
             and job.qtime
             and job.qtime - WILLQUEUE_ADVANCE_MS <= now
         ):
-            if job.state == ACTIVE and job.nodes_delivered is not None:
+            if (job.state == ACTIVE and job.nodes_delivered is not None
+                    and not job.flags & PROVISIONAL):
                 self.cluster.send_willqueue(job)
             job.flags &= ~BCAST_WILLQUEUE
+        if job.state == ACTIVE and job.qtime and job.qtime <= now and job.flags & PROVISIONAL:
+            # a copy of an ADDJOB not known to have succeeded: the other holders first
+            if self.cluster.size() > 1:
+                job.qtime = now + PROVISIONAL_RECHECK_MS
+                self.cluster.job_unconfirmed(job)
+                self.update_awake(job)
+                return
+            self.confirm_copy(job)  # alone: nobody to ask
         if job.state == ACTIVE and job.qtime and job.qtime <= now:
             queue = self.queues.get(job.queue)
             if job.retry and queue is not None and queue.flags & PAUSED_IN:

@@ -34,6 +34,7 @@ class ClusterPort(Protocol):
     def jobs_available(self, queue: Queue) -> None: ...
     def job_dropped(self, job: Job) -> None: ...
     def job_set(self, job: Job, priority: int | None, due: int | None) -> None: ...
+    def job_unconfirmed(self, job: Job) -> None: ...
 
 
 class SoloCluster:
@@ -83,6 +84,9 @@ class SoloCluster:
         pass
 
     def job_set(self, job: Job, priority: int | None, due: int | None) -> None:
+        pass
+
+    def job_unconfirmed(self, job: Job) -> None:
         pass
 
 

@@ -145,6 +145,12 @@ ENQUEUED: Final = 43  # fields: [job id, ...] (the ENQUEUEs of one loop turn)
 CRON_HELD: Final = 44  # fields: [request id]
 QPOLICY_HELD: Final = 45  # fields: [request id]
 ACL_HELD: Final = 46  # fields: [request id]
+# disq extension (replication/provisional.py): a holder of a copy of an ADDJOB ... DEDUP
+# whose success it has not heard of asks the job's other holders. Unknown: ignored
+# (the copy waits until its TTL).
+JOB_CHECK: Final = 48  # fields: [job id, ...]: do you have these jobs?
+JOB_CHECK_REPLY: Final = 49  # fields: [[job id, status (0 exists, 1 not here, 2 not
+#                        settled here either)], ...]
 
 NAMES: Final = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -162,6 +168,7 @@ NAMES: Final = {
     STATS_REQUEST: "stats-request", STATS_REPLY: "stats-reply",
     ACL_SET: "acl-set", ACL_SYNC: "acl-sync", ENQUEUED: "enqueued",
     CRON_HELD: "cron-held", QPOLICY_HELD: "qpolicy-held", ACL_HELD: "acl-held",
+    JOB_CHECK: "job-check", JOB_CHECK_REPLY: "job-check-reply",
 }
 
 _LEN: Final = struct.Struct(">I")

@@ -20,7 +20,7 @@ from .. import errors
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
-from ..job import ACKED, DELETED, NO_HOLDERS, WAIT_REPL, Job, with_holders
+from ..job import ACKED, DELETED, NO_HOLDERS, PROVISIONAL, WAIT_REPL, Job, with_holders
 from ..node import Node, now_ms
 from ..queue import PAUSED_IN
 from ..requests import AddJob
@@ -281,6 +281,8 @@ class Copies:
             if key is REFUSED:
                 refused.append(job.id)
                 continue
+            if key is not None and len(data) > COPY_FIELDS + 2 and node.aof is not None:
+                job.flags |= PROVISIONAL  # its ADDJOB may still fail (provisional.py)
             queue = queues.get(job.queue)
             if queue is not None and queue.flags & PAUSED_IN:
                 mine = node.lookup(job.id)  # a paused queue takes no new copy

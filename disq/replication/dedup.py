@@ -125,7 +125,7 @@ from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..dedup import RESERVED, scoped_to, well_scoped
 from ..errors import DisqError
-from ..job import WAIT_REPL, Job
+from ..job import PROVISIONAL, WAIT_REPL, Job
 from ..node import now_ms
 from ..requests import AddJob
 from .wire import COPY_FIELDS, MAX_TTL_MS
@@ -575,8 +575,16 @@ class Dedup:
             self.node.dedup.forget(fields[0], fields[1])
 
     def _on_settled(self, sender: ClusterNode, fields: list[Any]) -> None:
-        """The sender's ADDJOBs of these jobs succeeded: vouch for their copies' keys."""
-        self.node.dedup.settle(fields)
+        """The sender's ADDJOBs of these jobs succeeded: vouch for their copies' keys,
+        and the copies are no longer provisional (provisional.py)."""
+        node = self.node
+        node.dedup.settle(fields)
+        lookup = node.lookup
+        for job_id in fields:
+            if type(job_id) is bytes:
+                job = lookup(job_id)
+                if job is not None and job.flags & PROVISIONAL:
+                    node.confirm_copy(job)
 
     def _on_conflict(self, sender: ClusterNode, fields: list[Any]) -> None:
         """Copies refused by the sender: their ADDJOBs ask every node instead."""

@@ -10,6 +10,8 @@ each registering its own bus handlers (see README.md):
     queues      PAUSE, GLOBALQLEN
     federation  NEEDJOBS / YOURJOBS / NEEDJOBS_CANCEL
     changes     JOBSET / JOBSET_ASK / JOBSET_REPLY (a disq extension)
+    provisional JOB_CHECK / JOB_CHECK_REPLY: copies of a DEDUP ADDJOB not known to have
+                succeeded ask before they are queued (a disq extension)
     recurring   CRON_SET / CRON_SYNC / CRON_FIRED (a disq extension)
     failures    JOBMOVE, QPOLICY_SET / QPOLICY_SYNC, RATE_DEMAND, DLQ_REQUEUE (issue #19)
     stats       STATS_REQUEST / STATS_REPLY (every node's stats, for the dashboard)
@@ -33,6 +35,7 @@ from .copies import Copies, OnDone
 from .failures import Failures
 from .federation import Federation
 from .jobset import JobChanges
+from .provisional import ProvisionalCopies
 from .queues import QueueMessages
 from .requeue import Requeue
 from .schedules import Recurring
@@ -56,6 +59,7 @@ class Replication:
         self.federation = Federation(node, bus, loop)
         self.recurring = Recurring(node, bus, self.dedup)
         self.changes = JobChanges(node, bus, loop)
+        self.provisional = ProvisionalCopies(node, bus)
         self.failures = Failures(node, bus, loop)
         self.stats = ClusterStats(node, bus, loop)
 
@@ -110,6 +114,9 @@ class Replication:
 
     def job_set(self, job: Job, priority: int | None, due: int | None) -> None:
         self.changes.job_set(job, priority, due)
+
+    def job_unconfirmed(self, job: Job) -> None:
+        self.provisional.job_unconfirmed(job)
 
     def job_queued(self, job: Job, flags: int, not_before: int = 0) -> None:
         self.requeue.job_queued(job, flags, not_before)

@@ -1,0 +1,123 @@
+"""Copies of an ADDJOB ... DEDUP whose success their holder has not heard of (a disq
+extension): an ADDJOB answered -NOREPL adds nothing, under kill -9 too.
+
+A holder keeps a copy of a DEDUP ADDJOB (REPLJOB, confirmed with GOTJOB once it is as
+safe as the AOF policy promises) before the ADDJOB's outcome is known: the origin may
+still fail it (a holder that does not confirm, the timeout) and then deletes it
+everywhere (DELJOB, best effort). A holder killed before that DELJOB reached its AOF,
+or whose link dropped it, would load the copy again, queue it after its RETRY and
+deliver a job whose ADDJOB failed: next to the job of the client's retry, two jobs for
+one key. So:
+
+* such a copy, on a node whose AOF is on, is marked PROVISIONAL (job.py) from the
+  moment it is stored, and the mark is stored with it in the AOF (a bit of Disque's
+  flags byte). With the AOF off a killed holder comes back empty, and nothing
+  changes: a live holder that missed both the DEDUP_SETTLED and the DELJOB (a link
+  dropped) still queues its copy after RETRY, rather than risk waiting for an origin
+  that lost its own copy;
+* the origin's DEDUP_SETTLED (the ADDJOB succeeded) clears the mark, and the copy is
+  logged again without it (`Node.confirm_copy`);
+* a PROVISIONAL copy is never queued by its holder on its own (its RETRY, or its due
+  time): it asks the job's other holders first (JOB_CHECK). A holder that has the job
+  and not as PROVISIONAL (the origin's own copy is never, and the others' once the
+  ADDJOB settled) answers that the job exists: the mark is cleared and the copy is
+  queued now. Once every other holder answered that it does not have the job (the
+  ADDJOB failed, or the job was acknowledged and collected), the copy is dropped.
+  Otherwise (a holder unreachable, or only other PROVISIONAL copies) the holder asks
+  again PROVISIONAL_RECHECK_MS (job.py) later, until the job's TTL. A node alone
+  (no cluster) has nobody to ask: it clears the mark.
+
+With the AOF on every node, kill -9 of any nodes leaves a successful ADDJOB's job on
+its origin unmarked (it logs its copy when the ADDJOB succeeds), so the provisional
+copies find it. Not covered: an ADDJOB whose origin keeps no copy (a node leaving, or
+short of memory: `external`) and whose DEDUP_SETTLED reached no holder's AOF before
+every holder was killed, and an origin that lost its copy (its AOF off, or its disk):
+the provisional copies then wait, undelivered, until their TTL.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+from ..cluster import messages as m
+from ..cluster.membership import ClusterNode
+from ..cluster.port import BusPort
+from ..ids import is_valid_job_id
+from ..job import ACTIVE, DELETED, PROVISIONAL, WAIT_REPL, Job
+from ..node import Node, now_ms
+
+log = logging.getLogger("disq")
+
+EXISTS, UNKNOWN, UNDECIDED = 0, 1, 2  # JOB_CHECK_REPLY's status
+_MAX_TRACKED: Final = 100_000  # checks in flight before the gone jobs' entries are pruned
+
+
+class ProvisionalCopies:
+    """JOB_CHECK / JOB_CHECK_REPLY; the core's `job_unconfirmed`."""
+
+    def __init__(self, node: Node, bus: BusPort) -> None:
+        self.node = node
+        self.bus = bus
+        # job id -> the holders that answered they do not have the job, this round
+        self._absent: dict[bytes, set[str]] = {}
+        bus.on(m.JOB_CHECK, self._on_check)
+        bus.on(m.JOB_CHECK_REPLY, self._on_reply)
+
+    def job_unconfirmed(self, job: Job) -> None:
+        """A PROVISIONAL copy is due to be queued: ask its other holders first."""
+        my_id = self.node.id
+        holders = [i for i in job.nodes_delivered or () if i != my_id]
+        if not holders:  # nobody to ask (a copy that names no other holder): as before
+            self.node.confirm_copy(job, now_ms())
+            self.node.update_awake(job)
+            return
+        if len(self._absent) >= _MAX_TRACKED:
+            lookup = self.node.lookup
+            self._absent = {i: s for i, s in self._absent.items() if lookup(i) is not None}
+        self._absent[job.id] = set()
+        bus = self.bus
+        bus.send_batched([i for i in holders if bus.can_send(i)], m.JOB_CHECK, [job.id])
+
+    def _on_check(self, sender: ClusterNode, fields: list[Any]) -> None:
+        """Whether this node has each job, and whether as a job that exists."""
+        lookup = self.node.lookup
+        replies: list[list[Any]] = []
+        for job_id in fields:
+            if type(job_id) is not bytes or not is_valid_job_id(job_id):
+                continue
+            job = lookup(job_id)
+            if job is None or job.state == DELETED:
+                status = UNKNOWN
+            elif job.flags & PROVISIONAL or job.state == WAIT_REPL:
+                status = UNDECIDED
+            else:
+                status = EXISTS
+            replies.append([job_id, status])
+        if replies:
+            self.bus.send_batched((sender.id,), m.JOB_CHECK_REPLY, replies)
+
+    def _on_reply(self, sender: ClusterNode, fields: list[Any]) -> None:
+        node = self.node
+        for item in fields:
+            if not (type(item) is list and len(item) == 2 and type(item[0]) is bytes
+                    and type(item[1]) is int):
+                continue
+            job_id, status = item
+            absent = self._absent.get(job_id)
+            job = node.lookup(job_id)
+            if absent is None or job is None or not job.flags & PROVISIONAL:
+                continue
+            if status == EXISTS:
+                del self._absent[job_id]
+                node.confirm_copy(job, now_ms())
+                node.update_awake(job)
+            elif status == UNKNOWN and job.nodes_delivered and sender.id in job.nodes_delivered:
+                absent.add(sender.id)
+                if absent.issuperset(i for i in job.nodes_delivered if i != node.id):
+                    del self._absent[job_id]
+                    log.info("Dropped the copy of job %s: no other holder has it (its "
+                             "ADDJOB failed, or the job is done)", job_id.decode())
+                    node.unregister(job)
+            if job.state != ACTIVE:
+                self._absent.pop(job_id, None)
