@@ -50,6 +50,7 @@ BACKLOG_MS_PER_1000: Final = 20
 
 OnDone = Callable[[bytes], None]
 
+_NOREPL: Final = errors.NOREPL.REPLY
 _NOREPL_TIMEOUT: Final = errors.NOREPL_TIMEOUT.REPLY
 _NOREPL_EXPIRED: Final = errors.NOREPL_EXPIRED.REPLY
 
@@ -144,6 +145,7 @@ class Copies:
         if self.placements.pending:
             self.placements.tick(now)
         waiting = self._waiting
+        reachable: set[str] | None = None  # the peers not failing, looked up once
         due: list[_WaitingAdd] = []
         for entry in waiting.values():
             if entry.next_try > now:
@@ -160,6 +162,12 @@ class Copies:
             deadline = entry.deadline
             if deadline and deadline <= now:
                 self._answer(entry, _NOREPL_TIMEOUT)
+                delete_everywhere(self.node, self.bus, job)
+                continue
+            if reachable is None:
+                reachable = {n.id for n in self.bus.reachable_peers()}
+            if self._out_of_nodes(entry, reachable):
+                self._answer(entry, _NOREPL)
                 delete_everywhere(self.node, self.bus, job)
                 continue
             retry_at = now + ADD_NODE_PERIOD_MS
@@ -361,6 +369,25 @@ class Copies:
             progress[1] += (now - last.sent - progress[1]) // 4
 
     # -- helpers ------------------------------------------------------------------------
+    @staticmethod
+    def _out_of_nodes(entry: _WaitingAdd, reachable: set[str]) -> bool:
+        """Whether the job can no longer get its REPLICATE copies: the nodes that
+        confirmed, and the peers not flagged failing (PFAIL or FAIL: `reachable`) that
+        have yet to, are fewer. A target that fails is replaced by another node if
+        there is one (`_resend`); if not, waiting for it could last for ever (timeout
+        0) or until it comes back: the ADDJOB answers -NOREPL now, as when the nodes
+        are missing from the start."""
+        job = entry.job
+        needed = job.repl
+        if len(reachable) + (0 if entry.external else 1) >= needed:
+            return False  # (this node confirmed its own copy)
+        confirmed = job.nodes_confirmed or ()
+        possible = len(confirmed)
+        for node_id in reachable:
+            if node_id not in confirmed:
+                possible += 1
+        return possible < needed
+
     def _targets_behind(self, entry: _WaitingAdd, now: int) -> bool:
         """Whether every node yet to confirm the job usually takes longer than this to
         confirm (deep pipelines: each copy waits behind thousands), or has more copies

@@ -48,6 +48,9 @@ SERVER_KEY: web.AppKey[Server] = web.AppKey("server")
 USER_KEY: web.RequestKey[User] = web.RequestKey("user")
 
 DEFAULT_POLL_MS = 30_000  # a GET of jobs waits this long by default (GETJOB: for ever)
+# POST /jobs waits this long for the copies by default (ADDJOB's 0 waits for ever, as
+# long as no target is flagged failing: a copy a node does not take, its queue paused)
+DEFAULT_ADD_TIMEOUT_MS = 10_000
 MAX_QUEUES_LISTED = 1000
 MAX_SCAN_COUNT = 1000  # jobs a GET /jobs (JSCAN) page may ask for
 SCAN_CALLS = 10  # JSCAN calls a page makes at most to fill itself
@@ -232,7 +235,7 @@ async def add_jobs(request: web.Request) -> web.Response:
         raise bad_request("the request body must be a job object or a non-empty list of them")
     commands = []
     for job in jobs:
-        timeout = job.get("timeout_ms", 0)
+        timeout = job.get("timeout_ms", DEFAULT_ADD_TIMEOUT_MS)
         if type(timeout) is not int or timeout < 0:
             raise bad_request("'timeout_ms' must be an integer >= 0")
         commands.append(("ADDJOB", queue, _body(job), timeout,

@@ -21,7 +21,7 @@ from disq_client.spec import (
 )
 
 from ...config import DISQ_VERSION
-from .api import JSON_NAMES
+from .api import DEFAULT_ADD_TIMEOUT_MS, JSON_NAMES
 
 if TYPE_CHECKING:
     from ..app import Server
@@ -66,8 +66,9 @@ NEW_JOB = _options_schema(ADDJOB, {
     "body": {"type": "string", "description": "the job's body, as text"},
     "body_base64": {"type": "string", "format": "byte",
                     "description": "the job's body, binary (instead of body)"},
-    "timeout_ms": {"type": "integer", "minimum": 0, "default": 0,
-                   "description": "ADDJOB's ms-timeout: how long to wait for the copies"},
+    "timeout_ms": {"type": "integer", "minimum": 0, "default": DEFAULT_ADD_TIMEOUT_MS,
+                   "description": "ADDJOB's ms-timeout: how long to wait for the copies "
+                                  "(0: for ever, as long as no target is flagged failing)"},
 })
 JOB = {
     "type": "object",
