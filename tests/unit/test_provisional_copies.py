@@ -1,0 +1,110 @@
+"""Copies of an ADDJOB ... DEDUP on nodes whose AOF is on (replication/provisional.py),
+over test_replication's in-memory bus: provisional until DEDUP_SETTLED (logged again
+then), and a provisional copy due to be queued asks the other holders first: queued
+if one holds the job settled, dropped if none holds it, kept waiting otherwise."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from disq.job import ACTIVE, PROVISIONAL, PROVISIONAL_RECHECK_MS, QUEUED, Job
+from disq.node import now_ms
+
+from .test_dedup import dedup_add
+from .test_replication import Member, Network, cluster
+
+
+class RecordingAof:
+    """What the core tells the AOF, in order; everything is durable at once."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, bytes, int]] = []
+
+    def job_stored(self, job: Job) -> None:
+        self.records.append(("LOADJOB", job.id, job.flags & PROVISIONAL))
+
+    def job_removed(self, job_id: bytes) -> None:
+        self.records.append(("DELJOB", job_id, 0))
+
+    def on_durable(self, callback: Callable[[], object]) -> None:
+        callback()
+
+    def commit(self) -> bool:
+        return True
+
+
+def added() -> tuple[Network, list[Member], Job, dict[str, RecordingAof]]:
+    """A DEDUP job added on the first of three nodes, REPLICATE 3, the others' AOF on."""
+    net, members = cluster(3)
+    aofs = {}
+    for member in members[1:]:
+        aofs[member.id] = member.node.aof = RecordingAof()  # type: ignore[assignment]
+    replies: list[bytes] = []
+    dedup_add(members[0], b"k", replies, repl=3, by_copies=True)
+    net.pump()
+    assert len(replies) == 1 and replies[0][:1] == b"+", replies
+    job = members[0].job(replies[0][1:-2])
+    assert job is not None
+    return net, members, job, aofs
+
+
+def come_due(member: Member, job: Job, now: int) -> Job:
+    """The holder's copy reaches its requeue time, provisional again (as loaded from an
+    AOF written before DEDUP_SETTLED came)."""
+    copy = member.job(job.id)
+    assert copy is not None and copy.state == ACTIVE
+    copy.flags |= PROVISIONAL
+    copy.qtime = now
+    member.node.update_awake(copy)
+    member.node.run_timers(now)
+    return copy
+
+
+def test_a_copy_is_provisional_until_settled_and_logged_again() -> None:
+    _, (_, b, c), job, aofs = added()
+    for member in (b, c):
+        copy = member.job(job.id)
+        assert copy is not None and not copy.flags & PROVISIONAL
+        assert aofs[member.id].records == [("LOADJOB", job.id, PROVISIONAL),
+                                           ("DELJOB", job.id, 0), ("LOADJOB", job.id, 0)]
+
+
+def test_a_provisional_copy_whose_job_exists_is_queued_after_asking() -> None:
+    net, (_, b, _), job, _ = added()
+    now = now_ms()
+    copy = come_due(b, job, now)
+    assert copy.state == ACTIVE  # not queued on its own
+    net.pump()  # JOB_CHECK; the origin holds it settled
+    assert not copy.flags & PROVISIONAL
+    b.node.run_timers(now + 1)
+    assert copy.state == QUEUED
+
+
+def test_a_provisional_copy_no_holder_has_is_dropped() -> None:
+    net, (a, b, c), job, aofs = added()
+    for member in (a, c):  # the ADDJOB failed: deleted there
+        deleted = member.job(job.id)
+        assert deleted is not None
+        member.node.unregister(deleted)
+    come_due(b, job, now_ms())
+    net.pump()
+    assert b.job(job.id) is None
+    assert aofs[b.id].records[-1] == ("DELJOB", job.id, 0)
+
+
+def test_a_provisional_copy_waits_while_no_holder_vouches_for_it() -> None:
+    net, (a, b, c), job, _ = added()
+    deleted = a.job(job.id)
+    assert deleted is not None
+    a.node.unregister(deleted)
+    other = c.job(job.id)
+    assert other is not None
+    other.flags |= PROVISIONAL  # c does not know the outcome either
+    now = now_ms()
+    copy = come_due(b, job, now)
+    net.pump()
+    assert b.job(job.id) is copy and copy.state == ACTIVE and copy.flags & PROVISIONAL
+    net.down.add(c.id)  # and then unreachable: b keeps asking the others, in vain
+    b.node.run_timers(now + PROVISIONAL_RECHECK_MS)
+    net.pump()
+    assert b.job(job.id) is copy and copy.state == ACTIVE
