@@ -455,6 +455,9 @@ class Dedup:
         if until > now and self._origin_up(job_id):
             return False
         table.settle((job_id,))
+        job = self.node.lookup(job_id)
+        if job is not None and job.flags & PROVISIONAL:  # answered: a job now (provisional.py)
+            self.node.confirm_copy(job)
         return True
 
     def _origin_up(self, job_id: bytes) -> bool:

@@ -106,8 +106,9 @@ class JobChanges:
         +OK once every one applied it (or answered that it lost its copy), else
         -NOREPL (a holder not reached may deliver the job as before) once the others
         answered or after JOBSET_TIMEOUT_MS. `due`: Unix ms on this node's clock."""
+        known = self.bus.known_id_map()  # (a node forgotten since holds nothing here)
         my_id = self.node.id
-        holders = {i for i in job.nodes_delivered or () if i != my_id}
+        holders = {i for i in job.nodes_delivered or () if i != my_id and i in known}
         if not holders:
             on_done(_OK)
             return
@@ -193,8 +194,9 @@ class JobChanges:
             listed = fields[3] if len(fields) > 3 else None
             if type(listed) is list:
                 my_id = self.node.id
+                known = self.bus.known_id_map()
                 ask.holders.update(i for i in listed[:MAX_HOLDERS]
-                                   if type(i) is str and i != my_id)
+                                   if type(i) is str and i != my_id and i in known)
             ask.holders.add(sender.id)
         elif status == UNKNOWN:
             ask.unknown.add(sender.id)

@@ -21,18 +21,24 @@ one key. So:
   time): it asks the job's other holders first (JOB_CHECK). A holder that has the job
   and not as PROVISIONAL (the origin's own copy is never, and the others' once the
   ADDJOB settled) answers that the job exists: the mark is cleared and the copy is
-  queued now. Once every other holder answered that it does not have the job (the
-  ADDJOB failed, or the job was acknowledged and collected), the copy is dropped.
-  Otherwise (a holder unreachable, or only other PROVISIONAL copies) the holder asks
-  again PROVISIONAL_RECHECK_MS (job.py) later, until the job's TTL. A node alone
-  (no cluster) has nobody to ask: it clears the mark.
+  queued now. Once every other holder answered that it does not have the job, or
+  has it PROVISIONAL too while the origin (the holder named by the job's ID) does
+  not have it, the copy is dropped: the ADDJOB failed, or was never answered (its
+  origin was killed before it logged its own copy), or the job was acknowledged and
+  collected. Otherwise (a holder not answering, or the origin not saying it has no
+  such job) the holder asks again PROVISIONAL_RECHECK_MS (job.py) later, until the
+  job's TTL. A node alone (no cluster) has nobody to ask: it clears the mark;
+* a holder that answers the job's ID for its key (`Dedup.vouches`: once the origin
+  is known down, an orphan copy is a job that exists), and one told by the origin to
+  queue it (ENQUEUE, sent once the ADDJOB succeeded), clear the mark as well.
 
 With the AOF on every node, kill -9 of any nodes leaves a successful ADDJOB's job on
-its origin unmarked (it logs its copy when the ADDJOB succeeds), so the provisional
-copies find it. Not covered: an ADDJOB whose origin keeps no copy (a node leaving, or
-short of memory: `external`) and whose DEDUP_SETTLED reached no holder's AOF before
-every holder was killed, and an origin that lost its copy (its AOF off, or its disk):
-the provisional copies then wait, undelivered, until their TTL.
+its origin unmarked (it logs its copy before the ADDJOB answers), so the provisional
+copies find it. Not covered: an ADDJOB whose origin keeps no copy (a node leaving,
+short of memory, QUEUE-RANDOMLY) whose DEDUP_SETTLED and ENQUEUE reached no
+holder's AOF before every holder was killed (the copies then wait, undelivered,
+until their TTL), and an origin that lost its copy (its AOF off, or its disk: the
+copies are dropped as if the ADDJOB had failed).
 """
 
 from __future__ import annotations
@@ -59,8 +65,9 @@ class ProvisionalCopies:
     def __init__(self, node: Node, bus: BusPort) -> None:
         self.node = node
         self.bus = bus
-        # job id -> the holders that answered they do not have the job, this round
-        self._absent: dict[bytes, set[str]] = {}
+        # job id -> the holders that answered they do not have the job settled (their
+        # status), this round
+        self._absent: dict[bytes, dict[str, int]] = {}
         bus.on(m.JOB_CHECK, self._on_check)
         bus.on(m.JOB_CHECK_REPLY, self._on_reply)
 
@@ -75,7 +82,7 @@ class ProvisionalCopies:
         if len(self._absent) >= _MAX_TRACKED:
             lookup = self.node.lookup
             self._absent = {i: s for i, s in self._absent.items() if lookup(i) is not None}
-        self._absent[job.id] = set()
+        self._absent[job.id] = {}
         bus = self.bus
         bus.send_batched([i for i in holders if bus.can_send(i)], m.JOB_CHECK, [job.id])
 
@@ -112,12 +119,32 @@ class ProvisionalCopies:
                 del self._absent[job_id]
                 node.confirm_copy(job, now_ms())
                 node.update_awake(job)
-            elif status == UNKNOWN and job.nodes_delivered and sender.id in job.nodes_delivered:
-                absent.add(sender.id)
-                if absent.issuperset(i for i in job.nodes_delivered if i != node.id):
-                    del self._absent[job_id]
-                    log.info("Dropped the copy of job %s: no other holder has it (its "
-                             "ADDJOB failed, or the job is done)", job_id.decode())
-                    node.unregister(job)
+            elif status == UNKNOWN or status == UNDECIDED:
+                holders = job.nodes_delivered
+                if not holders or sender.id not in holders:
+                    continue
+                absent[sender.id] = status
+                others = [i for i in holders if i != node.id]
+                if len(absent) < len(others) or not all(i in absent for i in others):
+                    continue
+                origin = _origin(job_id, others)
+                if (any(s == UNDECIDED for s in absent.values())
+                        and (origin is None or absent.get(origin) != UNKNOWN)):
+                    continue  # nobody knows yet: ask again later
+                del self._absent[job_id]
+                log.info("Dropped the copy of job %s: no other holder has it (its ADDJOB "
+                         "failed or was never answered, or the job is done)",
+                         job_id.decode())
+                node.unregister(job)
             if job.state != ACTIVE:
                 self._absent.pop(job_id, None)
+
+
+def _origin(job_id: bytes, holders: list[str]) -> str | None:
+    """The holder that made `job_id` (its ID starts with the 8 characters after
+    "D-"), if it is one of `holders`."""
+    prefix = job_id[2:10].decode("ascii", "replace")
+    for node_id in holders:
+        if node_id.startswith(prefix):
+            return node_id
+    return None

@@ -20,7 +20,7 @@ from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
 from ..ids import is_valid_job_id
-from ..job import ACKED, ACTIVE, BCAST_QUEUED, DELIVERED, PLACED, QUEUED, Job
+from ..job import ACKED, ACTIVE, BCAST_QUEUED, DELIVERED, PLACED, PROVISIONAL, QUEUED, Job
 from ..node import INCR_DELIV, INCR_NACKS, Node, now_ms
 from ..queue import PAUSED_IN
 from .acks import job_in, learn_holders, send_setack
@@ -82,6 +82,8 @@ class Requeue:
         queue = self.node.queues.get(job.queue)
         if queue is not None and queue.flags & PAUSED_IN:
             return
+        if job.flags & PROVISIONAL:  # its ADDJOB succeeded (placed once confirmed)
+            self.node.confirm_copy(job)
         job.flags = (job.flags & ~BCAST_QUEUED) | PLACED
         now = now_ms()
         if job.qtime == 0 and job.retry == 0 and not job.flags & DELIVERED:

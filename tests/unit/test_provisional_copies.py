@@ -94,17 +94,32 @@ def test_a_provisional_copy_no_holder_has_is_dropped() -> None:
 
 def test_a_provisional_copy_waits_while_no_holder_vouches_for_it() -> None:
     net, (a, b, c), job, _ = added()
+    deleted = c.job(job.id)
+    assert deleted is not None
+    c.node.unregister(deleted)
+    origin = a.job(job.id)
+    assert origin is not None
+    origin.flags |= PROVISIONAL  # the origin does not say (as while its ADDJOB waits)
+    now = now_ms()
+    copy = come_due(b, job, now)
+    net.pump()
+    assert b.job(job.id) is copy and copy.state == ACTIVE and copy.flags & PROVISIONAL
+    net.down.add(a.id)  # and then unreachable: b keeps asking, in vain
+    b.node.run_timers(now + PROVISIONAL_RECHECK_MS)
+    net.pump()
+    assert b.job(job.id) is copy and copy.state == ACTIVE
+
+
+def test_orphan_copies_of_an_addjob_never_answered_are_dropped() -> None:
+    """The origin killed before it answered (it never logged the job): its copies
+    are provisional on both holders, and the origin has no such job."""
+    net, (a, b, c), job, _ = added()
     deleted = a.job(job.id)
     assert deleted is not None
     a.node.unregister(deleted)
     other = c.job(job.id)
     assert other is not None
-    other.flags |= PROVISIONAL  # c does not know the outcome either
-    now = now_ms()
-    copy = come_due(b, job, now)
+    other.flags |= PROVISIONAL
+    come_due(b, job, now_ms())
     net.pump()
-    assert b.job(job.id) is copy and copy.state == ACTIVE and copy.flags & PROVISIONAL
-    net.down.add(c.id)  # and then unreachable: b keeps asking the others, in vain
-    b.node.run_timers(now + PROVISIONAL_RECHECK_MS)
-    net.pump()
-    assert b.job(job.id) is copy and copy.state == ACTIVE
+    assert b.job(job.id) is None
