@@ -73,8 +73,7 @@ class ProvisionalCopies:
 
     def job_unconfirmed(self, job: Job) -> None:
         """A PROVISIONAL copy is due to be queued: ask its other holders first."""
-        my_id = self.node.id
-        holders = [i for i in job.nodes_delivered or () if i != my_id]
+        holders = self._other_holders(job)
         if not holders:  # nobody to ask (a copy that names no other holder): as before
             self.node.confirm_copy(job, now_ms())
             self.node.update_awake(job)
@@ -124,7 +123,7 @@ class ProvisionalCopies:
                 if not holders or sender.id not in holders:
                     continue
                 absent[sender.id] = status
-                others = [i for i in holders if i != node.id]
+                others = self._other_holders(job)
                 if len(absent) < len(others) or not all(i in absent for i in others):
                     continue
                 origin = _origin(job_id, others)
@@ -138,6 +137,13 @@ class ProvisionalCopies:
                 node.unregister(job)
             if job.state != ACTIVE:
                 self._absent.pop(job_id, None)
+
+    def _other_holders(self, job: Job) -> list[str]:
+        """The job's holders but this node, among the nodes still known (one forgotten
+        since, CLUSTER FORGET, holds nothing that counts)."""
+        known = self.bus.known_id_map()
+        my_id = self.node.id
+        return [i for i in job.nodes_delivered or () if i != my_id and i in known]
 
 
 def _origin(job_id: bytes, holders: list[str]) -> str | None:
