@@ -77,7 +77,8 @@ class FailurePolicies:
     def update_awake(self, job: Job) -> None:
         raise NotImplementedError
 
-    def _into_queue(self, job: Job, now: int, queue: Queue | None) -> None:
+    def _into_queue(self, job: Job, now: int, queue: Queue | None,
+                    requeued: bool = False) -> None:
         raise NotImplementedError
 
     def _queue_remove(self, job: Job) -> None:

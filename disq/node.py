@@ -304,6 +304,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
             job.qtime = self._requeue_time(now, retry)
         else:
             job.qtime = 0
+        requeued = True
         if after_backoff:
             job.flags = flags
             self.cluster.job_queued(job, 0)  # the holders postpone their requeue
@@ -317,13 +318,16 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
             self.cluster.job_queued(job, INCR_NACKS if nack else INCR_DELIV)
         else:
             job.flags = flags | BCAST_QUEUED  # the first queueing is not broadcast
+            requeued = False
         self.update_awake(job)
-        self._into_queue(job, now, queue)
+        self._into_queue(job, now, queue, requeued)
         return True
 
-    def _into_queue(self, job: Job, now: int, queue: Queue | None) -> None:
+    def _into_queue(self, job: Job, now: int, queue: Queue | None,
+                    requeued: bool = False) -> None:
         """The end of enqueue(): the job joins its queue (created on demand), a
-        blocked consumer or a node that asked for the queue gets it."""
+        blocked consumer or a node that asked for the queue gets it. `requeued`: queued
+        here before (a NACK, a RETRY, the end of a back-off), not for the first time."""
         if queue is None:
             queue = self.queues.get(job.queue)
             if queue is None:
@@ -337,7 +341,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         if queue.waiters and not queue.flags & PAUSED_OUT:
             self._serve_waiters(queue)
         if queue.remote_wanted and queue.jobs:
-            self.cluster.jobs_available(queue)
+            self.cluster.jobs_available(queue, requeued)
 
     def queue_when_due(self, job: Job, now: int, not_before: int = 0) -> bool:
         """Queue an active copy now, or schedule it for `not_before` or its due time

@@ -8,6 +8,12 @@ queued there to that node right away: a consumer on another node gets a new job 
 about one bus round trip instead of Disque's 100 ms poll. While consumers stay blocked
 their node asks again every `ASK_PERIOD_MS` or more.
 
+A node that imports the queue itself (its consumers took jobs from others in the last
+5 s) or whose own consumers wait on it sends nothing when asked (Disque's rule against
+jobs bouncing between nodes) but remembers the asker too: a job requeued there (a NACK,
+a RETRY, the end of a back-off) while none of its consumers waits is pushed to it, one
+per requeue. Before, a NACKed job waited there for the 5 s to end.
+
 Pushes go only to consumers that still wait (issue #16: a job pushed after they left
 sits on a node where nobody asks for it). NEEDJOBS says how long the asker's consumers
 wait, and the provider forgets the asker then (at most `WANTED_FOR_MS`, refreshed by
@@ -181,11 +187,13 @@ class Federation:
         queue = self.node.queues.get(name)
         if queue is not None and queue.flags & PAUSED_OUT:
             return
-        if queue is not None and (queue.waiters or queue.import_rate_at(now_ms())):
-            return  # our own consumers wait on it, or we import it ourselves
-        if queue is None or not queue.jobs:
-            if wait > 0:  # consumers wait there: push them the jobs queued meanwhile
-                until = now_ms() + min(wait, WANTED_FOR_MS)
+        now = now_ms()
+        if queue is None or not queue.jobs or queue.waiters or queue.import_rate_at(now):
+            # Nothing to give now, or our own consumers wait on it, or we import it
+            # ourselves (we send none of it then: Disque's rule against jobs bouncing
+            # between nodes). Consumers wait there: push them what is queued meanwhile.
+            if wait > 0:
+                until = now + min(wait, WANTED_FOR_MS)
                 self.wanted.setdefault(name, {})[sender.id] = (until, count)
                 self.node.queue(name).remote_wanted = True
             return
@@ -205,18 +213,45 @@ class Federation:
         if queue is not None:
             queue.remote_wanted = False
 
-    def jobs_available(self, queue: Queue) -> None:
+    def jobs_available(self, queue: Queue, requeued: bool = False) -> None:
         """Jobs were queued here and no local consumer took them: push them to a node
         that asked for this queue recently, as many as it asked for, if it can be
         reached now (a job sent to a node that just died would wait for its RETRY
-        there, and an at-most-once job would be lost)."""
+        there, and an at-most-once job would be lost). Not while consumers of ours
+        wait on it (a paused or rate-limited queue).
+
+        A node that imports this queue itself moves none of its new jobs on (they came
+        for its own consumers), but a job requeued here (`requeued`: a NACK, a RETRY,
+        the end of a back-off) while none of them waits goes to an asker, one job per
+        requeue; the asker is kept for the next (until it cancels or its wait ends).
+        Without this the job stayed here until this node stopped counting its imports
+        (5 s), as an ask is not answered before."""
         wanted = self.wanted.get(queue.name)
+        if wanted is None or queue.waiters:
+            return
         now = now_ms()
+        if queue.import_rate_at(now):
+            if requeued:
+                self._push_one(wanted, queue, now)
+            return
         while wanted and queue.jobs:
             node_id, (until, count) = next(iter(wanted.items()))
             del wanted[node_id]
             if until >= now and self.bus.can_send(node_id):
                 self._send(node_id, queue, count)
+        if not wanted:
+            self.wanted.pop(queue.name, None)
+            queue.remote_wanted = False
+
+    def _push_one(self, wanted: dict[str, tuple[int, int]], queue: Queue, now: int) -> None:
+        """One queued job to the first asker still waiting that can be reached; the
+        askers whose wait ended are forgotten."""
+        for node_id, (until, _) in list(wanted.items()):
+            if until < now:
+                del wanted[node_id]
+            elif self.bus.can_send(node_id):
+                self._send(node_id, queue, 1)
+                break
         if not wanted:
             self.wanted.pop(queue.name, None)
             queue.remote_wanted = False

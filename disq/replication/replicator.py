@@ -145,5 +145,5 @@ class Replication:
     def jobs_not_needed(self, queue: Queue) -> None:
         self.federation.jobs_not_needed(queue)
 
-    def jobs_available(self, queue: Queue) -> None:
-        self.federation.jobs_available(queue)
+    def jobs_available(self, queue: Queue, requeued: bool = False) -> None:
+        self.federation.jobs_available(queue, requeued)

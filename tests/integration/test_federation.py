@@ -19,12 +19,21 @@ def show_state(node, job_id) -> bytes | None:
     return None if fields is None else pairs(fields)[b"state"]
 
 
-def blocked_consumer(node, queue: str) -> tuple[threading.Thread, list[object]]:
-    """A GETJOB TIMEOUT 5000 on `node` in a thread, returned once it is blocked; its
-    reply lands in the list."""
+def blocked_consumer(node, queue: str,
+                     timeout_ms: int = 5000) -> tuple[threading.Thread, list[object]]:
+    """A GETJOB TIMEOUT `timeout_ms` on `node` in a thread, returned once it is
+    blocked; its reply lands in the list."""
     got: list[object] = []
-    consumer = threading.Thread(
-        target=lambda: got.append(call(node, "GETJOB", "TIMEOUT", 5000, "FROM", queue)))
+    client = node.client(protocol=2, socket_timeout=timeout_ms / 1000 + 10)
+    client.response_callbacks.clear()
+
+    def consume() -> None:
+        try:
+            got.append(client.execute_command("GETJOB", "TIMEOUT", timeout_ms, "FROM", queue))
+        finally:
+            client.close()
+
+    consumer = threading.Thread(target=consume)
     consumer.start()
     wait_for(lambda: call(node, "QSTAT", queue) is not None
              and pairs(call(node, "QSTAT", queue))[b"blocked"] == 1,
@@ -270,3 +279,23 @@ def test_globalqlen_on_a_single_node_is_qlen(start_node):
     node = start_node()
     call(node, "ADDJOB", "gq", "x", 0)
     assert call(node, "GLOBALQLEN", "gq") == 1 == call(node, "QLEN", "gq")
+
+
+@pytest.mark.parametrize("nack", [(), ("DELAY-MS", 200)], ids=["plain", "delay-ms"])
+def test_a_nacked_job_reaches_a_consumer_blocked_on_another_node(make_cluster, nack):
+    """A job NACKed on a node where nobody waits goes to a node whose consumer waits,
+    pushed as a new job is: also from a node that imported the job (which answers no
+    NEEDJOBS for the 5 s it counts its imports: it left the job there until then, and
+    the consumer got it ~5.2 s after the NACK). Delivered while `a` still counts that
+    import, so by the push, not by an ask after the 5 s; RETRY 60 rules out a requeue."""
+    a, b, c = make_cluster(3)
+    job_id = call(c, "ADDJOB", "nq", "body", 0, "REPLICATE", 1, "RETRY", 60)
+    assert call(a, "GETJOB", "TIMEOUT", 5000, "FROM", "nq") == [[b"nq", job_id, b"body"]]
+    imported = time.monotonic()
+    assert pairs(call(a, "QSTAT", "nq"))[b"import-rate"] >= 1
+    consumer, got = blocked_consumer(b, "nq", timeout_ms=20_000)
+    assert call(a, "NACK", *nack, job_id) == 1
+    consumer.join(25)
+    assert got == [[[b"nq", job_id, b"body"]]]
+    assert time.monotonic() - imported < 5.0, "delivered only once a stopped importing"
+    assert call(b, "ACKJOB", job_id) == 1
