@@ -1,7 +1,7 @@
 """Delivery across nodes (issue #33): scheduled jobs, NACKed jobs and priorities when
 the consumer is on another node than the job.
 
-    python -m bench.delivery [--jobs 300] [--nacks 20] [--disque-nacks 3]
+    python -m bench.delivery [--jobs 300] [--disque-jobs 40] [--nacks 20] [--disque-nacks 3]
                              [--skip scheduled,nack,priority] [--disque-bin PATH]
 
 Three nodes of disq (and of antirez's Disque where it has the feature; bench/disque.py
@@ -174,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=300)
     parser.add_argument("--nacks", type=int, default=20)
+    parser.add_argument("--disque-jobs", type=int, default=40)
     parser.add_argument("--disque-nacks", type=int, default=3)
     parser.add_argument("--skip", default="")
     parser.add_argument("--disque-bin")
@@ -190,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                 nodes = srv.start_disq(3, Path(workdir))
             try:
                 if "scheduled" not in skip:
-                    for kind, figures in scheduled(nodes, args.jobs, system).items():
+                    jobs = args.jobs if system == "disq" else args.disque_jobs
+                    for kind, figures in scheduled(nodes, jobs, system).items():
                         print(f"{system} scheduled {kind}, consumer on another node: "
                               f"lateness {figures}", flush=True)
                 if "nack" not in skip:

@@ -42,7 +42,7 @@ from .jobops import JobOperations
 from .memory import NO_MEMORY_LIMIT, MemoryBounds
 from .policies import PolicyTable
 from .ports import ClusterPort, Persistence, SoloCluster
-from .queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue, Waiter
+from .queue import NO_PRIORITY, PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue, SortedJobs, Waiter
 from .requests import AddJob
 from .scantable import ScanTable
 from .schedules import CronSchedule, CronTable
@@ -59,6 +59,9 @@ QUEUE_MAX_IDLE_MS: Final = 300_000
 # what used_memory counts per job, so it falls when jobs go (RSS never does).
 JOB_FOOTPRINT: Final = 416
 TIMER_BATCH: Final = 10_000  # jobs handled per timer callback, so clients are not starved
+# A peer said it has more urgent jobs of a queue than this node: its consumers wait
+# this long at most for them (asked for at once) before they get this node's own.
+URGENT_HOLD_MS: Final = 100
 
 
 STATS_COUNTERS: Final = (
@@ -342,6 +345,12 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
             self._serve_waiters(queue)
         if queue.remote_wanted and queue.jobs:
             self.cluster.jobs_available(queue, requeued)
+        # Priorities across nodes: a queue that uses them tells the peers when a more
+        # urgent job than it told them of waits here (a plain queue says nothing, and
+        # one this node imports keeps its jobs for its own consumers).
+        if (type(queue.jobs) is not SortedJobs and queue.best_priority() < queue.told_best
+                and not queue.import_rate_at(now)):
+            self.cluster.best_changed(queue)
 
     def queue_when_due(self, job: Job, now: int, not_before: int = 0) -> bool:
         """Queue an active copy now, or schedule it for `not_before` or its due time
@@ -392,10 +401,33 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         queue.atime = now
         queue.jobs_out += 1
         self.stats.jobs_delivered += 1
+        if queue.told_best != NO_PRIORITY and queue.best_priority() > queue.told_best:
+            self.cluster.best_changed(queue)  # the peers heard of a job gone now
         return job
 
-    def get_jobs(self, names: list[bytes], count: int) -> list[Job]:
-        """GETJOB's non-blocking pass: one job per queue per round, left to right."""
+    def held_for_peers(self, queue: Queue, now: int) -> bool:
+        """Whether this queue's consumers wait for a peer's more urgent jobs instead of
+        taking the ones here: a peer said it has queued a more urgent priority than
+        this node's best (QBEST). They are asked for at once, and the consumers wait
+        `URGENT_HOLD_MS` at most; after that the peers' word is forgotten (a peer that
+        does not answer in time cannot hold them again until it speaks again)."""
+        local = queue.best_priority()
+        if queue.remote_best >= local or local == NO_PRIORITY:
+            return False  # nothing better elsewhere, or nothing here (federation asks)
+        if not queue.hold_until:
+            queue.hold_until = now + URGENT_HOLD_MS
+            self.cluster.want_more_urgent(queue, local)
+            return True
+        if now < queue.hold_until:
+            return True
+        queue.forget_peer_best()
+        return False
+
+    def get_jobs(self, names: list[bytes], count: int, hold: bool = True) -> list[Job]:
+        """GETJOB's non-blocking pass: one job per queue per round, left to right.
+        `hold`: a queue whose more urgent jobs are on a peer gives none now
+        (`held_for_peers`: a consumer that blocks gets them); False (NOHANG): it
+        gives its own."""
         now = now_ms()
         queues = []
         for name in names:
@@ -407,6 +439,8 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         while queues and len(out) < count:
             progress = False
             for queue in queues:
+                if hold and queue.remote_best < NO_PRIORITY and self.held_for_peers(queue, now):
+                    continue
                 limiter = queue.limiter
                 if limiter is not None and queue.jobs and not limiter.take(now):
                     limited = True  # RATE (failures.py)
@@ -459,10 +493,18 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
                 self.cluster.jobs_not_needed(queue)  # the last one left: stop the pushes
         self.blocked_clients -= 1
 
+    def serve_waiters(self, queue: Queue) -> None:
+        """Serve the consumers blocked on `queue` what it holds (federation: a hold
+        for a peer's jobs is over)."""
+        if queue.waiters and queue.jobs and not queue.flags & PAUSED_OUT:
+            self._serve_waiters(queue)
+
     def _serve_waiters(self, queue: Queue) -> None:
         now = now_ms()
         limiter = queue.limiter
         while queue.waiters and queue.jobs:
+            if queue.remote_best < NO_PRIORITY and self.held_for_peers(queue, now):
+                break
             if limiter is not None and not limiter.take(now):
                 self.wake_at_next_token(queue, now)
                 break

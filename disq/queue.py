@@ -25,7 +25,7 @@ from operator import attrgetter
 from typing import Final, Protocol
 
 from .gcfree import untrack
-from .job import DEFAULT_PRIORITY, Job
+from .job import DEFAULT_PRIORITY, Job, job_priority
 from .ratelimit import RateLimiter
 
 _LOAD: Final = 512
@@ -36,6 +36,7 @@ PAUSED_IN: Final = 1
 PAUSED_OUT: Final = 2
 PAUSED_ALL: Final = PAUSED_IN | PAUSED_OUT
 PAUSE_NAMES: Final = {0: b"none", PAUSED_IN: b"in", PAUSED_OUT: b"out", PAUSED_ALL: b"all"}
+NO_PRIORITY: Final = 256  # less urgent than any: no job queued
 
 
 class SortedJobs:
@@ -335,6 +336,10 @@ class Queue:
         "needjobs_adhoc_attempt", "needjobs_responders", "import_second",
         "imported_prev", "imported_curr", "import_time",
         "remote_wanted",  # other nodes asked for jobs of this queue (federation)
+        # priorities across nodes (federation): the most urgent priority each peer said
+        # it has queued, the least of them, when this node's ask for those jobs is
+        # given up, and what this node told the peers of its own
+        "peer_best", "remote_best", "hold_until", "told_best",
         "limiter",  # the RateLimiter of a queue with a RATE policy (issue #19), or None
     )
 
@@ -358,6 +363,10 @@ class Queue:
         self.imported_curr = 0
         self.import_time = 0
         self.remote_wanted = False
+        self.peer_best: dict[str, int] | None = None
+        self.remote_best = NO_PRIORITY
+        self.hold_until = 0
+        self.told_best = NO_PRIORITY
         self.limiter: RateLimiter | None = None
 
     def __len__(self) -> int:
@@ -372,6 +381,29 @@ class Queue:
                 ext.priority != DEFAULT_PRIORITY or ext.group is not None):
             self.jobs = jobs = PriorityJobs.adopting(jobs)
         return jobs
+
+    def best_priority(self) -> int:
+        """The most urgent priority queued here, NO_PRIORITY if none."""
+        head = self.jobs.first()
+        return NO_PRIORITY if head is None else job_priority(head)
+
+    def set_peer_best(self, node_id: str, priority: int) -> None:
+        """A peer's most urgent queued priority (NO_PRIORITY: none), as it said."""
+        bests = self.peer_best
+        if priority >= NO_PRIORITY:
+            if bests is None or bests.pop(node_id, None) is None:
+                return
+        else:
+            if bests is None:
+                self.peer_best = bests = {}
+            bests[node_id] = priority
+        self.remote_best = min(bests.values(), default=NO_PRIORITY)
+        self.hold_until = 0  # answered: ask again when it is more urgent again
+
+    def forget_peer_best(self) -> None:
+        self.peer_best = None
+        self.remote_best = NO_PRIORITY
+        self.hold_until = 0
 
     def clear_jobs(self) -> None:
         self.jobs = SortedJobs()

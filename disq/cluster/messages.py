@@ -75,9 +75,10 @@ SETACK: Final = 8  # fields: [job id, may-have count, ...] (the pairs of one loo
 WILLQUEUE: Final = 9  # fields: [job id(, generation)]
 GOTACK: Final = 10  # fields: [job id, known(bool), ...] (the pairs of one loop turn)
 DELJOB: Final = 11  # fields: [job id, ...] (the jobs of one loop turn)
-NEEDJOBS: Final = 12  # fields: [queue, count, wait ms]  wait: how long the asker's consumers
-#               still wait (0: none wait); without it (a disq before NEEDJOBS_CANCEL),
-#               as long as federation.WANTED_FOR_MS
+NEEDJOBS: Final = 12  # fields: [queue, count, wait ms(, better than)]  wait: how long the
+#               asker's consumers still wait (0: none wait); without it (a disq before
+#               NEEDJOBS_CANCEL), as long as federation.WANTED_FOR_MS. better than: only
+#               jobs more urgent than this priority (the asker's best: QBEST below)
 YOURJOBS: Final = 13  # fields: [[serialized job, ...]]
 WORKING: Final = 14  # fields: [job id]
 PAUSE: Final = 15  # fields: [queue, flags]
@@ -145,6 +146,11 @@ ENQUEUED: Final = 43  # fields: [job id, ...] (the ENQUEUEs of one loop turn)
 CRON_HELD: Final = 44  # fields: [request id]
 QPOLICY_HELD: Final = 45  # fields: [request id]
 ACL_HELD: Final = 46  # fields: [request id]
+# disq extension (federation): the most urgent priority queued on the sender for that
+# queue (NO_PRIORITY 256: none), sent when it changes and in answer to a NEEDJOBS for
+# jobs more urgent than the sender has. A NEEDJOBS's fourth field asks for jobs more
+# urgent than it says only. Unknown: ignored (and the consumers' order stays per node).
+QBEST: Final = 47  # fields: [queue, priority]
 # disq extension (replication/provisional.py): a holder of a copy of an ADDJOB ... DEDUP
 # whose success it has not heard of asks the job's other holders. Unknown: ignored
 # (the copy waits until its TTL).
@@ -168,7 +174,7 @@ NAMES: Final = {
     STATS_REQUEST: "stats-request", STATS_REPLY: "stats-reply",
     ACL_SET: "acl-set", ACL_SYNC: "acl-sync", ENQUEUED: "enqueued",
     CRON_HELD: "cron-held", QPOLICY_HELD: "qpolicy-held", ACL_HELD: "acl-held",
-    JOB_CHECK: "job-check", JOB_CHECK_REPLY: "job-check-reply",
+    QBEST: "qbest", JOB_CHECK: "job-check", JOB_CHECK_REPLY: "job-check-reply",
 }
 
 _LEN: Final = struct.Struct(">I")

@@ -38,9 +38,9 @@ from typing import Any, Final
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
-from ..job import ACTIVE, BCAST_QUEUED, with_holders
+from ..job import ACTIVE, BCAST_QUEUED, job_priority, with_holders
 from ..node import Node, now_ms
-from ..queue import PAUSED_OUT, Queue
+from ..queue import NO_PRIORITY, PAUSED_OUT, Queue
 from .clock import to_local_ms
 from .wire import decode_job, encode_job
 
@@ -66,6 +66,7 @@ class Federation:
         bus.on(m.NEEDJOBS, self._on_needjobs)
         bus.on(m.YOURJOBS, self._on_yourjobs)
         bus.on(m.NEEDJOBS_CANCEL, self._on_needjobs_cancel)
+        bus.on(m.QBEST, self._on_qbest)
 
     # -- consumer side -----------------------------------------------------------------
     def need_jobs(self, queue: Queue, now: int | None = None) -> None:
@@ -124,6 +125,10 @@ class Federation:
             if queue.waiters and not queue.jobs:
                 waiting = True
                 self.need_jobs(queue, now)
+            elif queue.hold_until and queue.waiters:
+                waiting = True  # held for a peer's more urgent jobs: over at hold_until
+                if now >= queue.hold_until:
+                    node.serve_waiters(queue)
         if waiting:
             self._arm()
 
@@ -154,12 +159,9 @@ class Federation:
             mine.flags &= ~BCAST_QUEUED  # queued here for the first time: no QUEUED
             if mine.qtime == 0 and mine.retry == 0:
                 mine.qtime = now  # an at-most-once job, never queued here yet
-            # Queued now, or at its due time on this node's clock (a scheduled job
-            # pushed as it came due there is due here a little later: the clock
-            # offset's uncertainty). Either way jobs came: ask at once next time.
-            node.queue_when_due(mine, now)
             node.stats.jobs_imported += 1
             queue = node.queue(mine.queue, now)  # type: ignore[arg-type]  # (named)
+            queue.hold_until = 0  # a hold's jobs came: the next hold asks again
             queue.needjobs_bcast_attempt = 0  # jobs came: ask at once next time
             queue.needjobs_bcast_time = 0
             # Consumers drain imports fast: ask for more at a time (the size
@@ -175,6 +177,11 @@ class Federation:
                 queue.needjobs_responders = responders = {}
             responders[sender.id] = now
             queue.note_import(now)
+            # Queued now, or at its due time on this node's clock (a scheduled job
+            # pushed as it came due there is due here a little later: the clock
+            # offset's uncertainty). Counted as an import first: what the consumers
+            # here do not take at once stays here for them (jobs_available).
+            node.queue_when_due(mine, now)
 
     # -- provider side -----------------------------------------------------------------
     def _on_needjobs(self, sender: ClusterNode, fields: list[Any]) -> None:
@@ -186,6 +193,10 @@ class Federation:
             return
         queue = self.node.queues.get(name)
         if queue is not None and queue.flags & PAUSED_OUT:
+            return
+        if len(fields) > 3:
+            if type(fields[3]) is int:
+                self._send_more_urgent(sender, name, queue, count, fields[3])
             return
         now = now_ms()
         if queue is None or not queue.jobs or queue.waiters or queue.import_rate_at(now):
@@ -256,16 +267,71 @@ class Federation:
             self.wanted.pop(queue.name, None)
             queue.remote_wanted = False
 
-    def _send(self, node_id: str, queue: Queue, count: int) -> None:
+    # -- priorities across nodes -------------------------------------------------------
+    def best_changed(self, queue: Queue) -> None:
+        """Tell the peers the most urgent priority queued here now (QBEST): a node
+        whose consumers would take a less urgent job asks for these first."""
+        queue.told_best = best = queue.best_priority()
+        self.bus.broadcast(m.QBEST, queue.name, best)
+
+    def want_more_urgent(self, queue: Queue, priority: int) -> None:
+        """Ask the peers that said they hold jobs of `queue` more urgent than
+        `priority` (this node's best) for those (NEEDJOBS with that priority); the
+        hold on the consumers here ends when they come, or in the timer."""
+        count = queue.needjobs_adhoc_attempt or REQUEST_COUNT
+        wait = self._wait_ms(queue)
+        for node_id, best in (queue.peer_best or {}).items():
+            if best < priority and self.bus.can_send(node_id):
+                self.bus.send(node_id, m.NEEDJOBS, queue.name, count, wait, priority)
+        self._arm()
+
+    def _send_more_urgent(self, sender: ClusterNode, name: bytes, queue: Queue | None,
+                          count: int, better_than: object) -> None:
+        """A NEEDJOBS for jobs more urgent than `better_than`: send those, or say what
+        our best is then (QBEST). None while our own consumers wait on the queue or we
+        import it (they are for our consumers: we say we have none, so that the
+        asker serves its own instead of waiting for them)."""
+        if type(better_than) is not int or not self.bus.can_send(sender.id):
+            return
+        if queue is None or queue.waiters or queue.import_rate_at(now_ms()):
+            self.bus.send(sender.id, m.QBEST, name, NO_PRIORITY)
+            return
+        if queue.best_priority() < better_than:
+            self._send(sender.id, queue, count, better_than)
+        if queue.best_priority() >= better_than:
+            self.bus.send(sender.id, m.QBEST, name, queue.best_priority())
+
+    def _on_qbest(self, sender: ClusterNode, fields: list[Any]) -> None:
+        if (len(fields) < 2 or type(fields[0]) is not bytes or type(fields[1]) is not int
+                or not 0 <= fields[1] <= NO_PRIORITY):
+            return
+        name, best = fields[0], fields[1]
+        node = self.node
+        queue = node.queues.get(name)
+        if queue is None:
+            if best >= NO_PRIORITY:
+                return
+            queue = node.queue(name)
+        queue.set_peer_best(sender.id, best)
+        if queue.waiters:
+            node.serve_waiters(queue)  # what they were held for is gone or came
+
+    def _send(self, node_id: str, queue: Queue, count: int,
+              better_than: int = NO_PRIORITY + 1) -> None:
         """Move up to `count` queued jobs to `node_id`, in delivery order (the most
-        urgent first, groups in turn: queue.py), as a local GETJOB would take them.
-        Bodies of m.FRAME_SPLIT bytes at most a message, a big one alone: a message
-        is never split between frames, and a frame may not pass m.MAX_FRAME."""
+        urgent first, groups in turn: queue.py), as a local GETJOB would take them;
+        only those more urgent than `better_than`. Bodies of m.FRAME_SPLIT bytes at
+        most a message, a big one alone: a message is never split between frames, and
+        a frame may not pass m.MAX_FRAME."""
         node = self.node
         now = now_ms()
         batch: list[list[Any]] = []
         body_bytes = 0
         for _ in range(min(count, MAX_BATCH)):
+            if better_than <= NO_PRIORITY:
+                head = queue.jobs.first()
+                if head is None or job_priority(head) >= better_than:
+                    break
             first = queue.jobs.first() if batch else None
             if first is not None and body_bytes + len(first.body or b"") > m.FRAME_SPLIT:
                 break
@@ -285,4 +351,6 @@ class Federation:
                 node.update_awake(job)
         if batch:
             self.bus.send(node_id, m.YOURJOBS, batch)
+        if queue.told_best != NO_PRIORITY and queue.best_priority() > queue.told_best:
+            self.best_changed(queue)  # after the jobs, on the same link
 

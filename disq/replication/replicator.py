@@ -147,3 +147,9 @@ class Replication:
 
     def jobs_available(self, queue: Queue, requeued: bool = False) -> None:
         self.federation.jobs_available(queue, requeued)
+
+    def best_changed(self, queue: Queue) -> None:
+        self.federation.best_changed(queue)
+
+    def want_more_urgent(self, queue: Queue, priority: int) -> None:
+        self.federation.want_more_urgent(queue, priority)

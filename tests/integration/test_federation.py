@@ -299,3 +299,29 @@ def test_a_nacked_job_reaches_a_consumer_blocked_on_another_node(make_cluster, n
     assert got == [[[b"nq", job_id, b"body"]]]
     assert time.monotonic() - imported < 5.0, "delivered only once a stopped importing"
     assert call(b, "ACKJOB", job_id) == 1
+
+
+def test_a_consumer_gets_the_most_urgent_job_of_its_node_and_its_peers(make_cluster):
+    """Priorities hold across nodes: a consumer on `a` gets b's PRIORITY 0 jobs before
+    a's own PRIORITY 200 ones (b told a its best priority: QBEST; a asks b for the
+    jobs more urgent than its own and holds its consumer for them); then a's, and a
+    NOHANG GETJOB is never held. GLOBALQLEN from a is a barrier: b's answer comes
+    on the link after b's QBEST."""
+    a, b = make_cluster(2)
+    for i in range(3):
+        call(b, "ADDJOB", "pq", f"urgent-{i}", 0, "PRIORITY", 0, "REPLICATE", 1)
+    for i in range(20):
+        call(a, "ADDJOB", "pq", f"later-{i}", 0, "PRIORITY", 200, "REPLICATE", 1)
+    assert call(a, "GLOBALQLEN", "pq") == 23
+    bodies = []
+    for _ in range(23):
+        [[_, job_id, body]] = call(a, "GETJOB", "TIMEOUT", 3000, "FROM", "pq")
+        bodies.append(body.decode())
+        assert call(a, "ACKJOB", job_id) == 1
+    assert bodies[:3] == [f"urgent-{i}" for i in range(3)]
+    assert sorted(bodies[3:]) == sorted(f"later-{i}" for i in range(20))
+    # a NOHANG GETJOB takes this node's job at once, whatever the peers hold
+    call(b, "ADDJOB", "pq", "urgent-b", 0, "PRIORITY", 0, "REPLICATE", 1)
+    later = call(a, "ADDJOB", "pq", "later-a", 0, "PRIORITY", 200, "REPLICATE", 1)
+    assert call(a, "GLOBALQLEN", "pq") == 2
+    assert call(a, "GETJOB", "NOHANG", "FROM", "pq") == [[b"pq", later, b"later-a"]]

@@ -80,7 +80,7 @@ def getjob(client: Client, args: list[bytes]) -> bytes | Pending:
     if not client.user.all_queues:
         check_queues(client, names)
     node = client.node
-    jobs = node.get_jobs(names, request.count)
+    jobs = node.get_jobs(names, request.count, hold=not request.nohang)
     if jobs:
         client.user.jobs_consumed += len(jobs)
         encode = reply.job_entry_with_counters if with_counters else reply.job_entry
