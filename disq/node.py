@@ -42,7 +42,7 @@ from .jobops import JobOperations
 from .memory import NO_MEMORY_LIMIT, MemoryBounds
 from .policies import PolicyTable
 from .ports import ClusterPort, Persistence, SoloCluster
-from .queue import NO_PRIORITY, PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue, SortedJobs, Waiter
+from .queue import NO_PRIORITY, PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue, Waiter
 from .requests import AddJob
 from .scantable import ScanTable
 from .schedules import CronSchedule, CronTable
@@ -345,10 +345,10 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
             self._serve_waiters(queue)
         if queue.remote_wanted and queue.jobs:
             self.cluster.jobs_available(queue, requeued)
-        # Priorities across nodes: a queue that uses them tells the peers when a more
-        # urgent job than it told them of waits here (a plain queue says nothing, and
-        # one this node imports keeps its jobs for its own consumers).
-        if (type(queue.jobs) is not SortedJobs and queue.best_priority() < queue.told_best
+        # Priorities across nodes: a job with a priority or group tells the peers when
+        # it makes the queue's best more urgent than they heard (a plain job says
+        # nothing; a queue this node imports keeps its jobs for its own consumers).
+        if (job.ext is not None and queue.best_priority() < queue.told_best
                 and not queue.import_rate_at(now)):
             self.cluster.best_changed(queue)
 
