@@ -45,3 +45,15 @@ def test_scenario_runs_and_counts_jobs(scenario: str, tmp_path: Path) -> None:
         assert record["memory"]["queued_jobs"] == 5000
         assert record["memory"]["bytes_per_job"] > 0
     assert record["errors"] == {}
+
+
+def test_delivery_bench_runs_on_disq() -> None:
+    """bench/delivery.py against disq: a few jobs of each scenario; the priority case
+    has no inversion (a PRIORITY 0 job on B goes before A's PRIORITY 200 ones)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.delivery", "--systems", "disq", "--jobs", "4",
+         "--nacks", "2"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "scheduled AT" in proc.stdout and "scheduled DELAY-MS" in proc.stdout
+    assert proc.stdout.count("NACK on A") == 2
+    assert "110 deliveries on A, 0 inversions" in proc.stdout
