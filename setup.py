@@ -14,10 +14,17 @@
   compiler, or with DISQ_PURE_PYTHON=1 at install, disq installs as pure Python; a
   node runs the .py files whenever the compiled ones are absent, older than their
   sources or turned off (disq/__init__.py).
+
+`make` has pip install disq as Python only (DISQ_NO_EXTENSIONS=1, quick) and builds the
+extensions in place itself, once, with `python setup.py build_in_place` (`InPlaceBuild`):
+`make run` starts its node at once and builds them in the background for the next
+start, and `make test` installs its extras without compiling them again.
 """
 
+import glob
 import os
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -75,12 +82,14 @@ NATIVE = [
     "disq/replication/replicator.py",
 ]
 
+READ_AT = time.time()  # before mypycify reads the sources
+SHARED_LIB = "_native__mypyc"  # the group's library, which every compiled module loads
 LENIENT = ["--ignore-missing-imports", "--follow-imports=silent", "--allow-subclassing-any",
            "--no-warn-return-any", "--no-warn-unused-ignores", "--allow-untyped-decorators"]
 
 
 def native_extensions() -> list[Extension]:
-    if os.environ.get("DISQ_PURE_PYTHON"):
+    if os.environ.get("DISQ_PURE_PYTHON", "") not in ("", "0"):
         return []
     try:
         from mypyc.build import mypycify
@@ -131,8 +140,41 @@ class ParallelBuildExt(build_ext):
             del compiler.compile
 
 
-setup(cmdclass={"build_ext": ParallelBuildExt}, ext_modules=[Extension("disq._gcfree", ["disq/_gcfree.c"], optional=True),
-                   Extension("disq._msgcost", ["disq/_msgcost.c"], optional=True),
-                   Extension("disq._bustag", ["disq/_bustag.c"], libraries=["crypto"],
-                             optional=True),
-                   *native_extensions()])
+class InPlaceBuild(ParallelBuildExt):
+    """`python setup.py build_in_place`: the extensions built apart (build/in-place/),
+    then moved beside their sources, each file replaced whole (os.replace: a running
+    node keeps the file it loaded; copying over it, as build_ext --inplace does, changes
+    the code under it). mypyc's shared library goes away first and comes back last, so a
+    node starting meanwhile never loads new modules with an old library or the reverse:
+    without the library it runs the .py files (disq/__init__.py). Its time is set to the
+    build's start, so a .py file edited during the build is newer and runs as Python."""
+
+    description = "build the extensions and move them beside their sources"
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        self.inplace = False
+        self.build_lib = os.path.join("build", "in-place")
+
+    def run(self) -> None:
+        super().run()
+        moves = []
+        for ext in self.extensions:
+            built = self.get_ext_fullpath(ext.name)
+            if os.path.exists(built):  # an optional extension may have failed
+                moves.append((built, os.path.relpath(built, self.build_lib)))
+        library = [move for move in moves if os.path.basename(move[1]).startswith(SHARED_LIB)]
+        if library:
+            for old in glob.glob(os.path.join("disq", SHARED_LIB + ".*")):
+                os.remove(old)
+            os.utime(library[0][0], (READ_AT, READ_AT))
+        for built, target in [*(move for move in moves if move not in library), *library]:
+            os.replace(built, target)
+
+
+setup(cmdclass={"build_ext": ParallelBuildExt, "build_in_place": InPlaceBuild},
+      ext_modules=[] if os.environ.get("DISQ_NO_EXTENSIONS", "") not in ("", "0") else [
+          Extension("disq._gcfree", ["disq/_gcfree.c"], optional=True),
+          Extension("disq._msgcost", ["disq/_msgcost.c"], optional=True),
+          Extension("disq._bustag", ["disq/_bustag.c"], libraries=["crypto"], optional=True),
+          *native_extensions()])
