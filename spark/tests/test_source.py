@@ -19,8 +19,8 @@ from support import DisqProcess, call, wait_for
 from .jobs import addrs, bodies_on, dedup_hits, queued
 
 
-@pytest.fixture(scope="module", autouse=True)
-def registered(spark: Any) -> None:
+@pytest.fixture(autouse=True)
+def registered(spark: Any) -> None:  # each test: its session may be a new one
     from disq_spark import register
 
     register(spark)
