@@ -86,7 +86,7 @@ install-bench: $(VENV)/.installed-bench compiled
 # (a minute or two on 2 cores, `nice`d): the next start runs them.
 run: $(VENV)/.installed
 	mkdir -p $(DATA)
-	@if ! $(MAKE) -q $(COMPILED) 2>/dev/null; then \
+	@if ! $(MAKE) --no-print-directory -q $(COMPILED) 2>/dev/null; then \
 		echo "Building the compiled hot path in the background for the next start" \
 			"(.venv/compile.log); this node runs the .py files."; \
 		nice -n 19 $(MAKE) --no-print-directory compiled >$(VENV)/compile.log 2>&1 & \
