@@ -82,14 +82,16 @@ install-bench: $(VENV)/.installed-bench compiled
 
 # The node keeps its files (nodes.conf, the AOF if turned on) in data/, not in the checkout;
 # its HTTP API, docs and dashboard are on http://127.0.0.1:7780/.
+# (SUBMAKE: make -n would run a line naming $$(MAKE), and start the build)
+SUBMAKE = $(MAKE)
 # The first time it starts the node on the .py files and builds the compiled ones beside it
 # (a minute or two on 2 cores, `nice`d): the next start runs them.
 run: $(VENV)/.installed
 	mkdir -p $(DATA)
-	@if ! $(MAKE) --no-print-directory -q $(COMPILED) 2>/dev/null; then \
+	@if ! $(SUBMAKE) --no-print-directory -q $(COMPILED) 2>/dev/null; then \
 		echo "Building the compiled hot path in the background for the next start" \
 			"(.venv/compile.log); this node runs the .py files."; \
-		nice -n 19 $(MAKE) --no-print-directory compiled >$(VENV)/compile.log 2>&1 & \
+		nice -n 19 $(SUBMAKE) --no-print-directory compiled >$(VENV)/compile.log 2>&1 & \
 	fi
 	$(BIN)/disq-server --port 7711 --http-port 7780 --dir $(DATA) $(ARGS)
 

@@ -223,7 +223,13 @@ def test_make_installs_once_and_again_when_a_pyproject_changes(tmp_path: Path) -
     for stamp in (".installed", ".installed-test"):
         (venv / stamp).touch()  # as the install steps leave them, after the pyproject.tomls
     assert "pip install" not in make_dry_run("run", venv)
-    assert "pip install" not in make_dry_run("test", venv)
+    # the compiled modules: built by `make test` (and `make run` in the background only)
+    assert "build_in_place" not in make_dry_run("run", venv)
+    assert "build_in_place" in make_dry_run("test", venv)
+    for stamp in (".compiled", ".compiled-c-only"):  # (DISQ_PURE_PYTHON: the C ones only)
+        (venv / stamp).touch()  # as the build leaves it: `make test` installs nothing
+    test = make_dry_run("test", venv)
+    assert "pip install" not in test and "build_in_place" not in test
     older = (ROOT / "pyproject.toml").stat().st_mtime - 60  # a pyproject.toml changed since
     os.utime(venv / ".installed", (older, older))
     assert "pip install" in make_dry_run("run", venv)
