@@ -229,8 +229,10 @@ def test_jobs_are_listed_a_page_at_a_time(http_node: tuple[DisqProcess, Http]) -
     seen: list[str] = []
     cursor, pages = 0, 0
     while True:
-        status, page = http.get(f"/api/v1/jobs?queue=scan&count=10&cursor={cursor}")
-        assert status == 200 and len(page["jobs"]) <= 10 + 9, page  # (a bucket's worth more)
+        # count is a hint, as JSCAN's: a page ends after the bucket that reached it, and
+        # buckets hold however many jobs their hashes gave them (no bound to check)
+        status, page = http.get(f"/api/v1/jobs?queue=scan&count=2&cursor={cursor}")
+        assert status == 200, page
         assert all(job["queue"] == "scan" and job["body"].startswith("job ")
                    for job in page["jobs"])
         seen += [job["id"] for job in page["jobs"]]
