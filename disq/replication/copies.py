@@ -164,9 +164,12 @@ class Copies:
                 self._answer(entry, _NOREPL_TIMEOUT)
                 delete_everywhere(self.node, self.bus, job)
                 continue
-            if reachable is None:
+            # An ADDJOB without a timeout would wait for ever for a failing target: it
+            # answers now. One with a timeout waits it out, as Disque's does (its copies
+            # are sent again to a target that comes back before the deadline).
+            if not deadline and reachable is None:
                 reachable = {n.id for n in self.bus.reachable_peers()}
-            if self._out_of_nodes(entry, reachable):
+            if not deadline and reachable is not None and self._out_of_nodes(entry, reachable):
                 self._answer(entry, _NOREPL)
                 delete_everywhere(self.node, self.bus, job)
                 continue
