@@ -198,7 +198,7 @@ class Network:
         """Read the connecting node's first frame: its bytes and its sender ID."""
         head = await asyncio.wait_for(reader.readexactly(4), 30)
         (length,) = _LEN.unpack(head)
-        if length > 64 * 1024 * 1024:
+        if length > 128 * 1024 * 1024:  # above the bus's MAX_FRAME (101 MB)
             raise ValueError("not a bus frame")
         payload = await asyncio.wait_for(reader.readexactly(length), 30)
         frame = msgpack.unpackb(payload, raw=False)

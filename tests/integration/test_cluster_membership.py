@@ -34,7 +34,7 @@ from support import (
     wait_formed,
 )
 
-from disq.cluster.messages import VERSION
+from disq.cluster.messages import MAX_FRAME, VERSION
 
 FAIL_TIMEOUT = 15.0
 LOCALHOST = b"127.0.0.1"
@@ -446,7 +446,7 @@ def garbage_payloads() -> list[tuple[str, bytes]]:
     rng = random.Random(20240611)
     cases = [
         ("huge length prefix", b"\xff\xff\xff\xff"),
-        ("64 MiB + 1 length prefix", struct.pack(">I", 64 * 1024 * 1024 + 1) + b"x" * 100),
+        ("MAX_FRAME + 1 length prefix", struct.pack(">I", MAX_FRAME + 1) + b"x" * 100),
         ("an HTTP request", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
         ("a RESP command", b"*1\r\n$4\r\nPING\r\n"),
         ("undecodable msgpack", struct.pack(">I", 16) + b"\xc1" * 16),
@@ -461,8 +461,8 @@ def garbage_payloads() -> list[tuple[str, bytes]]:
     for i in range(20):  # random bodies, announced with their exact length
         body = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
         cases.append((f"random frame {i}", struct.pack(">I", len(body)) + body))
-    for i in range(5):  # random bytes, the first one making the length > 64 MiB
-        blob = bytes([rng.randrange(0x05, 256)]) + bytes(rng.randrange(256) for _ in range(200))
+    for i in range(5):  # random bytes, the first one making the length > MAX_FRAME
+        blob = bytes([rng.randrange((MAX_FRAME >> 24) + 1, 256)]) + bytes(rng.randrange(256) for _ in range(200))
         cases.append((f"random bytes {i}", blob))
     return cases
 
