@@ -78,7 +78,12 @@ def test_a_reply_lost_in_a_take_and_its_jobs_back_after_retry(
 
         conn.read = broken_read  # type: ignore[method-assign]
         first = taker.take(100, block=False)
-        assert first is not None and len(first) == 10
+        # (what each node gave and still holds: a shortfall here has been seen twice
+        # under load and not yet explained)
+        assert first is not None and len(first) == 10, (
+            {node: len(ids) for node, ids in first.ids.items()} if first else None,
+            {node.port: (call(node, "QLEN", "t9"), call(node, "GLOBALQLEN", "t9"))
+             for node in trio})
         got = set(first.rows.id if first.rows is not None else [])
         deadline = time.monotonic() + 20
         while len(got) < 15 and time.monotonic() < deadline:
