@@ -167,12 +167,13 @@ class Copies:
             # An ADDJOB without a timeout would wait for ever for a failing target: it
             # answers now. One with a timeout waits it out, as Disque's does (its copies
             # are sent again to a target that comes back before the deadline).
-            if not deadline and reachable is None:
-                reachable = {n.id for n in self.bus.reachable_peers()}
-            if not deadline and reachable is not None and self._out_of_nodes(entry, reachable):
-                self._answer(entry, _NOREPL)
-                delete_everywhere(self.node, self.bus, job)
-                continue
+            if not deadline:
+                if reachable is None:
+                    reachable = {n.id for n in self.bus.reachable_peers()}
+                if self._out_of_nodes(entry, reachable):
+                    self._answer(entry, _NOREPL)
+                    delete_everywhere(self.node, self.bus, job)
+                    continue
             retry_at = now + ADD_NODE_PERIOD_MS
             entry.next_try = deadline if deadline and deadline < retry_at else retry_at
             waiting[job.id] = entry  # to the end: ordered by next_try (to a tick or so)
@@ -377,8 +378,8 @@ class Copies:
         """Whether the job can no longer get its REPLICATE copies: the nodes that
         confirmed, and the peers not flagged failing (PFAIL or FAIL: `reachable`) that
         have yet to, are fewer. A target that fails is replaced by another node if
-        there is one (`_resend`); if not, waiting for it could last for ever (timeout
-        0) or until it comes back: the ADDJOB answers -NOREPL now, as when the nodes
+        there is one (`_resend`); if not, an ADDJOB without a timeout (the only ones
+        asked about) would wait for ever: it answers -NOREPL now, as when the nodes
         are missing from the start."""
         job = entry.job
         needed = job.repl
