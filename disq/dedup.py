@@ -83,8 +83,9 @@ class DedupTable:
         self._ids: dict[bytes, bytes] = {}  # key -> job ID (RESERVED: a reservation)
         self._expiry: dict[bytes, int] = {}  # key -> expiry (ms)
         # job ID -> until when (ms) its origin's ADDJOB may still fail: the copies whose
-        # key this node must not vouch for yet (`record_unsettled`)
-        self._unsettled: dict[bytes, int] = {}
+        # key this node must not vouch for yet (`record_unsettled`), and the key (to
+        # drop the entry once a copy is found to name no job)
+        self._unsettled: dict[bytes, tuple[int, bytes]] = {}
         self._askers: dict[bytes, str] = {}  # key -> the node that asked last (reservations)
         self._buckets: dict[int, list[bytes]] = {}  # expiry second -> keys
         self._seconds: list[int] = []  # heap of the buckets' seconds
@@ -151,11 +152,19 @@ class DedupTable:
             self.record(key, job_id, expire_ms)  # settled already
             return
         self.record(key, job_id, expire_ms)
-        unsettled[job_id] = until
+        unsettled[job_id] = (until, key)
 
     def unsettled_until(self, job_id: bytes) -> int | None:
         """Until when (ms) the ADDJOB of `job_id`, a copy's, may fail; None if settled."""
-        return self._unsettled.get(job_id)
+        entry = self._unsettled.get(job_id)
+        return None if entry is None else entry[0]
+
+    def forget_unsettled(self, job_id: bytes) -> None:
+        """Drop the entry of `job_id` if it is unsettled: its ADDJOB failed after all
+        (its copy's holders found no such job: replication/provisional.py)."""
+        entry = self._unsettled.get(job_id)
+        if entry is not None:
+            self.forget(entry[1], job_id)
 
     def settle(self, job_ids: Iterable[object]) -> None:
         """The ADDJOBs of `job_ids` succeeded (or can no longer fail): vouch for them.

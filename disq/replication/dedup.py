@@ -258,6 +258,9 @@ class Dedup:
         self._timer_at = 0
         self.pending: dict[bytes, _Adding] = {}  # the keys being added here
         self.conflicts = 0  # copies refused (the key was then asked for)
+        # Whether a PROVISIONAL copy may be vouched for (`ProvisionalCopies.verify`,
+        # installed by `Replication`; without it, at once).
+        self.verify: Callable[[Job, int, bool], bool] = lambda job, now, origin_up: True
         self._queries: dict[bytes, _Query] = {}  # ordered by deadline
         self._rechecks: dict[bytes, tuple[int, _Query]] = {}  # key -> (when, query)
         # The queries waiting for a peer's link (_Query.unlinked), looked at every
@@ -447,17 +450,21 @@ class Dedup:
         of the key (its own client's or another node's): not while it is a copy whose
         ADDJOB may still fail, its origin being up and its deadline not past. Once
         either is not (the origin was killed before answering: an orphan copy, but a
-        job that exists), the entry is settled."""
+        job that exists), the entry is settled; a PROVISIONAL copy's (the AOF on) only
+        once its holders were asked (`ProvisionalCopies.verify`)."""
         table = self.node.dedup
         until = table.unsettled_until(job_id)
         if until is None:
             return True
-        if until > now and self._origin_up(job_id):
+        origin_up = self._origin_up(job_id)
+        if until > now and origin_up:
             return False
-        table.settle((job_id,))
         job = self.node.lookup(job_id)
-        if job is not None and job.flags & PROVISIONAL:  # answered: a job now (provisional.py)
-            self.node.confirm_copy(job)
+        if job is not None and job.flags & PROVISIONAL:
+            if not self.verify(job, now, origin_up):
+                return False
+            self.node.confirm_copy(job)  # answered: a job now (provisional.py)
+        table.settle((job_id,))
         return True
 
     def _origin_up(self, job_id: bytes) -> bool:

@@ -21,16 +21,21 @@ one key. So:
   time): it asks the job's other holders first (JOB_CHECK). A holder that has the job
   and not as PROVISIONAL (the origin's own copy is never, and the others' once the
   ADDJOB settled) answers that the job exists: the mark is cleared and the copy is
-  queued now. Once every other holder answered that it does not have the job, or
-  has it PROVISIONAL too while the origin (the holder named by the job's ID) does
-  not have it, the copy is dropped: the ADDJOB failed, or was never answered (its
-  origin was killed before it logged its own copy), or the job was acknowledged and
-  collected. Otherwise (a holder not answering, or the origin not saying it has no
-  such job) the holder asks again PROVISIONAL_RECHECK_MS (job.py) later, until the
-  job's TTL. A node alone (no cluster) has nobody to ask: it clears the mark;
-* a holder that answers the job's ID for its key (`Dedup.vouches`: once the origin
-  is known down, an orphan copy is a job that exists), and one told by the origin to
-  queue it (ENQUEUE, sent once the ADDJOB succeeded), clear the mark as well.
+  queued now. Once the origin (the holder named by the job's ID) answered that it
+  does not have the job, or every other holder did, the copy is dropped with its
+  DEDUP key: the ADDJOB failed, or was never answered (its origin was killed before
+  it logged its own copy), or the job was acknowledged and collected. Otherwise (a
+  holder not answering, or one that has it PROVISIONAL too) the holder asks again
+  PROVISIONAL_RECHECK_MS (job.py) later, until the job's TTL. A node alone (no
+  cluster) has nobody to ask: it clears the mark;
+* a DEDUP question about the copy's key, once the ADDJOB's deadline is past or its
+  origin is counted down, asks the holders the same way at once and is answered
+  "busy" meanwhile (`verify`): neither proves the ADDJOB succeeded (a holder resumed
+  from SIGSTOP counts every peer down until their PONGs come, and had answered the
+  failed job's ID to the client's retry). Only an origin counted down that did not
+  answer within PROVISIONAL_RECHECK_MS lets the holder answer the job's ID (an
+  orphan copy, a job that exists) and clear the mark; one told by the origin to
+  queue it (ENQUEUE, sent once the ADDJOB succeeded) clears it as well.
 
 With the AOF on every node, kill -9 of any nodes leaves a successful ADDJOB's job on
 its origin unmarked (it logs its copy before the ADDJOB answers), so the provisional
@@ -50,7 +55,7 @@ from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
 from ..ids import is_valid_job_id
-from ..job import ACTIVE, DELETED, PROVISIONAL, WAIT_REPL, Job
+from ..job import ACTIVE, DELETED, PROVISIONAL, PROVISIONAL_RECHECK_MS, WAIT_REPL, Job
 from ..node import Node, now_ms
 
 log = logging.getLogger("disq")
@@ -59,15 +64,28 @@ EXISTS, UNKNOWN, UNDECIDED = 0, 1, 2  # JOB_CHECK_REPLY's status
 _MAX_TRACKED: Final = 100_000  # checks in flight before the gone jobs' entries are pruned
 
 
+class _Round:
+    """One JOB_CHECK of a copy: the holders that answered they do not have the job
+    settled (their status); `due`: the copy is held back from its queue until it ends
+    (its requeue time came), else the check was made for a DEDUP question
+    (`ProvisionalCopies.verify`) and a job found to exist keeps its requeue time."""
+
+    __slots__ = ("absent", "due", "started")
+
+    def __init__(self, due: bool, started: int) -> None:
+        self.absent: dict[str, int] = {}
+        self.due = due
+        self.started = started
+
+
 class ProvisionalCopies:
-    """JOB_CHECK / JOB_CHECK_REPLY; the core's `job_unconfirmed`."""
+    """JOB_CHECK / JOB_CHECK_REPLY; the core's `job_unconfirmed`; `verify` for the
+    DEDUP questions about a provisional copy's key."""
 
     def __init__(self, node: Node, bus: BusPort) -> None:
         self.node = node
         self.bus = bus
-        # job id -> the holders that answered they do not have the job settled (their
-        # status), this round
-        self._absent: dict[bytes, dict[str, int]] = {}
+        self._rounds: dict[bytes, _Round] = {}  # job id -> its check in flight
         bus.on(m.JOB_CHECK, self._on_check)
         bus.on(m.JOB_CHECK_REPLY, self._on_reply)
 
@@ -78,10 +96,38 @@ class ProvisionalCopies:
             self.node.confirm_copy(job, now_ms())
             self.node.update_awake(job)
             return
-        if len(self._absent) >= _MAX_TRACKED:
+        self._ask(job, holders, _Round(True, now_ms()))
+
+    def verify(self, job: Job, now: int, origin_up: bool) -> bool:
+        """Whether a node may answer the ID of `job`, a PROVISIONAL copy, for its
+        DEDUP key, now that the time its ADDJOB could fail is past or its origin is
+        not counted up. Neither proves the ADDJOB succeeded: the origin's DELJOB
+        and DEDUP_FORGET may have been lost (this node killed, or stopped, before they
+        arrived), and a node resumed from a pause counts every peer down until their
+        PONGs come. So its holders are asked first, and a question is answered
+        "busy" until they settle it (the copy confirmed or dropped). Only an origin
+        counted down that did not answer within PROVISIONAL_RECHECK_MS leaves the
+        copy to be vouched for: an orphan whose job exists as far as anyone can know."""
+        holders = self._other_holders(job)
+        if not holders:
+            return True
+        current = self._rounds.get(job.id)
+        if current is None or now - current.started >= PROVISIONAL_RECHECK_MS:
+            if current is not None and not origin_up and _origin(job.id, holders) not in (
+                    current.absent):
+                return True
+            self._ask(job, holders, _Round(current is not None and current.due, now))
+        return False
+
+    def _ask(self, job: Job, holders: list[str], round_: _Round) -> None:
+        rounds = self._rounds
+        if len(rounds) >= _MAX_TRACKED:
             lookup = self.node.lookup
-            self._absent = {i: s for i, s in self._absent.items() if lookup(i) is not None}
-        self._absent[job.id] = {}
+            self._rounds = rounds = {i: r for i, r in rounds.items() if lookup(i) is not None}
+        current = rounds.get(job.id)
+        if current is not None and current.due:
+            round_.due = True
+        rounds[job.id] = round_
         bus = self.bus
         bus.send_batched([i for i in holders if bus.can_send(i)], m.JOB_CHECK, [job.id])
 
@@ -110,33 +156,40 @@ class ProvisionalCopies:
                     and type(item[1]) is int):
                 continue
             job_id, status = item
-            absent = self._absent.get(job_id)
+            round_ = self._rounds.get(job_id)
             job = node.lookup(job_id)
-            if absent is None or job is None or not job.flags & PROVISIONAL:
+            if round_ is None or job is None or not job.flags & PROVISIONAL:
+                if round_ is not None:
+                    del self._rounds[job_id]
                 continue
             if status == EXISTS:
-                del self._absent[job_id]
-                node.confirm_copy(job, now_ms())
+                del self._rounds[job_id]
+                node.dedup.settle((job_id,))
+                node.confirm_copy(job, now_ms() if round_.due else 0)
                 node.update_awake(job)
             elif status == UNKNOWN or status == UNDECIDED:
                 holders = job.nodes_delivered
                 if not holders or sender.id not in holders:
                     continue
+                absent = round_.absent
                 absent[sender.id] = status
                 others = self._other_holders(job)
-                if len(absent) < len(others) or not all(i in absent for i in others):
-                    continue
                 origin = _origin(job_id, others)
-                if (any(s == UNDECIDED for s in absent.values())
-                        and (origin is None or absent.get(origin) != UNKNOWN)):
-                    continue  # nobody knows yet: ask again later
-                del self._absent[job_id]
+                if origin is None or absent.get(origin) != UNKNOWN:
+                    # The origin logs its own copy before its ADDJOB answers: without
+                    # its word, every other holder must have answered.
+                    if not all(i in absent for i in others):
+                        continue
+                    if any(s == UNDECIDED for s in absent.values()):
+                        continue  # nobody knows yet: ask again later
+                del self._rounds[job_id]
                 log.info("Dropped the copy of job %s: no other holder has it (its ADDJOB "
                          "failed or was never answered, or the job is done)",
                          job_id.decode())
+                node.dedup.forget_unsettled(job_id)
                 node.unregister(job)
             if job.state != ACTIVE:
-                self._absent.pop(job_id, None)
+                self._rounds.pop(job_id, None)
 
     def _other_holders(self, job: Job) -> list[str]:
         """The job's holders but this node, among the nodes still known (one forgotten

@@ -60,6 +60,7 @@ class Replication:
         self.recurring = Recurring(node, bus, self.dedup)
         self.changes = JobChanges(node, bus, loop)
         self.provisional = ProvisionalCopies(node, bus)
+        self.dedup.verify = self.provisional.verify
         self.failures = Failures(node, bus, loop)
         self.stats = ClusterStats(node, bus, loop)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from disq.dedup import scoped_key
 from disq.job import ACTIVE, PROVISIONAL, PROVISIONAL_RECHECK_MS, QUEUED, Job
 from disq.node import now_ms
 
@@ -76,7 +77,7 @@ def test_a_provisional_copy_whose_job_exists_is_queued_after_asking() -> None:
     assert copy.state == ACTIVE  # not queued on its own
     net.pump()  # JOB_CHECK; the origin holds it settled
     assert not copy.flags & PROVISIONAL
-    b.node.run_timers(now + 1)
+    b.node.run_timers(now_ms())  # due from the moment the answer came
     assert copy.state == QUEUED
 
 
@@ -123,3 +124,62 @@ def test_orphan_copies_of_an_addjob_never_answered_are_dropped() -> None:
     come_due(b, job, now_ms())
     net.pump()
     assert b.job(job.id) is None
+
+
+def unsettled_copy(member: Member, job: Job, until: int) -> tuple[Job, bytes]:
+    """The holder's copy provisional again and its key unsettled until `until` (as
+    loaded from an AOF written before DEDUP_SETTLED came, or never settled)."""
+    key = scoped_key(b"q", b"k")
+    copy = member.job(job.id)
+    assert copy is not None
+    copy.flags |= PROVISIONAL
+    member.node.dedup.forget(key, job.id)
+    member.node.dedup.record_unsettled(key, job.id, job.etime, until)
+    return copy, key
+
+
+def test_a_key_past_its_deadline_is_not_vouched_for_before_the_origin_says() -> None:
+    """The origin failed the ADDJOB (its DELJOB and DEDUP_FORGET lost) and the other
+    holder cannot be reached: the origin's word is enough, the copy and its key go,
+    and the key's job is not answered meanwhile."""
+    net, (a, b, c), job, _ = added()
+    deleted = a.job(job.id)
+    assert deleted is not None
+    a.node.unregister(deleted)
+    now = now_ms()
+    copy, key = unsettled_copy(b, job, now - 1)
+    net.down.add(c.id)
+    assert not b.repl.dedup.vouches(job.id, now)  # "busy" while the holders are asked
+    net.pump()
+    assert b.job(job.id) is None
+    assert b.node.dedup.peek(key, now) is None
+
+
+def test_a_copy_whose_job_exists_is_vouched_for_once_a_holder_says_so() -> None:
+    net, (_, b, _), job, _ = added()
+    now = now_ms()
+    copy, key = unsettled_copy(b, job, now - 1)
+    copy.qtime = now + 60_000
+    assert not b.repl.dedup.vouches(job.id, now)
+    net.pump()
+    assert not copy.flags & PROVISIONAL and copy.state == ACTIVE
+    assert copy.qtime == now + 60_000  # confirmed, not queued before its time
+    assert b.repl.dedup.vouches(job.id, now)
+
+
+def test_an_orphan_copy_is_vouched_for_once_its_origin_stays_silent() -> None:
+    """The origin is down and does not answer: after PROVISIONAL_RECHECK_MS the
+    copy is a job that exists as far as anyone can know (an orphan)."""
+    net, (a, b, c), job, _ = added()
+    now = now_ms()
+    copy, _ = unsettled_copy(b, job, now + 60_000)
+    other = c.job(job.id)
+    assert other is not None
+    other.flags |= PROVISIONAL
+    net.down.add(a.id)
+    assert not b.repl.dedup.vouches(job.id, now)
+    net.pump()
+    assert not b.repl.dedup.vouches(job.id, now + PROVISIONAL_RECHECK_MS - 1)
+    assert copy.flags & PROVISIONAL
+    assert b.repl.dedup.vouches(job.id, now + PROVISIONAL_RECHECK_MS)
+    assert not copy.flags & PROVISIONAL
