@@ -301,12 +301,13 @@ class AsyncClient(ClientBase):
                       dedup: str | bytes | None = None, delay_ms: int | None = None,
                       at: datetime | int | None = None, priority: int | None = None,
                       group: str | bytes | None = None,
-                      max_deliveries: int | None = None) -> str:
+                      max_deliveries: int | None = None, queue_randomly: bool = False) -> str:
         """As Client.add_job."""
         return await self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry,
                                             ttl, maxlen, async_, dedup, delay_ms=delay_ms,
                                             at=at, priority=priority, group=group,
-                                            max_deliveries=max_deliveries))
+                                            max_deliveries=max_deliveries,
+                                            queue_randomly=queue_randomly))
 
     async def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                        timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -316,10 +317,12 @@ class AsyncClient(ClientBase):
                        dedup: Iterable[str | bytes] | None = None,
                        delay_ms: int | None = None, at: datetime | int | None = None,
                        priority: int | None = None, group: str | bytes | None = None,
-                       max_deliveries: int | None = None) -> list[str]:
+                       max_deliveries: int | None = None,
+                 queue_randomly: bool = False) -> list[str]:
         plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl, maxlen,
                              async_, batch_size, dedup, delay_ms=delay_ms, at=at,
-                             priority=priority, group=group, max_deliveries=max_deliveries)
+                             priority=priority, group=group, max_deliveries=max_deliveries,
+                             queue_randomly=queue_randomly)
         replies: list[object] = []
         for chunk, keys in plan.chunks:
             if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it
@@ -384,11 +387,15 @@ class AsyncClient(ClientBase):
     async def qstat(self, queue: str) -> QueueStat | None:
         return await self._run(cmds.qstat(queue))
 
-    async def cron_add(self, name: str, queue: str, spec: str, body: Body,
-                           **options: object) -> str:
+    async def cron_add(self, name: str, queue: str, spec: str, body: Body, *,
+                       replicate: int | None = None, retry: int | None = None,
+                       ttl: int | None = None, priority: int | None = None,
+                       group: str | bytes | None = None, tz: str | None = None) -> str:
         """CRON ADD (a disq extension): `spec` in cron syntax (six fields: seconds first);
-        options repl, retry, ttl, priority, group, tz (a zone name)."""
-        return await self._run(cmds.cron_add(name, queue, spec, body, options))
+        each tick adds a job with these options (`tz`: the zone `spec` is read in)."""
+        return await self._run(cmds.cron_add(name, queue, spec, body, {
+            "repl": replicate, "retry": retry, "ttl": ttl, "priority": priority,
+            "group": group, "tz": tz}))
 
     async def cron_del(self, name: str) -> int:
         return await self._run(cmds.cron_del(name))

@@ -420,7 +420,7 @@ class Client(ClientBase):
                 async_: bool = False, dedup: str | bytes | None = None,
                 delay_ms: int | None = None, at: datetime | int | None = None,
                 priority: int | None = None, group: str | bytes | None = None,
-                max_deliveries: int | None = None) -> str:
+                max_deliveries: int | None = None, queue_randomly: bool = False) -> str:
         """ADDJOB; returns the job ID. `timeout_ms` bounds synchronous replication (0:
         no limit); delay, retry and ttl are in seconds. disq's extensions: `dedup`, a
         key: if the cluster added a job with it already, that job's ID, nothing added;
@@ -428,11 +428,13 @@ class Client(ClientBase):
         time, or Unix ms; never before it); `priority` 0 (most urgent) .. 255 (default
         128); `group`, a fairness group (ready jobs are handed out round-robin by group);
         `max_deliveries` (1..65535), deliveries after which the job is not queued again
-        but moved to its dead-letter queue (over the queue policy's)."""
+        but moved to its dead-letter queue (over the queue policy's). `queue_randomly`
+        (QUEUE-RANDOMLY): queued on a random node among those it is replicated to."""
         return self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry, ttl,
                                       maxlen, async_, dedup, delay_ms=delay_ms, at=at,
                                       priority=priority, group=group,
-                                      max_deliveries=max_deliveries))
+                                      max_deliveries=max_deliveries,
+                                      queue_randomly=queue_randomly))
 
     def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                  timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -442,7 +444,8 @@ class Client(ClientBase):
                  dedup: Iterable[str | bytes] | None = None, delay_ms: int | None = None,
                  at: datetime | int | None = None, priority: int | None = None,
                  group: str | bytes | None = None,
-                 max_deliveries: int | None = None) -> list[str]:
+                 max_deliveries: int | None = None,
+                 queue_randomly: bool = False) -> list[str]:
         """ADDJOB for each body, `batch_size` jobs per request: one ADDJOBS (disq's batch
         of ADDJOBs), or pipelined ADDJOBs on a server without it (Disque). Returns the
         IDs in order; if any job was refused, raises BatchError once every batch was
@@ -451,7 +454,8 @@ class Client(ClientBase):
         connection add nothing twice."""
         plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl, maxlen,
                              async_, batch_size, dedup, delay_ms=delay_ms, at=at,
-                             priority=priority, group=group, max_deliveries=max_deliveries)
+                             priority=priority, group=group, max_deliveries=max_deliveries,
+                             queue_randomly=queue_randomly)
         replies: list[object] = []
         for chunk, keys in plan.chunks:
             if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it
@@ -525,11 +529,15 @@ class Client(ClientBase):
     def qstat(self, queue: str) -> QueueStat | None:
         return self._run(cmds.qstat(queue))
 
-    def cron_add(self, name: str, queue: str, spec: str, body: Body,
-                     **options: object) -> str:
+    def cron_add(self, name: str, queue: str, spec: str, body: Body, *,
+                 replicate: int | None = None, retry: int | None = None,
+                 ttl: int | None = None, priority: int | None = None,
+                 group: str | bytes | None = None, tz: str | None = None) -> str:
         """CRON ADD (a disq extension): `spec` in cron syntax (six fields: seconds first);
-        options repl, retry, ttl, priority, group, tz (a zone name)."""
-        return self._run(cmds.cron_add(name, queue, spec, body, options))
+        each tick adds a job with these options (`tz`: the zone `spec` is read in)."""
+        return self._run(cmds.cron_add(name, queue, spec, body, {
+            "repl": replicate, "retry": retry, "ttl": ttl, "priority": priority,
+            "group": group, "tz": tz}))
 
     def cron_del(self, name: str) -> int:
         return self._run(cmds.cron_del(name))

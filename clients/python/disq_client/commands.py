@@ -97,8 +97,8 @@ def addjob_options(timeout_ms: int, replicate: int | None, delay: int | None,
                    retry: int | None, ttl: int | None, maxlen: int | None,
                    async_: bool, dedup: Arg | None = None, *, delay_ms: int | None = None,
                    at: datetime | int | None = None, priority: int | None = None,
-                   group: Arg | None = None,
-                   max_deliveries: int | None = None) -> tuple[Arg, ...]:
+                   group: Arg | None = None, max_deliveries: int | None = None,
+                   queue_randomly: bool = False) -> tuple[Arg, ...]:
     """Everything after the body: the timeout, then the options given. `dedup`,
     `delay_ms`, `at`, `priority`, `group` and `max_deliveries` are disq's extensions
     (Disque refuses them)."""
@@ -106,7 +106,7 @@ def addjob_options(timeout_ms: int, replicate: int | None, delay: int | None,
         "repl": replicate, "delay": delay, "retry": retry, "ttl": ttl, "maxlen": maxlen,
         "dedup": dedup, "async_": async_, "delay_ms": delay_ms,
         "at": None if at is None else unix_ms(at), "priority": priority, "group": group,
-        "max_deliveries": max_deliveries}))
+        "max_deliveries": max_deliveries, "queue_randomly": queue_randomly}))
 
 
 def addjob_wait(timeout_ms: int, async_: bool) -> float | None:
@@ -120,10 +120,11 @@ def add_job(queue: str, body: Body, timeout_ms: int, replicate: int | None,
             delay: int | None, retry: int | None, ttl: int | None, maxlen: int | None,
             async_: bool, dedup: Arg | None, *, delay_ms: int | None = None,
             at: datetime | int | None = None, priority: int | None = None,
-            group: Arg | None = None, max_deliveries: int | None = None) -> Cmd[str]:
+            group: Arg | None = None, max_deliveries: int | None = None,
+            queue_randomly: bool = False) -> Cmd[str]:
     options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup,
                              delay_ms=delay_ms, at=at, priority=priority, group=group,
-                             max_deliveries=max_deliveries)
+                             max_deliveries=max_deliveries, queue_randomly=queue_randomly)
     return Cmd(("ADDJOB", queue, to_body(body), *options), _str,
                addjob_wait(timeout_ms, async_))
 
@@ -152,11 +153,11 @@ def add_jobs(queue: str, bodies: Iterable[Body], timeout_ms: int, replicate: int
              async_: bool, batch_size: int, dedup: Iterable[Arg] | None, *,
              delay_ms: int | None = None, at: datetime | int | None = None,
              priority: int | None = None, group: Arg | None = None,
-             max_deliveries: int | None = None) -> JobBatches:
+             max_deliveries: int | None = None, queue_randomly: bool = False) -> JobBatches:
     """A batch of ADDJOBs, `batch_size` jobs a request (see JobBatches)."""
     options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_,
                              delay_ms=delay_ms, at=at, priority=priority, group=group,
-                             max_deliveries=max_deliveries)
+                             max_deliveries=max_deliveries, queue_randomly=queue_randomly)
     if dedup is None:
         chunks: Iterator[tuple[list[Body], list[Arg] | None]] = (
             (chunk, None) for chunk in _chunks(bodies, batch_size))
@@ -391,7 +392,7 @@ def pause(queue: str, flags: Sequence[PauseOption], bcast: bool) -> Cmd[str]:
 def cron_add(name: str, queue: str, spec: str, body: Body,
              options: Mapping[str, object]) -> Cmd[str]:
     """CRON ADD (a disq extension); `options`: CRON_ADD's fields (repl, retry, ttl,
-    priority, group, tz)."""
+    priority, group, tz), None where not given."""
     return Cmd(("CRON", "ADD", name, queue, spec, to_body(body),
                 *_options(CRON_ADD, options)), _str)
 

@@ -17,7 +17,7 @@ from ...errors import err, fixed
 from ...node import now_ms
 from ...replication.tables import held_reply
 from .. import reply
-from ..table import command
+from ..table import ADMIN, command
 
 if TYPE_CHECKING:
     from ...acl import AclTable, User
@@ -57,7 +57,12 @@ def authenticate(client: Client, name: str, password: bytes) -> User | None:
     return user
 
 
-@command("auth", -2, "rlFa", shown=(2, "rlF"))  # AUTH user pass: ACL users
+@command("auth", -2, "rlFa", shown=(2, "rlF"),
+         acl=("connection",),
+         syntax='AUTH password | AUTH username password',
+         summary=("Authenticate the connection: the default user's password (requirepass), or an "
+                  "ACL user's."),
+         reply='status OK')
 def auth(client: Client, args: list[bytes]) -> bytes:
     """AUTH password (the default user, which requirepass sets) | AUTH user password.
     The one-argument form answers Disque's errors; the two-argument one Redis 6's."""
@@ -83,7 +88,14 @@ def next_version(acl: AclTable, name: str, node_id: str) -> Version:
     return (now, node_id)
 
 
-@command("acl", -2, "s")
+@command("acl", -2, "s",
+         acl=ADMIN,
+         syntax=('ACL SETUSER name rule... | DELUSER name... | LIST | USERS | WHOAMI | CAT '
+                 '[category] | GETUSER name | SAVE | LOAD'),
+         summary=('Manage the ACL users: kept by every node, answered once every reachable node '
+                  'has the change.'),
+         reply='depends on the subcommand',
+         extension=True)
 def acl_(client: Client, args: list[bytes]) -> bytes | Pending:
     """ACL SETUSER name rule... | DELUSER name... | LIST | USERS | WHOAMI | CAT [cat]
     | GETUSER name | SAVE | LOAD"""

@@ -12,27 +12,39 @@ from ...config import ConfigError
 from ...errors import err
 from ...requests import parse_int, timeout_ms
 from .. import info, reply
-from ..table import CATEGORIES, COMMANDS, CommandSpec, command
+from ..table import ADMIN, COMMANDS, CommandSpec, command
 
 if TYPE_CHECKING:
     from ..connection import Client
 
 
-@command("ping", -1, "rFl", shown=(-1, "rF"))
+@command("ping", -1, "rFl", shown=(-1, "rF"),
+         acl=("connection",),
+         syntax='PING [message]',
+         summary='Check the connection.',
+         reply='status PONG, or the message as a bulk string')
 def ping(client: Client, args: list[bytes]) -> bytes:
     if len(args) > 2:
         raise err("wrong number of arguments for 'ping' command")
     return reply.PONG if len(args) == 1 else reply.bulk(args[1])
 
 
-@command("time", 1, "rFl", shown=(1, "rF"))
+@command("time", 1, "rFl", shown=(1, "rF"),
+         acl=("connection",),
+         syntax='TIME',
+         summary="The node's clock.",
+         reply='array: Unix seconds, microseconds')
 def time_(client: Client, args: list[bytes]) -> bytes:
     now = time.time()
     seconds = int(now)
     return reply.encode([str(seconds).encode(), str(int((now - seconds) * 1e6)).encode()])
 
 
-@command("info", -1, "rl")
+@command("info", -1, "rl",
+         acl=("dangerous",),
+         syntax='INFO [section]',
+         summary="The node's state and counters, by section.",
+         reply='bulk string of field:value lines')
 def info_(client: Client, args: list[bytes]) -> bytes:
     if len(args) > 2:
         raise errors.SYNTAX
@@ -40,7 +52,11 @@ def info_(client: Client, args: list[bytes]) -> bytes:
     return reply.bulk(info.render(client.server, section).encode())
 
 
-@command("config", -2, "srl", shown=(-2, "sr"))
+@command("config", -2, "srl", shown=(-2, "sr"),
+         acl=ADMIN,
+         syntax='CONFIG GET pattern | SET directive value | REWRITE | RESETSTAT',
+         summary='Read and change directives at run time.',
+         reply='depends on the subcommand')
 def config(client: Client, args: list[bytes]) -> bytes:
     """CONFIG GET pattern | SET name value | REWRITE | RESETSTAT"""
     sub = args[1].lower()
@@ -73,7 +89,11 @@ def config(client: Client, args: list[bytes]) -> bytes:
     raise err("CONFIG subcommand must be one of GET, SET, RESETSTAT, REWRITE")
 
 
-@command("debug", -2, "sl", shown=(-2, "s"))
+@command("debug", -2, "sl", shown=(-2, "s"),
+         acl=ADMIN,
+         syntax='DEBUG SLEEP s | FLUSHALL | LOADAOF | ...',
+         summary='Debugging and testing aids.',
+         reply='depends on the subcommand')
 def debug(client: Client, args: list[bytes]) -> bytes:
     sub = args[1].lower()
     argc = len(args)
@@ -134,11 +154,15 @@ def _command_info(spec: CommandSpec, resp3: bool = False) -> bytes:
              if letter in spec.shown_flags]
     return ((b"*7\r\n" if resp3 else b"*6\r\n") + reply.bulk(spec.bname)
             + reply.integer(spec.shown_arity) + reply.array(flags) + reply.ZERO + reply.ZERO
-            + reply.ZERO + (reply.encode([b"@" + c.encode() for c in CATEGORIES[spec.name]])
+            + reply.ZERO + (reply.encode([b"@" + c.encode() for c in spec.categories])
                             if resp3 else b""))
 
 
-@command("command", 0, "rl")
+@command("command", 0, "rl",
+         acl=("connection",),
+         syntax='COMMAND [COUNT | INFO name ... | DOCS name ...]',
+         summary='The command table: arity, flags, first/last key, step.',
+         reply='array')
 def command_(client: Client, args: list[bytes]) -> bytes:
     """COMMAND [COUNT | INFO name ... | DOCS ...]"""
     if len(args) == 1:
@@ -157,7 +181,12 @@ def command_(client: Client, args: list[bytes]) -> bytes:
     raise err("Unknown subcommand or wrong number of arguments.")
 
 
-@command("client", -2, "srl", shown=(-2, "sr"))
+@command("client", -2, "srl", shown=(-2, "sr"),
+         acl=ADMIN,
+         syntax=('CLIENT LIST | SETNAME name | GETNAME | KILL ... | ID | REPLY ON|OFF|SKIP | '
+                 'SETINFO ...'),
+         summary='Inspect and manage the connected clients.',
+         reply='depends on the subcommand')
 def client_(client: Client, args: list[bytes]) -> bytes:
     """CLIENT LIST | SETNAME name | GETNAME | KILL ... | ID | REPLY | SETINFO"""
     sub = args[1].lower()
@@ -230,7 +259,11 @@ def _client_kill(client: Client, args: list[bytes]) -> bytes:
     return reply.integer(killed)
 
 
-@command("shutdown", -1, "srl")
+@command("shutdown", -1, "srl",
+         acl=ADMIN,
+         syntax='SHUTDOWN [REWRITE-AOF | NOSAVE | SAVE]',
+         summary='Stop the node (rewriting the AOF first with REWRITE-AOF).',
+         reply='none: the connection closes')
 def shutdown(client: Client, args: list[bytes]) -> bytes:
     """SHUTDOWN [REWRITE-AOF | NOSAVE | SAVE]"""
     rewrite_aof = False
@@ -245,7 +278,11 @@ def shutdown(client: Client, args: list[bytes]) -> bytes:
     return b""  # no reply: the connection closes with the process
 
 
-@command("bgrewriteaof", 1, "sr")
+@command("bgrewriteaof", 1, "sr",
+         acl=ADMIN,
+         syntax='BGREWRITEAOF',
+         summary='Compact the AOF to one record per live job, in the background.',
+         reply='status')
 def bgrewriteaof(client: Client, args: list[bytes]) -> bytes:
     """BGREWRITEAOF: compact the AOF to one record per live job, in the background."""
     aof = client.server.aof
@@ -258,14 +295,22 @@ def bgrewriteaof(client: Client, args: list[bytes]) -> bytes:
     return reply.status(b"Background append only file rewriting started")
 
 
-@command("monitor", 1, "sr")
+@command("monitor", 1, "sr",
+         acl=ADMIN,
+         syntax='MONITOR',
+         summary='Stream every command the node receives to this connection.',
+         reply='status OK, then one status line per command')
 def monitor(client: Client, args: list[bytes]) -> bytes:
     """MONITOR: stream every command the node receives to this client."""
     client.server.hot.monitors.add(client)
     return reply.OK
 
 
-@command("slowlog", -2, "rl", shown=(-2, "r"))
+@command("slowlog", -2, "rl", shown=(-2, "r"),
+         acl=ADMIN,
+         syntax='SLOWLOG GET [n] | LEN | RESET',
+         summary='The commands slower than slowlog-log-slower-than.',
+         reply='depends on the subcommand')
 def slowlog(client: Client, args: list[bytes]) -> bytes:
     """SLOWLOG GET [n] | LEN | RESET"""
     sub = args[1].lower()
@@ -287,7 +332,11 @@ def slowlog(client: Client, args: list[bytes]) -> bytes:
     raise err("Unknown SLOWLOG subcommand or wrong # of args. Try GET, RESET, LEN.")
 
 
-@command("latency", -2, "srl")
+@command("latency", -2, "srl",
+         acl=ADMIN,
+         syntax='LATENCY LATEST | HISTORY event | RESET [event ...] | DOCTOR',
+         summary='Latency events above latency-monitor-threshold.',
+         reply='depends on the subcommand')
 def latency(client: Client, args: list[bytes]) -> bytes:
     """LATENCY LATEST | HISTORY event | RESET [event ...] | DOCTOR: the events
     latency-monitor-threshold records (commands, job timer runs)."""

@@ -10,7 +10,7 @@ from ...errors import DisqError, err, fixed
 from ...exposure import is_loopback, meet_refusal
 from ...requests import parse_int
 from .. import reply
-from ..table import command
+from ..table import ADMIN, command
 from .acl import WRONGPASS, authenticate
 
 if TYPE_CHECKING:
@@ -19,7 +19,13 @@ if TYPE_CHECKING:
 _WRONG = fixed("WRONG", "ERR", "Wrong CLUSTER subcommand or number of arguments")
 
 
-@command("hello", -1, "rFal", shown=(1, "rF"))  # HELLO protover...: Redis's handshake; l: Redis answers it while loading
+# HELLO protover...: Redis's handshake; l: Redis answers it while loading
+@command("hello", -1, "rFal", shown=(1, "rF"),
+         acl=("connection",),
+         syntax='HELLO [protover [AUTH username password] [SETNAME name]]',
+         summary=("Disque's HELLO: this node's ID and every known node (Redis's handshake when a "
+                  'protocol version is given).'),
+         reply='array: 1, my ID, then [ID, ip, port, priority] per node')
 def hello(client: Client, args: list[bytes]) -> bytes:
     """HELLO: [1, my id, [id, ip, port, priority] for every known node].
 
@@ -41,7 +47,12 @@ def hello(client: Client, args: list[bytes]) -> bytes:
     return reply.encode(entries)
 
 
-@command("cluster", -2, "sr")
+@command("cluster", -2, "sr",
+         acl=ADMIN,
+         syntax=('CLUSTER MEET ip port | FORGET id | RESET [SOFT|HARD] | MYID | NODES | INFO | '
+                 'SAVECONFIG | LEAVING [yes|no]'),
+         summary="Manage the node's cluster membership.",
+         reply='depends on the subcommand')
 def cluster(client: Client, args: list[bytes]) -> bytes:
     """CLUSTER MEET ip port | FORGET id | RESET [SOFT|HARD] | MYID | NODES | INFO |
     SAVECONFIG | LEAVING [yes|no]"""

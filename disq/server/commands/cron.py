@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from disq_client import spec
+
 from ... import errors
 from ...node import now_ms
 from ...replication.tables import held_reply
@@ -13,14 +15,21 @@ from ...requests import CronAdd
 from ...schedules import CronSchedule, check_spec, parse_zone
 from .. import reply
 from ..guard import check_queue, may_see
-from ..table import command
+from ..table import PRODUCE, At, Subcommand, command
 
 if TYPE_CHECKING:
     from ..connection import Client
     from ..pending import Pending
 
 
-@command("cron", -2, "wm")
+@command("cron", -2, "wm",
+         acl=PRODUCE,
+         syntax=('CRON ADD name queue spec body [REPLICATE n] [RETRY s] [TTL s] [PRIORITY p] '
+                 '[GROUP g] [TZ zone] | CRON DEL name | CRON LIST'),
+         summary=('Recurring jobs: a schedule kept by every node, fired once per tick by a node '
+                  'that reaches a majority.'),
+         reply='ADD, DEL: status OK or integer; LIST: array of schedules',
+         options=(spec.CRON_ADD,), queues=Subcommand({b"add": At(3)}), extension=True)
 def cron(client: Client, args: list[bytes]) -> bytes | Pending:
     """CRON ADD name queue spec body [REPLICATE n] [RETRY s] [TTL s] [PRIORITY p]
     [GROUP g] [TZ zone] | CRON DEL name | CRON LIST"""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from disq_client import spec
+
 from ... import errors
 from ...ids import is_valid_job_id
 from ...job import STATE_NAMES, WAIT_REPL, Job
@@ -13,14 +15,20 @@ from ...requests import AddJob, AddJobs, GetJob, JobSet, Nack, validate_ids
 from .. import reply
 from ..guard import check_jobs, check_queue, check_queues
 from ..pending import BatchReplies
-from ..table import command
+from ..table import ADMIN, CONSUME, PRODUCE, AfterOptions, AfterToken, At, From, command
 from .dedup import add_deduped, park_for_replication
 
 if TYPE_CHECKING:
     from ..connection import Client
     from ..pending import Pending
 
-@command("addjob", -4, "wmF")
+@command("addjob", -4, "wmF",
+         acl=PRODUCE,
+         syntax='ADDJOB queue body ms-timeout [options]',
+         summary=('Add a job, replicated to REPLICATE nodes (synchronously unless ASYNC) before '
+                  'the reply.'),
+         reply="status: the job's ID",
+         options=(spec.ADDJOB,), queues=At(1))
 def addjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
     [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key] [DELAY-MS ms] [AT unix-ms]
@@ -43,7 +51,13 @@ def _add(client: Client, request: AddJob) -> bytes | Pending:
     return b"+" + job.id + b"\r\n"
 
 
-@command("addjobs", -5, "wm")
+@command("addjobs", -5, "wm",
+         acl=PRODUCE,
+         syntax=("ADDJOBS queue ms-timeout [ADDJOB's options but DEDUP] JOBS body [body ...] | "
+                 'DEDUP-JOBS key body [key body ...]'),
+         summary='Add several jobs in one request, each as its own ADDJOB with the options would.',
+         reply="array: each job's ADDJOB reply (its ID or its error) in its place",
+         options=(spec.ADDJOB,), queues=At(1), extension=True)
 def addjobs(client: Client, args: list[bytes]) -> bytes | Pending:
     """ADDJOBS queue ms-timeout [ADDJOB's options but DEDUP] JOBS body [body ...]
     | DEDUP-JOBS key body [key body ...] (a disq extension): each job added in order as
@@ -72,7 +86,14 @@ def addjobs(client: Client, args: list[bytes]) -> bytes | Pending:
     return replies.result(client)
 
 
-@command("getjob", -2, "wF")
+@command("getjob", -2, "wF",
+         acl=CONSUME,
+         syntax='GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue [queue ...]',
+         summary=('Take jobs from the first queues that have some, waiting up to TIMEOUT (0: for '
+                  'ever) unless NOHANG.'),
+         reply=('array of [queue, id, body] (with WITHCOUNTERS: nacks and additional deliveries '
+                'too), or null on timeout'),
+         options=(spec.GETJOB,), queues=AfterToken(b"FROM"))
 def getjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue [queue ...]"""
     request = GetJob.parse(args)
@@ -106,7 +127,12 @@ def _ids(client: Client, args: list[bytes]) -> list[bytes]:
     return ids if client.user.all_queues else check_jobs(client, ids)
 
 
-@command("ackjob", -1, "wF")
+@command("ackjob", -1, "wF",
+         acl=CONSUME,
+         syntax='ACKJOB id [id ...]',
+         summary='Acknowledge jobs: every node holding a copy forgets them.',
+         reply='integer: the jobs known and not already acknowledged',
+         jobs=From(1))
 def ackjob(client: Client, args: list[bytes]) -> bytes:
     """ACKJOB id [id ...]: the number of jobs known and not already acknowledged."""
     acked = client.node.ack(_ids(client, args))
@@ -114,7 +140,13 @@ def ackjob(client: Client, args: list[bytes]) -> bytes:
     return reply.integer(acked)
 
 
-@command("fastack", -1, "wF")
+@command("fastack", -1, "wF",
+         acl=CONSUME,
+         syntax='FASTACK id [id ...]',
+         summary=('Acknowledge jobs at once, telling every node that may hold a copy, without '
+                  'waiting.'),
+         reply='integer: the jobs known and not already acknowledged',
+         jobs=From(1))
 def fastack(client: Client, args: list[bytes]) -> bytes:
     """FASTACK id [id ...]: delete now, telling every node that may hold a copy."""
     acked = client.node.fast_ack(_ids(client, args))
@@ -122,7 +154,13 @@ def fastack(client: Client, args: list[bytes]) -> bytes:
     return reply.integer(acked)
 
 
-@command("nack", -1, "mwF")
+@command("nack", -1, "mwF",
+         acl=CONSUME,
+         syntax='NACK [DELAY-MS ms] id [id ...]',
+         summary=('Put delivered jobs back in their queue, counting a nack (after DELAY-MS, or the'
+                  " queue's back-off)."),
+         reply='integer: the jobs requeued',
+         options=(spec.NACK,), jobs=AfterOptions(spec.NACK))
 def nack(client: Client, args: list[bytes]) -> bytes:
     """NACK [DELAY-MS ms] id [id ...]: put delivered jobs back in the queue, counting
     a nack; after DELAY-MS (a disq extension), or the queue's BACKOFF policy, if any.
@@ -132,25 +170,45 @@ def nack(client: Client, args: list[bytes]) -> bytes:
                                              delay_ms=request.delay_ms))
 
 
-@command("enqueue", -1, "mwF")
+@command("enqueue", -1, "mwF",
+         acl=CONSUME,
+         syntax='ENQUEUE id [id ...]',
+         summary='Queue active jobs now (counts an additional delivery).',
+         reply='integer: the jobs queued',
+         jobs=From(1))
 def enqueue(client: Client, args: list[bytes]) -> bytes:
     """ENQUEUE id [id ...]: queue active jobs now (counts an additional delivery)."""
     return reply.integer(client.node.requeue(_ids(client, args), nack=False))
 
 
-@command("dequeue", -1, "wF")
+@command("dequeue", -1, "wF",
+         acl=CONSUME,
+         syntax='DEQUEUE id [id ...]',
+         summary='Take queued jobs out of their queue (they stay active).',
+         reply='integer: the jobs dequeued',
+         jobs=From(1))
 def dequeue(client: Client, args: list[bytes]) -> bytes:
     """DEQUEUE id [id ...]: take queued jobs out of their queue (they stay active)."""
     return reply.integer(client.node.dequeue_ids(_ids(client, args)))
 
 
-@command("deljob", -1, "wF")
+@command("deljob", -1, "wF",
+         acl=("write",),
+         syntax='DELJOB id [id ...]',
+         summary='Evict jobs from this node only.',
+         reply='integer: the jobs deleted',
+         jobs=From(1))
 def deljob(client: Client, args: list[bytes]) -> bytes:
     """DELJOB id [id ...]: evict jobs from this node only."""
     return reply.integer(client.node.delete(_ids(client, args)))
 
 
-@command("working", 2, "wF")
+@command("working", 2, "wF",
+         acl=CONSUME,
+         syntax='WORKING id',
+         summary="Postpone the job's next requeue: the consumer is still working on it.",
+         reply="integer: the job's retry, in seconds",
+         jobs=At(1))
 def working(client: Client, args: list[bytes]) -> bytes:
     """WORKING id: postpone the next requeue; replies the job's retry in seconds."""
     if not is_valid_job_id(args[1]):
@@ -160,7 +218,12 @@ def working(client: Client, args: list[bytes]) -> bytes:
     return reply.integer(client.node.working(args[1]))
 
 
-@command("jobset", -2, "wF")
+@command("jobset", -2, "wF",
+         acl=PRODUCE,
+         syntax='JOBSET id [PRIORITY p] [AT unix-ms] [DELAY-MS ms]',
+         summary='Change a job not acknowledged yet on every node that holds it.',
+         reply='status OK once every holder applied it; -NOREPL if one may not have',
+         options=(spec.JOBSET,), jobs=At(1), extension=True)
 def jobset(client: Client, args: list[bytes]) -> bytes | Pending:
     """JOBSET id [PRIORITY p] [AT unix-ms] [DELAY-MS ms] (a disq extension): change a
     job not acknowledged yet on every node that holds it (Node.set_job here, the
@@ -188,7 +251,12 @@ def jobset(client: Client, args: list[bytes]) -> bytes | Pending:
     return pending
 
 
-@command("show", 2, "rF")
+@command("show", 2, "rF",
+         acl=("read",),
+         syntax='SHOW id',
+         summary='Every field of a job.',
+         reply='array of field, value pairs, or a null bulk if the job is unknown',
+         jobs=At(1))
 def show(client: Client, args: list[bytes]) -> bytes:
     """SHOW id: every field of a job, or a null bulk if unknown."""
     if not is_valid_job_id(args[1]):
@@ -238,7 +306,11 @@ def show_job(job: Job, my_id: str) -> bytes:
     return b"*30\r\n" + b"".join(fields)
 
 
-@command("loadjob", 2, "w")
+@command("loadjob", 2, "w",
+         acl=ADMIN,
+         syntax='LOADJOB serialized-job',
+         summary='Only processed from the AOF.',
+         reply='error')
 def loadjob(client: Client, args: list[bytes]) -> bytes:
     return reply.error("ERR LOADJOB is a special command only processed from AOF")
 

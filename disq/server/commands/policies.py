@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from disq_client import spec
+
 from ... import errors
 from ...node import now_ms
 from ...policies import DEAD_PREFIX, QueuePolicy, format_rate
@@ -14,14 +16,22 @@ from ...replication.tables import held_reply
 from ...requests import DeadletterRequeue, QPolicySet
 from .. import reply
 from ..guard import check_queue
-from ..table import command
+from ..table import CONSUME, At, Both, OptionValue, Subcommand, command
 
 if TYPE_CHECKING:
     from ..connection import Client
     from ..pending import Pending
 
 
-@command("qpolicy", -3, "wm")
+@command("qpolicy", -3, "wm",
+         acl=("write",),
+         syntax=('QPOLICY queue SET [MAXDELIVERIES n] [DEADLETTER queue] [BACKOFF base-ms max-ms] '
+                 '[RATE jobs-per-second] | QPOLICY queue GET | QPOLICY queue DEL'),
+         summary=("A queue's policy (delivery limit, dead letters, back-off, rate), kept by every "
+                  'node.'),
+         reply='SET: status OK; GET: array of field, value pairs or null; DEL: integer',
+         options=(spec.QPOLICY_SET,), queues=Both(At(1), OptionValue(b"DEADLETTER", 3)),
+         extension=True)
 def qpolicy(client: Client, args: list[bytes]) -> bytes | Pending:
     """QPOLICY queue SET [MAXDELIVERIES n] [DEADLETTER queue] [BACKOFF base-ms max-ms]
     [RATE jobs-per-second] | QPOLICY queue GET | QPOLICY queue DEL"""
@@ -106,7 +116,12 @@ def _get(client: Client, queue: bytes) -> bytes:
     ])
 
 
-@command("deadletter", -3, "wm")
+@command("deadletter", -3, "wm",
+         acl=CONSUME,
+         syntax='DEADLETTER REQUEUE queue [COUNT n]',
+         summary='The dead letters of a queue, on any node, back to the queues they came from.',
+         reply='integer: the jobs requeued',
+         options=(spec.DEADLETTER_REQUEUE,), queues=Subcommand({b"requeue": At(2)}), extension=True)
 def deadletter(client: Client, args: list[bytes]) -> bytes | Pending:
     """DEADLETTER REQUEUE queue [COUNT n]: the dead letters of `queue` (queued on any
     node) back to the queues they came from, their counters reset; how many."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from disq_client import spec
+
 from ... import errors
 from ...job import STATE_BY_NAME, Job
 from ...node import now_ms
@@ -12,7 +14,7 @@ from ...queue import PAUSE_NAMES, PAUSED_ALL, Queue
 from ...requests import JScan, Pause, QScan, parse_int
 from .. import reply
 from ..guard import check_queue, may_see
-from ..table import command
+from ..table import At, command
 from .jobs import show_job
 
 if TYPE_CHECKING:
@@ -20,14 +22,25 @@ if TYPE_CHECKING:
     from ..connection import Client
     from ..pending import Pending
 
-@command("qlen", 2, "rF")
+@command("qlen", 2, "rF",
+         acl=("read",),
+         syntax='QLEN queue',
+         summary='The jobs queued in a queue on this node.',
+         reply='integer',
+         queues=At(1))
 def qlen(client: Client, args: list[bytes]) -> bytes:
     """QLEN queue: jobs queued on this node."""
     check_queue(client, args[1])
     return reply.integer(client.node.qlen(args[1]))
 
 
-@command("globalqlen", 2, "r")
+@command("globalqlen", 2, "r",
+         acl=("read",),
+         syntax='GLOBALQLEN queue',
+         summary=("The jobs queued in a queue in the whole cluster (every reachable node's QLEN "
+                  'summed).'),
+         reply='integer',
+         queues=At(1))
 def globalqlen(client: Client, args: list[bytes]) -> bytes | Pending:
     """GLOBALQLEN queue (a later Disque command): jobs queued in the whole cluster,
     this node's QLEN plus each reachable node's, answered once they all replied."""
@@ -42,7 +55,13 @@ def globalqlen(client: Client, args: list[bytes]) -> bytes | Pending:
     return pending
 
 
-@command("qpeek", 3, "r")
+@command("qpeek", 3, "r",
+         acl=("read",),
+         syntax='QPEEK queue count',
+         summary=('The next count jobs GETJOB would deliver (count < 0: the last ones), without '
+                  'taking them.'),
+         reply='array of [queue, id, body]',
+         queues=At(1))
 def qpeek(client: Client, args: list[bytes]) -> bytes:
     """QPEEK queue count: the next `count` jobs GETJOB would deliver, in that order;
     count < 0: the last -count it would deliver, the last first. For plain jobs that
@@ -59,7 +78,12 @@ def qpeek(client: Client, args: list[bytes]) -> bytes:
     return b"*%d\r\n" % len(jobs) + b"".join(map(reply.job_entry_peek, jobs))
 
 
-@command("qstat", 2, "rF")
+@command("qstat", 2, "rF",
+         acl=("read",),
+         syntax='QSTAT queue',
+         summary="A queue's counters.",
+         reply='array of field, value pairs, or a null array if the queue does not exist',
+         queues=At(1))
 def qstat(client: Client, args: list[bytes]) -> bytes:
     """QSTAT queue: the queue's counters, or a null array if it does not exist."""
     check_queue(client, args[1])
@@ -96,7 +120,12 @@ def _scan(table: ScanTable[Any, Any], request: QScan | JScan,
             return cursor, items
 
 
-@command("qscan", -1, "r")
+@command("qscan", -1, "r",
+         acl=("read",),
+         syntax='QSCAN [cursor] [COUNT n] [BUSYLOOP] [MINLEN n] [MAXLEN n] [IMPORTRATE n]',
+         summary='Iterate over the queues of this node.',
+         reply='array: next cursor, queue names',
+         options=(spec.QSCAN,))
 def qscan(client: Client, args: list[bytes]) -> bytes:
     """QSCAN [cursor] [COUNT n] [BUSYLOOP] [MINLEN n] [MAXLEN n] [IMPORTRATE n]"""
     request = QScan.parse(args)
@@ -117,7 +146,12 @@ def qscan(client: Client, args: list[bytes]) -> bytes:
     return reply.encode([str(cursor).encode(), [q.name for q in queues]])
 
 
-@command("jscan", -1, "r")
+@command("jscan", -1, "r",
+         acl=("read",),
+         syntax='JSCAN [cursor] [COUNT n] [BUSYLOOP] [QUEUE q] [STATE s ...] [REPLY all|id]',
+         summary='Iterate over the jobs of this node.',
+         reply='array: next cursor, job IDs (or every field of each job with REPLY all)',
+         options=(spec.JSCAN,))
 def jscan(client: Client, args: list[bytes]) -> bytes:
     """JSCAN [cursor] [COUNT n] [BUSYLOOP] [QUEUE q] [STATE s ...] [REPLY all|id]"""
     request = JScan.parse(args)
@@ -141,7 +175,12 @@ def jscan(client: Client, args: list[bytes]) -> bytes:
     return b"*2\r\n" + reply.bulk(str(cursor).encode()) + reply.array(items)
 
 
-@command("pause", -3, "rF")
+@command("pause", -3, "rF",
+         acl=("write",),
+         syntax='PAUSE queue in|out|all|none|state|bcast ...',
+         summary="Pause a queue's input, output or both (BCAST: on every node).",
+         reply="status: the queue's resulting state",
+         options=(spec.PAUSE,), queues=At(1))
 def pause(client: Client, args: list[bytes]) -> bytes:
     """PAUSE queue in|out|all|none|state|bcast ...: replies the resulting state. As
     Disque: the state asked replaces the queue's, it does not add to it."""
