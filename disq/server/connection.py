@@ -35,6 +35,7 @@ from mypy_extensions import mypyc_attr
 from ..errors import OOM, DisqError
 from ..queue import Queue
 from . import reply
+from .guard import NOPERM_KEY, user_may_use_all
 from .hotstate import HotState
 from .limits import TokenBucket
 from .pending import LaterReplies, Pending
@@ -475,6 +476,10 @@ class Client(LaterReplies, asyncio.Protocol):
             refused = self._acl_refusal(spec, args)
             if refused is not None:
                 return refused
+        if not user.all_queues and spec.queues is not None and not user_may_use_all(
+                user, spec.queues.find(args)):
+            server.acl.denied_key += 1
+            return NOPERM_KEY.REPLY
         if spec.denyoom and self.node.job_bytes > self.node.full_bytes and (
                 not server.loading and not self.node.make_room(0)):
             return ERR_OOM

@@ -1,8 +1,11 @@
 """Queue permissions (ACL `~pattern`) in the commands that name a queue or a job.
 
-The command check is the connection's (dispatch); these are the handlers' part, since
-only the handler knows which queues a request names. Each helper costs one attribute
-test for a user allowed every queue (`all_queues`, the default user).
+The connection's dispatch checks the command, then the queues its arguments name where
+its declaration says they are (`CommandSpec.queues`: `user_may_use_all`); these are
+the handlers' part: the jobs a command names (their queues are known once they are
+looked up), and queues known from stored state (a schedule CRON ADD replaces). Each
+helper costs one attribute test for a user allowed every queue (`all_queues`, the
+default user).
 
 - A queue named (ADDJOB, GETJOB FROM, QLEN, QPEEK, PAUSE, QPOLICY, CRON ADD...) must
   match one of the user's patterns, else -NOPERM for the whole command (GETJOB FROM
@@ -17,16 +20,22 @@ test for a user allowed every queue (`all_queues`, the default user).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..errors import fixed
 
 if TYPE_CHECKING:
+    from ..acl import User
     from ..job import Job
     from .connection import Client
 
 NOPERM_KEY = fixed("NOPERM_KEY", "NOPERM", "No permissions to access a key")
+
+
+def user_may_use_all(user: User, queues: list[bytes]) -> bool:
+    """Whether `user` may use every queue of `queues` (the dispatch's check of the
+    queues a command's arguments name)."""
+    return all(user.may_use(queue) for queue in queues)
 
 
 def check_queue(client: Client, queue: bytes) -> None:
@@ -34,12 +43,6 @@ def check_queue(client: Client, queue: bytes) -> None:
     if not user.all_queues and not user.may_use(queue):
         client.server.acl.denied_key += 1
         raise NOPERM_KEY
-
-
-def check_queues(client: Client, queues: Iterable[bytes]) -> None:
-    if not client.user.all_queues:
-        for queue in queues:
-            check_queue(client, queue)
 
 
 def may_see(client: Client, queue: bytes | None) -> bool:

@@ -15,6 +15,8 @@ from support import DisqProcess, free_port, raw_command, wait_for
 from test_directives import error_of as error
 from test_http import Http
 
+from disq.server.commands import load_commands
+
 WRONGPASS = "WRONGPASS invalid username-password pair or user is disabled."
 NOPERM_KEY = "No permissions to access a key"
 # A deleted user's client, closed: redis-py reconnects and its AUTHs fail (WRONGPASS, a
@@ -399,3 +401,46 @@ def test_passwords_stay_out_of_slowlog_and_monitor(two_teams: tuple[DisqProcess,
     assert entries and b"top-secret" not in repr(entries).encode()
     alice.execute_command("QLEN", "a:x")  # (connected)
     assert b"user=alice" in admin.execute_command("CLIENT", "LIST")
+
+
+# One invocation of each command whose declaration says where it names queues, naming
+# b:* queues only where the declaration says (the rest is alice's own or no queue).
+DECLARED_QUEUE_USES = {
+    "addjob": ("ADDJOB", "b:q", "x", 0),
+    "addjobs": ("ADDJOBS", "b:q", 0, "JOBS", "x"),
+    "getjob": ("GETJOB", "NOHANG", "FROM", "a:q", "b:q"),
+    "qlen": ("QLEN", "b:q"),
+    "globalqlen": ("GLOBALQLEN", "b:q"),
+    "qpeek": ("QPEEK", "b:q", 1),
+    "qstat": ("QSTAT", "b:q"),
+    "pause": ("PAUSE", "b:q", "state"),
+    "qpolicy": ("QPOLICY", "a:q", "SET", "DEADLETTER", "b:dead"),
+    "cron": ("CRON", "ADD", "tick", "b:q", "* * * * *", "x"),
+    "deadletter": ("DEADLETTER", "REQUEUE", "b:dead"),
+}
+
+
+def test_every_declared_queue_argument_is_checked(start_node: Callable[..., DisqProcess]
+                                                   ) -> None:
+    """Driven by the declarations: each command that names queues refuses a user those
+    queues are not allowed to, wherever in its arguments they are."""
+    declared = {spec.name for spec in load_commands().values() if spec.queues is not None}
+    assert declared == set(DECLARED_QUEUE_USES)
+    node = start_node()
+    admin = client_as(node)
+    assert admin.execute_command("ACL", "SETUSER", "alice", "on", ">pw", "~a:*",
+                                 "+@all") == b"OK"
+    alice = client_as(node, "alice", "pw")
+    try:
+        for name, command in DECLARED_QUEUE_USES.items():
+            with pytest.raises(redis.ResponseError, match=NOPERM_KEY):
+                alice.execute_command(*command)
+            # ... and the same command naming alice's own queues runs
+            allowed = [str(a).replace("b:", "a:") for a in command]
+            try:
+                alice.execute_command(*allowed)
+            except redis.ResponseError as exc:
+                assert NOPERM_KEY not in str(exc), (name, exc)
+    finally:
+        alice.close()
+        admin.close()

@@ -57,7 +57,6 @@ def _add(client: Client, request: CronAdd) -> bytes | Pending:
         raise errors.body_too_big(len(request.body), node.config.job_max_body)
     now = now_ms()
     old = node.schedules.schedules.get(request.name)
-    check_queue(client, request.queue)
     if old is not None and not old.deleted:
         check_queue(client, old.queue)  # (replacing a schedule of another queue)
     version = now if old is None or now > old.version else old.version + 1

@@ -15,7 +15,6 @@ from ...policies import DEAD_PREFIX, QueuePolicy, format_rate
 from ...replication.tables import held_reply
 from ...requests import DeadletterRequeue, QPolicySet
 from .. import reply
-from ..guard import check_queue
 from ..table import CONSUME, At, Both, OptionValue, Subcommand, command
 
 if TYPE_CHECKING:
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
 def qpolicy(client: Client, args: list[bytes]) -> bytes | Pending:
     """QPOLICY queue SET [MAXDELIVERIES n] [DEADLETTER queue] [BACKOFF base-ms max-ms]
     [RATE jobs-per-second] | QPOLICY queue GET | QPOLICY queue DEL"""
-    check_queue(client, args[1])
     sub = args[2].lower()
     if sub == b"set":
         return _set(client, QPolicySet.parse(args))
@@ -49,8 +47,6 @@ def qpolicy(client: Client, args: list[bytes]) -> bytes | Pending:
 
 
 def _set(client: Client, request: QPolicySet) -> bytes | Pending:
-    if request.deadletter:
-        check_queue(client, request.deadletter)
     node = client.node
     now = now_ms()
     old = node.policies.get(request.queue)
@@ -128,7 +124,6 @@ def deadletter(client: Client, args: list[bytes]) -> bytes | Pending:
     if args[1].lower() != b"requeue":
         raise errors.err("unknown DEADLETTER subcommand, try REQUEUE")
     request = DeadletterRequeue.parse(args)
-    check_queue(client, request.queue)
     node = client.node
     if not _is_dead_letter_queue(client, request.queue):
         name = request.queue.decode(errors="replace")[:200]

@@ -13,7 +13,7 @@ from ...node import now_ms
 from ...queue import PAUSE_NAMES, PAUSED_ALL, Queue
 from ...requests import JScan, Pause, QScan, parse_int
 from .. import reply
-from ..guard import check_queue, may_see
+from ..guard import may_see
 from ..table import At, command
 from .jobs import show_job
 
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
          queues=At(1))
 def qlen(client: Client, args: list[bytes]) -> bytes:
     """QLEN queue: jobs queued on this node."""
-    check_queue(client, args[1])
     return reply.integer(client.node.qlen(args[1]))
 
 
@@ -44,7 +43,6 @@ def qlen(client: Client, args: list[bytes]) -> bytes:
 def globalqlen(client: Client, args: list[bytes]) -> bytes | Pending:
     """GLOBALQLEN queue (a later Disque command): jobs queued in the whole cluster,
     this node's QLEN plus each reachable node's, answered once they all replied."""
-    check_queue(client, args[1])
     local = client.node.qlen(args[1])
     replication = client.server.replication
     if replication is None or client.node.cluster.size() <= 1:
@@ -67,7 +65,6 @@ def qpeek(client: Client, args: list[bytes]) -> bytes:
     count < 0: the last -count it would deliver, the last first. For plain jobs that
     is Disque's oldest first / newest first; with priorities and groups (issue #18) it
     is the delivery order (most urgent first, the groups of a priority in turn)."""
-    check_queue(client, args[1])
     count = parse_int(args[2])
     if count is None:
         raise errors.NOT_INTEGER
@@ -86,7 +83,6 @@ def qpeek(client: Client, args: list[bytes]) -> bytes:
          queues=At(1))
 def qstat(client: Client, args: list[bytes]) -> bytes:
     """QSTAT queue: the queue's counters, or a null array if it does not exist."""
-    check_queue(client, args[1])
     queue = client.node.queues.get(args[1])
     if queue is None:
         return reply.NULL_ARRAY
@@ -185,7 +181,6 @@ def pause(client: Client, args: list[bytes]) -> bytes:
     """PAUSE queue in|out|all|none|state|bcast ...: replies the resulting state. As
     Disque: the state asked replaces the queue's, it does not add to it."""
     request = Pause.parse(args)
-    check_queue(client, request.queue)
     node = client.node
     queue = request.queue
     flags = request.flags
