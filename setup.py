@@ -41,6 +41,7 @@ NATIVE = [
     "disq/timers.py",
     "disq/queue.py",
     "disq/requests.py",
+    "disq/queue_requests.py",
     "disq/jobops.py",
     "disq/memory.py",
     "disq/failures.py",

@@ -10,7 +10,8 @@ from disq import errors
 from disq.dedup import scoped_key
 from disq.job import STATE_BY_NAME
 from disq.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
-from disq.requests import DEFAULT_TTL, AddJob, AddJobs, GetJob, JScan, Pause, QScan
+from disq.queue_requests import JScan, Pause, QScan
+from disq.requests import DEFAULT_TTL, AddJob, AddJobs, GetJob
 
 
 def args(text: str) -> list[bytes]:

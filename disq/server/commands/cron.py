@@ -10,8 +10,8 @@ from disq_client import spec
 
 from ... import errors
 from ...node import now_ms
+from ...queue_requests import CronAdd
 from ...replication.tables import held_reply
-from ...requests import CronAdd
 from ...schedules import CronSchedule, check_spec, parse_zone
 from .. import reply
 from ..guard import check_queue, may_see

@@ -12,8 +12,8 @@ from disq_client import spec
 from ... import errors
 from ...node import now_ms
 from ...policies import DEAD_PREFIX, QueuePolicy, format_rate
+from ...queue_requests import DeadletterRequeue, QPolicySet
 from ...replication.tables import held_reply
-from ...requests import DeadletterRequeue, QPolicySet
 from .. import reply
 from ..table import CONSUME, At, Both, OptionValue, Subcommand, command
 

@@ -11,7 +11,8 @@ from ... import errors
 from ...job import STATE_BY_NAME, Job
 from ...node import now_ms
 from ...queue import PAUSE_NAMES, PAUSED_ALL, Queue
-from ...requests import JScan, Pause, QScan, parse_int
+from ...queue_requests import JScan, Pause, QScan
+from ...requests import parse_int
 from .. import reply
 from ..guard import may_see
 from ..table import At, command
