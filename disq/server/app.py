@@ -52,6 +52,7 @@ from .process import (
 )
 from .records import ConfigRecords
 from .reply import NULL_ARRAY
+from .service import JobService
 from .shutdown import Shutdown
 from .stats import Stats, slowlog_usec
 from .table import rename_command
@@ -145,6 +146,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         self.membership = Membership.load_or_create(
             self.config.cluster_config_file, self.config.node_port)
         self.node = Node(self.config, self.membership.myself.id)
+        self.jobs = JobService(self)  # the job operations, for RESP and HTTP alike
         self._load_aclfile(self.node.id)
         self.update_memory_limit()
         self.node.leaving = self.membership.leaving  # kept in nodes.conf

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 from disq_client import spec
 
 from ... import errors
-from ...ids import is_valid_job_id
-from ...job import STATE_NAMES, WAIT_REPL, Job
+from ...job import WAIT_REPL, Job
 from ...node import now_ms
-from ...requests import AddJob, AddJobs, GetJob, JobSet, Nack, validate_ids
+from ...requests import AddJob, AddJobs, GetJob, JobSet, Nack
 from .. import reply
-from ..guard import check_jobs, check_queue
+from ..guard import check_jobs
 from ..pending import BatchReplies
+from ..service import job_fields
 from ..table import ADMIN, CONSUME, PRODUCE, AfterOptions, AfterToken, At, From, command
 from .dedup import add_deduped, park_for_replication
 
@@ -112,14 +112,6 @@ def getjob(client: Client, args: list[bytes]) -> bytes | Pending:
     return parked
 
 
-def _ids(client: Client, args: list[bytes]) -> list[bytes]:
-    """The job IDs of the command, checked; for a user restricted to some queues,
-    those it may act on (guard.check_jobs)."""
-    ids = args[1:]
-    validate_ids(ids)
-    return ids if client.user.all_queues else check_jobs(client, ids)
-
-
 @command("ackjob", -1, "wF",
          acl=CONSUME,
          syntax='ACKJOB id [id ...]',
@@ -127,10 +119,7 @@ def _ids(client: Client, args: list[bytes]) -> list[bytes]:
          reply='integer: the jobs known and not already acknowledged',
          jobs=From(1))
 def ackjob(client: Client, args: list[bytes]) -> bytes:
-    """ACKJOB id [id ...]: the number of jobs known and not already acknowledged."""
-    acked = client.node.ack(_ids(client, args))
-    client.user.jobs_acked += acked
-    return reply.integer(acked)
+    return reply.integer(client.server.jobs.ack(client.user, args[1:]))
 
 
 @command("fastack", -1, "wF",
@@ -141,10 +130,7 @@ def ackjob(client: Client, args: list[bytes]) -> bytes:
          reply='integer: the jobs known and not already acknowledged',
          jobs=From(1))
 def fastack(client: Client, args: list[bytes]) -> bytes:
-    """FASTACK id [id ...]: delete now, telling every node that may hold a copy."""
-    acked = client.node.fast_ack(_ids(client, args))
-    client.user.jobs_acked += acked
-    return reply.integer(acked)
+    return reply.integer(client.server.jobs.fast_ack(client.user, args[1:]))
 
 
 @command("nack", -1, "mwF",
@@ -159,8 +145,7 @@ def nack(client: Client, args: list[bytes]) -> bytes:
     a nack; after DELAY-MS (a disq extension), or the queue's BACKOFF policy, if any.
     A job at its MAXDELIVERIES becomes a dead letter instead (disq/failures.py)."""
     request = Nack.parse(args)
-    return reply.integer(client.node.requeue(check_jobs(client, request.ids), nack=True,
-                                             delay_ms=request.delay_ms))
+    return reply.integer(client.server.jobs.nack(client.user, request.ids, request.delay_ms))
 
 
 @command("enqueue", -1, "mwF",
@@ -170,8 +155,7 @@ def nack(client: Client, args: list[bytes]) -> bytes:
          reply='integer: the jobs queued',
          jobs=From(1))
 def enqueue(client: Client, args: list[bytes]) -> bytes:
-    """ENQUEUE id [id ...]: queue active jobs now (counts an additional delivery)."""
-    return reply.integer(client.node.requeue(_ids(client, args), nack=False))
+    return reply.integer(client.server.jobs.enqueue(client.user, args[1:]))
 
 
 @command("dequeue", -1, "wF",
@@ -181,8 +165,7 @@ def enqueue(client: Client, args: list[bytes]) -> bytes:
          reply='integer: the jobs dequeued',
          jobs=From(1))
 def dequeue(client: Client, args: list[bytes]) -> bytes:
-    """DEQUEUE id [id ...]: take queued jobs out of their queue (they stay active)."""
-    return reply.integer(client.node.dequeue_ids(_ids(client, args)))
+    return reply.integer(client.server.jobs.dequeue(client.user, args[1:]))
 
 
 @command("deljob", -1, "wF",
@@ -192,8 +175,7 @@ def dequeue(client: Client, args: list[bytes]) -> bytes:
          reply='integer: the jobs deleted',
          jobs=From(1))
 def deljob(client: Client, args: list[bytes]) -> bytes:
-    """DELJOB id [id ...]: evict jobs from this node only."""
-    return reply.integer(client.node.delete(_ids(client, args)))
+    return reply.integer(client.server.jobs.delete(client.user, args[1:]))
 
 
 @command("working", 2, "wF",
@@ -203,12 +185,7 @@ def deljob(client: Client, args: list[bytes]) -> bytes:
          reply="integer: the job's retry, in seconds",
          jobs=At(1))
 def working(client: Client, args: list[bytes]) -> bytes:
-    """WORKING id: postpone the next requeue; replies the job's retry in seconds."""
-    if not is_valid_job_id(args[1]):
-        raise errors.BADID
-    if not check_jobs(client, [args[1]]):
-        raise errors.NOJOB  # (a restricted user: a job this node does not know)
-    return reply.integer(client.node.working(args[1]))
+    return reply.integer(client.server.jobs.working(client.user, args[1]))
 
 
 @command("jobset", -2, "wF",
@@ -251,52 +228,25 @@ def jobset(client: Client, args: list[bytes]) -> bytes | Pending:
          reply='array of field, value pairs, or a null bulk if the job is unknown',
          jobs=At(1))
 def show(client: Client, args: list[bytes]) -> bytes:
-    """SHOW id: every field of a job, or a null bulk if unknown."""
-    if not is_valid_job_id(args[1]):
-        raise errors.BADID
-    job = client.node.lookup(args[1])
-    if job is None:
-        return reply.NULL_BULK
-    if not client.user.all_queues:
-        if job.queue is None:  # (a dummy ack: as unknown to a restricted user)
-            return reply.NULL_BULK
-        check_queue(client, job.queue)
-    return show_job(job, client.node.id)
+    job = client.server.jobs.show(client.user, args[1])
+    return reply.NULL_BULK if job is None else show_job(job, client.node.id)
 
 
 def show_job(job: Job, my_id: str) -> bytes:
-    now = now_ms()
-    delivered = job.nodes_delivered
-    if delivered is None:
-        delivered_ids = [my_id]
-    else:
-        delivered_ids = sorted(delivered)
-    confirmed = sorted(job.nodes_confirmed) if job.nodes_confirmed else []
-    ttl = max((job.etime - now) // 1000, 0)
-    fields = [
-        reply.bulk(b"id"), reply.bulk(job.id),
-        reply.bulk(b"queue"), reply.bulk(job.queue) if job.queue is not None else reply.NULL_BULK,
-        reply.bulk(b"state"), reply.bulk(STATE_NAMES.get(job.state, b"deleted")),
-        reply.bulk(b"repl"), reply.integer(job.repl),
-        reply.bulk(b"ttl"), reply.integer(ttl),
-        reply.bulk(b"ctime"), reply.integer(job.ctime),
-        reply.bulk(b"delay"), reply.integer(job.delay),
-        reply.bulk(b"retry"), reply.integer(job.retry),
-        reply.bulk(b"nacks"), reply.integer(job.nacks),
-        reply.bulk(b"additional-deliveries"), reply.integer(job.deliveries),
-        reply.bulk(b"nodes-delivered"), reply.encode([n.encode() for n in delivered_ids]),
-        reply.bulk(b"nodes-confirmed"), reply.encode([n.encode() for n in confirmed]),
-        reply.bulk(b"next-requeue-within"),
-        reply.integer(max(job.qtime - now, 0)) if job.qtime else reply.NULL_BULK,
-        reply.bulk(b"next-awake-within"),
-        reply.integer(max(job.awake - now, 0)) if job.awake else reply.NULL_BULK,
-        reply.bulk(b"body"), reply.bulk(job.body) if job.body is not None else reply.NULL_BULK,
-    ]
-    if job.ext is not None:  # after Disque's fields: their positions stay
-        count, extra = reply.ext_fields(job.ext)
-        fields.append(extra)
-        return b"*%d\r\n" % (30 + count) + b"".join(fields)
-    return b"*30\r\n" + b"".join(fields)
+    """SHOW's reply: `job_fields` as name/value pairs."""
+    fields = job_fields(job, my_id, now_ms())
+    out = [b"*%d\r\n" % (2 * len(fields))]
+    for name, value in fields:
+        out.append(reply.bulk(name))
+        if value is None:
+            out.append(reply.NULL_BULK)
+        elif type(value) is int:
+            out.append(reply.integer(value))
+        elif type(value) is list:
+            out.append(reply.encode(value))
+        else:
+            out.append(reply.bulk(value))  # type: ignore[arg-type]
+    return b"".join(out)
 
 
 @command("loadjob", 2, "w",

@@ -10,7 +10,7 @@ import asyncio
 import base64
 import binascii
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
 from aiohttp import web
@@ -29,9 +29,11 @@ from disq_client.spec import (
 )
 
 from ...acl import AclError, split_rules
+from ...errors import DisqError
 from ...ids import is_valid_job_id
 from ...node import now_ms
 from ...queue import PAUSE_NAMES
+from ..service import JobService, job_fields
 from .auth import command_refusal
 from .bridge import CommandError, Exchange
 from .jsonbody import read_json
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from ..app import Server
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+T = TypeVar("T")
 SERVER_KEY: web.AppKey[Server] = web.AppKey("server")
 # The user the request acts as (app.py's middleware sets it from its credentials).
 USER_KEY: web.RequestKey[User] = web.RequestKey("user")
@@ -318,11 +321,29 @@ async def list_jobs(request: web.Request) -> web.Response:
     return _ok({"cursor": cursor, "jobs": jobs})
 
 
+def _direct(request: web.Request, command: str, operation: Callable[[JobService, User], T]
+            ) -> T:
+    """Run a job operation that answers at once on the typed service, as `command`
+    would be run for the request's user (`JobService.gate`): no RESP in between."""
+    server = request.app[SERVER_KEY]
+    user = request.get(USER_KEY, server.acl.default)
+    try:
+        server.jobs.gate(user, command)
+        return operation(server.jobs, user)
+    except DisqError as exc:
+        raise Problem.from_resp(exc.code, exc.message) from None
+
+
 async def show_job(request: web.Request) -> web.Response:
-    reply = await _run(request, "SHOW", _job_id(request))
-    if reply is None:
+    job_id = _job_id(request).encode()
+    job = _direct(request, "show", lambda jobs, user: jobs.show(user, job_id))
+    if job is None:
         raise Problem(404, "Unknown job ID", "NOJOB")
-    return _ok(_show(reply))
+    node_id = request.app[SERVER_KEY].node.id
+    shown = {name.decode().replace("-", "_"): _plain(value)
+             for name, value in job_fields(job, node_id, now_ms())}
+    shown.update(_body_fields(job.body))
+    return _ok(shown)
 
 
 async def set_job(request: web.Request) -> web.Response:
@@ -334,15 +355,30 @@ async def set_job(request: web.Request) -> web.Response:
 
 
 async def delete_job(request: web.Request) -> web.Response:
-    if await _run(request, "DELJOB", _job_id(request)) == 0:
+    job_id = _job_id(request).encode()
+    if _direct(request, "deljob", lambda jobs, user: jobs.delete(user, [job_id])) == 0:
         raise Problem(404, "Unknown job ID", "NOJOB")
     return _ok({"deleted": 1})
 
 
-def _job_action(command: str, key: str) -> Handler:
+# POST /jobs/{id}/<action>: the operation on one job, and the reply's key
+_ACTIONS: dict[str, tuple[Callable[[JobService, User, bytes], int], str]] = {
+    "ackjob": (lambda jobs, user, job_id: jobs.ack(user, [job_id]), "acked"),
+    "fastack": (lambda jobs, user, job_id: jobs.fast_ack(user, [job_id]), "deleted"),
+    "enqueue": (lambda jobs, user, job_id: jobs.enqueue(user, [job_id]), "queued"),
+    "dequeue": (lambda jobs, user, job_id: jobs.dequeue(user, [job_id]), "dequeued"),
+    "working": (lambda jobs, user, job_id: jobs.working(user, job_id), "retry_s"),
+}
+
+
+def _job_action(command: str) -> Handler:
     """POST /jobs/{id}/<action>: ACKJOB, FASTACK, ENQUEUE, DEQUEUE, WORKING."""
+    operation, key = _ACTIONS[command]
+
     async def action(request: web.Request) -> web.Response:
-        return _ok({key: await _run(request, command, _job_id(request))})
+        job_id = _job_id(request).encode()
+        return _ok({key: _direct(request, command,
+                                 lambda jobs, user: operation(jobs, user, job_id))})
     return action
 
 
@@ -354,8 +390,9 @@ async def nack_job(request: web.Request) -> web.Response:
         raise bad_request(f"unknown field '{next(iter(data))}'")
     if delay is not None and (type(delay) is not int or delay < 0):
         raise bad_request("'delay_ms' must be an integer >= 0")
-    args = ("NACK", "DELAY-MS", delay, job_id) if delay is not None else ("NACK", job_id)
-    return _ok({"requeued": await _run(request, *args)})
+    ids = [job_id.encode()]
+    return _ok({"requeued": _direct(request, "nack",
+                                    lambda jobs, user: jobs.nack(user, ids, delay))})
 
 
 # -- queues -----------------------------------------------------------------------------------
@@ -649,11 +686,11 @@ def add_routes(app: web.Application) -> None:
     r.add_get(job, show_job)
     r.add_patch(job, set_job)
     r.add_delete(job, delete_job)
-    r.add_post(job + "/ack", _job_action("ACKJOB", "acked"))
-    r.add_post(job + "/fastack", _job_action("FASTACK", "deleted"))
-    r.add_post(job + "/enqueue", _job_action("ENQUEUE", "queued"))
-    r.add_post(job + "/dequeue", _job_action("DEQUEUE", "dequeued"))
-    r.add_post(job + "/working", _job_action("WORKING", "retry_s"))
+    r.add_post(job + "/ack", _job_action("ackjob"))
+    r.add_post(job + "/fastack", _job_action("fastack"))
+    r.add_post(job + "/enqueue", _job_action("enqueue"))
+    r.add_post(job + "/dequeue", _job_action("dequeue"))
+    r.add_post(job + "/working", _job_action("working"))
     r.add_post(job + "/nack", nack_job)
     r.add_route("*", "/api/v1/jobs/{rest:.*}", bad_job_id)
     r.add_get("/api/v1/jobs", list_jobs)
