@@ -1,4 +1,4 @@
-"""Users and permissions (issue #23), in Redis 6's ACL model: each user has a state
+"""Users and permissions, in Redis 6's ACL model: each user has a state
 (on/off), passwords (kept as SHA-256 hashes, as Redis keeps them), queue patterns (the
 keys of Redis: `~pattern`, glob-style) and command rules (`+cmd`, `-cmd`, `+@category`,
 `-@category`). The rules of `ACL SETUSER` and of the aclfile are parsed here once into

@@ -194,7 +194,7 @@ def _directives() -> list[Directive]:
           doc="most clients at once; more are refused with an error"),
         d("requirepass", "", _str, str, settable=True,
           doc="clients must AUTH with this password (\"\": none)"),
-        # users and permissions (disq/acl.py, issue #23)
+        # users and permissions (disq/acl.py)
         d("aclfile", "", _str, str,
           doc="users (Redis's aclfile format: user name on >pw ~queue* +@all), read at "
               "start; ACL SAVE / ACL LOAD"),

@@ -1,4 +1,4 @@
-"""What a node exposes beyond loopback, and what it refuses to (issue #23).
+"""What a node exposes beyond loopback, and what it refuses to.
 
 The cluster bus is closed unless it is protected: without `cluster-secret` (or
 `tls-cluster yes`) anyone who reaches the bus port can act as a peer (delete jobs,

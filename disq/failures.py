@@ -1,4 +1,4 @@
-"""When jobs fail (issue #19): queue policies, dead letters, back-off and the rate
+"""When jobs fail: queue policies, dead letters, back-off and the rate
 limit's buckets on this node. A part of `Node` (disq/node.py), which holds the state
 and calls in here from `enqueue` (a failed delivery: NACK or a RETRY requeue), from
 GETJOB (the rate) and from queue creation.
@@ -48,7 +48,7 @@ INCR_DELIV: Final = 4
 
 
 class FailureStats:
-    """What INFO and /metrics show of issue #19's policies."""
+    """What INFO and /metrics show of the failure policies (dead letters, back-off, RATE)."""
 
     __slots__ = ("dead_lettered", "backoff_requeues", "rate_limited", "revived")
 

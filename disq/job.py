@@ -27,7 +27,7 @@ STATE_BY_NAME: Final = {v.decode(): k for k, v in STATE_NAMES.items()}
 BCAST_QUEUED: Final = 1 << 0  # broadcast QUEUED the next time this job is queued
 BCAST_WILLQUEUE: Final = 1 << 1  # send WILLQUEUE shortly before the requeue time
 DELIVERED: Final = 1 << 2  # handed to a client at least once by this node
-# disq only, never sent nor stored: waiting for a back-off (issue #19) before being
+# disq only, never sent nor stored: waiting for a back-off before being
 # queued again; the failed delivery was counted when the wait began.
 BACKOFF_WAIT: Final = 1 << 3
 # disq only, never sent: a copy this node was told to queue (ENQUEUE) by the node that
@@ -110,8 +110,8 @@ DEFAULT_PRIORITY: Final = 128  # a job without PRIORITY; 0 is the most urgent, 2
 
 class JobExt:
     """What a job using disq's extensions carries beyond Disque's fields: ADDJOB
-    PRIORITY / GROUP / AT / DELAY-MS (issue #18) and MAXDELIVERIES, and what makes it
-    a dead letter (issue #19). Plain jobs have none (`Job.ext` None): they pay one
+    PRIORITY / GROUP / AT / DELAY-MS and MAXDELIVERIES, and what makes it
+    a dead letter. Plain jobs have none (`Job.ext` None): they pay one
     pointer, and read as priority DEFAULT_PRIORITY, no group, not due, no limit.
 
     A dead letter is the job itself moved to its dead-letter queue (`Job.queue`):
@@ -137,7 +137,7 @@ class JobExt:
 
     @property
     def extra(self) -> bool:
-        """Whether it has issue #19's fields (they travel and show only then)."""
+        """Whether it has the dead-letter fields (they travel and show only then)."""
         return bool(self.max_deliveries or self.generation)
 
     def copy(self, **changes: object) -> JobExt:

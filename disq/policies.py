@@ -1,4 +1,4 @@
-"""Queue policies (QPOLICY, issue #19): what happens to a queue's jobs when they fail,
+"""Queue policies (QPOLICY): what happens to a queue's jobs when they fail,
 and how fast the queue may be drained. Sans-IO: the table every node holds; how it
 reaches every node is replication/policies.py, what the node does with it node.py
 (dead letters, back-off) and ratelimit.py (RATE).

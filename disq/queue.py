@@ -1,6 +1,6 @@
 """Queues: jobs in delivery order, blocked consumers, pause flags, stats.
 
-The delivery order (issue #18): the most urgent priority first (0 .. 255, a plain job
+The delivery order: the most urgent priority first (0 .. 255, a plain job
 is DEFAULT_PRIORITY); within a priority, the groups take turns (round-robin; the jobs
 without a group form one group); within a group, creation time (`ctime`), Disque's
 order. A queue of plain jobs has one priority and one group, so its order is Disque's.
@@ -340,7 +340,7 @@ class Queue:
         # it has queued, the least of them, when this node's ask for those jobs is
         # given up, and what this node told the peers of its own
         "peer_best", "remote_best", "hold_until", "told_best",
-        "limiter",  # the RateLimiter of a queue with a RATE policy (issue #19), or None
+        "limiter",  # the RateLimiter of a queue with a RATE policy, or None
     )
 
     def __init__(self, name: bytes, now_ms: int) -> None:

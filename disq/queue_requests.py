@@ -187,7 +187,7 @@ class CronAdd:
         return request
 
 
-# -- issue #19: when jobs fail -----------------------------------------------------------
+# -- when jobs fail ----------------------------------------------------------------------
 class QPolicySet:
     """QPOLICY queue SET [MAXDELIVERIES n] [DEADLETTER queue] [BACKOFF base-ms max-ms]
     [RATE jobs-per-second] (a disq extension): the fields to change in the queue's

@@ -1,4 +1,4 @@
-"""RATE (QPOLICY, issue #19): at most about r jobs a second delivered from a queue by
+"""RATE (a QPOLICY): at most about r jobs a second delivered from a queue by
 GETJOB, across the whole cluster. Sans-IO: this node's token bucket for one queue,
 and its demand; how the nodes split the rate is replication/ratelimit.py.
 

@@ -181,7 +181,7 @@ def _parse_options(request: object, options: dict[bytes, _Parser], args: list[by
 
 
 class AddJobExt:
-    """The options of issues #18 and #19 an ADDJOB gave: a plain ADDJOB's request has
+    """ADDJOB's scheduling, priority and dead-letter options: a plain ADDJOB's request has
     none (`AddJob.ext` None), so the hot path sets one field for them all."""
 
     __slots__ = ("delay_ms", "at", "priority", "group", "max_deliveries")
@@ -191,7 +191,7 @@ class AddJobExt:
         self.at: int | None = None  # Unix ms
         self.priority: int | None = None  # None: DEFAULT_PRIORITY
         self.group: bytes | None = None
-        self.max_deliveries: int | None = None  # issue #19; None: the queue's policy
+        self.max_deliveries: int | None = None  # None: the queue's policy
 
 
 class AddJob:
