@@ -131,7 +131,7 @@ def _stats(s: Server) -> list[str]:
         f"rejected_connections:{s.rejected_connections}",
         f"rejected_commands_per_ip:{s.rejected_commands_per_ip}",
         f"rejected_commands_rate:{s.rejected_commands_rate}",
-        # users and permissions (issue #23), as Redis 7 names them
+        # users and permissions, as Redis 7 names them
         f"acl_access_denied_auth:{s.acl.denied_auth}",
         f"acl_access_denied_cmd:{s.acl.denied_cmd}",
         f"acl_access_denied_key:{s.acl.denied_key}",
@@ -200,7 +200,7 @@ def _clock(s: Server) -> list[str]:
 
 
 def _failures(s: Server) -> list[str]:
-    """disq's own section (issue #19: dead letters, back-off, rate limits), shown only
+    """disq's own section (dead letters, back-off, rate limits), shown only
     when asked by name: the totals, then one line per queue whose jobs became dead
     letters here (by the queue they came from)."""
     node = s.node
@@ -217,7 +217,7 @@ def _failures(s: Server) -> list[str]:
 
 
 def _users(s: Server) -> list[str]:
-    """disq's own section (issue #23: usage accounting), shown only when asked by
+    """disq's own section (usage accounting), shown only when asked by
     name: per user, the commands it ran and the jobs it added, consumed and acked."""
     return [f"user_{u.name}:commands={u.calls},jobs_added={u.jobs_added},"
             f"jobs_consumed={u.jobs_consumed},jobs_acked={u.jobs_acked}"

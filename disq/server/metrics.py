@@ -169,7 +169,7 @@ class _SnapshotCollector(Collector):
 
 
 def _user_metrics(users: list[tuple[str, int, int, int, int]]) -> Iterator[Any]:
-    """Usage accounting per user (issue #23)."""
+    """Usage accounting per user."""
     families = [CounterMetricFamily(f"disq_user_{name}", text, labels=["user"]) for name, text in (
         ("commands", "Commands the user ran"),
         ("jobs_added", "Jobs the user added (ADDJOB)"),

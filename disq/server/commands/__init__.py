@@ -6,7 +6,7 @@
 - cron.py: CRON (ADD, DEL, LIST; a disq extension)
 - policies.py: QPOLICY (SET, GET, DEL), DEADLETTER (REQUEUE) (disq extensions)
 - cluster.py: CLUSTER HELLO
-- acl.py: AUTH ACL (users and permissions, issue #23)
+- acl.py: AUTH ACL (users and permissions)
 - admin.py: PING INFO CONFIG DEBUG TIME COMMAND CLIENT SHUTDOWN SLOWLOG LATENCY
   BGREWRITEAOF MONITOR (QUIT is handled by the connection itself)
 """

@@ -1,4 +1,4 @@
-"""Users and permissions (issue #23): AUTH and ACL (SETUSER DELUSER LIST USERS WHOAMI
+"""Users and permissions: AUTH and ACL (SETUSER DELUSER LIST USERS WHOAMI
 CAT GETUSER SAVE LOAD), Redis 6's commands and error texts. The users are
 `server.acl` (disq/acl.py); a change made here spreads to every node
 (disq/replication/users.py) through `acl.on_change`.

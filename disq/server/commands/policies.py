@@ -1,4 +1,4 @@
-"""When jobs fail, disq extensions (issue #19): QPOLICY (a queue's MAXDELIVERIES,
+"""When jobs fail, disq extensions: QPOLICY (a queue's MAXDELIVERIES,
 DEADLETTER, BACKOFF and RATE) and DEADLETTER REQUEUE. The policies are
 `node.policies` (disq/policies.py) and what they do is disq/failures.py; telling the
 other nodes is `replication.failures` (disq/replication/failures.py)."""

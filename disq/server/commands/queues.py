@@ -64,7 +64,7 @@ def globalqlen(client: Client, args: list[bytes]) -> bytes | Pending:
 def qpeek(client: Client, args: list[bytes]) -> bytes:
     """QPEEK queue count: the next `count` jobs GETJOB would deliver, in that order;
     count < 0: the last -count it would deliver, the last first. For plain jobs that
-    is Disque's oldest first / newest first; with priorities and groups (issue #18) it
+    is Disque's oldest first / newest first; with priorities and groups it
     is the delivery order (most urgent first, the groups of a priority in turn)."""
     count = parse_int(args[2])
     if count is None:

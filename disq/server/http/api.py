@@ -620,7 +620,7 @@ async def bad_job_id(request: web.Request) -> web.Response:
     raise Problem(400, "Invalid Job ID format.", "BADID")
 
 
-# -- users (issue #23): ACL LIST / SETUSER / DELUSER ------------------------------------------
+# -- users: ACL LIST / SETUSER / DELUSER ------------------------------------------------------
 def _user_json(line: bytes) -> dict[str, Any]:
     """An ACL LIST line (`user <name> <rules>`) as {"name", "enabled", "rules"}."""
     _, name, rules = line.decode("latin-1").split(" ", 2)

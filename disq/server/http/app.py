@@ -5,7 +5,7 @@ Starlette under uvicorn on this node's measurements, one dependency instead of t
 and its server cancels a handler whose client went away, which the long poll uses).
 Nothing of it is imported while `http-port` is 0.
 
-The node's users (disq/acl.py, issue #23) protect the API and /metrics (auth.py: basic
+The node's users (disq/acl.py) protect the API and /metrics (auth.py: basic
 auth `user:password` or `Authorization: Bearer <password>`; failures counted in INFO
 acl_access_denied_auth and, after ten from one IP, 429 for a second: auth_throttle.py).
 Each route runs RESP commands as that user (bridge.py), so the same permission checks
