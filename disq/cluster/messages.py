@@ -26,7 +26,7 @@ VERSION: Final = 8  # 2: REPLJOB carries many jobs and their holders once; 3: DE
 #             5: PING/MEET/PONG carry wall-clock timestamps (clock offsets, clocks.py),
 #                jobs carry their extended fields (PRIORITY, GROUP, due time);
 #             6: jobs' extended fields may carry MAXDELIVERIES and a dead letter's
-#                state; QUEUED and WILLQUEUE may carry more fields (issue #19);
+#                state; QUEUED and WILLQUEUE may carry more fields (back-off, generation);
 #             7: SETACK, GOTACK and DELJOB carry the jobs of one loop turn;
 #             8: the cluster-secret handshake binds both challenges and node IDs, and
 #                the frames after it carry a tag (session.py); DEDUP keys are
@@ -115,7 +115,7 @@ JOBSET_ASK: Final = 30  # fields: [request id, job id, priority, due]: if you ho
 JOBSET_REPLY: Final = 31  # fields: [request id, status (0 applied, 1 unknown, 2 refused),
 #                    the refusal's error text ("ERR ...") or "", [the job's holders' IDs]
 #                    (applied; else empty)]
-# disq extensions (issue #19: dead letters, QPOLICY, RATE; replication/failures.py).
+# disq extensions (dead letters, QPOLICY, RATE; replication/failures.py).
 # Unknown: ignored.
 JOBMOVE: Final = 32  # fields: [job id, queue, dead from or nil, reason or nil, generation,
 #              nacks, deliveries]: the sender moved the job (a dead letter, or one put
@@ -128,10 +128,10 @@ DLQ_REQUEUE: Final = 36  # fields: [request id, queue, count (0: all)]: put back
 DLQ_REQUEUE_REPLY: Final = 37  # fields: [request id, how many were put back]
 JOBMOVE_ASK: Final = 38  # fields: [job id, generation]: my copy is of this generation; if
 #                  yours is newer, send me your JOBMOVE
-# disq extension (the dashboard, issue #20; replication/stats.py). Unknown: ignored.
+# disq extension (the dashboard; replication/stats.py). Unknown: ignored.
 STATS_REQUEST: Final = 39  # fields: [request id]: send me your stats
 STATS_REPLY: Final = 40  # fields: [request id, stats] (stats.NodeStats.to_wire)
-# disq extension (users and permissions, issue #23; replication/users.py). Unknown:
+# disq extension (users and permissions; replication/users.py). Unknown:
 # ignored.
 ACL_SET: Final = 41  # fields: [user] (acl.User.to_wire: name, version ms, version node,
 #              deleted, rules): set or deleted

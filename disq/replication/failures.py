@@ -1,4 +1,4 @@
-"""Issue #19 across nodes: dead letters, queue policies and the rate limit's shares.
+"""When jobs fail, across nodes: dead letters, queue policies and the rate limit's shares.
 
 - JOBMOVE: a holder moved its copy of a job (a dead letter, or one put back by
   DEADLETTER REQUEUE): the other holders take the move if its generation is newer

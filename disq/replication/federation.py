@@ -14,7 +14,7 @@ jobs bouncing between nodes) but remembers the asker too: a job requeued there (
 a RETRY, the end of a back-off) while none of its consumers waits is pushed to it, one
 per requeue. Before, a NACKed job waited there for the 5 s to end.
 
-Pushes go only to consumers that still wait (issue #16: a job pushed after they left
+Pushes go only to consumers that still wait (a job pushed after they left
 sits on a node where nobody asks for it). NEEDJOBS says how long the asker's consumers
 wait, and the provider forgets the asker then (at most `WANTED_FOR_MS`, refreshed by
 the asks that follow); when the last of them leaves (served, timed out, gone) the asker

@@ -1,4 +1,4 @@
-"""JOBSET across nodes (a disq extension, issue #18): a change of a job's priority or
+"""JOBSET across nodes (a disq extension): a change of a job's priority or
 due time reaches every node that holds a copy, wherever the client is connected, and
 +OK means that every one of them applied it.
 

@@ -13,7 +13,7 @@ each registering its own bus handlers (see README.md):
     provisional JOB_CHECK / JOB_CHECK_REPLY: copies of a DEDUP ADDJOB not known to have
                 succeeded ask before they are queued (a disq extension)
     recurring   CRON_SET / CRON_SYNC / CRON_FIRED (a disq extension)
-    failures    JOBMOVE, QPOLICY_SET / QPOLICY_SYNC, RATE_DEMAND, DLQ_REQUEUE (issue #19)
+    failures    JOBMOVE, QPOLICY_SET / QPOLICY_SYNC, RATE_DEMAND, DLQ_REQUEUE (dead letters, QPOLICY)
     stats       STATS_REQUEST / STATS_REPLY (every node's stats, for the dashboard)
 
 Every part only uses the narrow `BusPort`, so an in-memory bus can stand in for the

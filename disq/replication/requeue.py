@@ -3,7 +3,7 @@ holders (QUEUED), one about to requeue it asks first (WILLQUEUE), one delivering
 again says it works on it (WORKING), and a node that replicated a job without keeping
 it has one holder queue it (ENQUEUE).
 
-disq's additions (issue #19): a QUEUED for a job waiting for a back-off says when it
+disq's additions: a QUEUED for a job waiting for a back-off says when it
 will be queued (the holders postpone their requeue to RETRY after that, so a holder
 taking over still honours the back-off), and QUEUED / WILLQUEUE carry the generation
 of the sender's copy (a dead letter's moves, failures.py): a holder whose copy is

@@ -1,4 +1,4 @@
-"""Users and permissions across the cluster (issue #23): every node holds every user
+"""Users and permissions across the cluster: every node holds every user
 (disq/acl.py), so a client may AUTH on any node as on the one where its user was made.
 
 A change made on a node (ACL SETUSER, DELUSER, LOAD) goes to every reachable node at
