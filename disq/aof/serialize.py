@@ -47,7 +47,7 @@ STORED_STATES = (ACTIVE, QUEUED)
 _EXT = struct.Struct("<BBQ")
 _EXT2 = struct.Struct("<BBQHI")
 EXT_FORMAT = 1
-EXT_FORMAT_2 = 2  # with issue #19's fields
+EXT_FORMAT_2 = 2  # with MAXDELIVERIES and a dead letter's state
 MAX_GROUP_LEN = 256
 _NONE = 0xFFFFFFFF
 
