@@ -420,7 +420,7 @@ def cron_list() -> Cmd[list[CronEntry]]:
     return Cmd(("CRON", "LIST"), _cron_entries)
 
 
-# -- when jobs fail (issue #19, disq's extensions) ------------------------------------------
+# -- when jobs fail (disq's extensions) -----------------------------------------------------
 def rate_arg(rate: float) -> Arg:
     """QPOLICY's RATE as sent: an int as it is, a float in Python's shortest form."""
     return rate if isinstance(rate, int) else repr(float(rate))

@@ -129,7 +129,7 @@ ADDJOB = CommandOptions("ADDJOB", (
     Option("QUEUE-RANDOMLY", "queue_randomly", FLAG),
     Option("DEDUP", "dedup", BYTES, f"DEDUP key must be 1 to {DEDUP_KEY_MAX_LEN} bytes",
            max_len=DEDUP_KEY_MAX_LEN, extension=True),
-    # issue #18: scheduling to the millisecond, priorities and fairness groups
+    # scheduling to the millisecond, priorities and fairness groups
     Option("DELAY-MS", "delay_ms", INT, "DELAY-MS time must be a non negative number", 0,
            extension=True),
     Option("AT", "at", INT, "AT must be a Unix time in milliseconds", 0, extension=True),
@@ -138,7 +138,7 @@ ADDJOB = CommandOptions("ADDJOB", (
            MAX_PRIORITY, extension=True),
     Option("GROUP", "group", BYTES, f"GROUP must be 1 to {GROUP_MAX_LEN} bytes",
            max_len=GROUP_MAX_LEN, extension=True),
-    # issue #19: deliveries before the job becomes a dead letter (wins over QPOLICY's)
+    # deliveries before the job becomes a dead letter (wins over QPOLICY's)
     Option("MAXDELIVERIES", "max_deliveries", INT,
            f"MAXDELIVERIES must be between 1 and {MAX_DELIVERIES}", 1, MAX_DELIVERIES,
            extension=True),
@@ -206,7 +206,7 @@ CRON_ADD = CommandOptions("CRON ADD", (
     Option("TZ", "tz", BYTES, "TZ must be a time zone name", max_len=64, extension=True),
 ))
 
-# -- issue #19: when jobs fail -------------------------------------------------------------
+# -- when jobs fail ------------------------------------------------------------------------
 # NACK [DELAY-MS ms] id ...: the jobs are queued again after that delay (a disq extension).
 NACK = CommandOptions("NACK", (ADDJOB.by_field["delay_ms"],))
 

@@ -82,7 +82,7 @@ class JobInfo:
     priority: int | None = None
     group: str | None = None
     due_ms: int | None = None  # Unix ms before which it is not delivered (0: none)
-    # issue #19, for a job added with MAXDELIVERIES or that was ever a dead letter:
+    # for a job added with MAXDELIVERIES or that was ever a dead letter:
     max_deliveries: int | None = None  # 0: the queue's policy decides
     dead_from: str | None = None  # a dead letter: the queue it came from
     dead_reason: str | None = None  # a dead letter: why ("max-deliveries")

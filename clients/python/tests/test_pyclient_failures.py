@@ -1,4 +1,4 @@
-"""When jobs fail (issue #19, disq's extensions) through Client and AsyncClient (each
+"""When jobs fail (disq's extensions) through Client and AsyncClient (each
 test runs with both) against one real node: queue policies, MAXDELIVERIES and dead
 letters in the typed `Job`/`JobInfo`, NACK DELAY-MS, DEADLETTER REQUEUE."""
 

@@ -203,7 +203,7 @@ def test_job_command_arguments() -> None:
 
 
 def test_failure_command_arguments() -> None:
-    """Issue #19's commands through the spec: NACK's DELAY-MS before the IDs, QPOLICY
+    """The failure commands through the spec: NACK's DELAY-MS before the IDs, QPOLICY
     SET's BACKOFF as two values and RATE as a decimal, DEADLETTER REQUEUE's COUNT."""
     assert cmds.nack(["a", "b"], None).args == ("NACK", "a", "b")
     assert cmds.nack(["a"], 250).args == ("NACK", "DELAY-MS", 250, "a")
