@@ -1,4 +1,4 @@
-"""disq's benchmark harness (`python -m bench`, issue #7).
+"""disq's benchmark harness (`python -m bench`).
 
 The modules of the package: `cli` (the command line and the run), `scenarios`
 (what each scenario runs and reports), `load` (the load generator's worker

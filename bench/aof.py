@@ -1,4 +1,4 @@
-"""ADDJOB throughput with the AOF off, appendfsync everysec and always (issue #5).
+"""ADDJOB throughput with the AOF off, appendfsync everysec and always.
 
     python bench/aof.py [--runs 5] [--requests 800000] [--pipeline 16] [--no-auto-rewrite]
                         [--formats crc] [--clients 50]
@@ -13,7 +13,7 @@ all threads, from /proc: less sensitive than req/s to what else runs on the mach
 and 100% growth, so a run that writes more than 64 MB (800000 ADDJOBs write 115 MB)
 includes an automatic rewrite of the jobs held at that point, as in production;
 `--no-auto-rewrite` measures appending alone. `--formats plain,crc,aes` runs each AOF
-case in each of the file's formats (issue #23): `plain` Disque's records
+case in each of the file's formats: `plain` Disque's records
 (`aof-checksum no`), `crc` CRC32C frames (the default), `aes` AES-256-GCM frames
 (`aof-encryption-key-file`, a fresh key); the cases are then named `everysec-aes`...
 """

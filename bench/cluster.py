@@ -1,4 +1,4 @@
-"""Replicated ADDJOB on a 3-node cluster (issue #3's figures).
+"""Replicated ADDJOB on a 3-node cluster.
 
     python bench/cluster.py [--runs 3] [--requests 100000]
 

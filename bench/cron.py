@@ -1,4 +1,4 @@
-"""CRON across a node failure (issue #18): one job per tick, counted.
+"""CRON across a node failure: one job per tick, counted.
 
     python bench/cron.py [--schedules 20] [--seconds 120] [--kill-at 40] [--restart-at 80]
 

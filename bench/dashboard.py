@@ -1,4 +1,4 @@
-"""The HTTP API and the dashboard (issue #20): what an open dashboard costs the nodes, and
+"""The HTTP API and the dashboard: what an open dashboard costs the nodes, and
 whether HTTP long polls held open slow RESP clients.
 
     python bench/dashboard.py [--seconds 30] [--rounds 2] [--queues 20] [--polls 200]

@@ -1,4 +1,4 @@
-"""Delivery across nodes (issue #33): scheduled jobs, NACKed jobs and priorities when
+"""Delivery across nodes: scheduled jobs, NACKed jobs and priorities when
 the consumer is on another node than the job.
 
     python -m bench.delivery [--jobs 300] [--disque-jobs 40] [--nacks 20] [--disque-nacks 3]

@@ -1,4 +1,4 @@
-"""When jobs fail (issue #19): what a queue policy costs, how well RATE holds, how fast
+"""When jobs fail: what a queue policy costs, how well RATE holds, how fast
 dead letters go back.
 
     python bench/failures.py [--rounds 5] [--cycles 20000] [--rate 100] [--seconds 60]

@@ -1,4 +1,4 @@
-"""Federation figures (issue #4).
+"""Federation figures: cycle latency across nodes and bulk transfer.
 
     python bench/federation.py [--jobs 2000] [--bulk 200000]
 

@@ -1,4 +1,4 @@
-"""Time and order (issue #18): lateness of AT jobs, priorities, fairness, cost.
+"""Time and order: lateness of AT jobs, priorities, fairness, cost.
 
     python bench/schedule.py [--jobs 100000] [--spread 10] [--cost-jobs 1000000]
                              [--skip lateness,priorities,fairness,cost]

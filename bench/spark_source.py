@@ -1,4 +1,4 @@
-"""disq as a Spark data source (issue #21): four figures in one run, on local[2] with
+"""disq as a Spark data source: four figures in one run, on local[2] with
 `--nodes` local disq nodes and REPLICATE `--replicate`.
 
     python -m bench.spark_source [--rows 1000000] [--files 12] [--body-bytes 100]

@@ -1,6 +1,6 @@
 """A node's start-up, exec -> first PING answered, of one or more disq checkouts
 (before/after a change), alternated, beside the floor under it: the interpreter alone,
-and the interpreter importing what any asyncio node needs (issue #22).
+and the interpreter importing what any asyncio node needs.
 
     python -m bench.startup [--starts 20] CHECKOUT [CHECKOUT ...]
 

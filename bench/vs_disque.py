@@ -1,4 +1,4 @@
-"""disq beside antirez's Disque (issue #22): every single-node and cluster scenario
+"""disq beside antirez's Disque: every single-node and cluster scenario
 against both, alternated, with medians and ratios; redis-server as a second reference
 where it has an equivalent.
 

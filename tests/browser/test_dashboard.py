@@ -1,4 +1,4 @@
-"""The dashboard (issue #20) in a real browser: Debian's Chromium, headless, driven by
+"""The dashboard in a real browser: Debian's Chromium, headless, driven by
 Playwright, against real nodes. On a 3-node cluster: every node shown ok, a queue
 appearing after an ADDJOB, paused and resumed from the page, a dead letter requeued,
 a job added, shown, requeued and deleted, a killed node turning fail. On one node with

@@ -1,4 +1,4 @@
-"""Users and permissions (issue #23) on real nodes: ACL SETUSER / AUTH, queue patterns
+"""Users and permissions on real nodes: ACL SETUSER / AUTH, queue patterns
 in every command that names a queue or a job, over RESP and HTTP; the bad-input
 cases; the aclfile; users replicated across a cluster."""
 

@@ -1,4 +1,4 @@
-"""bench/vs_disque.py (issue #22) keeps working: where disque-server comes from, and a
+"""bench/vs_disque.py keeps working: where disque-server comes from, and a
 tiny run against both systems when a Disque build is at hand (this test never
 downloads or builds it: `python -m bench.disque` does). No speed is asserted."""
 

@@ -1,4 +1,4 @@
-"""What one bus connection may make a node allocate (issue #16).
+"""What one bus connection may make a node allocate.
 
 With cluster-secret, a connection that has not proven the secret gets only the
 handshake: a frame longer than that is refused from its length, before its bytes are

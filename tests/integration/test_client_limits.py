@@ -1,4 +1,4 @@
-"""Client request limits, disq extensions (issue #19), on real nodes: maxclients-per-ip
+"""Client request limits, disq extensions, on real nodes: maxclients-per-ip
 (a connection beyond the limit stays open, its commands get -BUSY until an earlier one
 of its IP goes) and client-rate-limit (a token bucket per connection), CONFIG SET on
 open connections, the INFO and /metrics counters, bad values.

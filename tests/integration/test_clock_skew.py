@@ -1,4 +1,4 @@
-"""Clock offsets between real nodes (issue #18): each node estimates every peer's clock
+"""Clock offsets between real nodes: each node estimates every peer's clock
 from the bus PING/PONG timestamps and shows it in `INFO clock` and /metrics; the log
 warns when one is over clock-skew-warn-ms. The machine has one clock, so a skew is
 made with DEBUG BUS-CLOCK-SHIFT (the node's PING/PONG timestamps only)."""

@@ -1,4 +1,4 @@
-"""Who reaches the bus and the metrics (issue #23), with real nodes: without
+"""Who reaches the bus and the metrics, with real nodes: without
 cluster-secret the bus listens on loopback only and refuses far peers (CLUSTER MEET,
 nodes.conf), `cluster-open-bus yes` keeps Disque's open bus; with a secret, frames
 forged in a real peer's name (MEET, DELJOB, PAUSE) change nothing; the metrics

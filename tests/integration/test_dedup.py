@@ -350,7 +350,7 @@ def write_at_once(nodes: list[DisqProcess], keys: list[str]) -> dict[int, list[s
 
 def test_cluster_same_keys_written_at_once_on_every_node_name_one_live_job(
         three: list[DisqProcess]) -> None:
-    """Issue #16 (the flaky Spark test): the same keys written at the same moment
+    """The flaky Spark test's case: the same keys written at the same moment
     through the three nodes, REPLICATE 3 (a majority: the copies check the keys). A
     node must not answer a key's job before its origin's ADDJOB succeeded (it may
     still delete it: a copy refused elsewhere). Every ADDJOB of a key gets the ID of

@@ -1,5 +1,5 @@
 """Directives that Disque accepts and disq once ignored: each one now either works on a
-real node or stops the start with an error naming it (issue #17)."""
+real node or stops the start with an error naming it."""
 
 from __future__ import annotations
 

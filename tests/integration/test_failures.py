@@ -1,4 +1,4 @@
-"""When jobs fail (issue #19, disq extensions) on one real node: QPOLICY and its
+"""When jobs fail (disq extensions) on one real node: QPOLICY and its
 errors, MAXDELIVERIES and dead letters, DEADLETTER REQUEUE, NACK DELAY-MS and BACKOFF,
 RATE, the counters in INFO and /metrics, and policies and dead letters across a
 restart (AOF, and nodes.conf without it)."""

@@ -1,4 +1,4 @@
-"""When jobs fail (issue #19) across real nodes: policies on every node, a job held by
+"""When jobs fail across real nodes: policies on every node, a job held by
 three nodes becoming one dead letter, DEADLETTER REQUEUE from a node without the dead
 letters, a back-off honoured by the holder that takes over, RATE shared by nodes.
 (A partition and a kill -9 while a job becomes a dead letter: tests/faults.)"""

@@ -44,7 +44,7 @@ def blocked_consumer(node, queue: str,
 def test_blocked_consumer_gets_a_job_added_on_another_node(make_cluster):
     """A consumer blocked on B receives, within a bus round trip or so, the job a
     producer adds on A; acknowledged on B, the job is gone from A as well and is
-    never delivered again after its RETRY (Disque's issue #212 cannot happen)."""
+    never delivered again after its RETRY (Disque, with REPLICATE 1, leaves the copy on A and delivers it again)."""
     a, b, _ = make_cluster(3)
     consumer, got = blocked_consumer(b, "fq")
     started = time.monotonic()
@@ -84,7 +84,7 @@ def test_no_job_is_pushed_to_a_node_that_died(make_cluster, retry):
 
 
 def test_no_job_moves_to_a_node_whose_consumer_gave_up(make_cluster):
-    """Issue #16: a consumer on B that timed out must not pull the next job added on A
+    """A consumer on B that timed out must not pull the next job added on A
     to B, where nobody waits for it any more. A third-party client's sequence, 30
     rounds: GETJOB TIMEOUT 1 (ms) on B, ADDJOB REPLICATE 1 on A, GETJOB TIMEOUT 1 on B
     gets nothing and the job stays queued on A."""

@@ -1,4 +1,4 @@
-"""The HTTP API (issue #20) against real nodes: every route, the same results as the
+"""The HTTP API against real nodes: every route, the same results as the
 RESP commands behind them, authentication, TLS, bad input (malformed JSON, wrong
 types, an oversized body, unknown jobs and routes), a long poll whose client goes
 away (nothing lost), the OpenAPI document, /docs and /metrics on the HTTP port."""
@@ -212,7 +212,7 @@ def test_cluster_and_cron(start_node: Callable[..., DisqProcess]) -> None:
     assert cluster["info"]["tcp_port"] == node.port
     status, cron = http.get("/api/v1/cron")
     assert status == 200 and cron["schedules"][0]["name"] == "nightly"
-    # users and permissions (issue #23; tests/integration/test_acl.py): the users
+    # users and permissions (tests/integration/test_acl.py): the users
     status, users = http.get("/api/v1/users")
     assert status == 200 and users["users"][0]["name"] == "default", users
     assert http.request("DELETE", "/api/v1/users/alice")[0] == 404

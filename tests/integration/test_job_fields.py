@@ -1,4 +1,4 @@
-"""Issue #18's ADDJOB options DELAY-MS, AT, PRIORITY and GROUP against real servers:
+"""The ADDJOB options DELAY-MS, AT, PRIORITY and GROUP against real servers:
 their errors, the fields in SHOW / QPEEK / JSCAN / GETJOB WITHCOUNTERS (and nothing new
 for plain jobs), delivery never before the due time, the AOF, a cluster's copies."""
 

@@ -1,4 +1,4 @@
-"""JOBSET (issue #18, a disq extension) against real servers: its options and their
+"""JOBSET (a disq extension) against real servers: its options and their
 errors, a new priority reordering a queue, a queued job moved into the future, the
 change made from a node that does not hold the job, an acked job, the AOF."""
 

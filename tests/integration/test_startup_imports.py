@@ -1,5 +1,5 @@
 """A plain node (no TLS, HTTP, metrics, CRON schedule or syslog) starts without
-importing what only those need: the start-up of issue #22 stays short. The node is
+importing what only those need: the start-up stays short. The node is
 a real process, run through a wrapper that writes its sys.modules when it exits,
 after it has answered PING and INFO and shut down on SIGTERM. No timing is asserted
 (bench/vs_disque.py measures the start-up)."""

@@ -1,4 +1,4 @@
-"""A DEDUP key answered with a job its origin then deletes (issue #16, the flaky
+"""A DEDUP key answered with a job its origin then deletes (the flaky
 `spark/tests/test_write_jobs.py::test_a_body_function_and_a_key_column`: 53 of 100
 keys queued). Deterministic, over test_replication's in-memory bus.
 

@@ -1,4 +1,4 @@
-"""Issue #18's job fields (ADDJOB DELAY-MS, AT, PRIORITY, GROUP) in the core, on the
+"""The scheduling and priority job fields (ADDJOB DELAY-MS, AT, PRIORITY, GROUP) in the core, on the
 bus and in the AOF's records, without a server (the replication tests' in-memory bus)."""
 
 from __future__ import annotations

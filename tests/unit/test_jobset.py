@@ -1,4 +1,4 @@
-"""JOBSET (issue #18, a disq extension) without a server: the request, the core's
+"""JOBSET (a disq extension) without a server: the request, the core's
 `Node.set_job` in every state of a job, the AOF records it writes, and the cluster
 side (replication/jobset.py) on the replication tests' in-memory bus."""
 

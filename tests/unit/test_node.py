@@ -36,7 +36,7 @@ def add(node: Node, queue: bytes = b"q", body: bytes = b"x", *, repl: int | None
 
 def add_ext(node: Node, queue: bytes = b"q", *, priority: int = 128,
             group: bytes | None = None) -> Job:
-    """A job with a priority and/or a group (issue #18), queued as ADDJOB would: added
+    """A job with a priority and/or a group, queued as ADDJOB would: added
     with a DELAY (not queued yet), given its JobExt, then queued."""
     job = add(node, queue, delay=1)
     assert job.state == ACTIVE
@@ -280,7 +280,7 @@ def test_unpause_out_serves_waiters(node: Node) -> None:
     assert len(w.jobs) == 1 and node.qlen(b"q") == 1
 
 
-# -- priorities and groups (issue #18) ----------------------------------------------------
+# -- priorities and groups ----------------------------------------------------------------
 
 def test_get_jobs_most_urgent_first_then_creation_time(node: Node) -> None:
     plain = add(node)

@@ -634,7 +634,7 @@ def test_a_job_is_pushed_to_a_consumer_that_waits() -> None:
 
 @pytest.mark.parametrize("how", ["timed out", "served here"])
 def test_no_job_is_pushed_once_the_consumers_left(how: str) -> None:
-    """Issue #16: the asker says when its last consumer left, and the jobs queued on
+    """The asker says when its last consumer left, and the jobs queued on
     the other nodes after that stay there."""
     net, (a, b, c) = cluster(3)
     first, second = Consumer(b, 200), Consumer(b, None)
@@ -703,7 +703,7 @@ def test_needjobs_of_an_older_disq_is_remembered_for_a_while() -> None:
 
 
 def test_needjobs_is_answered_with_the_most_urgent_jobs() -> None:
-    """Issue #18: federation takes the jobs in delivery order, the most urgent first."""
+    """Federation takes the jobs in delivery order, the most urgent first."""
     net, (a, b) = cluster(2)
     jobs = {}
     for priority in (200, 5, 128, 0):

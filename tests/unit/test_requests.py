@@ -72,7 +72,7 @@ def test_addjob_extensions() -> None:
     ("ADDJOB q b -1", b"-ERR timeout is negative\r\n"),
     ("ADDJOB q b soon TTL 0", b"-ERR TTL must be a number > 0\r\n"),  # options first
     ("ADDJOB q b 0 DEDUP " + "k" * 257, b"-ERR DEDUP key must be 1 to 256 bytes\r\n"),
-    # issue #18's options, checked as Disque checks its own: each value as it is read,
+    # disq's ADDJOB options, checked as Disque checks its own: each value as it is read,
     # then which of DELAY, DELAY-MS and AT were given, then the timeout
     ("ADDJOB q b 0 DELAY-MS -1", b"-ERR DELAY-MS time must be a non negative number\r\n"),
     ("ADDJOB q b 0 DELAY-MS 1.5", b"-ERR DELAY-MS time must be a non negative number\r\n"),
