@@ -23,8 +23,8 @@ on no sooner than `ASK_PERIOD_MS` after the last one: a provider answers an ask 
 the jobs it holds, which would then move them to a node whose consumer just gave up.
 
 A moved job keeps the exporter in its `nodes_delivered` (and the exporter adds the
-importer), so an ACK on the importer retires the exporter's copy too: Disque's issue
-#212 (a moved job delivered again after RETRY) cannot happen. A RETRY 0 job leaves the
+importer), so an ACK on the importer retires the exporter's copy too: a moved job is
+never delivered again after its RETRY, as it is in Disque. A RETRY 0 job leaves the
 exporter entirely, so it is never delivered twice.
 """
 
