@@ -113,11 +113,11 @@ FAULT_ARGS ?= --nemesis mixed --seed 1 --duration 300
 faults: install-test
 	$(BIN)/python tests/faults/jepsen.py $(if $(ARGS),$(ARGS),$(FAULT_ARGS))
 
-# The benchmark harness (bench/, issue #7): `make bench ARGS="--scenario cycle"`.
+# The benchmark harness (bench/): `make bench ARGS="--scenario cycle"`.
 bench: install-bench
 	$(BIN)/python -m bench $(ARGS)
 
-# disq beside antirez's Disque (issue #22, bench/vs_disque.py): Disque 1.0-rc1 is cloned
+# disq beside antirez's Disque (bench/vs_disque.py): Disque 1.0-rc1 is cloned
 # and built once outside the checkout, in ~/.cache/disq-bench/disque (DISQUE_SRC or
 # DISQUE_BIN elsewhere; bench/disque.py says where to put the source on a machine that
 # cannot fetch), then every case runs against both, alternated: `make bench-disque

@@ -7,7 +7,7 @@
 - `disq._bustag`: the GMAC tags of the bus's frames with cluster-secret, on OpenSSL's
   libcrypto (its headers: Debian's libssl-dev). Without it, the same tags through the
   cryptography package, ~7,000 instructions more a frame (disq/cluster/session.py).
-- the hot path compiled by mypyc (issue #22; README, "The compiled hot path"): the
+- the hot path compiled by mypyc (README, "The compiled hot path"): the
   modules of NATIVE, each from its own .py file, which stays the one source (mypyc
   compiles the typed Python as it is). They become extension modules beside their .py
   files, with one shared library `disq/_native__mypyc*.so`. Without mypyc or a C
