@@ -1,8 +1,8 @@
 """Comments and docstrings give the reason, never an issue number: the issues live outside
 the repository, so "(issue #19)" tells a reader of the code nothing that a few words would
-not say better. Every Python file of the node, the client and the Spark connector is
-scanned: its comments (tokenize) and its docstrings (ast); string literals that are
-neither are the program's own text and are not looked at."""
+not say better. setup.py and every Python file of the node, the client and the Spark
+connector are scanned: their comments (tokenize) and docstrings (ast); string literals
+that are neither are the program's own text and are not looked at."""
 
 from __future__ import annotations
 
@@ -21,10 +21,12 @@ DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def python_files() -> list[Path]:
-    """The Python sources under SCANNED, without caches and hidden directories."""
-    return sorted(path for top in SCANNED for path in (ROOT / top).rglob("*.py")
-                  if not any(part.startswith(".") or part == "__pycache__"
-                             for part in path.relative_to(ROOT).parts))
+    """setup.py and the Python sources under SCANNED, without caches and hidden
+    directories."""
+    return [ROOT / "setup.py"] + sorted(
+        path for top in SCANNED for path in (ROOT / top).rglob("*.py")
+        if not any(part.startswith(".") or part == "__pycache__"
+                   for part in path.relative_to(ROOT).parts))
 
 
 def comments_and_docstrings(source: str) -> list[tuple[int, str]]:
