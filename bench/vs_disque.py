@@ -300,7 +300,7 @@ def markdown(result: dict[str, Any]) -> str:
     table = summary(result)
     lines = [f"`{result['command']}` — {result['date']}, commit {result['commit']}, "
              f"{result['host']}.", "",
-             "| case | disq | Disque | disq ÷ Disque | goal (issue #22) | redis | disq ÷ redis |",
+             "| case | disq | Disque | disq ÷ Disque | goal | redis | disq ÷ redis |",
              "|---|---|---|---|---|---|---|"]
     for name, entry in table.items():
         case = BY_NAME[name]
