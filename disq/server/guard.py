@@ -1,11 +1,11 @@
 """Queue permissions (ACL `~pattern`) in the commands that name a queue or a job.
 
 The connection's dispatch checks the command, then the queues its arguments name where
-its declaration says they are (`CommandSpec.queues`: `user_may_use_all`); these are
-the handlers' part: the jobs a command names (their queues are known once they are
-looked up), and queues known from stored state (a schedule CRON ADD replaces). Each
-helper costs one attribute test for a user allowed every queue (`all_queues`, the
-default user).
+its declaration says they are (`CommandSpec.queues`: `user_may_use_all`); the jobs a
+command names are checked by the job service (`JobService.allowed`: their queues are
+known once they are looked up); these are the handlers' part: queues known from stored
+state (a schedule CRON ADD replaces). Each helper costs one attribute test for a user
+allowed every queue (`all_queues`, the default user).
 
 - A queue named (ADDJOB, GETJOB FROM, QLEN, QPEEK, PAUSE, QPOLICY, CRON ADD...) must
   match one of the user's patterns, else -NOPERM for the whole command (GETJOB FROM
@@ -26,7 +26,6 @@ from ..errors import fixed
 
 if TYPE_CHECKING:
     from ..acl import User
-    from ..job import Job
     from .connection import Client
 
 NOPERM_KEY = fixed("NOPERM_KEY", "NOPERM", "No permissions to access a key")
@@ -49,28 +48,3 @@ def may_see(client: Client, queue: bytes | None) -> bool:
     """For listings: may the user see this queue (or a job of it)?"""
     user = client.user
     return user.all_queues or (queue is not None and user.may_use(queue))
-
-
-def check_jobs(client: Client, ids: list[bytes]) -> list[bytes]:
-    """The IDs the command may act on: all of them for a user allowed every queue;
-    else NOPERM if one names a job of a forbidden queue, and the IDs of jobs this
-    node does not know are left out."""
-    user = client.user
-    if user.all_queues:
-        return ids
-    lookup = client.node.lookup
-    kept = []
-    for job_id in ids:
-        job = lookup(job_id)
-        if job is None or job.queue is None:  # (unknown, or a dummy ack)
-            continue
-        check_job(client, job)
-        kept.append(job_id)
-    return kept
-
-
-def check_job(client: Client, job: Job) -> None:
-    user = client.user
-    if not user.all_queues and (job.queue is None or not user.may_use(job.queue)):
-        client.server.acl.denied_key += 1
-        raise NOPERM_KEY

@@ -73,7 +73,7 @@ class JobService:
         self.node: Node = server.node
 
     # -- permissions ----------------------------------------------------------------------
-    def _allowed(self, user: User, ids: list[bytes]) -> list[bytes]:
+    def allowed(self, user: User, ids: list[bytes]) -> list[bytes]:
         """The IDs checked; for a user restricted to some queues, those it may act on:
         -NOPERM if one names a job of a queue it may not use; the IDs of jobs this node
         does not know are left out (so an ACKJOB or FASTACK of an unknown ID, which
@@ -100,37 +100,37 @@ class JobService:
     # -- operations -----------------------------------------------------------------------
     def ack(self, user: User, ids: list[bytes]) -> int:
         """ACKJOB: the number of jobs known and not already acknowledged."""
-        acked = self.node.ack(self._allowed(user, ids))
+        acked = self.node.ack(self.allowed(user, ids))
         user.jobs_acked += acked
         return acked
 
     def fast_ack(self, user: User, ids: list[bytes]) -> int:
         """FASTACK: as `ack`, deleting at once, telling every node that may hold a copy."""
-        acked = self.node.fast_ack(self._allowed(user, ids))
+        acked = self.node.fast_ack(self.allowed(user, ids))
         user.jobs_acked += acked
         return acked
 
     def nack(self, user: User, ids: list[bytes], delay_ms: int | None) -> int:
         """NACK: delivered jobs back in their queue, counting a nack."""
-        return self.node.requeue(self._allowed(user, ids), nack=True, delay_ms=delay_ms)
+        return self.node.requeue(self.allowed(user, ids), nack=True, delay_ms=delay_ms)
 
     def enqueue(self, user: User, ids: list[bytes]) -> int:
         """ENQUEUE: active jobs queued now (an additional delivery)."""
-        return self.node.requeue(self._allowed(user, ids), nack=False)
+        return self.node.requeue(self.allowed(user, ids), nack=False)
 
     def dequeue(self, user: User, ids: list[bytes]) -> int:
         """DEQUEUE: queued jobs out of their queue (they stay active)."""
-        return self.node.dequeue_ids(self._allowed(user, ids))
+        return self.node.dequeue_ids(self.allowed(user, ids))
 
     def delete(self, user: User, ids: list[bytes]) -> int:
         """DELJOB: jobs evicted from this node only."""
-        return self.node.delete(self._allowed(user, ids))
+        return self.node.delete(self.allowed(user, ids))
 
     def working(self, user: User, job_id: bytes) -> int:
         """WORKING: the job's next requeue postponed; its retry in seconds."""
         if not is_valid_job_id(job_id):
             raise errors.BADID
-        if not self._allowed(user, [job_id]):
+        if not self.allowed(user, [job_id]):
             raise errors.NOJOB  # (a restricted user: a job this node does not know)
         return self.node.working(job_id)
 

@@ -12,7 +12,6 @@ from ...job import WAIT_REPL, Job
 from ...node import now_ms
 from ...requests import AddJob, AddJobs, GetJob, JobSet, Nack
 from .. import reply
-from ..guard import check_jobs
 from ..pending import BatchReplies
 from ..service import job_fields
 from ..table import ADMIN, CONSUME, PRODUCE, AfterOptions, AfterToken, At, From, command
@@ -200,7 +199,7 @@ def jobset(client: Client, args: list[bytes]) -> bytes | Pending:
     others asked; replication/jobset.py). +OK once every holder applied it, -NOREPL
     if one may not have, -NOJOB if no reachable node knows the job."""
     request = JobSet.parse(args)
-    if not check_jobs(client, [request.job_id]):
+    if not client.server.jobs.allowed(client.user, [request.job_id]):
         raise errors.NOJOB  # (a restricted user: a job this node does not know)
     node = client.node
     now = now_ms()
