@@ -11,6 +11,9 @@ with -P 16; three nodes, ADDJOB REPLICATE 3 with -P 16 (the CPU of all three). C
 (user + sys of the disq processes, from /proc) per request is steadier than
 throughput on a shared machine, which is what the medians and the after/before ratio
 report. `--server-args`: directives every node of both sides starts with.
+
+Several nodes each under load (one redis-benchmark per node, REPLICATE 2 and 3):
+`python -m bench.scale_out --before BEFORE_DIR [--disq-src AFTER_DIR]`.
 """
 
 from __future__ import annotations

@@ -62,6 +62,14 @@ def binary(bin_path: str | Path | None = None, src: str | Path | None = None,
     return built
 
 
+def found() -> Path | None:
+    """The disque-server DISQUE_BIN names or the default source tree holds, if it is
+    there already: never cloned nor built (for tests that run Disque only when at hand)."""
+    named = os.environ.get("DISQUE_BIN")
+    path = Path(named) if named else source_dir() / "src" / "disque-server"
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
 def _git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0")  # fail, never ask for a login
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,

@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -436,6 +437,46 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def begin(module: str, argv: list[str] | None, src: Path,
+          disque_bin: Path | None) -> dict[str, Any]:
+    """A run's record before its first figure: the command line, the commit of `src`,
+    the machine, the date, the references' versions and the load average, printed."""
+    command = f"python -m bench.{module} " + shlex.join(sys.argv[1:] if argv is None
+                                                         else argv)
+    result: dict[str, Any] = {
+        "command": command.strip(), "commit": commit(src), "host": host(),
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "versions": versions(disque_bin) if disque_bin else {},
+        "disque_bin": str(disque_bin) if disque_bin else None,
+        "load": os.getloadavg(), "samples": {}}
+    print(f"# {result['command']}\n# {result['date']}, {result['host']}\n"
+          f"# {result['versions']}", file=sys.stderr)
+    return result
+
+
+def run_in(workdir: Path | None, prefix: str, result: dict[str, Any],
+           measure: Callable[[Path], None]) -> None:
+    """`measure` with its servers' directories in `workdir` (else a temporary one);
+    Ctrl-C stops it and the record keeps what ran; the load average after it."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        try:
+            measure(workdir or Path(tmp))
+        except KeyboardInterrupt:
+            print("interrupted: the report has what ran", file=sys.stderr)
+            result["interrupted"] = True
+    result["load_after"] = os.getloadavg()
+
+
+def report(result: dict[str, Any], json_path: Path,
+           summarize: Callable[[dict[str, Any]], dict[str, Any]],
+           render: Callable[[dict[str, Any]], str]) -> None:
+    """The record's summary, the record written as JSON, the Markdown printed."""
+    result["summary"] = summarize(result)
+    write_json(result, json_path)
+    print(render(result))
+    print(f"JSON: {json_path}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     args.disq_src = args.disq_src.resolve()
@@ -445,25 +486,10 @@ def main(argv: list[str] | None = None) -> int:
         disque_bin = disque.binary(args.disque_bin, args.disque_src)
     except disque.DisqueUnavailable as exc:
         sys.exit(str(exc))
-    command = "python -m bench.vs_disque " + shlex.join(sys.argv[1:] if argv is None else argv)
-    result: dict[str, Any] = {
-        "command": command.strip(), "commit": commit(args.disq_src), "host": host(),
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "versions": versions(disque_bin), "disque_bin": str(disque_bin),
-        "load": os.getloadavg(), "samples": {}}
-    print(f"# {result['command']}\n# {result['date']}, {result['host']}\n"
-          f"# {result['versions']}", file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="disq-vs-disque-") as tmp:
-        try:
-            run(args, disque_bin, args.workdir or Path(tmp), result)
-        except KeyboardInterrupt:
-            print("interrupted: the report has what ran", file=sys.stderr)
-            result["interrupted"] = True
-    result["load_after"] = os.getloadavg()
-    result["summary"] = summary(result)
-    write_json(result, args.json)
-    print(markdown(result))
-    print(f"JSON: {args.json}", file=sys.stderr)
+    result = begin("vs_disque", argv, args.disq_src, disque_bin)
+    run_in(args.workdir, "disq-vs-disque-", result,
+           lambda workdir: run(args, disque_bin, workdir, result))
+    report(result, args.json, summary, markdown)
     problem = write_png(result, args.png)
     print(problem or f"PNG: {args.png}", file=sys.stderr)
     return 0

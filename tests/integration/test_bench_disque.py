@@ -5,7 +5,6 @@ downloads or builds it: `python -m bench.disque` does). No speed is asserted."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,10 +30,7 @@ def test_a_source_directory_without_disque_says_where_to_put_it(tmp_path: Path) 
 
 
 def built_disque() -> Path | None:
-    named = os.environ.get("DISQUE_BIN")
-    built = disque.source_dir() / "src" / "disque-server"
-    path = Path(named) if named else built
-    return path if path.is_file() and os.access(path, os.X_OK) else None
+    return disque.found()
 
 
 @pytest.mark.skipif(built_disque() is None, reason="no Disque build (python -m bench.disque)")
