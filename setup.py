@@ -51,6 +51,8 @@ NATIVE = [
     "disq/server/reply.py",
     "disq/server/table.py",
     "disq/server/hotstate.py",
+    "disq/server/request_parser.py",
+    "disq/server/read_pause.py",
     "disq/server/pending.py",
     "disq/server/connection.py",
     "disq/server/commands/jobs.py",

@@ -197,7 +197,7 @@ class ClientRegistry:
                 monitor.send(line)
 
     def biggest_input_buffer(self) -> int:
-        return max((c._reader.len() for c in self.clients.values()), default=0)
+        return max((c.parser.buffered() for c in self.clients.values()), default=0)
 
     # -- CLIENT PAUSE ----------------------------------------------------------------------
     def pause_clients(self, ms: int) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .request_parser import RequestLimits
+
 
 class HotState:
     def __init__(self, config: Any) -> None:
@@ -32,15 +34,17 @@ class HotState:
         # Microseconds from which a command is looked at after it ran: the lower of the
         # slowlog and latency monitor thresholds (one comparison per command).
         self.slow_usec = 0
-        self.proto_max_bulk_len: int = config.proto_max_bulk_len
-        self.proto_max_multibulk_len: int = config.proto_max_multibulk_len
-        self.client_query_buffer_limit: int = config.client_query_buffer_limit
+        # What every client's request parser reads (one object: CONFIG SET changes it).
+        self.request_limits = RequestLimits(config.proto_max_bulk_len,
+                                            config.proto_max_multibulk_len,
+                                            config.client_query_buffer_limit)
 
     def config_changed(self, name: str, value: Any) -> None:
         """A config listener: the limits the request parser reads."""
+        limits = self.request_limits
         if name == "proto-max-bulk-len":
-            self.proto_max_bulk_len = value
+            limits.proto_max_bulk_len = value
         elif name == "proto-max-multibulk-len":
-            self.proto_max_multibulk_len = value
+            limits.proto_max_multibulk_len = value
         elif name == "client-query-buffer-limit":
-            self.client_query_buffer_limit = value
+            limits.client_query_buffer_limit = value

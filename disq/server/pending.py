@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from mypy_extensions import mypyc_attr, trait
 
 from . import reply
+from .read_pause import ReadPause
 
 if TYPE_CHECKING:
     from ..acl import User
@@ -21,9 +22,6 @@ if TYPE_CHECKING:
     from ..queue import Queue
     from .app import Server
     from .hotstate import HotState
-
-_MAX_HELD_REPLIES: Final = 100_000  # replies waiting behind an unanswered one, per client
-
 
 class Pending:
     """A reply that comes later: a handler returns one in place of bytes, and whoever
@@ -132,7 +130,7 @@ class LaterReplies:
     _pending: deque[list[bytes]]  # requests held while blocked (or paused)
     _replies: deque[bytes | Pending]
     _flush_scheduled: bool
-    _reading_paused: bool
+    reads: ReadPause  # when the connection reads its client
     blocked: bool
     _parked: Pending | None
     blocked_queues: list[Queue]
@@ -156,9 +154,7 @@ class LaterReplies:
     def pending(self, on_cancel: Callable[[Any], None] | None = None, cancel_arg: Any = None,
                 *, holds: bool = False, durable: bool = False) -> Pending:
         """A reply this client gets later (see Pending): the handler returns it."""
-        if len(self._replies) > _MAX_HELD_REPLIES and not self._reading_paused:
-            self._reading_paused = True  # let the cluster catch up with this client
-            self.transport.pause_reading()  # type: ignore[union-attr]
+        self.reads.replies_held(len(self._replies))  # the cluster catches up with this client
         return Pending(self, on_cancel, cancel_arg, holds, durable)
 
     def _flush_replies(self) -> None:
@@ -180,10 +176,8 @@ class LaterReplies:
             self.transport.write(data)
         if not replies and self.close_after_reply and self.transport is not None:
             self.transport.close()
-        if self._reading_paused and len(replies) < _MAX_HELD_REPLIES // 2 and not (
-                self.blocked or self.transport is None):
-            self._reading_paused = False
-            self.transport.resume_reading()
+        if not self.blocked:
+            self.reads.replies_left(len(replies))
 
     # -- a consumer parked in GETJOB, and the requests it holds -------------------------
     def park(self, queues: list[Queue], timeout_ms: int, with_counters: bool) -> Pending:
@@ -237,18 +231,16 @@ class LaterReplies:
             self._flush_replies()  # now: a consumer's job leaves this loop turn
         if self._pending:
             self.server.loop.call_soon(self._resume)  # type: ignore[union-attr]
-        elif self._reading_paused and self.transport is not None:
-            self._reading_paused = False
-            self.transport.resume_reading()
+        else:
+            self.reads.resume()
 
     def _resume(self) -> None:
         if self.blocked or self.closing:
             return
         pending, self._pending = self._pending, deque()
         self._execute(list(pending))
-        if not self.blocked and self._reading_paused and self.transport is not None:
-            self._reading_paused = False
-            self.transport.resume_reading()
+        if not self.blocked:
+            self.reads.resume()
 
     def resume_after_pause(self) -> None:
         """The CLIENT PAUSE ended: run the requests held meanwhile."""

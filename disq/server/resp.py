@@ -1,6 +1,6 @@
 """RESP requests as Redis reads them: inline requests split as sdssplitargs does, and
 Redis's wording of every protocol error (the client sees `-ERR Protocol error:
-<message>`). The parsing itself is `Client._parse` (connection.py), the hot path;
+<message>`). The parsing itself is `RequestParser` (request_parser.py), the hot path;
 these are its helpers."""
 
 from __future__ import annotations

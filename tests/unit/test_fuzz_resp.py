@@ -1,5 +1,5 @@
-"""Properties of the RESP request parser (disq/server/connection.py), in process: the
-real `Client` protocol with a transport that records what it is given, and a
+"""Properties of the RESP request parser (disq/server/request_parser.py) behind its
+connection, in process: the real `Client` protocol with a transport that records what it is given, and a
 `dispatch` that records the parsed requests instead of running them."""
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from disq.acl import AclTable
 from disq.config import Config
 from disq.ids import new_node_id
 from disq.node import Node
-from disq.server.connection import FEED_PIECE, Client
+from disq.server.connection import Client
 from disq.server.hotstate import HotState
+from disq.server.request_parser import FEED_PIECE
 from disq.server.table import CATEGORIES
 
 
@@ -182,7 +183,7 @@ def test_mutated_requests_never_raise_and_parse_the_same_in_any_reads(
 def test_a_read_larger_than_a_feed_piece_parses_as_small_reads(
         reqs: list[tuple[list[bytes], bytes]], edits: list[tuple[int, int, bytes]],
         pad: int) -> None:
-    """A read over FEED_PIECE bytes goes to hiredis in pieces (connection._parse):
+    """A read over FEED_PIECE bytes goes to hiredis in pieces (RequestParser._parse):
     requests, errors and replies are those of the same bytes in 1,000-byte reads,
     wherever the pieces cut them (`pad` moves the requests over the cuts)."""
     data = multibulk([b"x" * pad]) + mutate(b"".join(raw for _, raw in reqs) * 30, edits)
@@ -340,4 +341,4 @@ def test_an_unauthenticated_client_over_its_limits_is_closed_after_the_requests_
     assert client.requests == [args for args, _ in reqs]
     assert client.fake.written[-1] == b"-ERR Protocol error: " + message + b"\r\n"
     assert client.fake.closed
-    assert client._reader.len() < 64 * 1024  # (its bytes were not buffered)
+    assert client.parser.buffered() < 64 * 1024  # (its bytes were not buffered)
