@@ -135,15 +135,27 @@ class Client(LaterReplies, asyncio.Protocol):
         self.last_interaction = hot.unixtime
         hot.net_input_bytes += len(data)
         parser = self.parser
-        if parser.unauthenticated and (
-                self.authenticated or not self.server.acl.auth_required):
+        if parser.unauthenticated:
+            self._received_before_auth(parser, data)
+            return
+        requests = parser.feed(data)
+        if parser.error is not None:
+            self._refuse_after(requests, parser.error)
+        elif self.blocked or self._pending:
+            self._hold(requests)
+        else:
+            self._execute(requests)
+
+    def _received_before_auth(self, parser: RequestParser, data: bytes) -> None:
+        """A read of a client that had not authenticated (the parser follows it): the
+        requests before the first one over Redis's limits for it run, then it is
+        closed, as Redis does, unless one of them authenticated it (a pipelined AUTH
+        lifts the limits for what follows)."""
+        if self.authenticated or not self.server.acl.auth_required:
             parser.authenticated()  # for good: its requests are not checked any more
         requests = parser.feed(data)
         error = parser.error
         if error is not None and parser.waiting_for_auth:
-            # The first request over the limits of a client not authenticated yet: the
-            # requests before it run, then it is closed, as Redis does, unless one of
-            # them authenticated it (a pipelined AUTH lifts the limits for what follows).
             if requests:
                 self._run(requests)
             if self.closing or self.close_after_reply:
@@ -154,22 +166,29 @@ class Client(LaterReplies, asyncio.Protocol):
             requests = parser.authenticated()
             error = parser.error
         if error is not None:
-            # As Redis does: the requests before the bad one are answered first.
-            if requests and not (self.blocked or self._pending):
-                self._execute(requests)
-            if not self.close_after_reply:
-                self._protocol_error(error)
-            return
-        self._run(requests)
+            self._refuse_after(requests, error)
+        else:
+            self._run(requests)
 
     def _run(self, requests: list[list[bytes]]) -> None:
-        """Execute the requests now, or after those held (behind a parked GETJOB or a
-        CLIENT PAUSE)."""
+        """Execute the requests now, or after those held."""
         if self.blocked or self._pending:
-            self._pending.extend(requests)
-            self.reads.requests_held(len(self._pending))
-            return
-        self._execute(requests)
+            self._hold(requests)
+        else:
+            self._execute(requests)
+
+    def _hold(self, requests: list[list[bytes]]) -> None:
+        """Requests that wait behind a parked GETJOB or a CLIENT PAUSE."""
+        self._pending.extend(requests)
+        self.reads.requests_held(len(self._pending))
+
+    def _refuse_after(self, requests: list[list[bytes]], error: str) -> None:
+        """A protocol error: as Redis does, the requests before the bad one are
+        answered first, then the error, and the connection is closed."""
+        if requests and not (self.blocked or self._pending):
+            self._execute(requests)
+        if not self.close_after_reply:
+            self._protocol_error(error)
 
     def _protocol_error(self, message: str) -> None:
         self.server.log_verbose(f"Protocol error ({message}) from client: {self.addr}")

@@ -93,21 +93,30 @@ class RequestParser:
         requests: list[list[bytes]] = []
         if self.error is not None:
             return requests
-        before_auth = self._before_auth
-        if before_auth is not None:
-            limits = self.limits
-            cut = before_auth.scan(data, limits.proto_max_bulk_len,
-                                   limits.proto_max_multibulk_len)
-            if cut >= 0:
-                if cut:
-                    self._parse_into(data[:cut], requests)
-                if self.error is None:
-                    self.error = before_auth.message
-                    self.waiting_for_auth = True
-                    self._held = data[cut:]
-                return requests
-        self._parse_into(data, requests)
+        if self._before_auth is not None:
+            self._feed_before_auth(self._before_auth, data, requests)
+            return requests
+        try:  # (not _parse_into: a call less per read, on the hot path)
+            self._parse(data, requests)
+        except (ProtocolError, hiredis.ProtocolError) as exc:
+            self.error = redis_protocol_message(str(exc))
         return requests
+
+    def _feed_before_auth(self, before_auth: UnauthenticatedRequests, data: bytes,
+                          out: list[list[bytes]]) -> None:
+        """feed, the stream followed first (Redis's limits for an unauthenticated
+        client)."""
+        limits = self.limits
+        cut = before_auth.scan(data, limits.proto_max_bulk_len, limits.proto_max_multibulk_len)
+        if cut < 0:
+            self._parse_into(data, out)
+            return
+        if cut:
+            self._parse_into(data[:cut], out)
+        if self.error is None:
+            self.error = before_auth.message
+            self.waiting_for_auth = True
+            self._held = data[cut:]
 
     def authenticated(self) -> list[list[bytes]]:
         """The client authenticated (or no password is required any more): the limits
