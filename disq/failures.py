@@ -66,7 +66,7 @@ class FailurePolicies:
 
     queues: ScanTable[bytes, Queue]
     cluster: ClusterPort
-    aof: Persistence | None
+    persistence: Persistence
     stats: Stats
     policies: PolicyTable
     failures: FailureStats
@@ -254,6 +254,5 @@ class FailurePolicies:
     def _logged_again(self, job: Job) -> None:
         """The AOF's copy of a changed job: a DELJOB then its LOADJOB (the loader
         keeps the first LOADJOB of a job it knows)."""
-        if self.aof is not None:
-            self.aof.job_removed(job.id)
-            self.aof.job_stored(job)
+        self.persistence.job_removed(job.id)
+        self.persistence.job_stored(job)

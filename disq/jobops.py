@@ -50,7 +50,7 @@ class JobOperations:
     jobs: ScanTable[bytes, Job]
     queues: ScanTable[bytes, Queue]
     cluster: ClusterPort
-    aof: Persistence | None
+    persistence: Persistence
     stats: Stats
     leaving: bool
 
@@ -104,8 +104,8 @@ class JobOperations:
         job.state = ACKED
         job.nodes_confirmed = None
         self.stats.jobs_acked += 1
-        if self.aof is not None and state in (ACTIVE, QUEUED):
-            self.aof.job_removed(job.id)
+        if state in (ACTIVE, QUEUED):
+            self.persistence.job_removed(job.id)
         return True
 
     def _dummy_ack(self, job_id: bytes, now: int) -> Job:
@@ -275,9 +275,8 @@ class JobOperations:
                     job.flags |= BCAST_WILLQUEUE
                     job.qtime = max(due, now) + job.retry * 1000 + _time_error()
                     self.update_awake(job)
-        if self.aof is not None:
-            self.aof.job_removed(job.id)
-            self.aof.job_stored(job)
+        self.persistence.job_removed(job.id)
+        self.persistence.job_stored(job)
         if broadcast:
             self.cluster.job_set(job, priority, due)
 
@@ -314,9 +313,8 @@ class JobOperations:
         job.flags &= ~PROVISIONAL
         if job.state != ACTIVE and job.state != QUEUED:
             return
-        if self.aof is not None:
-            self.aof.job_removed(job.id)
-            self.aof.job_stored(job)
+        self.persistence.job_removed(job.id)
+        self.persistence.job_stored(job)
         if now and job.state == ACTIVE and job.qtime:
             job.qtime = now
 
@@ -336,7 +334,6 @@ class JobOperations:
             job.qtime = self.first_requeue_time(job, now or now_ms())
         else:
             job.qtime = 0
-        if self.aof is not None:
-            self.aof.job_stored(job)
+        self.persistence.job_stored(job)
         self.update_awake(job)
         return True

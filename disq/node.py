@@ -41,7 +41,7 @@ from .job import (
 from .jobops import JobOperations
 from .memory import NO_MEMORY_LIMIT, MemoryBounds
 from .policies import PolicyTable
-from .ports import ClusterPort, Persistence, SoloCluster
+from .ports import NO_PERSISTENCE, ClusterPort, Persistence, SoloCluster
 from .queue import NO_PRIORITY, PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue, Waiter
 from .requests import AddJob
 from .scantable import ScanTable
@@ -111,7 +111,9 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         self.failures = FailureStats()
         self._rate_wakeups: dict[bytes, int] = {}  # queue -> when its next token comes
         self.cluster: ClusterPort = SoloCluster()
-        self.aof: Persistence | None = None
+        # Where changes are recorded: the AOF writer installs itself while it records
+        # (set_persistence), so the core calls it without asking whether it is there.
+        self.persistence: Persistence = NO_PERSISTENCE
         self.leaving = False
         self.blocked_clients = 0
         self.arm_timer: Callable[[int], None] = lambda when_ms: None
@@ -132,6 +134,10 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         self.id = node_id
         self.ids = JobIdGenerator(node_id)
         self.only_me = holder_set((node_id,))  # a new job's holders before replication
+
+    def set_persistence(self, persistence: Persistence) -> None:
+        """Record the node's changes there from now on (NO_PERSISTENCE: nowhere)."""
+        self.persistence = persistence
 
     # -- registry ------------------------------------------------------------------
     def lookup(self, job_id: bytes) -> Job | None:
@@ -155,8 +161,8 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         self.job_bytes -= JOB_FOOTPRINT + body_len
         if body_len >= RELEASED_BODY:  # the timers keep the job until its next time
             job.body = b""
-        if self.aof is not None and state in (ACTIVE, QUEUED):
-            self.aof.job_removed(job.id)
+        if state in (ACTIVE, QUEUED):
+            self.persistence.job_removed(job.id)
 
     # -- timers --------------------------------------------------------------------
     def update_awake(self, job: Job) -> None:
@@ -640,8 +646,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         if job.delay or (ext is not None and ext.due > now):
             job.qtime = ext.due if ext is not None and ext.due > now else now + job.delay * 1000
             self.update_awake(job)
-            if self.aof is not None:
-                self.aof.job_stored(job)
+            self.persistence.job_stored(job)
             return
         # enqueue() and update_awake() for a job never queued before, inlined: this
         # is ADDJOB's hot path. The first queueing is not broadcast (BCAST_QUEUED).
@@ -659,8 +664,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
             job.flags |= BCAST_QUEUED
         if at != job.awake and self.timers.schedule(job, at):  # a new earliest deadline
             self.arm_timer(at)
-        if self.aof is not None:  # logged queued, as Disque does (after enqueueJob)
-            self.aof.job_stored(job)
+        self.persistence.job_stored(job)  # logged queued, as Disque does (after enqueueJob)
         self._into_queue(job, now, queue)
 
     # -- pause -----------------------------------------------------------------------
@@ -706,10 +710,10 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         return removed
 
     def flushall(self) -> None:
-        aof = self.aof
+        persistence = self.persistence
         for job in list(self.jobs.values()):
-            if aof is not None and (job.state == ACTIVE or job.state == QUEUED):
-                aof.job_removed(job.id)  # as Disque's flushServerData: a DELJOB each
+            if job.state == ACTIVE or job.state == QUEUED:
+                persistence.job_removed(job.id)  # as Disque's flushServerData: a DELJOB each
             job.state = DELETED
         self.jobs.clear()
         self.job_bytes = 0

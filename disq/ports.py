@@ -1,18 +1,21 @@
 """What the core asks of the layers around it, as narrow interfaces: the cluster
 (`ClusterPort`: replication, requeue messages, ACK GC, federation; `SoloCluster` when
-the node is alone) and persistence (`Persistence`: the AOF). The core calls them when
-something other nodes or the disk must know; they call the core back through `Node`.
+the node is alone) and persistence (`Persistence`: the AOF while it records;
+`NoPersistence` otherwise). The core calls them when something other nodes or the disk
+must know; they call the core back through `Node`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 if TYPE_CHECKING:
     from .job import Job
+    from .policies import QueuePolicy
     from .queue import Queue
     from .requests import AddJob
+    from .schedules import CronSchedule
 
 
 class ClusterPort(Protocol):
@@ -101,11 +104,50 @@ class SoloCluster:
 class Persistence(Protocol):
     """What the core tells the AOF, and what the server asks of it: how many records
     were appended, whether they are as safe as the policy promises (`commit`), and a
-    callback once they are (`on_durable`)."""
+    callback once they are (`on_durable`). `recording`: the node's changes are kept
+    (the AOF is on, or a rewrite runs), so what is logged may be loaded again."""
 
     appended: int
 
+    @property
+    def recording(self) -> bool: ...
     def job_stored(self, job: Job) -> None: ...
     def job_removed(self, job_id: bytes) -> None: ...
+    def schedule_stored(self, schedule: CronSchedule) -> None: ...
+    def policy_stored(self, policy: QueuePolicy) -> None: ...
     def commit(self) -> bool: ...
     def on_durable(self, callback: Callable[[], object]) -> None: ...
+
+
+class NoPersistence:
+    """Nothing is recorded (the AOF is off and no rewrite runs): every change is
+    dropped, and every reply is as safe as it will ever be at once."""
+
+    __slots__ = ()
+
+    appended = 0  # never moves: a batch of requests never waits for a commit
+
+    @property
+    def recording(self) -> bool:
+        return False
+
+    def job_stored(self, job: Job) -> None:
+        pass
+
+    def job_removed(self, job_id: bytes) -> None:
+        pass
+
+    def schedule_stored(self, schedule: CronSchedule) -> None:
+        pass
+
+    def policy_stored(self, policy: QueuePolicy) -> None:
+        pass
+
+    def commit(self) -> bool:
+        return True
+
+    def on_durable(self, callback: Callable[[], object]) -> None:
+        callback()
+
+
+NO_PERSISTENCE: Final = NoPersistence()

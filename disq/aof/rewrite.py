@@ -113,8 +113,7 @@ class BackgroundRewrite:
         if aof.rewrite is self:
             aof.rewrite = None
             aof.sync_cap = None
-            if aof.state == OFF:
-                aof.node.aof = None
+            aof.recording_changed()  # with the AOF off, nothing is recorded any more
         self.task.cancel()
 
     # -- the work ----------------------------------------------------------------------------

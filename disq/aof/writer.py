@@ -35,13 +35,15 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ..config import Config
 from ..job import Job
 from ..policies import QueuePolicy
+from ..ports import NO_PERSISTENCE
 from ..schedules import CronSchedule
 from .disk import OFF, ON, WAIT_REWRITE, sync_directory
 from .fileformat import DELJOB_HEAD, RecordEncoder, cronset_record, qpolicyset_record
@@ -74,8 +76,9 @@ def _fsync(fd: int, directory: str | None) -> None:
 class AppendOnlyFile:
     """The AOF of one node. `state` is Disque's aof_state: off, on, or wait-rewrite
     (turned on at run time: the records go to the rewrite that writes the first
-    file). `node.aof` is this object while records are needed: the AOF is on, or a
-    rewrite runs (BGREWRITEAOF works with the AOF off, as in Disque)."""
+    file). It is the node's persistence while records are needed (`recording`: the
+    AOF is on, or a rewrite runs: BGREWRITEAOF works with the AOF off, as in Disque);
+    `recording_changed` installs it, or NO_PERSISTENCE, whenever that changes."""
 
     def __init__(self, config: Config, node: Node, loop: asyncio.AbstractEventLoop) -> None:
         self.config = config
@@ -125,6 +128,25 @@ class AppendOnlyFile:
         self._last_failed_rewrite = 0.0
 
     # -- the core's Persistence: the hot path ---------------------------------------------
+    @property
+    def recording(self) -> bool:
+        return self.state != OFF or self.rewrite is not None
+
+    def recording_changed(self) -> None:
+        """The one place the node's persistence is set: this writer while it records,
+        nothing otherwise."""
+        self.node.set_persistence(self if self.recording else NO_PERSISTENCE)
+
+    @contextmanager
+    def not_recording(self) -> Iterator[None]:
+        """DEBUG LOADAOF: what the node does meanwhile is not logged (it drops its jobs
+        and loads this very file again)."""
+        self.node.set_persistence(NO_PERSISTENCE)
+        try:
+            yield
+        finally:
+            self.recording_changed()
+
     def job_stored(self, job: Job) -> None:
         self.buffer.append(self.encoder.loadjob_record(job))
         self.appended += 1
@@ -398,7 +420,7 @@ class AppendOnlyFile:
         self._choose_codec()
         self.state = ON
         self.last_fsync = time.monotonic()
-        self.node.aof = self
+        self.recording_changed()
 
     def _choose_codec(self) -> None:
         """The format to append in: a new file gets the configured one (its header
@@ -442,12 +464,12 @@ class AppendOnlyFile:
                         "file: %s", exc.strerror)
             return False
         self.state = WAIT_REWRITE
-        self.node.aof = self
+        self.recording_changed()
         if self.rewrite is not None:  # a BGREWRITEAOF without AOF: its file would lack
             self.rewrite.cancel()     # what was logged before now; start afresh
         if not self.start_rewrite():
             self.state = OFF
-            self.node.aof = None
+            self.recording_changed()
             log.warning("Disque needs to enable the AOF but can't trigger a background "
                         "AOF rewrite operation. Check the above logs for more info about "
                         "the error.")
@@ -461,7 +483,7 @@ class AppendOnlyFile:
             self.rewrite.cancel()
         self.close_file()
         self.state = OFF
-        self.node.aof = None
+        self.recording_changed()
         self.rewrite_scheduled = False
         self._unwritten = []  # what a write error kept: no longer wanted
         self.fsync_failed = False
@@ -512,7 +534,7 @@ class AppendOnlyFile:
             self._last_failed_rewrite = time.monotonic()
             return False
         self.rewrite_scheduled = False
-        self.node.aof = self  # record what happens meanwhile, even with the AOF off
+        self.recording_changed()  # record what happens meanwhile, even with the AOF off
         log.info("Background append only file rewriting started")
         return True
 
@@ -536,7 +558,7 @@ class AppendOnlyFile:
                 self._adopt(new_fd, os.path.dirname(rewrite.target_path))
             log.info("Background AOF rewrite finished successfully")
         if self.state == OFF:
-            self.node.aof = None
+            self.recording_changed()
             self.buffer = []
         self._maybe_fsync()
         self.release()

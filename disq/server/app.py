@@ -87,7 +87,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         config.listeners.append(self.hot.config_changed)
         self.loading = False
         self.loader: AofLoader | None = None  # while loading: the progress for INFO
-        self.aof: AppendOnlyFile | None = None
+        self.aof: AppendOnlyFile  # from the start of serve(), before any client
         self._make_acl(config.requirepass, config.aclfile)  # users (access.py)
         self.clients: dict[int, Client] = {}
         self._next_client_id = 0
@@ -163,6 +163,9 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
     async def serve(self) -> None:
         self.loop = asyncio.get_running_loop()
         self._stopped = self.loop.create_future()
+        # Off until _load_data's end, but there for INFO, CONFIG SET and BGREWRITEAOF.
+        self.aof = AppendOnlyFile(self.config, self.node, self.loop)
+        self.aof.on_status_change = self._update_refusing
         # The HTTP and metrics ports before the RESP port: a node that answers PING
         # serves them too, and importing aiohttp (only then) holds the loop for a
         # while, which a client already connected would wait through. A busy port
@@ -176,8 +179,6 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         await self._listen()
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._on_signal, sig)
-        self.aof = AppendOnlyFile(self.config, self.node, self.loop)
-        self.aof.on_status_change = self._update_refusing
         self.config_records.load()  # (the job timer needs the loop)
         self.baseline_rss = rss_bytes()  # the interpreter, its modules and an empty node
         await self._load_data()
@@ -253,14 +254,13 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
                          load_corrupt=cfg.aof_load_corrupt)
 
     def _update_refusing(self) -> None:
-        aof = self.aof
-        self.hot.refusing = self.loading or (aof is not None and aof.write_errno != 0)
+        self.hot.refusing = self.loading or self.aof.write_errno != 0
 
     def refusal(self, flags: str, name: str) -> bytes | None:
         """The error for a command while `refusing`, in Disque's order: -MISCONF for
         write commands and PING after an AOF write error, then -LOADING."""
         aof = self.aof
-        if aof is not None and aof.write_errno and ("w" in flags or name == "ping"):
+        if aof.write_errno and ("w" in flags or name == "ping"):
             return aof.misconf_reply()
         if self.loading and "l" not in flags:
             return ERR_LOADING
@@ -334,15 +334,13 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
     def _schedule_changed(self, schedule: CronSchedule) -> None:
         """CRON: persisted with the AOF when it is on, and in nodes.conf (what a node
         without the AOF restarts from) in any case."""
-        if self.aof is not None and self.node.aof is not None:  # (logging: ON)
-            self.aof.schedule_stored(schedule)
+        self.node.persistence.schedule_stored(schedule)
         self.config_records.changed("cron", schedule.name, schedule.version,
                                     schedule.deleted)
 
     def _policy_changed(self, policy: QueuePolicy) -> None:
         """QPOLICY: persisted as CRON's schedules are."""
-        if self.aof is not None and self.node.aof is not None:
-            self.aof.policy_stored(policy)
+        self.node.persistence.policy_stored(policy)
         self.config_records.changed("qpolicy", policy.queue, policy.version,
                                     policy.deleted)
 
@@ -351,22 +349,19 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         dropping the jobs logs nothing: Disque logs a DELJOB for each and then appends
         them to the very file it reloads, which empties it for the next start."""
         aof = self.aof
-        assert aof is not None
         if aof.rewrite is not None:
             aof.rewrite.cancel()  # its file would miss the jobs loaded now
         if aof.state != OFF:
             aof.write_pending()
-        logging_to, self.node.aof = self.node.aof, None
         try:
-            self.flush_data()
-            loader = self._new_loader()
-            for _ in loader.run():
-                pass
+            with aof.not_recording():
+                self.flush_data()
+                loader = self._new_loader()
+                for _ in loader.run():
+                    pass
         except AofLoadError as exc:
             log.warning("DEBUG LOADAOF: %s", exc)
             return b"-ERR " + str(exc).replace("\r", " ").replace("\n", " ").encode() + b"\r\n"
-        finally:
-            self.node.aof = logging_to
         if aof.state == ON and loader.size_after != loader.total_bytes:
             aof.current_size = loader.size_after  # a cut-off tail was truncated
         log.warning("Append Only File loaded by DEBUG LOADAOF")
@@ -392,8 +387,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
             self.node.set_id(node_id)
             if self.replication is not None:
                 self.replication.identity_changed()
-            if self.aof is not None:
-                self.aof.encoder = RecordEncoder(self.node.id)  # jobs list their holder
+            self.aof.encoder = RecordEncoder(self.node.id)  # jobs list their holder
         self.membership.save()
 
     def set_leaving(self, leaving: bool) -> None:
@@ -427,7 +421,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
             self._watchdog_changed(value)
         elif name == "slowlog-max-len":
             self.slowlog = deque(self.slowlog, maxlen=max(value, 0))
-        elif name == "appendonly" and self.aof is not None:
+        elif name == "appendonly":
             if value and self.aof.state == OFF:
                 if not self.aof.turn_on():
                     self.config.apply("appendonly", ["no"])
@@ -441,7 +435,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
             self.per_ip_limit_changed(value)
         elif name == "client-rate-limit":
             self.rate_limit_changed(value)
-        elif name == "appendfsync" and self.aof is not None:
+        elif name == "appendfsync":
             self.aof.release()  # a weaker policy may let waiting replies go
 
     # -- logging helpers ------------------------------------------------------------------

@@ -203,8 +203,8 @@ class Client(LaterReplies, asyncio.Protocol):
         out: list[bytes | Pending] = []
         hot = self.hot
         deferred = False
-        aof = self.node.aof
-        logged = aof.appended if aof is not None else 0
+        persistence = self.node.persistence
+        logged = persistence.appended
         i = 0
         n = len(requests)
         while i < n:
@@ -231,7 +231,7 @@ class Client(LaterReplies, asyncio.Protocol):
             out.append(rep)
             if self.close_after_reply:
                 break
-        if aof is not None and aof.appended != logged and not aof.commit():
+        if persistence.appended != logged and not persistence.commit():
             # What these requests logged is not as safe as the AOF policy promises
             # yet (appendfsync always: not fsynced; or a write error): their replies
             # wait behind an empty one, answered when it is.

@@ -32,7 +32,7 @@ class Cron:
     config: Config
     loop: asyncio.AbstractEventLoop | None
     node: Node
-    aof: AppendOnlyFile | None
+    aof: AppendOnlyFile
     latency: LatencyMonitor
     hot: HotState
     backlogged: dict[Client, float]
@@ -95,8 +95,7 @@ class Cron:
             self.node.schedules.sweep(int(now * 1000))  # tombstones
             self.node.policies.sweep(int(now * 1000))
             self.config_records.cron(int(now * 1000))
-            if self.aof is not None:
-                self.aof.cron()
+            self.aof.cron()
             if self.config.timeout:
                 self._close_idle_clients(now)
             if self.backlogged:

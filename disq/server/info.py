@@ -99,10 +99,7 @@ def _queues(s: Server) -> list[str]:
 
 def _persistence(s: Server) -> list[str]:
     lines = [f"loading:{int(s.loading)}"]
-    if s.aof is not None:
-        lines += s.aof.info()
-    else:  # before the server runs
-        lines += ["aof_enabled:0", "aof_state:off"]
+    lines += s.aof.info()
     loader = s.loader
     if s.loading and loader is not None:
         elapsed = time.time() - loader.start_time

@@ -52,10 +52,10 @@ class Pending:
             return
         client = self.client
         if self.durable:
-            aof = client.node.aof
-            if aof is not None and not aof.commit():
+            persistence = client.node.persistence
+            if not persistence.commit():
                 self.durable = False  # asked once: the AOF calls back when it is safe
-                aof.on_durable(lambda: self.answer(data))
+                persistence.on_durable(lambda: self.answer(data))
                 return
         self.reply = data
         batch = self.batch

@@ -31,7 +31,7 @@ class Shutdown:
     argv: list[str]
     loop: asyncio.AbstractEventLoop | None
     loading: bool
-    aof: AppendOnlyFile | None
+    aof: AppendOnlyFile
     bus: ClusterBus | None
     membership: Membership
     clients: dict[int, Client]
@@ -51,8 +51,7 @@ class Shutdown:
         on at run time needs."""
         log.warning("User requested shutdown...")
         aof = self.aof
-        if aof is not None and not self.loading and (
-                rewrite_aof or aof.state == WAIT_REWRITE):
+        if not self.loading and (rewrite_aof or aof.state == WAIT_REWRITE):
             try:
                 rewrite_now(aof)
             except OSError as exc:
@@ -60,8 +59,7 @@ class Shutdown:
                             exc.strerror)
                 return False
             log.info("SYNC append only file rewrite performed")
-        if aof is not None:
-            aof.shutdown()
+        aof.shutdown()
         faulthandler.cancel_dump_traceback_later()
         if self.bus is not None:
             self.bus.stop()
@@ -91,8 +89,7 @@ class Shutdown:
     def restart(self, graceful: bool, delay_ms: int) -> None:
         """DEBUG RESTART / CRASH-AND-RECOVER: exec this same program again."""
         def again() -> None:
-            if self.aof is not None:
-                self.aof.shutdown()
+            self.aof.shutdown()
             if graceful:
                 try:
                     self.membership.save()

@@ -31,6 +31,7 @@ from disq.job import (
     holder_set,
 )
 from disq.node import Node, now_ms
+from disq.ports import NoPersistence
 from disq.requests import AddJob
 
 ME = "a" * 40
@@ -338,7 +339,7 @@ def test_node_logs_what_disque_logs() -> None:
     node = Node(Config(), new_node_id())
     node.arm_timer = lambda when: None
 
-    class Log:
+    class Log(NoPersistence):
         def __init__(self) -> None:
             self.records: list[tuple[str, bytes, int]] = []
 
@@ -349,7 +350,7 @@ def test_node_logs_what_disque_logs() -> None:
             self.records.append(("del", job_id, 0))
 
     log = Log()
-    node.aof = log
+    node.set_persistence(log)
     a = node.add_job(AddJob(b"q", b"a", ttl=100))
     b = node.add_job(AddJob(b"q", b"b", delay=5, ttl=100))
     c = node.add_job(AddJob(b"q", b"c", ttl=100))

@@ -19,6 +19,7 @@ from disq.aof.frames import reader_for
 from disq.aof.writer import ON, AppendOnlyFile
 from disq.config import Config
 from disq.node import Node
+from disq.ports import NO_PERSISTENCE
 from disq.requests import AddJob
 
 ME = "a" * 40
@@ -32,7 +33,7 @@ def make(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: str) -> AppendO
     node.arm_timer = lambda when: None
     aof = AppendOnlyFile(config, node, asyncio.get_running_loop())
     aof.open()
-    assert aof.state == ON and node.aof is aof
+    assert aof.state == ON and node.persistence is aof
     return aof
 
 
@@ -54,6 +55,27 @@ async def wait_until(condition, timeout: float = 5.0) -> None:
     while not condition():
         assert loop.time() < deadline, "timed out"
         await asyncio.sleep(0.001)
+
+
+async def test_the_writer_is_the_node_persistence_while_it_records(
+        tmp_path, monkeypatch) -> None:
+    """The AOF on: the core logs to it; DEBUG LOADAOF logs nothing while it loads;
+    turned off: to nothing; a BGREWRITEAOF with the AOF off: to it until it ends."""
+    aof = make(tmp_path, monkeypatch, "everysec")
+    node = aof.node
+    with aof.not_recording():
+        assert node.persistence is NO_PERSISTENCE
+    assert node.persistence is aof and aof.recording
+    aof.turn_off()
+    assert node.persistence is NO_PERSISTENCE and not aof.recording
+    add(aof)
+    assert aof.appended == 0
+    assert aof.start_rewrite()
+    assert node.persistence is aof
+    add(aof)
+    assert aof.appended == 1
+    await wait_until(lambda: aof.rewrite is None)
+    assert node.persistence is NO_PERSISTENCE and aof.last_rewrite_ok
 
 
 async def test_commit_writes_before_the_reply(tmp_path, monkeypatch) -> None:

@@ -17,6 +17,7 @@ from disq.config import Config
 from disq.ids import new_node_id
 from disq.job import ACKED, ACTIVE, BCAST_QUEUED, DELIVERED, QUEUED, WAIT_REPL, Job
 from disq.node import Node, now_ms
+from disq.ports import NoPersistence
 from disq.queue import PriorityJobs, SortedJobs
 from disq.replication import jobset
 from disq.requests import AddJob, JobSet
@@ -164,10 +165,8 @@ def test_refusals_change_nothing() -> None:
         node.set_job(acked, 1, None)
 
 
-class Records:
+class Records(NoPersistence):
     """The core's Persistence, recording what it is told."""
-
-    appended = 0
 
     def __init__(self) -> None:
         self.log: list[tuple[str, bytes, int | None]] = []
@@ -178,16 +177,11 @@ class Records:
     def job_removed(self, job_id: bytes) -> None:
         self.log.append(("removed", job_id, None))
 
-    def commit(self) -> bool:
-        return True
-
-    def on_durable(self, callback: object) -> None:
-        pass
-
 
 def test_the_change_is_written_to_the_aof_as_the_job_again() -> None:
     node = solo()
-    node.aof = records = Records()
+    records = Records()
+    node.set_persistence(records)
     job = node.add_job(request("REPLICATE 1"))
     node.set_job(job, 4, None)
     assert records.log == [("stored", job.id, None), ("removed", job.id, None),

@@ -5,21 +5,24 @@ if one holds the job settled, dropped if none holds it, kept waiting otherwise."
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from disq.dedup import scoped_key
 from disq.job import ACTIVE, PROVISIONAL, PROVISIONAL_RECHECK_MS, QUEUED, Job
 from disq.node import now_ms
+from disq.ports import NoPersistence
 
 from .test_dedup import dedup_add
 from .test_replication import Member, Network, cluster
 
 
-class RecordingAof:
+class RecordingAof(NoPersistence):
     """What the core tells the AOF, in order; everything is durable at once."""
 
     def __init__(self) -> None:
         self.records: list[tuple[str, bytes, int]] = []
+
+    @property
+    def recording(self) -> bool:
+        return True
 
     def job_stored(self, job: Job) -> None:
         self.records.append(("LOADJOB", job.id, job.flags & PROVISIONAL))
@@ -27,19 +30,14 @@ class RecordingAof:
     def job_removed(self, job_id: bytes) -> None:
         self.records.append(("DELJOB", job_id, 0))
 
-    def on_durable(self, callback: Callable[[], object]) -> None:
-        callback()
-
-    def commit(self) -> bool:
-        return True
-
 
 def added() -> tuple[Network, list[Member], Job, dict[str, RecordingAof]]:
     """A DEDUP job added on the first of three nodes, REPLICATE 3, the others' AOF on."""
     net, members = cluster(3)
     aofs = {}
     for member in members[1:]:
-        aofs[member.id] = member.node.aof = RecordingAof()  # type: ignore[assignment]
+        aofs[member.id] = RecordingAof()
+        member.node.set_persistence(aofs[member.id])
     replies: list[bytes] = []
     dedup_add(members[0], b"k", replies, repl=3, by_copies=True)
     net.pump()

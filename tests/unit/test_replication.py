@@ -28,6 +28,7 @@ from disq.config import Config
 from disq.ids import new_node_id
 from disq.job import ACKED, ACTIVE, DELIVERED, QUEUED, WAIT_REPL, Job, JobExt
 from disq.node import Node, now_ms
+from disq.ports import NoPersistence
 from disq.queue import PAUSED_IN, PAUSED_OUT
 from disq.replication.copies import ADD_NODE_PERIOD_MS, BACKLOG_MS_PER_1000, MAX_PATIENCE_MS
 from disq.replication.replicator import Replication
@@ -464,7 +465,7 @@ def test_duplicate_repljob_merges_the_node_lists() -> None:
 
 
 def test_replica_confirms_its_copy_once_it_is_in_the_aof() -> None:
-    class Log:
+    class Log(NoPersistence):
         def __init__(self) -> None:
             self.stored: list[bytes] = []
             self.waiting: list = []
@@ -484,7 +485,8 @@ def test_replica_confirms_its_copy_once_it_is_in_the_aof() -> None:
             self.waiting.clear()
 
     net, (a, b, c) = cluster(3)
-    b.node.aof = log = Log()
+    log = Log()
+    b.node.set_persistence(log)
     job, replies = add_job(a)
     net.pump()
     assert log.stored == [job.id]

@@ -286,8 +286,6 @@ def shutdown(client: Client, args: list[bytes]) -> bytes:
 def bgrewriteaof(client: Client, args: list[bytes]) -> bytes:
     """BGREWRITEAOF: compact the AOF to one record per live job, in the background."""
     aof = client.server.aof
-    if aof is None:
-        raise err("Background append only file rewriting not available yet")
     if aof.rewrite is not None:
         raise err("Background append only file rewriting already in progress")
     if not aof.start_rewrite():
