@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..acl import AclError, AclTable, User
 from .auth_throttle import AuthThrottle
+from .reactions import reacts_to
 from .table import CATEGORIES
 
 if TYPE_CHECKING:
@@ -28,6 +29,10 @@ class Access:
     clients: dict[int, Client]
     loop: asyncio.AbstractEventLoop | None
     user_sync: Any
+
+    @reacts_to("requirepass")
+    def _requirepass_changed(self, password: str) -> None:
+        self.acl.set_requirepass(password)
 
     def _make_acl(self, requirepass: str, aclfile: str) -> None:
         self.acl = AclTable(CATEGORIES, requirepass, aclfile)

@@ -50,6 +50,7 @@ from .process import (
     exposure_warning,
     setup_logging,
 )
+from .reactions import react, reacts_to
 from .records import ConfigRecords
 from .reply import NULL_ARRAY
 from .service import JobService
@@ -399,44 +400,35 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
                 if client.blocked and client.blocked_queues:
                     client.unblock(LEAVING.REPLY)
 
-    # -- CONFIG SET's reactions --------------------------------------------------------
+    # -- CONFIG SET's reactions (reactions.py; the others are beside what they change) ----
     def _config_changed(self, name: str, value: Any) -> None:
-        if name == "loglevel":
-            log.setLevel(LEVELS[value])
-        elif name == "dir" and self.loop is not None:
+        react(self, name, value)
+
+    @reacts_to("loglevel")
+    def _loglevel_changed(self, level: str) -> None:
+        log.setLevel(LEVELS[level])
+
+    @reacts_to("dir")
+    def _dir_changed(self, path: str) -> None:
+        if self.loop is not None:
             try:
-                os.chdir(value)
+                os.chdir(path)
             except OSError as exc:
-                log.warning("Can't chdir to '%s': %s", value, exc)
-        elif name == "maxclients" and self.loop is not None:
-            adjust_open_files_limit(self.config)  # may lower it again, as Redis does
-        elif name == "maxmemory" and self.loop is not None:
-            self.update_memory_limit()
-        elif name == "slowlog-log-slower-than":
-            self.slowlog_threshold = slowlog_usec(value)
-            self.hot.slow_usec = self._slow_usec()
-        elif name == "latency-monitor-threshold":
-            self.hot.slow_usec = self._slow_usec()
-        elif name == "watchdog-period" and self.loop is not None:
-            self._watchdog_changed(value)
-        elif name == "slowlog-max-len":
-            self.slowlog = deque(self.slowlog, maxlen=max(value, 0))
-        elif name == "appendonly":
-            if value and self.aof.state == OFF:
-                if not self.aof.turn_on():
-                    self.config.apply("appendonly", ["no"])
-                    raise ConfigApplyError("Unable to turn on AOF. Check server logs.")
-            elif not value and self.aof.state != OFF:
-                self.aof.turn_off()
-            self._update_refusing()
-        elif name == "requirepass":
-            self.acl.set_requirepass(value)
-        elif name == "maxclients-per-ip":
-            self.per_ip_limit_changed(value)
-        elif name == "client-rate-limit":
-            self.rate_limit_changed(value)
-        elif name == "appendfsync":
-            self.aof.release()  # a weaker policy may let waiting replies go
+                log.warning("Can't chdir to '%s': %s", path, exc)
+
+    @reacts_to("appendonly")
+    def _appendonly_changed(self, on: bool) -> None:
+        if on and self.aof.state == OFF:
+            if not self.aof.turn_on():
+                self.config.apply("appendonly", ["no"])
+                raise ConfigApplyError("Unable to turn on AOF. Check server logs.")
+        elif not on and self.aof.state != OFF:
+            self.aof.turn_off()
+        self._update_refusing()
+
+    @reacts_to("appendfsync")
+    def _appendfsync_changed(self, policy: str) -> None:
+        self.aof.release()  # a weaker policy may let waiting replies go
 
     # -- logging helpers ------------------------------------------------------------------
     def log_verbose(self, message: str) -> None:

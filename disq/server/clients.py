@@ -16,6 +16,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
+from .process import adjust_open_files_limit
+from .reactions import reacts_to
 
 if TYPE_CHECKING:
     from .connection import Client
@@ -131,6 +133,12 @@ class ClientRegistry:
             self._left_ip(ip, conn)
 
     # -- client limits: CONFIG SET ---------------------------------------------------------
+    @reacts_to("maxclients")
+    def _maxclients_changed(self, maxclients: int) -> None:
+        if self.loop is not None:
+            adjust_open_files_limit(self.config)  # may lower it again, as Redis does
+
+    @reacts_to("maxclients-per-ip")
     def per_ip_limit_changed(self, limit: int) -> None:
         """maxclients-per-ip changed: at once for the connections already there."""
         within, over = self.per_ip.set_limit(limit)
@@ -139,6 +147,7 @@ class ClientRegistry:
         for client in over:
             client.set_over_ip_limit(True)
 
+    @reacts_to("client-rate-limit")
     def rate_limit_changed(self, rate: int) -> None:
         """client-rate-limit changed: every connection's bucket follows."""
         for client in self.clients.values():

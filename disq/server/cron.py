@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..node import now_ms
 from .process import log_stream
+from .reactions import reacts_to
 
 if TYPE_CHECKING:
     from ..aof.writer import AppendOnlyFile
@@ -118,7 +119,10 @@ class Cron:
         period_ms = max(self.config.watchdog_period, 2000 // self.config.hz)
         faulthandler.dump_traceback_later(period_ms / 1000, file=log_stream())
 
+    @reacts_to("watchdog-period")
     def _watchdog_changed(self, period_ms: int) -> None:
+        if self.loop is None:
+            return
         if period_ms:
             log.warning("Watchdog period set to %d ms: a stack trace is logged when the "
                         "event loop is blocked that long.", period_ms)

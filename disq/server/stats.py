@@ -4,12 +4,14 @@ gives the core; CONFIG RESETSTAT clears them. A part of `Server`."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from typing import TYPE_CHECKING
 
 from ..replication.stats import NodeStats
 from .info import rss_bytes
+from .reactions import reacts_to
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -30,6 +32,7 @@ class Stats:
     """Server's measures (a mixin: the state is set in Server.__init__)."""
 
     config: Config
+    loop: asyncio.AbstractEventLoop | None
     node: Node
     commands: dict[bytes, CommandSpec]
     connections_received: int
@@ -73,6 +76,19 @@ class Stats:
     def _slow_usec(self) -> int:
         latency_ms = self.config.latency_monitor_threshold
         return min(self.slowlog_threshold, latency_ms * 1000 if latency_ms else 1 << 62)
+
+    @reacts_to("slowlog-log-slower-than")
+    def _slowlog_threshold_changed(self, usec: int) -> None:
+        self.slowlog_threshold = slowlog_usec(usec)
+        self.hot.slow_usec = self._slow_usec()
+
+    @reacts_to("latency-monitor-threshold")
+    def _latency_threshold_changed(self, threshold_ms: int) -> None:
+        self.hot.slow_usec = self._slow_usec()
+
+    @reacts_to("slowlog-max-len")
+    def _slowlog_max_len_changed(self, length: int) -> None:
+        self.slowlog = deque(self.slowlog, maxlen=max(length, 0))
 
     def slow_command(self, usec: int, args: list[bytes]) -> None:
         """A command took at least `slow_usec`: the slowlog and/or the latency monitor
@@ -124,6 +140,11 @@ class Stats:
         stats.ops_per_sec = self.ops_per_sec
         stats.uptime = max(0, int(time.time() - self.start_time))
         return stats
+
+    @reacts_to("maxmemory")
+    def _maxmemory_changed(self, maxmemory: int) -> None:
+        if self.loop is not None:
+            self.update_memory_limit()
 
     def update_memory_limit(self) -> None:
         """Give the core maxmemory's marks (in job bytes) and the eviction policy:
