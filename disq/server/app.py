@@ -1,5 +1,6 @@
 """The server: start-up, listeners, the wiring of every layer, and what commands ask
-of the node as a whole (DEBUG LOADAOF, CLUSTER RESET, CONFIG SET's reactions).
+of the node as a whole (DEBUG LOADAOF, CLUSTER RESET, CONFIG SET's reactions to the
+directives it owns; reactions.py registers each).
 
 One node = one process = one event loop (uvloop). `Server` has parts in their own
 modules: ClientRegistry (clients.py), Cron (cron.py: the job timer, the cron, the
