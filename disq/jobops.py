@@ -51,6 +51,7 @@ class JobOperations:
     queues: ScanTable[bytes, Queue]
     cluster: ClusterPort
     persistence: Persistence
+    recording: bool
     stats: Stats
     leaving: bool
 
@@ -104,7 +105,7 @@ class JobOperations:
         job.state = ACKED
         job.nodes_confirmed = None
         self.stats.jobs_acked += 1
-        if state in (ACTIVE, QUEUED):
+        if self.recording and state in (ACTIVE, QUEUED):
             self.persistence.job_removed(job.id)
         return True
 
@@ -334,6 +335,7 @@ class JobOperations:
             job.qtime = self.first_requeue_time(job, now or now_ms())
         else:
             job.qtime = 0
-        self.persistence.job_stored(job)
+        if self.recording:
+            self.persistence.job_stored(job)
         self.update_awake(job)
         return True

@@ -293,7 +293,7 @@ class Copies:
             if key is REFUSED:
                 refused.append(job.id)
                 continue
-            if key is not None and len(data) > COPY_FIELDS + 2 and node.persistence.recording:
+            if key is not None and len(data) > COPY_FIELDS + 2 and node.recording:
                 job.flags |= PROVISIONAL  # its ADDJOB may still fail (provisional.py)
             queue = queues.get(job.queue)
             if queue is not None and queue.flags & PAUSED_IN:
@@ -326,12 +326,14 @@ class Copies:
             self.bus.send_batched((sender.id,), m.DEDUP_CONFLICT, refused)
         if not confirmed:
             return
-        # confirmed once the copies are as safe as the AOF policy promises (at once
-        # without it). Disque writes, and with appendfsync always fsyncs, its AOF
-        # before the GOTJOB leaves: both happen before its event loop writes to sockets
-        sender_id = sender.id
-        node.persistence.on_durable(
-            lambda: self.bus.send_batched((sender_id,), m.GOTJOB, confirmed))
+        if not node.recording:
+            self.bus.send_batched((sender.id,), m.GOTJOB, confirmed)
+        else:  # confirmed once the copies are as safe as the AOF policy promises
+            # (Disque writes, and with appendfsync always fsyncs, its AOF before the
+            # GOTJOB leaves: both happen before its event loop writes to sockets)
+            sender_id = sender.id
+            node.persistence.on_durable(
+                lambda: self.bus.send_batched((sender_id,), m.GOTJOB, confirmed))
 
     def _on_gotjob(self, sender: ClusterNode, fields: list[Any]) -> None:
         """Confirmations of copies: every job still waiting for them is in `_waiting`

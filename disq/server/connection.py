@@ -203,8 +203,10 @@ class Client(LaterReplies, asyncio.Protocol):
         out: list[bytes | Pending] = []
         hot = self.hot
         deferred = False
-        persistence = self.node.persistence
-        logged = persistence.appended
+        node = self.node
+        persistence = node.persistence
+        recording = node.recording  # (a field: no call per batch without the AOF)
+        logged = persistence.appended if recording else 0
         i = 0
         n = len(requests)
         while i < n:
@@ -231,7 +233,7 @@ class Client(LaterReplies, asyncio.Protocol):
             out.append(rep)
             if self.close_after_reply:
                 break
-        if persistence.appended != logged and not persistence.commit():
+        if recording and persistence.appended != logged and not persistence.commit():
             # What these requests logged is not as safe as the AOF policy promises
             # yet (appendfsync always: not fsynced; or a write error): their replies
             # wait behind an empty one, answered when it is.

@@ -52,8 +52,9 @@ class Pending:
             return
         client = self.client
         if self.durable:
-            persistence = client.node.persistence
-            if not persistence.commit():
+            node = client.node
+            persistence = node.persistence
+            if node.recording and not persistence.commit():
                 self.durable = False  # asked once: the AOF calls back when it is safe
                 persistence.on_durable(lambda: self.answer(data))
                 return

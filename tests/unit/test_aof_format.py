@@ -343,6 +343,10 @@ def test_node_logs_what_disque_logs() -> None:
         def __init__(self) -> None:
             self.records: list[tuple[str, bytes, int]] = []
 
+        @property
+        def recording(self) -> bool:
+            return True
+
         def job_stored(self, job: Job) -> None:
             self.records.append(("load", job.id, job.state))
 

@@ -65,13 +65,13 @@ async def test_the_writer_is_the_node_persistence_while_it_records(
     node = aof.node
     with aof.not_recording():
         assert node.persistence is NO_PERSISTENCE
-    assert node.persistence is aof and aof.recording
+    assert node.persistence is aof and aof.recording and node.recording
     aof.turn_off()
-    assert node.persistence is NO_PERSISTENCE and not aof.recording
+    assert node.persistence is NO_PERSISTENCE and not (aof.recording or node.recording)
     add(aof)
     assert aof.appended == 0
     assert aof.start_rewrite()
-    assert node.persistence is aof
+    assert node.persistence is aof and node.recording
     add(aof)
     assert aof.appended == 1
     await wait_until(lambda: aof.rewrite is None)

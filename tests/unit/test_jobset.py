@@ -171,6 +171,10 @@ class Records(NoPersistence):
     def __init__(self) -> None:
         self.log: list[tuple[str, bytes, int | None]] = []
 
+    @property
+    def recording(self) -> bool:
+        return True
+
     def job_stored(self, job: Job) -> None:
         self.log.append(("stored", job.id, None if job.ext is None else job.ext.priority))
 

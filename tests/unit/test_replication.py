@@ -470,6 +470,10 @@ def test_replica_confirms_its_copy_once_it_is_in_the_aof() -> None:
             self.stored: list[bytes] = []
             self.waiting: list = []
 
+        @property
+        def recording(self) -> bool:
+            return True
+
         def job_stored(self, job: Job) -> None:
             self.stored.append(job.id)
 
