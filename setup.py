@@ -37,6 +37,7 @@ NATIVE = [
     "disq/clock.py",
     "disq/ids.py",
     "disq/job.py",
+    "disq/lifecycle.py",
     "disq/scantable.py",
     "disq/timers.py",
     "disq/queue.py",

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import trait
 
+from . import lifecycle
 from .clock import ms_after, random_time_error
 from .job import (
     ACKED,
-    ACTIVE,
     BACKOFF_WAIT,
     BCAST_QUEUED,
     BCAST_WILLQUEUE,
@@ -154,7 +154,7 @@ class FailurePolicies:
             job.deliveries += 1
             self.stats.jobs_requeued += 1
         until = ms_after(now, delay_ms)
-        job.state = ACTIVE
+        lifecycle.backing_off(job)
         job.qtime = until
         job.flags |= BACKOFF_WAIT | BCAST_WILLQUEUE | BCAST_QUEUED
         self.cluster.job_queued(job, INCR_NACKS if nack else INCR_DELIV, until)
@@ -216,7 +216,7 @@ class FailurePolicies:
             return False
         if job.state == QUEUED:
             self._queue_remove(job)
-            job.state = ACTIVE
+            lifecycle.dequeued(job)
         job.ext = (ext or JobExt()).copy(dead_from=dead_from, dead_reason=reason,
                                          generation=generation)
         job.queue = self._queue_name(target)
@@ -235,7 +235,7 @@ class FailurePolicies:
         if job.state == QUEUED:
             self._queue_remove(job)
         job.queue = self._queue_name(target)
-        job.state = QUEUED
+        lifecycle.moved(job)
         job.flags = (job.flags & ~BACKOFF_WAIT) | BCAST_QUEUED
         if job.retry:
             job.flags |= BCAST_WILLQUEUE

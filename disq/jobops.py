@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import trait
 
-from . import errors
+from . import errors, lifecycle
 from .clock import now_ms
 from .clock import random_time_error as _time_error
 from .config import Config
@@ -102,7 +102,7 @@ class JobOperations:
             return False
         self.dequeue(job)
         state = job.state
-        job.state = ACKED
+        lifecycle.acked(job)
         job.nodes_confirmed = None
         self.stats.jobs_acked += 1
         if self.recording and state in (ACTIVE, QUEUED):
@@ -261,7 +261,7 @@ class JobOperations:
                 queue.jobs.remove(job)
             job.ext = new_ext
             if due is not None and due > now:
-                job.state = ACTIVE
+                lifecycle.dequeued(job)
                 job.flags &= ~(BCAST_QUEUED | BCAST_WILLQUEUE)
                 job.qtime = due
                 self.update_awake(job)
@@ -328,7 +328,7 @@ class JobOperations:
         queue = self.queues.get(job.queue)
         if queue is not None:
             job.queue = queue.name  # share one name object between the queue's jobs
-        job.state = ACTIVE
+        lifecycle.copy_stored(job)
         job.flags = (job.flags & ~DELIVERED) | BCAST_QUEUED  # queueing it here is news
         if job.retry:
             job.flags |= BCAST_WILLQUEUE

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Final
 
-from . import errors
+from . import errors, lifecycle
 from .clock import ms_after, now_ms, random_time_error
 from .config import Config
 from .dedup import DedupTable
@@ -159,7 +159,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         if job.state == QUEUED:
             self._queue_remove(job)
         state = job.state
-        job.state = DELETED
+        lifecycle.removed(job)
         if self.jobs.pop(job.id) is None:
             return
         body_len = len(job.body or b"")
@@ -312,7 +312,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
                 delay_ms is not None or self.policies.policies or job.ext is not None) and (
                 self.failed_delivery(job, nack, now, delay_ms)):
             return True
-        job.state = QUEUED
+        lifecycle.queued(job)
         if retry:
             flags |= BCAST_WILLQUEUE
             job.qtime = self._requeue_time(now, retry)
@@ -398,7 +398,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         if job.state != QUEUED:
             return False
         self._queue_remove(job)
-        job.state = ACTIVE
+        lifecycle.dequeued(job)
         return True
 
     def fetch(self, queue: Queue, now: int) -> Job | None:
@@ -407,7 +407,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         job = queue.jobs.pop_first()
         if job is None:
             return None
-        job.state = ACTIVE
+        lifecycle.delivered(job)
         job.flags |= DELIVERED
         queue.atime = now
         queue.jobs_out += 1
@@ -605,7 +605,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
             async_ = request.async_
             self.cluster.replicate(job, request, not async_, True, now)
             if async_:
-                job.state = DELETED  # nothing kept here: the reply is just the ID
+                lifecycle.not_kept(job)  # nothing kept here: the reply is just the ID
             return job
         if not self.jobs.add(job.id, job):  # 144 random bits: a collision means a bug
             raise errors.err("Internal error creating the job, check server logs")
@@ -646,9 +646,9 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         caller looked it up already."""
         if now is None:
             now = now_ms()
-        job.state = ACTIVE
         ext = job.ext
         if job.delay or (ext is not None and ext.due > now):
+            lifecycle.replicated(job)
             job.qtime = ext.due if ext is not None and ext.due > now else now + job.delay * 1000
             self.update_awake(job)
             if self.recording:
@@ -656,7 +656,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
             return
         # enqueue() and update_awake() for a job never queued before, inlined: this
         # is ADDJOB's hot path. The first queueing is not broadcast (BCAST_QUEUED).
-        job.state = QUEUED
+        lifecycle.replicated_queued(job)
         at = job.etime
         if job.retry:
             job.qtime = qtime = self._requeue_time(now, job.retry)
@@ -721,7 +721,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         for job in list(self.jobs.values()):
             if job.state == ACTIVE or job.state == QUEUED:
                 persistence.job_removed(job.id)  # as Disque's flushServerData: a DELJOB each
-            job.state = DELETED
+            lifecycle.removed(job)
         self.jobs.clear()
         self.job_bytes = 0
         waiting = [q for q in self.queues.values() if q.waiters]

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+# An illegal job state transition fails loudly under tests (disq/lifecycle.py), in
+# this process and in the servers it starts (they inherit the environment).
+os.environ.setdefault("DISQ_STRICT_LIFECYCLE", "1")
 
 sys.path.insert(0, str(Path(__file__).parent))
 pytest.register_assert_rewrite("support")  # its cluster helpers assert, as tests do

@@ -20,6 +20,7 @@ import os
 import time
 from collections.abc import Generator, Iterator, Mapping
 
+from .. import lifecycle
 from ..job import ACTIVE, BCAST_WILLQUEUE, QUEUED, with_holders
 from ..node import Node, now_ms
 from ..policies import QueuePolicy
@@ -163,7 +164,7 @@ class AofLoader:
         if job.etime <= now:
             return  # expired while the node was down
         enqueue = job.state == QUEUED and self.enqueue_jobs
-        job.state = ACTIVE
+        lifecycle.loaded(job)
         delivered = job.nodes_delivered
         if delivered is not None:
             if len(delivered) == 0 or delivered == {node.id}:

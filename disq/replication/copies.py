@@ -16,7 +16,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Final
 
-from .. import errors
+from .. import errors, lifecycle
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
@@ -484,7 +484,7 @@ class Copies:
             self.placements.place(job, job.nodes_confirmed, now)  # ENQUEUE, until answered
             self._arm()  # (running already: this job was waiting)
             job.nodes_confirmed = None
-            job.state = DELETED  # never registered here: the timers let it go
+            lifecycle.not_kept(job)  # never registered here: the timers let it go
         else:
             job.nodes_confirmed = None
             self.node.activate(job, now)

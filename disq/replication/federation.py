@@ -35,6 +35,7 @@ import logging
 from functools import partial
 from typing import Any, Final
 
+from .. import lifecycle
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
@@ -338,7 +339,7 @@ class Federation:
             job = queue.jobs.pop_first()
             if job is None:
                 break
-            job.state = ACTIVE
+            lifecycle.exported(job)
             queue.jobs_out += 1
             job.nodes_delivered = with_holders(job.nodes_delivered or node.only_me,
                                                (node_id,))
