@@ -403,7 +403,8 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
 
     def fetch(self, queue: Queue, now: int) -> Job | None:
         """Take the next job of a queue for a consumer: the most urgent, the groups of
-        a priority in turn, the oldest of a group (queue.py)."""
+        a priority in turn, the oldest of a group (queue.py). The one delivery: GETJOB
+        (get_jobs) and every wake-up of parked consumers (_serve_waiters) come here."""
         job = queue.jobs.pop_first()
         if job is None:
             return None
