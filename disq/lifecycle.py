@@ -22,8 +22,9 @@ below, each allowed from a set of states (a bitmask, `1 << state`):
     loaded             ACTIVE, QUEUED             ACTIVE      the AOF loader
     copy_stored        ACTIVE                     ACTIVE      a copy from another node
 
-A transition is a plain attribute write after one bit test against a constant (this
-module is compiled with the hot path): ADDJOB, GETJOB and ACKJOB pay one call each.
+A transition is a plain attribute write after one compare with a constant (a bit test
+of the mask where more than one state is allowed; this module is compiled with the
+hot path): ADDJOB and GETJOB pay one call per job, ACKJOB two (acked, removed).
 A transition from a state its event does not allow is a bug of the caller. In
 production it is logged once per (state, event) and the write is done anyway: the
 caller has already moved the job in or out of its queue by then, and keeping the old
@@ -113,28 +114,28 @@ def _illegal(job: Job, event: str) -> None:
 
 def replicated(job: Job) -> None:
     """A new job's copies exist; it waits for its DELAY or due time."""
-    if not (FROM_REPLICATED >> job.state) & 1:
+    if job.state != WAIT_REPL:  # FROM_REPLICATED, one state: one compare
         _illegal(job, "replicated")
     job.state = ACTIVE
 
 
 def replicated_queued(job: Job) -> None:
     """A new job's copies exist and it joins its queue now."""
-    if not (FROM_REPLICATED >> job.state) & 1:
+    if job.state != WAIT_REPL:  # FROM_REPLICATED, one state: one compare
         _illegal(job, "replicated_queued")
     job.state = QUEUED
 
 
 def not_kept(job: Job) -> None:
     """An ADDJOB replicated externally: the job lives on other nodes only."""
-    if not (FROM_NOT_KEPT >> job.state) & 1:
+    if job.state != WAIT_REPL:  # FROM_NOT_KEPT, one state: one compare
         _illegal(job, "not_kept")
     job.state = DELETED
 
 
 def queued(job: Job) -> None:
     """An active job joins its queue (its first time, a requeue, a NACK)."""
-    if not (FROM_QUEUED >> job.state) & 1:
+    if job.state != ACTIVE:  # FROM_QUEUED, one state: one compare
         _illegal(job, "queued")
     job.state = QUEUED
 
@@ -148,28 +149,28 @@ def moved(job: Job) -> None:
 
 def delivered(job: Job) -> None:
     """A queued job taken by a consumer (the delivery primitive: Node.fetch)."""
-    if not (FROM_DELIVERED >> job.state) & 1:
+    if job.state != QUEUED:  # FROM_DELIVERED, one state: one compare
         _illegal(job, "delivered")
     job.state = ACTIVE
 
 
 def dequeued(job: Job) -> None:
     """A queued job out of its queue without a delivery."""
-    if not (FROM_DEQUEUED >> job.state) & 1:
+    if job.state != QUEUED:  # FROM_DEQUEUED, one state: one compare
         _illegal(job, "dequeued")
     job.state = ACTIVE
 
 
 def exported(job: Job) -> None:
     """A queued job sent to a node whose consumers asked for its queue."""
-    if not (FROM_DEQUEUED >> job.state) & 1:
+    if job.state != QUEUED:  # FROM_DEQUEUED, one state: one compare
         _illegal(job, "exported")
     job.state = ACTIVE
 
 
 def backing_off(job: Job) -> None:
     """A requeue put off for a back-off: the job stays active until then."""
-    if not (FROM_BACKING_OFF >> job.state) & 1:
+    if job.state != ACTIVE:  # FROM_BACKING_OFF, one state: one compare
         _illegal(job, "backing_off")
     job.state = ACTIVE
 
@@ -196,6 +197,6 @@ def loaded(job: Job) -> None:
 
 def copy_stored(job: Job) -> None:
     """A copy another node replicated here, kept active (not queued)."""
-    if not (FROM_COPY_STORED >> job.state) & 1:
+    if job.state != ACTIVE:  # FROM_COPY_STORED, one state: one compare
         _illegal(job, "copy_stored")
     job.state = ACTIVE
