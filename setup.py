@@ -57,7 +57,7 @@ NATIVE = [
     "disq/server/pending.py",
     "disq/server/connection.py",
     "disq/server/commands/jobs.py",
-    "disq/server/commands/dedup.py",
+    "disq/server/commands/addjob_dedup.py",
     # the cluster bus: its codec, framing, links and membership (the 3-node case)
     "disq/cluster/clocks.py",
     "disq/cluster/nodes.py",
@@ -67,7 +67,7 @@ NATIVE = [
     "disq/cluster/link.py",
     "disq/cluster/bus.py",
     # replication: the copies of a job on its peers, their acks and DEDUP's checks
-    "disq/dedup.py",
+    "disq/dedup_table.py",
     "disq/replication/clock.py",
     "disq/replication/wire.py",
     "disq/replication/tables.py",
@@ -76,7 +76,7 @@ NATIVE = [
     "disq/replication/jobset.py",
     "disq/replication/stats.py",
     "disq/replication/acks.py",
-    "disq/replication/dedup.py",
+    "disq/replication/dedup_checks.py",
     "disq/replication/schedules.py",
     "disq/replication/requeue.py",
     "disq/replication/failures.py",

@@ -16,7 +16,7 @@ from typing import Final
 from . import errors, lifecycle
 from .clock import ms_after, now_ms, random_time_error
 from .config import Config
-from .dedup import DedupTable
+from .dedup_table import DedupTable
 from .failures import INCR_DELIV, INCR_NACKS, FailurePolicies, FailureStats
 from .ids import JobIdGenerator
 from .job import (

@@ -29,7 +29,7 @@ from disq_client.spec import (
 
 from . import errors
 from .clock import ms_after
-from .dedup import scoped_key
+from .dedup_table import scoped_key
 from .errors import FixedError, fixed
 from .ids import is_valid_job_id
 
@@ -206,7 +206,7 @@ class AddJob:
     `dedup` is the DEDUP key scoped to the queue (`dedup.scoped_key`: the key of the
     DEDUP table and of the bus), from the constructor's and the parser's client key.
     `dedup_check` is no option: the cluster's DEDUP side sets it when the job's copies
-    are to check its key (disq/replication/dedup.py)."""
+    are to check its key (disq/replication/dedup_checks.py)."""
 
     __slots__ = ("queue", "body", "timeout", "repl", "delay", "retry", "ttl", "maxlen",
                  "async_", "queue_randomly", "dedup", "dedup_check", "ext")

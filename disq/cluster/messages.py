@@ -65,7 +65,7 @@ FAIL: Final = 3  # fields: [failing node id]
 REPLJOB: Final = 4  # fields: [noreply(bool), [holder ids], job copy, ...] (wire.encode_copy;
 #              a copy of an ADDJOB with DEDUP ends with its scoped key, then, if the ADDJOB
 #              waits for its copies, whether the receiver must check the key and the
-#              ms the ADDJOB may still fail (0: no timeout): see replication/dedup.py)
+#              ms the ADDJOB may still fail (0: no timeout): see replication/dedup_checks.py)
 GOTJOB: Final = 5  # fields: [job id, ...] (the confirmations of one loop turn)
 ENQUEUE: Final = 6  # fields: [job id, delay s]
 QUEUED: Final = 7  # fields: [job id, flags (INCR_NACKS=2 / INCR_DELIV=4)(, not before ms,
@@ -100,7 +100,7 @@ DEDUP_CONFLICT: Final = 23  # fields: [job id, ...]  copies refused: their DEDUP
 # the bus VERSION is unchanged: it only makes pushes stop sooner.
 NEEDJOBS_CANCEL: Final = 24  # fields: [queue]
 # disq extension (ADDJOB DEDUP): the sender's ADDJOBs of these jobs succeeded, so the
-# receiver may answer their DEDUP keys (replication/dedup.py). Unknown: ignored.
+# receiver may answer their DEDUP keys (replication/dedup_checks.py). Unknown: ignored.
 DEDUP_SETTLED: Final = 25  # fields: [job id, ...] (the ADDJOBs settled in one loop turn)
 # disq extension (CRON, replication/schedules.py). Unknown: ignored.
 CRON_SET: Final = 26  # fields: [schedule] (schedules.CronSchedule.to_wire): defined or deleted

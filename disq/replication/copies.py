@@ -3,7 +3,7 @@ GOTJOB back, and the ADDJOBs that wait for their copies (synchronous replication
 
 Waiting ADDJOBs are kept in a dict ordered by their next retry time; one loop timer
 (every 50 ms, only while something waits) retries them and enforces their timeouts.
-A copy may carry its ADDJOB's DEDUP key (dedup.py, whose `Dedup` this part owns: the
+A copy may carry its ADDJOB's DEDUP key (dedup_checks.py, whose `Dedup` this part owns: the
 copies record or check the key).
 """
 
@@ -27,7 +27,7 @@ from ..requests import AddJob
 from .acks import delete_everywhere, learn_holders, send_setack
 from .bigcopies import BIG_COPY, BigCopies
 from .clock import to_local_ms
-from .dedup import CONFLICT, REFUSED, SETTLE_SLACK_MS, Dedup, joined
+from .dedup_checks import CONFLICT, REFUSED, SETTLE_SLACK_MS, Dedup, joined
 from .placement import Placements
 from .targets import Targets
 from .wire import (
@@ -69,7 +69,7 @@ class _WaitingAdd:
         self.on_done: OnDone | None = None
         self.external = external  # no copy kept here: a confirmer queues it (leaving)
         self.dedup_key: bytes | None = None  # ADDJOB's DEDUP key, sent with REPLJOB
-        # When the copies check the key (replication/dedup.py): the ADDJOB, to add the
+        # When the copies check the key (replication/dedup_checks.py): the ADDJOB, to add the
         # job again if a copy is refused.
         self.readd: AddJob | None = None
         # ... placed in the key's order: its first targets, which must confirm (`first_
@@ -83,7 +83,7 @@ class _WaitingAdd:
 def first_confirmed(first: list[str], confirmed: set[str]) -> bool:
     """Whether the first targets of a job whose copies check its DEDUP key in the key's
     order (`first`) all confirmed. The copies a killed origin left are on the first
-    nodes of that order (replication/dedup.py): only those nodes can refuse the
+    nodes of that order (replication/dedup_checks.py): only those nodes can refuse the
     retry's copies, so confirmations from the nodes tried next (one more every 50 ms,
     while a first one is dead, or slow to refuse) do not count, and the ADDJOB asks
     every node instead, as after a refusal. (The usual case: the first ones confirm.)"""
@@ -239,7 +239,7 @@ class Copies:
 
     def abort_checked(self, job_id: bytes) -> None:
         """A node refused a copy of a waiting DEDUP ADDJOB (its copies check the key,
-        or it is a late copy: replication/dedup.py), or confirmed copies came from
+        or it is a late copy: replication/dedup_checks.py), or confirmed copies came from
         other nodes than the first ones in the key's order (`first_confirmed`):
         delete the job everywhere, and answer the ADDJOB with dedup.CONFLICT (the
         DEDUP side then asks every node)."""
@@ -459,7 +459,7 @@ class Copies:
         goes at the end of its job's copy; for an ADDJOB that waits for its copies
         (`deadline`: when it gives up, 0 = never), then whether the receiver must check
         the key, and the ms until that deadline (0: none): the receiver does not vouch
-        for the key before the ADDJOB settles (DEDUP_SETTLED; replication/dedup.py)."""
+        for the key before the ADDJOB settles (DEDUP_SETTLED; replication/dedup_checks.py)."""
         if not node_ids:
             return
         head = (noreply, job.nodes_delivered or NO_HOLDERS)  # a frozenset: packed as a list

@@ -4,7 +4,7 @@ it (`node.cluster = replication`). It is a composition of one part per message f
 each registering its own bus handlers (see README.md):
 
     copies      REPLJOB / GOTJOB, the ADDJOBs waiting for their copies (targets.py:
-                where the copies go; dedup.py: DEDUP keys, owned by `copies`)
+                where the copies go; dedup_checks.py: DEDUP keys, owned by `copies`)
     requeue     QUEUED / WILLQUEUE / WORKING / ENQUEUE
     acks        SETACK / GOTACK / DELJOB (ACK garbage collection, FASTACK)
     queues      PAUSE, GLOBALQLEN

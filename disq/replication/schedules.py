@@ -17,7 +17,7 @@ schedule (disq/schedules.py), and each tick yields one job in the whole cluster.
   whose view is stale (cut off, its peers not flagged yet) cannot get those copies
   confirmed: its ADDJOB fails and adds nothing. Two ADDJOBs of one tick each reach a
   majority, so they share a node, which refuses the second copy of the key (the
-  copies check it: dedup.py): one job per tick, even from two firers. A node that
+  copies check it: dedup_checks.py): one job per tick, even from two firers. A node that
   regains a majority fires no tick from before (`CronTable.skip_until`): the
   majority side fired it, or no side could and it is skipped, never fired late.
 - Every node checks, on each cron run, for a tick still not fired (its firer died
@@ -40,7 +40,7 @@ from .tables import OnHeld, SyncedTable
 from .targets import key_order
 
 if TYPE_CHECKING:
-    from .dedup import Dedup
+    from .dedup_checks import Dedup
 
 log = logging.getLogger("disq")
 

@@ -1,7 +1,7 @@
 """Where the copies of a new job go (REPLJOB's targets): random reachable peers, the
 same pick for the jobs of one loop turn, or for a job whose copies check its DEDUP key
 the first peers in an order drawn from the key (rendezvous hashing, `key_order`; see
-replication/dedup.py for why)."""
+replication/dedup_checks.py for why)."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ class Targets:
         the key on another node sends its copies to the same first nodes, and one more
         in that order each time it waits for a node (the dead origin), so they meet
         those copies, which refuse them: the retry then asks every node and gets the
-        first job's ID (replication/dedup.py). Used when the cluster has more than
+        first job's ID (replication/dedup_checks.py). Used when the cluster has more than
         REPLICATE+1 nodes: with fewer (REPLICATE 2 on three nodes), a retry's job
         needs every live peer but the dead origin, so the random pick of the loop turn
         stays (its copies travel together)."""

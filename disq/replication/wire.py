@@ -3,7 +3,7 @@
     [id, queue, body, state, flags, repl, ttl_ms, ctime, delay, retry, nacks,
      deliveries(, dedup key(, check, settle ms)])  a copy (REPLJOB: the holders are the
                                                     message's; the key is scoped to the
-                                                    queue: see replication/dedup.py)
+                                                    queue: see replication/dedup_checks.py)
     [..., nodes_delivered]            a job with its own holders (YOURJOBS)
     [..., [priority, group, due(,     last, only for a job using disq's extensions
            max deliveries, dead from, (`Job.ext`: PRIORITY, GROUP, AT / DELAY-MS; the

@@ -3,7 +3,7 @@ of the node as a whole (DEBUG LOADAOF, CLUSTER RESET, CONFIG SET's reactions to 
 directives it owns; reactions.py registers each).
 
 One node = one process = one event loop (uvloop). `Server` has parts in their own
-modules: ClientRegistry (clients.py), Cron (cron.py: the job timer, the cron, the
+modules: ClientRegistry (clients.py), Cron (housekeeping.py: the job timer, the cron, the
 watchdog), Stats (stats.py: SLOWLOG, ops, memory) and Shutdown (shutdown.py).
 """
 
@@ -39,8 +39,8 @@ from .access import Access
 from .clients import ClientRegistry
 from .commands import load_commands
 from .connection import ERR_LOADING, Client
-from .cron import Cron
 from .hotstate import HotState
+from .housekeeping import Cron
 from .info import rss_bytes
 from .latency import LatencyMonitor
 from .limits import ConnectionsPerIp, IpLimited

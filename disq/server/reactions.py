@@ -1,6 +1,6 @@
 """CONFIG SET's reactions: what the server does at once when a directive changes while
 it runs. Each is declared beside what it changes, by `@reacts_to("directive")` on a
-method of `Server` or of one of its parts (app.py, clients.py, stats.py, cron.py,
+method of `Server` or of one of its parts (app.py, clients.py, stats.py, housekeeping.py,
 access.py), so a directive's reaction is one method in one place. `Server`'s config
 listener runs the one registered for the directive set; a directive without one takes
 effect where its value is next read (`config.<name>`).

@@ -13,7 +13,7 @@ import pytest
 import redis
 from support import DisqProcess, call, myid, wait_for, wait_formed
 
-from disq.dedup import scoped_key
+from disq.dedup_table import scoped_key
 from disq.replication.targets import key_order
 
 TIMEOUT = "5000"

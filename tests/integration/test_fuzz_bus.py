@@ -28,7 +28,7 @@ from support import (
 )
 
 from disq.cluster import messages as m
-from disq.dedup import scoped_key
+from disq.dedup_table import scoped_key
 
 KEEP_QUEUE = b"fuzz-keep-9d41a0"
 PROBE_QUEUE = b"fuzz-probe"
@@ -143,7 +143,7 @@ WIRE_COPY = st.tuples(ID, st.binary(max_size=8), st.binary(max_size=8), INT, INT
 WIRE_JOB = st.tuples(WIRE_COPY, HOLDERS).map(lambda t: [*t[0], t[1]])  # YOURJOBS'
 # A copy of a DEDUP ADDJOB: its key (scoped to the copy's queue, or to none), then (if
 # it waits for its copies) whether to check the key and how long the ADDJOB may still
-# fail (replication/dedup.py)
+# fail (replication/dedup_checks.py)
 SCOPE_IT = st.binary(min_size=1, max_size=8).map(lambda key: ("scope", key))
 DEDUP_COPY = st.tuples(WIRE_COPY, SCOPE_IT | st.binary(max_size=8) | VALUES,
                        st.lists(st.booleans() | VALUES, max_size=1),

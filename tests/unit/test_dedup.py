@@ -9,11 +9,11 @@ from collections import Counter
 import pytest
 
 from disq.cluster import messages as m
-from disq.dedup import RESERVED, DedupTable, scoped_key
+from disq.dedup_table import RESERVED, DedupTable, scoped_key
 from disq.node import now_ms
 from disq.queue import PAUSED_IN
 from disq.replication.copies import ADD_NODE_PERIOD_MS
-from disq.replication.dedup import DEDUP_TIMEOUT_MS, RECHECK_MS, wins
+from disq.replication.dedup_checks import DEDUP_TIMEOUT_MS, RECHECK_MS, wins
 from disq.replication.targets import key_order
 from disq.requests import AddJob
 
@@ -69,7 +69,7 @@ def test_forget_only_the_named_job() -> None:
     assert table.get(b"k", 0) is None
 
 
-# -- across nodes (disq/replication/dedup.py), over the in-memory bus of test_replication --
+# -- across nodes (disq/replication/dedup_checks.py), over the in-memory bus of test_replication --
 
 def scoped(key: bytes) -> bytes:
     """`key` as `ADDJOB q ... DEDUP key` records it, and the bus carries it."""

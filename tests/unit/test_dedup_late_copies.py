@@ -21,9 +21,9 @@ import msgpack
 import pytest
 
 from disq.cluster import messages as m
-from disq.dedup import DedupTable
+from disq.dedup_table import DedupTable
 from disq.node import now_ms
-from disq.replication.dedup import RECHECK_MS
+from disq.replication.dedup_checks import RECHECK_MS
 
 from .test_dedup import scoped
 from .test_dedup_vouching import ask_on

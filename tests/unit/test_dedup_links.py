@@ -21,7 +21,7 @@ from disq.cluster.bus import BUS_PORT_OFFSET, ClusterBus
 from disq.cluster.membership import ClusterNode, Membership, NodeFlag
 from disq.ids import new_node_id
 from disq.node import now_ms
-from disq.replication.dedup import DEDUP_TIMEOUT_MS, RECHECK_MS
+from disq.replication.dedup_checks import DEDUP_TIMEOUT_MS, RECHECK_MS
 
 from .test_dedup import dedup_add, queued, scoped
 from .test_replication import Member, Network, cluster

@@ -1,4 +1,4 @@
-"""ADDJOB DEDUP keys scoped to their queue (disq/dedup.py, `scoped_key`): the table
+"""ADDJOB DEDUP keys scoped to their queue (disq/dedup_table.py, `scoped_key`): the table
 holds one entry per queue and key, the cluster's checks (DEDUP_QUERY, the copies)
 answer a key only in its queue, and a peer's key that is not scoped to the copy's
 queue, or not a scoped key at all, is never recorded. Over test_replication's
@@ -7,7 +7,7 @@ in-memory bus."""
 from __future__ import annotations
 
 from disq.cluster import messages as m
-from disq.dedup import MAX_SCOPED_KEY_LEN, DedupTable, scoped_key, scoped_to, well_scoped
+from disq.dedup_table import MAX_SCOPED_KEY_LEN, DedupTable, scoped_key, scoped_to, well_scoped
 from disq.node import now_ms
 from disq.replication.wire import COPY_FIELDS
 from disq.requests import AddJob

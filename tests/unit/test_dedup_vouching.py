@@ -4,7 +4,7 @@ keys queued). Deterministic, over test_replication's in-memory bus.
 
 The cause: when a job's copies check its key (REPLICATE a majority), a node records
 the key as soon as it accepts a copy, and from then on answers it, to its own
-clients' ADDJOBs (server/commands/dedup.py `add_deduped`) and to other nodes'
+clients' ADDJOBs (server/commands/addjob_dedup.py `add_deduped`) and to other nodes'
 DEDUP_QUERY (`Dedup._on_query`), while the origin's add may still fail: another node
 refuses a copy (it is adding the key itself), the origin deletes the job everywhere
 and asks again. The IDs already answered then name a job that exists nowhere, and the
@@ -24,9 +24,9 @@ from disq.acl import AclTable
 from disq.cluster import messages as m
 from disq.config import Config
 from disq.node import now_ms
-from disq.replication.dedup import RECHECK_MS, SETTLE_SLACK_MS
+from disq.replication.dedup_checks import RECHECK_MS, SETTLE_SLACK_MS
 from disq.requests import AddJob
-from disq.server.commands.dedup import add_deduped
+from disq.server.commands.addjob_dedup import add_deduped
 from disq.server.connection import Client
 from disq.server.hotstate import HotState
 from disq.server.table import CATEGORIES

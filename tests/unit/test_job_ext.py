@@ -13,7 +13,7 @@ from disq.aof.fileformat import RecordEncoder, check_record, parse_record
 from disq.aof.serialize import CorruptJob, deserialize_ext, serialize_ext
 from disq.cluster import messages as m
 from disq.config import Config
-from disq.dedup import scoped_key
+from disq.dedup_table import scoped_key
 from disq.ids import new_node_id
 from disq.job import ACTIVE, DEFAULT_PRIORITY, QUEUED, WAIT_REPL, Job, JobExt
 from disq.node import Node, now_ms

@@ -5,7 +5,7 @@ if one holds the job settled, dropped if none holds it, kept waiting otherwise."
 
 from __future__ import annotations
 
-from disq.dedup import scoped_key
+from disq.dedup_table import scoped_key
 from disq.job import ACTIVE, PROVISIONAL, PROVISIONAL_RECHECK_MS, QUEUED, Job
 from disq.node import now_ms
 from disq.ports import NoPersistence

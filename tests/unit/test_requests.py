@@ -7,7 +7,7 @@ import pytest
 from disq_client.spec import ADDJOB, GETJOB, JOB_STATES, JSCAN, PAUSE, QSCAN
 
 from disq import errors
-from disq.dedup import scoped_key
+from disq.dedup_table import scoped_key
 from disq.job import STATE_BY_NAME
 from disq.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
 from disq.queue_requests import JScan, Pause, QScan

@@ -15,7 +15,7 @@ from .. import reply
 from ..pending import BatchReplies
 from ..service import job_fields
 from ..table import ADMIN, CONSUME, PRODUCE, AfterOptions, AfterToken, At, From, command
-from .dedup import add_deduped, park_for_replication
+from .addjob_dedup import add_deduped, park_for_replication
 
 if TYPE_CHECKING:
     from ..connection import Client

@@ -123,7 +123,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
-from ..dedup import RESERVED, scoped_to, well_scoped
+from ..dedup_table import RESERVED, scoped_to, well_scoped
 from ..errors import DisqError
 from ..job import PROVISIONAL, WAIT_REPL, Job
 from ..node import now_ms

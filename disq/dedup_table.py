@@ -17,9 +17,9 @@ down.
 A node that was asked about a key it does not know keeps a reservation for it (an
 entry without a job ID, for the asking ADDJOB's TTL): that node may have added the job
 since, on nodes other than this one, so this node must not vouch for the key alone
-(see replication/dedup.py). The reservation names the node that asked last (`asker`):
+(see replication/dedup_checks.py). The reservation names the node that asked last (`asker`):
 a copy that does not check its key (its origin asked every node) is refused where
-another node asked for the key since (replication/dedup.py, "Late copies").
+another node asked for the key since (replication/dedup_checks.py, "Late copies").
 
 A copy's key is *unsettled* until the job's origin says its ADDJOB succeeded
 (DEDUP_SETTLED): until then the origin may still delete the job (a refused copy, a

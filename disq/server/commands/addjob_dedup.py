@@ -1,6 +1,6 @@
 """ADDJOB's DEDUP option (a disq extension): the client's side of it. The key table is
-`node.dedup` (disq/dedup.py); asking the other nodes is `replication.dedup`
-(disq/replication/dedup.py)."""
+`node.dedup` (disq/dedup_table.py); asking the other nodes is `replication.dedup`
+(disq/replication/dedup_checks.py)."""
 
 from __future__ import annotations
 
