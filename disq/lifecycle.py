@@ -39,6 +39,8 @@ import logging
 import os
 from typing import Final
 
+from mypy_extensions import mypyc_attr
+
 from .job import ACKED, ACTIVE, DELETED, QUEUED, STATE_NAMES, WAIT_REPL, Job
 
 log = logging.getLogger("disq")
@@ -76,6 +78,7 @@ TRANSITIONS: Final[dict[str, tuple[int, int]]] = {
 }
 
 
+@mypyc_attr(native_class=False)  # (mypyc compiles no subclass of a builtin exception)
 class IllegalTransition(AssertionError):
     """A job was moved by an event its state does not allow (strict mode only)."""
 
