@@ -3,7 +3,9 @@ timers, queues and blocked consumers, ADDJOB here; operations on existing jobs i
 jobops.py and memory bounds in memory.py (parts of `Node`).
 
 Nothing here knows about sockets or the event loop. The server arms one loop timer
-through `arm_timer`, blocked consumers are `Waiter` objects, and everything that
+through `arm_timer`, blocked consumers are `Waiter` objects served after the command
+that queued their jobs (`serve_ready`, which the server runs after each command and,
+asked through `on_ready`, at the end of the loop turn), and everything that
 concerns other nodes goes through `self.cluster` (a `ClusterPort`, ports.py;
 `SoloCluster` when the node is alone), so this module is testable without a network.
 """
@@ -42,7 +44,18 @@ from .jobops import JobOperations
 from .memory import NO_MEMORY_LIMIT, MemoryBounds
 from .policies import PolicyTable
 from .ports import NO_PERSISTENCE, ClusterPort, Persistence, SoloCluster
-from .queue import NO_PRIORITY, PAUSED_ALL, PAUSED_IN, PAUSED_OUT, Queue, Waiter
+from .queue import (
+    NO_PRIORITY,
+    PAUSED_ALL,
+    PAUSED_IN,
+    PAUSED_OUT,
+    READY,
+    READY_EXT,
+    READY_QUEUED,
+    READY_REQUEUED,
+    Queue,
+    Waiter,
+)
 from .requests import AddJob
 from .scantable import ScanTable
 from .schedules import CronSchedule, CronTable
@@ -121,6 +134,13 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         self.leaving = False
         self.blocked_clients = 0
         self.arm_timer: Callable[[int], None] = lambda when_ms: None
+        # The queues that got jobs (or a token, ...) while consumers wait on them, in
+        # that order: `serve_ready` serves them once the operation that marked them is
+        # over, never inside it. `on_ready` (the server's) is told when the first one
+        # is marked: it runs `serve_ready` at the end of the loop turn.
+        self.ready_queues: list[Queue] = []
+        self.on_ready: Callable[[], None] = lambda: None
+        self.out_of_tokens = False  # `take` refused a job for lack of a RATE token
         # maxmemory's marks in job bytes (see set_memory_limit): above `warn_bytes`
         # (75%) new jobs are placed on other nodes, above `full_bytes` (95%) nothing
         # new is taken that eviction cannot make room for.
@@ -230,7 +250,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
             del self._rate_wakeups[name]
             queue = self.queues.get(name)
             if queue is not None and queue.waiters and queue.jobs:
-                self._serve_waiters(queue)
+                self.mark_ready(queue)
         return min(self._rate_wakeups.values(), default=None)
 
     def _process_job(self, job: Job, now: int) -> None:
@@ -353,14 +373,25 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         queue.atime = now  # Disque's enqueueJob: an enqueue is an access too
         queue.jobs_in += 1
         if queue.waiters and not queue.flags & PAUSED_OUT:
-            self._serve_waiters(queue)
+            # Its consumers are served after this operation (serve_ready), which then
+            # does what follows here for the jobs they leave.
+            why = READY_QUEUED
+            if requeued:
+                why |= READY_REQUEUED
+            if job.ext is not None:
+                why |= READY_EXT
+            self.mark_ready(queue, why)
+            return
         if queue.remote_wanted and queue.jobs:
             self.cluster.jobs_available(queue, requeued)
-        # Priorities across nodes: a job with a priority or group tells the peers when
-        # it makes the queue's best more urgent than they heard (a plain job says
-        # nothing; a queue this node imports keeps its jobs for its own consumers).
-        if (job.ext is not None and queue.best_priority() < queue.told_best
-                and not queue.import_rate_at(now)):
+        if job.ext is not None:
+            self._tell_best(queue, now)
+
+    def _tell_best(self, queue: Queue, now: int) -> None:
+        """Priorities across nodes: a job with a priority or group tells the peers when
+        it makes the queue's best more urgent than they heard (a plain job says
+        nothing; a queue this node imports keeps its jobs for its own consumers)."""
+        if queue.best_priority() < queue.told_best and not queue.import_rate_at(now):
             self.cluster.best_changed(queue)
 
     def queue_when_due(self, job: Job, now: int, not_before: int = 0) -> bool:
@@ -401,10 +432,21 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         lifecycle.dequeued(job)
         return True
 
-    def fetch(self, queue: Queue, now: int) -> Job | None:
-        """Take the next job of a queue for a consumer: the most urgent, the groups of
-        a priority in turn, the oldest of a group (queue.py). The one delivery: GETJOB
-        (get_jobs) and every wake-up of parked consumers (_serve_waiters) come here."""
+    def take(self, queue: Queue, now: int, hold: bool = True) -> Job | None:
+        """The one delivery of a queued job to a consumer: GETJOB's pass (get_jobs) and
+        every serving of parked consumers (serve_ready) take their jobs here, so a
+        queue's pause, its hold for a peer's more urgent jobs, its RATE and its order
+        apply alike. The next job: the most urgent, the groups of a priority in turn,
+        the oldest of a group (queue.py). None: none now (`out_of_tokens` set if for
+        lack of a RATE token). `hold` False (NOHANG): no hold for a peer's jobs."""
+        if queue.flags & PAUSED_OUT:
+            return None
+        if hold and queue.remote_best < NO_PRIORITY and self.held_for_peers(queue, now):
+            return None
+        limiter = queue.limiter
+        if limiter is not None and queue.jobs and not limiter.take(now):
+            self.out_of_tokens = True  # RATE (failures.py)
+            return None
         job = queue.jobs.pop_first()
         if job is None:
             return None
@@ -444,20 +486,14 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         queues = []
         for name in names:
             queue = self.queues.get(name)
-            if queue is not None and not queue.flags & PAUSED_OUT:
+            if queue is not None:
                 queues.append(queue)
         out: list[Job] = []
-        limited = False
+        self.out_of_tokens = False
         while queues and len(out) < count:
             progress = False
             for queue in queues:
-                if hold and queue.remote_best < NO_PRIORITY and self.held_for_peers(queue, now):
-                    continue
-                limiter = queue.limiter
-                if limiter is not None and queue.jobs and not limiter.take(now):
-                    limited = True  # RATE (failures.py)
-                    continue
-                job = self.fetch(queue, now)
+                job = self.take(queue, now, hold)
                 if job is not None:
                     out.append(job)
                     progress = True
@@ -465,7 +501,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
                         break
             if not progress:
                 break
-        if limited:
+        if self.out_of_tokens:
             self.failures.rate_limited += 1
         return out
 
@@ -505,28 +541,44 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
                 self.cluster.jobs_not_needed(queue)  # the last one left: stop the pushes
         self.blocked_clients -= 1
 
-    def serve_waiters(self, queue: Queue) -> None:
-        """Serve the consumers blocked on `queue` what it holds (federation: a hold
-        for a peer's jobs is over)."""
-        if queue.waiters and queue.jobs and not queue.flags & PAUSED_OUT:
-            self._serve_waiters(queue)
+    def mark_ready(self, queue: Queue, why: int = READY) -> None:
+        """Have the consumers blocked on `queue` served what it holds once the
+        current operation is over (`serve_ready`); `why` (queue.py's READY...) says
+        what else is due then."""
+        if not queue.ready:
+            if not self.ready_queues:
+                self.on_ready()
+            self.ready_queues.append(queue)
+        queue.ready |= why
 
-    def _serve_waiters(self, queue: Queue) -> None:
-        now = now_ms()
-        limiter = queue.limiter
-        while queue.waiters and queue.jobs:
-            if queue.remote_best < NO_PRIORITY and self.held_for_peers(queue, now):
-                break
-            if limiter is not None and not limiter.take(now):
-                self.wake_at_next_token(queue, now)
-                break
-            waiter = queue.waiters[0]
-            job = self.fetch(queue, now)
+    def serve_ready(self) -> None:
+        """Serve the consumers blocked on the queues marked ready, the queues in the
+        order they were marked, each one's consumers in the order they came, each
+        job taken by `take`. A consumer gone meanwhile (timed out, disconnected) has
+        left the queues: the jobs it would have had stay queued."""
+        while self.ready_queues:
+            ready, self.ready_queues = self.ready_queues, []
+            now = now_ms()
+            for queue in ready:
+                why, queue.ready = queue.ready, 0
+                if queue.waiters and queue.jobs:
+                    self._serve_waiters(queue, now)
+                if why & READY_QUEUED:  # _into_queue's end, for the jobs left
+                    if queue.remote_wanted and queue.jobs:
+                        self.cluster.jobs_available(queue, bool(why & READY_REQUEUED))
+                    if why & READY_EXT:
+                        self._tell_best(queue, now)
+
+    def _serve_waiters(self, queue: Queue, now: int) -> None:
+        waiters = queue.waiters
+        self.out_of_tokens = False
+        while waiters and queue.jobs:
+            job = self.take(queue, now)
             if job is None:
+                if self.out_of_tokens:
+                    self.wake_at_next_token(queue, now)
                 break
-            waiter.serve_job(job)  # unblocks the waiter, removing it from every queue
-            if queue.waiters and queue.waiters[0] is waiter:  # defensive: never spin
-                queue.waiters.popleft()
+            waiters[0].serve_job(job)  # it leaves every queue it waited on
 
     # -- ADDJOB --------------------------------------------------------------------
     def add_job(self, request: AddJob) -> Job:
@@ -681,7 +733,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         old = queue.flags
         queue.flags = (old & ~PAUSED_ALL) | (flags & PAUSED_ALL)
         if old & PAUSED_OUT and not queue.flags & PAUSED_OUT and queue.waiters:
-            self._serve_waiters(queue)
+            self.mark_ready(queue)
         if broadcast:
             self.cluster.pause(name, flags & PAUSED_ALL)
 

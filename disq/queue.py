@@ -37,6 +37,11 @@ PAUSED_OUT: Final = 2
 PAUSED_ALL: Final = PAUSED_IN | PAUSED_OUT
 PAUSE_NAMES: Final = {0: b"none", PAUSED_IN: b"in", PAUSED_OUT: b"out", PAUSED_ALL: b"all"}
 NO_PRIORITY: Final = 256  # less urgent than any: no job queued
+# Queue.ready: why Node.serve_ready looks at a queue (0: it is not marked)
+READY: Final = 1  # its parked consumers may be served (a token came, OUT unpaused, a hold over)
+READY_QUEUED: Final = 2  # jobs were queued: after the serve, what Node._into_queue does next
+READY_REQUEUED: Final = 4  # one of them had been queued here before (a NACK, a RETRY)
+READY_EXT: Final = 8  # one had a priority or a group: the peers may hear the queue's best
 
 
 class SortedJobs:
@@ -320,9 +325,11 @@ def _first(item: tuple[int, Iterator[Job]]) -> int:
 
 
 class Waiter(Protocol):
-    """A consumer blocked in GETJOB (the server's client object implements this)."""
+    """A consumer blocked in GETJOB (a RESP client, an HTTP long poll)."""
 
-    def serve_job(self, job: Job) -> None: ...
+    def serve_job(self, job: Job) -> None:
+        """Its job (one): it takes it and leaves every queue it waits on
+        (`Node.unblock`) before returning."""
 
     def wait_left_ms(self) -> int | None:
         """How long it still waits, in ms; None: without a timeout."""
@@ -341,6 +348,7 @@ class Queue:
         # given up, and what this node told the peers of its own
         "peer_best", "remote_best", "hold_until", "told_best",
         "limiter",  # the RateLimiter of a queue with a RATE policy, or None
+        "ready",  # READY...: in Node.ready_queues, its consumers to be served
     )
 
     def __init__(self, name: bytes, now_ms: int) -> None:
@@ -368,6 +376,7 @@ class Queue:
         self.hold_until = 0
         self.told_best = NO_PRIORITY
         self.limiter: RateLimiter | None = None
+        self.ready = 0
 
     def __len__(self) -> int:
         return len(self.jobs)

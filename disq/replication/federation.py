@@ -129,7 +129,7 @@ class Federation:
             elif queue.hold_until and queue.waiters:
                 waiting = True  # held for a peer's more urgent jobs: over at hold_until
                 if now >= queue.hold_until:
-                    node.serve_waiters(queue)
+                    node.mark_ready(queue)  # served at the end of this loop turn
         if waiting:
             self._arm()
 
@@ -315,7 +315,7 @@ class Federation:
             queue = node.queue(name)
         queue.set_peer_best(sender.id, best)
         if queue.waiters:
-            node.serve_waiters(queue)  # what they were held for is gone or came
+            node.mark_ready(queue)  # what they were held for is gone or came
 
     def _send(self, node_id: str, queue: Queue, count: int,
               better_than: int = NO_PRIORITY + 1) -> None:

@@ -62,6 +62,13 @@ class Cron:
         self._timer_when = when_ms
         self._timer = self.loop.call_later(delay, self._on_timer)  # type: ignore[union-attr]
 
+    def _serve_ready_soon(self) -> None:
+        """The node marked a queue whose consumers are to be served: at the end of
+        this loop turn, unless a command's end serves them first (Client._execute)."""
+        loop = self.loop
+        if loop is not None:
+            loop.call_soon(self.node.serve_ready)
+
     def _on_timer(self) -> None:
         self._timer = None
         threshold = self.config.latency_monitor_threshold

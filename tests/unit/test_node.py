@@ -264,10 +264,43 @@ def test_blocked_waiters_served_in_order(node: Node) -> None:
     w2 = FakeWaiter(node, [b"q"])
     assert node.blocked_clients == 2
     a, b, c = add(node), add(node), add(node)
+    node.serve_ready()
     assert (w1.jobs, w2.jobs) == ([a], [b])
     assert node.qlen(b"q") == 1 and c.state == QUEUED
     assert node.blocked_clients == 0
     assert not node.queues.get(b"other").waiters
+
+
+def test_a_waiter_is_served_after_the_operation_that_queued_its_job(node: Node) -> None:
+    """Never inside it: the queue is marked, the server is told once (`on_ready`),
+    and `serve_ready` serves the consumers afterwards, the most urgent job first of
+    all those the operations queued meanwhile."""
+    told: list[int] = []
+    node.on_ready = lambda: told.append(len(node.ready_queues))
+    w = FakeWaiter(node, [b"q"])
+    plain = add(node)
+    assert w.jobs == [] and plain.state == QUEUED and node.qlen(b"q") == 1
+    urgent = add_ext(node, priority=3)
+    assert told == [0] and node.ready_queues == [node.queues.get(b"q")]
+    node.serve_ready()
+    assert w.jobs == [urgent] and node.qlen(b"q") == 1 and node.blocked_clients == 0
+    assert node.ready_queues == [] and node.queues.get(b"q").ready == 0
+    node.serve_ready()  # nothing more to do
+    assert w.jobs == [urgent]
+
+
+def test_a_job_whose_waiter_left_before_the_serve_stays_queued(node: Node) -> None:
+    first, second = FakeWaiter(node, [b"q"]), FakeWaiter(node, [b"q"])
+    job = add(node)
+    node.unblock(first, first.queues)  # timed out, or its client went away
+    node.serve_ready()
+    assert first.jobs == [] and second.jobs == [job]
+    third = FakeWaiter(node, [b"q"])
+    kept = add(node)
+    node.unblock(third, third.queues)
+    node.serve_ready()
+    assert third.jobs == [] and kept.state == QUEUED and node.qlen(b"q") == 1
+    assert node.get_jobs([b"q"], 1) == [kept]  # delivered once, to the next taker
 
 
 def test_unpause_out_serves_waiters(node: Node) -> None:
@@ -277,6 +310,7 @@ def test_unpause_out_serves_waiters(node: Node) -> None:
     add(node)
     assert w.jobs == []
     node.set_pause(b"q", PAUSED_IN, broadcast=False)
+    node.serve_ready()
     assert len(w.jobs) == 1 and node.qlen(b"q") == 1
 
 
@@ -306,6 +340,7 @@ def test_blocked_consumers_get_the_most_urgent(node: Node) -> None:
     jobs = [add_ext(node, priority=p) for p in (50, 128, 7, 255, 7)]
     waiters = [FakeWaiter(node, [b"q"]) for _ in range(3)]
     node.set_pause(b"q", 0, broadcast=False)
+    node.serve_ready()
     assert [w.jobs for w in waiters] == [[jobs[2]], [jobs[4]], [jobs[0]]]
     assert node.qlen(b"q") == 2
     assert node.get_jobs([b"q"], 1) == [jobs[1]]  # a newcomer: the most urgent left
@@ -323,6 +358,7 @@ def test_groups_take_turns_one_group_with_a_hundred_times_the_jobs(node: Node) -
     node.set_pause(b"q", PAUSED_OUT, broadcast=False)
     waiters = [FakeWaiter(node, [b"q"]) for _ in range(10)]  # blocked consumers too
     node.set_pause(b"q", 0, broadcast=False)
+    node.serve_ready()
     assert [job_group(w.jobs[0]) for w in waiters] == one_round
     assert node.qlen(b"q") == 300 + 27 - 30
 

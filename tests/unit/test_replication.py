@@ -13,7 +13,7 @@ import asyncio
 import gc
 import random
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -52,6 +52,9 @@ class Network:
         # node ID -> its clock minus everyone else's (ms), as BusPort.clock_offset
         # tells it (one clock for all by default: unknown offsets)
         self.clock_offsets: dict[str, int] = {}
+        # node ID -> its end of a loop turn: the consumers a message gave jobs to are
+        # served after it (Node.serve_ready), as the server does
+        self.turn_ends: dict[str, Callable[[], None]] = {}
 
     def add(self, bus: FakeBus) -> None:
         self.buses[bus.myself.id] = bus
@@ -73,6 +76,7 @@ class Network:
         handler = self.buses[dst].handlers.get(mtype)
         if handler is not None:
             handler(self.peers[src], fields)
+            self.turn_ends.get(dst, lambda: None)()
 
     def sent(self, mtype: int) -> int:
         return sum(1 for _, _, t in self.log if t == mtype)
@@ -150,6 +154,7 @@ class Member:
         self.bus = FakeBus(network, self.node.id)
         self.repl = Replication(self.node, self.bus)
         self.node.cluster = self.repl  # as the server installs it
+        network.turn_ends[self.node.id] = self.node.serve_ready
 
     @property
     def id(self) -> str:
@@ -174,6 +179,7 @@ def add_job(member: Member, *, repl: int | None = 3, timeout: int = 5000, ttl: i
         member.repl.wait(job, replies.append)
     else:
         replies.append(b"+" + job.id + b"\r\n")
+    member.node.serve_ready()  # the command's end
     return job, replies
 
 
