@@ -541,6 +541,13 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
                 self.cluster.jobs_not_needed(queue)  # the last one left: stop the pushes
         self.blocked_clients -= 1
 
+    def end_waits(self, error: errors.DisqError | None = None) -> None:
+        """Every blocked consumer stops waiting, without a job (`Waiter.give_up`):
+        DEBUG FLUSHALL (None: as at its timeout), CLUSTER LEAVING (-LEAVING)."""
+        waiters = dict.fromkeys(w for queue in self.queues.values() for w in queue.waiters)
+        for waiter in waiters:
+            waiter.give_up(error)
+
     def mark_ready(self, queue: Queue, why: int = READY) -> None:
         """Have the consumers blocked on `queue` served what it holds once the
         current operation is over (`serve_ready`); `why` (queue.py's READY...) says

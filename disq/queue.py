@@ -22,11 +22,14 @@ from collections import OrderedDict, deque
 from collections.abc import Iterator
 from itertools import chain, islice
 from operator import attrgetter
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from .gcfree import untrack
 from .job import DEFAULT_PRIORITY, Job, job_priority
 from .ratelimit import RateLimiter
+
+if TYPE_CHECKING:
+    from .errors import DisqError
 
 _LOAD: Final = 512
 _MAX_BLOCK: Final = 2 * _LOAD
@@ -330,6 +333,10 @@ class Waiter(Protocol):
     def serve_job(self, job: Job) -> None:
         """Its job (one): it takes it and leaves every queue it waits on
         (`Node.unblock`) before returning."""
+
+    def give_up(self, error: DisqError | None) -> None:
+        """The wait ends without a job (`Node.end_waits`): None, as at its timeout;
+        else that error. It leaves every queue it waits on."""
 
     def wait_left_ms(self) -> int | None:
         """How long it still waits, in ms; None: without a timeout."""

@@ -53,7 +53,6 @@ from .process import (
 )
 from .reactions import react, reacts_to
 from .records import ConfigRecords
-from .reply import NULL_ARRAY
 from .service import JobService
 from .shutdown import Shutdown
 from .stats import Stats, slowlog_usec
@@ -373,9 +372,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
     def flush_data(self) -> None:
         """Drop every job and queue (DEBUG FLUSHALL, CLUSTER RESET). As Disque's
         flushServerData, consumers blocked in GETJOB get a null reply."""
-        for other in list(self.clients.values()):
-            if other.blocked and other.blocked_queues:
-                other.unblock(NULL_ARRAY)
+        self.node.end_waits()
         self.node.flushall()
 
     def cluster_reset(self, hard: bool) -> None:
@@ -398,9 +395,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         node.leaving = leaving
         self.membership.set_leaving(leaving)
         if leaving:
-            for client in list(self.clients.values()):
-                if client.blocked and client.blocked_queues:
-                    client.unblock(LEAVING.REPLY)
+            node.end_waits(LEAVING())
 
     # -- CONFIG SET's reactions (reactions.py; the others are beside what they change) ----
     def _config_changed(self, name: str, value: Any) -> None:

@@ -17,6 +17,7 @@ from .read_pause import ReadPause
 
 if TYPE_CHECKING:
     from ..acl import User
+    from ..errors import DisqError
     from ..job import Job
     from ..node import Node
     from ..queue import Queue
@@ -181,13 +182,12 @@ class LaterReplies:
             self.reads.replies_left(len(replies))
 
     # -- a consumer parked in GETJOB, and the requests it holds -------------------------
-    def park(self, queues: list[Queue], timeout_ms: int, with_counters: bool) -> Pending:
-        """Block in GETJOB until a job arrives on one of `queues` or the timeout: the
-        handler returns the Pending reply this gives."""
+    def park(self, timeout_ms: int, with_counters: bool) -> Pending:
+        """Block in GETJOB until a job arrives or the timeout: the handler returns
+        the Pending reply this gives, and sets `blocked_queues` (JobService.park)."""
         self._parked = parked = self.pending(holds=True)
         self.blocked = True
         self.block_with_counters = with_counters
-        self.blocked_queues = queues
         if timeout_ms > 0:
             self.block_timer = self.server.loop.call_later(  # type: ignore[union-attr]
                 timeout_ms / 1000, self._block_timeout)
@@ -199,6 +199,11 @@ class LaterReplies:
                  else reply.job_entry(job))
         self.user.jobs_consumed += 1
         self.unblock(b"*1\r\n" + entry)
+
+    def give_up(self, error: DisqError | None) -> None:
+        """Called by the node: the wait ends without a job (DEBUG FLUSHALL: a null
+        reply, as at the timeout; CLUSTER LEAVING: the error)."""
+        self.unblock(reply.NULL_ARRAY if error is None else error.reply())
 
     def wait_left_ms(self) -> int | None:
         """How long this blocked consumer still waits (ms, rounded up); None: no timeout."""

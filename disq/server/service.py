@@ -3,9 +3,10 @@ caller's queue permissions applied once here. A RESP handler is parse -> service
 encode (commands/jobs.py); an HTTP route is JSON -> service -> JSON (http/api.py),
 with no RESP in between.
 
-So far the operations that answer at once: ACKJOB, FASTACK, NACK, ENQUEUE, DEQUEUE,
-DELJOB, WORKING, SHOW. The ones that answer later (ADDJOB waiting for its copies, a
-blocking GETJOB) still reach HTTP through a RESP exchange (http/bridge.py).
+So far ACKJOB, FASTACK, NACK, ENQUEUE, DEQUEUE, DELJOB, WORKING, SHOW, GETJOB (the
+jobs now, or a consumer parked: a RESP client, or an HTTP long poll's waiter) and
+JSCAN. ADDJOB waiting for its copies still reaches HTTP through a RESP exchange
+(http/bridge.py).
 
 `gate` is what a front end asks before running a command for a user when it does not
 come through the RESP dispatch (connection.py): whether the user may run it, and the
@@ -15,20 +16,25 @@ the call in the command's statistics as the dispatch does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from ..errors import DisqError, err
 from ..ids import is_valid_job_id
-from ..job import STATE_NAMES
+from ..job import STATE_BY_NAME, STATE_NAMES
 from ..requests import validate_ids
-from .guard import NOPERM_KEY
+from .guard import NOPERM_KEY, user_may_use_all
 from .table import COMMANDS
 
 if TYPE_CHECKING:
     from ..acl import User
     from ..job import Job
     from ..node import Node
+    from ..queue import Queue, Waiter
+    from ..queue_requests import JScan, QScan
+    from ..requests import GetJob
+    from ..scantable import ScanTable
     from .app import Server
 
 # A field of a job as SHOW gives it: text (bytes), a number, a list of node IDs, or none.
@@ -148,17 +154,62 @@ class JobService:
             self._check_job(user, job)
         return job
 
+    def get(self, user: User, request: GetJob) -> list[Job]:
+        """GETJOB: the jobs taken now (`Node.get_jobs`), counted as the user's. None
+        to take: with NOHANG the cluster is asked for some and the answer is empty;
+        else the caller parks a consumer (`park`), or gets -LEAVING on a leaving node."""
+        node = self.node
+        jobs = node.get_jobs(request.queues, request.count, hold=not request.nohang)
+        if jobs:
+            user.jobs_consumed += len(jobs)
+        elif request.nohang:
+            node.want_jobs(request.queues)
+        elif node.leaving:
+            raise errors.LEAVING
+        return jobs
+
+    def park(self, waiter: Waiter, request: GetJob) -> list[Queue]:
+        """GETJOB found nothing: `waiter` waits on the request's queues until its
+        job comes (`Waiter.serve_job`, after the command that queued it), leaving the
+        returned queues with `Node.unblock` (when served, at its timeout, or gone);
+        the cluster is asked for jobs. Its timeout must be armed already: NEEDJOBS
+        says how long it waits (`Waiter.wait_left_ms`)."""
+        queues = self.node.block(waiter, request.queues)
+        self.node.want_jobs(request.queues)
+        return queues
+
+    def scan(self, user: User, request: JScan) -> tuple[int, list[Job]]:
+        """JSCAN: the next cursor (0: done) and the jobs of the request's queue and
+        states this step found, the ones the user may see (not a dummy ack)."""
+        queue_name = request.queue
+        states = {STATE_BY_NAME[name] for name in request.states}
+        everything = user.all_queues  # (ACL: else only the user's queues)
+
+        def keep(job: Job) -> bool:
+            return (
+                job.body is not None  # dummy acks are not listed
+                and (everything or (job.queue is not None and user.may_use(job.queue)))
+                and (queue_name is None or job.queue == queue_name)
+                and (not states or job.state in states)
+            )
+
+        return scan_table(self.node.jobs, request, keep)
+
     # -- a command run outside the RESP dispatch ----------------------------------------
-    def gate(self, user: User, name: str) -> None:
+    def gate(self, user: User, name: str, queues: list[bytes] | None = None) -> None:
         """Before running command `name` for `user` from another front end: raise
-        what the RESP dispatch would answer instead (the user may not run it, the AOF
-        cannot be written, the node is loading or out of memory); count the call."""
+        what the RESP dispatch would answer instead (the user may not run it or may
+        not use one of the `queues` it names, the AOF cannot be written, the node is
+        loading or out of memory); count the call."""
         spec = COMMANDS[name.encode()]
         server = self.server
         if user.restricted and not user.may_run(name):
             server.acl.denied_cmd += 1
             raise DisqError("NOPERM", f"User {user.name} has no permissions to run the "
                             f"'{name}' command")
+        if queues is not None and not user.all_queues and not user_may_use_all(user, queues):
+            server.acl.denied_key += 1
+            raise NOPERM_KEY
         if spec.denyoom and self.node.job_bytes > self.node.full_bytes and (
                 not server.loading and not self.node.make_room(0)):
             raise errors.OOM
@@ -169,3 +220,18 @@ class JobService:
                 raise DisqError(code, message) if code.isupper() else err(message)
         spec.calls += 1
         user.calls += 1
+
+
+def scan_table(table: ScanTable[Any, Any], request: QScan | JScan,
+               keep: Callable[[Any], bool] | None) -> tuple[int, list[Any]]:
+    """A step of QSCAN or JSCAN over `table`: the next cursor and what `keep` kept. A
+    negative COUNT scans to the end, as in Disque (its bounds wrap around)."""
+    cursor, count, busyloop = request.cursor, request.count, request.busyloop
+    if count < 0:
+        busyloop = True
+    items: list[Any] = []
+    while True:
+        cursor, found = table.scan(cursor, count, keep)
+        items.extend(found)
+        if cursor == 0 or not busyloop:
+            return cursor, items

@@ -327,6 +327,22 @@ def test_blocked_clients_order_with_batch(node, c: RawClient) -> None:
             consumer.close()
 
 
+def test_a_blocked_consumer_is_served_after_the_command_that_queued_its_job(
+        node, c: RawClient) -> None:
+    """Not inside it: a NACK of two jobs, the less urgent first, gives the consumer
+    the more urgent one (served once the NACK is done, as Disque serves after the
+    command); the next request of the same read sees the job it left queued."""
+    low = c.call("ADDJOB", "q", "low", 0, "PRIORITY", 200)
+    high = c.call("ADDJOB", "q", "high", 0, "PRIORITY", 1)
+    assert [entry[1] for entry in c.call("GETJOB", "COUNT", 2, "FROM", "q")] == [high, low]
+    with RawClient(node.port) as consumer:
+        consumer.send("GETJOB", "FROM", "q")
+        wait_for(lambda: blocked(c) == 1, message="the consumer blocked")
+        c.send_raw(RawClient.encode("NACK", low, high) + RawClient.encode("QLEN", "q"))
+        assert [c.read(), c.read()] == [2, 1]
+        assert consumer.read()[0][1] == high
+
+
 def test_blocked_timeout_then_job_stays_queued(node, c: RawClient) -> None:
     with RawClient(node.port) as consumer:
         start = time.monotonic()

@@ -91,23 +91,17 @@ def addjobs(client: Client, args: list[bytes]) -> bytes | Pending:
 def getjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue [queue ...]"""
     request = GetJob.parse(args)
-    names, with_counters = request.queues, request.with_counters
-    node = client.node
-    jobs = node.get_jobs(names, request.count, hold=not request.nohang)
+    service = client.server.jobs
+    jobs = service.get(client.user, request)
     if jobs:
-        client.user.jobs_consumed += len(jobs)
-        encode = reply.job_entry_with_counters if with_counters else reply.job_entry
+        encode = reply.job_entry_with_counters if request.with_counters else reply.job_entry
         if len(jobs) == 1:
             return b"*1\r\n" + encode(jobs[0])
         return b"*%d\r\n" % len(jobs) + b"".join(map(encode, jobs))
     if request.nohang:
-        node.want_jobs(names)
         return reply.NULL_ARRAY
-    if node.leaving:
-        raise errors.LEAVING
-    queues = node.block(client, names)
-    parked = client.park(queues, request.timeout, with_counters)
-    node.want_jobs(names)  # parked first: the NEEDJOBS says how long this client waits
+    parked = client.park(request.timeout, request.with_counters)  # its timeout first:
+    client.blocked_queues = service.park(client, request)  # NEEDJOBS says how long it waits
     return parked
 
 

@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from disq_client import spec
 
 from ... import errors
-from ...job import STATE_BY_NAME, Job
 from ...node import now_ms
 from ...queue import PAUSE_NAMES, PAUSED_ALL, Queue
 from ...queue_requests import JScan, Pause, QScan
 from ...requests import parse_int
 from .. import reply
 from ..guard import may_see
+from ..service import scan_table
 from ..table import At, command
 from .jobs import show_job
 
 if TYPE_CHECKING:
-    from ...scantable import ScanTable
     from ..connection import Client
     from ..pending import Pending
 
@@ -103,20 +101,6 @@ def qstat(client: Client, args: list[bytes]) -> bytes:
     ])
 
 
-def _scan(table: ScanTable[Any, Any], request: QScan | JScan,
-          keep: Callable[[Any], bool] | None) -> tuple[int, list[Any]]:
-    """A negative COUNT scans to the end, as in Disque (its bounds wrap around)."""
-    cursor, count, busyloop = request.cursor, request.count, request.busyloop
-    if count < 0:
-        busyloop = True
-    items: list[Any] = []
-    while True:
-        cursor, found = table.scan(cursor, count, keep)
-        items.extend(found)
-        if cursor == 0 or not busyloop:
-            return cursor, items
-
-
 @command("qscan", -1, "r",
          acl=("read",),
          syntax='QSCAN [cursor] [COUNT n] [BUSYLOOP] [MINLEN n] [MAXLEN n] [IMPORTRATE n]',
@@ -139,7 +123,7 @@ def qscan(client: Client, args: list[bytes]) -> bytes:
             and (importrate < 0 or queue.import_rate_at(now) >= importrate)
         )
 
-    cursor, queues = _scan(client.node.queues, request, keep)
+    cursor, queues = scan_table(client.node.queues, request, keep)
     return reply.encode([str(cursor).encode(), [q.name for q in queues]])
 
 
@@ -152,19 +136,7 @@ def qscan(client: Client, args: list[bytes]) -> bytes:
 def jscan(client: Client, args: list[bytes]) -> bytes:
     """JSCAN [cursor] [COUNT n] [BUSYLOOP] [QUEUE q] [STATE s ...] [REPLY all|id]"""
     request = JScan.parse(args)
-    queue_name = request.queue
-    states = {STATE_BY_NAME[name] for name in request.states}
-    everything = client.user.all_queues  # (ACL: else only the user's queues)
-
-    def keep(job: Job) -> bool:
-        return (
-            job.body is not None  # dummy acks are not listed
-            and (everything or may_see(client, job.queue))
-            and (queue_name is None or job.queue == queue_name)
-            and (not states or job.state in states)
-        )
-
-    cursor, jobs = _scan(client.node.jobs, request, keep)
+    cursor, jobs = client.server.jobs.scan(client.user, request)
     if request.reply == "all":
         items = [show_job(job, client.node.id) for job in jobs]
     else:

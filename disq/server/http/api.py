@@ -33,14 +33,18 @@ from ...errors import DisqError
 from ...ids import is_valid_job_id
 from ...node import now_ms
 from ...queue import PAUSE_NAMES
+from ...queue_requests import JScan
+from ...requests import GetJob
 from ..service import JobService, job_fields
 from .auth import command_refusal
 from .bridge import CommandError, Exchange
 from .jsonbody import read_json
+from .longpoll import LongPoll
 from .problems import Problem, bad_request
 
 if TYPE_CHECKING:
     from ...acl import User
+    from ...job import Job
     from ...replication.stats import NodeStats, QueueStats
     from ..app import Server
 
@@ -187,12 +191,6 @@ def _job_entry(entry: list[Any]) -> dict[str, Any]:
     return job
 
 
-def _show(items: list[Any]) -> dict[str, Any]:
-    job = _pairs(items)
-    job.update(_body_fields(items[items.index(b"body") + 1]))
-    return job
-
-
 # -- running commands -------------------------------------------------------------------------
 def _exchange(request: web.Request) -> Exchange:
     server = request.app[SERVER_KEY]
@@ -265,60 +263,94 @@ def _problem_fields(error: CommandError) -> dict[str, Any]:
 
 
 async def get_jobs(request: web.Request) -> web.Response:
-    """GET /queues/{queue}/jobs?count=&timeout_ms=&nohang=: GETJOB, a long poll. The
+    """GET /queues/{queue}/jobs?count=&timeout_ms=&nohang=: GETJOB, a long poll (the
+    typed service; a `LongPoll` waits on the queue as a parked RESP client would). The
     HTTP client going away takes the waiting consumer off the queue; jobs taken for
     a client gone before the answer left are queued again at once (ENQUEUE)."""
-    queue = request.match_info["queue"]
+    queue = request.match_info["queue"].encode()
     count = _query_int(request, "count", 1, 1)
     timeout = _query_int(request, "timeout_ms", DEFAULT_POLL_MS)
     nohang = _query_bool(request, "nohang") if "nohang" in request.query else False
-    args: list[object] = ["GETJOB", "TIMEOUT", timeout, "COUNT", count, "WITHCOUNTERS"]
-    if nohang:
-        args.insert(1, "NOHANG")
-    exchange = _exchange(request)
+    server = request.app[SERVER_KEY]
+    user = request.get(USER_KEY, server.acl.default)
+    service = server.jobs
+    getjob = GetJob([queue], nohang, timeout, count, with_counters=True)
     try:
-        reply = await exchange.call(*args, "FROM", queue)
-        jobs = [_job_entry(entry) for entry in reply or []]
-        transport = request.transport
-        if jobs and (transport is None or transport.is_closing()):
-            await exchange.call("ENQUEUE", *[job["id"] for job in jobs])
-            raise web.HTTPBadRequest  # nobody to answer
-        return _ok({"jobs": jobs})
-    except CommandError as exc:
+        service.gate(user, "getjob", getjob.queues)
+        jobs = service.get(user, getjob)
+        if not jobs and not nohang:
+            jobs = await _long_poll(request, user, getjob)
+    except DisqError as exc:
         raise Problem.from_resp(exc.code, exc.message) from None
+    transport = request.transport
+    if jobs and (transport is None or transport.is_closing()):
+        service.enqueue(user, [job.id for job in jobs])
+        raise web.HTTPBadRequest  # nobody to answer
+    return _ok({"jobs": [_taken_job(job) for job in jobs]})
+
+
+async def _long_poll(request: web.Request, user: User, getjob: GetJob) -> list[Job]:
+    """Wait for a job (or the timeout: none) as a blocked consumer."""
+    server = request.app[SERVER_KEY]
+    poll = LongPoll(server.node, user, asyncio.get_running_loop(), getjob.timeout)
+    poll.queues = server.jobs.park(poll, getjob)
+    try:
+        job = await poll.done
+    except asyncio.CancelledError:  # its client went away: a job it got goes back
+        taken = poll.taken()
+        if taken is not None:
+            server.jobs.enqueue(user, [taken.id])
+        raise
     finally:
-        exchange.finish()
+        poll.leave()
+    return [] if job is None else [job]
+
+
+def _taken_job(job: Job) -> dict[str, Any]:
+    """A job GETJOB WITHCOUNTERS gave, as JSON: queue, ID, body, its counters, and
+    the fields of disq's extensions a job using them has (reply.ext_fields)."""
+    taken = {"queue": (job.queue or b"").decode(errors="replace"), "id": job.id.decode(),
+             **_body_fields(job.body), "nacks": job.nacks,
+             "additional_deliveries": job.deliveries}
+    ext = job.ext
+    if ext is not None:
+        taken.update(priority=ext.priority, group=_plain(ext.group), due_ms=ext.due)
+        if ext.extra:
+            taken.update(max_deliveries=ext.max_deliveries, dead_from=_plain(ext.dead_from),
+                         dead_reason=_plain(ext.dead_reason))
+    return taken
 
 
 async def list_jobs(request: web.Request) -> web.Response:
     """GET /jobs?queue=&state=&cursor=&count=: a page of the jobs this node holds
     (JSCAN ... REPLY ALL: SHOW's fields), and the cursor of the next page (0: done).
-    JSCAN calls are made until the page has `count` jobs or the scan ends (at most
-    SCAN_CALLS of them: a sparse queue may give a short page with more to come)."""
+    Steps of the scan (`JobService.scan`, JSCAN's) are made until the page has `count`
+    jobs or the scan ends (at most SCAN_CALLS of them: a sparse queue may give a short
+    page with more to come)."""
     count = _query_int(request, "count", 50, 1)
     if count > MAX_SCAN_COUNT:
         raise bad_request(f"'count' must be at most {MAX_SCAN_COUNT}")
     cursor = _query_int(request, "cursor", 0)
-    filters: list[object] = []
+    filters: list[bytes] = []
     if "queue" in request.query:
-        filters += ["QUEUE", request.query["queue"]]
+        filters += [b"QUEUE", request.query["queue"].encode()]
     for state in request.query.getall("state", []):
-        filters += ["STATE", state]
+        filters += [b"STATE", state.encode()]
+    server = request.app[SERVER_KEY]
+    user = request.get(USER_KEY, server.acl.default)
     jobs: list[dict[str, Any]] = []
-    exchange = _exchange(request)
     try:
+        server.jobs.gate(user, "jscan")
+        scan = JScan.parse([b"JSCAN", b"%d" % cursor, b"COUNT", b"%d" % count, *filters])
         for _ in range(SCAN_CALLS):
-            next_cursor, page = await exchange.call(
-                "JSCAN", cursor, "COUNT", count - len(jobs), *filters, "REPLY", "ALL")
-            jobs += [_show(item) for item in page]
-            cursor = int(next_cursor)
-            if cursor == 0 or len(jobs) >= count:
+            scan.count = count - len(jobs)
+            scan.cursor, page = server.jobs.scan(user, scan)
+            jobs += [_job_json(job, server.node.id) for job in page]
+            if scan.cursor == 0 or len(jobs) >= count:
                 break
-    except CommandError as exc:
+    except DisqError as exc:
         raise Problem.from_resp(exc.code, exc.message) from None
-    finally:
-        exchange.finish()
-    return _ok({"cursor": cursor, "jobs": jobs})
+    return _ok({"cursor": scan.cursor, "jobs": jobs})
 
 
 def _direct(request: web.Request, command: str, operation: Callable[[JobService, User], T]
@@ -339,11 +371,15 @@ async def show_job(request: web.Request) -> web.Response:
     job = _direct(request, "show", lambda jobs, user: jobs.show(user, job_id))
     if job is None:
         raise Problem(404, "Unknown job ID", "NOJOB")
-    node_id = request.app[SERVER_KEY].node.id
+    return _ok(_job_json(job, request.app[SERVER_KEY].node.id))
+
+
+def _job_json(job: Job, node_id: str) -> dict[str, Any]:
+    """Every field of a job, as SHOW gives them (`job_fields`), as JSON."""
     shown = {name.decode().replace("-", "_"): _plain(value)
              for name, value in job_fields(job, node_id, now_ms())}
     shown.update(_body_fields(job.body))
-    return _ok(shown)
+    return shown
 
 
 async def set_job(request: web.Request) -> web.Response:

@@ -10,9 +10,10 @@ commandstats. The reply's bytes come back here and hiredis reads them into Pytho
 values; a RESP error becomes `CommandError`.
 
 An exchange counts as a connected client while it runs (CLIENT LIST shows it as
-`name=http`), so a long poll parked in GETJOB is a blocked client like any other; it
-is not a connection of its own, though: maxclients and maxclients-per-ip counted its
-HTTP connection when it came (http/connections.py).
+`name=http`); it is not a connection of its own, though: maxclients and
+maxclients-per-ip counted its HTTP connection when it came (http/connections.py). (A
+long poll does not come here: it waits as a `LongPoll`, http/longpoll.py, counted in
+INFO's blocked_clients and QSTAT's blocked, not listed by CLIENT LIST.)
 """
 
 from __future__ import annotations
