@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import hiredis  # noqa: E402
-from common import free_port, stop, wait_port  # noqa: E402
+from common import free_port, stop, stop_nodes_on_sigterm, wait_port  # noqa: E402
 
 # Runs in each node: the node's own `python -m disq`, with the hook and its switch.
 BOOT = r"""
@@ -259,6 +259,7 @@ def main() -> None:
     parser.add_argument("--functions", action="store_true",
                         help="list each node's functions and callbacks too")
     args = parser.parse_args()
+    stop_nodes_on_sigterm()
     print("| case | checkout | node | calls | functions | files | calls into another file "
           "| re-entries into a layer |")
     print("|---|---|---|---|---|---|---|---|")
