@@ -51,6 +51,7 @@ from .process import (
     exposure_warning,
     setup_logging,
 )
+from .queue_service import QueueService
 from .reactions import react, reacts_to
 from .records import ConfigRecords
 from .reply import NULL_ARRAY
@@ -149,6 +150,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
             self.config.cluster_config_file, self.config.node_port)
         self.node = Node(self.config, self.membership.myself.id)
         self.jobs = JobService(self)  # the job operations, for RESP and HTTP alike
+        self.queues_service = QueueService(self)  # the queue operations, the same way
         self._load_aclfile(self.node.id)
         self.update_memory_limit()
         self.node.leaving = self.membership.leaving  # kept in nodes.conf

@@ -24,7 +24,6 @@ from disq_client.spec import (
     JOBSET,
     MS,
     NUMBER,
-    QPOLICY_SET,
     CommandOptions,
 )
 
@@ -54,7 +53,6 @@ DEFAULT_POLL_MS = 30_000  # a GET of jobs waits this long by default (GETJOB: fo
 # POST /jobs waits this long for the copies by default (ADDJOB's 0 waits for ever, as
 # long as no target is flagged failing: a copy a node does not take, its queue paused)
 DEFAULT_ADD_TIMEOUT_MS = 10_000
-MAX_QUEUES_LISTED = 1000
 MAX_SCAN_COUNT = 1000  # jobs a GET /jobs (JSCAN) page may ask for
 SCAN_CALLS = 10  # JSCAN calls a page makes at most to fill itself
 # A job ID in a path, as ids.py makes them: the middle part is base64, whose '/' and '+'
@@ -395,103 +393,6 @@ async def nack_job(request: web.Request) -> web.Response:
                                     lambda jobs, user: jobs.nack(user, ids, delay))})
 
 
-# -- queues -----------------------------------------------------------------------------------
-async def list_queues(request: web.Request) -> web.Response:
-    """GET /queues: every queue this node knows (up to MAX_QUEUES_LISTED), with its
-    QSTAT, its length in the whole cluster and its policy."""
-    exchange = _exchange(request)
-    try:
-        names: list[bytes] = []
-        cursor = b"0"
-        while True:
-            cursor, page = await exchange.call("QSCAN", cursor, "COUNT", 1000)
-            names.extend(page)
-            if cursor == b"0" or len(names) >= MAX_QUEUES_LISTED:
-                break
-        names = sorted(set(names))[:MAX_QUEUES_LISTED]
-        queues = await asyncio.gather(*(_queue_info(request, name) for name in names))
-    finally:
-        exchange.finish()
-    return _ok({"queues": [q for q in queues if q is not None]})
-
-
-async def _queue_info(request: web.Request, name: bytes) -> dict[str, Any] | None:
-    exchange = _exchange(request)
-    try:
-        stat, total, policy = await exchange.call_many([
-            ("QSTAT", name), ("GLOBALQLEN", name), ("QPOLICY", name, "GET")])
-    finally:
-        exchange.finish()
-    if isinstance(stat, CommandError) or stat is None:
-        return None
-    info = _pairs(stat)
-    info["length_cluster"] = total if isinstance(total, int) else None
-    info["policy"] = None if policy is None or isinstance(policy, CommandError) else (
-        _pairs(policy))
-    return info
-
-
-async def get_queue(request: web.Request) -> web.Response:
-    info = await _queue_info(request, request.match_info["queue"].encode())
-    if info is None:
-        raise Problem(404, "The queue does not exist on this node", "NOQUEUE")
-    return _ok(info)
-
-
-async def update_queue(request: web.Request) -> web.Response:
-    """PUT /queues/{queue}: {"pause": "in"|"out"|"all"|"none", "bcast": bool,
-    "policy": {...} or null (QPOLICY DEL)}."""
-    queue = request.match_info["queue"]
-    data = await _json_object(request)
-    unknown = set(data) - {"pause", "bcast", "policy"}
-    if unknown:
-        raise bad_request(f"unknown field '{sorted(unknown)[0]}'")
-    commands: list[tuple[object, ...]] = []
-    if "pause" in data:
-        pause = data["pause"]
-        if pause not in ("in", "out", "all", "none"):
-            raise bad_request("'pause' must be one of in, out, all, none")
-        bcast = data.get("bcast", True)
-        if type(bcast) is not bool:
-            raise bad_request("'bcast' must be true or false")
-        commands.append(("PAUSE", queue, pause, *(("bcast",) if bcast else ())))
-    if "policy" in data:
-        policy = data["policy"]
-        if policy is None:
-            commands.append(("QPOLICY", queue, "DEL"))
-        elif type(policy) is dict and policy:
-            commands.append(("QPOLICY", queue, "SET", *_options(QPOLICY_SET, policy, set())))
-        else:
-            raise bad_request("'policy' must be an object of policy fields, or null")
-    if not commands:
-        raise bad_request("nothing to change: give 'pause' and/or 'policy'")
-    exchange = _exchange(request)
-    try:
-        for reply in await exchange.call_many(commands):
-            if isinstance(reply, CommandError):
-                raise Problem.from_resp(reply.code, reply.message)
-    finally:
-        exchange.finish()
-    return await get_queue(request)
-
-
-async def peek_queue(request: web.Request) -> web.Response:
-    count = _query_int(request, "count", 10, -(2**31))
-    reply = await _run(request, "QPEEK", request.match_info["queue"], count)
-    return _ok({"jobs": [_job_entry(entry) for entry in reply]})
-
-
-async def requeue_dead(request: web.Request) -> web.Response:
-    """POST /queues/{queue}/requeue-dead {"count": n}: DEADLETTER REQUEUE."""
-    data = await _json_object(request)
-    count = data.get("count")
-    if count is not None and (type(count) is not int or count < 1):
-        raise bad_request("'count' must be an integer > 0")
-    args = ("COUNT", count) if count else ()
-    return _ok({"requeued": await _run(request, "DEADLETTER", "REQUEUE",
-                                       request.match_info["queue"], *args)})
-
-
 # -- the cluster ------------------------------------------------------------------------------
 async def cluster(request: web.Request) -> web.Response:
     """GET /cluster: this node and every node it knows, as HELLO and CLUSTER NODES show."""
@@ -677,11 +578,6 @@ def add_routes(app: web.Application) -> None:
     r = app.router
     r.add_post("/api/v1/queues/{queue}/jobs", add_jobs)
     r.add_get("/api/v1/queues/{queue}/jobs", get_jobs)
-    r.add_get("/api/v1/queues", list_queues)
-    r.add_get("/api/v1/queues/{queue}", get_queue)
-    r.add_put("/api/v1/queues/{queue}", update_queue)
-    r.add_get("/api/v1/queues/{queue}/peek", peek_queue)
-    r.add_post("/api/v1/queues/{queue}/requeue-dead", requeue_dead)
     job = f"/api/v1/jobs/{{id:{JOB_ID_PATTERN}}}"  # an ID may hold '/' (base64)
     r.add_get(job, show_job)
     r.add_patch(job, set_job)
