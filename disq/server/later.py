@@ -40,6 +40,14 @@ class Later(Generic[T]):
         later.resolve(value)
         return later
 
+    @classmethod
+    def of(cls, start: Callable[[Callable[[T], None]], None]) -> Later[T]:
+        """The value `start(resolve)` gives, now or later: `start` is the work, given
+        the callback that sets the value."""
+        later: Later[T] = cls()
+        start(later.resolve)
+        return later
+
     def resolve(self, value: T) -> None:
         if self.done:
             return

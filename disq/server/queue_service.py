@@ -101,9 +101,8 @@ class QueueService:
         replication = self.server.replication
         if replication is None or self.node.cluster.size() <= 1:
             return Later.now(local)
-        total: Later[int] = Later()
-        replication.global_qlen(queue, lambda others: total.resolve(local + others))
-        return total
+        return Later.of(lambda total: replication.global_qlen(
+            queue, lambda others: total(local + others)))
 
     def get(self, queue: bytes) -> Queue | None:
         """The queue (QSTAT: `queue_fields`), None if this node has none of that name."""
@@ -191,9 +190,7 @@ class QueueService:
         replication = self.server.replication
         if replication is None:
             return Later.now([])
-        held: Later[list[str]] = Later()
-        replication.failures.policy_changed(policy, held.resolve)
-        return held
+        return Later.of(lambda held: replication.failures.policy_changed(policy, held))
 
     def requeue_dead(self, request: DeadletterRequeue) -> Later[int]:
         """DEADLETTER REQUEUE: the dead letters of the queue (queued on any node) back
@@ -209,9 +206,8 @@ class QueueService:
         if replication is None:  # (no cluster layer: all at once)
             return Later.now(node.revive_queue(queue, request.count or len(node.jobs),
                                                now_ms()))
-        done: Later[int] = Later()
-        replication.failures.requeue_dead(queue, request.count, done.resolve)
-        return done
+        return Later.of(lambda done: replication.failures.requeue_dead(
+            queue, request.count, done))
 
     def is_dead_letter_queue(self, queue: bytes) -> bool:
         node = self.node

@@ -51,3 +51,13 @@ def test_a_cancelled_wait_is_not_answered() -> None:
         return waiting.cancelled()
 
     assert asyncio.run(scenario())
+
+
+def test_of_gives_the_work_its_callback() -> None:
+    started: list[object] = []
+    at_once = Later.of(lambda resolve: resolve(7))
+    later: Later[int] = Later.of(started.append)
+    assert at_once.done and at_once.value == 7
+    assert not later.done and len(started) == 1
+    started[0](8)  # type: ignore[operator]  (the work finishing)
+    assert later.value == 8

@@ -19,7 +19,7 @@ from ...requests import parse_int
 from ..queue_service import policy_fields, queue_fields
 from ..service import job_fields
 from .api import SERVER_KEY, _body_fields, _json_object, _ok, _options, _query_int
-from .calls import attempt, confirmed, fields_json, gate, run
+from .calls import Route, attempt, confirmed, fields_json, gate, run
 from .problems import Problem, bad_request
 
 if TYPE_CHECKING:
@@ -169,11 +169,11 @@ async def requeue_dead(request: web.Request) -> web.Response:
     return _ok({"requeued": await done.wait()})
 
 
-def add_routes(app: web.Application) -> None:
-    r = app.router
-    r.add_get("/api/v1/queues", list_queues)
-    r.add_get("/api/v1/queues/{queue}", get_queue)
-    r.add_put("/api/v1/queues/{queue}", update_queue)
-    r.add_get("/api/v1/queues/{queue}/peek", peek_queue)
-    r.add_post("/api/v1/queues/{queue}/requeue-dead", requeue_dead)
+ROUTES: list[Route] = [
+    ("GET", "/api/v1/queues", list_queues),
+    ("GET", "/api/v1/queues/{queue}", get_queue),
+    ("PUT", "/api/v1/queues/{queue}", update_queue),
+    ("GET", "/api/v1/queues/{queue}/peek", peek_queue),
+    ("POST", "/api/v1/queues/{queue}/requeue-dead", requeue_dead),
+]
 

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from ... import tls
-from . import api, api_queues
+from . import api, api_admin, api_queues
 from .auth import CHALLENGE, Authenticator, AuthRefused
+from .calls import add_routes
 from .connections import HttpPort
 from .crosssite import content_type_refusal, host_refusal, origin_refusal
 from .openapi import openapi_document
@@ -124,7 +125,7 @@ def make_app(server: Server) -> web.Application:
     app[api.SERVER_KEY] = server
     app[AUTH_KEY] = Authenticator(server.acl, server.auth_throttle)
     api.add_routes(app)
-    api_queues.add_routes(app)
+    add_routes(app, api_queues.ROUTES + api_admin.ROUTES)
     app.router.add_get("/openapi.json", _openapi)
     app.router.add_get("/docs", _docs)
     app.router.add_static("/docs/assets", _swagger_dir())
