@@ -8,7 +8,8 @@ DELJOB, WORKING, SHOW. The ones that answer later (ADDJOB waiting for its copies
 blocking GETJOB) still reach HTTP through a RESP exchange (http/bridge.py).
 
 `gate` is what a front end asks before running a command for a user when it does not
-come through the RESP dispatch (connection.py): whether the user may run it, and the
+come through the RESP dispatch (connection.py): whether the user may run it (and use
+the queues the request names, as dispatch checks them from the declaration), and the
 refusals of the node's state (-LOADING, -MISCONF, -OOM), as `DisqError`s; it counts
 the call in the command's statistics as the dispatch does.
 """

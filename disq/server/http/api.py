@@ -1,8 +1,10 @@
-"""The HTTP API, /api/v1: each route turns its JSON or query into the arguments of the
-RESP command that does the work (through the options table the RESP parser shares,
-disq_client/spec.py), runs it through an `Exchange` (bridge.py) and shapes the reply
-as JSON. So ADDJOB over HTTP is `AddJob.parse`, `Node.add_job`, the same errors.
-The document of every route is openapi.py."""
+"""The HTTP API, /api/v1: the job routes, and what the routes share (JSON in and out).
+A route on the job service (SHOW, DELJOB, ACKJOB...: `_direct`) is JSON -> service ->
+JSON; the others turn their JSON or query into the arguments of the RESP command that
+does the work (through the options table the RESP parser shares, disq_client/spec.py),
+run it through an `Exchange` (bridge.py) and shape the reply as JSON. The queue,
+cluster, cron and user routes are api_queues.py's and api_admin.py's. The document of
+every route is openapi.py."""
 
 from __future__ import annotations
 
