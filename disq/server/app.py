@@ -36,9 +36,11 @@ from ..node import Node, now_ms
 from ..policies import QueuePolicy
 from ..schedules import CronSchedule
 from .access import Access
+from .admin_service import AdminService
 from .clients import ClientRegistry
 from .commands import load_commands
 from .connection import ERR_LOADING, Client
+from .cron_service import ScheduleService
 from .hotstate import HotState
 from .housekeeping import Cron
 from .info import rss_bytes
@@ -51,6 +53,7 @@ from .process import (
     exposure_warning,
     setup_logging,
 )
+from .queue_service import QueueService
 from .reactions import react, reacts_to
 from .records import ConfigRecords
 from .service import JobService
@@ -148,6 +151,9 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
             self.config.cluster_config_file, self.config.node_port)
         self.node = Node(self.config, self.membership.myself.id)
         self.jobs = JobService(self)  # the job operations, for RESP and HTTP alike
+        self.queues_service = QueueService(self)  # the queue operations, the same way
+        self.schedules_service = ScheduleService(self)  # CRON's
+        self.admin_service = AdminService(self)  # the cluster's reads, the users
         self._load_aclfile(self.node.id)
         self.update_memory_limit()
         self.node.leaving = self.membership.leaving  # kept in nodes.conf

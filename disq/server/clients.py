@@ -78,7 +78,7 @@ class ClientRegistry:
 
     def exchange_connected(self, client: Client) -> None:
         """An HTTP request's client (http/bridge.py): listed with the others (CLIENT
-        LIST, a parked GETJOB is a blocked client) and rate limited as they are, never
+        LIST) and rate limited as they are, never
         refused nor counted per IP (its connection was, when it came)."""
         self._next_client_id += 1
         client.id = self._next_client_id

@@ -9,15 +9,15 @@ JSCAN. ADDJOB waiting for its copies still reaches HTTP through a RESP exchange
 (http/bridge.py).
 
 `gate` is what a front end asks before running a command for a user when it does not
-come through the RESP dispatch (connection.py): whether the user may run it, and the
+come through the RESP dispatch (connection.py): whether the user may run it (and use
+the queues the request names, as dispatch checks them from the declaration), and the
 refusals of the node's state (-LOADING, -MISCONF, -OOM), as `DisqError`s; it counts
 the call in the command's statistics as the dispatch does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import errors
 from ..errors import DisqError, err
@@ -25,6 +25,7 @@ from ..ids import is_valid_job_id
 from ..job import STATE_BY_NAME, STATE_NAMES
 from ..requests import validate_ids
 from .guard import NOPERM_KEY, user_may_use_all
+from .queue_service import scan
 from .table import COMMANDS
 
 if TYPE_CHECKING:
@@ -32,9 +33,8 @@ if TYPE_CHECKING:
     from ..job import Job
     from ..node import Node
     from ..queue import Queue, Waiter
-    from ..queue_requests import JScan, QScan
+    from ..queue_requests import JScan
     from ..requests import GetJob
-    from ..scantable import ScanTable
     from .app import Server
 
 # A field of a job as SHOW gives it: text (bytes), a number, a list of node IDs, or none.
@@ -193,13 +193,13 @@ class JobService:
                 and (not states or job.state in states)
             )
 
-        return scan_table(self.node.jobs, request, keep)
+        return scan(self.node.jobs, request, keep)
 
     # -- a command run outside the RESP dispatch ----------------------------------------
     def gate(self, user: User, name: str, queues: list[bytes] | None = None) -> None:
         """Before running command `name` for `user` from another front end: raise
-        what the RESP dispatch would answer instead (the user may not run it or may
-        not use one of the `queues` it names, the AOF cannot be written, the node is
+        what the RESP dispatch would answer instead (the user may not run it, nor use
+        one of the `queues` the request names, the AOF cannot be written, the node is
         loading or out of memory); count the call."""
         spec = COMMANDS[name.encode()]
         server = self.server
@@ -207,7 +207,7 @@ class JobService:
             server.acl.denied_cmd += 1
             raise DisqError("NOPERM", f"User {user.name} has no permissions to run the "
                             f"'{name}' command")
-        if queues is not None and not user.all_queues and not user_may_use_all(user, queues):
+        if queues and not user.all_queues and not user_may_use_all(user, queues):
             server.acl.denied_key += 1
             raise NOPERM_KEY
         if spec.denyoom and self.node.job_bytes > self.node.full_bytes and (
@@ -221,17 +221,3 @@ class JobService:
         spec.calls += 1
         user.calls += 1
 
-
-def scan_table(table: ScanTable[Any, Any], request: QScan | JScan,
-               keep: Callable[[Any], bool] | None) -> tuple[int, list[Any]]:
-    """A step of QSCAN or JSCAN over `table`: the next cursor and what `keep` kept. A
-    negative COUNT scans to the end, as in Disque (its bounds wrap around)."""
-    cursor, count, busyloop = request.cursor, request.count, request.busyloop
-    if count < 0:
-        busyloop = True
-    items: list[Any] = []
-    while True:
-        cursor, found = table.scan(cursor, count, keep)
-        items.extend(found)
-        if cursor == 0 or not busyloop:
-            return cursor, items
