@@ -50,13 +50,15 @@ INCR_DELIV: Final = 4
 class FailureStats:
     """What INFO and /metrics show of the failure policies (dead letters, back-off, RATE)."""
 
-    __slots__ = ("dead_lettered", "backoff_requeues", "rate_limited", "revived")
+    __slots__ = ("dead_lettered", "backoff_requeues", "rate_limited", "revived",
+                 "tokens_refused")
 
     def __init__(self) -> None:
         self.dead_lettered: Counter[bytes] = Counter()  # by the queue they came from
         self.backoff_requeues = 0
         self.rate_limited = 0  # deliveries a GETJOB could not make for lack of a token
         self.revived = 0  # dead letters put back (DEADLETTER REQUEUE)
+        self.tokens_refused = 0  # jobs Node.take gave no consumer for lack of a token
 
 
 @trait  # a base of several (mypyc compiles traits, not multiple inheritance)

@@ -5,7 +5,7 @@ jobops.py and memory bounds in memory.py (parts of `Node`).
 Nothing here knows about sockets or the event loop. The server arms one loop timer
 through `arm_timer`, blocked consumers are `Waiter` objects served after the command
 that queued their jobs (`serve_ready`, which the server runs after each command and,
-asked through `on_ready`, at the end of the loop turn), and everything that
+asked through `parked.on_ready`, at the end of the loop turn), and everything that
 concerns other nodes goes through `self.cluster` (a `ClusterPort`, ports.py;
 `SoloCluster` when the node is alone), so this module is testable without a network.
 """
@@ -53,6 +53,7 @@ from .queue import (
     READY_EXT,
     READY_QUEUED,
     READY_REQUEUED,
+    ParkedConsumers,
     Queue,
     Waiter,
 )
@@ -132,15 +133,11 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         self.persistence: Persistence = NO_PERSISTENCE
         self.recording = False  # persistence.recording, as a plain field
         self.leaving = False
-        self.blocked_clients = 0
         self.arm_timer: Callable[[int], None] = lambda when_ms: None
-        # The queues that got jobs (or a token, ...) while consumers wait on them, in
-        # that order: `serve_ready` serves them once the operation that marked them is
-        # over, never inside it. `on_ready` (the server's) is told when the first one
-        # is marked: it runs `serve_ready` at the end of the loop turn.
-        self.ready_queues: list[Queue] = []
-        self.on_ready: Callable[[], None] = lambda: None
-        self.out_of_tokens = False  # `take` refused a job for lack of a RATE token
+        # Consumers blocked in GETJOB: how many, the queues to serve (serve_ready).
+        # (In pure Python a node of 30 attributes or more reads each one slower:
+        # ~900 instructions more per ADDJOB, measured; so one object for these.)
+        self.parked = ParkedConsumers()
         # maxmemory's marks in job bytes (see set_memory_limit): above `warn_bytes`
         # (75%) new jobs are placed on other nodes, above `full_bytes` (95%) nothing
         # new is taken that eviction cannot make room for.
@@ -437,15 +434,16 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         every serving of parked consumers (serve_ready) take their jobs here, so a
         queue's pause, its hold for a peer's more urgent jobs, its RATE and its order
         apply alike. The next job: the most urgent, the groups of a priority in turn,
-        the oldest of a group (queue.py). None: none now (`out_of_tokens` set if for
-        lack of a RATE token). `hold` False (NOHANG): no hold for a peer's jobs."""
+        the oldest of a group (queue.py). None: none now (`failures.tokens_refused`
+        counts one more if for lack of a RATE token). `hold` False (NOHANG): no hold
+        for a peer's jobs."""
         if queue.flags & PAUSED_OUT:
             return None
         if hold and queue.remote_best < NO_PRIORITY and self.held_for_peers(queue, now):
             return None
         limiter = queue.limiter
         if limiter is not None and queue.jobs and not limiter.take(now):
-            self.out_of_tokens = True  # RATE (failures.py)
+            self.failures.tokens_refused += 1  # RATE (failures.py)
             return None
         job = queue.jobs.pop_first()
         if job is None:
@@ -489,7 +487,8 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
             if queue is not None:
                 queues.append(queue)
         out: list[Job] = []
-        self.out_of_tokens = False
+        failures = self.failures
+        refused = failures.tokens_refused
         while queues and len(out) < count:
             progress = False
             for queue in queues:
@@ -501,8 +500,8 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
                         break
             if not progress:
                 break
-        if self.out_of_tokens:
-            self.failures.rate_limited += 1
+        if failures.tokens_refused != refused:
+            failures.rate_limited += 1
         return out
 
     def want_jobs(self, names: list[bytes]) -> None:
@@ -528,7 +527,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
             queues.append(queue)
             if queue.limiter is not None and queue.jobs:  # jobs, but no token: RATE
                 self.wake_at_next_token(queue, now)
-        self.blocked_clients += 1
+        self.parked.count += 1
         return queues
 
     def unblock(self, waiter: Waiter, queues: Iterable[Queue]) -> None:
@@ -539,7 +538,12 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
                 pass
             if queue.needjobs_asked_time and not queue.waiters:
                 self.cluster.jobs_not_needed(queue)  # the last one left: stop the pushes
-        self.blocked_clients -= 1
+        self.parked.count -= 1
+
+    @property
+    def blocked_clients(self) -> int:
+        """The consumers blocked in GETJOB (INFO's blocked_clients)."""
+        return self.parked.count
 
     def end_waits(self, error: errors.DisqError | None = None) -> None:
         """Every blocked consumer stops waiting, without a job (`Waiter.give_up`):
@@ -553,9 +557,10 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         current operation is over (`serve_ready`); `why` (queue.py's READY...) says
         what else is due then."""
         if not queue.ready:
-            if not self.ready_queues:
-                self.on_ready()
-            self.ready_queues.append(queue)
+            parked = self.parked
+            if not parked.ready:
+                parked.on_ready()
+            parked.ready.append(queue)
         queue.ready |= why
 
     def serve_ready(self) -> None:
@@ -563,8 +568,9 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         order they were marked, each one's consumers in the order they came, each
         job taken by `take`. A consumer gone meanwhile (timed out, disconnected) has
         left the queues: the jobs it would have had stay queued."""
-        while self.ready_queues:
-            ready, self.ready_queues = self.ready_queues, []
+        parked = self.parked
+        while parked.ready:
+            ready, parked.ready = parked.ready, []
             now = now_ms()
             for queue in ready:
                 why, queue.ready = queue.ready, 0
@@ -578,11 +584,12 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
 
     def _serve_waiters(self, queue: Queue, now: int) -> None:
         waiters = queue.waiters
-        self.out_of_tokens = False
+        failures = self.failures
+        refused = failures.tokens_refused
         while waiters and queue.jobs:
             job = self.take(queue, now)
             if job is None:
-                if self.out_of_tokens:
+                if failures.tokens_refused != refused:
                     self.wake_at_next_token(queue, now)
                 break
             waiters[0].serve_job(job)  # it leaves every queue it waited on

@@ -19,7 +19,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, bisect_right, insort
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import chain, islice
 from operator import attrgetter
 from typing import TYPE_CHECKING, Final, Protocol
@@ -327,6 +327,25 @@ def _first(item: tuple[int, Iterator[Job]]) -> int:
     return item[0]
 
 
+def _nothing() -> None:
+    pass
+
+
+class ParkedConsumers:
+    """The node's consumers blocked in GETJOB as a whole: how many (`count`), and the
+    queues that got jobs (or a token, ...) while some wait on them, in that order
+    (`ready`, Node.mark_ready): `Node.serve_ready` serves them once the operation that
+    marked them is over, never inside it. `on_ready` (the server's) is told when the
+    first one is marked: it has `serve_ready` run at the end of the loop turn."""
+
+    __slots__ = ("count", "ready", "on_ready")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.ready: list[Queue] = []
+        self.on_ready: Callable[[], None] = _nothing
+
+
 class Waiter(Protocol):
     """A consumer blocked in GETJOB (a RESP client, an HTTP long poll)."""
 
@@ -355,7 +374,7 @@ class Queue:
         # given up, and what this node told the peers of its own
         "peer_best", "remote_best", "hold_until", "told_best",
         "limiter",  # the RateLimiter of a queue with a RATE policy, or None
-        "ready",  # READY...: in Node.ready_queues, its consumers to be served
+        "ready",  # READY...: in Node.parked.ready, its consumers to be served
     )
 
     def __init__(self, name: bytes, now_ms: int) -> None:

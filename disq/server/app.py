@@ -160,7 +160,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         if self.membership.restored:  # it may have known DEDUP keys it has lost
             self.node.dedup_since = now_ms()
         self.node.arm_timer = self._arm_timer
-        self.node.on_ready = self._serve_ready_soon
+        self.node.parked.on_ready = self._serve_ready_soon
         self.config_records = ConfigRecords(self.membership, self.node)
         if self.config.daemonize:
             daemonize()

@@ -277,15 +277,15 @@ def test_a_waiter_is_served_after_the_operation_that_queued_its_job(node: Node) 
     and `serve_ready` serves the consumers afterwards, the most urgent job first of
     all those the operations queued meanwhile."""
     told: list[int] = []
-    node.on_ready = lambda: told.append(len(node.ready_queues))
+    node.parked.on_ready = lambda: told.append(len(node.parked.ready))
     w = FakeWaiter(node, [b"q"])
     plain = add(node)
     assert w.jobs == [] and plain.state == QUEUED and node.qlen(b"q") == 1
     urgent = add_ext(node, priority=3)
-    assert told == [0] and node.ready_queues == [node.queues.get(b"q")]
+    assert told == [0] and node.parked.ready == [node.queues.get(b"q")]
     node.serve_ready()
     assert w.jobs == [urgent] and node.qlen(b"q") == 1 and node.blocked_clients == 0
-    assert node.ready_queues == [] and node.queues.get(b"q").ready == 0
+    assert node.parked.ready == [] and node.queues.get(b"q").ready == 0
     node.serve_ready()  # nothing more to do
     assert w.jobs == [urgent]
 
