@@ -3,9 +3,16 @@ caller's queue permissions applied once here. A RESP handler is parse -> service
 encode (commands/jobs.py); an HTTP route is JSON -> service -> JSON (http/api.py),
 with no RESP in between.
 
-So far the operations that answer at once: ACKJOB, FASTACK, NACK, ENQUEUE, DEQUEUE,
-DELJOB, WORKING, SHOW. The ones that answer later (ADDJOB waiting for its copies, a
-blocking GETJOB) still reach HTTP through a RESP exchange (http/bridge.py).
+The operations that answer at once: ACKJOB, FASTACK, NACK, ENQUEUE, DEQUEUE, DELJOB,
+WORKING, SHOW. Those that may answer later: ADDJOB and ADDJOBS (`add`, `add_many`: the
+job waits for its copies, or for the other nodes' word on its DEDUP key) and JOBSET
+(`set_job`: the job's other holders are asked). They return a `Later` (disq/later.py)
+whose typed outcome the front end takes with `then`: RESP encodes it into the reply
+its connection keeps in order (server/pending.py), HTTP awaits it with a Future. This
+is where such answers wait for the AOF (`Later`, durable) and what a front end whose
+client left cancels (`Later.cancel`: an ADDJOB waiting for its copies is deleted
+everywhere, as Disque does; a DEDUP add stands: a retry with its key gets the ID). A
+blocking GETJOB still reaches HTTP through a RESP exchange (http/bridge.py).
 
 `gate` is what a front end asks before running a command for a user when it does not
 come through the RESP dispatch (connection.py): whether the user may run it, and the
@@ -20,7 +27,9 @@ from typing import TYPE_CHECKING
 from .. import errors
 from ..errors import DisqError, err
 from ..ids import is_valid_job_id
-from ..job import STATE_NAMES
+from ..job import STATE_NAMES, WAIT_REPL
+from ..later import Added, Changed, Later
+from ..node import now_ms
 from ..requests import validate_ids
 from .guard import NOPERM_KEY
 from .table import COMMANDS
@@ -29,6 +38,7 @@ if TYPE_CHECKING:
     from ..acl import User
     from ..job import Job
     from ..node import Node
+    from ..requests import AddJob, AddJobs, JobSet
     from .app import Server
 
 # A field of a job as SHOW gives it: text (bytes), a number, a list of node IDs, or none.
@@ -148,17 +158,133 @@ class JobService:
             self._check_job(user, job)
         return job
 
+    # -- operations that may answer later --------------------------------------------------
+    def add(self, user: User, request: AddJob) -> bytes | Later[Added]:
+        """ADDJOB: the job's ID now, or the `Later` it comes through (the job waits for
+        its copies, or the other nodes are asked about its DEDUP key first); the
+        core's errors, in Disque's order, are raised."""
+        user.jobs_added += 1
+        if request.dedup is not None:
+            return self._add_deduped(request)
+        job = self.node.add_job(request)
+        if job.state == WAIT_REPL:
+            return self._wait_for_copies(job)
+        return job.id
+
+    def add_many(self, user: User, batch: AddJobs) -> list[bytes | DisqError | Later[Added]]:
+        """ADDJOBS: each job added in order as its own ADDJOB would be (`add`): its
+        ID, its error, or its `Later`, in its place."""
+        results: list[bytes | DisqError | Later[Added]] = []
+        for i in range(batch.count):
+            request = batch.job(i)
+            try:
+                results.append(self.add(user, request))
+            except DisqError as exc:
+                results.append(exc.with_traceback(None))  # (kept: not its frames)
+            except Exception as exc:  # a bug: this job's error, the batch's others stand
+                self.server.log_exception("Error while executing addjobs", exc)
+                results.append(err("internal error while executing 'addjobs'"))
+        return results
+
+    def _wait_for_copies(self, job: Job) -> Later[Added]:
+        """ADDJOB waits until the job has its copies: the replication layer answers
+        (the ID, or a NOREPL error). If the front end's client goes away first, the
+        job is deleted from the cluster, as Disque's unblockClientWaitingJobRepl does."""
+        replication = self.server.replication
+        if replication is None:  # no replication layer: nothing can confirm copies
+            self.node.delete([job.id])
+            raise errors.NOREPL
+        later: Later[Added] = Later(self.node, True, replication.cancel_wait, job.id)
+        replication.wait(job, later)
+        return later
+
+    def _add_deduped(self, request: AddJob) -> bytes | Later[Added]:
+        """ADDJOB ... DEDUP key (a disq extension): the ID of the job added with the
+        key if the cluster knows it, else add the job and record the key. The key
+        table is `node.dedup` (disq/dedup_table.py), asking the other nodes is
+        `replication.dedup` (disq/replication/dedup_checks.py). Later when the job
+        waits for its copies or other nodes must be asked first; the front end's
+        client going away does not cancel the add: with a key, a retry gets the ID.
+        The key was checked by the request (disq_client.spec)."""
+        key = request.dedup
+        assert key is not None
+        node = self.node
+        replication = self.server.replication
+        dedup = replication.dedup if replication is not None else None
+        now = now_ms()
+        known = None
+        later: Later[Added]
+        asking = dedup is not None and key in dedup.pending  # the same key, asked for here
+        if not asking:
+            known = node.dedup.peek(key, now)
+            if known:  # (not a reservation)
+                if dedup is not None and dedup.adding_here(known):  # its outcome is ours
+                    later = Later(node)
+                    dedup.join(known, later)
+                    return later
+                if dedup is None or dedup.vouches(known, now):
+                    node.dedup.hits += 1
+                    return known
+                # A copy whose ADDJOB may still fail (unsettled): ask, as for a reservation.
+        if dedup is None or node.cluster.size() <= 1:  # alone: this table is the truth
+            job = node.add_job(request)
+            if job.state == WAIT_REPL:  # cannot happen alone; keep ADDJOB's own path
+                return self._wait_for_copies(job)
+            node.dedup.record(key, job.id, job.etime)
+            return job.id
+        # Checked by the copies unless ASYNC or QUEUE-RANDOMLY (no synchronous copy here),
+        # a reservation (RESERVED: another node asked for the key) or an unsettled copy.
+        later = Later(node)
+        if known is None and not (request.async_ or request.queue_randomly or asking) and (
+                dedup.copies_can_check(request.repl, request.ttl, now)):
+            job = dedup.add_checked(request)
+            replication.wait(job, later)
+            return later
+        dedup.ask(request, later)
+        return later
+
+    def set_job(self, user: User, request: JobSet) -> Later[Changed] | None:
+        """JOBSET (a disq extension): change a job not acknowledged yet on every node
+        that holds it (Node.set_job here, the others asked: replication/jobset.py).
+        None: done, nobody else to ask; else the `Later` whose outcome is None once
+        every holder applied it, -NOREPL if one may not have, -NOJOB if no reachable
+        node knows the job. -NOJOB at once for a job of a queue the user may not use."""
+        if not self.allowed(user, [request.job_id]):
+            raise errors.NOJOB  # (a restricted user: a job this node does not know)
+        node = self.node
+        now = now_ms()
+        due = request.due(now)
+        job = node.lookup(request.job_id)
+        replication = self.server.replication
+        later: Later[Changed]
+        if job is not None:
+            node.set_job(job, request.priority, due, now, broadcast=replication is None)
+            if replication is None:
+                return None
+            later = Later(node, durable=False)
+            replication.set_job_on_holders(job, request.priority, due, later)
+            return later
+        if replication is None or node.cluster.size() <= 1:
+            raise errors.NOJOB
+        later = Later(node, durable=False)
+        replication.set_job_elsewhere(request.job_id, request.priority, due, later)
+        return later
+
     # -- a command run outside the RESP dispatch ----------------------------------------
-    def gate(self, user: User, name: str) -> None:
+    def gate(self, user: User, name: str, queue: bytes | None = None) -> None:
         """Before running command `name` for `user` from another front end: raise
-        what the RESP dispatch would answer instead (the user may not run it, the AOF
-        cannot be written, the node is loading or out of memory); count the call."""
+        what the RESP dispatch would answer instead (the user may not run it or use
+        the `queue` it names, the AOF cannot be written, the node is loading or out of
+        memory); count the call."""
         spec = COMMANDS[name.encode()]
         server = self.server
         if user.restricted and not user.may_run(name):
             server.acl.denied_cmd += 1
             raise DisqError("NOPERM", f"User {user.name} has no permissions to run the "
                             f"'{name}' command")
+        if queue is not None and not user.all_queues and not user.may_use(queue):
+            server.acl.denied_key += 1
+            raise NOPERM_KEY
         if spec.denyoom and self.node.job_bytes > self.node.full_bytes and (
                 not server.loading and not self.node.make_room(0)):
             raise errors.OOM
