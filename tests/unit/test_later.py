@@ -1,10 +1,13 @@
 """disq/later.py without a server: a `Later` hands its outcome to the front end once,
 only once the AOF has what the node logged (when durable), and its cancel runs only
-while nothing came."""
+while nothing came; and the typed requests the HTTP API builds from JSON fields
+(`AddJob.from_fields`, `JobSet.from_fields`) check their values as RESP's parse does."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+import pytest
 
 from disq import errors
 from disq.config import Config
@@ -13,6 +16,7 @@ from disq.ids import new_node_id
 from disq.later import Added, Later, when_durable
 from disq.node import Node
 from disq.ports import NoPersistence
+from disq.requests import AddJob, JobSet
 
 JOB_ID = b"D-00000000-AAAAAAAAAAAAAAAAAAAAAAAA-05a1"
 
@@ -98,3 +102,68 @@ def test_cancel_runs_only_while_nothing_came() -> None:
     answered.cancel()
     Later(node_on()).cancel()  # a DEDUP add: nothing to cancel
     assert cancelled == [JOB_ID]
+
+
+def resp_addjob(*args: bytes) -> AddJob:
+    return AddJob.parse([b"ADDJOB", b"q", b"body", *args])
+
+
+@pytest.mark.parametrize("fields", [
+    {"repl": 2, "delay": 1, "retry": 3, "ttl": 60, "maxlen": 10, "async_": True},
+    {"queue_randomly": True, "dedup": "k", "priority": 3, "group": "g", "max_deliveries": 2},
+    {"delay_ms": 1500, "async_": False},
+    {"at": 2_000_000_000_000},
+])
+def test_addjob_from_fields_is_addjob_parsed(fields: dict[str, object]) -> None:
+    args: list[bytes] = []
+    for name, value in fields.items():
+        if value is False:
+            continue
+        args.append(AddJob.OPTIONS.by_field[name].token.encode())
+        if value is not True:
+            args.append(str(value).encode())
+    typed = AddJob.from_fields(b"q", b"body", 5000, fields)
+    parsed = resp_addjob(b"5000", *args)
+    for name in AddJob.__slots__[:-1] + ("delay_ms", "at", "priority", "group",
+                                         "max_deliveries"):
+        assert getattr(typed, name) == getattr(parsed, name), name
+
+
+@pytest.mark.parametrize(("fields", "timeout"), [
+    ({"repl": 0}, 0),
+    ({"ttl": 0}, 0),
+    ({"priority": 256}, 0),
+    ({"dedup": "k" * 257}, 0),
+    ({"group": ""}, 0),
+    ({"delay": 1, "at": 5}, 0),
+    ({"delay_ms": 1, "at": 5}, 0),
+    ({"repl": 2**64}, 0),
+    ({}, 2**64),
+])
+def test_addjob_from_fields_refuses_as_parse_does(fields: dict[str, object],
+                                                   timeout: int) -> None:
+    args: list[bytes] = []
+    for name, value in fields.items():
+        args += [AddJob.OPTIONS.by_field[name].token.encode(), str(value).encode()]
+    with pytest.raises(DisqError) as parsed:
+        resp_addjob(str(timeout).encode(), *args)
+    with pytest.raises(DisqError) as typed:
+        AddJob.from_fields(b"q", b"body", timeout, fields)
+    assert typed.value.reply() == parsed.value.reply()
+
+
+def test_jobset_from_fields() -> None:
+    request = JobSet.from_fields(JOB_ID, {"priority": 7, "delay_ms": 100})
+    assert (request.job_id, request.priority, request.delay_ms, request.at) == (
+        JOB_ID, 7, 100, None)
+    for fields, args in (({}, []), ({"at": 5, "delay_ms": 1}, [b"AT", b"5", b"DELAY-MS", b"1"]),
+                         ({"priority": -1}, [b"PRIORITY", b"-1"])):
+        with pytest.raises(DisqError) as parsed:
+            JobSet.parse([b"JOBSET", JOB_ID, *args])
+        with pytest.raises(DisqError) as typed:
+            JobSet.from_fields(JOB_ID, fields)
+        assert typed.value.reply() == parsed.value.reply()
+    with pytest.raises(errors.BADID):
+        JobSet.from_fields(b"D-nope", {"priority": 1})
+    with pytest.raises(TypeError):
+        JobSet.from_fields(JOB_ID, {"ttl": 1})

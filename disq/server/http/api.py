@@ -1,14 +1,19 @@
-"""The HTTP API, /api/v1: each route turns its JSON or query into the arguments of the
-RESP command that does the work (through the options table the RESP parser shares,
-disq_client/spec.py), runs it through an `Exchange` (bridge.py) and shapes the reply
-as JSON. So ADDJOB over HTTP is `AddJob.parse`, `Node.add_job`, the same errors.
-The document of every route is openapi.py."""
+"""The HTTP API, /api/v1. The job routes run the job service (server/service.py) on
+the typed request their JSON makes, through the options table the RESP parser shares
+(disq_client/spec.py): POST /queues/{q}/jobs is `AddJob.from_fields`, `JobService.add`,
+`Node.add_job`, the same errors as ADDJOB; an answer that comes later (a `Later`:
+the job waits for its copies) is awaited with a Future, and a client that goes away
+first cancels it as a RESP client's leaving does. The other routes turn their JSON or
+query into the arguments of the RESP command that does the work, run it through an
+`Exchange` (bridge.py) and shape the reply as JSON. The document of every route is
+openapi.py."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import binascii
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
@@ -29,10 +34,13 @@ from disq_client.spec import (
 )
 
 from ...acl import AclError, split_rules
-from ...errors import DisqError
+from ...errors import DisqError, err
 from ...ids import is_valid_job_id
+from ...later import Added, Later, when_durable
 from ...node import now_ms
 from ...queue import PAUSE_NAMES
+from ...requests import AddJob, JobSet
+from ..limits import TokenBucket
 from ..service import JobService, job_fields
 from .auth import command_refusal
 from .bridge import CommandError, Exchange
@@ -41,6 +49,7 @@ from .problems import Problem, bad_request
 
 if TYPE_CHECKING:
     from ...acl import User
+    from ...node import Node
     from ...replication.stats import NodeStats, QueueStats
     from ..app import Server
 
@@ -67,8 +76,13 @@ JSON_NAMES = {field: name for name, field in ALIASES.items()}
 
 # -- JSON in ----------------------------------------------------------------------------------
 def _options(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) -> list[object]:
-    """The option tokens and values of a JSON object, each value's type checked as
-    its option's kind wants; an unknown field is a 400."""
+    """The option tokens and values of a JSON object (`_fields`)."""
+    return spec.encode(_fields(spec, data, ignore))
+
+
+def _fields(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) -> dict[str, object]:
+    """The options of a JSON object by field name, each value's type checked as its
+    option's kind wants; an unknown field is a 400."""
     values: dict[str, object] = {}
     for name, value in data.items():
         if name in ignore or value is None:
@@ -95,7 +109,7 @@ def _options(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) -> li
         if not ok:
             raise bad_request(f"'{name}' must be {_KIND_NAMES.get(kind, 'a value')}")
         values[field] = value
-    return spec.encode(values)
+    return values
 
 
 _KIND_NAMES = {FLAG: "true or false", INT: "an integer", MS: "an integer (ms)",
@@ -228,38 +242,105 @@ def _ok(data: Any, status: int = 200) -> web.Response:
 
 
 # -- jobs -------------------------------------------------------------------------------------
+def _serve(request: web.Request, command: str, operation: Callable[[JobService, User], T],
+           queue: bytes | None = None) -> T:
+    """Run an operation of the job service as `command` for the request's user, after
+    `JobService.gate`; its error raised as a `DisqError` (a bug's: logged, as the RESP
+    dispatch does, and an internal error)."""
+    server = request.app[SERVER_KEY]
+    user = request.get(USER_KEY, server.acl.default)
+    try:
+        server.jobs.gate(user, command, queue)
+        return operation(server.jobs, user)
+    except DisqError:
+        raise
+    except Exception as exc:
+        server.log_exception(f"Error while executing {command}", exc)
+        raise err(f"internal error while executing '{command}'") from None
+
+
+def _answer(start: Callable[[Callable[[T], None]], object]) -> asyncio.Future[T]:
+    """A Future set by the callback `start` is given (a `Later`'s `then`): the value
+    once it comes, unless the Future was cancelled (its client went away)."""
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+    def deliver(value: T) -> None:
+        if not future.done():
+            future.set_result(value)
+    start(deliver)
+    return future
+
+
+async def _durable(node: Node) -> None:
+    """Once what the node logged is as safe as the AOF policy promises, as a RESP
+    reply waits (`when_durable`)."""
+    def start(deliver: Callable[[None], None]) -> None:
+        when_durable(node, deliver, None)
+    await _answer(start)
+
+
+def _add(queue: bytes, body: bytes, timeout: int, values: dict[str, object]
+         ) -> Callable[[JobService, User], bytes | Later[Added]]:
+    """The job service's ADDJOB of one job of POST /queues/{queue}/jobs."""
+    return lambda jobs, user: jobs.add(user, AddJob.from_fields(queue, body, timeout, values))
+
+
 async def add_jobs(request: web.Request) -> web.Response:
-    """POST /queues/{queue}/jobs: one job (an object) or a batch (a list)."""
-    queue = request.match_info["queue"]
+    """POST /queues/{queue}/jobs: one job (an object) or a batch (a list), each an
+    ADDJOB of the job service in order, answered once every job has its outcome (a
+    job waiting for its copies: once it has them). The client going away first
+    cancels the jobs that wait for their copies (deleted everywhere), as a RESP
+    client's leaving does; a DEDUP add stands."""
+    queue = request.match_info["queue"].encode()
     data = await _json(request)
     batch = type(data) is list
     jobs = data if batch else [data]
     if not jobs or not all(type(job) is dict for job in jobs):
         raise bad_request("the request body must be a job object or a non-empty list of them")
-    commands = []
+    requests = []
     for job in jobs:
         timeout = job.get("timeout_ms", DEFAULT_ADD_TIMEOUT_MS)
         if type(timeout) is not int or timeout < 0:
             raise bad_request("'timeout_ms' must be an integer >= 0")
-        commands.append(("ADDJOB", queue, _body(job), timeout,
-                         *_options(ADDJOB, job, {"body", "body_base64", "timeout_ms"})))
-    exchange = _exchange(request)
+        requests.append((_body(job), timeout,
+                         _fields(ADDJOB, job, {"body", "body_base64", "timeout_ms"})))
+    server = request.app[SERVER_KEY]
+    rate = server.config.client_rate_limit  # a request's jobs, as a client's commands
+    bucket = TokenBucket(rate, time.monotonic()) if rate else None
+    results: list[Added | Later[Added]] = []
+    for body, timeout, values in requests:
+        if bucket is not None and not bucket.take(time.monotonic()):
+            server.rejected_commands_rate += 1
+            results.append(DisqError(
+                "BUSY", f"client-rate-limit reached ({rate} commands per second)"))
+            continue
+        try:
+            results.append(_serve(request, "addjob", _add(queue, body, timeout, values), queue))
+        except DisqError as exc:
+            results.append(exc.with_traceback(None))
+    outcomes: list[Added] = []
     try:
-        replies = await exchange.call_many(commands)
-    finally:
-        exchange.finish()
+        for result in results:
+            outcomes.append(await _answer(result.then) if isinstance(result, Later)
+                            else result)
+        await _durable(server.node)
+    except asyncio.CancelledError:  # the client went away
+        for result in results:
+            if isinstance(result, Later):
+                result.cancel()
+        raise
     if not batch:
-        reply = replies[0]
-        if isinstance(reply, CommandError):
-            raise Problem.from_resp(reply.code, reply.message)
-        return _ok({"id": reply.decode()}, 201)
-    results = [_problem_fields(r) if isinstance(r, CommandError) else {"id": r.decode()}
-               for r in replies]
-    failed = any(isinstance(r, CommandError) for r in replies)
-    return _ok({"jobs": results}, 207 if failed else 201)
+        outcome = outcomes[0]
+        if isinstance(outcome, DisqError):
+            raise Problem.from_resp(outcome.code, outcome.message)
+        return _ok({"id": outcome.decode()}, 201)
+    failed = any(isinstance(outcome, DisqError) for outcome in outcomes)
+    return _ok({"jobs": [_problem_fields(outcome) if isinstance(outcome, DisqError)
+                         else {"id": outcome.decode()} for outcome in outcomes]},
+               207 if failed else 201)
 
 
-def _problem_fields(error: CommandError) -> dict[str, Any]:
+def _problem_fields(error: DisqError) -> dict[str, Any]:
     problem = Problem.from_resp(error.code, error.message)
     return {"error": {"status": problem.status, "code": error.code, "detail": error.message}}
 
@@ -347,10 +428,19 @@ async def show_job(request: web.Request) -> web.Response:
 
 
 async def set_job(request: web.Request) -> web.Response:
-    """PATCH /jobs/{id}: JOBSET (priority, at, delay_ms)."""
-    job_id = _job_id(request)
-    options = _options(JOBSET, await _json_object(request), set())
-    await _run(request, "JOBSET", job_id, *options)
+    """PATCH /jobs/{id}: JOBSET (priority, at, delay_ms) on the job service, answered
+    once every holder of the job applied the change."""
+    job_id = _job_id(request).encode()
+    values = _fields(JOBSET, await _json_object(request), set())
+    try:
+        later = _serve(request, "jobset", lambda jobs, user: jobs.set_job(
+            user, JobSet.from_fields(job_id, values)))
+        error = None if later is None else await _answer(later.then)
+        await _durable(request.app[SERVER_KEY].node)
+        if error is not None:
+            raise error
+    except DisqError as exc:
+        raise Problem.from_resp(exc.code, exc.message) from None
     return _ok({"ok": True})
 
 
