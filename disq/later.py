@@ -5,7 +5,7 @@ ID or the error; `Changed`: None once every holder applied the change, or the er
 and each front end encodes it (RESP: server/pending.py, `Pending.added`; HTTP: JSON).
 
 `Later` is the job service's handle on one such answer (server/service.py returns
-it): the cluster calls it with the outcome; the front end takes the outcome with
+it): the cluster calls its `answer` with the outcome; the front end takes it with
 `then`, which it gets only once what the node logged is as safe as the AOF policy
 promises (the one place answers wait for the AOF: `when_durable`, which the RESP
 connection's replies sent at once use too); `cancel` is what the front end calls if
@@ -42,8 +42,8 @@ def when_durable(node: Node, deliver: Callable[[T], object], value: T) -> None:
 
 
 class Later(Generic[T]):
-    """One answer that comes later. The cluster calls it with the outcome once
-    (`__call__`: an `OnAdded` / `OnChanged`); with `durable`, the outcome is held
+    """One answer that comes later. The cluster gets its `answer` (an `OnAdded` /
+    `OnChanged`) and calls it with the outcome once; with `durable`, the outcome is held
     until the AOF has what the node logged (`when_durable`); the front end gets it
     through `then` (at once if it came already). `cancel`: the front end's client
     went away before the outcome: `on_cancel(job_id)` runs (an ADDJOB waiting for its
@@ -64,14 +64,22 @@ class Later(Generic[T]):
         self.on_cancel = on_cancel
         self.job_id = job_id
 
-    def __call__(self, outcome: T) -> None:
+    def answer(self, outcome: T) -> None:
+        """The cluster's outcome. (A bound method, not `__call__`: Python calls an
+        instance through a tuple of its arguments; `_release` inlined: this runs for
+        every ADDJOB that waits for its copies.)"""
         if self.came:
             return
         self.came = True
         if self.durable and self.node.recording:  # (the test the per-job paths make)
             when_durable(self.node, self._release, outcome)
-        else:
-            self._release(outcome)
+            return
+        deliver = self.deliver
+        if deliver is not None:
+            deliver(outcome)
+            return
+        self.outcome = outcome
+        self.released = True
 
     def _release(self, outcome: T) -> None:
         deliver = self.deliver
@@ -86,7 +94,8 @@ class Later(Generic[T]):
         and may be delivered already)."""
         if self.released:
             self.released = False
-            deliver(self.outcome)  # type: ignore[arg-type]
+            outcome, self.outcome = self.outcome, None
+            deliver(outcome)  # type: ignore[arg-type]
         else:
             self.deliver = deliver
 

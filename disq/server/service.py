@@ -195,7 +195,7 @@ class JobService:
             self.node.delete([job.id])
             raise errors.NOREPL
         later: Later[Added] = Later(self.node, True, replication.cancel_wait, job.id)
-        replication.wait(job, later)
+        replication.wait(job, later.answer)
         return later
 
     def _add_deduped(self, request: AddJob) -> bytes | Later[Added]:
@@ -220,7 +220,7 @@ class JobService:
             if known:  # (not a reservation)
                 if dedup is not None and dedup.adding_here(known):  # its outcome is ours
                     later = Later(node)
-                    dedup.join(known, later)
+                    dedup.join(known, later.answer)
                     return later
                 if dedup is None or dedup.vouches(known, now):
                     node.dedup.hits += 1
@@ -238,9 +238,9 @@ class JobService:
         if known is None and not (request.async_ or request.queue_randomly or asking) and (
                 dedup.copies_can_check(request.repl, request.ttl, now)):
             job = dedup.add_checked(request)
-            replication.wait(job, later)
+            replication.wait(job, later.answer)
             return later
-        dedup.ask(request, later)
+        dedup.ask(request, later.answer)
         return later
 
     def set_job(self, user: User, request: JobSet) -> Later[Changed] | None:
@@ -262,12 +262,12 @@ class JobService:
             if replication is None:
                 return None
             later = Later(node, durable=False)
-            replication.set_job_on_holders(job, request.priority, due, later)
+            replication.set_job_on_holders(job, request.priority, due, later.answer)
             return later
         if replication is None or node.cluster.size() <= 1:
             raise errors.NOJOB
         later = Later(node, durable=False)
-        replication.set_job_elsewhere(request.job_id, request.priority, due, later)
+        replication.set_job_elsewhere(request.job_id, request.priority, due, later.answer)
         return later
 
     # -- a command run outside the RESP dispatch ----------------------------------------

@@ -56,11 +56,11 @@ def test_the_outcome_reaches_the_front_end_once_whenever_it_comes() -> None:
     got: list[Added] = []
     later: Later[Added] = Later(node_on())
     later.then(got.append)
-    later(JOB_ID)
-    later(errors.NOREPL())  # (the cluster answers once; a second outcome is ignored)
+    later.answer(JOB_ID)
+    later.answer(errors.NOREPL())  # (the cluster answers once; a second outcome is ignored)
     assert got == [JOB_ID]
     early: Later[Added] = Later(node_on())
-    early(JOB_ID)  # came before the front end asked for it (the same loop turn)
+    early.answer(JOB_ID)  # came before the front end asked for it (the same loop turn)
     early.then(got.append)
     assert got == [JOB_ID, JOB_ID]
 
@@ -70,14 +70,14 @@ def test_a_durable_outcome_waits_for_the_aof() -> None:
     got: list[Added] = []
     later: Later[Added] = Later(node_on(disk))
     later.then(got.append)
-    later(JOB_ID)
+    later.answer(JOB_ID)
     assert got == []
     disk.sync()
     assert got == [JOB_ID]
     not_durable: Later[DisqError | None] = Later(node_on(SlowDisk()), durable=False)
     changed: list[DisqError | None] = []
     not_durable.then(changed.append)
-    not_durable(None)  # (JOBSET's: not held for the AOF)
+    not_durable.answer(None)  # (JOBSET's: not held for the AOF)
     assert changed == [None]
 
 
@@ -98,7 +98,7 @@ def test_cancel_runs_only_while_nothing_came() -> None:
     later.cancel()
     assert cancelled == [JOB_ID]
     answered: Later[Added] = Later(node_on(SlowDisk()), True, cancelled.append, JOB_ID)
-    answered(JOB_ID)  # came, waiting for the AOF: the copies are there, nothing to cancel
+    answered.answer(JOB_ID)  # came, waiting for the AOF: the copies are there, nothing to cancel
     answered.cancel()
     Later(node_on()).cancel()  # a DEDUP add: nothing to cancel
     assert cancelled == [JOB_ID]
