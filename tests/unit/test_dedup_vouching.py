@@ -26,7 +26,6 @@ from disq.config import Config
 from disq.node import now_ms
 from disq.replication.dedup_checks import RECHECK_MS, SETTLE_SLACK_MS
 from disq.requests import AddJob
-from disq.server.commands.jobs import added_later
 from disq.server.connection import Client
 from disq.server.hotstate import HotState
 from disq.server.service import JobService
@@ -89,9 +88,8 @@ class _Replies(asyncio.Transport):
 def run_add(client: Client, request: AddJob) -> None:
     """ADDJOB ... DEDUP from `client`, as the server runs it: its reply now or later
     keeps its place in the client's replies (Client._execute)."""
-    added = JobService(client.server).add(client.user, request)
-    client._replies.append(b"+" + added + b"\r\n" if isinstance(added, bytes)
-                           else added_later(client, added))
+    added = JobService(client.server).add(client.user, request, client)
+    client._replies.append(b"+" + added + b"\r\n" if isinstance(added, bytes) else added)
     client._flush_replies()
 
 

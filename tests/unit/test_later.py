@@ -1,7 +1,8 @@
-"""disq/later.py without a server: a `Later` hands its outcome to the front end once,
-only once the AOF has what the node logged (when durable), and its cancel runs only
-while nothing came; and the typed requests the HTTP API builds from JSON fields
-(`AddJob.from_fields`, `JobSet.from_fields`) check their values as RESP's parse does."""
+"""disq/later.py without a server: a `Later` (the HTTP API's answer that comes later)
+hands its outcome to the front end once, only once the AOF has what the node logged
+(when durable), and its cancel runs only while nothing came; and the typed requests
+the HTTP API builds from JSON fields (`AddJob.from_fields`, `JobSet.from_fields`)
+check their values as RESP's parse does."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from disq import errors
 from disq.config import Config
 from disq.errors import DisqError
 from disq.ids import new_node_id
-from disq.later import Added, Later, when_durable
+from disq.later import Added, Changed, Later, Laters, when_durable
 from disq.node import Node
 from disq.ports import NoPersistence
 from disq.requests import AddJob, JobSet
@@ -53,32 +54,31 @@ def node_on(disk: NoPersistence | None = None) -> Node:
 
 
 def test_the_outcome_reaches_the_front_end_once_whenever_it_comes() -> None:
-    got: list[Added] = []
-    later: Later[Added] = Later(node_on())
+    got: list[Added | Changed] = []
+    later = Laters(node_on()).later(None, b"", True)
     later.then(got.append)
-    later.answer(JOB_ID)
-    later.answer(errors.NOREPL())  # (the cluster answers once; a second outcome is ignored)
+    later.added(JOB_ID)
+    later.added(errors.NOREPL())  # (the cluster answers once; a second outcome is ignored)
     assert got == [JOB_ID]
-    early: Later[Added] = Later(node_on())
-    early.answer(JOB_ID)  # came before the front end asked for it (the same loop turn)
+    early = Later(node_on())
+    early.added(JOB_ID)  # came before the front end asked for it (the same loop turn)
     early.then(got.append)
     assert got == [JOB_ID, JOB_ID]
 
 
 def test_a_durable_outcome_waits_for_the_aof() -> None:
     disk = SlowDisk()
-    got: list[Added] = []
-    later: Later[Added] = Later(node_on(disk))
+    got: list[Added | Changed] = []
+    later = Later(node_on(disk), durable=True)
     later.then(got.append)
-    later.answer(JOB_ID)
+    later.added(JOB_ID)
     assert got == []
     disk.sync()
     assert got == [JOB_ID]
-    not_durable: Later[DisqError | None] = Later(node_on(SlowDisk()), durable=False)
-    changed: list[DisqError | None] = []
-    not_durable.then(changed.append)
-    not_durable.answer(None)  # (JOBSET's: not held for the AOF)
-    assert changed == [None]
+    not_durable = Later(node_on(SlowDisk()))
+    not_durable.then(got.append)
+    not_durable.changed(None)  # (JOBSET's: not held for the AOF)
+    assert got == [JOB_ID, None]
 
 
 def test_when_durable_delivers_at_once_without_an_aof() -> None:
@@ -93,12 +93,12 @@ def test_when_durable_delivers_at_once_without_an_aof() -> None:
 
 def test_cancel_runs_only_while_nothing_came() -> None:
     cancelled: list[bytes] = []
-    later: Later[Added] = Later(node_on(), True, cancelled.append, JOB_ID)
+    later = Later(node_on(), cancelled.append, JOB_ID, durable=True)
     later.cancel()
     later.cancel()
     assert cancelled == [JOB_ID]
-    answered: Later[Added] = Later(node_on(SlowDisk()), True, cancelled.append, JOB_ID)
-    answered.answer(JOB_ID)  # came, waiting for the AOF: the copies are there, nothing to cancel
+    answered = Later(node_on(SlowDisk()), cancelled.append, JOB_ID, durable=True)
+    answered.added(JOB_ID)  # came, waiting for the AOF: the copies are there, nothing to cancel
     answered.cancel()
     Later(node_on()).cancel()  # a DEDUP add: nothing to cancel
     assert cancelled == [JOB_ID]

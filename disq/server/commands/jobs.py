@@ -10,7 +10,6 @@ from disq_client import spec
 from ... import errors
 from ...errors import DisqError
 from ...job import Job
-from ...later import Added, Later
 from ...node import now_ms
 from ...requests import AddJob, AddJobs, GetJob, JobSet, Nack
 from .. import reply
@@ -33,18 +32,10 @@ def addjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
     [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key] [DELAY-MS ms] [AT unix-ms]
     [PRIORITY p] [GROUP g]  (DEDUP and the last four: disq extensions)"""
-    added = client.server.jobs.add(client.user, AddJob.parse(args))
+    added = client.server.jobs.add(client.user, AddJob.parse(args), client)
     if type(added) is bytes:
         return b"+" + added + b"\r\n"
-    return added_later(client, added)  # type: ignore[arg-type]
-
-
-def added_later(client: Client, later: Later[Added]) -> Pending:
-    """The reply of an ADDJOB answered later: it keeps its place in the client's
-    replies; the client going away cancels what `later` waits for."""
-    pending = client.pending(Later.cancel, later)
-    later.then(pending.added)
-    return pending
+    return added  # (a Pending: answered later)
 
 
 @command("addjobs", -5, "wm",
@@ -60,7 +51,7 @@ def addjobs(client: Client, args: list[bytes]) -> bytes | Pending:
     its own ADDJOB with the options would be; one array reply, each job's ADDJOB reply
     (its ID, or its error) in its place, once every job has one. A producer's batch
     pays one request's parsing, dispatch and reply."""
-    results = client.server.jobs.add_many(client.user, AddJobs.parse(args))
+    results = client.server.jobs.add_many(client.user, AddJobs.parse(args), client)
     replies = BatchReplies(len(results))
     for i, added in enumerate(results):
         if type(added) is bytes:
@@ -68,7 +59,7 @@ def addjobs(client: Client, args: list[bytes]) -> bytes | Pending:
         elif isinstance(added, DisqError):
             replies.give(i, added.reply())
         else:
-            replies.adopt(i, added_later(client, added))  # type: ignore[arg-type]
+            replies.adopt(i, added)  # type: ignore[arg-type]
     return replies.result(client)
 
 
@@ -190,12 +181,8 @@ def jobset(client: Client, args: list[bytes]) -> bytes | Pending:
     job not acknowledged yet on every node that holds it (Node.set_job here, the
     others asked; replication/jobset.py). +OK once every holder applied it, -NOREPL
     if one may not have, -NOJOB if no reachable node knows the job."""
-    later = client.server.jobs.set_job(client.user, JobSet.parse(args))
-    if later is None:
-        return reply.OK
-    pending = client.pending()
-    later.then(pending.changed)
-    return pending
+    later = client.server.jobs.set_job(client.user, JobSet.parse(args), client)
+    return reply.OK if later is None else later
 
 
 @command("show", 2, "rF",

@@ -36,7 +36,7 @@ from disq_client.spec import (
 from ...acl import AclError, split_rules
 from ...errors import DisqError, err
 from ...ids import is_valid_job_id
-from ...later import Added, Later, when_durable
+from ...later import Added, Changed, Later, Laters, when_durable
 from ...node import now_ms
 from ...queue import PAUSE_NAMES
 from ...requests import AddJob, JobSet
@@ -279,10 +279,21 @@ async def _durable(node: Node) -> None:
     await _answer(start)
 
 
-def _add(queue: bytes, body: bytes, timeout: int, values: dict[str, object]
-         ) -> Callable[[JobService, User], bytes | Later[Added]]:
+def _add(queue: bytes, body: bytes, timeout: int, values: dict[str, object], answers: Laters
+         ) -> Callable[[JobService, User], bytes | Later]:
     """The job service's ADDJOB of one job of POST /queues/{queue}/jobs."""
-    return lambda jobs, user: jobs.add(user, AddJob.from_fields(queue, body, timeout, values))
+    return lambda jobs, user: jobs.add(
+        user, AddJob.from_fields(queue, body, timeout, values), answers)
+
+
+def _added(outcome: Added | Changed) -> dict[str, Any]:
+    """One job's outcome in the answer of POST /queues/{queue}/jobs."""
+    if isinstance(outcome, DisqError):
+        problem = Problem.from_resp(outcome.code, outcome.message)
+        return {"error": {"status": problem.status, "code": outcome.code,
+                          "detail": outcome.message}}
+    assert outcome is not None  # (an ADDJOB's: the job's ID)
+    return {"id": outcome.decode()}
 
 
 async def add_jobs(request: web.Request) -> web.Response:
@@ -307,7 +318,8 @@ async def add_jobs(request: web.Request) -> web.Response:
     server = request.app[SERVER_KEY]
     rate = server.config.client_rate_limit  # a request's jobs, as a client's commands
     bucket = TokenBucket(rate, time.monotonic()) if rate else None
-    results: list[Added | Later[Added]] = []
+    answers = Laters(server.node)
+    results: list[Added | Later] = []
     for body, timeout, values in requests:
         if bucket is not None and not bucket.take(time.monotonic()):
             server.rejected_commands_rate += 1
@@ -315,14 +327,18 @@ async def add_jobs(request: web.Request) -> web.Response:
                 "BUSY", f"client-rate-limit reached ({rate} commands per second)"))
             continue
         try:
-            results.append(_serve(request, "addjob", _add(queue, body, timeout, values), queue))
+            results.append(_serve(request, "addjob", _add(queue, body, timeout, values, answers),
+                                  queue))
         except DisqError as exc:
             results.append(exc.with_traceback(None))
-    outcomes: list[Added] = []
+    outcomes: list[Added | Changed] = []
     try:
         for result in results:
-            outcomes.append(await _answer(result.then) if isinstance(result, Later)
-                            else result)
+            if isinstance(result, Later):
+                outcome: Added | Changed = await _answer(result.then)
+                outcomes.append(outcome)
+            else:
+                outcomes.append(result)
         await _durable(server.node)
     except asyncio.CancelledError:  # the client went away
         for result in results:
@@ -333,16 +349,9 @@ async def add_jobs(request: web.Request) -> web.Response:
         outcome = outcomes[0]
         if isinstance(outcome, DisqError):
             raise Problem.from_resp(outcome.code, outcome.message)
-        return _ok({"id": outcome.decode()}, 201)
+        return _ok(_added(outcome), 201)
     failed = any(isinstance(outcome, DisqError) for outcome in outcomes)
-    return _ok({"jobs": [_problem_fields(outcome) if isinstance(outcome, DisqError)
-                         else {"id": outcome.decode()} for outcome in outcomes]},
-               207 if failed else 201)
-
-
-def _problem_fields(error: DisqError) -> dict[str, Any]:
-    problem = Problem.from_resp(error.code, error.message)
-    return {"error": {"status": problem.status, "code": error.code, "detail": error.message}}
+    return _ok({"jobs": [_added(outcome) for outcome in outcomes]}, 207 if failed else 201)
 
 
 async def get_jobs(request: web.Request) -> web.Response:
@@ -433,12 +442,13 @@ async def set_job(request: web.Request) -> web.Response:
     job_id = _job_id(request).encode()
     values = _fields(JOBSET, await _json_object(request), set())
     try:
+        node = request.app[SERVER_KEY].node
         later = _serve(request, "jobset", lambda jobs, user: jobs.set_job(
-            user, JobSet.from_fields(job_id, values)))
-        error = None if later is None else await _answer(later.then)
-        await _durable(request.app[SERVER_KEY].node)
-        if error is not None:
-            raise error
+            user, JobSet.from_fields(job_id, values), Laters(node)))
+        outcome: Added | Changed = None if later is None else await _answer(later.then)
+        await _durable(node)
+        if isinstance(outcome, DisqError):
+            raise outcome
     except DisqError as exc:
         raise Problem.from_resp(exc.code, exc.message) from None
     return _ok({"ok": True})
