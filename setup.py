@@ -38,6 +38,7 @@ NATIVE = [
     "disq/ids.py",
     "disq/job.py",
     "disq/lifecycle.py",
+    "disq/outcomes.py",
     "disq/scantable.py",
     "disq/timers.py",
     "disq/queue.py",
@@ -57,7 +58,7 @@ NATIVE = [
     "disq/server/pending.py",
     "disq/server/connection.py",
     "disq/server/commands/jobs.py",
-    "disq/server/commands/addjob_dedup.py",
+    "disq/server/service.py",  # the job service ADDJOB's handler calls
     # the cluster bus: its codec, framing, links and membership (the 3-node case)
     "disq/cluster/clocks.py",
     "disq/cluster/nodes.py",

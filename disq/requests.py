@@ -1,15 +1,17 @@
 """Typed requests: a command's arguments parsed once, checked as Disque checks them,
 then handed to the core (`node.add_job(request)`). Every front end builds the same
-objects: the RESP server with `parse`, the HTTP API from its fields. The options come
-from one table per command (disq_client.spec), which the Python client encodes with.
+objects: the RESP server with `parse`, the HTTP API from its JSON fields with
+`from_fields` (ADDJOB, JOBSET), each value checked by the same option's parser. The
+options come from one table per command (disq_client.spec), which the Python client
+encodes with.
 
 Numbers follow the strtoll() rules Disque uses: an optional sign and decimal digits,
 nothing around them, 64-bit range; an empty string is 0."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import ClassVar, Final
+from collections.abc import Callable, Mapping
+from typing import ClassVar, Final, cast
 
 from disq_client.spec import (
     ADDJOB,
@@ -18,6 +20,7 @@ from disq_client.spec import (
     FLAG,
     GETJOB,
     INT,
+    INT_PAIR,
     JOBSET,
     MAX_ADDJOBS,
     MS,
@@ -139,6 +142,17 @@ class _Parser:
             raise self.error  # type: ignore[misc]
         return choice
 
+    def typed(self, value: object) -> object:
+        """A value given typed (a JSON field of the kind its option wants: an int, a
+        str, a float, a pair of ints) checked as the same value written in a RESP
+        request is: the same bounds, the same errors."""
+        if self.kind == FLAG:
+            return True
+        if self.kind == INT_PAIR:
+            pair = cast("tuple[object, object]", value)
+            return self.pair(str(pair[0]).encode(), str(pair[1]).encode())
+        return self.value(str(value).encode())
+
 
 def _true(arg: bytes) -> bool:
     return True
@@ -147,6 +161,27 @@ def _true(arg: bytes) -> bool:
 def _compile(spec: CommandOptions) -> dict[bytes, _Parser]:
     parsers = {o.field: _Parser(o) for o in spec.options}
     return {token: parsers[o.field] for token, o in spec.by_token.items()}
+
+
+def _by_field(parsers: dict[bytes, _Parser]) -> dict[str, _Parser]:
+    return {parser.field: parser for parser in parsers.values()}
+
+
+def _set_fields(request: object, parsers: dict[str, _Parser],
+                values: Mapping[str, object]) -> set[str]:
+    """Set `request`'s fields from `values` (field name -> typed value, in the order
+    given; None and False leave an option out), each checked by its option's parser.
+    A field the command does not have is a TypeError. The fields given are returned."""
+    given: set[str] = set()
+    for field, value in values.items():
+        parser = parsers.get(field)
+        if parser is None:
+            raise TypeError(f"no option {field!r}")
+        if value is None or value is False:
+            continue
+        setattr(request, field, parser.typed(value))
+        given.add(field)
+    return given
 
 
 def _parse_options(request: object, options: dict[bytes, _Parser], args: list[bytes],
@@ -212,6 +247,7 @@ class AddJob:
                  "async_", "queue_randomly", "dedup", "dedup_check", "ext")
     OPTIONS: ClassVar[CommandOptions] = ADDJOB
     _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(ADDJOB)
+    _FIELDS: ClassVar[dict[str, _Parser]] = _by_field(_PARSERS)
 
     def __init__(self, queue: bytes, body: bytes, timeout: int = 0, repl: int | None = None,
                  delay: int = 0, retry: int | None = None, ttl: int = DEFAULT_TTL,
@@ -258,6 +294,24 @@ class AddJob:
         timeout = args[3]
         if timeout != b"0":  # options first, then the timeout: Disque's order of errors
             request.timeout = timeout_ms(timeout)
+        return request
+
+    @classmethod
+    def from_fields(cls, queue: bytes, body: bytes, timeout: int,
+                    values: Mapping[str, object]) -> AddJob:
+        """From a front end that has the options typed (the HTTP API's JSON): `values`
+        by field name (disq_client.spec), each checked as `parse` checks it, in the
+        order given, then the timeout (ms, >= 0): the same errors."""
+        request = AddJob(queue, body)
+        given = _set_fields(request, cls._FIELDS, values)
+        if request.dedup is not None:  # the client's key, in the queue's namespace
+            request.dedup = scoped_key(queue, request.dedup)
+        ext = request.ext
+        if ext is not None and (ext.delay_ms is not None or ext.at is not None):
+            by_field = cls.OPTIONS.by_field
+            request._check_exclusive({by_field[field].token for field in given})
+        if timeout:
+            request.timeout = timeout_ms(b"%d" % timeout)
         return request
 
     def _ext(self) -> AddJobExt:
@@ -413,6 +467,7 @@ class JobSet:
     __slots__ = ("job_id", "priority", "at", "delay_ms")
     OPTIONS: ClassVar[CommandOptions] = JOBSET
     _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(JOBSET)
+    _FIELDS: ClassVar[dict[str, _Parser]] = _by_field(_PARSERS)
 
     def __init__(self, job_id: bytes, priority: int | None = None, at: int | None = None,
                  delay_ms: int | None = None) -> None:
@@ -429,6 +484,17 @@ class JobSet:
             raise errors.BADID
         request = JobSet(args[1])
         _parse_options(request, cls._PARSERS, args, 2)
+        request._check()
+        return request
+
+    @classmethod
+    def from_fields(cls, job_id: bytes, values: Mapping[str, object]) -> JobSet:
+        """From typed options (the HTTP API's JSON; `AddJob.from_fields`), the ID
+        checked first, as `parse` does."""
+        if not is_valid_job_id(job_id):
+            raise errors.BADID
+        request = JobSet(job_id)
+        _set_fields(request, cls._FIELDS, values)
         request._check()
         return request
 

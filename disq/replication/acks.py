@@ -73,7 +73,7 @@ class Acks:
         job = node.lookup(job_id)
         if job is not None:
             if job.state == WAIT_REPL:  # acked before it was replicated: it was
-                self.copies.settle(job, b"+" + job.id + b"\r\n")
+                self.copies.settle(job, job.id)
             if node.acknowledge(job):
                 node.schedule_gc(job)  # in case the sender never finishes its GC
         if job is None or holder_count(job) <= may_have:

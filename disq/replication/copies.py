@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
 from functools import partial
 from typing import Any, Final
 
@@ -20,8 +19,10 @@ from .. import errors, lifecycle
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
+from ..errors import DisqError
 from ..job import ACKED, DELETED, NO_HOLDERS, PROVISIONAL, WAIT_REPL, Job, with_holders
 from ..node import Node, now_ms
+from ..outcomes import Added, OnAdded
 from ..queue import PAUSED_IN
 from ..requests import AddJob
 from .acks import delete_everywhere, learn_holders, send_setack
@@ -48,11 +49,6 @@ MAX_PATIENCE_MS: Final = 1000  # ...later when its nodes are slow to confirm (_t
 # ADDJOBS of 5,000 jobs sends it thousands at once, which its first GOTJOB confirms.
 BACKLOG_MS_PER_1000: Final = 20
 
-OnDone = Callable[[bytes], None]
-
-_NOREPL: Final = errors.NOREPL.REPLY
-_NOREPL_TIMEOUT: Final = errors.NOREPL_TIMEOUT.REPLY
-_NOREPL_EXPIRED: Final = errors.NOREPL_EXPIRED.REPLY
 
 
 class _WaitingAdd:
@@ -66,7 +62,7 @@ class _WaitingAdd:
         self.job = job
         self.deadline = deadline
         self.next_try = next_try
-        self.on_done: OnDone | None = None
+        self.on_done: OnAdded | None = None
         self.external = external  # no copy kept here: a confirmer queues it (leaving)
         self.dedup_key: bytes | None = None  # ADDJOB's DEDUP key, sent with REPLJOB
         # When the copies check the key (replication/dedup_checks.py): the ADDJOB, to add the
@@ -118,9 +114,9 @@ class Copies:
         bus.on(m.GOTJOB, self._on_gotjob)
 
     # -- the server's side (through Replication) ----------------------------------------
-    def wait(self, job: Job, on_done: OnDone) -> None:
-        """Answer the ADDJOB of `job` (WAIT_REPL) through `on_done(reply)`, called
-        exactly once: `+<id>` once replicated, else a -NOREPL error."""
+    def wait(self, job: Job, on_done: OnAdded) -> None:
+        """Answer the ADDJOB of `job` (WAIT_REPL) through `on_done(outcome)`, called
+        exactly once: the job's ID once replicated, else a -NOREPL error."""
         waiting = self._waiting.get(job.id)
         if waiting is not None and waiting.job is job:
             waiting.on_done = on_done
@@ -161,7 +157,7 @@ class Copies:
                 continue
             deadline = entry.deadline
             if deadline and deadline <= now:
-                self._answer(entry, _NOREPL_TIMEOUT)
+                self._answer(entry, errors.NOREPL_TIMEOUT())
                 delete_everywhere(self.node, self.bus, job)
                 continue
             # An ADDJOB without a timeout would wait for ever for a failing target: it
@@ -171,7 +167,7 @@ class Copies:
                 if reachable is None:
                     reachable = {n.id for n in self.bus.reachable_peers()}
                 if self._out_of_nodes(entry, reachable):
-                    self._answer(entry, _NOREPL)
+                    self._answer(entry, errors.NOREPL())
                     delete_everywhere(self.node, self.bus, job)
                     continue
             retry_at = now + ADD_NODE_PERIOD_MS
@@ -241,18 +237,19 @@ class Copies:
         """A node refused a copy of a waiting DEDUP ADDJOB (its copies check the key,
         or it is a late copy: replication/dedup_checks.py), or confirmed copies came from
         other nodes than the first ones in the key's order (`first_confirmed`):
-        delete the job everywhere, and answer the ADDJOB with dedup.CONFLICT (the
+        delete the job everywhere, and answer the ADDJOB with CONFLICT (the
         DEDUP side then asks every node)."""
         entry = self._waiting.get(job_id)
         if entry is None or entry.dedup_key is None or entry.job.state != WAIT_REPL:
             return  # replicated already (by other copies, all checked), or gone
         del self._waiting[job_id]
         delete_everywhere(self.node, self.bus, entry.job)
-        self._answer(entry, CONFLICT)
+        self._answer(entry, CONFLICT())
 
     def job_dropped(self, job: Job) -> None:
         """A WAIT_REPL job is going away (expired, deleted) before it was replicated."""
-        self.settle(job, _NOREPL_EXPIRED)
+        if job.id in self._waiting:
+            self.settle(job, errors.NOREPL_EXPIRED())
 
     # -- bus messages -------------------------------------------------------------------
     def _on_repljob(self, sender: ClusterNode, fields: list[Any]) -> None:
@@ -489,25 +486,25 @@ class Copies:
             job.nodes_confirmed = None
             self.node.activate(job, now)
         self._waiting.pop(job.id, None)  # settle(), inlined: `entry` is known
-        self._answer(entry, b"+" + job.id + b"\r\n", settled)
+        self._answer(entry, job.id, settled)
 
-    def settle(self, job: Job, reply: bytes) -> None:
+    def settle(self, job: Job, outcome: Added) -> None:
         """The job's ADDJOB no longer waits: answer its client."""
         entry = self._waiting.pop(job.id, None)
         if entry is not None:
-            self._answer(entry, reply)
+            self._answer(entry, outcome)
 
-    def _outcome(self, job: Job) -> bytes:
-        """The ADDJOB reply for a job that no longer waits, from what became of it."""
+    def _outcome(self, job: Job) -> Added:
+        """The ADDJOB outcome for a job that no longer waits, from what became of it."""
         if job.state != DELETED and self.node.lookup(job.id) is job:
-            return b"+" + job.id + b"\r\n"
-        return _NOREPL_EXPIRED
+            return job.id
+        return errors.NOREPL_EXPIRED()
 
-    def _answer(self, entry: _WaitingAdd, reply: bytes,
+    def _answer(self, entry: _WaitingAdd, outcome: Added,
                 settled: list[Job] | None = None) -> None:
         """Answer the waiting ADDJOB. A DEDUP job's holders are told it succeeded
         (DEDUP_SETTLED), or it joins `settled` for the caller to tell them."""
-        if entry.dedup_key is not None and reply[:1] == b"+":
+        if entry.dedup_key is not None and type(outcome) is bytes:
             if settled is None:
                 self.dedup.settled((entry.job,))
             else:
@@ -515,17 +512,17 @@ class Copies:
         on_done, entry.on_done = entry.on_done, None
         if on_done is None:
             return
-        if entry.readd is not None and reply[:1] != b"+":  # its copies checked a key
-            self.dedup.checked_add_failed(entry.job, entry.readd, on_done, reply)
+        if entry.readd is not None and isinstance(outcome, DisqError):  # its copies checked
+            self.dedup.checked_add_failed(entry.job, entry.readd, on_done, outcome)  # a key
         else:
-            on_done(reply)
+            on_done(outcome)
 
     def waiting_for(self, job_id: bytes) -> bool:
         """Whether the ADDJOB of `job_id` waits for its copies."""
         return job_id in self._waiting
 
-    def join(self, job_id: bytes, on_done: OnDone) -> bool:
-        """`on_done` gets the reply of the waiting ADDJOB of `job_id` too (another
+    def join(self, job_id: bytes, on_done: OnAdded) -> bool:
+        """`on_done` gets the outcome of the waiting ADDJOB of `job_id` too (another
         ADDJOB of its DEDUP key on this node). False if it waits no more."""
         entry = self._waiting.get(job_id)
         if entry is None or entry.on_done is None:

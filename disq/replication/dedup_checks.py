@@ -124,9 +124,10 @@ from typing import TYPE_CHECKING, Any, Final
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..dedup_table import RESERVED, scoped_to, well_scoped
-from ..errors import DisqError
+from ..errors import DisqError, fixed
 from ..job import PROVISIONAL, WAIT_REPL, Job
 from ..node import now_ms
+from ..outcomes import Added, OnAdded
 from ..requests import AddJob
 from .wire import COPY_FIELDS, MAX_TTL_MS
 
@@ -145,16 +146,16 @@ MAX_WAIT_MS: Final = 15_000  # ... for at most this long in all, then ADDJOB fai
 BUSY: Final = -1  # DEDUP_REPLY's "ms left" when the sender is adding that key itself
 CHECK_SLACK_MS: Final = 10  # the timer fires this long after the oldest deadline
 # What a waiting ADDJOB gets when a copy was refused (never sent to a client).
-CONFLICT: Final = b"-CONFLICT a copy refused the DEDUP key\r\n"
+CONFLICT: Final = fixed("CONFLICT", "CONFLICT", "a copy refused the DEDUP key")
 REFUSED: Final = RESERVED  # copy_key's "refused" (b"", never a key)
 
-Answer = Callable[[bytes], None]
+Answer = OnAdded
 
-_TIMEOUT: Final = DisqError(
-    "NOREPL", "Timeout reached before every reachable node answered the DEDUP check").reply()
-_TOO_LONG: Final = DisqError(
-    "NOREPL", "Timeout reached while another node was adding a job with this DEDUP key"
-).reply()
+_TIMEOUT: Final = fixed(
+    "TIMEOUT", "NOREPL", "Timeout reached before every reachable node answered the DEDUP check")
+_TOO_LONG: Final = fixed(
+    "TOO_LONG", "NOREPL",
+    "Timeout reached while another node was adding a job with this DEDUP key")
 
 
 class _Query:
@@ -183,9 +184,9 @@ class Replies:
     def __init__(self, first: Answer, more: Answer) -> None:
         self.answers = [first, more]
 
-    def __call__(self, reply: bytes) -> None:
+    def __call__(self, outcome: Added) -> None:
         for answer in self.answers:
-            answer(reply)
+            answer(outcome)
 
 
 def joined(answer: Answer, more: Answer) -> Answer:
@@ -210,28 +211,28 @@ class _Adding:
         self.job: Job | None = None
         self.answer = answer
 
-    def done(self, reply: bytes) -> None:
+    def done(self, outcome: Added) -> None:
         """The job's ADDJOB is settled (`Copies.wait`; `job` is set by then)."""
         job = self.job
         assert job is not None
         dedup = self.dedup
-        if reply[:1] != b"+":
+        if isinstance(outcome, DisqError):
             if job.nodes_delivered:  # its copies had the key
                 dedup.bus.broadcast(m.DEDUP_FORGET, self.key, job.id,
                                     node_ids=job.nodes_delivered)
-            if reply is CONFLICT and dedup.pending.get(self.key) is self:
+            if type(outcome) is CONFLICT and dedup.pending.get(self.key) is self:
                 # A copy was refused (see "Late copies"): the job is deleted
                 # everywhere; ask again, as a checked add does after a refusal.
                 dedup.conflicts += 1
                 self.job = None
                 dedup._ask(self.key, _Query(self.request.ttl, now_ms()))
                 return
-            dedup._finish(self.key, reply)
+            dedup._finish(self.key, outcome)
             return
         dedup.node.dedup.record(self.key, job.id, job.etime)
         if dedup.pending.get(self.key) is self:
             del dedup.pending[self.key]
-        self.answer(reply)
+        self.answer(outcome)
 
     def count(self) -> int:
         """How many ADDJOBs wait for the outcome."""
@@ -313,11 +314,11 @@ class Dedup:
     def join(self, job_id: bytes, answer: Answer) -> None:
         """`answer` gets the outcome of the waiting ADDJOB of `job_id` (`adding_here`)."""
         if not self.copies.join(job_id, answer):
-            answer(b"+" + job_id + b"\r\n")  # (settled meanwhile: never in one call)
+            answer(job_id)  # (settled meanwhile: never in one call)
 
     def checked_add_failed(self, job: Job, request: AddJob, answer: Answer,
-                           reply: bytes) -> None:
-        """The job of an ADDJOB whose copies checked its key was not added (`reply`,
+                           error: DisqError) -> None:
+        """The job of an ADDJOB whose copies checked its key was not added (`error`,
         CONFLICT if a copy was refused): the key no longer names it anywhere; after a
         refusal, ask every node and add the job if none knows the key."""
         key = request.dedup
@@ -325,8 +326,8 @@ class Dedup:
         self.node.dedup.forget(key, job.id)
         if job.nodes_delivered:
             self.bus.broadcast(m.DEDUP_FORGET, key, job.id, node_ids=job.nodes_delivered)
-        if reply is not CONFLICT:
-            answer(reply)
+        if type(error) is not CONFLICT:
+            answer(error)
             return
         self.conflicts += 1
         self.ask(request, answer)
@@ -384,7 +385,7 @@ class Dedup:
         elif self.vouches(job_id, now):
             adding = self.pending.get(key)
             table.hits += adding.count() if adding is not None else 0
-            self._finish(key, b"+" + job_id + b"\r\n")
+            self._finish(key, job_id)
         else:
             self._rechecks[key] = (now + RECHECK_MS, query)
             self._arm()
@@ -395,21 +396,21 @@ class Dedup:
         try:
             adding.job = job = self.node.add_job(adding.request)
         except DisqError as exc:
-            self._finish(key, exc.reply())
+            self._finish(key, exc.with_traceback(None))  # (kept: not its frames)
             return
         except Exception as exc:  # a bug must not leave the waiting clients hanging
             log.error("Error adding a DEDUP job: %r", exc, exc_info=exc)
-            self._finish(key, b"-ERR internal error while executing 'addjob'\r\n")
+            self._finish(key, DisqError("ERR", "internal error while executing 'addjob'"))
             return
         if job.state == WAIT_REPL:
             self.copies.wait(job, adding.done)
         else:
-            adding.done(b"+" + job.id + b"\r\n")
+            adding.done(job.id)
 
-    def _finish(self, key: bytes, reply: bytes) -> None:
+    def _finish(self, key: bytes, outcome: Added) -> None:
         adding = self.pending.pop(key, None)
         if adding is not None:
-            adding.answer(reply)
+            adding.answer(outcome)
 
     # -- the REPLJOB side ---------------------------------------------------------------
     def copy_key(self, data: list[Any], job: Job, now: int, sender_id: str) -> bytes | None:
@@ -538,7 +539,7 @@ class Dedup:
                 self.node.dedup.record(key, job_id, now_ms() + left)
                 adding = self.pending.get(key)
                 self.node.dedup.hits += adding.count() if adding is not None else 0
-                self._finish(key, b"+" + job_id + b"\r\n")
+                self._finish(key, job_id)
                 continue
             query.peers.discard(sender.id)
             if left == BUSY:
@@ -616,14 +617,14 @@ class Dedup:
             expired.append(key)
         for key in expired:
             del queries[key]
-            self._finish(key, _TIMEOUT)
+            self._finish(key, _TIMEOUT())
         if self._unlinked and self._poll_at <= now:
             self._poll(now)
         due = [key for key, (when, _) in self._rechecks.items() if when <= now]
         for key in due:
             query = self._rechecks.pop(key)[1]
             if now - query.started > MAX_WAIT_MS:
-                self._finish(key, _TOO_LONG)
+                self._finish(key, _TOO_LONG())
             else:
                 self._ask(key, query)
 

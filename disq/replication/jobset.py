@@ -23,7 +23,6 @@ A due time travels as a time of the sender's clock; each receiver moves it onto 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any, Final
 
 from .. import errors
@@ -33,6 +32,7 @@ from ..cluster.port import BusPort
 from ..ids import is_valid_job_id
 from ..job import ACTIVE, QUEUED, Job
 from ..node import Node
+from ..outcomes import Changed, OnChanged
 from .clock import to_local_ms
 from .wire import MAX_DUE_MS, MAX_PRIORITY
 
@@ -40,9 +40,6 @@ JOBSET_TIMEOUT_MS = 1000  # a node that did not answer by then did not apply the
 APPLIED, UNKNOWN, REFUSED = 0, 1, 2  # JOBSET_REPLY's status
 MAX_ERROR_LEN: Final = 512  # a refusal's text, as sent
 MAX_HOLDERS: Final = 1024  # node IDs an "applied" reply lists, at most
-
-OnDone = Callable[[bytes], None]
-_OK: Final = b"+OK\r\n"
 
 
 class _Ask:
@@ -53,28 +50,28 @@ class _Ask:
     __slots__ = ("waiting", "holders", "applied", "unknown", "refusal", "on_done",
                  "held_here")
 
-    def __init__(self, waiting: set[str], holders: set[str], on_done: OnDone,
+    def __init__(self, waiting: set[str], holders: set[str], on_done: OnChanged,
                  held_here: bool) -> None:
         self.waiting = waiting
         self.holders = holders
         self.applied: set[str] = set()
         self.unknown: set[str] = set()
-        self.refusal: bytes | None = None
+        self.refusal: errors.DisqError | None = None
         self.on_done = on_done
         self.held_here = held_here  # this node changed its own copy first
 
     def all_holders_applied(self) -> bool:
         return self.holders <= self.applied | self.unknown
 
-    def reply(self) -> bytes:
-        """The answer once nobody more is to be heard from."""
+    def outcome(self) -> Changed:
+        """The answer once nobody more is to be heard from (None: applied)."""
         if self.refusal is not None:
             return self.refusal
         if not self.held_here and not self.applied:
-            return errors.NOJOB.REPLY
+            return errors.NOJOB()
         if not self.all_holders_applied():
-            return errors.NOREPL_JOBSET.REPLY
-        return _OK
+            return errors.NOREPL_JOBSET()
+        return None
 
 
 class JobChanges:
@@ -100,31 +97,31 @@ class JobChanges:
 
     # -- a client's JOBSET ----------------------------------------------------------------
     def set_on_holders(self, job: Job, priority: int | None, due: int | None,
-                       on_done: OnDone) -> None:
+                       on_done: OnChanged) -> None:
         """This node changed its copy of `job` (`Node.set_job` without broadcast): ask
-        its other holders to change theirs, and answer `on_done(reply)` exactly once:
-        +OK once every one applied it (or answered that it lost its copy), else
+        its other holders to change theirs, and answer `on_done(outcome)` exactly once:
+        None once every one applied it (or answered that it lost its copy), else
         -NOREPL (a holder not reached may deliver the job as before) once the others
         answered or after JOBSET_TIMEOUT_MS. `due`: Unix ms on this node's clock."""
         known = self.bus.known_id_map()  # (a node forgotten since holds nothing here)
         my_id = self.node.id
         holders = {i for i in job.nodes_delivered or () if i != my_id and i in known}
         if not holders:
-            on_done(_OK)
+            on_done(None)
             return
         self._ask(sorted(holders), holders, job.id, priority, due, on_done, True)
 
     def set_elsewhere(self, job_id: bytes, priority: int | None, due: int | None,
-                      on_done: OnDone) -> None:
+                      on_done: OnChanged) -> None:
         """JOBSET of a job this node does not hold: ask every reachable node. Each
-        holder answers with the job's holders as it knows them; the answer is +OK once
+        holder answers with the job's holders as it knows them; the answer is None once
         every one of them applied the change, the first refusal, -NOJOB if no node
         holds the job, else -NOREPL (as `set_on_holders`)."""
         peers = [n.id for n in self.bus.reachable_peers()]
         self._ask(peers, set(), job_id, priority, due, on_done, False)
 
     def _ask(self, node_ids: list[str], holders: set[str], job_id: bytes,
-             priority: int | None, due: int | None, on_done: OnDone,
+             priority: int | None, due: int | None, on_done: OnChanged,
              held_here: bool) -> None:
         self._ask_id += 1
         ask_id = self._ask_id
@@ -133,7 +130,7 @@ class JobChanges:
             i, m.JOBSET_ASK, ask_id, job_id, priority, due)}
         ask = _Ask(asked, holders, on_done, held_here)
         if not asked:
-            on_done(ask.reply())
+            on_done(ask.outcome())
             return
         self._asks[ask_id] = ask
         loop = self._loop or asyncio.get_running_loop()
@@ -142,7 +139,7 @@ class JobChanges:
     def _done(self, ask_id: int) -> None:
         ask = self._asks.pop(ask_id, None)
         if ask is not None:
-            ask.on_done(ask.reply())
+            ask.on_done(ask.outcome())
 
     # -- bus messages -------------------------------------------------------------------
     def _on_jobset(self, sender: ClusterNode, fields: list[Any]) -> None:
@@ -203,7 +200,7 @@ class JobChanges:
         elif status == REFUSED and ask.refusal is None and type(text) is str:
             code, _, message = text[:MAX_ERROR_LEN].partition(" ")
             if code.isalpha() and code.isupper():
-                ask.refusal = errors.DisqError(code, message).reply()
+                ask.refusal = errors.DisqError(code, message)
         if not ask.waiting or (ask.refusal is None and (ask.held_here or ask.applied)
                                and ask.all_holders_applied()):
             self._done(ask_id)

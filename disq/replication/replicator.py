@@ -28,10 +28,11 @@ from collections.abc import Callable
 from ..cluster.port import BusPort
 from ..job import Job
 from ..node import Node
+from ..outcomes import OnAdded, OnChanged
 from ..queue import Queue
 from ..requests import AddJob
 from .acks import Acks
-from .copies import Copies, OnDone
+from .copies import Copies
 from .failures import Failures
 from .federation import Federation
 from .jobset import JobChanges
@@ -65,9 +66,9 @@ class Replication:
         self.stats = ClusterStats(node, bus, loop)
 
     # -- the server's side ------------------------------------------------------------
-    def wait(self, job: Job, on_done: OnDone) -> None:
-        """Answer the ADDJOB of `job` (WAIT_REPL) through `on_done(reply)`, called
-        exactly once: `+<id>` once replicated, else a -NOREPL error."""
+    def wait(self, job: Job, on_done: OnAdded) -> None:
+        """Answer the ADDJOB of `job` (WAIT_REPL) through `on_done(outcome)`, called
+        exactly once: the job's ID once replicated, else a -NOREPL error."""
         self.copies.wait(job, on_done)
 
     def cancel_wait(self, job_id: bytes) -> None:
@@ -78,12 +79,12 @@ class Replication:
         self.queues.global_qlen(queue, on_done)
 
     def set_job_on_holders(self, job: Job, priority: int | None, due: int | None,
-                           on_done: Callable[[bytes], None]) -> None:
+                           on_done: OnChanged) -> None:
         """JOBSET of a job this node changed: its other holders (`JobChanges.set_on_holders`)."""
         self.changes.set_on_holders(job, priority, due, on_done)
 
     def set_job_elsewhere(self, job_id: bytes, priority: int | None, due: int | None,
-                          on_done: Callable[[bytes], None]) -> None:
+                          on_done: OnChanged) -> None:
         """JOBSET of a job this node does not hold (`JobChanges.set_elsewhere`)."""
         self.changes.set_elsewhere(job_id, priority, due, on_done)
 

@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING, Any, Final
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
+from ..errors import DisqError
 from ..node import Node, now_ms
+from ..outcomes import Added
 from ..requests import AddJob
 from ..schedules import CronSchedule
 from .tables import OnHeld, SyncedTable
@@ -163,13 +165,13 @@ class Recurring:
             request.ttl = schedule.ttl
         self._firing[name] = tick
 
-        def answer(reply: bytes) -> None:
+        def answer(outcome: Added) -> None:
             del self._firing[name]
-            if reply[:1] != b"+":
-                self._failed(schedule, tick, reply)
+            if isinstance(outcome, DisqError):
+                self._failed(schedule, tick, outcome)
                 return  # due again at the next cron run
             self._failures.pop(name, None)
-            job_id = reply[1:-2]
+            job_id = outcome
             if self.table.fired(name, tick, job_id):
                 self.bus.broadcast(m.CRON_FIRED, name, tick, job_id)
                 self.changed_here(name)
@@ -180,7 +182,7 @@ class Recurring:
 
         self.dedup.ask(request, answer)  # (alone: no peer to ask, this node's table)
 
-    def _failed(self, schedule: CronSchedule, tick: int, reply: bytes) -> None:
+    def _failed(self, schedule: CronSchedule, tick: int, error: DisqError) -> None:
         """A tick's ADDJOB failed (tried again at each cron run): logged once, then
         every FAILURE_LOG_EVERY_MS with the count of failures since."""
         now = now_ms()
@@ -192,7 +194,7 @@ class Recurring:
         self._failures[schedule.name] = [now, 0]
         log.warning("CRON %s: the job of tick %d was not added: %s%s",
                     schedule.name.decode(errors="replace"), tick,
-                    reply.decode(errors="replace").strip(), since)
+                    f"-{error.code} {error.message}", since)
 
     # -- bus messages -------------------------------------------------------------------
     def _merge(self, data: object) -> None:

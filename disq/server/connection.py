@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Final
 from mypy_extensions import mypyc_attr
 
 from ..errors import OOM, DisqError
+from ..outcomes import when_durable
 from ..queue import Queue
 from . import reply
 from .guard import NOPERM_KEY, user_may_use_all
@@ -239,9 +240,9 @@ class Client(LaterReplies, asyncio.Protocol):
             # What these requests logged is not as safe as the AOF policy promises
             # yet (appendfsync always: not fsynced; or a write error): their replies
             # wait behind an empty one, answered when it is.
-            gate = self.pending(durable=True)
+            gate = self.pending()
             out.insert(0, gate)
-            gate.answer(b"")
+            when_durable(self.node, gate.answer, b"")
             deferred = True
         if deferred or self._replies:
             replies = self._replies

@@ -1,7 +1,9 @@
 """Replies that come later. A handler returns a `Pending` in place of bytes (an ADDJOB
 waiting for its copies, a DEDUP check, a parked GETJOB) and whoever finishes the work
 answers it; `LaterReplies`, a part of `Client`, keeps the client's replies in request
-order behind it and parks a blocked GETJOB until a job or its timeout."""
+order behind it and parks a blocked GETJOB until a job or its timeout. The job
+service's answers that come later are Pendings too (`LaterReplies.later`, disq/outcomes.py):
+`Pending.added` and `Pending.changed` encode their typed outcomes."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from mypy_extensions import mypyc_attr, trait
 
+from ..errors import DisqError
+from ..outcomes import OnCancel, when_durable
 from . import reply
 from .read_pause import ReadPause
 
@@ -29,8 +33,8 @@ class Pending:
     finishes the work calls `answer(data)` (an ADDJOB's copies confirmed, a DEDUP
     check done, a job for a parked GETJOB). The client's later replies wait behind it
     so they leave in request order; `holds` (a parked GETJOB): its later requests
-    wait too. With `durable`, the answer leaves only once what the node logged is as
-    safe as the AOF policy promises: the one place replies wait for the AOF.
+    wait too. With `durable` (the job service's word), the typed outcome is given
+    only once the AOF has what the node logged (`later.when_durable`).
     `on_cancel(cancel_arg)` runs if the client goes away first. The reply of one job
     of an ADDJOBS goes to its `batch` (`BatchReplies`), not to the client."""
 
@@ -38,27 +42,37 @@ class Pending:
                  "index")
 
     def __init__(self, client: LaterReplies, on_cancel: Callable[[Any], None] | None,
-                 cancel_arg: Any, holds: bool, durable: bool) -> None:
+                 cancel_arg: Any, holds: bool) -> None:
         self.client = client
         self.reply: bytes | None = None
         self.on_cancel = on_cancel
         self.cancel_arg = cancel_arg
         self.holds = holds
-        self.durable = durable
+        self.durable = False
         self.batch: BatchReplies | None = None
         self.index = 0  # in `batch`
+
+    def added(self, outcome: bytes | DisqError) -> None:
+        """An ADDJOB's outcome (disq/outcomes.py), as its reply: +<id>, or the error."""
+        if self.durable and self.client.node.recording:
+            self.durable = False  # given again once it is safe
+            when_durable(self.client.node, self.added, outcome)
+            return
+        self.answer(b"+" + outcome + b"\r\n" if type(outcome) is bytes
+                    else outcome.reply())  # type: ignore[union-attr]
+
+    def changed(self, outcome: DisqError | None) -> None:
+        """A JOBSET's outcome, as its reply: +OK, or the error."""
+        if self.durable and self.client.node.recording:
+            self.durable = False
+            when_durable(self.client.node, self.changed, outcome)
+            return
+        self.answer(reply.OK if outcome is None else outcome.reply())
 
     def answer(self, data: bytes) -> None:
         if self.reply is not None:
             return
         client = self.client
-        if self.durable:
-            node = client.node
-            persistence = node.persistence
-            if node.recording and not persistence.commit():
-                self.durable = False  # asked once: the AOF calls back when it is safe
-                persistence.on_durable(lambda: self.answer(data))
-                return
         self.reply = data
         batch = self.batch
         if batch is not None:
@@ -154,10 +168,17 @@ class LaterReplies:
             self.transport.write(data)
 
     def pending(self, on_cancel: Callable[[Any], None] | None = None, cancel_arg: Any = None,
-                *, holds: bool = False, durable: bool = False) -> Pending:
+                *, holds: bool = False) -> Pending:
         """A reply this client gets later (see Pending): the handler returns it."""
         self.reads.replies_held(len(self._replies))  # the cluster catches up with this client
-        return Pending(self, on_cancel, cancel_arg, holds, durable)
+        return Pending(self, on_cancel, cancel_arg, holds)
+
+    def later(self, on_cancel: OnCancel | None, job_id: bytes, durable: bool) -> Pending:
+        """An answer of the job service that comes later (disq/outcomes.py `Answers`):
+        the handler returns it; `on_cancel(job_id)` if this client goes away first."""
+        pending = self.pending(on_cancel, job_id)
+        pending.durable = durable
+        return pending
 
     def _flush_replies(self) -> None:
         """Write the replies at the head of the queue that are ready, in one write."""

@@ -3,10 +3,18 @@ caller's queue permissions applied once here. A RESP handler is parse -> service
 encode (commands/jobs.py); an HTTP route is JSON -> service -> JSON (http/api.py),
 with no RESP in between.
 
-So far ACKJOB, FASTACK, NACK, ENQUEUE, DEQUEUE, DELJOB, WORKING, SHOW, GETJOB (the
-jobs now, or a consumer parked: a RESP client, or an HTTP long poll's waiter) and
-JSCAN. ADDJOB waiting for its copies still reaches HTTP through a RESP exchange
-(http/bridge.py).
+The operations that answer at once: ACKJOB, FASTACK, NACK, ENQUEUE, DEQUEUE, DELJOB,
+WORKING, SHOW, JSCAN. Those that may answer later: ADDJOB and ADDJOBS (`add`, `add_many`:
+the job waits for its copies, or for the other nodes' word on its DEDUP key) and JOBSET
+(`set_job`: the job's other holders are asked). Only when it must wait, the service
+asks the front end for its answer that comes later (disq/outcomes.py: `Answers.later`:
+RESP's a `Pending`, server/pending.py; HTTP's a `HeldAnswer`, awaited with a Future), hands
+the cluster its `added` / `changed`, which get the typed outcome, and returns it. The
+service decides which answers wait for the AOF (an ADDJOB's) and what the front end
+cancels if its client leaves first (an ADDJOB waiting for its copies is deleted
+everywhere, as Disque does; a DEDUP add stands: a retry with its key gets the ID).
+GETJOB (`get`) gives the jobs now, or the front end parks a consumer (`park`: a RESP
+client, or an HTTP long poll's waiter), served after the command that queued its job.
 
 `gate` is what a front end asks before running a command for a user when it does not
 come through the RESP dispatch (connection.py): whether the user may run it (and use
@@ -17,12 +25,14 @@ the call in the command's statistics as the dispatch does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from .. import errors
 from ..errors import DisqError, err
 from ..ids import is_valid_job_id
-from ..job import STATE_BY_NAME, STATE_NAMES
+from ..job import STATE_BY_NAME, STATE_NAMES, WAIT_REPL
+from ..node import now_ms
+from ..outcomes import Answer, Answers
 from ..requests import validate_ids
 from .guard import NOPERM_KEY, user_may_use_all
 from .queue_service import scan
@@ -34,8 +44,10 @@ if TYPE_CHECKING:
     from ..node import Node
     from ..queue import Queue, Waiter
     from ..queue_requests import JScan
-    from ..requests import GetJob
+    from ..requests import AddJob, AddJobs, GetJob, JobSet
     from .app import Server
+
+A = TypeVar("A", bound=Answer)  # a front end's answer that comes later (disq/outcomes.py)
 
 # A field of a job as SHOW gives it: text (bytes), a number, a list of node IDs, or none.
 FieldValue = bytes | int | list[bytes] | None
@@ -194,6 +206,119 @@ class JobService:
             )
 
         return scan(self.node.jobs, request, keep)
+
+    # -- operations that may answer later --------------------------------------------------
+    def add(self, user: User, request: AddJob, answers: Answers[A]) -> bytes | A:
+        """ADDJOB: the job's ID now, or the front end's answer that comes later
+        (`answers.later`: the job waits for its copies, or the other nodes are asked
+        about its DEDUP key first); the core's errors, in Disque's order, are raised."""
+        user.jobs_added += 1
+        if request.dedup is not None:
+            return self._add_deduped(request, answers)
+        job = self.node.add_job(request)
+        if job.state == WAIT_REPL:
+            return self._wait_for_copies(job, answers)
+        return job.id
+
+    def add_many(self, user: User, batch: AddJobs, answers: Answers[A]
+                 ) -> list[bytes | DisqError | A]:
+        """ADDJOBS: each job added in order as its own ADDJOB would be (`add`): its
+        ID, its error, or its answer that comes later, in its place."""
+        results: list[bytes | DisqError | A] = []
+        for i in range(batch.count):
+            request = batch.job(i)
+            try:
+                results.append(self.add(user, request, answers))
+            except DisqError as exc:
+                results.append(exc.with_traceback(None))  # (kept: not its frames)
+            except Exception as exc:  # a bug: this job's error, the batch's others stand
+                self.server.log_exception("Error while executing addjobs", exc)
+                results.append(err("internal error while executing 'addjobs'"))
+        return results
+
+    def _wait_for_copies(self, job: Job, answers: Answers[A]) -> A:
+        """ADDJOB waits until the job has its copies: the replication layer answers
+        (the ID, or a NOREPL error), once the AOF has the job. If the front end's
+        client goes away first, the job is deleted from the cluster, as Disque's
+        unblockClientWaitingJobRepl does."""
+        replication = self.server.replication
+        if replication is None:  # no replication layer: nothing can confirm copies
+            self.node.delete([job.id])
+            raise errors.NOREPL
+        later = answers.later(replication.cancel_wait, job.id, True)
+        replication.wait(job, later.added)
+        return later
+
+    def _add_deduped(self, request: AddJob, answers: Answers[A]) -> bytes | A:
+        """ADDJOB ... DEDUP key (a disq extension): the ID of the job added with the
+        key if the cluster knows it, else add the job and record the key. The key
+        table is `node.dedup` (disq/dedup_table.py), asking the other nodes is
+        `replication.dedup` (disq/replication/dedup_checks.py). Answered later, once
+        the AOF has the job, when the job waits for its copies or other nodes must be
+        asked first; the front end's client going away does not cancel the add: with
+        a key, a retry gets the ID. The key was checked by the request."""
+        key = request.dedup
+        assert key is not None
+        node = self.node
+        replication = self.server.replication
+        dedup = replication.dedup if replication is not None else None
+        now = now_ms()
+        known = None
+        asking = dedup is not None and key in dedup.pending  # the same key, asked for here
+        if not asking:
+            known = node.dedup.peek(key, now)
+            if known:  # (not a reservation)
+                if dedup is not None and dedup.adding_here(known):  # its outcome is ours
+                    later = answers.later(None, b"", True)
+                    dedup.join(known, later.added)
+                    return later
+                if dedup is None or dedup.vouches(known, now):
+                    node.dedup.hits += 1
+                    return known
+                # A copy whose ADDJOB may still fail (unsettled): ask, as for a reservation.
+        if dedup is None or node.cluster.size() <= 1:  # alone: this table is the truth
+            job = node.add_job(request)
+            if job.state == WAIT_REPL:  # cannot happen alone; keep ADDJOB's own path
+                return self._wait_for_copies(job, answers)
+            node.dedup.record(key, job.id, job.etime)
+            return job.id
+        # Checked by the copies unless ASYNC or QUEUE-RANDOMLY (no synchronous copy here),
+        # a reservation (RESERVED: another node asked for the key) or an unsettled copy.
+        if known is None and not (request.async_ or request.queue_randomly or asking) and (
+                dedup.copies_can_check(request.repl, request.ttl, now)):
+            job = dedup.add_checked(request)
+            later = answers.later(None, b"", True)
+            replication.wait(job, later.added)
+            return later
+        later = answers.later(None, b"", True)
+        dedup.ask(request, later.added)
+        return later
+
+    def set_job(self, user: User, request: JobSet, answers: Answers[A]) -> A | None:
+        """JOBSET (a disq extension): change a job not acknowledged yet on every node
+        that holds it (Node.set_job here, the others asked: replication/jobset.py).
+        None: done, nobody else to ask; else the answer that comes later: +OK once
+        every holder applied it, -NOREPL if one may not have, -NOJOB if no reachable
+        node knows the job. -NOJOB at once for a job of a queue the user may not use."""
+        if not self.allowed(user, [request.job_id]):
+            raise errors.NOJOB  # (a restricted user: a job this node does not know)
+        node = self.node
+        now = now_ms()
+        due = request.due(now)
+        job = node.lookup(request.job_id)
+        replication = self.server.replication
+        if job is not None:
+            node.set_job(job, request.priority, due, now, broadcast=replication is None)
+            if replication is None:
+                return None
+            later = answers.later(None, b"", False)
+            replication.set_job_on_holders(job, request.priority, due, later.changed)
+            return later
+        if replication is None or node.cluster.size() <= 1:
+            raise errors.NOJOB
+        later = answers.later(None, b"", False)
+        replication.set_job_elsewhere(request.job_id, request.priority, due, later.changed)
+        return later
 
     # -- a command run outside the RESP dispatch ----------------------------------------
     def gate(self, user: User, name: str, queues: list[bytes] | None = None) -> None:

@@ -346,6 +346,28 @@ def test_a_long_poll_is_served_and_one_whose_client_leaves_loses_nothing(
     assert job_id
 
 
+def test_an_add_whose_client_leaves_while_it_waits_for_its_copies_is_deleted(
+        start_node: Callable[..., DisqProcess]) -> None:
+    """As with a RESP client (Disque's unblockClientWaitingJobRepl): the job of an
+    ADDJOB waiting for its copies is deleted when its HTTP client goes away."""
+    port = free_port()
+    node, peer = form_cluster([start_node("--http-port", str(port)), start_node()])
+    resp(peer, "PAUSE", "w", "in")  # the peer takes no copy: the add waits for ever
+    sock = socket.create_connection(("127.0.0.1", port))
+    body = b'{"body": "x", "replicate": 2, "timeout_ms": 0}'
+    sock.sendall(b"POST /api/v1/queues/w/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                 % (len(body), body))
+    wait_for(lambda: node.client().info("jobs")["registered_jobs"] == 1, 5,
+             message="the job to wait for its copies")
+    sock.close()
+    wait_for(lambda: node.client().info("jobs")["registered_jobs"] == 0, 5,
+             message="the job to be deleted with its client")
+    resp(peer, "PAUSE", "w", "none")
+    status, added = Http(port).post("/api/v1/queues/w/jobs", {"body": "y", "replicate": 2})
+    assert status == 201 and resp(node, "SHOW", added["id"]) is not None, added
+
+
 # -- bad input --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("method", "path", "raw", "status", "detail"), [

@@ -17,7 +17,7 @@ from disq.replication.dedup_checks import DEDUP_TIMEOUT_MS, RECHECK_MS, wins
 from disq.replication.targets import key_order
 from disq.requests import AddJob
 
-from .test_replication import Member, Network, cluster
+from .test_replication import Member, Network, cluster, into
 
 
 def test_record_get_and_lazy_expiry() -> None:
@@ -87,9 +87,9 @@ def dedup_add(member: Member, key: bytes, replies: list[bytes], repl: int = 2,
     if (by_copies and not reserved and request.dedup not in dedup.pending
             and dedup.copies_can_check(repl, 3600, now_ms())):
         job = dedup.add_checked(request)
-        member.repl.wait(job, replies.append)
+        member.repl.wait(job, into(replies))
     else:
-        dedup.ask(request, replies.append)
+        dedup.ask(request, into(replies))
 
 
 def queued(members: list[Member]) -> int:
@@ -235,7 +235,7 @@ def test_a_copy_to_a_node_that_knows_the_key_is_refused_then_asked() -> None:
         dedup_add(other, key, again, by_copies=True)
         waiting_id = other.node.dedup.get(scoped(key), now_ms())
         assert waiting_id is not None and waiting_id != first[0][1:-2]
-        other.repl.dedup.join(waiting_id, joined.append)
+        other.repl.dedup.join(waiting_id, into(joined))
         net.pump()
         assert again == joined == first and queued([a, b, c]) == 1
         assert other.node.dedup.get(scoped(key), now_ms()) == first[0][1:-2]
@@ -302,7 +302,7 @@ def test_same_key_twice_while_its_copies_check_it_shares_one_outcome() -> None:
     dedup_add(a, b"k", first, by_copies=True)
     job_id = a.node.dedup.get(scoped(b"k"), now_ms())
     assert job_id is not None and a.repl.dedup.adding_here(job_id)
-    a.repl.dedup.join(job_id, second.append)
+    a.repl.dedup.join(job_id, into(second))
     net.pump()
     assert first == second == [b"+" + job_id + b"\r\n"]
     assert queued([a, b, c]) == 1 and not a.repl.dedup.adding_here(job_id)

@@ -4,7 +4,7 @@ keys queued). Deterministic, over test_replication's in-memory bus.
 
 The cause: when a job's copies check its key (REPLICATE a majority), a node records
 the key as soon as it accepts a copy, and from then on answers it, to its own
-clients' ADDJOBs (server/commands/addjob_dedup.py `add_deduped`) and to other nodes'
+clients' ADDJOBs (server/service.py `JobService.add`) and to other nodes'
 DEDUP_QUERY (`Dedup._on_query`), while the origin's add may still fail: another node
 refuses a copy (it is adding the key itself), the origin deletes the job everywhere
 and asks again. The IDs already answered then name a job that exists nowhere, and the
@@ -26,13 +26,13 @@ from disq.config import Config
 from disq.node import now_ms
 from disq.replication.dedup_checks import RECHECK_MS, SETTLE_SLACK_MS
 from disq.requests import AddJob
-from disq.server.commands.addjob_dedup import add_deduped
 from disq.server.connection import Client
 from disq.server.hotstate import HotState
+from disq.server.service import JobService
 from disq.server.table import CATEGORIES
 
 from .test_dedup import dedup_add, queued, scoped
-from .test_replication import Member, Network, cluster
+from .test_replication import Member, Network, cluster, into
 
 
 def test_a_copy_is_not_vouched_for_while_its_add_may_still_fail() -> None:
@@ -88,12 +88,14 @@ class _Replies(asyncio.Transport):
 def run_add(client: Client, request: AddJob) -> None:
     """ADDJOB ... DEDUP from `client`, as the server runs it: its reply now or later
     keeps its place in the client's replies (Client._execute)."""
-    client._replies.append(add_deduped(client, request))
+    added = JobService(client.server).add(client.user, request, client)
+    client._replies.append(b"+" + added + b"\r\n" if isinstance(added, bytes) else added)
     client._flush_replies()
 
 
 def later_client(member: Member, replies: list[bytes]) -> Client:
-    """A client of `member`'s node for add_deduped: its replies land in `replies`."""
+    """A client of `member`'s node for the job service's ADDJOB: its replies land in
+    `replies`."""
     loop = SimpleNamespace(call_soon=lambda callback, *args: callback(*args))
     server = SimpleNamespace(node=member.node, replication=member.repl, loop=loop,
                              acl=AclTable(CATEGORIES), hot=HotState(Config()))
@@ -206,7 +208,7 @@ def test_asynchronous_copies_are_settled_at_once() -> None:
     a = members[0]
     replies: list[bytes] = []
     a.repl.dedup.ask(AddJob(b"q", b"body", 0, 3, ttl=3600, async_=True, dedup=b"k"),
-                     replies.append)
+                     into(replies))
     net.pump()
     assert replies and replies[0].startswith(b"+D-")
     assert all(x.node.dedup.unsettled() == 0 for x in members)

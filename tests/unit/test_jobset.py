@@ -22,7 +22,7 @@ from disq.queue import PriorityJobs, SortedJobs
 from disq.replication import jobset
 from disq.requests import AddJob, JobSet
 
-from .test_replication import Member, Network, cluster
+from .test_replication import Member, Network, cluster, into
 
 HOUR_MS = 3_600_000
 ID = "D-dcb833cf-8YL1NT17e9+wsA/09NqxscQI-05a1"
@@ -215,7 +215,7 @@ def asked(net: Network, member: Member, loop: asyncio.AbstractEventLoop, job_id:
     quiet."""
     member.repl.changes._loop = loop
     replies: list[bytes] = []
-    member.repl.set_job_elsewhere(job_id, priority, due, replies.append)
+    member.repl.set_job_elsewhere(job_id, priority, due, into(replies))
     net.pump()
     return replies
 

@@ -25,6 +25,7 @@ from disq.cluster import messages as m
 from disq.cluster.bus import ClusterBus, Link
 from disq.cluster.membership import ClusterNode, Membership, NodeFlag
 from disq.config import Config
+from disq.errors import DisqError
 from disq.ids import new_node_id
 from disq.job import ACKED, ACTIVE, DELIVERED, QUEUED, WAIT_REPL, Job, JobExt
 from disq.node import Node, now_ms
@@ -169,6 +170,21 @@ def cluster(size: int) -> tuple[Network, list[Member]]:
     return net, [Member(net) for _ in range(size)]
 
 
+def as_reply(outcome: bytes | DisqError | None) -> bytes:
+    """A typed outcome (disq/outcomes.py) as the RESP reply its client reads
+    (server/pending.py): an ADDJOB's job ID or error, a JOBSET's None (+OK) or error."""
+    if outcome is None:
+        return b"+OK\r\n"
+    if isinstance(outcome, bytes):
+        return b"+" + outcome + b"\r\n"
+    return outcome.reply()
+
+
+def into(replies: list[bytes]) -> Callable[[bytes | DisqError | None], None]:
+    """The outcome callback of an ADDJOB or JOBSET whose replies land in `replies`."""
+    return lambda outcome: replies.append(as_reply(outcome))
+
+
 def add_job(member: Member, *, repl: int | None = 3, timeout: int = 5000, ttl: int = 3600,
             retry: int | None = None, async_: bool = False,
             body: bytes = b"body") -> tuple[Job, list[bytes]]:
@@ -176,7 +192,7 @@ def add_job(member: Member, *, repl: int | None = 3, timeout: int = 5000, ttl: i
     job = member.node.add_job(AddJob(b"q", body, timeout, repl, 0, retry, ttl, 0, async_))
     replies: list[bytes] = []
     if job.state == WAIT_REPL:
-        member.repl.wait(job, replies.append)
+        member.repl.wait(job, into(replies))
     else:
         replies.append(b"+" + job.id + b"\r\n")
     member.node.serve_ready()  # the command's end
@@ -390,7 +406,7 @@ def test_wait_after_the_job_settled_answers_at_once() -> None:
     job = a.node.add_job(AddJob(b"q", b"x", 5000, 3, 0, None, 3600))
     net.pump()
     replies: list[bytes] = []
-    a.repl.wait(job, replies.append)
+    a.repl.wait(job, into(replies))
     assert replies == ok(job)
 
 

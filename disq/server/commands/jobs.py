@@ -7,15 +7,14 @@ from typing import TYPE_CHECKING
 
 from disq_client import spec
 
-from ... import errors
-from ...job import WAIT_REPL, Job
+from ...errors import DisqError
+from ...job import Job
 from ...node import now_ms
 from ...requests import AddJob, AddJobs, GetJob, JobSet, Nack
 from .. import reply
 from ..pending import BatchReplies
 from ..service import job_fields
 from ..table import ADMIN, CONSUME, PRODUCE, AfterOptions, AfterToken, At, From, command
-from .addjob_dedup import add_deduped, park_for_replication
 
 if TYPE_CHECKING:
     from ..connection import Client
@@ -32,19 +31,10 @@ def addjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
     [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key] [DELAY-MS ms] [AT unix-ms]
     [PRIORITY p] [GROUP g]  (DEDUP and the last four: disq extensions)"""
-    request = AddJob.parse(args)
-    client.user.jobs_added += 1
-    return _add(client, request)
-
-
-def _add(client: Client, request: AddJob) -> bytes | Pending:
-    """One job of ADDJOB or ADDJOBS: its reply now, or the Pending it comes through."""
-    if request.dedup is not None:
-        return add_deduped(client, request)
-    job = client.node.add_job(request)
-    if job.state == WAIT_REPL:
-        return park_for_replication(client, job)
-    return b"+" + job.id + b"\r\n"
+    added = client.server.jobs.add(client.user, AddJob.parse(args), client)
+    if type(added) is bytes:
+        return b"+" + added + b"\r\n"
+    return added  # (a Pending: answered later)
 
 
 @command("addjobs", -5, "wm",
@@ -60,23 +50,15 @@ def addjobs(client: Client, args: list[bytes]) -> bytes | Pending:
     its own ADDJOB with the options would be; one array reply, each job's ADDJOB reply
     (its ID, or its error) in its place, once every job has one. A producer's batch
     pays one request's parsing, dispatch and reply."""
-    user = client.user
-    batch = AddJobs.parse(args)
-    replies = BatchReplies(batch.count)
-    for i in range(batch.count):
-        request = batch.job(i)
-        user.jobs_added += 1
-        try:
-            rep = _add(client, request)
-        except errors.DisqError as exc:
-            rep = exc.reply()
-        except Exception as exc:  # a bug: this job's error, the batch's others stand
-            client.server.log_exception("Error while executing addjobs", exc)
-            rep = b"-ERR internal error while executing 'addjobs'\r\n"
-        if type(rep) is bytes:
-            replies.give(i, rep)
+    results = client.server.jobs.add_many(client.user, AddJobs.parse(args), client)
+    replies = BatchReplies(len(results))
+    for i, added in enumerate(results):
+        if type(added) is bytes:
+            replies.give(i, b"+" + added + b"\r\n")
+        elif isinstance(added, DisqError):
+            replies.give(i, added.reply())
         else:
-            replies.adopt(i, rep)  # type: ignore[arg-type]
+            replies.adopt(i, added)  # type: ignore[arg-type]
     return replies.result(client)
 
 
@@ -192,26 +174,8 @@ def jobset(client: Client, args: list[bytes]) -> bytes | Pending:
     job not acknowledged yet on every node that holds it (Node.set_job here, the
     others asked; replication/jobset.py). +OK once every holder applied it, -NOREPL
     if one may not have, -NOJOB if no reachable node knows the job."""
-    request = JobSet.parse(args)
-    if not client.server.jobs.allowed(client.user, [request.job_id]):
-        raise errors.NOJOB  # (a restricted user: a job this node does not know)
-    node = client.node
-    now = now_ms()
-    due = request.due(now)
-    job = node.lookup(request.job_id)
-    replication = client.server.replication
-    if job is not None:
-        node.set_job(job, request.priority, due, now, broadcast=replication is None)
-        if replication is None:
-            return reply.OK
-        pending = client.pending()
-        replication.set_job_on_holders(job, request.priority, due, pending.answer)
-        return pending
-    if replication is None or node.cluster.size() <= 1:
-        raise errors.NOJOB
-    pending = client.pending()
-    replication.set_job_elsewhere(request.job_id, request.priority, due, pending.answer)
-    return pending
+    later = client.server.jobs.set_job(client.user, JobSet.parse(args), client)
+    return reply.OK if later is None else later
 
 
 @command("show", 2, "rF",

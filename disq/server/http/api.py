@@ -1,9 +1,11 @@
 """The HTTP API, /api/v1: the job routes, and what the routes share (JSON in and out).
-A route on the job service (SHOW, DELJOB, ACKJOB...: `_direct`; GETJOB's long poll,
-JSCAN's pages) is JSON -> service -> JSON; the others turn their JSON or query into
-the arguments of the RESP command that does the work (through the options table the
-RESP parser shares, disq_client/spec.py), run it through an `Exchange` (bridge.py)
-and shape the reply as JSON. The queue,
+The job routes run the job service (server/service.py) on the typed request their JSON
+makes, through the options table the RESP parser shares (disq_client/spec.py): POST
+/queues/{q}/jobs is `AddJob.from_fields`, `JobService.add`, `Node.add_job`, the same
+errors as ADDJOB; an answer that comes later (a `HeldAnswer`: the job waits for its copies)
+is awaited with a Future, and a client that goes away first cancels it as a RESP
+client's leaving does. GETJOB's long poll parks a `LongPoll` (longpoll.py); the others
+(SHOW, DELJOB, ACKJOB..., JSCAN's pages) answer at once (`_direct`). The queue,
 cluster, cron and user routes are api_queues.py's and api_admin.py's. The document of
 every route is openapi.py."""
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
@@ -30,11 +33,13 @@ from disq_client.spec import (
     CommandOptions,
 )
 
-from ...errors import DisqError
+from ...errors import DisqError, err
 from ...ids import is_valid_job_id
 from ...node import now_ms
+from ...outcomes import Added, Changed, HeldAnswer, HeldAnswers, when_durable
 from ...queue_requests import JScan
-from ...requests import GetJob
+from ...requests import AddJob, GetJob, JobSet
+from ..limits import TokenBucket
 from ..service import JobService, job_fields
 from .auth import command_refusal
 from .bridge import CommandError, Exchange
@@ -45,6 +50,7 @@ from .problems import Problem, bad_request
 if TYPE_CHECKING:
     from ...acl import User
     from ...job import Job
+    from ...node import Node
     from ..app import Server
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -69,8 +75,13 @@ JSON_NAMES = {field: name for name, field in ALIASES.items()}
 
 # -- JSON in ----------------------------------------------------------------------------------
 def _options(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) -> list[object]:
-    """The option tokens and values of a JSON object, each value's type checked as
-    its option's kind wants; an unknown field is a 400."""
+    """The option tokens and values of a JSON object (`_fields`)."""
+    return spec.encode(_fields(spec, data, ignore))
+
+
+def _fields(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) -> dict[str, object]:
+    """The options of a JSON object by field name, each value's type checked as its
+    option's kind wants; an unknown field is a 400."""
     values: dict[str, object] = {}
     for name, value in data.items():
         if name in ignore or value is None:
@@ -97,7 +108,7 @@ def _options(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) -> li
         if not ok:
             raise bad_request(f"'{name}' must be {_KIND_NAMES.get(kind, 'a value')}")
         values[field] = value
-    return spec.encode(values)
+    return values
 
 
 _KIND_NAMES = {FLAG: "true or false", INT: "an integer", MS: "an integer (ms)",
@@ -209,40 +220,116 @@ def _ok(data: Any, status: int = 200) -> web.Response:
 
 
 # -- jobs -------------------------------------------------------------------------------------
+def _serve(request: web.Request, command: str, operation: Callable[[JobService, User], T],
+           queue: bytes | None = None) -> T:
+    """Run an operation of the job service as `command` for the request's user, after
+    `JobService.gate`; its error raised as a `DisqError` (a bug's: logged, as the RESP
+    dispatch does, and an internal error)."""
+    server = request.app[SERVER_KEY]
+    user = request.get(USER_KEY, server.acl.default)
+    try:
+        server.jobs.gate(user, command, None if queue is None else [queue])
+        return operation(server.jobs, user)
+    except DisqError:
+        raise
+    except Exception as exc:
+        server.log_exception(f"Error while executing {command}", exc)
+        raise err(f"internal error while executing '{command}'") from None
+
+
+def _answer(start: Callable[[Callable[[T], None]], object]) -> asyncio.Future[T]:
+    """A Future set by the callback `start` is given (a `HeldAnswer`'s `then`): the value
+    once it comes, unless the Future was cancelled (its client went away)."""
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+    def deliver(value: T) -> None:
+        if not future.done():
+            future.set_result(value)
+    start(deliver)
+    return future
+
+
+async def _durable(node: Node) -> None:
+    """Once what the node logged is as safe as the AOF policy promises, as a RESP
+    reply waits (`when_durable`)."""
+    def start(deliver: Callable[[None], None]) -> None:
+        when_durable(node, deliver, None)
+    await _answer(start)
+
+
+def _add(queue: bytes, body: bytes, timeout: int, values: dict[str, object], answers: HeldAnswers
+         ) -> Callable[[JobService, User], bytes | HeldAnswer]:
+    """The job service's ADDJOB of one job of POST /queues/{queue}/jobs."""
+    return lambda jobs, user: jobs.add(
+        user, AddJob.from_fields(queue, body, timeout, values), answers)
+
+
+def _added(outcome: Added | Changed) -> dict[str, Any]:
+    """One job's outcome in the answer of POST /queues/{queue}/jobs."""
+    if isinstance(outcome, DisqError):
+        problem = Problem.from_resp(outcome.code, outcome.message)
+        return {"error": {"status": problem.status, "code": outcome.code,
+                          "detail": outcome.message}}
+    assert outcome is not None  # (an ADDJOB's: the job's ID)
+    return {"id": outcome.decode()}
+
+
 async def add_jobs(request: web.Request) -> web.Response:
-    """POST /queues/{queue}/jobs: one job (an object) or a batch (a list)."""
-    queue = request.match_info["queue"]
+    """POST /queues/{queue}/jobs: one job (an object) or a batch (a list), each an
+    ADDJOB of the job service in order, answered once every job has its outcome (a
+    job waiting for its copies: once it has them). The client going away first
+    cancels the jobs that wait for their copies (deleted everywhere), as a RESP
+    client's leaving does; a DEDUP add stands."""
+    queue = request.match_info["queue"].encode()
     data = await _json(request)
     batch = type(data) is list
     jobs = data if batch else [data]
     if not jobs or not all(type(job) is dict for job in jobs):
         raise bad_request("the request body must be a job object or a non-empty list of them")
-    commands = []
+    requests = []
     for job in jobs:
         timeout = job.get("timeout_ms", DEFAULT_ADD_TIMEOUT_MS)
         if type(timeout) is not int or timeout < 0:
             raise bad_request("'timeout_ms' must be an integer >= 0")
-        commands.append(("ADDJOB", queue, _body(job), timeout,
-                         *_options(ADDJOB, job, {"body", "body_base64", "timeout_ms"})))
-    exchange = _exchange(request)
+        requests.append((_body(job), timeout,
+                         _fields(ADDJOB, job, {"body", "body_base64", "timeout_ms"})))
+    server = request.app[SERVER_KEY]
+    rate = server.config.client_rate_limit  # a request's jobs, as a client's commands
+    bucket = TokenBucket(rate, time.monotonic()) if rate else None
+    answers = HeldAnswers(server.node)
+    results: list[Added | HeldAnswer] = []
+    for body, timeout, values in requests:
+        if bucket is not None and not bucket.take(time.monotonic()):
+            server.rejected_commands_rate += 1
+            results.append(DisqError(
+                "BUSY", f"client-rate-limit reached ({rate} commands per second)"))
+            continue
+        try:
+            results.append(_serve(request, "addjob", _add(queue, body, timeout, values, answers),
+                                  queue))
+        except DisqError as exc:
+            results.append(exc.with_traceback(None))
+    outcomes: list[Added | Changed] = []
     try:
-        replies = await exchange.call_many(commands)
-    finally:
-        exchange.finish()
+        for result in results:
+            if isinstance(result, HeldAnswer):
+                outcome: Added | Changed = await _answer(result.then)
+                outcomes.append(outcome)
+            else:
+                outcomes.append(result)
+        await _durable(server.node)
+    except asyncio.CancelledError:  # the client went away
+        for result in results:
+            if isinstance(result, HeldAnswer):
+                result.cancel()
+        raise
     if not batch:
-        reply = replies[0]
-        if isinstance(reply, CommandError):
-            raise Problem.from_resp(reply.code, reply.message)
-        return _ok({"id": reply.decode()}, 201)
-    results = [_problem_fields(r) if isinstance(r, CommandError) else {"id": r.decode()}
-               for r in replies]
-    failed = any(isinstance(r, CommandError) for r in replies)
-    return _ok({"jobs": results}, 207 if failed else 201)
-
-
-def _problem_fields(error: CommandError) -> dict[str, Any]:
-    problem = Problem.from_resp(error.code, error.message)
-    return {"error": {"status": problem.status, "code": error.code, "detail": error.message}}
+        outcome = outcomes[0]
+        if isinstance(outcome, DisqError):
+            raise Problem.from_resp(outcome.code, outcome.message)
+        return _ok(_added(outcome), 201)
+    failed = any(isinstance(outcome, DisqError) for outcome in outcomes)
+    return _ok({"jobs": [_added(outcome) for outcome in outcomes]}, 207 if failed else 201)
 
 
 async def get_jobs(request: web.Request) -> web.Response:
@@ -366,10 +453,20 @@ def _job_json(job: Job, node_id: str) -> dict[str, Any]:
 
 
 async def set_job(request: web.Request) -> web.Response:
-    """PATCH /jobs/{id}: JOBSET (priority, at, delay_ms)."""
-    job_id = _job_id(request)
-    options = _options(JOBSET, await _json_object(request), set())
-    await _run(request, "JOBSET", job_id, *options)
+    """PATCH /jobs/{id}: JOBSET (priority, at, delay_ms) on the job service, answered
+    once every holder of the job applied the change."""
+    job_id = _job_id(request).encode()
+    values = _fields(JOBSET, await _json_object(request), set())
+    try:
+        node = request.app[SERVER_KEY].node
+        later = _serve(request, "jobset", lambda jobs, user: jobs.set_job(
+            user, JobSet.from_fields(job_id, values), HeldAnswers(node)))
+        outcome: Added | Changed = None if later is None else await _answer(later.then)
+        await _durable(node)
+        if isinstance(outcome, DisqError):
+            raise outcome
+    except DisqError as exc:
+        raise Problem.from_resp(exc.code, exc.message) from None
     return _ok({"ok": True})
 
 
