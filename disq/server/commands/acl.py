@@ -156,7 +156,7 @@ def _spread(client: Client, users: list[User], done: bytes) -> bytes | Pending:
     if not users:
         return done
     pending = client.pending()
-    client.server.users_changed(
+    client.server.access.users_changed(
         users, lambda missing: pending.answer(held_reply(missing, done)))
     return pending
 

@@ -586,7 +586,7 @@ async def cluster_stats(request: web.Request) -> web.Response:
     need(request, "cluster")
     replication = server.replication
     if replication is None:  # (no cluster layer)
-        found = {server.node.id: server.node_stats()}
+        found = {server.node.id: server.stats.node_stats()}
     else:
         done: asyncio.Future[dict[str, NodeStats]] = asyncio.get_running_loop().create_future()
 
