@@ -88,7 +88,8 @@ def qstat(client: Client, args: list[bytes]) -> bytes:
     if queue is None:
         return reply.NULL_ARRAY
     now = now_ms()
-    importers = sorted(queue.needjobs_responders or ())
+    federation = queue.federation
+    importers = sorted(federation.responders or ()) if federation is not None else []
     return reply.encode([
         b"name", queue.name,
         b"len", len(queue.jobs),
