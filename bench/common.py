@@ -84,6 +84,12 @@ def start_redis(workdir: str) -> tuple[subprocess.Popen, int]:
     return proc, port
 
 
+def stop_nodes_on_sigterm() -> None:
+    """A SIGTERM (`timeout`, a CI job cancelled) unwinds the script as an exception
+    does, so every `finally` stops the nodes it started instead of leaving them running."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)

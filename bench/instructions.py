@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cluster import command
-from common import free_port, start_disq, stop, wait_port
+from common import free_port, start_disq, stop, stop_nodes_on_sigterm, wait_port
 
 CASES = [  # name, nodes, pipeline, command
     ("1 node, ADDJOB -P 16", 1, 16, ["ADDJOB", "q", "x", "0"]),
@@ -162,6 +162,7 @@ def main() -> None:
     parser.add_argument("--after-args", default="", help="directives of the after node")
     parser.add_argument("--all-args", default="", help="directives of every node")
     args = parser.parse_args()
+    stop_nodes_on_sigterm()
     sides = {"before": (args.before.resolve(), shlex.split(args.before_args)),
              "after": (args.after.resolve(), shlex.split(args.after_args))}
     cases = [case for case in CASES if args.case in case[0]]

@@ -144,7 +144,12 @@ def held_reply(missing: list[str], done: bytes) -> bytes:
     naming the `missing` ones."""
     if not missing:
         return done
+    return not_held(missing).reply()
+
+
+def not_held(missing: list[str]) -> DisqError:
+    """The -NOREPL of a change the `missing` reachable peers did not confirm."""
     return DisqError("NOREPL", (
         f"{len(missing)} reachable node(s) did not confirm the change within "
         f"{HOLD_TIMEOUT_MS} ms ({', '.join(missing)}): it is made on this node and "
-        f"reaches them by the periodic sync")).reply()
+        f"reaches them by the periodic sync"))

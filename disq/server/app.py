@@ -38,10 +38,12 @@ from ..node import Node, now_ms
 from ..policies import QueuePolicy
 from ..schedules import CronSchedule
 from .access import Access
+from .admin_service import AdminService
 from .auth_throttle import AuthThrottle
 from .clients import ClientRegistry
 from .commands import load_commands
 from .connection import ERR_LOADING, Client
+from .cron_service import ScheduleService
 from .hotstate import HotState
 from .housekeeping import Housekeeping
 from .info import rss_bytes
@@ -52,6 +54,7 @@ from .process import (
     exposure_warning,
     setup_logging,
 )
+from .queue_service import QueueService
 from .reactions import bind_reactions, reacts_to
 from .records import ConfigRecords
 from .reply import NULL_ARRAY
@@ -126,6 +129,9 @@ class Server:
         self.stats = Stats(self.config, self.node, self.commands, self.hot, self.clients,
                            self.start_time)
         self.jobs = JobService(self)  # the job operations, for RESP and HTTP alike
+        self.queues_service = QueueService(self)  # the queue operations, the same way
+        self.schedules_service = ScheduleService(self)  # CRON's
+        self.admin_service = AdminService(self)  # the cluster's reads, the users
         self.access.load_aclfile(self.node.id)
         self.stats.update_memory_limit()
         self.node.leaving = self.membership.leaving  # kept in nodes.conf

@@ -3,9 +3,10 @@
 The connection's dispatch checks the command, then the queues its arguments name where
 its declaration says they are (`CommandSpec.queues`: `user_may_use_all`); the jobs a
 command names are checked by the job service (`JobService.allowed`: their queues are
-known once they are looked up); these are the handlers' part: queues known from stored
-state (a schedule CRON ADD replaces). Each helper costs one attribute test for a user
-allowed every queue (`all_queues`, the default user).
+known once they are looked up); a front end other than RESP has the queues it names
+checked by `JobService.gate`. These are the services' part: queues known from stored
+state (a schedule CRON ADD replaces, cron_service.py). Each helper costs one attribute
+test for a user allowed every queue (`all_queues`, the default user).
 
 - A queue named (ADDJOB, GETJOB FROM, QLEN, QPEEK, PAUSE, QPOLICY, CRON ADD...) must
   match one of the user's patterns, else -NOPERM for the whole command (GETJOB FROM
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 from ..errors import fixed
 
 if TYPE_CHECKING:
-    from ..acl import User
+    from ..acl import AclTable, User
     from .connection import Client
 
 NOPERM_KEY = fixed("NOPERM_KEY", "NOPERM", "No permissions to access a key")
@@ -37,14 +38,18 @@ def user_may_use_all(user: User, queues: list[bytes]) -> bool:
     return all(user.may_use(queue) for queue in queues)
 
 
-def check_queue(client: Client, queue: bytes) -> None:
-    user = client.user
+def check_queue(acl: AclTable, user: User, queue: bytes) -> None:
+    """-NOPERM unless `user` may use `queue` (counted in `acl`'s refusals)."""
     if not user.all_queues and not user.may_use(queue):
-        client.server.acl.denied_key += 1
+        acl.denied_key += 1
         raise NOPERM_KEY
 
 
-def may_see(client: Client, queue: bytes | None) -> bool:
+def user_may_see(user: User, queue: bytes | None) -> bool:
     """For listings: may the user see this queue (or a job of it)?"""
-    user = client.user
     return user.all_queues or (queue is not None and user.may_use(queue))
+
+
+def may_see(client: Client, queue: bytes | None) -> bool:
+    """`user_may_see` for the client's user."""
+    return user_may_see(client.user, queue)

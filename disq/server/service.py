@@ -8,7 +8,8 @@ DELJOB, WORKING, SHOW. The ones that answer later (ADDJOB waiting for its copies
 blocking GETJOB) still reach HTTP through a RESP exchange (http/bridge.py).
 
 `gate` is what a front end asks before running a command for a user when it does not
-come through the RESP dispatch (connection.py): whether the user may run it, and the
+come through the RESP dispatch (connection.py): whether the user may run it (and use
+the queues the request names, as dispatch checks them from the declaration), and the
 refusals of the node's state (-LOADING, -MISCONF, -OOM), as `DisqError`s; it counts
 the call in the command's statistics as the dispatch does.
 """
@@ -22,7 +23,7 @@ from ..errors import DisqError, err
 from ..ids import is_valid_job_id
 from ..job import STATE_NAMES
 from ..requests import validate_ids
-from .guard import NOPERM_KEY
+from .guard import NOPERM_KEY, user_may_use_all
 from .table import COMMANDS
 
 if TYPE_CHECKING:
@@ -149,16 +150,20 @@ class JobService:
         return job
 
     # -- a command run outside the RESP dispatch ----------------------------------------
-    def gate(self, user: User, name: str) -> None:
+    def gate(self, user: User, name: str, queues: list[bytes] | None = None) -> None:
         """Before running command `name` for `user` from another front end: raise
-        what the RESP dispatch would answer instead (the user may not run it, the AOF
-        cannot be written, the node is loading or out of memory); count the call."""
+        what the RESP dispatch would answer instead (the user may not run it, nor use
+        one of the `queues` the request names, the AOF cannot be written, the node is
+        loading or out of memory); count the call."""
         spec = COMMANDS[name.encode()]
         server = self.server
         if user.restricted and not user.may_run(name):
             server.acl.denied_cmd += 1
             raise DisqError("NOPERM", f"User {user.name} has no permissions to run the "
                             f"'{name}' command")
+        if queues and not user.all_queues and not user_may_use_all(user, queues):
+            server.acl.denied_key += 1
+            raise NOPERM_KEY
         if spec.denyoom and self.node.job_bytes > self.node.full_bytes and (
                 not server.loading and not self.node.make_room(0)):
             raise errors.OOM

@@ -16,6 +16,7 @@ from disq.node import QUEUE_MAX_IDLE_MS, Node, now_ms
 from disq.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, PriorityJobs, Queue, SortedJobs
 from disq.requests import AddJob
 from disq.server.commands.queues import qpeek
+from disq.server.queue_service import QueueService
 from disq.server.table import CATEGORIES
 
 
@@ -358,7 +359,9 @@ def test_requeued_job_keeps_its_priority(node: Node) -> None:
 
 
 def qpeek_ids(node: Node, count: int) -> list[bytes]:
-    client = SimpleNamespace(node=node, user=AclTable(CATEGORIES).default)
+    server = SimpleNamespace(node=node)
+    server.queues_service = QueueService(server)  # type: ignore[arg-type]
+    client = SimpleNamespace(node=node, user=AclTable(CATEGORIES).default, server=server)
     reply = qpeek(client, [b"QPEEK", b"q", b"%d" % count])  # type: ignore[arg-type]
     return re.findall(rb"D-[0-9a-f]{8}-[0-9a-zA-Z+/]{24}-[0-9a-f]{4}", reply)
 

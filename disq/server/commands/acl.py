@@ -1,7 +1,7 @@
 """Users and permissions: AUTH and ACL (SETUSER DELUSER LIST USERS WHOAMI
 CAT GETUSER SAVE LOAD), Redis 6's commands and error texts. The users are
-`server.acl` (disq/acl.py); a change made here spreads to every node
-(disq/replication/users.py) through `acl.on_change`.
+`server.acl` (disq/acl.py); SETUSER, DELUSER and LIST are the admin service's
+(admin_service.py), which spreads a change to every node (disq/replication/users.py).
 
 Names, rules and passwords are bytes on the wire and latin-1 text in disq/acl.py (a
 one-to-one mapping: any byte string round-trips)."""
@@ -12,11 +12,11 @@ import time
 from typing import TYPE_CHECKING
 
 from ... import errors
-from ...acl import CATEGORIES, DEFAULT_USER, AclError, Version
+from ...acl import CATEGORIES, DEFAULT_USER, AclError
 from ...errors import err, fixed
-from ...node import now_ms
-from ...replication.tables import held_reply
 from .. import reply
+from ..admin_service import next_version
+from ..later import reply_held
 from ..table import ADMIN, command
 
 if TYPE_CHECKING:
@@ -79,15 +79,6 @@ def auth(client: Client, args: list[bytes]) -> bytes:
     return reply.OK
 
 
-def next_version(acl: AclTable, name: str, node_id: str) -> Version:
-    """A version newer than the user's (the clock, or one more if it went back)."""
-    user = acl.users.get(name)
-    now = now_ms()
-    if user is not None and user.version[0] >= now:
-        now = user.version[0] + 1
-    return (now, node_id)
-
-
 @command("acl", -2, "s",
          acl=ADMIN,
          syntax=('ACL SETUSER name rule... | DELUSER name... | LIST | USERS | WHOAMI | CAT '
@@ -102,27 +93,18 @@ def acl_(client: Client, args: list[bytes]) -> bytes | Pending:
     sub = args[1].lower()
     argc = len(args)
     acl = client.server.acl
+    admin = client.server.admin_service
     try:
         if sub == b"setuser" and argc >= 3:
-            name = _text(args[2])
-            user = acl.set_user(name, [_text(a) for a in args[3:]],
-                                next_version(acl, name, client.node.id))
-            return _spread(client, [user], reply.OK)
+            held = admin.set_user(_text(args[2]), [_text(a) for a in args[3:]])
+            return reply_held(client, held, reply.OK)
         if sub == b"deluser" and argc >= 3:
-            for arg in args[2:]:
-                if _text(arg) == DEFAULT_USER:
-                    raise AclError("The 'default' user cannot be removed")
-            deleted = []
-            for arg in args[2:]:
-                name = _text(arg)
-                if acl.delete(name, next_version(acl, name, client.node.id)):
-                    deleted.append(acl.users[name])
-            return _spread(client, deleted, reply.integer(len(deleted)))
+            deleted, held = admin.delete_users([_text(a) for a in args[2:]])
+            return reply_held(client, held, reply.integer(deleted))
         if sub == b"list" and argc == 2:
-            return reply.encode([f"user {u.name} {u.rules()}".encode("latin-1")
-                                 for u in acl.live()])
+            return reply.encode([user_line(u).encode("latin-1") for u in admin.users()])
         if sub == b"users" and argc == 2:
-            return reply.encode([u.name.encode("latin-1") for u in acl.live()])
+            return reply.encode([u.name.encode("latin-1") for u in admin.users()])
         if sub == b"whoami" and argc == 2:
             return reply.bulk(client.user.name.encode("latin-1"))
         if sub == b"cat" and argc == 2:
@@ -150,15 +132,9 @@ def acl_(client: Client, args: list[bytes]) -> bytes | Pending:
               f"CAT, GETUSER, SAVE or LOAD.")
 
 
-def _spread(client: Client, users: list[User], done: bytes) -> bytes | Pending:
-    """Tell every node of the users changed here; answer `done` once every reachable
-    one holds them, else -NOREPL (replication/tables.py)."""
-    if not users:
-        return done
-    pending = client.pending()
-    client.server.access.users_changed(
-        users, lambda missing: pending.answer(held_reply(missing, done)))
-    return pending
+def user_line(user: User) -> str:
+    """ACL LIST's line of a user: `user <name> <the rules that rebuild it>`."""
+    return f"user {user.name} {user.rules()}"
 
 
 def _need_file(acl: AclTable) -> None:

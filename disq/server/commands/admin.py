@@ -11,7 +11,7 @@ from ... import errors
 from ...config import ConfigError
 from ...errors import err
 from ...requests import parse_int, timeout_ms
-from .. import info, reply
+from .. import reply
 from ..table import ADMIN, COMMANDS, CommandSpec, command
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def info_(client: Client, args: list[bytes]) -> bytes:
     if len(args) > 2:
         raise errors.SYNTAX
     section = args[1].decode("latin-1").lower() if len(args) == 2 else None
-    return reply.bulk(info.render(client.server, section).encode())
+    return reply.bulk(client.server.admin_service.info(section).encode())
 
 
 @command("config", -2, "srl", shown=(-2, "sr"),

@@ -35,14 +35,10 @@ def hello(client: Client, args: list[bytes]) -> bytes:
         return _handshake(client, args)
     if not client.authenticated and client.server.acl.auth_required:
         return b"-NOAUTH Authentication required.\r\n"
-    membership = client.server.membership
-    entries: list[object] = [1, membership.myself.id.encode()]
-    for node in membership.nodes.values():
-        ip = node.ip or (client.local_ip if node.is_myself else "")
-        priority = node.priority()
-        if node.is_myself and client.node.leaving:
-            priority = 100
-        entries.append([node.id.encode(), ip.encode(), str(node.port).encode(),
+    admin = client.server.admin_service
+    entries: list[object] = [1, admin.my_id().encode()]
+    for node_id, ip, port, priority in admin.hello_nodes(client.local_ip):
+        entries.append([node_id.encode(), ip.encode(), str(port).encode(),
                         str(priority).encode()])
     return reply.encode(entries)
 
@@ -82,7 +78,7 @@ def cluster(client: Client, args: list[bytes]) -> bytes:
     if sub == b"myid" and argc == 2:
         return reply.bulk(membership.myself.id.encode())
     if sub == b"nodes" and argc == 2:
-        return reply.bulk(membership.describe_all(client.local_ip).encode())
+        return reply.bulk(server.admin_service.cluster_nodes(client.local_ip).encode())
     if sub == b"info" and argc == 2:
         lines = [
             "cluster_state:ok",

@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from disq_client import spec
 
 from ... import errors
 from ...job import STATE_BY_NAME, Job
 from ...node import now_ms
-from ...queue import PAUSE_NAMES, PAUSED_ALL, Queue
+from ...queue import PAUSE_NAMES
 from ...queue_requests import JScan, Pause, QScan
 from ...requests import parse_int
 from .. import reply
 from ..guard import may_see
+from ..later import reply_later
+from ..queue_service import queue_fields
+from ..queue_service import scan as _scan
 from ..table import At, command
 from .jobs import show_job
 
 if TYPE_CHECKING:
-    from ...scantable import ScanTable
     from ..connection import Client
     from ..pending import Pending
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
          queues=At(1))
 def qlen(client: Client, args: list[bytes]) -> bytes:
     """QLEN queue: jobs queued on this node."""
-    return reply.integer(client.node.qlen(args[1]))
+    return reply.integer(client.server.queues_service.length(args[1]))
 
 
 @command("globalqlen", 2, "r",
@@ -44,14 +45,8 @@ def qlen(client: Client, args: list[bytes]) -> bytes:
 def globalqlen(client: Client, args: list[bytes]) -> bytes | Pending:
     """GLOBALQLEN queue (a later Disque command): jobs queued in the whole cluster,
     this node's QLEN plus each reachable node's, answered once they all replied."""
-    local = client.node.qlen(args[1])
-    replication = client.server.replication
-    if replication is None or client.node.cluster.size() <= 1:
-        return reply.integer(local)
-    pending = client.pending()
-    replication.global_qlen(args[1],
-                            lambda others: pending.answer(reply.integer(local + others)))
-    return pending
+    return reply_later(client, client.server.queues_service.global_length(args[1]),
+                       reply.integer)
 
 
 @command("qpeek", 3, "r",
@@ -69,10 +64,9 @@ def qpeek(client: Client, args: list[bytes]) -> bytes:
     count = parse_int(args[2])
     if count is None:
         raise errors.NOT_INTEGER
-    queue = client.node.queues.get(args[1])
-    if queue is None or count == 0:
+    jobs = client.server.queues_service.peek(args[1], count)
+    if not jobs:
         return reply.EMPTY_ARRAY
-    jobs = queue.jobs.head(count) if count > 0 else queue.jobs.tail(-count)
     return b"*%d\r\n" % len(jobs) + b"".join(map(reply.job_entry_peek, jobs))
 
 
@@ -84,38 +78,10 @@ def qpeek(client: Client, args: list[bytes]) -> bytes:
          queues=At(1))
 def qstat(client: Client, args: list[bytes]) -> bytes:
     """QSTAT queue: the queue's counters, or a null array if it does not exist."""
-    queue = client.node.queues.get(args[1])
+    queue = client.server.queues_service.get(args[1])
     if queue is None:
         return reply.NULL_ARRAY
-    now = now_ms()
-    federation = queue.federation
-    importers = sorted(federation.responders or ()) if federation is not None else []
-    return reply.encode([
-        b"name", queue.name,
-        b"len", len(queue.jobs),
-        b"age", (now - queue.ctime) // 1000,
-        b"idle", (now - queue.atime) // 1000,
-        b"blocked", len(queue.waiters),
-        b"import-from", [n.encode() for n in importers],
-        b"import-rate", queue.import_rate_at(now),
-        b"jobs-in", queue.jobs_in,
-        b"jobs-out", queue.jobs_out,
-        b"pause", PAUSE_NAMES[queue.flags & PAUSED_ALL],
-    ])
-
-
-def _scan(table: ScanTable[Any, Any], request: QScan | JScan,
-          keep: Callable[[Any], bool] | None) -> tuple[int, list[Any]]:
-    """A negative COUNT scans to the end, as in Disque (its bounds wrap around)."""
-    cursor, count, busyloop = request.cursor, request.count, request.busyloop
-    if count < 0:
-        busyloop = True
-    items: list[Any] = []
-    while True:
-        cursor, found = table.scan(cursor, count, keep)
-        items.extend(found)
-        if cursor == 0 or not busyloop:
-            return cursor, items
+    return reply.encode([item for pair in queue_fields(queue, now_ms()) for item in pair])
 
 
 @command("qscan", -1, "r",
@@ -126,21 +92,7 @@ def _scan(table: ScanTable[Any, Any], request: QScan | JScan,
          options=(spec.QSCAN,))
 def qscan(client: Client, args: list[bytes]) -> bytes:
     """QSCAN [cursor] [COUNT n] [BUSYLOOP] [MINLEN n] [MAXLEN n] [IMPORTRATE n]"""
-    request = QScan.parse(args)
-    minlen, maxlen, importrate = request.minlen, request.maxlen, request.importrate
-    now = now_ms()
-    everything = client.user.all_queues  # (ACL: else only the user's queues)
-
-    def keep(queue: Queue) -> bool:
-        n = len(queue.jobs)
-        return (
-            (everything or may_see(client, queue.name))
-            and (minlen < 0 or n >= minlen)
-            and (maxlen < 0 or n <= maxlen)
-            and (importrate < 0 or queue.import_rate_at(now) >= importrate)
-        )
-
-    cursor, queues = _scan(client.node.queues, request, keep)
+    cursor, queues = client.server.queues_service.scan(client.user, QScan.parse(args))
     return reply.encode([str(cursor).encode(), [q.name for q in queues]])
 
 
@@ -182,15 +134,5 @@ def jscan(client: Client, args: list[bytes]) -> bytes:
 def pause(client: Client, args: list[bytes]) -> bytes:
     """PAUSE queue in|out|all|none|state|bcast ...: replies the resulting state. As
     Disque: the state asked replaces the queue's, it does not add to it."""
-    request = Pause.parse(args)
-    node = client.node
-    queue = request.queue
-    flags = request.flags
-    old = node.pause_flags(queue)
-    if flags is not None and (flags != old or node.queues.get(queue) is not None):
-        node.set_pause(queue, flags, request.bcast)
-    else:
-        flags = old  # no update (or none on a missing queue): report the state as is
-        if request.bcast:
-            node.cluster.pause(queue, flags)
+    flags = client.server.queues_service.pause(Pause.parse(args))
     return reply.status(PAUSE_NAMES[flags])

@@ -1,12 +1,13 @@
-"""The HTTP API, /api/v1: each route turns its JSON or query into the arguments of the
-RESP command that does the work (through the options table the RESP parser shares,
-disq_client/spec.py), runs it through an `Exchange` (bridge.py) and shapes the reply
-as JSON. So ADDJOB over HTTP is `AddJob.parse`, `Node.add_job`, the same errors.
-The document of every route is openapi.py."""
+"""The HTTP API, /api/v1: the job routes, and what the routes share (JSON in and out).
+A route on the job service (SHOW, DELJOB, ACKJOB...: `_direct`) is JSON -> service ->
+JSON; the others turn their JSON or query into the arguments of the RESP command that
+does the work (through the options table the RESP parser shares, disq_client/spec.py),
+run it through an `Exchange` (bridge.py) and shape the reply as JSON. The queue,
+cluster, cron and user routes are api_queues.py's and api_admin.py's. The document of
+every route is openapi.py."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 from collections.abc import Awaitable, Callable
@@ -24,15 +25,12 @@ from disq_client.spec import (
     JOBSET,
     MS,
     NUMBER,
-    QPOLICY_SET,
     CommandOptions,
 )
 
-from ...acl import AclError, split_rules
 from ...errors import DisqError
 from ...ids import is_valid_job_id
 from ...node import now_ms
-from ...queue import PAUSE_NAMES
 from ..service import JobService, job_fields
 from .auth import command_refusal
 from .bridge import CommandError, Exchange
@@ -41,7 +39,6 @@ from .problems import Problem, bad_request
 
 if TYPE_CHECKING:
     from ...acl import User
-    from ...replication.stats import NodeStats, QueueStats
     from ..app import Server
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -54,7 +51,6 @@ DEFAULT_POLL_MS = 30_000  # a GET of jobs waits this long by default (GETJOB: fo
 # POST /jobs waits this long for the copies by default (ADDJOB's 0 waits for ever, as
 # long as no target is flagged failing: a copy a node does not take, its queue paused)
 DEFAULT_ADD_TIMEOUT_MS = 10_000
-MAX_QUEUES_LISTED = 1000
 MAX_SCAN_COUNT = 1000  # jobs a GET /jobs (JSCAN) page may ask for
 SCAN_CALLS = 10  # JSCAN calls a page makes at most to fill itself
 # A job ID in a path, as ids.py makes them: the middle part is base64, whose '/' and '+'
@@ -395,293 +391,15 @@ async def nack_job(request: web.Request) -> web.Response:
                                     lambda jobs, user: jobs.nack(user, ids, delay))})
 
 
-# -- queues -----------------------------------------------------------------------------------
-async def list_queues(request: web.Request) -> web.Response:
-    """GET /queues: every queue this node knows (up to MAX_QUEUES_LISTED), with its
-    QSTAT, its length in the whole cluster and its policy."""
-    exchange = _exchange(request)
-    try:
-        names: list[bytes] = []
-        cursor = b"0"
-        while True:
-            cursor, page = await exchange.call("QSCAN", cursor, "COUNT", 1000)
-            names.extend(page)
-            if cursor == b"0" or len(names) >= MAX_QUEUES_LISTED:
-                break
-        names = sorted(set(names))[:MAX_QUEUES_LISTED]
-        queues = await asyncio.gather(*(_queue_info(request, name) for name in names))
-    finally:
-        exchange.finish()
-    return _ok({"queues": [q for q in queues if q is not None]})
-
-
-async def _queue_info(request: web.Request, name: bytes) -> dict[str, Any] | None:
-    exchange = _exchange(request)
-    try:
-        stat, total, policy = await exchange.call_many([
-            ("QSTAT", name), ("GLOBALQLEN", name), ("QPOLICY", name, "GET")])
-    finally:
-        exchange.finish()
-    if isinstance(stat, CommandError) or stat is None:
-        return None
-    info = _pairs(stat)
-    info["length_cluster"] = total if isinstance(total, int) else None
-    info["policy"] = None if policy is None or isinstance(policy, CommandError) else (
-        _pairs(policy))
-    return info
-
-
-async def get_queue(request: web.Request) -> web.Response:
-    info = await _queue_info(request, request.match_info["queue"].encode())
-    if info is None:
-        raise Problem(404, "The queue does not exist on this node", "NOQUEUE")
-    return _ok(info)
-
-
-async def update_queue(request: web.Request) -> web.Response:
-    """PUT /queues/{queue}: {"pause": "in"|"out"|"all"|"none", "bcast": bool,
-    "policy": {...} or null (QPOLICY DEL)}."""
-    queue = request.match_info["queue"]
-    data = await _json_object(request)
-    unknown = set(data) - {"pause", "bcast", "policy"}
-    if unknown:
-        raise bad_request(f"unknown field '{sorted(unknown)[0]}'")
-    commands: list[tuple[object, ...]] = []
-    if "pause" in data:
-        pause = data["pause"]
-        if pause not in ("in", "out", "all", "none"):
-            raise bad_request("'pause' must be one of in, out, all, none")
-        bcast = data.get("bcast", True)
-        if type(bcast) is not bool:
-            raise bad_request("'bcast' must be true or false")
-        commands.append(("PAUSE", queue, pause, *(("bcast",) if bcast else ())))
-    if "policy" in data:
-        policy = data["policy"]
-        if policy is None:
-            commands.append(("QPOLICY", queue, "DEL"))
-        elif type(policy) is dict and policy:
-            commands.append(("QPOLICY", queue, "SET", *_options(QPOLICY_SET, policy, set())))
-        else:
-            raise bad_request("'policy' must be an object of policy fields, or null")
-    if not commands:
-        raise bad_request("nothing to change: give 'pause' and/or 'policy'")
-    exchange = _exchange(request)
-    try:
-        for reply in await exchange.call_many(commands):
-            if isinstance(reply, CommandError):
-                raise Problem.from_resp(reply.code, reply.message)
-    finally:
-        exchange.finish()
-    return await get_queue(request)
-
-
-async def peek_queue(request: web.Request) -> web.Response:
-    count = _query_int(request, "count", 10, -(2**31))
-    reply = await _run(request, "QPEEK", request.match_info["queue"], count)
-    return _ok({"jobs": [_job_entry(entry) for entry in reply]})
-
-
-async def requeue_dead(request: web.Request) -> web.Response:
-    """POST /queues/{queue}/requeue-dead {"count": n}: DEADLETTER REQUEUE."""
-    data = await _json_object(request)
-    count = data.get("count")
-    if count is not None and (type(count) is not int or count < 1):
-        raise bad_request("'count' must be an integer > 0")
-    args = ("COUNT", count) if count else ()
-    return _ok({"requeued": await _run(request, "DEADLETTER", "REQUEUE",
-                                       request.match_info["queue"], *args)})
-
-
-# -- the cluster ------------------------------------------------------------------------------
-async def cluster(request: web.Request) -> web.Response:
-    """GET /cluster: this node and every node it knows, as HELLO and CLUSTER NODES show."""
-    exchange = _exchange(request)
-    try:
-        hello, nodes, info = await exchange.call_many([
-            ("HELLO",), ("CLUSTER", "NODES"), ("INFO",)])
-    finally:
-        exchange.finish()
-    listed = _node_lines(nodes)
-    stats = {}
-    for line in (info.decode().splitlines() if isinstance(info, bytes) else []):
-        key, sep, value = line.partition(":")
-        if sep and not key.startswith("#"):
-            stats[key] = int(value) if value.isdigit() else value
-    return _ok({"myself": hello[1].decode() if isinstance(hello, list) else None,
-                "nodes": listed, "info": stats})
-
-
-def _node_lines(text: Any) -> list[dict[str, Any]]:
-    """CLUSTER NODES as objects; `state`: fail, fail? (PFAIL), handshake or ok."""
-    listed = []
-    for line in (text.decode().splitlines() if isinstance(text, bytes) else []):
-        words = line.split()
-        if len(words) < 6:
-            continue
-        flags = words[2].split(",")
-        state = next((f for f in ("fail", "fail?", "handshake") if f in flags), "ok")
-        listed.append({"id": words[0], "address": words[1], "flags": flags, "state": state,
-                       "link": words[5]})
-    return listed
-
-
-_PAUSE_TEXT = {flags: name.decode() for flags, name in PAUSE_NAMES.items()}
-
-
-def _queue_json(queue: QueueStats) -> dict[str, Any]:
-    return {"name": queue.name.decode(errors="replace"), "len": queue.length,
-            "jobs_in": queue.jobs_in, "jobs_out": queue.jobs_out, "blocked": queue.blocked,
-            "pause": _PAUSE_TEXT[queue.pause], "dead_letter_queue": queue.dead_letters}
-
-
-def _stats_json(stats: NodeStats, queues: list[QueueStats] | None) -> dict[str, Any]:
-    shown: dict[str, Any] = {
-        "used_memory": stats.used_memory, "used_memory_rss": stats.rss,
-        "registered_jobs": stats.jobs, "registered_queues": stats.queue_count,
-        "connected_clients": stats.clients, "blocked_clients": stats.blocked_clients,
-        "instantaneous_ops_per_sec": stats.ops_per_sec,
-        "uptime_in_seconds": stats.uptime, "time_ms": stats.time}
-    if queues is not None:
-        shown["queues"] = [_queue_json(q) for q in queues]
-    return shown
-
-
-MIXED = -1  # the nodes do not agree on a queue's pause state
-
-
-def _cluster_queues(found: dict[str, NodeStats]) -> list[dict[str, Any]]:
-    """The queues of every node that answered, summed: length, jobs in and out,
-    blocked consumers; `pause` is the nodes' state if they agree, else "mixed"."""
-    merged: dict[bytes, list[Any]] = {}
-    for stats in found.values():
-        for q in stats.queues:
-            entry = merged.get(q.name)
-            if entry is None:
-                merged[q.name] = [q.length, q.jobs_in, q.jobs_out, q.blocked, q.pause,
-                                  q.dead_letters, 1]
-                continue
-            entry[0] += q.length
-            entry[1] += q.jobs_in
-            entry[2] += q.jobs_out
-            entry[3] += q.blocked
-            if entry[4] != q.pause:
-                entry[4] = MIXED
-            entry[5] = entry[5] or q.dead_letters
-            entry[6] += 1
-    ordered = sorted(merged.items(), key=lambda item: (-item[1][0], item[0]))
-    return [{"name": name.decode(errors="replace"), "len": length, "jobs_in": jobs_in,
-             "jobs_out": jobs_out, "blocked": blocked,
-             "pause": "mixed" if pause == MIXED else _PAUSE_TEXT[pause],
-             "dead_letter_queue": dead, "nodes": nodes}
-            for name, (length, jobs_in, jobs_out, blocked, pause, dead, nodes) in ordered]
-
-
-async def cluster_stats(request: web.Request) -> web.Response:
-    """GET /cluster/stats[?node_queues=false][&queue=q]: the stats of every node that
-    answered (asked over the bus, replication/stats.py), each known node with its
-    flags (CLUSTER NODES; an unreachable node's stats are null), and the queues
-    summed over the nodes. `node_queues=false` leaves out each node's own list of
-    queues, `queue` keeps only that queue in it (the cluster-wide list is whole)."""
-    server = request.app[SERVER_KEY]
-    need(request, "cluster")
-    replication = server.replication
-    if replication is None:  # (no cluster layer)
-        found = {server.node.id: server.stats.node_stats()}
-    else:
-        done: asyncio.Future[dict[str, NodeStats]] = asyncio.get_running_loop().create_future()
-
-        def answer(result: dict[str, NodeStats]) -> None:
-            if not done.done():  # (not if this request's client left)
-                done.set_result(result)
-
-        replication.stats.gather(answer)
-        found = await done
-    nodes = _node_lines(await _run(request, "CLUSTER", "NODES"))
-    per_node = _query_bool(request, "node_queues") if "node_queues" in request.query else True
-    only = request.query.get("queue")
-    for entry in nodes:
-        stats = found.get(entry["id"])
-        queues = None if not per_node or stats is None else (
-            stats.queues if only is None else
-            [q for q in stats.queues if q.name == only.encode()])
-        entry["stats"] = None if stats is None else _stats_json(stats, queues)
-    nodes.sort(key=lambda n: ("myself" not in n["flags"], n["address"]))
-    return _ok({"myself": server.node.id, "time_ms": now_ms(),
-                "reporting": sorted(found), "nodes": nodes,
-                "queues": _cluster_queues(found)})
-
-
-async def cron_list(request: web.Request) -> web.Response:
-    return _ok({"schedules": [_pairs(entry) for entry in await _run(request, "CRON", "LIST")]})
-
-
 async def bad_job_id(request: web.Request) -> web.Response:
     """/api/v1/jobs/<anything that is not a job ID>[/...]: Disque's -BADID."""
     raise Problem(400, "Invalid Job ID format.", "BADID")
-
-
-# -- users: ACL LIST / SETUSER / DELUSER ------------------------------------------------------
-def _user_json(line: bytes) -> dict[str, Any]:
-    """An ACL LIST line (`user <name> <rules>`) as {"name", "enabled", "rules"}."""
-    _, name, rules = line.decode("latin-1").split(" ", 2)
-    return {"name": name, "enabled": rules.split(" ", 1)[0] == "on", "rules": rules}
-
-
-async def _users(request: web.Request) -> list[dict[str, Any]]:
-    return [_user_json(line) for line in await _run(request, "ACL", "LIST")]
-
-
-async def list_users(request: web.Request) -> web.Response:
-    """GET /users: every user, with the rules that rebuild it (ACL LIST)."""
-    return _ok({"users": await _users(request)})
-
-
-async def get_user(request: web.Request) -> web.Response:
-    name = request.match_info["name"]
-    for user in await _users(request):
-        if user["name"] == name:
-            return _ok(user)
-    raise Problem(404, f"no user '{name}'", "NOUSER")
-
-
-async def put_user(request: web.Request) -> web.Response:
-    """PUT /users/{name} {"rules": "on >pw ~q:* +@produce"} (or a list of rules):
-    ACL SETUSER, all the rules or none; creates the user if it does not exist."""
-    data = await _json_object(request)
-    rules = data.get("rules")
-    if set(data) - {"rules"}:
-        raise bad_request(f"unknown field '{sorted(set(data) - {'rules'})[0]}'")
-    if type(rules) is str:
-        try:
-            words = split_rules(rules)
-        except AclError as exc:
-            raise bad_request(f"'rules': {exc}") from None
-    elif type(rules) is list and all(type(rule) is str for rule in rules):
-        words = rules
-    else:
-        raise bad_request("'rules' must be a string of ACL SETUSER rules, or a list of them")
-    await _run(request, "ACL", "SETUSER", request.match_info["name"].encode("latin-1",
-                                                                            "replace"),
-               *[word.encode("latin-1", "replace") for word in words])
-    return await get_user(request)
-
-
-async def delete_user(request: web.Request) -> web.Response:
-    name = request.match_info["name"]
-    if await _run(request, "ACL", "DELUSER", name.encode("latin-1", "replace")) == 0:
-        raise Problem(404, f"no user '{request.match_info['name']}'", "NOUSER")
-    return _ok({"deleted": 1})
 
 
 def add_routes(app: web.Application) -> None:
     r = app.router
     r.add_post("/api/v1/queues/{queue}/jobs", add_jobs)
     r.add_get("/api/v1/queues/{queue}/jobs", get_jobs)
-    r.add_get("/api/v1/queues", list_queues)
-    r.add_get("/api/v1/queues/{queue}", get_queue)
-    r.add_put("/api/v1/queues/{queue}", update_queue)
-    r.add_get("/api/v1/queues/{queue}/peek", peek_queue)
-    r.add_post("/api/v1/queues/{queue}/requeue-dead", requeue_dead)
     job = f"/api/v1/jobs/{{id:{JOB_ID_PATTERN}}}"  # an ID may hold '/' (base64)
     r.add_get(job, show_job)
     r.add_patch(job, set_job)
@@ -694,10 +412,3 @@ def add_routes(app: web.Application) -> None:
     r.add_post(job + "/nack", nack_job)
     r.add_route("*", "/api/v1/jobs/{rest:.*}", bad_job_id)
     r.add_get("/api/v1/jobs", list_jobs)
-    r.add_get("/api/v1/cluster", cluster)
-    r.add_get("/api/v1/cluster/stats", cluster_stats)
-    r.add_get("/api/v1/cron", cron_list)
-    r.add_get("/api/v1/users", list_users)
-    r.add_get("/api/v1/users/{name}", get_user)
-    r.add_put("/api/v1/users/{name}", put_user)
-    r.add_delete("/api/v1/users/{name}", delete_user)

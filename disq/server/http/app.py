@@ -8,7 +8,8 @@ Nothing of it is imported while `http-port` is 0.
 The node's users (disq/acl.py) protect the API and /metrics (auth.py: basic
 auth `user:password` or `Authorization: Bearer <password>`; failures counted in INFO
 acl_access_denied_auth and, after ten from one IP, 429 for a second: auth_throttle.py).
-Each route runs RESP commands as that user (bridge.py), so the same permission checks
+Each route runs its commands as that user (a service's operation gated as the command
+would be, calls.py, or a RESP command, bridge.py), so the same permission checks
 apply: -NOPERM is a 403. The dashboard's page asks for a user and password and sends
 them the same way. With `tls-port` set the port speaks TLS with the node's certificate.
 
@@ -27,8 +28,9 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from ... import tls
-from . import api
+from . import api, api_admin, api_queues
 from .auth import CHALLENGE, Authenticator, AuthRefused
+from .calls import add_routes
 from .connections import HttpPort
 from .crosssite import content_type_refusal, host_refusal, origin_refusal
 from .openapi import openapi_document
@@ -124,6 +126,7 @@ def make_app(server: Server) -> web.Application:
     app[api.SERVER_KEY] = server
     app[AUTH_KEY] = Authenticator(server.acl, server.auth_throttle)
     api.add_routes(app)
+    add_routes(app, api_queues.ROUTES + api_admin.ROUTES)
     app.router.add_get("/openapi.json", _openapi)
     app.router.add_get("/docs", _docs)
     app.router.add_static("/docs/assets", _swagger_dir())

@@ -1,0 +1,224 @@
+"""The HTTP API's routes on the node itself (/api/v1/cluster, /cron, /users): the
+admin service (admin_service.py: HELLO, CLUSTER NODES, INFO, every node's stats, the
+users) and the schedule service (cron_service.py: CRON LIST) -> JSON, each operation
+gated as its command would be over RESP (calls.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from ...acl import AclError, split_rules
+from ...node import now_ms
+from ...queue import PAUSE_NAMES
+from ..cron_service import schedule_fields
+from .api import SERVER_KEY, _json_object, _ok, _query_bool, need
+from .calls import Route, attempt, confirmed, fields_json, gate, run
+from .problems import Problem, bad_request
+
+if TYPE_CHECKING:
+    from ...acl import User
+    from ...replication.stats import NodeStats, QueueStats
+
+async def cluster(request: web.Request) -> web.Response:
+    """GET /cluster: this node and every node it knows, as HELLO and CLUSTER NODES show."""
+    admin = request.app[SERVER_KEY].admin_service
+    local_ip = _local_ip(request)
+    myself = attempt(request, "hello", None, admin.my_id)
+    nodes = attempt(request, "cluster", None, lambda: admin.cluster_nodes(local_ip))
+    info = attempt(request, "info", None, lambda: admin.info(None))
+    stats = {}
+    for line in (info or "").splitlines():
+        key, sep, value = line.partition(":")
+        if sep and not key.startswith("#"):
+            stats[key] = int(value) if value.isdigit() else value
+    return _ok({"myself": myself, "nodes": _node_lines(nodes or ""), "info": stats})
+
+
+def _local_ip(request: web.Request) -> str:
+    """The address the request came to: this node's, in CLUSTER NODES and HELLO, while
+    it does not know its own (as a RESP connection's, connection.py)."""
+    transport = request.transport
+    local = transport.get_extra_info("sockname") if transport is not None else None
+    return local[0] if isinstance(local, tuple) else "127.0.0.1"
+
+
+def _node_lines(text: str) -> list[dict[str, Any]]:
+    """CLUSTER NODES as objects; `state`: fail, fail? (PFAIL), handshake or ok."""
+    listed = []
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) < 6:
+            continue
+        flags = words[2].split(",")
+        state = next((f for f in ("fail", "fail?", "handshake") if f in flags), "ok")
+        listed.append({"id": words[0], "address": words[1], "flags": flags, "state": state,
+                       "link": words[5]})
+    return listed
+
+
+_PAUSE_TEXT = {flags: name.decode() for flags, name in PAUSE_NAMES.items()}
+
+
+def _queue_json(queue: QueueStats) -> dict[str, Any]:
+    return {"name": queue.name.decode(errors="replace"), "len": queue.length,
+            "jobs_in": queue.jobs_in, "jobs_out": queue.jobs_out, "blocked": queue.blocked,
+            "pause": _PAUSE_TEXT[queue.pause], "dead_letter_queue": queue.dead_letters}
+
+
+def _stats_json(stats: NodeStats, queues: list[QueueStats] | None) -> dict[str, Any]:
+    shown: dict[str, Any] = {
+        "used_memory": stats.used_memory, "used_memory_rss": stats.rss,
+        "registered_jobs": stats.jobs, "registered_queues": stats.queue_count,
+        "connected_clients": stats.clients, "blocked_clients": stats.blocked_clients,
+        "instantaneous_ops_per_sec": stats.ops_per_sec,
+        "uptime_in_seconds": stats.uptime, "time_ms": stats.time}
+    if queues is not None:
+        shown["queues"] = [_queue_json(q) for q in queues]
+    return shown
+
+
+MIXED = -1  # the nodes do not agree on a queue's pause state
+
+
+def _cluster_queues(found: dict[str, NodeStats]) -> list[dict[str, Any]]:
+    """The queues of every node that answered, summed: length, jobs in and out,
+    blocked consumers; `pause` is the nodes' state if they agree, else "mixed"."""
+    merged: dict[bytes, list[Any]] = {}
+    for stats in found.values():
+        for q in stats.queues:
+            entry = merged.get(q.name)
+            if entry is None:
+                merged[q.name] = [q.length, q.jobs_in, q.jobs_out, q.blocked, q.pause,
+                                  q.dead_letters, 1]
+                continue
+            entry[0] += q.length
+            entry[1] += q.jobs_in
+            entry[2] += q.jobs_out
+            entry[3] += q.blocked
+            if entry[4] != q.pause:
+                entry[4] = MIXED
+            entry[5] = entry[5] or q.dead_letters
+            entry[6] += 1
+    ordered = sorted(merged.items(), key=lambda item: (-item[1][0], item[0]))
+    return [{"name": name.decode(errors="replace"), "len": length, "jobs_in": jobs_in,
+             "jobs_out": jobs_out, "blocked": blocked,
+             "pause": "mixed" if pause == MIXED else _PAUSE_TEXT[pause],
+             "dead_letter_queue": dead, "nodes": nodes}
+            for name, (length, jobs_in, jobs_out, blocked, pause, dead, nodes) in ordered]
+
+
+async def cluster_stats(request: web.Request) -> web.Response:
+    """GET /cluster/stats[?node_queues=false][&queue=q]: the stats of every node that
+    answered (asked over the bus, replication/stats.py), each known node with its
+    flags (CLUSTER NODES; an unreachable node's stats are null), and the queues
+    summed over the nodes. `node_queues=false` leaves out each node's own list of
+    queues, `queue` keeps only that queue in it (the cluster-wide list is whole)."""
+    server = request.app[SERVER_KEY]
+    admin = server.admin_service
+    need(request, "cluster")
+    found = await admin.node_stats().wait()
+    local_ip = _local_ip(request)
+    nodes = _node_lines(run(request, "cluster", None, lambda: admin.cluster_nodes(local_ip)))
+    per_node = _query_bool(request, "node_queues") if "node_queues" in request.query else True
+    only = request.query.get("queue")
+    for entry in nodes:
+        stats = found.get(entry["id"])
+        queues = None if not per_node or stats is None else (
+            stats.queues if only is None else
+            [q for q in stats.queues if q.name == only.encode()])
+        entry["stats"] = None if stats is None else _stats_json(stats, queues)
+    nodes.sort(key=lambda n: ("myself" not in n["flags"], n["address"]))
+    return _ok({"myself": server.node.id, "time_ms": now_ms(),
+                "reporting": sorted(found), "nodes": nodes,
+                "queues": _cluster_queues(found)})
+
+
+async def cron_list(request: web.Request) -> web.Response:
+    """GET /cron: the schedules of the queues the user may see (CRON LIST)."""
+    user = gate(request, "cron")
+    now = now_ms()
+    return _ok({"schedules": [
+        fields_json(schedule_fields(schedule, tick_replicate, now)) for schedule, tick_replicate
+        in request.app[SERVER_KEY].schedules_service.listed(user)]})
+
+
+# -- users: ACL LIST / SETUSER / DELUSER ------------------------------------------------------
+def _user_json(user: User) -> dict[str, Any]:
+    """A user as {"name", "enabled", "rules"} (the rules that rebuild it, as ACL LIST
+    shows them)."""
+    return {"name": user.name, "enabled": user.enabled, "rules": user.rules()}
+
+
+def _users(request: web.Request) -> list[dict[str, Any]]:
+    admin = request.app[SERVER_KEY].admin_service
+    return [_user_json(user) for user in run(request, "acl", None, admin.users)]
+
+
+async def list_users(request: web.Request) -> web.Response:
+    """GET /users: every user, with the rules that rebuild it (ACL LIST)."""
+    return _ok({"users": _users(request)})
+
+
+async def get_user(request: web.Request) -> web.Response:
+    return _user_named(request)
+
+
+def _user_named(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    for user in _users(request):
+        if user["name"] == name:
+            return _ok(user)
+    raise Problem(404, f"no user '{name}'", "NOUSER")
+
+
+async def put_user(request: web.Request) -> web.Response:
+    """PUT /users/{name} {"rules": "on >pw ~q:* +@produce"} (or a list of rules):
+    ACL SETUSER, all the rules or none; creates the user if it does not exist."""
+    data = await _json_object(request)
+    rules = data.get("rules")
+    if set(data) - {"rules"}:
+        raise bad_request(f"unknown field '{sorted(set(data) - {'rules'})[0]}'")
+    if type(rules) is str:
+        try:
+            words = split_rules(rules)
+        except AclError as exc:
+            raise bad_request(f"'rules': {exc}") from None
+    elif type(rules) is list and all(type(rule) is str for rule in rules):
+        words = rules
+    else:
+        raise bad_request("'rules' must be a string of ACL SETUSER rules, or a list of them")
+    admin = request.app[SERVER_KEY].admin_service
+    held = run(request, "acl", None, lambda: admin.set_user(
+        _latin1(request.match_info["name"]), [_latin1(word) for word in words]))
+    await confirmed(held)
+    return _user_named(request)
+
+
+def _latin1(text: str) -> str:
+    """A name or rule as ACL SETUSER gets it over RESP: bytes read as latin-1 (a
+    character outside latin-1 becomes '?')."""
+    return text.encode("latin-1", "replace").decode("latin-1")
+
+
+
+async def delete_user(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    admin = request.app[SERVER_KEY].admin_service
+    deleted, held = run(request, "acl", None, lambda: admin.delete_users([_latin1(name)]))
+    await confirmed(held)
+    if deleted == 0:
+        raise Problem(404, f"no user '{name}'", "NOUSER")
+    return _ok({"deleted": 1})
+
+
+ROUTES: list[Route] = [
+    ("GET", "/api/v1/cluster", cluster),
+    ("GET", "/api/v1/cluster/stats", cluster_stats),
+    ("GET", "/api/v1/cron", cron_list),
+    ("GET", "/api/v1/users", list_users),
+    ("GET", "/api/v1/users/{name}", get_user),
+    ("PUT", "/api/v1/users/{name}", put_user),
+    ("DELETE", "/api/v1/users/{name}", delete_user),
+]

@@ -1,0 +1,179 @@
+"""The HTTP API's queue routes (/api/v1/queues...): JSON -> the queue service
+(queue_service.py) -> JSON, each operation gated as its command would be over RESP
+(calls.py: the user's commands and the queue the URL names). The jobs of a queue
+(POST, GET /queues/{queue}/jobs) are api.py's."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from disq_client.spec import DEADLETTER_REQUEUE, QPOLICY_SET
+
+from ... import errors
+from ...node import now_ms
+from ...queue import PAUSE_NAMES
+from ...queue_requests import DeadletterRequeue, Pause, QPolicySet, QScan
+from ...requests import parse_int
+from ..queue_service import policy_fields, queue_fields
+from ..service import job_fields
+from .api import SERVER_KEY, _body_fields, _json_object, _ok, _options, _query_int
+from .calls import Route, attempt, confirmed, fields_json, gate, run
+from .problems import Problem, bad_request
+
+if TYPE_CHECKING:
+    from ...job import Job
+    from ...node import Node
+    from ..later import Later
+
+MAX_QUEUES_LISTED = 1000
+SCAN_PAGE = 1000  # buckets a QSCAN step of GET /queues walks
+PAUSE_FLAGS = {name.decode(): flags for flags, name in PAUSE_NAMES.items()}
+
+
+async def list_queues(request: web.Request) -> web.Response:
+    """GET /queues: every queue this node knows (up to MAX_QUEUES_LISTED), with its
+    QSTAT, its length in the whole cluster and its policy."""
+    queues = request.app[SERVER_KEY].queues_service
+    names: list[bytes] = []
+    cursor = 0
+    while True:
+        user = gate(request, "qscan")
+        cursor, page = queues.scan(user, QScan(cursor, SCAN_PAGE))
+        names.extend(queue.name for queue in page)
+        if cursor == 0 or len(names) >= MAX_QUEUES_LISTED:
+            break
+    names = sorted(set(names))[:MAX_QUEUES_LISTED]
+    listed = await asyncio.gather(*(_queue_info(request, name) for name in names))
+    return _ok({"queues": [q for q in listed if q is not None]})
+
+
+async def _queue_info(request: web.Request, name: bytes) -> dict[str, Any] | None:
+    """QSTAT's fields, "length_cluster" (GLOBALQLEN) and "policy" (QPOLICY GET's
+    fields); None if QSTAT finds no queue or is refused. A refused GLOBALQLEN or
+    QPOLICY GET leaves its field null."""
+    service = request.app[SERVER_KEY].queues_service
+    queues = [name]
+    queue = attempt(request, "qstat", queues, lambda: service.get(name))
+    total = attempt(request, "globalqlen", queues, lambda: service.global_length(name))
+    policy = attempt(request, "qpolicy", queues, lambda: service.policy(name))
+    length_cluster = None if total is None else await total.wait()
+    if queue is None:
+        return None
+    info = fields_json(queue_fields(queue, now_ms()))
+    info["length_cluster"] = length_cluster
+    info["policy"] = None if policy is None else fields_json(policy_fields(policy))
+    return info
+
+
+async def get_queue(request: web.Request) -> web.Response:
+    info = await _queue_info(request, request.match_info["queue"].encode())
+    if info is None:
+        raise Problem(404, "The queue does not exist on this node", "NOQUEUE")
+    return _ok(info)
+
+
+async def update_queue(request: web.Request) -> web.Response:
+    """PUT /queues/{queue}: {"pause": "in"|"out"|"all"|"none", "bcast": bool,
+    "policy": {...} or null (QPOLICY DEL)}. Both changes are tried, as a RESP client's
+    pipeline would: the first error is the answer."""
+    queue = request.match_info["queue"].encode()
+    data = await _json_object(request)
+    unknown = set(data) - {"pause", "bcast", "policy"}
+    if unknown:
+        raise bad_request(f"unknown field '{sorted(unknown)[0]}'")
+    pause: Pause | None = None
+    if "pause" in data:
+        if data["pause"] not in ("in", "out", "all", "none"):
+            raise bad_request("'pause' must be one of in, out, all, none")
+        bcast = data.get("bcast", True)
+        if type(bcast) is not bool:
+            raise bad_request("'bcast' must be true or false")
+        pause = Pause(queue, PAUSE_FLAGS[data["pause"]], bcast)
+    policy_tokens: list[object] | None = None  # (None: QPOLICY DEL)
+    named = [queue]  # the queues QPOLICY names: its own, and its dead letters' if given
+    if "policy" in data:
+        policy = data["policy"]
+        if policy is not None and not (type(policy) is dict and policy):
+            raise bad_request("'policy' must be an object of policy fields, or null")
+        if policy is not None:
+            policy_tokens = _options(QPOLICY_SET, policy, set())
+            if type(policy.get("deadletter")) is str:
+                named.append(policy["deadletter"].encode())
+    if pause is None and "policy" not in data:
+        raise bad_request("nothing to change: give 'pause' and/or 'policy'")
+    service = request.app[SERVER_KEY].queues_service
+    failures: list[Problem] = []
+    if pause is not None:
+        try:
+            run(request, "pause", [queue], lambda: service.pause(pause))
+        except Problem as refused:
+            failures.append(refused)
+    if "policy" in data:
+        try:
+            if policy_tokens is None:
+                held = run(request, "qpolicy", named, lambda: service.delete_policy(queue))
+            else:
+                held = run(request, "qpolicy", named, lambda: service.set_policy(
+                    QPolicySet.parse([b"QPOLICY", queue, b"SET", *_args(policy_tokens)])))
+            if held is not None:
+                await confirmed(held)
+        except Problem as refused:
+            failures.append(refused)
+    if failures:
+        raise failures[0]
+    return await get_queue(request)
+
+
+def _args(tokens: list[object]) -> list[bytes]:
+    """Option tokens and values (`_options`) as a command's arguments, for the typed
+    request's parser (the one place options are checked, with RESP's errors)."""
+    return [t if isinstance(t, bytes) else str(t).encode() for t in tokens]
+
+
+async def peek_queue(request: web.Request) -> web.Response:
+    count = _query_int(request, "count", 10, -(2**31))
+    queue = request.match_info["queue"].encode()
+    service = request.app[SERVER_KEY].queues_service
+
+    def peek() -> list[Job]:
+        if parse_int(str(count).encode()) is None:  # (QPEEK's own limit)
+            raise errors.NOT_INTEGER
+        return service.peek(queue, count)
+
+    node = request.app[SERVER_KEY].node
+    return _ok({"jobs": [_peeked(job, node) for job in run(request, "qpeek", [queue], peek)]})
+
+
+def _peeked(job: Job, node: Node) -> dict[str, Any]:
+    """A job as QPEEK gives it: queue, ID, body, then disq's extension fields (SHOW's
+    fields after the body) for a job that uses them."""
+    fields = job_fields(job, node.id, now_ms())
+    extensions = fields[[name for name, _ in fields].index(b"body") + 1:]
+    return {"queue": (job.queue or b"").decode(errors="replace"), "id": job.id.decode(),
+            **_body_fields(job.body), **fields_json(extensions)}
+
+
+async def requeue_dead(request: web.Request) -> web.Response:
+    """POST /queues/{queue}/requeue-dead {"count": n}: DEADLETTER REQUEUE."""
+    data = await _json_object(request)
+    count = data.get("count")
+    if count is not None and (type(count) is not int or count < 1):
+        raise bad_request("'count' must be an integer > 0")
+    queue = request.match_info["queue"].encode()
+    service = request.app[SERVER_KEY].queues_service
+    options = _options(DEADLETTER_REQUEUE, {"count": count or None}, set())
+    done: Later[int] = run(request, "deadletter", [queue], lambda: service.requeue_dead(
+        DeadletterRequeue.parse([b"DEADLETTER", b"REQUEUE", queue, *_args(options)])))
+    return _ok({"requeued": await done.wait()})
+
+
+ROUTES: list[Route] = [
+    ("GET", "/api/v1/queues", list_queues),
+    ("GET", "/api/v1/queues/{queue}", get_queue),
+    ("PUT", "/api/v1/queues/{queue}", update_queue),
+    ("GET", "/api/v1/queues/{queue}/peek", peek_queue),
+    ("POST", "/api/v1/queues/{queue}/requeue-dead", requeue_dead),
+]
+

@@ -1,0 +1,217 @@
+"""The queue operations every front end runs (`Server.queues_service`): QLEN, GLOBALQLEN,
+QSTAT, QPEEK, QSCAN, PAUSE, QPOLICY and DEADLETTER REQUEUE, typed arguments in, typed
+results out. A RESP handler is parse -> service -> encode (commands/queues.py,
+commands/policies.py); an HTTP route is JSON -> service -> JSON (http/api_queues.py).
+
+What waits for other nodes (GLOBALQLEN's sum, a policy change every reachable node
+confirms, the dead letters requeued on every node) comes as a `Later` (later.py).
+Permissions are the caller's: the RESP dispatch checks the queues a command names
+before its handler runs, an HTTP route through `JobService.gate(..., queues)`; what
+lists (QSCAN) shows only what the user may see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .. import errors
+from ..node import now_ms
+from ..policies import DEAD_PREFIX, QueuePolicy, format_rate
+from ..queue import PAUSE_NAMES, PAUSED_ALL
+from .later import Later
+
+if TYPE_CHECKING:
+    from ..acl import User
+    from ..job import Job
+    from ..node import Node
+    from ..queue import Queue
+    from ..queue_requests import DeadletterRequeue, JScan, Pause, QPolicySet, QScan
+    from ..scantable import ScanTable
+    from .app import Server
+
+# A field of QSTAT or QPOLICY GET: text, a number, a list (of node IDs, of the back-off's
+# two numbers), or none.
+QueueField = bytes | int | list[bytes] | list[int] | None
+
+
+def queue_fields(queue: Queue, now: int) -> list[tuple[bytes, QueueField]]:
+    """A queue's counters in QSTAT's order, for QSTAT's reply and the HTTP API alike."""
+    federation = queue.federation  # (None: federation never imported for it)
+    importers = federation.responders if federation is not None else None
+    return [
+        (b"name", queue.name),
+        (b"len", len(queue.jobs)),
+        (b"age", (now - queue.ctime) // 1000),
+        (b"idle", (now - queue.atime) // 1000),
+        (b"blocked", len(queue.waiters)),
+        (b"import-from", [n.encode() for n in sorted(importers or ())]),
+        (b"import-rate", queue.import_rate_at(now)),
+        (b"jobs-in", queue.jobs_in),
+        (b"jobs-out", queue.jobs_out),
+        (b"pause", PAUSE_NAMES[queue.flags & PAUSED_ALL]),
+    ]
+
+
+def policy_fields(policy: QueuePolicy) -> list[tuple[bytes, QueueField]]:
+    """A policy as QPOLICY GET shows it: queue, maxdeliveries (None: none), deadletter
+    (where its dead letters go), backoff ([base-ms, max-ms] or None), rate (jobs per
+    second as text, or None)."""
+    return [
+        (b"queue", policy.queue),
+        (b"maxdeliveries", policy.max_deliveries or None),
+        (b"deadletter", policy.deadletter_queue),
+        (b"backoff", [policy.backoff_base, policy.backoff_max] if policy.backoff_base
+         else None),
+        (b"rate", format_rate(policy.rate) if policy.rate else None),
+    ]
+
+
+def scan(table: ScanTable[Any, Any], request: QScan | JScan,
+         keep: Callable[[Any], bool] | None) -> tuple[int, list[Any]]:
+    """QSCAN's and JSCAN's walk. A negative COUNT scans to the end, as in Disque (its
+    bounds wrap around)."""
+    cursor, count, busyloop = request.cursor, request.count, request.busyloop
+    if count < 0:
+        busyloop = True
+    items: list[Any] = []
+    while True:
+        cursor, found = table.scan(cursor, count, keep)
+        items.extend(found)
+        if cursor == 0 or not busyloop:
+            return cursor, items
+
+
+class QueueService:
+    """The queue operations of one node."""
+
+    __slots__ = ("server", "node")
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.node: Node = server.node
+
+    # -- reads ----------------------------------------------------------------------------
+    def length(self, queue: bytes) -> int:
+        """QLEN: the jobs queued on this node."""
+        return self.node.qlen(queue)
+
+    def global_length(self, queue: bytes) -> Later[int]:
+        """GLOBALQLEN: this node's QLEN plus each reachable node's, once they all
+        answered (at once on a node alone)."""
+        local = self.node.qlen(queue)
+        replication = self.server.replication
+        if replication is None or self.node.cluster.size() <= 1:
+            return Later.now(local)
+        return Later.of(lambda total: replication.global_qlen(
+            queue, lambda others: total(local + others)))
+
+    def get(self, queue: bytes) -> Queue | None:
+        """The queue (QSTAT: `queue_fields`), None if this node has none of that name."""
+        return self.node.queues.get(queue)
+
+    def peek(self, queue: bytes, count: int) -> list[Job]:
+        """QPEEK: the next `count` jobs GETJOB would deliver, in that order; count < 0:
+        the last -count it would deliver, the last first. For plain jobs that is
+        Disque's oldest first / newest first; with priorities and groups it is the
+        delivery order (most urgent first, the groups of a priority in turn)."""
+        found = self.node.queues.get(queue)
+        if found is None or count == 0:
+            return []
+        return found.jobs.head(count) if count > 0 else found.jobs.tail(-count)
+
+    def scan(self, user: User, request: QScan) -> tuple[int, list[Queue]]:
+        """QSCAN: a step of the walk over this node's queues, those `user` may see."""
+        minlen, maxlen, importrate = request.minlen, request.maxlen, request.importrate
+        now = now_ms()
+        everything = user.all_queues  # (ACL: else only the user's queues)
+
+        def keep(queue: Queue) -> bool:
+            n = len(queue.jobs)
+            return (
+                (everything or user.may_use(queue.name))
+                and (minlen < 0 or n >= minlen)
+                and (maxlen < 0 or n <= maxlen)
+                and (importrate < 0 or queue.import_rate_at(now) >= importrate)
+            )
+
+        return scan(self.node.queues, request, keep)
+
+    # -- changes --------------------------------------------------------------------------
+    def pause(self, request: Pause) -> int:
+        """PAUSE: the queue's resulting pause flags. As Disque: the state asked
+        replaces the queue's, it does not add to it."""
+        node = self.node
+        queue, flags = request.queue, request.flags
+        old = node.pause_flags(queue)
+        if flags is not None and (flags != old or node.queues.get(queue) is not None):
+            node.set_pause(queue, flags, request.bcast)
+            return flags
+        if request.bcast:  # no update (or none on a missing queue): the state as is
+            node.cluster.pause(queue, old)
+        return old
+
+    def policy(self, queue: bytes) -> QueuePolicy | None:
+        """QPOLICY GET: the queue's policy (`policy_fields`), None if it has none."""
+        return self.node.policies.get(queue)
+
+    def set_policy(self, request: QPolicySet) -> Later[list[str]]:
+        """QPOLICY SET: the fields given replace the policy's; the reachable nodes
+        that did not confirm the change in time, once known (replication/tables.py)."""
+        node = self.node
+        now = now_ms()
+        base = node.policies.get(request.queue) or QueuePolicy(request.queue)
+        backoff = request.backoff or (base.backoff_base, base.backoff_max)
+        policy = QueuePolicy(
+            request.queue,
+            max_deliveries=base.max_deliveries if request.max_deliveries is None
+            else request.max_deliveries,
+            deadletter=request.deadletter or base.deadletter,
+            backoff_base=backoff[0], backoff_max=backoff[1],
+            rate=base.rate if request.rate is None else request.rate,
+            version=self._next_version(request.queue, now), origin=node.id)
+        node.merge_policy(policy, now)
+        return self._changed(policy)
+
+    def delete_policy(self, queue: bytes) -> Later[list[str]] | None:
+        """QPOLICY DEL: None if the queue had no policy, else as `set_policy`."""
+        node = self.node
+        if node.policies.get(queue) is None:
+            return None
+        now = now_ms()
+        tombstone = QueuePolicy(queue, version=self._next_version(queue, now),
+                                origin=node.id, deleted=True)
+        node.merge_policy(tombstone, now)
+        return self._changed(tombstone)
+
+    def _next_version(self, queue: bytes, now: int) -> int:
+        old = self.node.policies.policies.get(queue)  # (a tombstone too)
+        return now if old is None or now > old.version else old.version + 1
+
+    def _changed(self, policy: QueuePolicy) -> Later[list[str]]:
+        replication = self.server.replication
+        if replication is None:
+            return Later.now([])
+        return Later.of(lambda held: replication.failures.policy_changed(policy, held))
+
+    def requeue_dead(self, request: DeadletterRequeue) -> Later[int]:
+        """DEADLETTER REQUEUE: the dead letters of the queue (queued on any node) back
+        to the queues they came from, their counters reset; how many. An error if the
+        queue is no dead-letter queue."""
+        node = self.node
+        queue = request.queue
+        if not self.is_dead_letter_queue(queue):
+            name = queue.decode(errors="replace")[:200]
+            raise errors.err(f"'{name}' is not a dead-letter queue (no QPOLICY names it "
+                             "DEADLETTER, no dead: prefix, no dead letters in it)")
+        replication = self.server.replication
+        if replication is None:  # (no cluster layer: all at once)
+            return Later.now(node.revive_queue(queue, request.count or len(node.jobs),
+                                               now_ms()))
+        return Later.of(lambda done: replication.failures.requeue_dead(
+            queue, request.count, done))
+
+    def is_dead_letter_queue(self, queue: bytes) -> bool:
+        node = self.node
+        return queue.startswith(DEAD_PREFIX) or node.holds_dead_letters(queue) or any(
+            policy.deadletter == queue for policy in node.policies.live())

@@ -1,0 +1,41 @@
+"""The queue service's fields (disq/server/queue_service.py): QSTAT's and QPOLICY
+GET's replies are these fields encoded, and the HTTP API's JSON is built from the same
+ones; their RESP bytes are Disque's (QSTAT) and disq's (QPOLICY GET) layouts."""
+
+from __future__ import annotations
+
+from disq.policies import QueuePolicy
+from disq.queue import PAUSED_OUT, Queue
+from disq.server import reply
+from disq.server.queue_service import policy_fields, queue_fields
+
+
+def _encoded(fields: list[tuple[bytes, object]]) -> bytes:
+    return reply.encode([item for pair in fields for item in pair])
+
+
+def test_qstat_fields_in_disques_order() -> None:
+    queue = Queue(b"q", 1_000)
+    queue.flags |= PAUSED_OUT
+    fields = queue_fields(queue, 4_500)
+    assert [name for name, _ in fields] == [
+        b"name", b"len", b"age", b"idle", b"blocked", b"import-from", b"import-rate",
+        b"jobs-in", b"jobs-out", b"pause"]
+    assert dict(fields)[b"age"] == 3 and dict(fields)[b"pause"] == b"out"
+    assert _encoded(fields).startswith(b"*20\r\n$4\r\nname\r\n$1\r\nq\r\n$3\r\nlen\r\n:0\r\n")
+
+
+def test_a_policy_without_limits_shows_nulls_and_its_dead_letter_queue() -> None:
+    assert _encoded(policy_fields(QueuePolicy(b"work"))) == (
+        b"*10\r\n$5\r\nqueue\r\n$4\r\nwork\r\n$13\r\nmaxdeliveries\r\n$-1\r\n"
+        b"$10\r\ndeadletter\r\n$9\r\ndead:work\r\n$7\r\nbackoff\r\n$-1\r\n"
+        b"$4\r\nrate\r\n$-1\r\n")
+
+
+def test_a_policy_with_every_field() -> None:
+    policy = QueuePolicy(b"work", max_deliveries=3, deadletter=b"graveyard",
+                         backoff_base=100, backoff_max=1000, rate=2.5)
+    assert dict(policy_fields(policy)) == {
+        b"queue": b"work", b"maxdeliveries": 3, b"deadletter": b"graveyard",
+        b"backoff": [100, 1000], b"rate": b"2.5"}
+    assert b"$7\r\nbackoff\r\n*2\r\n:100\r\n:1000\r\n" in _encoded(policy_fields(policy))
