@@ -37,5 +37,6 @@ def test_each_reaction_runs_on_the_part_that_declares_it() -> None:
 
 
 def test_a_reaction_needs_an_owner_among_the_parts() -> None:
+    assert app.Server  # (its parts' reactions registered)
     with pytest.raises(LookupError, match="requirepass"):
         bind_reactions(object())
