@@ -64,6 +64,7 @@ NATIVE = [
     "disq/cluster/nodes.py",
     "disq/cluster/messages.py",
     "disq/cluster/port.py",
+    "disq/cluster/actions.py",
     "disq/cluster/membership.py",
     "disq/cluster/link.py",
     "disq/cluster/bus.py",

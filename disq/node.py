@@ -536,7 +536,8 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
                 queue.waiters.remove(waiter)
             except ValueError:
                 pass
-            if queue.needjobs_asked_time and not queue.waiters:
+            federation = queue.federation
+            if federation is not None and federation.asked_time and not queue.waiters:
                 self.cluster.jobs_not_needed(queue)  # the last one left: stop the pushes
         self.parked.count -= 1
 

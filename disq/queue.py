@@ -361,93 +361,29 @@ class Waiter(Protocol):
         """How long it still waits, in ms; None: without a timeout."""
 
 
-class Queue:
-    __slots__ = (
-        "name", "jobs", "waiters", "ctime", "atime", "flags", "jobs_in", "jobs_out",
-        # federation state (used by replication/federation)
-        "needjobs_bcast_time", "needjobs_asked_time", "needjobs_bcast_attempt",
-        "needjobs_adhoc_attempt", "needjobs_responders", "import_second",
-        "imported_prev", "imported_curr", "import_time",
-        "remote_wanted",  # other nodes asked for jobs of this queue (federation)
-        # priorities across nodes (federation): the most urgent priority each peer said
-        # it has queued, the least of them, when this node's ask for those jobs is
-        # given up, and what this node told the peers of its own
-        "peer_best", "remote_best", "hold_until", "told_best",
-        "limiter",  # the RateLimiter of a queue with a RATE policy, or None
-        "ready",  # READY...: in Node.parked.ready, its consumers to be served
-    )
+class QueueFederation:
+    """What federation (replication/federation.py) keeps of one queue: its asks for
+    jobs (when, how many, who answered), the jobs it imported (per-second buckets) and
+    the most urgent priority each peer said it has queued. Made on the queue's first
+    ask or import (`Queue.federation`), so a queue federation never touches, and a
+    node alone, carry none of it; it goes with its queue."""
 
-    def __init__(self, name: bytes, now_ms: int) -> None:
-        self.name = name
-        self.jobs: SortedJobs | PriorityJobs = SortedJobs()
-        self.waiters: deque[Waiter] = deque()
-        self.ctime = now_ms
-        self.atime = now_ms
-        self.flags = 0
-        self.jobs_in = 0
-        self.jobs_out = 0
-        self.needjobs_bcast_time = 0
+    __slots__ = ("bcast_time", "asked_time", "bcast_attempt", "adhoc_attempt",
+                 "responders", "import_second", "imported_prev", "imported_curr",
+                 "import_time", "peer_best")
+
+    def __init__(self) -> None:
+        self.bcast_time = 0  # no NEEDJOBS goes out before this (back-off)
         # when a NEEDJOBS for consumers blocked here went out, 0 once they are gone
-        self.needjobs_asked_time = 0
-        self.needjobs_bcast_attempt = 0
-        self.needjobs_adhoc_attempt = 0
-        self.needjobs_responders: dict[str, int] | None = None
+        self.asked_time = 0
+        self.bcast_attempt = 0
+        self.adhoc_attempt = 0  # the size of the next ask (0: the first size)
+        self.responders: dict[str, int] | None = None  # node ID -> its last import
         self.import_second = 0  # the second `imported_curr` counts
         self.imported_prev = 0
         self.imported_curr = 0
         self.import_time = 0
-        self.remote_wanted = False
-        self.peer_best: dict[str, int] | None = None
-        self.remote_best = NO_PRIORITY
-        self.hold_until = 0
-        self.told_best = NO_PRIORITY
-        self.limiter: RateLimiter | None = None
-        self.ready = 0
-
-    def __len__(self) -> int:
-        return len(self.jobs)
-
-    def jobs_for(self, job: Job) -> SortedJobs | PriorityJobs:
-        """Where to add `job`, a job with `ext` (the caller checked): a queue keeps
-        plain order (SortedJobs) until it gets a job with a priority or a group."""
-        jobs = self.jobs
-        ext = job.ext
-        if type(jobs) is SortedJobs and ext is not None and (
-                ext.priority != DEFAULT_PRIORITY or ext.group is not None):
-            self.jobs = jobs = PriorityJobs.adopting(jobs)
-        return jobs
-
-    def best_priority(self) -> int:
-        """The most urgent priority queued here, NO_PRIORITY if none."""
-        head = self.jobs.first()
-        return NO_PRIORITY if head is None else job_priority(head)
-
-    def set_peer_best(self, node_id: str, priority: int) -> None:
-        """A peer's most urgent queued priority (NO_PRIORITY: none), as it said."""
-        bests = self.peer_best
-        if priority >= NO_PRIORITY:
-            if bests is None or bests.pop(node_id, None) is None:
-                return
-        else:
-            if bests is None:
-                self.peer_best = bests = {}
-            bests[node_id] = priority
-        self.remote_best = min(bests.values(), default=NO_PRIORITY)
-        self.hold_until = 0  # answered: ask again when it is more urgent again
-
-    def forget_peer_best(self) -> None:
-        self.peer_best = None
-        self.remote_best = NO_PRIORITY
-        self.hold_until = 0
-
-    def clear_jobs(self) -> None:
-        self.jobs = SortedJobs()
-
-    def compact(self) -> None:
-        """An empty queue goes back to the plain structure (its jobs had priorities
-        or groups; the next ones may not)."""
-        if not self.jobs and type(self.jobs) is not SortedJobs:
-            self.jobs = SortedJobs()
+        self.peer_best: dict[str, int] | None = None  # node ID -> its most urgent priority
 
     def note_import(self, now_ms: int) -> None:
         """Count one job imported by federation (per-second buckets)."""
@@ -470,6 +406,90 @@ class Queue:
         if second == self.import_second + 1:
             return self.imported_curr
         return 1  # imported within 5 s, but not in the last two seconds
+
+    def set_peer_best(self, node_id: str, priority: int) -> int | None:
+        """A peer's most urgent queued priority (NO_PRIORITY: none), as it said: the
+        most urgent of the peers' now, or None if nothing changed."""
+        bests = self.peer_best
+        if priority >= NO_PRIORITY:
+            if bests is None or bests.pop(node_id, None) is None:
+                return None
+        else:
+            if bests is None:
+                self.peer_best = bests = {}
+            bests[node_id] = priority
+        return min(bests.values(), default=NO_PRIORITY)
+
+
+class Queue:
+    __slots__ = (
+        "name", "jobs", "waiters", "ctime", "atime", "flags", "jobs_in", "jobs_out",
+        # What the core's own paths read of federation, kept here so that ADDJOB and
+        # GETJOB test a field of the queue and go no further when it says nothing:
+        # other nodes asked for jobs of this queue (push them what is queued), the
+        # most urgent priority the peers said they have queued, when this node's
+        # consumers stop waiting for those, and what this node told the peers of its own
+        "remote_wanted", "remote_best", "hold_until", "told_best",
+        "federation",  # QueueFederation once federation asks or imports for it, or None
+        "limiter",  # the RateLimiter of a queue with a RATE policy, or None
+        "ready",  # READY...: in Node.parked.ready, its consumers to be served
+    )
+
+    def __init__(self, name: bytes, now_ms: int) -> None:
+        self.name = name
+        self.jobs: SortedJobs | PriorityJobs = SortedJobs()
+        self.waiters: deque[Waiter] = deque()
+        self.ctime = now_ms
+        self.atime = now_ms
+        self.flags = 0
+        self.jobs_in = 0
+        self.jobs_out = 0
+        self.remote_wanted = False
+        self.remote_best = NO_PRIORITY
+        self.hold_until = 0
+        self.told_best = NO_PRIORITY
+        self.federation: QueueFederation | None = None
+        self.limiter: RateLimiter | None = None
+        self.ready = 0
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def jobs_for(self, job: Job) -> SortedJobs | PriorityJobs:
+        """Where to add `job`, a job with `ext` (the caller checked): a queue keeps
+        plain order (SortedJobs) until it gets a job with a priority or a group."""
+        jobs = self.jobs
+        ext = job.ext
+        if type(jobs) is SortedJobs and ext is not None and (
+                ext.priority != DEFAULT_PRIORITY or ext.group is not None):
+            self.jobs = jobs = PriorityJobs.adopting(jobs)
+        return jobs
+
+    def best_priority(self) -> int:
+        """The most urgent priority queued here, NO_PRIORITY if none."""
+        head = self.jobs.first()
+        return NO_PRIORITY if head is None else job_priority(head)
+
+    def forget_peer_best(self) -> None:
+        if self.federation is not None:
+            self.federation.peer_best = None
+        self.remote_best = NO_PRIORITY
+        self.hold_until = 0
+
+    def clear_jobs(self) -> None:
+        self.jobs = SortedJobs()
+
+    def compact(self) -> None:
+        """An empty queue goes back to the plain structure (its jobs had priorities
+        or groups; the next ones may not)."""
+        if not self.jobs and type(self.jobs) is not SortedJobs:
+            self.jobs = SortedJobs()
+
+    def import_rate_at(self, now_ms: int) -> int:
+        """Jobs federation imported per second lately (QueueFederation.import_rate_at);
+        0 for a queue it never touched."""
+        federation = self.federation
+        return 0 if federation is None else federation.import_rate_at(now_ms)
 
     @property
     def pause_name(self) -> bytes:

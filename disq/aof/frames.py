@@ -161,6 +161,26 @@ def configured_codec(config: Settings) -> Codec | None:
     return None
 
 
+def describe_codec(codec: Codec | None) -> str:
+    return "plain records" if codec is None else codec.describe()
+
+
+def codec_of_file(path: str, wanted: Codec | None) -> Codec | None:
+    """The format a loaded AOF file is in (the loader checked it is sound): `wanted`,
+    the configured one, if the file is in it; else checksums only, or Disque's plain
+    records. Raises KeyFileError for a file encrypted with another key."""
+    with open(path, "rb") as fh:
+        header = read_header(fh.read(HEADER_SIZE))
+    if header is None:
+        return None
+    if wanted is not None and header.key_id == wanted.key_id:
+        return wanted  # (also checksums only, wanted)
+    if header.mode == CRC:
+        return Codec()
+    raise KeyFileError("the AOF was written with another key than "
+                       "aof-encryption-key-file's")
+
+
 class Header:
     def __init__(self, mode: int, kid: bytes) -> None:
         self.mode = mode

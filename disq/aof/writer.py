@@ -9,12 +9,10 @@ at the end of the loop turn writes what the cluster bus and the timers logged. S
 reply never announces a job the file does not have, even if the process is killed
 the next instant (Redis writes its buffer before its replies, too).
 
-fsync runs in a background thread. With `appendfsync always` the replies that depend
-on new records wait (their place kept in the client's reply stream) until an fsync
-covers them; one fsync covers every record written meanwhile (group commit), and the
-next starts as soon as it ends. `everysec` fsyncs once a second, `no` leaves it to the
-kernel. Every record has a sequence number; `written` and `synced` say how far the
-file and the disk are.
+fsync runs in a background thread (fsync.py). With `appendfsync always` the replies
+that depend on new records wait (their place kept in the client's reply stream) until
+an fsync covers them. Every record has a sequence number; `written` and `synced` say
+how far the file and the disk are.
 
 The records of one write go in one frame (frames.py: a CRC32C, and AES-256-GCM with
 `aof-encryption-key-file`) unless the file is Disque's plain records (`aof-checksum
@@ -36,7 +34,6 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -45,9 +42,10 @@ from ..job import Job
 from ..policies import QueuePolicy
 from ..ports import NO_PERSISTENCE
 from ..schedules import CronSchedule
-from .disk import OFF, ON, WAIT_REWRITE, sync_directory
+from .disk import OFF, ON, WAIT_REWRITE
 from .fileformat import DELJOB_HEAD, RecordEncoder, cronset_record, qpolicyset_record
-from .frames import CRC, HEADER_SIZE, Codec, KeyFileError, configured_codec, read_header
+from .frames import Codec, codec_of_file, configured_codec, describe_codec
+from .fsync import Fsyncs
 from .rewrite import BackgroundRewrite
 
 if TYPE_CHECKING:
@@ -58,19 +56,6 @@ log = logging.getLogger("disq")
 WRITE_ERROR_LOG_PERIOD = 30.0  # seconds between two logs of the same write error
 RETRY_PERIOD = 1.0  # seconds between two attempts to write after an error
 REWRITE_RETRY_PERIOD = 5.0  # seconds after a failed rewrite before another may start
-FSYNC_DELAYED_AFTER = 2.0  # an everysec fsync still running after this is "delayed"
-
-
-def describe_codec(codec: Codec | None) -> str:
-    return "plain records" if codec is None else codec.describe()
-
-
-def _fsync(fd: int, directory: str | None) -> None:
-    """Runs in the fsync thread: the file's data, and the directory entry after a
-    rename (the new file must stay reachable under the AOF's name)."""
-    os.fdatasync(fd)
-    if directory is not None:
-        sync_directory(directory)
 
 
 class AppendOnlyFile:
@@ -98,21 +83,13 @@ class AppendOnlyFile:
         self._taken = 0  # records moved out of `buffer`
         self.written = 0  # records in the file (handed to the rewrite, while no file)
         self.synced = 0  # records the disk has, under the AOF's name
-        self._fsynced = 0  # records the last fsync of this file covered (see sync_cap)
         self.current_size = 0
         self.base_size = 0  # size after the last load or rewrite (auto rewrite base)
         self.waiters: deque[tuple[int, Callable[[], object]]] = deque()
         self._turn_scheduled = False
-        # fsync
-        self._fsync_executor = ThreadPoolExecutor(1, thread_name_prefix="aof-fsync")
-        self._fsync_running = False
-        self._fsync_started = 0.0
-        self._fsync_delay_counted = False
+        self.fsyncs = Fsyncs(self)  # in a background thread (fsync.py)
         self.generation = 0  # bumped when a rewrite replaces the file
         self.sync_cap: int | None = None  # while a rewrite ends: see BackgroundRewrite
-        self._dir_sync_needed = False
-        self.last_fsync = time.monotonic()
-        self.delayed_fsync = 0
         # errors
         self.write_errno = 0
         self.fsync_failed = False
@@ -194,7 +171,7 @@ class AppendOnlyFile:
         """The last record the replies may count on."""
         if self.state == OFF:
             return self.appended  # no promise: recording only for a rewrite
-        if self.config.appendfsync == "always" and not self._fsync_paused():
+        if self.config.appendfsync == "always" and not self.fsyncs.paused():
             return self.synced
         if self.state == WAIT_REWRITE:
             return self.appended  # Disque answers at once while the first file is written
@@ -224,7 +201,7 @@ class AppendOnlyFile:
         self._turn_scheduled = False
         if self.buffer or self._unwritten:
             self.write_pending()
-        self._maybe_fsync()
+        self.fsyncs.maybe_start()
         self.release()
 
     def take_buffer(self) -> None:
@@ -269,8 +246,8 @@ class AppendOnlyFile:
         self.written = self._taken
         if self.write_errno and not self.fsync_failed:
             log.warning("AOF write error looks solved, Disque can write again.")
-            self._set_error(0)
-            self._maybe_fsync()
+            self.set_error(0)
+            self.fsyncs.maybe_start()
             self.release()
 
     def _short_write(self, data: bytes, n: int) -> None:
@@ -309,9 +286,9 @@ class AppendOnlyFile:
             self._last_error_log = now
             log.warning(message)
         self._last_retry = now
-        self._set_error(code)
+        self.set_error(code)
 
-    def _set_error(self, code: int) -> None:
+    def set_error(self, code: int) -> None:
         """Record the error write commands are refused with (0: none)."""
         if code != self.write_errno:
             self.write_errno = code
@@ -321,63 +298,6 @@ class AppendOnlyFile:
         return b"-MISCONF Errors writing to the AOF file: %s\r\n" % os.strerror(
             self.write_errno).encode()
 
-    # -- fsync ----------------------------------------------------------------------------
-    def _fsync_paused(self) -> bool:
-        """no-appendfsync-on-rewrite: no fsync while a rewrite runs."""
-        return self.rewrite is not None and self.config.no_appendfsync_on_rewrite
-
-    def _maybe_fsync(self) -> None:
-        if self.fd is None or self._fsync_running or self.fsync_failed or self.state != ON:
-            return
-        policy = self.config.appendfsync
-        behind = self.written > self._fsynced or self._dir_sync_needed
-        if not behind or self._fsync_paused():
-            return
-        if policy == "always" or (
-                policy == "everysec" and time.monotonic() - self.last_fsync >= 1.0):
-            self.start_fsync()
-
-    def start_fsync(self) -> None:
-        """fsync the file in the background; covers every record written so far."""
-        assert self.fd is not None
-        self._fsync_running = True
-        self._fsync_started = time.monotonic()
-        self._fsync_delay_counted = False
-        target, generation = self.written, self.generation
-        directory = self.directory if self._dir_sync_needed else None
-        self._dir_sync_needed = False
-        future = self.loop.run_in_executor(self._fsync_executor, _fsync, self.fd, directory)
-        future.add_done_callback(
-            lambda f: self._fsync_done(f, target, generation, directory))
-
-    def _fsync_done(self, future: asyncio.Future[None], target: int, generation: int,
-                    directory: str | None) -> None:
-        self._fsync_running = False
-        self.last_fsync = time.monotonic()
-        exc = None if future.cancelled() else future.exception()
-        if generation != self.generation:
-            pass  # it synced a file a rewrite replaced since: it proves nothing now
-        elif exc is not None:
-            self._fsync_error(exc, directory)
-        else:
-            self._fsynced = target
-            cap = self.sync_cap
-            reached = target if cap is None or target <= cap else cap
-            if reached > self.synced:
-                self.synced = reached
-        self._maybe_fsync()
-        self.release()
-
-    def _fsync_error(self, exc: BaseException, directory: str | None) -> None:
-        code = exc.errno if isinstance(exc, OSError) and exc.errno else errno.EIO
-        log.warning("Error syncing the AOF to disk (fsync: %s): the data written since "
-                    "the last fsync may be lost; rewriting the AOF from memory.",
-                    os.strerror(code))
-        if directory is not None:
-            self._dir_sync_needed = True
-        self.fsync_failed = True
-        self._set_error(code)
-
     # -- the cron (hz) --------------------------------------------------------------------
     def cron(self) -> None:
         now = time.monotonic()
@@ -385,12 +305,8 @@ class AppendOnlyFile:
             if not self.write_errno or now - self._last_retry >= RETRY_PERIOD:
                 self._last_retry = now
                 self.write_pending()
-        if (self._fsync_running and self.config.appendfsync == "everysec"
-                and not self._fsync_delay_counted
-                and now - self._fsync_started > FSYNC_DELAYED_AFTER):
-            self._fsync_delay_counted = True
-            self.delayed_fsync += 1
-        self._maybe_fsync()
+        self.fsyncs.count_delay(now)
+        self.fsyncs.maybe_start()
         self.release()
         if self.rewrite is not None:
             return
@@ -419,7 +335,7 @@ class AppendOnlyFile:
         self.current_size = self.base_size = os.fstat(self.fd).st_size
         self._choose_codec()
         self.state = ON
-        self.last_fsync = time.monotonic()
+        self.fsyncs.last = time.monotonic()
         self.recording_changed()
 
     def _choose_codec(self) -> None:
@@ -436,17 +352,7 @@ class AppendOnlyFile:
                 os.write(self.fd, start)
                 self.current_size = self.base_size = len(start)
             return
-        with open(self.path, "rb") as fh:
-            header = read_header(fh.read(HEADER_SIZE))  # (loaded: it is sound)
-        if header is None:
-            self.codec = None
-        elif wanted is not None and header.key_id == wanted.key_id:
-            self.codec = wanted  # (also checksums only, wanted)
-        elif header.mode == CRC:
-            self.codec = Codec()
-        else:
-            raise KeyFileError("the AOF was written with another key than "
-                               "aof-encryption-key-file's")
+        self.codec = codec_of_file(self.path, wanted)
         if self.codec is not wanted:
             log.warning("The AOF is in another format (%s) than the configured one (%s): "
                         "rewriting it", describe_codec(self.codec), describe_codec(wanted))
@@ -487,7 +393,7 @@ class AppendOnlyFile:
         self.rewrite_scheduled = False
         self._unwritten = []  # what a write error kept: no longer wanted
         self.fsync_failed = False
-        self._set_error(0)
+        self.set_error(0)
         self.release_all()
 
     def close_file(self) -> None:
@@ -496,16 +402,10 @@ class AppendOnlyFile:
         if self.fd is None:
             return
         self.write_pending()
-        self._fsync_executor.submit(lambda: None).result()  # let a running fsync end
-        try:
-            os.fdatasync(self.fd)
-            if self._dir_sync_needed:
-                sync_directory(self.directory)
-        except OSError as exc:
-            log.warning("Error syncing the AOF to disk: %s", exc.strerror)
+        self.fsyncs.sync_now(self.fd, self.directory)
         os.close(self.fd)
         self.fd = None
-        self.synced = self._fsynced = self.written
+        self.synced = self.fsyncs.covered = self.written
 
     def shutdown(self) -> None:
         """Before the process exits: the buffer on disk, the rewrite stopped."""
@@ -516,7 +416,7 @@ class AppendOnlyFile:
             log.info("Calling fsync() on the AOF file.")
         self.close_file()
         self.release_all()
-        self._fsync_executor.shutdown(wait=False)
+        self.fsyncs.shutdown()
 
     # -- rewrites -------------------------------------------------------------------------
     def start_rewrite(self) -> bool:
@@ -560,7 +460,7 @@ class AppendOnlyFile:
         if self.state == OFF:
             self.recording_changed()
             self.buffer = []
-        self._maybe_fsync()
+        self.fsyncs.maybe_start()
         self.release()
 
     def _adopt(self, new_fd: int, directory: str) -> None:
@@ -569,11 +469,9 @@ class AppendOnlyFile:
         self.fd = new_fd
         self.directory = directory
         self.generation += 1
-        self._fsynced = 0
         self.current_size = self.base_size = os.fstat(new_fd).st_size
         self.written = self._taken
         self._unwritten = []
-        self._dir_sync_needed = True
         if self.state == WAIT_REWRITE:
             self.state = ON
             log.info("AOF enabled: the first file is written")
@@ -583,15 +481,8 @@ class AppendOnlyFile:
             # fsync, write commands are accepted again
             log.warning("AOF rewritten after a write error, Disque can write again.")
             self.fsync_failed = False
-            self._set_error(0)
-        if old_fd is not None:
-            # closing the last descriptor of the replaced file unlinks it: not here
-            self._fsync_executor.submit(os.close, old_fd)
-        if self.config.appendfsync == "no":
-            self._fsync_executor.submit(sync_directory, self.directory)
-            self._dir_sync_needed = False
-        elif not self._fsync_running:  # else it starts when the running one ends
-            self.start_fsync()
+            self.set_error(0)
+        self.fsyncs.file_replaced(old_fd, self.config.appendfsync, directory)
 
     # -- INFO -------------------------------------------------------------------------------
     def info(self) -> list[str]:
@@ -615,7 +506,7 @@ class AppendOnlyFile:
                 f"aof_pending_rewrite:{int(self.rewrite_scheduled)}",
                 f"aof_buffer_length:{pending}",
                 f"aof_rewrite_buffer_length:{rewrite.buffered() if rewrite else 0}",
-                f"aof_pending_bio_fsync:{int(self._fsync_running)}",
-                f"aof_delayed_fsync:{self.delayed_fsync}",
+                f"aof_pending_bio_fsync:{int(self.fsyncs.running)}",
+                f"aof_delayed_fsync:{self.fsyncs.delayed}",
             ]
         return lines

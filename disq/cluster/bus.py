@@ -23,9 +23,10 @@ from typing import Any, Final
 from ..exposure import HOW_TO_OPEN_THE_BUS, bus_hosts, far_peers_refusal, is_loopback
 from ..ids import is_valid_node_id
 from . import messages as m
+from .actions import Abort, Action, Close, Connect, Reply, Send
 from .clocks import to_ms
 from .link import Link, Outbox
-from .membership import Abort, Action, Close, ClusterNode, Connect, Membership, Reply, Send
+from .membership import ClusterNode, Membership
 from .nodes import HANDSHAKE_BIT, LEAVING_BIT, NodeFlag
 from .port import Handler
 

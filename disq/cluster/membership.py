@@ -2,7 +2,7 @@
 handshake with a node met by address, gossip, failure detection, and when nodes.conf
 must be saved. No sockets, no event loop, no clock: the bus (bus.py) feeds it what
 arrives and the time, and carries out the actions it returns (send, connect, close
-or drop a link); tests drive it directly (tests/unit/test_membership.py).
+or drop a link: actions.py); tests drive it directly (tests/unit/test_membership.py).
 
 `CLUSTER MEET ip port` starts a handshake with a node known only by its address; its
 real ID arrives with its PONG. PINGs carry gossip about a few other nodes, so meeting
@@ -20,11 +20,11 @@ import logging
 import os
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from ..ids import new_node_id
 from . import messages as m
+from .actions import Abort, Action, Close, Connect, Origin, Reply, Send
 from .clocks import PeerClock
 from .nodes import (
     HANDSHAKE_BIT,
@@ -38,8 +38,7 @@ from .nodes import (
     write_config,
 )
 
-__all__ = ["Abort", "Action", "ClusterNode", "Close", "Connect", "Membership", "NodeFlag",
-           "Origin", "Reply", "Send"]
+__all__ = ["ClusterNode", "Membership", "NodeFlag"]
 
 log = logging.getLogger("disq")
 
@@ -55,51 +54,6 @@ _FAILING: Final = NodeFlag.PFAIL | NodeFlag.FAIL
 _GOSSIPED: Final = NodeFlag.PFAIL | NodeFlag.FAIL | NodeFlag.LEAVING
 _UNREACHABLE: Final = (NodeFlag.HANDSHAKE | NodeFlag.LEAVING | NodeFlag.PFAIL | NodeFlag.FAIL
                 | NodeFlag.MYSELF).value
-
-
-# -- the actions the bus carries out -------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Send:
-    """Queue `message` on the node's outbound link (dropped if it is not up)."""
-    node: ClusterNode
-    message: list[Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """Queue `message` on the link the message handled came in on (the PONG)."""
-    message: list[Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Connect:
-    """Open the node's outbound link; report link_up, or link_lost if it fails."""
-    node: ClusterNode
-
-
-@dataclass(frozen=True, slots=True)
-class Close:
-    """Close the node's outbound link (report link_lost once it is gone)."""
-    node: ClusterNode
-
-
-@dataclass(frozen=True, slots=True)
-class Abort:
-    """Drop the node's outbound link at once, with what it still had to send: it may
-    be stuck (report link_lost once it is gone)."""
-    node: ClusterNode
-
-
-Action = Send | Reply | Connect | Close | Abort
-
-
-class Origin(Protocol):
-    """The link a message came in on, as far as membership cares."""
-
-    node: ClusterNode | None  # the node an outbound link reaches; None: an inbound link
-    peer_ip: str
-    local_ip: str
-    pong_queued: bool  # a PONG waits on it already this loop turn: it answers every PING
 
 
 def _is_ip(text: str) -> bool:

@@ -41,7 +41,7 @@ from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
 from ..job import ACTIVE, BCAST_QUEUED, job_priority, with_holders
 from ..node import Node, now_ms
-from ..queue import NO_PRIORITY, PAUSED_OUT, Queue
+from ..queue import NO_PRIORITY, PAUSED_OUT, Queue, QueueFederation
 from .clock import to_local_ms
 from .wire import decode_job, encode_job
 
@@ -74,17 +74,17 @@ class Federation:
         """Ask the cluster for jobs of `queue`, unless asked too recently."""
         if now is None:
             now = now_ms()
-        if now < queue.needjobs_bcast_time:
+        state = federation_of(queue)
+        if now < state.bcast_time:
             return
-        attempt = queue.needjobs_bcast_attempt
-        queue.needjobs_bcast_time = now + min(ASK_PERIOD_MS << min(attempt, 8),
-                                              ASK_BACKOFF_MAX_MS)
-        queue.needjobs_bcast_attempt = attempt + 1
+        attempt = state.bcast_attempt
+        state.bcast_time = now + min(ASK_PERIOD_MS << min(attempt, 8), ASK_BACKOFF_MAX_MS)
+        state.bcast_attempt = attempt + 1
         wait = self._wait_ms(queue)
-        self.bus.broadcast(m.NEEDJOBS, queue.name,
-                           queue.needjobs_adhoc_attempt or REQUEST_COUNT, wait)
+        self.bus.broadcast(m.NEEDJOBS, queue.name, state.adhoc_attempt or REQUEST_COUNT,
+                           wait)
         if wait:
-            queue.needjobs_asked_time = now
+            state.asked_time = now
             self._arm()
 
     @staticmethod
@@ -105,9 +105,9 @@ class Federation:
         here. Sent at once, so that it leaves before the consumer's reply: a producer
         this consumer then talks to finds the cancel handled. The next ask waits until
         `ASK_PERIOD_MS` after the last one, no longer, as its pushes stop now."""
-        queue.needjobs_bcast_time = min(queue.needjobs_bcast_time,
-                                        queue.needjobs_asked_time + ASK_PERIOD_MS)
-        queue.needjobs_asked_time = 0
+        state = federation_of(queue)
+        state.bcast_time = min(state.bcast_time, state.asked_time + ASK_PERIOD_MS)
+        state.asked_time = 0
         self.bus.broadcast(m.NEEDJOBS_CANCEL, queue.name, urgent=True)
 
     def _arm(self) -> None:
@@ -163,21 +163,22 @@ class Federation:
             node.stats.jobs_imported += 1
             queue = node.queue(mine.queue, now)  # type: ignore[arg-type]  # (named)
             queue.hold_until = 0  # a hold's jobs came: the next hold asks again
-            queue.needjobs_bcast_attempt = 0  # jobs came: ask at once next time
-            queue.needjobs_bcast_time = 0
+            state = federation_of(queue)
+            state.bcast_attempt = 0  # jobs came: ask at once next time
+            state.bcast_time = 0
             # Consumers drain imports fast: ask for more at a time (the size
-            # of the next request; `needjobs_adhoc_attempt` holds it).
-            size = queue.needjobs_adhoc_attempt or REQUEST_COUNT
-            if now - queue.import_time > BURST_GAP_MS:
+            # of the next request; `adhoc_attempt` holds it).
+            size = state.adhoc_attempt or REQUEST_COUNT
+            if now - state.import_time > BURST_GAP_MS:
                 size = REQUEST_COUNT
-            elif queue.import_time != now:
+            elif state.import_time != now:
                 size = min(size * 2, MAX_BATCH)
-            queue.needjobs_adhoc_attempt = size
-            responders = queue.needjobs_responders
+            state.adhoc_attempt = size
+            responders = state.responders
             if responders is None:
-                queue.needjobs_responders = responders = {}
+                state.responders = responders = {}
             responders[sender.id] = now
-            queue.note_import(now)
+            state.note_import(now)
             # Queued now, or at its due time on this node's clock (a scheduled job
             # pushed as it came due there is due here a little later: the clock
             # offset's uncertainty). Counted as an import first: what the consumers
@@ -279,9 +280,10 @@ class Federation:
         """Ask the peers that said they hold jobs of `queue` more urgent than
         `priority` (this node's best) for those (NEEDJOBS with that priority); the
         hold on the consumers here ends when they come, or in the timer."""
-        count = queue.needjobs_adhoc_attempt or REQUEST_COUNT
+        state = federation_of(queue)
+        count = state.adhoc_attempt or REQUEST_COUNT
         wait = self._wait_ms(queue)
-        for node_id, best in (queue.peer_best or {}).items():
+        for node_id, best in (state.peer_best or {}).items():
             if best < priority and self.bus.can_send(node_id):
                 self.bus.send(node_id, m.NEEDJOBS, queue.name, count, wait, priority)
         self._arm()
@@ -313,7 +315,10 @@ class Federation:
             if best >= NO_PRIORITY:
                 return
             queue = node.queue(name)
-        queue.set_peer_best(sender.id, best)
+        remote_best = federation_of(queue).set_peer_best(sender.id, best)
+        if remote_best is not None:
+            queue.remote_best = remote_best
+            queue.hold_until = 0  # answered: ask again when it is more urgent again
         if queue.waiters:
             node.mark_ready(queue)  # what they were held for is gone or came
 
@@ -355,3 +360,10 @@ class Federation:
         if queue.told_best != NO_PRIORITY and queue.best_priority() > queue.told_best:
             self.best_changed(queue)  # after the jobs, on the same link
 
+
+def federation_of(queue: Queue) -> QueueFederation:
+    """What federation keeps of `queue`, made the first time it needs it."""
+    state = queue.federation
+    if state is None:
+        queue.federation = state = QueueFederation()
+    return state

@@ -1,6 +1,7 @@
-"""The server's side of users and permissions (disq/acl.py): the table made from the
-configuration (requirepass, aclfile), what a change does to the connected clients,
-and the link to the cluster (disq/replication/users.py). A part of `Server`."""
+"""The server's side of users and permissions (disq/acl.py): the aclfile loaded at
+start, requirepass changed, what a change does to the connected clients,
+and the link to the cluster (disq/replication/users.py). A part of `Server`
+(`server.access`)."""
 
 from __future__ import annotations
 
@@ -8,41 +9,37 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..acl import AclError, AclTable, User
-from .auth_throttle import AuthThrottle
 from .reactions import reacts_to
-from .table import CATEGORIES
 
 if TYPE_CHECKING:
-    from .connection import Client
+    from ..replication.users import UserSync
+    from .clients import ClientRegistry
 
 log = logging.getLogger("disq")
 
 
 class Access:
-    """Mixed into Server."""
+    """What a change of the users does to the server and the cluster (`server.access`),
+    for the server's table of users (`server.acl`)."""
 
-    acl: AclTable
-    auth_throttle: AuthThrottle
-    clients: dict[int, Client]
-    loop: asyncio.AbstractEventLoop | None
-    user_sync: Any
+    __slots__ = ("acl", "clients", "loop", "user_sync")
+
+    def __init__(self, acl: AclTable, clients: ClientRegistry) -> None:
+        self.acl = acl
+        acl.on_delete = self._user_deleted
+        acl.on_change = self._user_changed
+        self.clients = clients
+        self.loop: asyncio.AbstractEventLoop | None = None  # the server's, once it runs
+        self.user_sync: UserSync | None = None  # once the cluster is connected
 
     @reacts_to("requirepass")
     def _requirepass_changed(self, password: str) -> None:
         self.acl.set_requirepass(password)
 
-    def _make_acl(self, requirepass: str, aclfile: str) -> None:
-        self.acl = AclTable(CATEGORIES, requirepass, aclfile)
-        self.acl.on_delete = self._user_deleted
-        self.acl.on_change = self._user_changed
-        # failed authentications per address, RESP and HTTP alike
-        self.auth_throttle = AuthThrottle()
-        self.user_sync = None
-
-    def _load_aclfile(self, node_id: str) -> None:
+    def load_aclfile(self, node_id: str) -> None:
         """At start, after `dir` is entered: an aclfile that cannot be read or has an
         error stops the start, as in Redis. Its users' version is the file's mtime, so
         that what the cluster changed since it was written wins."""
@@ -75,7 +72,7 @@ class Access:
     def _user_deleted(self, user: User) -> None:
         """A deleted user's clients are disconnected, as in Redis: on the next loop
         turn, so that a client deleting its own user gets its reply first."""
-        for client in list(self.clients.values()):
+        for client in list(self.clients.connected.values()):
             if client.user is user and client.name != b"http":
                 if self.loop is not None:
                     self.loop.call_soon(client.close)

@@ -72,7 +72,7 @@ class AdminService:
         server = self.server
         replication = server.replication
         if replication is None:  # (no cluster layer)
-            return Later.now({server.node.id: server.node_stats()})
+            return Later.now({server.node.id: server.stats.node_stats()})
         return Later.of(replication.stats.gather)
 
     # -- users ----------------------------------------------------------------------------
@@ -105,4 +105,4 @@ class AdminService:
         """Tell every node of the users changed here (access.py)."""
         if not users:
             return Later.now([])
-        return Later.of(lambda held: self.server.users_changed(users, held))
+        return Later.of(lambda held: self.server.access.users_changed(users, held))

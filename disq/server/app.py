@@ -2,9 +2,11 @@
 of the node as a whole (DEBUG LOADAOF, CLUSTER RESET, CONFIG SET's reactions to the
 directives it owns; reactions.py registers each).
 
-One node = one process = one event loop (uvloop). `Server` has parts in their own
-modules: ClientRegistry (clients.py), Cron (housekeeping.py: the job timer, the cron, the
-watchdog), Stats (stats.py: SLOWLOG, ops, memory) and Shutdown (shutdown.py).
+One node = one process = one event loop (uvloop). `Server` is made of parts in their
+own modules, each owning its state: `clients` (clients.py: ClientRegistry), `stats`
+(stats.py: SLOWLOG, LATENCY, ops, memory), `housekeeping` (housekeeping.py: the job
+timer, the cron, the watchdog), `access` (access.py: what a change of the users does)
+and `shutdown` (shutdown.py), made once the loop runs.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ import signal
 import socket
 import ssl
 import time
-from collections import deque
 from typing import Any
 
 from .. import pure_python, schedules, tls
+from ..acl import AclTable
 from ..aof.disk import OFF, ON
 from ..aof.fileformat import RecordEncoder
 from ..aof.loader import AofLoader, AofLoadError
@@ -37,15 +39,14 @@ from ..policies import QueuePolicy
 from ..schedules import CronSchedule
 from .access import Access
 from .admin_service import AdminService
+from .auth_throttle import AuthThrottle
 from .clients import ClientRegistry
 from .commands import load_commands
 from .connection import ERR_LOADING, Client
 from .cron_service import ScheduleService
 from .hotstate import HotState
-from .housekeeping import Cron
+from .housekeeping import Housekeeping
 from .info import rss_bytes
-from .latency import LatencyMonitor
-from .limits import ConnectionsPerIp, IpLimited
 from .process import (
     LEVELS,
     adjust_open_files_limit,
@@ -54,12 +55,12 @@ from .process import (
     setup_logging,
 )
 from .queue_service import QueueService
-from .reactions import react, reacts_to
+from .reactions import bind_reactions, reacts_to
 from .records import ConfigRecords
 from .service import JobService
 from .shutdown import Shutdown
-from .stats import Stats, slowlog_usec
-from .table import rename_command
+from .stats import Stats
+from .table import CATEGORIES, rename_command
 
 log = logging.getLogger("disq")
 
@@ -73,8 +74,8 @@ def _log_spec_converted(name: bytes, stored: str, spec: str) -> None:
     schedules.on_spec_converted = schedules.ignore_conversion
 
 
-class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
-    """One node's server; its state is set here, for every part."""
+class Server:
+    """One node's server: its parts, and what reaches across them."""
 
     def __init__(self, config: Config, argv: list[str] | None = None) -> None:
         self.config = config
@@ -92,48 +93,22 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         self.loading = False
         self.loader: AofLoader | None = None  # while loading: the progress for INFO
         self.aof: AppendOnlyFile  # from the start of serve(), before any client
-        self._make_acl(config.requirepass, config.aclfile)  # users (access.py)
-        self.clients: dict[int, Client] = {}
-        self._next_client_id = 0
-        self.connections_received = 0
-        self.rejected_connections = 0
-        # client limits (disq's maxclients-per-ip and client-rate-limit)
-        self.per_ip: ConnectionsPerIp[IpLimited] = ConnectionsPerIp(config.maxclients_per_ip)
-        self.http_connections = 0  # open connections to the HTTP port
-        self.exchanges: set[int] = set()  # IDs of the HTTP requests' clients
-        self.rejected_commands_per_ip = 0  # commands refused by each limit (INFO stats)
-        self.rejected_commands_rate = 0
-        self.ops_per_sec = 0
-        self.input_kbps = 0.0
-        self.output_kbps = 0.0
-        self.memory_peak = 0
-        self.slowlog: deque[tuple[int, int, int, list[bytes]]] = deque(
-            maxlen=config.slowlog_max_len)
-        self.slowlog_id = 0  # id of the next SLOWLOG entry
-        self.slowlog_threshold = slowlog_usec(config.slowlog_log_slower_than)
-        self.latency = LatencyMonitor()
-        self.hot.slow_usec = self._slow_usec()
-        # Clients whose replies pile up unread (over the transport's high-water mark)
-        # -> when they passed the soft output buffer limit (0.0: they have not).
-        self.backlogged: dict[Client, float] = {}
-        self._ops_samples: deque[tuple[float, int, int, int]] = deque(maxlen=16)
-        self._servers: list[asyncio.AbstractServer] = []
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_when = 0
-        self._cron: asyncio.TimerHandle | None = None
-        self._stopped: asyncio.Future[None] | None = None
+        # users (disq/acl.py), and failed authentications per address, RESP and HTTP alike
+        self.acl = AclTable(CATEGORIES, config.requirepass, config.aclfile)
+        self.auth_throttle = AuthThrottle()
+        self.clients = ClientRegistry(config, self.hot)
+        self.access = Access(self.acl, self.clients)
         self._metrics: Any = None  # the metrics port (metrics-port): http/metricsport.py
         self._http: Any = None  # the HTTP port (http-port): http/connections.py's HttpPort
-        self._memory_cache = (0.0, 0)
-        self.baseline_rss = 0  # RSS before the data loads (Stats.fragmentation_ratio)
-        # CLIENT PAUSE (hot.clients_paused_until): the clients holding requests
-        # meanwhile, resumed when it passes.
-        self.paused_clients: set[Client] = set()
-        self._unpause_timer: asyncio.TimerHandle | None = None
         self.membership: Membership
         self.node: Node
+        self.stats: Stats  # from prepare(), with the node
+        self.housekeeping: Housekeeping
+        self.shutdown: Shutdown  # from the start of serve()
         self.bus: ClusterBus | None = None
         self.replication: Any = None
+        # (those of the parts made in prepare() are bound there)
+        self._reactions = bind_reactions(self, self.clients, self.access, every=False)
         config.listeners.append(self._config_changed)
 
     # -- start-up ----------------------------------------------------------------------
@@ -150,18 +125,24 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         self.membership = Membership.load_or_create(
             self.config.cluster_config_file, self.config.node_port)
         self.node = Node(self.config, self.membership.myself.id)
+        self.stats = Stats(self.config, self.node, self.commands, self.hot, self.clients,
+                           self.start_time)
         self.jobs = JobService(self)  # the job operations, for RESP and HTTP alike
         self.queues_service = QueueService(self)  # the queue operations, the same way
         self.schedules_service = ScheduleService(self)  # CRON's
         self.admin_service = AdminService(self)  # the cluster's reads, the users
-        self._load_aclfile(self.node.id)
-        self.update_memory_limit()
+        self.access.load_aclfile(self.node.id)
+        self.stats.update_memory_limit()
         self.node.leaving = self.membership.leaving  # kept in nodes.conf
         if self.membership.restored:  # it may have known DEDUP keys it has lost
             self.node.dedup_since = now_ms()
-        self.node.arm_timer = self._arm_timer
-        self.node.parked.on_ready = self._serve_ready_soon
         self.config_records = ConfigRecords(self.membership, self.node)
+        self.housekeeping = Housekeeping(self.config, self.node, self.stats, self.clients,
+                                         self.config_records)
+        self.node.arm_timer = self.housekeeping.arm_timer
+        self.node.parked.on_ready = self.housekeeping.serve_ready_soon
+        self._reactions = bind_reactions(self, self.clients, self.access, self.stats,
+                                         self.housekeeping)
         if self.config.daemonize:
             daemonize()
         if self.config.pidfile:
@@ -169,11 +150,14 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
                 fh.write(f"{os.getpid()}\n")
 
     async def serve(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        self._stopped = self.loop.create_future()
+        loop = self.loop = asyncio.get_running_loop()
         # Off until _load_data's end, but there for INFO, CONFIG SET and BGREWRITEAOF.
-        self.aof = AppendOnlyFile(self.config, self.node, self.loop)
+        self.aof = AppendOnlyFile(self.config, self.node, loop)
         self.aof.on_status_change = self._update_refusing
+        self.clients.loop = self.stats.loop = self.access.loop = loop
+        self.housekeeping.start(loop, self.aof)
+        self.shutdown = Shutdown(self.config, self.argv, loop, self.aof, self.membership,
+                                 self.clients, lambda: self.loading)
         # The HTTP and metrics ports before the RESP port: a node that answers PING
         # serves them too, and importing aiohttp (only then) holds the loop for a
         # while, which a client already connected would wait through. A busy port
@@ -186,11 +170,11 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
             self._metrics = await start_metrics_port(self)
         await self._listen()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            self.loop.add_signal_handler(sig, self._on_signal, sig)
+            loop.add_signal_handler(sig, self.shutdown.on_signal, sig)
         self.config_records.load()  # (the job timer needs the loop)
-        self.baseline_rss = rss_bytes()  # the interpreter, its modules and an empty node
+        self.stats.baseline_rss = rss_bytes()  # the interpreter, its modules, an empty node
         await self._load_data()
-        if self._stopped.done():
+        if self.shutdown.stopped.done():
             return
         if self.config.appendonly:
             try:
@@ -199,23 +183,24 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
                 log.warning("Can't open the append-only file: %s", exc.strerror)
                 raise SystemExit(1) from None
         self.bus = ClusterBus(self.membership, self.config.bind, self.config.node_port,
-                              lambda: self.config.cluster_node_timeout, self.loop,
+                              lambda: self.config.cluster_node_timeout, loop,
                               secret=self.config.cluster_secret,
                               tls=tls.bus_contexts(self.config) if self.config.tls_cluster
                               else None,
                               clock_skew_warn=lambda: self.config.clock_skew_warn_ms,
                               closed=bus_closed(self.config))
+        self.shutdown.bus = self.bus
         await self.bus.start()
         self._connect_cluster()
-        self._schedule_cron()
+        self.housekeeping.schedule_cron()
         if self.config.watchdog_period:  # from now on the cron re-arms it
-            self._arm_watchdog()
+            self.housekeeping.arm_watchdog()
         log.info("Node configured with ID %s", self.node.id)
         log.info("Hot path: %s", f"pure Python ({pure_python})" if pure_python else "compiled")
         log.info("disq %s (Disque %s compatible), port %d, pid %d: ready to accept "
                  "connections", DISQ_VERSION, "1.0-rc1", self.config.node_port, os.getpid())
         try:
-            await self._stopped
+            await self.shutdown.stopped
         finally:
             if self._http is not None:
                 await self._http.cleanup()
@@ -235,7 +220,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         try:
             for _ in loader.run():
                 await asyncio.sleep(0)  # a turn for the clients (-LOADING, INFO)
-                if self._stopped is not None and self._stopped.done():
+                if self.shutdown.stopped.done():
                     return
         except AofLoadError as exc:
             log.warning("%s", exc)
@@ -290,8 +275,8 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
                 factory, cfg.unixsocket, backlog=cfg.tcp_backlog)
             if cfg.unixsocketperm:
                 os.chmod(cfg.unixsocket, cfg.unixsocketperm)
-            self._servers.append(server)
-        if not self._servers:
+            self.shutdown.listeners.append(server)
+        if not self.shutdown.listeners:
             raise SystemExit("Configured to not listen anywhere, exiting.")
         warning = exposure_warning(cfg.bind, self.acl.auth_required)
         if warning:
@@ -318,7 +303,7 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
                 raise SystemExit(
                     f"Could not create server TCP listening socket {host}:{port}: "
                     f"{exc.strerror}") from None
-            self._servers.append(server)
+            self.shutdown.listeners.append(server)
 
     def _new_client(self) -> Client:
         return Client(self)
@@ -335,9 +320,11 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
         self.node.cluster = self.replication
         self.replication.recurring.on_change = self._schedule_changed
         self.replication.failures.on_policy_change = self._policy_changed
-        self.replication.stats.local = self.node_stats
+        self.replication.stats.local = self.stats.node_stats
         from ..replication.users import UserSync
-        self.user_sync = UserSync(self.acl, self.bus)
+        user_sync = self.access.user_sync = UserSync(self.acl, self.bus)
+        self.housekeeping.cluster_ticks += [self.replication.recurring.cron,
+                                            self.replication.failures.cron, user_sync.cron]
 
     def _schedule_changed(self, schedule: CronSchedule) -> None:
         """CRON: persisted with the AOF when it is on, and in nodes.conf (what a node
@@ -405,7 +392,9 @@ class Server(Cron, Stats, Shutdown, ClientRegistry, Access):
 
     # -- CONFIG SET's reactions (reactions.py; the others are beside what they change) ----
     def _config_changed(self, name: str, value: Any) -> None:
-        react(self, name, value)
+        reaction = self._reactions.get(name)
+        if reaction is not None:
+            reaction(value)
 
     @reacts_to("loglevel")
     def _loglevel_changed(self, level: str) -> None:

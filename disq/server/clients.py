@@ -1,9 +1,9 @@
 """The server's clients as a whole: admission (maxclients, maxclients-per-ip, for RESP
 and the HTTP port's connections), client-rate-limit, MONITOR, CLIENT PAUSE, idle
-clients (timeout) and client-output-buffer-limit. A part of `Server`.
+clients (timeout) and client-output-buffer-limit. A part of `Server` (`server.clients`).
 
-`clients` holds the RESP connections and, while an HTTP request runs its commands, its
-`Exchange` (http/bridge.py): those are not connections of their own (their HTTP
+`connected` holds the RESP connections and, while an HTTP request runs its commands,
+its `Exchange` (http/bridge.py): those are not connections of their own (their HTTP
 connection was admitted and is counted in `http_connections`), so admission leaves
 them out (`exchanges`: their IDs)."""
 
@@ -16,40 +16,51 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
+from .limits import ConnectionsPerIp, IpLimited
 from .process import adjust_open_files_limit
 from .reactions import reacts_to
 
 if TYPE_CHECKING:
     from .connection import Client
     from .hotstate import HotState
-    from .limits import ConnectionsPerIp, IpLimited
 
 log = logging.getLogger("disq")
 
 
 class ClientRegistry:
-    """Server's client bookkeeping (a mixin: the state is set in Server.__init__)."""
+    """The server's clients, their admission and limits (`server.clients`)."""
 
-    config: Config
-    loop: asyncio.AbstractEventLoop | None
-    clients: dict[int, Client]
-    hot: HotState
-    backlogged: dict[Client, float]
-    paused_clients: set[Client]
-    connections_received: int
-    rejected_connections: int
-    per_ip: ConnectionsPerIp[IpLimited]  # maxclients-per-ip's: RESP and HTTP connections
-    http_connections: int  # open connections to the HTTP port (http/connections.py)
-    exchanges: set[int]  # IDs of the HTTP requests' clients in `clients`
-    rejected_commands_per_ip: int
-    rejected_commands_rate: int
-    _next_client_id: int
-    _unpause_timer: asyncio.TimerHandle | None
+    __slots__ = ("config", "hot", "loop", "connected", "_next_client_id",
+                 "connections_received", "rejected_connections", "per_ip",
+                 "http_connections", "exchanges", "rejected_commands_per_ip",
+                 "rejected_commands_rate", "backlogged", "paused", "_unpause_timer")
+
+    def __init__(self, config: Config, hot: HotState) -> None:
+        self.config = config
+        self.hot = hot
+        self.loop: asyncio.AbstractEventLoop | None = None  # the server's, once it runs
+        self.connected: dict[int, Client] = {}
+        self._next_client_id = 0
+        self.connections_received = 0
+        self.rejected_connections = 0
+        # maxclients-per-ip's count: RESP and HTTP connections
+        self.per_ip: ConnectionsPerIp[IpLimited] = ConnectionsPerIp(config.maxclients_per_ip)
+        self.http_connections = 0  # open connections to the HTTP port (http/connections.py)
+        self.exchanges: set[int] = set()  # IDs of the HTTP requests' clients in `connected`
+        self.rejected_commands_per_ip = 0  # commands refused by each limit (INFO stats)
+        self.rejected_commands_rate = 0
+        # Clients whose replies pile up unread (over the transport's high-water mark)
+        # -> when they passed the soft output buffer limit (0.0: they have not).
+        self.backlogged: dict[Client, float] = {}
+        # CLIENT PAUSE (hot.clients_paused_until): the clients holding requests
+        # meanwhile, resumed when it passes.
+        self.paused: set[Client] = set()
+        self._unpause_timer: asyncio.TimerHandle | None = None
 
     # -- clients -----------------------------------------------------------------------
     def connection_count(self) -> int:
         """Open connections, as maxclients counts them: RESP's and the HTTP port's."""
-        return len(self.clients) - len(self.exchanges) + self.http_connections
+        return len(self.connected) - len(self.exchanges) + self.http_connections
 
     def client_connected(self, client: Client) -> None:
         self.connections_received += 1
@@ -60,7 +71,7 @@ class ClientRegistry:
             return
         self._next_client_id += 1
         client.id = self._next_client_id
-        self.clients[client.id] = client
+        self.connected[client.id] = client
         if client.ip and not self.per_ip.add(client.ip, client):
             log.log(15, "Client %s over maxclients-per-ip (%d): its commands get -BUSY",
                     client.addr, self.config.maxclients_per_ip)
@@ -82,13 +93,13 @@ class ClientRegistry:
         refused nor counted per IP (its connection was, when it came)."""
         self._next_client_id += 1
         client.id = self._next_client_id
-        self.clients[client.id] = client
+        self.connected[client.id] = client
         self.exchanges.add(client.id)
         if self.config.client_rate_limit:
             client.set_rate_limit(self.config.client_rate_limit)
 
     def client_disconnected(self, client: Client) -> None:
-        self.clients.pop(client.id, None)
+        self.connected.pop(client.id, None)
         self.backlogged.pop(client, None)
         if self.exchanges and client.id in self.exchanges:
             self.exchanges.discard(client.id)
@@ -150,7 +161,7 @@ class ClientRegistry:
     @reacts_to("client-rate-limit")
     def rate_limit_changed(self, rate: int) -> None:
         """client-rate-limit changed: every connection's bucket follows."""
-        for client in self.clients.values():
+        for client in self.connected.values():
             client.set_rate_limit(rate)
 
     # -- client-output-buffer-limit ------------------------------------------------------
@@ -159,12 +170,12 @@ class ClientRegistry:
         now on the cron checks it against the output buffer limits."""
         self.backlogged.setdefault(client, 0.0)
         if self.loop is not None:  # the hard limit at once (out of transport.write)
-            self.loop.call_soon(self._check_output_limits, time.time(), (client,))
+            self.loop.call_soon(self.check_output_limits, time.time(), (client,))
 
     def output_drained(self, client: Client) -> None:
         self.backlogged.pop(client, None)
 
-    def _check_output_limits(self, now: float, clients: Any = None) -> None:
+    def check_output_limits(self, now: float, clients: Any = None) -> None:
         """Redis's checkClientOutputBufferLimits for normal clients: close one whose
         unread replies reach the hard limit, or stay over the soft limit for more than
         its seconds. The replies left are dropped (transport.abort)."""
@@ -206,7 +217,7 @@ class ClientRegistry:
                 monitor.send(line)
 
     def biggest_input_buffer(self) -> int:
-        return max((c.parser.buffered() for c in self.clients.values()), default=0)
+        return max((c.parser.buffered() for c in self.connected.values()), default=0)
 
     # -- CLIENT PAUSE ----------------------------------------------------------------------
     def pause_clients(self, ms: int) -> None:
@@ -225,13 +236,18 @@ class ClientRegistry:
                 left, self._unpause_clients)
             return
         self.hot.clients_paused_until = 0.0
-        paused, self.paused_clients = self.paused_clients, set()
+        paused, self.paused = self.paused, set()
         for client in paused:
             client.resume_after_pause()
 
-    def _close_idle_clients(self, now: float) -> None:
+    def reset_counters(self) -> None:
+        """CONFIG RESETSTAT: the connections and refusals counted."""
+        self.connections_received = self.rejected_connections = 0
+        self.rejected_commands_per_ip = self.rejected_commands_rate = 0
+
+    def close_idle(self, now: float) -> None:
         limit = self.config.timeout
-        for client in list(self.clients.values()):
+        for client in list(self.connected.values()):
             if not client.blocked and now - client.last_interaction > limit:
                 log.log(15, "Closing idle client")
                 client.close()

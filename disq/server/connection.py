@@ -104,7 +104,7 @@ class Client(LaterReplies, asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = self.reads.transport = transport  # type: ignore[assignment]
         self.addr, self.laddr, self.local_ip, self.ip = _addresses(transport)
-        self.server.client_connected(self)
+        self.server.clients.client_connected(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
@@ -116,7 +116,7 @@ class Client(LaterReplies, asyncio.Protocol):
                 if item.on_cancel is not None:
                     item.on_cancel(item.cancel_arg)
         self._replies.clear()
-        self.server.client_disconnected(self)
+        self.server.clients.client_disconnected(self)
         self.transport = None
         self.reads.transport = None
         self.parser.discard()
@@ -124,10 +124,10 @@ class Client(LaterReplies, asyncio.Protocol):
     def pause_writing(self) -> None:
         # The client is not reading its replies: stop reading its requests.
         self.reads.pause()
-        self.server.output_backlogged(self)  # client-output-buffer-limit
+        self.server.clients.output_backlogged(self)  # client-output-buffer-limit
 
     def resume_writing(self) -> None:
-        self.server.output_drained(self)
+        self.server.clients.output_drained(self)
         if not self.blocked:
             self.reads.resume()
 
@@ -214,7 +214,7 @@ class Client(LaterReplies, asyncio.Protocol):
             if hot.clients_paused_until and time.monotonic() < hot.clients_paused_until:
                 # CLIENT PAUSE: this request and the ones after it wait for its end.
                 self._pending.extend(requests[i:])
-                self.server.paused_clients.add(self)
+                self.server.clients.paused.add(self)
                 break
             args = requests[i]
             i += 1
@@ -292,7 +292,7 @@ class Client(LaterReplies, asyncio.Protocol):
                 return refused
         self.last_command = spec.bname
         if hot.monitors:
-            server.feed_monitors(self, args)
+            server.clients.feed_monitors(self, args)
         start = _perf_ns()
         try:
             rep = spec.handler(self, args)
@@ -306,7 +306,7 @@ class Client(LaterReplies, asyncio.Protocol):
         user.calls += 1
         spec.usec += usec
         if usec >= hot.slow_usec:  # for SLOWLOG or LATENCY
-            server.slow_command(usec, args)
+            server.stats.slow_command(usec, args)
         return rep
 
     def _acl_refusal(self, spec: CommandSpec, args: list[bytes]) -> bytes | None:
@@ -330,12 +330,12 @@ class Client(LaterReplies, asyncio.Protocol):
             return None
         server = self.server
         if self.over_ip_limit:
-            server.rejected_commands_per_ip += 1
+            server.clients.rejected_commands_per_ip += 1
             return b"-BUSY too many connections from %s (maxclients-per-ip is %d)\r\n" % (
                 self.ip.encode(), server.config.maxclients_per_ip)
         bucket = self.bucket
         if bucket is not None and not bucket.take(time.monotonic()):
-            server.rejected_commands_rate += 1
+            server.clients.rejected_commands_rate += 1
             return b"-BUSY client-rate-limit reached (%d commands per second)\r\n" % (
                 server.config.client_rate_limit)
         return None

@@ -1,11 +1,11 @@
 """The server's fields that every request reads or counts, in one object that mypyc
 compiles (`server.hot`).
 
-The connection is compiled; the Server is a Python object with mixins, whose every
+The connection is compiled; the Server and its parts are Python objects, whose every
 attribute read from compiled code is a generic getattr (a type lookup and a dict
-lookup: ~250-450 instructions). Here each is one load. The Server owns this object
-and keeps it current: CONFIG SET's limits through the config's listeners, the clock
-from the cron, `loading` and `refusing` from the AOF's state.
+lookup: ~250-450 instructions). Here each is one load. Each field has one writer,
+named beside it; none copies a field kept elsewhere (the ones derived from other
+state, `refusing` and `slow_usec`, are recomputed by their writer when it changes).
 """
 
 from __future__ import annotations
@@ -18,23 +18,27 @@ from .request_parser import RequestLimits
 
 class HotState:
     def __init__(self, config: Any) -> None:
-        # Seconds since the epoch, refreshed by the cron (hz): what per-request
-        # bookkeeping reads instead of calling the clock, as Redis's server.unixtime.
+        # Seconds since the epoch, refreshed by the cron (hz; Housekeeping): what
+        # per-request bookkeeping reads instead of calling the clock, as Redis's
+        # server.unixtime.
         self.unixtime = time.time()
+        # Counted by the connections (connection.py, pending.py); INFO's totals, cleared by
+        # CONFIG RESETSTAT (Stats).
         self.net_input_bytes = 0
         self.net_output_bytes = 0
-        # CLIENT PAUSE: no client request runs before this time.monotonic() value.
+        # CLIENT PAUSE: no client request runs before this time.monotonic() value
+        # (ClientRegistry).
         self.clients_paused_until = 0.0
-        self.loading = False
         # Commands are refused while loading (-LOADING) or after an AOF write error
-        # (-MISCONF): one flag for the connection to check, the reasons in
-        # Server.refusal().
+        # (-MISCONF): one flag for the connection to check, set by the Server from
+        # its `loading` and the AOF's state; the reasons in Server.refusal().
         self.refusing = False
-        self.monitors: set[Any] = set()  # the clients that sent MONITOR
+        self.monitors: set[Any] = set()  # the clients that sent MONITOR (they add and leave)
         # Microseconds from which a command is looked at after it ran: the lower of the
-        # slowlog and latency monitor thresholds (one comparison per command).
+        # slowlog and latency monitor thresholds (one comparison per command; Stats).
         self.slow_usec = 0
-        # What every client's request parser reads (one object: CONFIG SET changes it).
+        # What every client's request parser reads (one object: CONFIG SET changes it,
+        # through `config_changed`).
         self.request_limits = RequestLimits(config.proto_max_bulk_len,
                                             config.proto_max_multibulk_len,
                                             config.client_query_buffer_limit)

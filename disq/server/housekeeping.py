@@ -1,7 +1,7 @@
 """The server's clocks: the job timer (one `loop.call_later` for every job's next
 moment), the cron (hz times a second: ops sampling, queue and DEDUP GC, the AOF's
 cron, idle and backlogged clients, memory peak) and the software watchdog. A part of
-`Server`."""
+`Server` (`server.housekeeping`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import asyncio
 import faulthandler
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..node import now_ms
 from .process import log_stream
@@ -19,41 +20,44 @@ if TYPE_CHECKING:
     from ..aof.writer import AppendOnlyFile
     from ..config import Config
     from ..node import Node
-    from .connection import Client
-    from .hotstate import HotState
-    from .latency import LatencyMonitor
+    from .clients import ClientRegistry
     from .records import ConfigRecords
+    from .stats import Stats
 
 log = logging.getLogger("disq")
 
 
-class Cron:
-    """Server's timers (a mixin: the state is set in Server.__init__)."""
+class Housekeeping:
+    """The server's timers (`server.housekeeping`): made in Server.prepare, running
+    from `start` (the loop and the AOF are made in Server.serve)."""
 
-    config: Config
-    loop: asyncio.AbstractEventLoop | None
-    node: Node
-    aof: AppendOnlyFile
-    latency: LatencyMonitor
-    hot: HotState
-    backlogged: dict[Client, float]
-    memory_peak: int
-    _timer: asyncio.TimerHandle | None
-    _timer_when: int
-    _cron: asyncio.TimerHandle | None
-    replication: Any
-    user_sync: Any
-    config_records: ConfigRecords
+    __slots__ = ("config", "node", "stats", "clients", "config_records", "loop", "aof",
+                 "cluster_ticks", "_timer", "_timer_when", "_cron")
 
-    if TYPE_CHECKING:  # the other parts of Server: Stats, ClientRegistry, Server
-        def _sample_ops(self, now: float) -> None: ...
-        def used_memory(self) -> int: ...
-        def _close_idle_clients(self, now: float) -> None: ...
-        def _check_output_limits(self, now: float, clients: Any = None) -> None: ...
-        def log_exception(self, message: str, exc: BaseException) -> None: ...
+    def __init__(self, config: Config, node: Node, stats: Stats, clients: ClientRegistry,
+                 config_records: ConfigRecords) -> None:
+        self.config = config
+        self.node = node
+        self.stats = stats
+        self.clients = clients
+        self.config_records = config_records
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.aof: AppendOnlyFile
+        # The cluster's parts' own crons (CRON's ticks, dead letters and rates, the
+        # users' sync), given the time in ms: added once the cluster is connected.
+        self.cluster_ticks: list[Callable[[int], None]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_when = 0
+        self._cron: asyncio.TimerHandle | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop, aof: AppendOnlyFile) -> None:
+        """The job timer may be armed from now on (the cron starts with
+        `schedule_cron`, once the node is up)."""
+        self.loop = loop
+        self.aof = aof
 
     # -- the job timer -------------------------------------------------------------------
-    def _arm_timer(self, when_ms: int) -> None:
+    def arm_timer(self, when_ms: int) -> None:
         if self._timer is not None:
             if self._timer_when <= when_ms:
                 return
@@ -62,7 +66,7 @@ class Cron:
         self._timer_when = when_ms
         self._timer = self.loop.call_later(delay, self._on_timer)  # type: ignore[union-attr]
 
-    def _serve_ready_soon(self) -> None:
+    def serve_ready_soon(self) -> None:
         """The node marked a queue whose consumers are to be served: at the end of
         this loop turn, unless a command's end serves them first (Client._execute)."""
         loop = self.loop
@@ -76,49 +80,49 @@ class Cron:
         try:
             deadline = self.node.run_timers()
         except Exception as exc:  # never let one bad job stop every timer
-            self.log_exception("Error processing job timers", exc)
+            log.error("Error processing job timers: %r", exc, exc_info=exc)
             deadline = now_ms() + 100
         if threshold:  # Disque's "jobs-processing" event
             elapsed_ms = int((time.monotonic() - start) * 1000)
             if elapsed_ms >= threshold:
-                self.latency.add("jobs-processing", elapsed_ms)
+                self.stats.latency.add("jobs-processing", elapsed_ms)
         if deadline is not None:
-            self._arm_timer(deadline)
+            self.arm_timer(deadline)
 
     # -- cron ------------------------------------------------------------------------------
-    def _schedule_cron(self) -> None:
+    def schedule_cron(self) -> None:
         self._cron = self.loop.call_later(  # type: ignore[union-attr]
             1 / self.config.hz, self._run_cron)
 
     def _run_cron(self) -> None:
         try:
-            self.hot.unixtime = now = time.time()
-            self._sample_ops(now)
+            stats = self.stats
+            stats.hot.unixtime = now = time.time()
+            stats.sample_ops(now)
             self.node.gc_queues(int(now * 1000))
             self.node.dedup.sweep(int(now * 1000))
-            if self.replication is not None:
-                self.replication.recurring.cron(int(now * 1000))
-                self.replication.failures.cron(int(now * 1000))
-                self.user_sync.cron(int(now * 1000))
+            for tick in self.cluster_ticks:
+                tick(int(now * 1000))
             self.node.schedules.sweep(int(now * 1000))  # tombstones
             self.node.policies.sweep(int(now * 1000))
             self.config_records.cron(int(now * 1000))
             self.aof.cron()
+            clients = self.clients
             if self.config.timeout:
-                self._close_idle_clients(now)
-            if self.backlogged:
-                self._check_output_limits(now)
+                clients.close_idle(now)
+            if clients.backlogged:
+                clients.check_output_limits(now)
             if self.config.watchdog_period:
-                self._arm_watchdog()
-            used = self.used_memory()
-            if used > self.memory_peak:
-                self.memory_peak = used
+                self.arm_watchdog()
+            used = stats.used_memory()
+            if used > stats.memory_peak:
+                stats.memory_peak = used
         except Exception as exc:
-            self.log_exception("Error in cron", exc)
-        self._schedule_cron()
+            log.error("Error in cron: %r", exc, exc_info=exc)
+        self.schedule_cron()
 
     # -- the software watchdog (watchdog-period) --------------------------------------------
-    def _arm_watchdog(self) -> None:
+    def arm_watchdog(self) -> None:
         """Re-armed by every cron run: if the loop does not come back within the period,
         faulthandler's own thread writes every thread's stack to the log, as Redis's
         SIGALRM watchdog does. The period is at least two cron periods (Redis's rule),
@@ -133,6 +137,6 @@ class Cron:
         if period_ms:
             log.warning("Watchdog period set to %d ms: a stack trace is logged when the "
                         "event loop is blocked that long.", period_ms)
-            self._arm_watchdog()
+            self.arm_watchdog()
         else:
             faulthandler.cancel_dump_traceback_later()

@@ -66,25 +66,25 @@ def _server(s: Server) -> list[str]:
 
 def _clients(s: Server) -> list[str]:
     return [
-        f"connected_clients:{len(s.clients)}",
-        f"http_connections:{s.http_connections}",
+        f"connected_clients:{len(s.clients.connected)}",
+        f"http_connections:{s.clients.http_connections}",
         "client_longest_output_list:0",
-        f"client_biggest_input_buf:{s.biggest_input_buffer()}",
+        f"client_biggest_input_buf:{s.clients.biggest_input_buffer()}",
         f"blocked_clients:{s.node.blocked_clients}",
     ]
 
 
 def _memory(s: Server) -> list[str]:
-    used = s.used_memory()
-    rss = s.rss()
-    peak = max(s.memory_peak, used)
+    used = s.stats.used_memory()
+    rss = s.stats.rss()
+    peak = max(s.stats.memory_peak, used)
     return [
         f"used_memory:{used}",
         f"used_memory_human:{human_bytes(used)}",
         f"used_memory_rss:{rss}",
         f"used_memory_peak:{peak}",
         f"used_memory_peak_human:{human_bytes(peak)}",
-        f"mem_fragmentation_ratio:{s.fragmentation_ratio():.2f}",
+        f"mem_fragmentation_ratio:{s.stats.fragmentation_ratio():.2f}",
         "mem_allocator:pymalloc",
     ]
 
@@ -118,16 +118,16 @@ def _persistence(s: Server) -> list[str]:
 
 def _stats(s: Server) -> list[str]:
     return [
-        f"total_connections_received:{s.connections_received}",
-        f"total_commands_processed:{s.commands_processed}",
-        f"instantaneous_ops_per_sec:{s.ops_per_sec}",
+        f"total_connections_received:{s.clients.connections_received}",
+        f"total_commands_processed:{s.stats.commands_processed}",
+        f"instantaneous_ops_per_sec:{s.stats.ops_per_sec}",
         f"total_net_input_bytes:{s.hot.net_input_bytes}",
         f"total_net_output_bytes:{s.hot.net_output_bytes}",
-        f"instantaneous_input_kbps:{s.input_kbps:.2f}",
-        f"instantaneous_output_kbps:{s.output_kbps:.2f}",
-        f"rejected_connections:{s.rejected_connections}",
-        f"rejected_commands_per_ip:{s.rejected_commands_per_ip}",
-        f"rejected_commands_rate:{s.rejected_commands_rate}",
+        f"instantaneous_input_kbps:{s.stats.input_kbps:.2f}",
+        f"instantaneous_output_kbps:{s.stats.output_kbps:.2f}",
+        f"rejected_connections:{s.clients.rejected_connections}",
+        f"rejected_commands_per_ip:{s.clients.rejected_commands_per_ip}",
+        f"rejected_commands_rate:{s.clients.rejected_commands_rate}",
         # users and permissions, as Redis 7 names them
         f"acl_access_denied_auth:{s.acl.denied_auth}",
         f"acl_access_denied_cmd:{s.acl.denied_cmd}",

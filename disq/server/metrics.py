@@ -37,13 +37,13 @@ def snapshot(server: Server) -> dict[str, Any]:
         "registered_queues": len(node.queues),
         "queues": [(q.name.decode("utf-8", "replace"), len(q.jobs), len(q.waiters))
                    for q in queues],
-        "clients": len(server.clients),
+        "clients": len(server.clients.connected),
         "blocked_clients": node.blocked_clients,
         "commands": [(spec.name, spec.calls, spec.usec) for spec in server.commands.values()
                      if spec.calls],
-        "memory": server.rss(),
-        "used_memory": server.used_memory(),
-        "connections_received": server.connections_received,
+        "memory": server.stats.rss(),
+        "used_memory": server.stats.used_memory(),
+        "connections_received": server.clients.connections_received,
         "dead_lettered": [(queue.decode("utf-8", "replace"), count) for queue, count
                           in node.failures.dead_lettered.most_common(MAX_QUEUES_EXPORTED)],
         "backoff_requeues": node.failures.backoff_requeues,
@@ -55,8 +55,8 @@ def snapshot(server: Server) -> dict[str, Any]:
         "auth_failing_sources": server.auth_throttle.failing_sources(time.monotonic()),
         "users": [(u.name, u.calls, u.jobs_added, u.jobs_consumed, u.jobs_acked)
                   for u in server.acl.live()],
-        "rejected_commands": {"per_ip": server.rejected_commands_per_ip,
-                              "rate": server.rejected_commands_rate},
+        "rejected_commands": {"per_ip": server.clients.rejected_commands_per_ip,
+                              "rate": server.clients.rejected_commands_rate},
         "peer_clocks": [(node.id, estimate) for node, estimate in
                         (server.bus.peer_clocks() if server.bus is not None else [])
                         if estimate is not None],

@@ -37,13 +37,15 @@ QueueField = bytes | int | list[bytes] | list[int] | None
 
 def queue_fields(queue: Queue, now: int) -> list[tuple[bytes, QueueField]]:
     """A queue's counters in QSTAT's order, for QSTAT's reply and the HTTP API alike."""
+    federation = queue.federation  # (None: federation never imported for it)
+    importers = federation.responders if federation is not None else None
     return [
         (b"name", queue.name),
         (b"len", len(queue.jobs)),
         (b"age", (now - queue.ctime) // 1000),
         (b"idle", (now - queue.atime) // 1000),
         (b"blocked", len(queue.waiters)),
-        (b"import-from", [n.encode() for n in sorted(queue.needjobs_responders or ())]),
+        (b"import-from", [n.encode() for n in sorted(importers or ())]),
         (b"import-rate", queue.import_rate_at(now)),
         (b"jobs-in", queue.jobs_in),
         (b"jobs-out", queue.jobs_out),

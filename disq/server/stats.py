@@ -1,6 +1,6 @@
 """What the server measures: commands and their time, ops per second, slow commands
 (SLOWLOG and LATENCY's "command" event), the memory in use and the maxmemory marks it
-gives the core; CONFIG RESETSTAT clears them. A part of `Server`."""
+gives the core; CONFIG RESETSTAT clears them. A part of `Server` (`server.stats`)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 
 from ..replication.stats import NodeStats
 from .info import rss_bytes
+from .latency import LatencyMonitor
 from .reactions import reacts_to
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..node import Node
-    from .connection import Client
+    from .clients import ClientRegistry
     from .hotstate import HotState
-    from .latency import LatencyMonitor
     from .table import CommandSpec
 
 # used_memory of a node without jobs: about what an empty Disque node reports. Like
@@ -29,29 +29,35 @@ EMPTY_NODE_MEMORY = 1024 * 1024
 
 
 class Stats:
-    """Server's measures (a mixin: the state is set in Server.__init__)."""
+    """The server's measures (`server.stats`)."""
 
-    config: Config
-    loop: asyncio.AbstractEventLoop | None
-    node: Node
-    commands: dict[bytes, CommandSpec]
-    connections_received: int
-    rejected_connections: int
-    rejected_commands_per_ip: int
-    rejected_commands_rate: int
-    hot: HotState
-    ops_per_sec: int
-    input_kbps: float
-    output_kbps: float
-    _ops_samples: deque[tuple[float, int, int, int]]
-    slowlog: deque[tuple[int, int, int, list[bytes]]]
-    slowlog_id: int
-    slowlog_threshold: int
-    latency: LatencyMonitor
-    _memory_cache: tuple[float, int]
-    baseline_rss: int
-    clients: dict[int, Client]
-    start_time: float
+    __slots__ = ("config", "node", "commands", "hot", "clients", "start_time", "loop",
+                 "ops_per_sec", "input_kbps", "output_kbps", "_ops_samples",
+                 "memory_peak", "_memory_cache", "baseline_rss", "slowlog", "slowlog_id",
+                 "slowlog_threshold", "latency")
+
+    def __init__(self, config: Config, node: Node, commands: dict[bytes, CommandSpec],
+                 hot: HotState, clients: ClientRegistry, start_time: float) -> None:
+        self.config = config
+        self.node = node
+        self.commands = commands
+        self.hot = hot
+        self.clients = clients
+        self.start_time = start_time
+        self.loop: asyncio.AbstractEventLoop | None = None  # the server's, once it runs
+        self.ops_per_sec = 0
+        self.input_kbps = 0.0
+        self.output_kbps = 0.0
+        self._ops_samples: deque[tuple[float, int, int, int]] = deque(maxlen=16)
+        self.memory_peak = 0
+        self._memory_cache = (0.0, 0)
+        self.baseline_rss = 0  # RSS before the data loads (fragmentation_ratio)
+        self.slowlog: deque[tuple[int, int, int, list[bytes]]] = deque(
+            maxlen=config.slowlog_max_len)
+        self.slowlog_id = 0  # id of the next SLOWLOG entry
+        self.slowlog_threshold = slowlog_usec(config.slowlog_log_slower_than)
+        self.latency = LatencyMonitor()  # LATENCY's events: slow commands, the job timer
+        hot.slow_usec = self._slow_usec()  # (this part alone writes it)
 
     # -- commands and traffic ----------------------------------------------------------
     @property
@@ -60,7 +66,7 @@ class Stats:
         counts once, in the command's spec)."""
         return sum(spec.calls for spec in self.commands.values())
 
-    def _sample_ops(self, now: float) -> None:
+    def sample_ops(self, now: float) -> None:
         samples = self._ops_samples
         samples.append((now, self.commands_processed, self.hot.net_input_bytes,
                         self.hot.net_output_bytes))
@@ -136,7 +142,7 @@ class Stats:
         stats = NodeStats.of_node(self.node)
         stats.used_memory = self.used_memory()
         stats.rss = self.rss()
-        stats.clients = len(self.clients)
+        stats.clients = len(self.clients.connected)
         stats.ops_per_sec = self.ops_per_sec
         stats.uptime = max(0, int(time.time() - self.start_time))
         return stats
@@ -155,8 +161,7 @@ class Stats:
                                    config.maxmemory_policy != "noeviction")
 
     def reset_stats(self) -> None:
-        self.connections_received = self.rejected_connections = 0
-        self.rejected_commands_per_ip = self.rejected_commands_rate = 0
+        self.clients.reset_counters()
         self.hot.net_input_bytes = self.hot.net_output_bytes = 0
         for spec in self.commands.values():
             spec.calls = spec.usec = 0

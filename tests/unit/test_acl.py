@@ -6,17 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from disq.acl import (
-    AFTER_ALL,
-    BAD_HASH,
-    NO_SUCH_PASSWORD,
-    SYNTAX,
-    UNKNOWN,
-    AclError,
-    AclTable,
-    User,
-    hash_password,
-)
+from disq.acl import AclError, AclTable, User
+from disq.acl_rules import AFTER_ALL, BAD_HASH, NO_SUCH_PASSWORD, SYNTAX, UNKNOWN, hash_password
 from disq.server.table import CATEGORIES
 
 

@@ -16,6 +16,7 @@ from disq.acl import AclTable
 from disq.config import Config
 from disq.ids import new_node_id
 from disq.node import Node
+from disq.server.clients import ClientRegistry
 from disq.server.connection import Client
 from disq.server.hotstate import HotState
 from disq.server.request_parser import FEED_PIECE
@@ -54,10 +55,10 @@ class RecordingClient(Client):
     """The real parser; each parsed request is recorded and answered +OK."""
 
     def __init__(self, config: Config) -> None:
+        hot = HotState(config)
         server = SimpleNamespace(
-            config=config, node=Node(config, new_node_id()), hot=HotState(config),
-            log_verbose=lambda message: None, client_connected=lambda client: None,
-            client_disconnected=lambda client: None,
+            config=config, node=Node(config, new_node_id()), hot=hot,
+            log_verbose=lambda message: None, clients=ClientRegistry(config, hot),
             acl=AclTable(CATEGORIES, config.requirepass))
         super().__init__(server)  # type: ignore[arg-type]
         self.requests: list[list[bytes]] = []

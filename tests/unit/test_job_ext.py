@@ -17,6 +17,7 @@ from disq.dedup_table import scoped_key
 from disq.ids import new_node_id
 from disq.job import ACTIVE, DEFAULT_PRIORITY, QUEUED, WAIT_REPL, Job, JobExt
 from disq.node import Node, now_ms
+from disq.replication.federation import federation_of
 from disq.replication.wire import (
     COPY_FIELDS,
     decode_copy,
@@ -225,11 +226,11 @@ def test_a_scheduled_import_not_due_here_yet_still_lets_the_consumers_ask_again(
     job = added(a, f"AT {due} REPLICATE 1")
     moved = encode_job(job, a.id, now_ms())
     queue = b.node.queue(b"q")
-    queue.needjobs_bcast_time = now_ms() + 100  # asked a moment ago
+    federation_of(queue).bcast_time = now_ms() + 100  # asked a moment ago
     net.deliver(a.id, b.id, m.YOURJOBS, [[moved]])
     copy = b.job(job.id)
     assert copy is not None and copy.state == ACTIVE and copy.qtime == due + 5
-    assert queue.needjobs_bcast_time == 0
+    assert federation_of(queue).bcast_time == 0
 
 
 def test_a_peers_due_time_is_moved_onto_this_nodes_clock() -> None:

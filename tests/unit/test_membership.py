@@ -19,18 +19,8 @@ from pathlib import Path
 import pytest
 
 from disq.cluster import messages as m
-from disq.cluster.membership import (
-    FORGET_BLACKLIST_MS,
-    Abort,
-    Action,
-    Close,
-    ClusterNode,
-    Connect,
-    Membership,
-    NodeFlag,
-    Reply,
-    Send,
-)
+from disq.cluster.actions import Abort, Action, Close, Connect, Reply, Send
+from disq.cluster.membership import FORGET_BLACKLIST_MS, ClusterNode, Membership, NodeFlag
 from disq.cluster.nodes import flag_names, parse_flag_names, read_records
 from disq.ids import new_node_id
 
@@ -41,7 +31,7 @@ IP = "127.0.0.1"
 
 @dataclass
 class FakeLink:
-    """A link as membership sees it (membership.Origin), and where it leads."""
+    """A link as membership sees it (actions.Origin), and where it leads."""
     node: ClusterNode | None  # the node an outbound link reaches; None: inbound
     target: Membership | None = None
     peer_ip: str = IP

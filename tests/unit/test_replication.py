@@ -32,6 +32,7 @@ from disq.node import Node, now_ms
 from disq.ports import NoPersistence
 from disq.queue import PAUSED_IN, PAUSED_OUT
 from disq.replication.copies import ADD_NODE_PERIOD_MS, BACKLOG_MS_PER_1000, MAX_PATIENCE_MS
+from disq.replication.federation import federation_of
 from disq.replication.replicator import Replication
 from disq.replication.requeue import sender_wins
 from disq.replication.wire import decode_job, encode_copy, encode_job
@@ -682,7 +683,7 @@ def test_no_job_is_pushed_once_the_consumers_left(how: str) -> None:
     job, _ = add_job(a, repl=1)
     net.pump()
     assert net.sent(m.YOURJOBS) == 0 and a.node.qlen(b"q") == 1
-    assert b.node.queues.get(b"q").needjobs_asked_time == 0
+    assert federation_of(b.node.queues.get(b"q")).asked_time == 0
 
 
 def test_needjobs_says_how_long_the_consumers_wait() -> None:
@@ -692,7 +693,7 @@ def test_needjobs_says_how_long_the_consumers_wait() -> None:
     net.pump()
     assert net.log == [(b.id, a.id, m.NEEDJOBS)]
     assert wanted_by(a)[b.id][0] <= now_ms() + 40
-    b.node.queues.get(b"q").needjobs_bcast_time = 0  # the timer's next ask
+    federation_of(b.node.queues.get(b"q")).bcast_time = 0  # the timer's next ask
     b.repl.federation.need_jobs(b.node.queues.get(b"q"))
     net.pump()
     assert now_ms() + 40 < wanted_by(a)[b.id][0] <= now_ms() + 70  # the longest wait
@@ -705,7 +706,7 @@ def test_needjobs_without_consumers_takes_the_jobs_on_hand_only() -> None:
     b.node.want_jobs([b"q"])
     net.pump()
     assert b.node.qlen(b"q") == 1 and b.job(job.id) is not None
-    b.node.queues.get(b"q").needjobs_bcast_time = 0
+    federation_of(b.node.queues.get(b"q")).bcast_time = 0
     b.node.want_jobs([b"q"])
     net.pump()
     assert wanted_by(a) == {}

@@ -82,7 +82,7 @@ def config(client: Client, args: list[bytes]) -> bytes:
             raise err(str(exc)) from None
         return reply.OK
     if sub == b"resetstat" and argc == 2:
-        client.server.reset_stats()
+        client.server.stats.reset_stats()
         return reply.OK
     if sub in (b"get", b"set", b"rewrite", b"resetstat"):
         raise err(f"Wrong number of arguments for CONFIG {args[1].decode('latin-1')}")
@@ -121,7 +121,7 @@ def debug(client: Client, args: list[bytes]) -> bytes:
         return reply.status(text.strip().encode())
     if sub in (b"restart", b"crash-and-recover") and argc in (2, 3):
         delay = parse_int(args[2]) if argc == 3 else 0
-        server.restart(graceful=sub == b"restart", delay_ms=max(delay or 0, 0))
+        server.shutdown.restart(graceful=sub == b"restart", delay_ms=max(delay or 0, 0))
         return reply.OK
     if sub == b"bus-clock-shift" and argc == 3:
         # disq: the PING/PONG timestamps of this node read its clock + ms, so its peers
@@ -193,7 +193,7 @@ def client_(client: Client, args: list[bytes]) -> bytes:
     argc = len(args)
     server = client.server
     if sub == b"list" and argc == 2:
-        text = "".join(c.info_line() + "\n" for c in server.clients.values())
+        text = "".join(c.info_line() + "\n" for c in server.clients.connected.values())
         return reply.bulk(text.encode())
     if sub == b"getname" and argc == 2:
         return reply.bulk(client.name) if client.name else reply.NULL_BULK
@@ -208,7 +208,7 @@ def client_(client: Client, args: list[bytes]) -> bytes:
     if sub == b"setinfo" and argc == 4:
         return reply.OK
     if sub == b"pause" and argc == 3:  # hold every client's requests for <ms>
-        client.server.pause_clients(timeout_ms(args[2]))
+        client.server.clients.pause_clients(timeout_ms(args[2]))
         return reply.OK
     if sub == b"kill" and argc > 2:  # bare CLIENT KILL must not kill everyone
         return _client_kill(client, args)
@@ -219,7 +219,7 @@ def _client_kill(client: Client, args: list[bytes]) -> bytes:
     server = client.server
     if len(args) == 3:  # old form: CLIENT KILL addr
         addr = args[2].decode("latin-1")
-        for other in list(server.clients.values()):
+        for other in list(server.clients.connected.values()):
             if other.addr == addr:
                 other.close_soon(client)
                 return reply.OK
@@ -247,7 +247,7 @@ def _client_kill(client: Client, args: list[bytes]) -> bytes:
         else:
             raise errors.SYNTAX
     killed = 0
-    for other in list(server.clients.values()):
+    for other in list(server.clients.connected.values()):
         if want_id is not None and other.id != want_id:
             continue
         if want_addr is not None and other.addr != want_addr:
@@ -273,7 +273,7 @@ def shutdown(client: Client, args: list[bytes]) -> bytes:
             rewrite_aof = True
         elif opt not in (b"nosave", b"save"):
             raise errors.SYNTAX
-    if not client.server.shutdown(rewrite_aof=rewrite_aof):
+    if not client.server.shutdown.stop(rewrite_aof=rewrite_aof):
         raise err("Errors trying to SHUTDOWN. Check logs.")
     return b""  # no reply: the connection closes with the process
 
@@ -312,7 +312,7 @@ def monitor(client: Client, args: list[bytes]) -> bytes:
 def slowlog(client: Client, args: list[bytes]) -> bytes:
     """SLOWLOG GET [n] | LEN | RESET"""
     sub = args[1].lower()
-    log = client.server.slowlog
+    log = client.server.stats.slowlog
     if sub == b"len" and len(args) == 2:
         return reply.integer(len(log))
     if sub == b"reset" and len(args) == 2:
@@ -339,7 +339,7 @@ def latency(client: Client, args: list[bytes]) -> bytes:
     """LATENCY LATEST | HISTORY event | RESET [event ...] | DOCTOR: the events
     latency-monitor-threshold records (commands, job timer runs)."""
     sub = args[1].lower()
-    monitor = client.server.latency
+    monitor = client.server.stats.latency
     if sub == b"latest" and len(args) == 2:
         return reply.encode(monitor.latest())
     if sub == b"history" and len(args) == 3:

@@ -300,7 +300,7 @@ async def add_jobs(request: web.Request) -> web.Response:
     results: list[Added | HeldAnswer] = []
     for body, timeout, values in requests:
         if bucket is not None and not bucket.take(time.monotonic()):
-            server.rejected_commands_rate += 1
+            server.clients.rejected_commands_rate += 1
             results.append(DisqError(
                 "BUSY", f"client-rate-limit reached ({rate} commands per second)"))
             continue

@@ -86,7 +86,7 @@ class Exchange(Client):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.addr, self.laddr, self.local_ip, self.ip = _addresses(transport)
-        self.server.exchange_connected(self)
+        self.server.clients.exchange_connected(self)
 
     async def call(self, *args: object) -> Any:
         """Run one command; its reply as Python values (bytes, int, list, None).

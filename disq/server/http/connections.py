@@ -65,7 +65,7 @@ class HttpConnection(asyncio.Protocol):
 
     def admission(self) -> tuple[str, str] | None:
         """None if the connection is taken, else the (code, message) of its 503."""
-        return self.server.http_admission(self, self.ip)
+        return self.server.clients.http_admission(self, self.ip)
 
     def data_received(self, data: bytes) -> None:
         if self.handler is not None:
@@ -77,7 +77,7 @@ class HttpConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         handler, self.handler = self.handler, None
         if handler is not None:
-            self.server.http_connection_closed(self, self.ip)
+            self.server.clients.http_connection_closed(self, self.ip)
             handler.connection_lost(exc)
 
     def pause_writing(self) -> None:

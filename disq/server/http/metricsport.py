@@ -67,18 +67,18 @@ class MetricsConnection(HttpConnection):
         scrape never makes a worker's commands -BUSY (the cap bounds one IP here)."""
         port, server = self.port, self.server
         if len(port.held) >= METRICS_MAX_CONNECTIONS and not port.close_oldest_idle():
-            server.connections_received += 1
-            server.rejected_connections += 1
+            server.clients.connections_received += 1
+            server.clients.rejected_connections += 1
             return ("MAXCLIENTS", f"the metrics port is answering {METRICS_MAX_CONNECTIONS} "
                                   "requests: try again later")
-        return server.http_admission(self, "")
+        return server.clients.http_admission(self, "")
 
     def connection_lost(self, exc: Exception | None) -> None:
         handler, self.handler = self.handler, None
         if handler is None:
             return
         if self.port.held.pop(self.transport, None) is not None:  # (else closed for another)
-            self.server.http_connection_closed(self, "")
+            self.server.clients.http_connection_closed(self, "")
         handler.connection_lost(exc)
 
 
@@ -99,7 +99,7 @@ class MetricsPort(HttpPort):
         for transport, conn in self.held.items():
             if not conn.answering and transport is not None:
                 del self.held[transport]
-                conn.server.http_connection_closed(conn, "")
+                conn.server.clients.http_connection_closed(conn, "")
                 transport.abort()  # type: ignore[attr-defined]
                 return True
         return False
