@@ -2,10 +2,8 @@
 and the HTTP port's connections), client-rate-limit, MONITOR, CLIENT PAUSE, idle
 clients (timeout) and client-output-buffer-limit. A part of `Server` (`server.clients`).
 
-`connected` holds the RESP connections and, while an HTTP request runs its commands,
-its `Exchange` (http/bridge.py): those are not connections of their own (their HTTP
-connection was admitted and is counted in `http_connections`), so admission leaves
-them out (`exchanges`: their IDs)."""
+`connected` holds the RESP connections; the HTTP port's are counted in
+`http_connections` (its routes call the services directly: no client of their own)."""
 
 from __future__ import annotations
 
@@ -32,7 +30,7 @@ class ClientRegistry:
 
     __slots__ = ("config", "hot", "loop", "connected", "_next_client_id",
                  "connections_received", "rejected_connections", "per_ip",
-                 "http_connections", "exchanges", "rejected_commands_per_ip",
+                 "http_connections", "rejected_commands_per_ip",
                  "rejected_commands_rate", "backlogged", "paused", "_unpause_timer")
 
     def __init__(self, config: Config, hot: HotState) -> None:
@@ -46,7 +44,6 @@ class ClientRegistry:
         # maxclients-per-ip's count: RESP and HTTP connections
         self.per_ip: ConnectionsPerIp[IpLimited] = ConnectionsPerIp(config.maxclients_per_ip)
         self.http_connections = 0  # open connections to the HTTP port (http/connections.py)
-        self.exchanges: set[int] = set()  # IDs of the HTTP requests' clients in `connected`
         self.rejected_commands_per_ip = 0  # commands refused by each limit (INFO stats)
         self.rejected_commands_rate = 0
         # Clients whose replies pile up unread (over the transport's high-water mark)
@@ -60,7 +57,7 @@ class ClientRegistry:
     # -- clients -----------------------------------------------------------------------
     def connection_count(self) -> int:
         """Open connections, as maxclients counts them: RESP's and the HTTP port's."""
-        return len(self.connected) - len(self.exchanges) + self.http_connections
+        return len(self.connected) + self.http_connections
 
     def client_connected(self, client: Client) -> None:
         self.connections_received += 1
@@ -87,23 +84,10 @@ class ClientRegistry:
             except OSError:
                 pass
 
-    def exchange_connected(self, client: Client) -> None:
-        """An HTTP request's client (http/bridge.py): listed with the others (CLIENT
-        LIST) and rate limited as they are, never
-        refused nor counted per IP (its connection was, when it came)."""
-        self._next_client_id += 1
-        client.id = self._next_client_id
-        self.connected[client.id] = client
-        self.exchanges.add(client.id)
-        if self.config.client_rate_limit:
-            client.set_rate_limit(self.config.client_rate_limit)
-
     def client_disconnected(self, client: Client) -> None:
         self.connected.pop(client.id, None)
         self.backlogged.pop(client, None)
-        if self.exchanges and client.id in self.exchanges:
-            self.exchanges.discard(client.id)
-        elif client.ip:
+        if client.ip:
             self._left_ip(client.ip, client)
 
     def _left_ip(self, ip: str, conn: IpLimited) -> None:

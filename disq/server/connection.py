@@ -53,7 +53,7 @@ _EVERY_USERS_SUBCOMMANDS: Final = {"acl": (b"whoami", b"cat"),
                             "client": (b"id", b"getname", b"setname", b"setinfo")}
 
 
-# The HTTP port's Exchange (http/bridge.py) and tests subclass Client in Python.
+# Tests subclass Client in Python.
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Client(LaterReplies, asyncio.Protocol):
     """A connected client; command handlers receive it as their context."""

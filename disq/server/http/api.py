@@ -42,7 +42,6 @@ from ...requests import AddJob, GetJob, JobSet
 from ..limits import TokenBucket
 from ..service import JobService, job_fields
 from .auth import command_refusal
-from .bridge import CommandError, Exchange
 from .jsonbody import read_json
 from .longpoll import LongPoll
 from .problems import Problem, bad_request
@@ -186,16 +185,6 @@ def _plain(value: Any) -> Any:
 
 
 # -- running commands -------------------------------------------------------------------------
-def _exchange(request: web.Request) -> Exchange:
-    server = request.app[SERVER_KEY]
-    transport = request.transport
-    peer = transport.get_extra_info("peername") if transport is not None else None
-    local = transport.get_extra_info("sockname") if transport is not None else None
-    exchange = Exchange(server, peer, local)
-    exchange.user = request.get(USER_KEY, server.acl.default)
-    return exchange
-
-
 def need(request: web.Request, command: str) -> None:
     """A route that reads the node without a command (GET /metrics, /cluster/stats):
     403 unless its user may run `command`, as if it did."""
@@ -203,16 +192,6 @@ def need(request: web.Request, command: str) -> None:
     refusal = command_refusal(acl, request.get(USER_KEY, acl.default), command)
     if refusal is not None:
         raise Problem(403, refusal, "NOPERM")
-
-
-async def _run(request: web.Request, *args: object) -> Any:
-    exchange = _exchange(request)
-    try:
-        return await exchange.call(*args)
-    except CommandError as exc:
-        raise Problem.from_resp(exc.code, exc.message) from None
-    finally:
-        exchange.finish()
 
 
 def _ok(data: Any, status: int = 200) -> web.Response:

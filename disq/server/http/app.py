@@ -8,8 +8,8 @@ Nothing of it is imported while `http-port` is 0.
 The node's users (disq/acl.py) protect the API and /metrics (auth.py: basic
 auth `user:password` or `Authorization: Bearer <password>`; failures counted in INFO
 acl_access_denied_auth and, after ten from one IP, 429 for a second: auth_throttle.py).
-Each route runs its commands as that user (a service's operation gated as the command
-would be, calls.py, or a RESP command, bridge.py), so the same permission checks
+Each route runs its operations as that user (a service's operation gated as its
+command would be: calls.py, `JobService.gate`), so the same permission checks
 apply: -NOPERM is a 403. The dashboard's page asks for a user and password and sends
 them the same way. With `tls-port` set the port speaks TLS with the node's certificate.
 
