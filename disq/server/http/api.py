@@ -45,6 +45,7 @@ from .auth import command_refusal
 from .jsonbody import read_json
 from .longpoll import LongPoll
 from .problems import Problem, bad_request
+from .routes import JOBS_ANSWER, Body, Route, answer, count_answer, query_param, ref
 
 if TYPE_CHECKING:
     from ...acl import User
@@ -495,19 +496,64 @@ async def bad_job_id(request: web.Request) -> web.Response:
     raise Problem(400, "Invalid Job ID format.", "BADID")
 
 
-def add_routes(app: web.Application) -> None:
-    r = app.router
-    r.add_post("/api/v1/queues/{queue}/jobs", add_jobs)
-    r.add_get("/api/v1/queues/{queue}/jobs", get_jobs)
-    job = f"/api/v1/jobs/{{id:{JOB_ID_PATTERN}}}"  # an ID may hold '/' (base64)
-    r.add_get(job, show_job)
-    r.add_patch(job, set_job)
-    r.add_delete(job, delete_job)
-    r.add_post(job + "/ack", _job_action("ackjob"))
-    r.add_post(job + "/fastack", _job_action("fastack"))
-    r.add_post(job + "/enqueue", _job_action("enqueue"))
-    r.add_post(job + "/dequeue", _job_action("dequeue"))
-    r.add_post(job + "/working", _job_action("working"))
-    r.add_post(job + "/nack", nack_job)
-    r.add_route("*", "/api/v1/jobs/{rest:.*}", bad_job_id)
-    r.add_get("/api/v1/jobs", list_jobs)
+JOB_PATH = f"/api/v1/jobs/{{id:{JOB_ID_PATTERN}}}"  # an ID may hold '/' (base64)
+
+
+def _action_route(action: str, command: str, key: str) -> Route:
+    """POST /jobs/{id}/<action>: `command` on the job, {key: its integer reply}."""
+    return Route("POST", f"{JOB_PATH}/{action}", _job_action(command.lower()), (command,),
+                 tag="jobs", responses={"200": count_answer(key, command)}, errors=(404, 409))
+
+
+ROUTES: list[Route] = [
+    Route("POST", "/api/v1/queues/{queue}/jobs", add_jobs, ("ADDJOB",), tag="jobs",
+          summary="Add a job, or a batch",
+          body=Body({"oneOf": [ref("NewJob"), {"type": "array", "items": ref("NewJob"),
+                                               "minItems": 1}]}),
+          responses={
+              "201": answer({"type": "object", "properties": {
+                  "id": {"type": "string"},
+                  "jobs": {"type": "array", "items": {"type": "object"}}}},
+                  "added: {id} for one job, {jobs: [{id}...]} for a batch"),
+              "207": answer({"type": "object"}, "a batch in which some jobs were refused: "
+                                            "{jobs: [{id} or {error}...]}")},
+          errors=(409, 413, 503, 507)),
+    Route("GET", "/api/v1/queues/{queue}/jobs", get_jobs, ("GETJOB",), tag="jobs",
+          summary="Take jobs: a long poll",
+          description="Waits up to timeout_ms (default 30000; 0: for ever) for a job. If "
+                      "the HTTP client goes away the wait ends; jobs taken for it are "
+                      "queued again at once.",
+          query=(query_param("count", {"type": "integer", "minimum": 1}),
+                 query_param("timeout_ms", {"type": "integer", "minimum": 0}),
+                 query_param("nohang", {"type": "boolean"})),
+          responses={"200": JOBS_ANSWER}),
+    Route("GET", JOB_PATH, show_job, ("SHOW",), tag="jobs",
+          responses={"200": answer(ref("Job"))}, errors=(404,)),
+    Route("PATCH", JOB_PATH, set_job, ("JOBSET",), tag="jobs", body=Body(),
+          errors=(404, 503)),
+    Route("DELETE", JOB_PATH, delete_job, ("DELJOB",), tag="jobs",
+          responses={"200": count_answer("deleted", "DELJOB")}, errors=(404,)),
+    _action_route("ack", "ACKJOB", "acked"),
+    _action_route("fastack", "FASTACK", "deleted"),
+    _action_route("enqueue", "ENQUEUE", "queued"),
+    _action_route("dequeue", "DEQUEUE", "dequeued"),
+    _action_route("working", "WORKING", "retry_s"),
+    Route("POST", JOB_PATH + "/nack", nack_job, ("NACK",), tag="jobs",
+          body=Body(required=False), responses={"200": count_answer("requeued", "NACK")}),
+    Route("*", "/api/v1/jobs/{rest:.*}", bad_job_id, documented=False),
+    Route("GET", "/api/v1/jobs", list_jobs, ("JSCAN",), tag="jobs",
+          summary="A page of the jobs this node holds, with every field of each",
+          description="Pass the returned cursor to get the next page; 0: the scan is "
+                      "over. A page may be shorter than count with more to come (a "
+                      "queue whose jobs are sparse among this node's).",
+          query=(query_param("queue", {"type": "string"}),
+                 {**query_param("state", {"type": "array", "items": {
+                     "type": "string", "enum": ["wait-repl", "active", "queued", "acked"]}},
+                     "any of these states"), "style": "form", "explode": True},
+                 query_param("cursor", {"type": "integer", "minimum": 0, "default": 0}),
+                 query_param("count", {"type": "integer", "minimum": 1,
+                                 "maximum": MAX_SCAN_COUNT, "default": 50})),
+          responses={"200": answer({"type": "object", "properties": {
+              "cursor": {"type": "integer"},
+              "jobs": {"type": "array", "items": ref("Job")}}})}),
+]

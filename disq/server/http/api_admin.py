@@ -14,8 +14,9 @@ from ...node import now_ms
 from ...queue import PAUSE_NAMES
 from ..cron_service import schedule_fields
 from .api import SERVER_KEY, _json_object, _ok, _query_bool, need
-from .calls import Route, attempt, confirmed, fields_json, gate, run
+from .calls import attempt, confirmed, fields_json, gate, run
 from .problems import Problem, bad_request
+from .routes import Body, Route, answer, count_answer, query_param, ref
 
 if TYPE_CHECKING:
     from ...acl import User
@@ -213,12 +214,44 @@ async def delete_user(request: web.Request) -> web.Response:
     return _ok({"deleted": 1})
 
 
+USER_NAME_ANSWER = {"200": answer(ref("User"))}
+
 ROUTES: list[Route] = [
-    ("GET", "/api/v1/cluster", cluster),
-    ("GET", "/api/v1/cluster/stats", cluster_stats),
-    ("GET", "/api/v1/cron", cron_list),
-    ("GET", "/api/v1/users", list_users),
-    ("GET", "/api/v1/users/{name}", get_user),
-    ("PUT", "/api/v1/users/{name}", put_user),
-    ("DELETE", "/api/v1/users/{name}", delete_user),
+    Route("GET", "/api/v1/cluster", cluster, optional=("HELLO", "CLUSTER NODES", "INFO"),
+          tag="cluster", summary="This node and the nodes it knows",
+          description="`myself` (HELLO), `nodes` (CLUSTER NODES) and `info` (INFO's "
+                      "fields): what the user may not run is left null or empty."),
+    Route("GET", "/api/v1/cluster/stats", cluster_stats, ("CLUSTER NODES",), tag="cluster",
+          summary="Every node's stats, asked over the bus",
+          description="Each known node (CLUSTER NODES) with its state (ok, fail? (PFAIL), "
+                      "fail, handshake) and its stats, null for a node that did not "
+                      "answer within a second (unreachable); the queues summed over the "
+                      "nodes that answered (`reporting`). A node lists its biggest 2,000 "
+                      "queues (of names up to 1,024 bytes). jobs_in and jobs_out are "
+                      "cumulative: rates come from two samples.",
+          query=(query_param("node_queues", {"type": "boolean", "default": True},
+                             "false: without each node's own list of queues"),
+                 query_param("queue", {"type": "string"},
+                             "each node's list of queues has only this one")),
+          responses={"200": answer(ref("ClusterStats"))}),
+    Route("GET", "/api/v1/cron", cron_list, ("CRON LIST",), tag="cluster",
+          summary="The recurring jobs of the queues the user may see",
+          responses={"200": answer({"type": "object", "properties": {
+              "schedules": {"type": "array", "items": {"type": "object"}}}})}),
+    Route("GET", "/api/v1/users", list_users, ("ACL LIST",), tag="users",
+          summary="Every user and its rules",
+          responses={"200": answer({"type": "object", "properties": {
+              "users": {"type": "array", "items": ref("User")}}})}),
+    Route("GET", "/api/v1/users/{name}", get_user, ("ACL LIST",), tag="users",
+          summary="A user and its rules", responses=USER_NAME_ANSWER, errors=(404,)),
+    Route("PUT", "/api/v1/users/{name}", put_user, ("ACL SETUSER",), tag="users",
+          summary="Create or change a user: every rule applies, or none (400 naming the "
+                  "bad one)",
+          body=Body({"type": "object", "required": ["rules"], "properties": {"rules": {
+              "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+              "example": "on >s3cret ~orders:* +@produce +@consume +@read"}}}),
+          responses=USER_NAME_ANSWER, errors=(503,)),
+    Route("DELETE", "/api/v1/users/{name}", delete_user, ("ACL DELUSER",), tag="users",
+          summary="Delete a user: its connections are closed",
+          responses={"200": count_answer("deleted", "ACL DELUSER")}, errors=(404, 503)),
 ]

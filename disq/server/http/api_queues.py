@@ -19,8 +19,9 @@ from ...requests import parse_int
 from ..queue_service import policy_fields, queue_fields
 from ..service import job_fields
 from .api import SERVER_KEY, _body_fields, _json_object, _ok, _options, _query_int
-from .calls import Route, attempt, confirmed, fields_json, gate, run
+from .calls import attempt, confirmed, fields_json, gate, run
 from .problems import Problem, bad_request
+from .routes import JOBS_ANSWER, Body, Route, answer, count_answer, query_param, ref
 
 if TYPE_CHECKING:
     from ...job import Job
@@ -169,11 +170,39 @@ async def requeue_dead(request: web.Request) -> web.Response:
     return _ok({"requeued": await done.wait()})
 
 
-ROUTES: list[Route] = [
-    ("GET", "/api/v1/queues", list_queues),
-    ("GET", "/api/v1/queues/{queue}", get_queue),
-    ("PUT", "/api/v1/queues/{queue}", update_queue),
-    ("GET", "/api/v1/queues/{queue}/peek", peek_queue),
-    ("POST", "/api/v1/queues/{queue}/requeue-dead", requeue_dead),
-]
+# What GET /queues/{queue} runs, and PUT's answer: a refusal leaves its part out.
+QUEUE_READS = ("QSTAT", "GLOBALQLEN", "QPOLICY GET")
+QUEUE_FIELDS = ("`length_cluster` is GLOBALQLEN's answer, `policy` QPOLICY GET's fields; "
+                "either is null where the user may not run its command.")
 
+ROUTES: list[Route] = [
+    Route("GET", "/api/v1/queues", list_queues, ("QSCAN",), optional=QUEUE_READS,
+          tag="queues", summary="Every queue this node knows, with its counters, its "
+                                "cluster-wide length and its policy",
+          description=f"Up to {MAX_QUEUES_LISTED} queues, by name; a queue whose QSTAT "
+                      f"the user may not run is left out. {QUEUE_FIELDS}",
+          responses={"200": answer({"type": "object", "properties": {
+              "queues": {"type": "array", "items": {"type": "object"}}}})}),
+    Route("GET", "/api/v1/queues/{queue}", get_queue, optional=QUEUE_READS, tag="queues",
+          summary="One queue: its counters, its cluster-wide length, its policy",
+          description="404 if the queue does not exist on this node, or the user may not "
+                      f"run QSTAT on it. {QUEUE_FIELDS}",
+          errors=(404,)),
+    Route("PUT", "/api/v1/queues/{queue}", update_queue,
+          ("PAUSE", "QPOLICY SET", "QPOLICY DEL"), optional=QUEUE_READS, tag="queues",
+          summary="Pause or resume a queue, set or delete its policy",
+          description="Both changes are tried: the first refusal or error is the answer; "
+                      "else the queue as GET shows it.",
+          body=Body({"type": "object", "properties": {
+              "pause": {"type": "string", "enum": ["in", "out", "all", "none"]},
+              "bcast": {"type": "boolean", "default": True},
+              "policy": {"oneOf": [ref("Policy")], "nullable": True}},
+              "additionalProperties": False}),
+          errors=(404,)),
+    Route("GET", "/api/v1/queues/{queue}/peek", peek_queue, ("QPEEK",), tag="queues",
+          query=(query_param("count", {"type": "integer", "default": 10}),),
+          responses={"200": JOBS_ANSWER}),
+    Route("POST", "/api/v1/queues/{queue}/requeue-dead", requeue_dead,
+          ("DEADLETTER REQUEUE",), tag="queues", body=Body(closed=False, required=False),
+          responses={"200": count_answer("requeued", "DEADLETTER REQUEUE")}),
+]

@@ -30,11 +30,11 @@ from aiohttp import web
 from ... import tls
 from . import api, api_admin, api_queues
 from .auth import CHALLENGE, Authenticator, AuthRefused
-from .calls import add_routes
 from .connections import HttpPort
 from .crosssite import content_type_refusal, host_refusal, origin_refusal
 from .openapi import openapi_document
 from .problems import Problem
+from .routes import Route, add_routes
 
 if TYPE_CHECKING:
     from ..app import Server
@@ -44,6 +44,9 @@ log = logging.getLogger("disq")
 AUTH_KEY: web.AppKey[Authenticator] = web.AppKey("authenticator")
 PUBLIC_PREFIXES = ("/docs", "/openapi.json", "/static/", "/favicon")
 STATIC_DIR = Path(__file__).parent / "static"
+# Every route of the API, in the order the router tries them; their declarations make
+# the OpenAPI document.
+API_ROUTES: list[Route] = [*api.ROUTES, *api_queues.ROUTES, *api_admin.ROUTES]
 
 
 @web.middleware
@@ -83,7 +86,7 @@ async def _problems(request: web.Request, handler: api.Handler) -> web.StreamRes
 
 
 async def _openapi(request: web.Request) -> web.Response:
-    return web.json_response(openapi_document(request.app[api.SERVER_KEY]))
+    return web.json_response(openapi_document(API_ROUTES))
 
 
 async def _docs(request: web.Request) -> web.Response:
@@ -125,8 +128,7 @@ def make_app(server: Server) -> web.Application:
                           client_max_size=server.config.http_max_body)
     app[api.SERVER_KEY] = server
     app[AUTH_KEY] = Authenticator(server.acl, server.auth_throttle)
-    api.add_routes(app)
-    add_routes(app, api_queues.ROUTES + api_admin.ROUTES)
+    add_routes(app, API_ROUTES)
     app.router.add_get("/openapi.json", _openapi)
     app.router.add_get("/docs", _docs)
     app.router.add_static("/docs/assets", _swagger_dir())

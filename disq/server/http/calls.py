@@ -6,7 +6,7 @@ confirmed, and a service's name/value fields as a JSON object."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
@@ -21,19 +21,6 @@ if TYPE_CHECKING:
     from ..later import Later
 
 T = TypeVar("T")
-
-
-# A route: its method, its path, what answers it
-Route = tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]
-
-
-def add_routes(app: web.Application, routes: list[Route]) -> None:
-    """A GET answers HEAD too, as aiohttp's `add_get` makes it."""
-    for method, path, handler in routes:
-        if method == "GET":
-            app.router.add_get(path, handler)
-        else:
-            app.router.add_route(method, path, handler)
 
 
 def user_of(request: web.Request) -> User:

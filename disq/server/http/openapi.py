@@ -1,30 +1,32 @@
-"""The OpenAPI 3 document of the HTTP API (/openapi.json, shown at /docs). The job
-options' schemas come from the options table the RESP parser uses (disq_client/spec.py),
-so an option added there is documented here."""
+"""The OpenAPI 3 document of the HTTP API (/openapi.json, shown at /docs), made from the
+routes' declarations (routes.py) and the declarations of the commands they run
+(table.py's `@command`): an operation's summary, description and ACL categories come
+from its commands, so do the schemas of a body made of a command's options (the options
+table the RESP parser uses, disq_client/spec.py). A route declares what no command does:
+the JSON it answers, its query parameters, its other bodies."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import re
+from typing import Any
 
+from aiohttp import web
 from disq_client.spec import (
-    ADDJOB,
     BYTES,
     CHOICE,
     FLAG,
     INT,
     INT_PAIR,
-    JOBSET,
     MS,
     NUMBER,
-    QPOLICY_SET,
     CommandOptions,
 )
 
 from ...config import DISQ_VERSION
+from ..commands import load_commands
+from ..table import CommandSpec
 from .api import DEFAULT_ADD_TIMEOUT_MS, JSON_NAMES
-
-if TYPE_CHECKING:
-    from ..app import Server
+from .routes import Route
 
 
 def _option_schema(kind: str, low: int, high: int, doc: str) -> dict[str, Any]:
@@ -46,7 +48,7 @@ def _option_schema(kind: str, low: int, high: int, doc: str) -> dict[str, Any]:
 
 
 def _options_schema(spec: CommandOptions, extra: dict[str, Any] | None = None,
-                    required: list[str] | None = None) -> dict[str, Any]:
+                    closed: bool = True) -> dict[str, Any]:
     properties: dict[str, Any] = dict(extra or {})
     for option in spec.options:
         name = JSON_NAMES.get(option.field, option.field)
@@ -55,21 +57,23 @@ def _options_schema(spec: CommandOptions, extra: dict[str, Any] | None = None,
         if option.error:
             doc += f"; else: {option.error}"
         properties[name] = _option_schema(option.kind, option.low, option.high, doc)
-    schema: dict[str, Any] = {"type": "object", "properties": properties,
-                              "additionalProperties": False}
-    if required:
-        schema["required"] = required
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if closed:
+        schema["additionalProperties"] = False
     return schema
 
 
-NEW_JOB = _options_schema(ADDJOB, {
+def _new_job(addjob: CommandOptions) -> dict[str, Any]:
+    return _options_schema(addjob, {
     "body": {"type": "string", "description": "the job's body, as text"},
     "body_base64": {"type": "string", "format": "byte",
                     "description": "the job's body, binary (instead of body)"},
     "timeout_ms": {"type": "integer", "minimum": 0, "default": DEFAULT_ADD_TIMEOUT_MS,
                    "description": "ADDJOB's ms-timeout: how long to wait for the copies "
                                   "(0: for ever, as long as no target is flagged failing)"},
-})
+    })
+
+
 JOB = {
     "type": "object",
     "description": "A job: GETJOB WITHCOUNTERS' or QPEEK's fields, SHOW's for GET "
@@ -94,40 +98,10 @@ PROBLEM = {
 }
 
 
-def _ok(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
-def _errors(*statuses: int) -> dict[str, Any]:
-    ref = {"$ref": "#/components/schemas/Problem"}
-    return {str(status): {"description": "see `code` and `detail`",
-                          "content": {"application/problem+json": {"schema": ref}}}
-            for status in (400, 401, *statuses)}
-
-
-def _body(schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
-    return {"required": required, "content": {"application/json": {"schema": schema}}}
-
-
-def _count(key: str, command: str) -> dict[str, Any]:
-    return _ok({"type": "object", "properties": {key: {"type": "integer"}}},
-               f"{command}'s answer")
-
-
-JOB_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"},
-          "description": "a job ID (D-...)"}
-QUEUE = {"name": "queue", "in": "path", "required": True, "schema": {"type": "string"}}
-JOB_REF = {"$ref": "#/components/schemas/Job"}
-USER_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
 USER = {"type": "object", "properties": {
     "name": {"type": "string"}, "enabled": {"type": "boolean"},
     "rules": {"type": "string", "description": "the ACL SETUSER rules that rebuild the user "
                                                "(passwords as #<sha256>)"}}}
-
-
-def _job_action(command: str, key: str, summary: str) -> dict[str, Any]:
-    return {"post": {"tags": ["jobs"], "summary": summary, "parameters": [JOB_ID],
-                     "responses": {"200": _count(key, command), **_errors(404, 409)}}}
 
 
 QUEUE_STATS = {
@@ -174,185 +148,148 @@ CLUSTER_STATS = {
 }
 
 
-def openapi_document(server: Server | None = None) -> dict[str, Any]:
-    paths: dict[str, Any] = {
-        "/api/v1/queues/{queue}/jobs": {
-            "post": {
-                "tags": ["jobs"], "summary": "Add a job, or a batch (ADDJOB)",
-                "parameters": [QUEUE],
-                "requestBody": _body({"oneOf": [
-                    {"$ref": "#/components/schemas/NewJob"},
-                    {"type": "array", "items": {"$ref": "#/components/schemas/NewJob"},
-                     "minItems": 1}]}),
-                "responses": {
-                    "201": _ok({"type": "object", "properties": {
-                        "id": {"type": "string"},
-                        "jobs": {"type": "array", "items": {"type": "object"}}}},
-                        "added: {id} for one job, {jobs: [{id}...]} for a batch"),
-                    "207": _ok({"type": "object"}, "a batch in which some jobs were "
-                               "refused: {jobs: [{id} or {error}...]}"),
-                    **_errors(409, 413, 503, 507)},
-            },
-            "get": {
-                "tags": ["jobs"],
-                "summary": "Take jobs (GETJOB WITHCOUNTERS): a long poll",
-                "description": "Waits up to timeout_ms (default 30000; 0: for ever) for "
-                               "a job. If the HTTP client goes away the wait ends; jobs "
-                               "taken for it are queued again at once.",
-                "parameters": [
-                    QUEUE,
-                    {"name": "count", "in": "query", "schema": {"type": "integer",
-                                                                "minimum": 1}},
-                    {"name": "timeout_ms", "in": "query", "schema": {"type": "integer",
-                                                                     "minimum": 0}},
-                    {"name": "nohang", "in": "query", "schema": {"type": "boolean"}}],
-                "responses": {"200": _ok({"type": "object", "properties": {
-                    "jobs": {"type": "array", "items": JOB_REF}}}), **_errors()},
-            },
-        },
-        "/api/v1/queues": {"get": {
-            "tags": ["queues"],
-            "summary": "Every queue this node knows: QSTAT, cluster-wide length, policy",
-            "responses": {"200": _ok({"type": "object", "properties": {
-                "queues": {"type": "array", "items": {"type": "object"}}}}), **_errors()}}},
-        "/api/v1/queues/{queue}": {
-            "get": {"tags": ["queues"], "summary": "One queue: QSTAT, GLOBALQLEN, QPOLICY",
-                    "parameters": [QUEUE],
-                    "responses": {"200": _ok({"type": "object"}), **_errors(404)}},
-            "put": {"tags": ["queues"], "summary": "Pause or resume a queue (PAUSE), set "
-                    "or delete its policy (QPOLICY)", "parameters": [QUEUE],
-                    "requestBody": _body({"type": "object", "properties": {
-                        "pause": {"type": "string", "enum": ["in", "out", "all", "none"]},
-                        "bcast": {"type": "boolean", "default": True},
-                        "policy": {"oneOf": [{"$ref": "#/components/schemas/Policy"}],
-                                   "nullable": True}},
-                        "additionalProperties": False}),
-                    "responses": {"200": _ok({"type": "object"}), **_errors(404)}},
-        },
-        "/api/v1/queues/{queue}/peek": {"get": {
-            "tags": ["queues"], "summary": "The next jobs to be delivered (QPEEK)",
-            "parameters": [QUEUE, {"name": "count", "in": "query",
-                                   "schema": {"type": "integer"}}],
-            "responses": {"200": _ok({"type": "object", "properties": {
-                "jobs": {"type": "array", "items": JOB_REF}}}), **_errors()}}},
-        "/api/v1/queues/{queue}/requeue-dead": {"post": {
-            "tags": ["queues"], "summary": "Dead letters back to their queues "
-                                           "(DEADLETTER REQUEUE)", "parameters": [QUEUE],
-            "requestBody": _body({"type": "object", "properties": {
-                "count": {"type": "integer", "minimum": 1}}}, required=False),
-            "responses": {"200": _count("requeued", "DEADLETTER REQUEUE"), **_errors()}}},
-        "/api/v1/jobs/{id}": {
-            "get": {"tags": ["jobs"], "summary": "A job (SHOW)", "parameters": [JOB_ID],
-                    "responses": {"200": _ok(JOB_REF), **_errors(404)}},
-            "patch": {"tags": ["jobs"], "summary": "Change a job's priority or due time "
-                      "(JOBSET)", "parameters": [JOB_ID],
-                      "requestBody": _body(_options_schema(JOBSET)),
-                      "responses": {"200": _ok({"type": "object"}), **_errors(404, 503)}},
-            "delete": {"tags": ["jobs"], "summary": "Delete a job here (DELJOB)",
-                       "parameters": [JOB_ID],
-                       "responses": {"200": _count("deleted", "DELJOB"), **_errors(404)}},
-        },
-        "/api/v1/jobs/{id}/ack": _job_action("ACKJOB", "acked", "Acknowledge (ACKJOB)"),
-        "/api/v1/jobs/{id}/fastack": _job_action("FASTACK", "deleted", "FASTACK"),
-        "/api/v1/jobs/{id}/enqueue": _job_action("ENQUEUE", "queued", "Queue now (ENQUEUE)"),
-        "/api/v1/jobs/{id}/dequeue": _job_action("DEQUEUE", "dequeued", "DEQUEUE"),
-        "/api/v1/jobs/{id}/working": _job_action("WORKING", "retry_s",
-                                                 "Still working on it (WORKING)"),
-        "/api/v1/jobs/{id}/nack": {"post": {
-            "tags": ["jobs"], "summary": "Put back (NACK), after delay_ms if given",
-            "parameters": [JOB_ID],
-            "requestBody": _body({"type": "object", "properties": {
-                "delay_ms": {"type": "integer", "minimum": 0}},
-                "additionalProperties": False}, required=False),
-            "responses": {"200": _count("requeued", "NACK"), **_errors()}}},
-        "/api/v1/jobs": {"get": {
-            "tags": ["jobs"], "summary": "A page of the jobs this node holds (JSCAN ... "
-                                         "REPLY ALL)",
-            "description": "Pass the returned cursor to get the next page; 0: the scan is "
-                           "over. A page may be shorter than count with more to come (a "
-                           "queue whose jobs are sparse among this node's).",
-            "parameters": [
-                {"name": "queue", "in": "query", "schema": {"type": "string"}},
-                {"name": "state", "in": "query", "schema": {"type": "array", "items": {
-                    "type": "string", "enum": ["wait-repl", "active", "queued", "acked"]}},
-                 "style": "form", "explode": True, "description": "any of these states"},
-                {"name": "cursor", "in": "query", "schema": {"type": "integer",
-                                                             "minimum": 0, "default": 0}},
-                {"name": "count", "in": "query", "schema": {
-                    "type": "integer", "minimum": 1, "maximum": 1000, "default": 50}}],
-            "responses": {"200": _ok({"type": "object", "properties": {
-                "cursor": {"type": "integer"},
-                "jobs": {"type": "array", "items": JOB_REF}}}), **_errors()}}},
-        "/api/v1/cluster": {"get": {
-            "tags": ["cluster"], "summary": "This node (INFO) and the nodes it knows",
-            "responses": {"200": _ok({"type": "object"}), **_errors()}}},
-        "/api/v1/cluster/stats": {"get": {
-            "tags": ["cluster"], "summary": "Every node's stats, asked over the bus",
-            "description": "Each known node (CLUSTER NODES) with its state (ok, fail? "
-                           "(PFAIL), fail, handshake) and its stats, null for a node "
-                           "that did not answer within a second (unreachable); the "
-                           "queues summed over the nodes that answered (`reporting`). "
-                           "A node lists its biggest 2,000 queues (of names up to 1,024 "
-                           "bytes). jobs_in and jobs_out "
-                           "are cumulative: rates come from two samples.",
-            "parameters": [
-                {"name": "node_queues", "in": "query",
-                 "schema": {"type": "boolean", "default": True},
-                 "description": "false: without each node's own list of queues"},
-                {"name": "queue", "in": "query", "schema": {"type": "string"},
-                 "description": "each node's list of queues has only this one"}],
-            "responses": {"200": _ok({"$ref": "#/components/schemas/ClusterStats"}),
-                          **_errors()}}},
-        "/api/v1/cron": {"get": {
-            "tags": ["cluster"], "summary": "Recurring jobs (CRON LIST)",
-            "responses": {"200": _ok({"type": "object"}), **_errors()}}},
-        "/api/v1/users": {"get": {
-            "tags": ["users"], "summary": "Every user and its rules (ACL LIST)",
-            "responses": {"200": _ok({"type": "object", "properties": {
-                "users": {"type": "array", "items": USER}}}), **_errors(403)}}},
-        "/api/v1/users/{name}": {
-            "get": {"tags": ["users"], "summary": "A user and its rules",
-                    "parameters": [USER_NAME],
-                    "responses": {"200": _ok(USER), **_errors(403, 404)}},
-            "put": {"tags": ["users"],
-                    "summary": "Create or change a user (ACL SETUSER): every rule applies, "
-                               "or none (400 naming the bad one)",
-                    "parameters": [USER_NAME],
-                    "requestBody": _body({"type": "object", "required": ["rules"],
-                                          "properties": {"rules": {
-                                              "oneOf": [{"type": "string"},
-                                                        {"type": "array",
-                                                         "items": {"type": "string"}}],
-                                              "example": "on >s3cret ~orders:* +@produce "
-                                                         "+@consume +@read"}}}),
-                    "responses": {"200": _ok(USER), **_errors(403)}},
-            "delete": {"tags": ["users"],
-                       "summary": "Delete a user (ACL DELUSER): its connections are closed",
-                       "parameters": [USER_NAME],
-                       "responses": {"200": _count("deleted", "ACL DELUSER"),
-                                     **_errors(403, 404)}}},
-    }
+# The path parameters' descriptions, by name
+PATH_PARAMETERS = {
+    "queue": "a queue's name",
+    "id": "a job ID (D-...), as it is or with '/' and '+' percent-encoded",
+    "name": "a user's name",
+}
+INFO = ("The HTTP API of a disq node: the same commands, replies and errors as its RESP "
+        "port. Each operation runs the commands `x-disq-commands` names, as a RESP "
+        "client's request would be run (their ACL categories: `x-disq-acl`). "
+        "Authentication: basic auth user:password (the node's users, ACL SETUSER), or "
+        "Bearer <password> for the default user (requirepass). A user's permissions apply "
+        "as on RESP: -NOPERM is a 403. Every request: a Host that is not the node's is a "
+        "421 (http-allowed-hosts), a browser's request from another site's page a 403 "
+        "(http-allowed-origins), a body that changes something must be application/json "
+        "(else 415), and arrive within http-read-timeout (else 408).")
+
+
+def openapi_document(routes: list[Route]) -> dict[str, Any]:
+    declared = _declared()
+    paths: dict[str, dict[str, Any]] = {}
+    for route in routes:
+        if route.documented:
+            path = _template(route.path)
+            paths.setdefault(path, {})[route.method.lower()] = _operation(
+                route, path, declared)
     return {
         "openapi": "3.0.3",
-        "info": {"title": "disq", "version": DISQ_VERSION,
-                 "description": "The HTTP API of a disq node: the same commands, replies "
-                                "and errors as its RESP port (each route runs its RESP "
-                                "command). Authentication: basic auth user:password (the "
-                                "node's users, ACL SETUSER), or Bearer <password> for the "
-                                "default user (requirepass). A user's permissions apply "
-                                "as on RESP: -NOPERM is a 403. Every request: a Host that "
-                                "is not the node's is a 421 (http-allowed-hosts), a "
-                                "browser's request from another site's page a 403 "
-                                "(http-allowed-origins), a body that changes something "
-                                "must be application/json (else 415), and arrive within "
-                                "http-read-timeout (else 408)."},
+        "info": {"title": "disq", "version": DISQ_VERSION, "description": INFO},
         "paths": paths,
         "components": {
-            "schemas": {"NewJob": NEW_JOB, "Job": JOB, "Problem": PROBLEM,
-                        "ClusterStats": CLUSTER_STATS,
-                        "Policy": _options_schema(QPOLICY_SET)},
+            "schemas": {"NewJob": _new_job(_options_of("ADDJOB", declared)), "Job": JOB,
+                        "Problem": PROBLEM, "ClusterStats": CLUSTER_STATS, "User": USER,
+                        "Policy": _options_schema(_options_of("QPOLICY SET", declared))},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
                                 "basic": {"type": "http", "scheme": "basic"}},
         },
         "security": [{"bearer": []}, {"basic": []}, {}],
     }
+
+
+def _declared() -> dict[str, CommandSpec]:
+    """Every command by its own name, which rename-command leaves it."""
+    return {spec.name: spec for spec in load_commands().values()}
+
+
+def command_of(name: str) -> str:
+    """The command a route names, without its subcommand: "ACL SETUSER" -> "acl"."""
+    return name.split()[0].lower()
+
+
+def _template(path: str) -> str:
+    """The route's path as OpenAPI writes it: /api/v1/jobs/{id:<pattern>} -> {id}."""
+    return web.DynamicResource(path).canonical if "{" in path else path
+
+
+def _operation(route: Route, path: str, declared: dict[str, CommandSpec]
+               ) -> dict[str, Any]:
+    names = route.commands + route.optional
+    specs = {name: declared.get(command_of(name)) for name in names}
+    first = specs[names[0]] if names else None
+    summary = route.summary or (first.summary if first is not None else "")
+    operation: dict[str, Any] = {
+        "tags": [route.tag],
+        "summary": f"{summary.rstrip('.')} ({', '.join(names)})",
+        "description": _description(route, specs),
+        "x-disq-commands": list(names),
+        "x-disq-acl": {name: list(spec.categories) for name, spec in specs.items()
+                       if spec is not None},
+    }
+    parameters = [_path_parameter(name) for name in re.findall(r"\{(\w+)\}", path)]
+    parameters += route.query
+    if parameters:
+        operation["parameters"] = parameters
+    if route.body is not None:
+        body = route.body
+        schema = body.schema if body.schema is not None else _options_schema(
+            _options_of(route.commands[0], declared), body.fields, body.closed)
+        operation["requestBody"] = {"required": body.required,
+                                    "content": {"application/json": {"schema": schema}}}
+    operation["responses"] = {**route.responses, **_errors(route, path, specs)}
+    return operation
+
+
+def _description(route: Route, specs: dict[str, CommandSpec | None]) -> str:
+    """The route's own words, then each command it runs: its syntax, its summary and
+    its ACL categories (a command's once, however many of its subcommands it runs)."""
+    lines = [route.description, ""] if route.description else []
+    lines.append("Commands:")
+    described: set[str] = set()
+    for name, spec in specs.items():
+        if spec is None:
+            lines.append(f"- {name}: disabled on this node (rename-command)")
+            continue
+        line = f"- `{_syntax(spec, name)}`"
+        if spec.name not in described:
+            described.add(spec.name)
+            categories = ", ".join(f"@{category}" for category in spec.categories)
+            extension = " (a disq extension)" if spec.extension else ""
+            line += f"{extension}: {spec.summary} ACL categories: {categories}."
+        lines.append(line)
+    if route.optional:
+        lines += ["", f"What the user may not run of {', '.join(route.optional)} is left "
+                      "out of the answer."]
+    return "\n".join(lines)
+
+
+def _syntax(spec: CommandSpec, name: str) -> str:
+    """The form of the command's syntax that `name`'s subcommand takes, if it has one."""
+    words = name.split()
+    if len(words) == 1:
+        return spec.syntax
+    command = spec.name.upper()
+    for form in spec.syntax.split(" | "):
+        if words[1] in form.split():
+            return form if form.startswith(command) else f"{command} {form}"
+    return spec.syntax
+
+
+def _options_of(name: str, declared: dict[str, CommandSpec]) -> CommandOptions:
+    """The options table `name` declares ("QPOLICY SET": QPOLICY's table of that name)."""
+    tables = declared[command_of(name)].options
+    return next((table for table in tables if table.name == name.upper()), tables[0])
+
+
+def _path_parameter(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"},
+            "description": PATH_PARAMETERS.get(name, "")}
+
+
+def _errors(route: Route, path: str, specs: dict[str, CommandSpec | None]
+            ) -> dict[str, Any]:
+    """400 and 401 for every route, 403 where a refused command refuses the request,
+    and the statuses the route declares."""
+    errors = {status: "see `code` and `detail`" for status in (400, 401, *route.errors)}
+    if route.commands:
+        refused = ", ".join(route.commands)
+        names_queue = "{queue}" in path and any(
+            spec is not None and spec.queues is not None
+            for name, spec in specs.items() if name in route.commands)
+        errors[403] = (f"NOPERM: the user may not run {refused}"
+                       + (" on this queue" if names_queue else ""))
+    problem = {"$ref": "#/components/schemas/Problem"}
+    return {str(status): {"description": description,
+                          "content": {"application/problem+json": {"schema": problem}}}
+            for status, description in sorted(errors.items())}
