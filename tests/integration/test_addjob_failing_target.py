@@ -26,7 +26,7 @@ from support import (
 )
 from test_http import Http
 
-from disq.server.http.api import DEFAULT_ADD_TIMEOUT_MS
+from disq.server.http.jsonio import DEFAULT_ADD_TIMEOUT_MS
 
 
 def patient_client(node: DisqProcess) -> redis.Redis:

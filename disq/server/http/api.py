@@ -1,4 +1,4 @@
-"""The HTTP API, /api/v1: the job routes, and what the routes share (JSON in and out).
+"""The HTTP API, /api/v1: the job routes (what every route shares is jsonio.py's).
 The job routes run the job service (server/service.py) on the typed request their JSON
 makes, through the options table the RESP parser shares (disq_client/spec.py): POST
 /queues/{q}/jobs is `AddJob.from_fields`, `JobService.add`, `Node.add_job`, the same
@@ -12,37 +12,42 @@ every route is openapi.py."""
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import unquote
 
 from aiohttp import web
 from disq_client.spec import (
     ADDJOB,
-    BYTES,
-    CHOICE,
-    FLAG,
-    INT,
-    INT_PAIR,
     JOBSET,
-    MS,
-    NUMBER,
-    CommandOptions,
 )
 
 from ...errors import DisqError, err
-from ...ids import is_valid_job_id
 from ...node import now_ms
 from ...outcomes import Added, Changed, HeldAnswer, HeldAnswers, when_durable
 from ...queue_requests import JScan
 from ...requests import AddJob, GetJob, JobSet
 from ..limits import TokenBucket
 from ..service import JobService, job_fields
-from .auth import command_refusal
-from .jsonbody import read_json
+from .jsonio import (
+    DEFAULT_ADD_TIMEOUT_MS,
+    DEFAULT_POLL_MS,
+    JOB_ID_PATTERN,
+    MAX_SCAN_COUNT,
+    SCAN_CALLS,
+    SERVER_KEY,
+    USER_KEY,
+    body_fields,
+    job_body,
+    json_object,
+    json_value,
+    ok,
+    option_fields,
+    path_job_id,
+    plain,
+    query_bool,
+    query_int,
+)
 from .longpoll import LongPoll
 from .problems import Problem, bad_request
 from .routes import JOBS_ANSWER, Body, Route, answer, count_answer, query_param, ref
@@ -51,152 +56,9 @@ if TYPE_CHECKING:
     from ...acl import User
     from ...job import Job
     from ...node import Node
-    from ..app import Server
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 T = TypeVar("T")
-SERVER_KEY: web.AppKey[Server] = web.AppKey("server")
-# The user the request acts as (app.py's middleware sets it from its credentials).
-USER_KEY: web.RequestKey[User] = web.RequestKey("user")
-
-DEFAULT_POLL_MS = 30_000  # a GET of jobs waits this long by default (GETJOB: for ever)
-# POST /jobs waits this long for the copies by default (ADDJOB's 0 waits for ever, as
-# long as no target is flagged failing: a copy a node does not take, its queue paused)
-DEFAULT_ADD_TIMEOUT_MS = 10_000
-MAX_SCAN_COUNT = 1000  # jobs a GET /jobs (JSCAN) page may ask for
-SCAN_CALLS = 10  # JSCAN calls a page makes at most to fill itself
-# A job ID in a path, as ids.py makes them: the middle part is base64, whose '/' and '+'
-# may come as they are or percent-encoded (%2F, %2B)
-JOB_ID_PATTERN = r"D-[0-9a-f]{8}-(?:[A-Za-z0-9+/]|%2[FfBb]){24}-[0-9a-f]{4}"
-# JSON names that differ from the options table's field names
-ALIASES = {"replicate": "repl", "async": "async_"}
-JSON_NAMES = {field: name for name, field in ALIASES.items()}
-
-
-# -- JSON in ----------------------------------------------------------------------------------
-def _options(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) -> list[object]:
-    """The option tokens and values of a JSON object (`_fields`)."""
-    return spec.encode(_fields(spec, data, ignore))
-
-
-def _fields(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) -> dict[str, object]:
-    """The options of a JSON object by field name, each value's type checked as its
-    option's kind wants; an unknown field is a 400."""
-    values: dict[str, object] = {}
-    for name, value in data.items():
-        if name in ignore or value is None:
-            continue
-        field = ALIASES.get(name, name)
-        option = spec.by_field.get(field)
-        if option is None:
-            raise bad_request(f"unknown field '{name}'")
-        kind = option.kind
-        if kind == FLAG:
-            ok = type(value) is bool
-        elif kind in (INT, MS):
-            ok = type(value) is int
-        elif kind == NUMBER:
-            ok = type(value) in (int, float)
-        elif kind == INT_PAIR:
-            ok = (type(value) is list and len(value) == 2
-                  and all(type(v) is int for v in value))
-            value = tuple(value) if ok else value
-        elif kind in (BYTES, CHOICE):
-            ok = type(value) is str
-        else:
-            ok = False
-        if not ok:
-            raise bad_request(f"'{name}' must be {_KIND_NAMES.get(kind, 'a value')}")
-        values[field] = value
-    return values
-
-
-_KIND_NAMES = {FLAG: "true or false", INT: "an integer", MS: "an integer (ms)",
-               NUMBER: "a number", INT_PAIR: "a list of two integers",
-               BYTES: "a string", CHOICE: "a string"}
-
-
-def _body(data: dict[str, Any]) -> bytes:
-    body, encoded = data.get("body"), data.get("body_base64")
-    if (body is None) == (encoded is None):
-        raise bad_request("a job needs one of 'body' (a string) or 'body_base64'")
-    if body is not None:
-        if type(body) is not str:
-            raise bad_request("'body' must be a string (binary: 'body_base64')")
-        return body.encode()
-    if type(encoded) is not str:
-        raise bad_request("'body_base64' must be a string")
-    try:
-        return base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        raise bad_request("'body_base64' is not base64") from None
-
-
-async def _json(request: web.Request) -> Any:
-    return await read_json(request, request.app[SERVER_KEY].config.http_read_timeout)
-
-
-async def _json_object(request: web.Request) -> dict[str, Any]:
-    data = await _json(request)
-    if type(data) is not dict:
-        raise bad_request("the request body must be a JSON object")
-    return data
-
-
-def _query_int(request: web.Request, name: str, default: int, low: int = 0) -> int:
-    text = request.query.get(name)
-    if text is None:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise bad_request(f"'{name}' must be an integer") from None
-    if value < low:
-        raise bad_request(f"'{name}' must be at least {low}")
-    return value
-
-
-def _query_bool(request: web.Request, name: str) -> bool:
-    return request.query.get(name, "false").lower() in ("1", "true", "yes", "")
-
-
-def _job_id(request: web.Request) -> str:
-    job_id = unquote(request.match_info["id"])
-    if not is_valid_job_id(job_id.encode()):
-        raise Problem(400, "Invalid Job ID format.", "BADID")
-    return job_id
-
-
-# -- JSON out ---------------------------------------------------------------------------------
-def _body_fields(body: bytes | None) -> dict[str, Any]:
-    if body is None:
-        return {"body": None}
-    try:
-        return {"body": body.decode()}
-    except UnicodeDecodeError:
-        return {"body": None, "body_base64": base64.b64encode(body).decode()}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode(errors="replace")
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
-# -- running commands -------------------------------------------------------------------------
-def need(request: web.Request, command: str) -> None:
-    """A route that reads the node without a command (GET /metrics, /cluster/stats):
-    403 unless its user may run `command`, as if it did."""
-    acl = request.app[SERVER_KEY].acl
-    refusal = command_refusal(acl, request.get(USER_KEY, acl.default), command)
-    if refusal is not None:
-        raise Problem(403, refusal, "NOPERM")
-
-
-def _ok(data: Any, status: int = 200) -> web.Response:
-    return web.json_response(data, status=status)
 
 
 # -- jobs -------------------------------------------------------------------------------------
@@ -261,7 +123,7 @@ async def add_jobs(request: web.Request) -> web.Response:
     cancels the jobs that wait for their copies (deleted everywhere), as a RESP
     client's leaving does; a DEDUP add stands."""
     queue = request.match_info["queue"].encode()
-    data = await _json(request)
+    data = await json_value(request)
     batch = type(data) is list
     jobs = data if batch else [data]
     if not jobs or not all(type(job) is dict for job in jobs):
@@ -271,8 +133,8 @@ async def add_jobs(request: web.Request) -> web.Response:
         timeout = job.get("timeout_ms", DEFAULT_ADD_TIMEOUT_MS)
         if type(timeout) is not int or timeout < 0:
             raise bad_request("'timeout_ms' must be an integer >= 0")
-        requests.append((_body(job), timeout,
-                         _fields(ADDJOB, job, {"body", "body_base64", "timeout_ms"})))
+        requests.append((job_body(job), timeout,
+                         option_fields(ADDJOB, job, {"body", "body_base64", "timeout_ms"})))
     server = request.app[SERVER_KEY]
     rate = server.config.client_rate_limit  # a request's jobs, as a client's commands
     bucket = TokenBucket(rate, time.monotonic()) if rate else None
@@ -307,9 +169,9 @@ async def add_jobs(request: web.Request) -> web.Response:
         outcome = outcomes[0]
         if isinstance(outcome, DisqError):
             raise Problem.from_resp(outcome.code, outcome.message)
-        return _ok(_added(outcome), 201)
+        return ok(_added(outcome), 201)
     failed = any(isinstance(outcome, DisqError) for outcome in outcomes)
-    return _ok({"jobs": [_added(outcome) for outcome in outcomes]}, 207 if failed else 201)
+    return ok({"jobs": [_added(outcome) for outcome in outcomes]}, 207 if failed else 201)
 
 
 async def get_jobs(request: web.Request) -> web.Response:
@@ -318,9 +180,9 @@ async def get_jobs(request: web.Request) -> web.Response:
     HTTP client going away takes the waiting consumer off the queue; jobs taken for
     a client gone before the answer left are queued again at once (ENQUEUE)."""
     queue = request.match_info["queue"].encode()
-    count = _query_int(request, "count", 1, 1)
-    timeout = _query_int(request, "timeout_ms", DEFAULT_POLL_MS)
-    nohang = _query_bool(request, "nohang") if "nohang" in request.query else False
+    count = query_int(request, "count", 1, 1)
+    timeout = query_int(request, "timeout_ms", DEFAULT_POLL_MS)
+    nohang = query_bool(request, "nohang") if "nohang" in request.query else False
     server = request.app[SERVER_KEY]
     user = request.get(USER_KEY, server.acl.default)
     service = server.jobs
@@ -336,7 +198,7 @@ async def get_jobs(request: web.Request) -> web.Response:
     if jobs and (transport is None or transport.is_closing()):
         service.enqueue(user, [job.id for job in jobs])
         raise web.HTTPBadRequest  # nobody to answer
-    return _ok({"jobs": [_taken_job(job) for job in jobs]})
+    return ok({"jobs": [_taken_job(job) for job in jobs]})
 
 
 async def _long_poll(request: web.Request, user: User, getjob: GetJob) -> list[Job]:
@@ -360,14 +222,14 @@ def _taken_job(job: Job) -> dict[str, Any]:
     """A job GETJOB WITHCOUNTERS gave, as JSON: queue, ID, body, its counters, and
     the fields of disq's extensions a job using them has (reply.ext_fields)."""
     taken = {"queue": (job.queue or b"").decode(errors="replace"), "id": job.id.decode(),
-             **_body_fields(job.body), "nacks": job.nacks,
+             **body_fields(job.body), "nacks": job.nacks,
              "additional_deliveries": job.deliveries}
     ext = job.ext
     if ext is not None:
-        taken.update(priority=ext.priority, group=_plain(ext.group), due_ms=ext.due)
+        taken.update(priority=ext.priority, group=plain(ext.group), due_ms=ext.due)
         if ext.extra:
-            taken.update(max_deliveries=ext.max_deliveries, dead_from=_plain(ext.dead_from),
-                         dead_reason=_plain(ext.dead_reason))
+            taken.update(max_deliveries=ext.max_deliveries, dead_from=plain(ext.dead_from),
+                         dead_reason=plain(ext.dead_reason))
     return taken
 
 
@@ -377,10 +239,10 @@ async def list_jobs(request: web.Request) -> web.Response:
     Steps of the scan (`JobService.scan`, JSCAN's) are made until the page has `count`
     jobs or the scan ends (at most SCAN_CALLS of them: a sparse queue may give a short
     page with more to come)."""
-    count = _query_int(request, "count", 50, 1)
+    count = query_int(request, "count", 50, 1)
     if count > MAX_SCAN_COUNT:
         raise bad_request(f"'count' must be at most {MAX_SCAN_COUNT}")
-    cursor = _query_int(request, "cursor", 0)
+    cursor = query_int(request, "cursor", 0)
     filters: list[bytes] = []
     if "queue" in request.query:
         filters += [b"QUEUE", request.query["queue"].encode()]
@@ -400,7 +262,7 @@ async def list_jobs(request: web.Request) -> web.Response:
                 break
     except DisqError as exc:
         raise Problem.from_resp(exc.code, exc.message) from None
-    return _ok({"cursor": scan.cursor, "jobs": jobs})
+    return ok({"cursor": scan.cursor, "jobs": jobs})
 
 
 def _direct(request: web.Request, command: str, operation: Callable[[JobService, User], T]
@@ -417,26 +279,26 @@ def _direct(request: web.Request, command: str, operation: Callable[[JobService,
 
 
 async def show_job(request: web.Request) -> web.Response:
-    job_id = _job_id(request).encode()
+    job_id = path_job_id(request).encode()
     job = _direct(request, "show", lambda jobs, user: jobs.show(user, job_id))
     if job is None:
         raise Problem(404, "Unknown job ID", "NOJOB")
-    return _ok(_job_json(job, request.app[SERVER_KEY].node.id))
+    return ok(_job_json(job, request.app[SERVER_KEY].node.id))
 
 
 def _job_json(job: Job, node_id: str) -> dict[str, Any]:
     """Every field of a job, as SHOW gives them (`job_fields`), as JSON."""
-    shown = {name.decode().replace("-", "_"): _plain(value)
+    shown = {name.decode().replace("-", "_"): plain(value)
              for name, value in job_fields(job, node_id, now_ms())}
-    shown.update(_body_fields(job.body))
+    shown.update(body_fields(job.body))
     return shown
 
 
 async def set_job(request: web.Request) -> web.Response:
     """PATCH /jobs/{id}: JOBSET (priority, at, delay_ms) on the job service, answered
     once every holder of the job applied the change."""
-    job_id = _job_id(request).encode()
-    values = _fields(JOBSET, await _json_object(request), set())
+    job_id = path_job_id(request).encode()
+    values = option_fields(JOBSET, await json_object(request), set())
     try:
         node = request.app[SERVER_KEY].node
         later = _serve(request, "jobset", lambda jobs, user: jobs.set_job(
@@ -447,14 +309,14 @@ async def set_job(request: web.Request) -> web.Response:
             raise outcome
     except DisqError as exc:
         raise Problem.from_resp(exc.code, exc.message) from None
-    return _ok({"ok": True})
+    return ok({"ok": True})
 
 
 async def delete_job(request: web.Request) -> web.Response:
-    job_id = _job_id(request).encode()
+    job_id = path_job_id(request).encode()
     if _direct(request, "deljob", lambda jobs, user: jobs.delete(user, [job_id])) == 0:
         raise Problem(404, "Unknown job ID", "NOJOB")
-    return _ok({"deleted": 1})
+    return ok({"deleted": 1})
 
 
 # POST /jobs/{id}/<action>: the operation on one job, and the reply's key
@@ -472,22 +334,22 @@ def _job_action(command: str) -> Handler:
     operation, key = _ACTIONS[command]
 
     async def action(request: web.Request) -> web.Response:
-        job_id = _job_id(request).encode()
-        return _ok({key: _direct(request, command,
+        job_id = path_job_id(request).encode()
+        return ok({key: _direct(request, command,
                                  lambda jobs, user: operation(jobs, user, job_id))})
     return action
 
 
 async def nack_job(request: web.Request) -> web.Response:
-    job_id = _job_id(request)
-    data = await _json_object(request)
+    job_id = path_job_id(request)
+    data = await json_object(request)
     delay = data.pop("delay_ms", None)
     if data:
         raise bad_request(f"unknown field '{next(iter(data))}'")
     if delay is not None and (type(delay) is not int or delay < 0):
         raise bad_request("'delay_ms' must be an integer >= 0")
     ids = [job_id.encode()]
-    return _ok({"requeued": _direct(request, "nack",
+    return ok({"requeued": _direct(request, "nack",
                                     lambda jobs, user: jobs.nack(user, ids, delay))})
 
 

@@ -13,8 +13,8 @@ from ...acl import AclError, split_rules
 from ...node import now_ms
 from ...queue import PAUSE_NAMES
 from ..cron_service import schedule_fields
-from .api import SERVER_KEY, _json_object, _ok, _query_bool, need
 from .calls import attempt, confirmed, fields_json, gate, run
+from .jsonio import SERVER_KEY, json_object, need, ok, query_bool
 from .problems import Problem, bad_request
 from .routes import Body, Route, answer, count_answer, query_param, ref
 
@@ -34,7 +34,7 @@ async def cluster(request: web.Request) -> web.Response:
         key, sep, value = line.partition(":")
         if sep and not key.startswith("#"):
             stats[key] = int(value) if value.isdigit() else value
-    return _ok({"myself": myself, "nodes": _node_lines(nodes or ""), "info": stats})
+    return ok({"myself": myself, "nodes": _node_lines(nodes or ""), "info": stats})
 
 
 def _local_ip(request: web.Request) -> str:
@@ -122,7 +122,7 @@ async def cluster_stats(request: web.Request) -> web.Response:
     found = await admin.node_stats().wait()
     local_ip = _local_ip(request)
     nodes = _node_lines(run(request, "cluster", None, lambda: admin.cluster_nodes(local_ip)))
-    per_node = _query_bool(request, "node_queues") if "node_queues" in request.query else True
+    per_node = query_bool(request, "node_queues") if "node_queues" in request.query else True
     only = request.query.get("queue")
     for entry in nodes:
         stats = found.get(entry["id"])
@@ -131,7 +131,7 @@ async def cluster_stats(request: web.Request) -> web.Response:
             [q for q in stats.queues if q.name == only.encode()])
         entry["stats"] = None if stats is None else _stats_json(stats, queues)
     nodes.sort(key=lambda n: ("myself" not in n["flags"], n["address"]))
-    return _ok({"myself": server.node.id, "time_ms": now_ms(),
+    return ok({"myself": server.node.id, "time_ms": now_ms(),
                 "reporting": sorted(found), "nodes": nodes,
                 "queues": _cluster_queues(found)})
 
@@ -140,7 +140,7 @@ async def cron_list(request: web.Request) -> web.Response:
     """GET /cron: the schedules of the queues the user may see (CRON LIST)."""
     user = gate(request, "cron")
     now = now_ms()
-    return _ok({"schedules": [
+    return ok({"schedules": [
         fields_json(schedule_fields(schedule, tick_replicate, now)) for schedule, tick_replicate
         in request.app[SERVER_KEY].schedules_service.listed(user)]})
 
@@ -159,7 +159,7 @@ def _users(request: web.Request) -> list[dict[str, Any]]:
 
 async def list_users(request: web.Request) -> web.Response:
     """GET /users: every user, with the rules that rebuild it (ACL LIST)."""
-    return _ok({"users": _users(request)})
+    return ok({"users": _users(request)})
 
 
 async def get_user(request: web.Request) -> web.Response:
@@ -170,14 +170,14 @@ def _user_named(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     for user in _users(request):
         if user["name"] == name:
-            return _ok(user)
+            return ok(user)
     raise Problem(404, f"no user '{name}'", "NOUSER")
 
 
 async def put_user(request: web.Request) -> web.Response:
     """PUT /users/{name} {"rules": "on >pw ~q:* +@produce"} (or a list of rules):
     ACL SETUSER, all the rules or none; creates the user if it does not exist."""
-    data = await _json_object(request)
+    data = await json_object(request)
     rules = data.get("rules")
     if set(data) - {"rules"}:
         raise bad_request(f"unknown field '{sorted(set(data) - {'rules'})[0]}'")
@@ -211,7 +211,7 @@ async def delete_user(request: web.Request) -> web.Response:
     await confirmed(held)
     if deleted == 0:
         raise Problem(404, f"no user '{name}'", "NOUSER")
-    return _ok({"deleted": 1})
+    return ok({"deleted": 1})
 
 
 USER_NAME_ANSWER = {"200": answer(ref("User"))}

@@ -18,8 +18,8 @@ from ...queue_requests import DeadletterRequeue, Pause, QPolicySet, QScan
 from ...requests import parse_int
 from ..queue_service import policy_fields, queue_fields
 from ..service import job_fields
-from .api import SERVER_KEY, _body_fields, _json_object, _ok, _options, _query_int
 from .calls import attempt, confirmed, fields_json, gate, run
+from .jsonio import SERVER_KEY, body_fields, json_object, ok, option_tokens, query_int
 from .problems import Problem, bad_request
 from .routes import JOBS_ANSWER, Body, Route, answer, count_answer, query_param, ref
 
@@ -47,7 +47,7 @@ async def list_queues(request: web.Request) -> web.Response:
             break
     names = sorted(set(names))[:MAX_QUEUES_LISTED]
     listed = await asyncio.gather(*(_queue_info(request, name) for name in names))
-    return _ok({"queues": [q for q in listed if q is not None]})
+    return ok({"queues": [q for q in listed if q is not None]})
 
 
 async def _queue_info(request: web.Request, name: bytes) -> dict[str, Any] | None:
@@ -72,7 +72,7 @@ async def get_queue(request: web.Request) -> web.Response:
     info = await _queue_info(request, request.match_info["queue"].encode())
     if info is None:
         raise Problem(404, "The queue does not exist on this node", "NOQUEUE")
-    return _ok(info)
+    return ok(info)
 
 
 async def update_queue(request: web.Request) -> web.Response:
@@ -80,7 +80,7 @@ async def update_queue(request: web.Request) -> web.Response:
     "policy": {...} or null (QPOLICY DEL)}. Both changes are tried, as a RESP client's
     pipeline would: the first error is the answer."""
     queue = request.match_info["queue"].encode()
-    data = await _json_object(request)
+    data = await json_object(request)
     unknown = set(data) - {"pause", "bcast", "policy"}
     if unknown:
         raise bad_request(f"unknown field '{sorted(unknown)[0]}'")
@@ -99,7 +99,7 @@ async def update_queue(request: web.Request) -> web.Response:
         if policy is not None and not (type(policy) is dict and policy):
             raise bad_request("'policy' must be an object of policy fields, or null")
         if policy is not None:
-            policy_tokens = _options(QPOLICY_SET, policy, set())
+            policy_tokens = option_tokens(QPOLICY_SET, policy, set())
             if type(policy.get("deadletter")) is str:
                 named.append(policy["deadletter"].encode())
     if pause is None and "policy" not in data:
@@ -128,13 +128,13 @@ async def update_queue(request: web.Request) -> web.Response:
 
 
 def _args(tokens: list[object]) -> list[bytes]:
-    """Option tokens and values (`_options`) as a command's arguments, for the typed
+    """Option tokens and values (`option_tokens`) as a command's arguments, for the typed
     request's parser (the one place options are checked, with RESP's errors)."""
     return [t if isinstance(t, bytes) else str(t).encode() for t in tokens]
 
 
 async def peek_queue(request: web.Request) -> web.Response:
-    count = _query_int(request, "count", 10, -(2**31))
+    count = query_int(request, "count", 10, -(2**31))
     queue = request.match_info["queue"].encode()
     service = request.app[SERVER_KEY].queues_service
 
@@ -144,7 +144,7 @@ async def peek_queue(request: web.Request) -> web.Response:
         return service.peek(queue, count)
 
     node = request.app[SERVER_KEY].node
-    return _ok({"jobs": [_peeked(job, node) for job in run(request, "qpeek", [queue], peek)]})
+    return ok({"jobs": [_peeked(job, node) for job in run(request, "qpeek", [queue], peek)]})
 
 
 def _peeked(job: Job, node: Node) -> dict[str, Any]:
@@ -153,21 +153,21 @@ def _peeked(job: Job, node: Node) -> dict[str, Any]:
     fields = job_fields(job, node.id, now_ms())
     extensions = fields[[name for name, _ in fields].index(b"body") + 1:]
     return {"queue": (job.queue or b"").decode(errors="replace"), "id": job.id.decode(),
-            **_body_fields(job.body), **fields_json(extensions)}
+            **body_fields(job.body), **fields_json(extensions)}
 
 
 async def requeue_dead(request: web.Request) -> web.Response:
     """POST /queues/{queue}/requeue-dead {"count": n}: DEADLETTER REQUEUE."""
-    data = await _json_object(request)
+    data = await json_object(request)
     count = data.get("count")
     if count is not None and (type(count) is not int or count < 1):
         raise bad_request("'count' must be an integer > 0")
     queue = request.match_info["queue"].encode()
     service = request.app[SERVER_KEY].queues_service
-    options = _options(DEADLETTER_REQUEUE, {"count": count or None}, set())
+    options = option_tokens(DEADLETTER_REQUEUE, {"count": count or None}, set())
     done: Later[int] = run(request, "deadletter", [queue], lambda: service.requeue_dead(
         DeadletterRequeue.parse([b"DEADLETTER", b"REQUEUE", queue, *_args(options)])))
-    return _ok({"requeued": await done.wait()})
+    return ok({"requeued": await done.wait()})
 
 
 # What GET /queues/{queue} runs, and PUT's answer: a refusal leaves its part out.

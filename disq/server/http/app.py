@@ -32,6 +32,7 @@ from . import api, api_admin, api_queues
 from .auth import CHALLENGE, Authenticator, AuthRefused
 from .connections import HttpPort
 from .crosssite import content_type_refusal, host_refusal, origin_refusal
+from .jsonio import SERVER_KEY, USER_KEY, need
 from .openapi import openapi_document
 from .problems import Problem
 from .routes import Route, add_routes
@@ -52,7 +53,7 @@ API_ROUTES: list[Route] = [*api.ROUTES, *api_queues.ROUTES, *api_admin.ROUTES]
 @web.middleware
 async def _problems(request: web.Request, handler: api.Handler) -> web.StreamResponse:
     """Errors as problem+json, authentication first."""
-    server = request.app[api.SERVER_KEY]
+    server = request.app[SERVER_KEY]
     try:
         refusal = host_refusal(request, server.config)
         if refusal is None and request.path != "/" and not request.path.startswith(
@@ -60,7 +61,7 @@ async def _problems(request: web.Request, handler: api.Handler) -> web.StreamRes
             refusal = (origin_refusal(request, server.config)
                        or content_type_refusal(request))
             if refusal is None:
-                request[api.USER_KEY] = request.app[AUTH_KEY].user(
+                request[USER_KEY] = request.app[AUTH_KEY].user(
                     request.headers.get("Authorization", ""), request.remote or "")
         if refusal is not None:
             return refusal.response()
@@ -99,8 +100,8 @@ async def _index(request: web.Request) -> web.FileResponse:
 
 async def _metrics(request: web.Request) -> web.Response:
     from ..metrics import metrics_text
-    api.need(request, "info")
-    return web.Response(body=await metrics_text(request.app[api.SERVER_KEY]),
+    need(request, "info")
+    return web.Response(body=await metrics_text(request.app[SERVER_KEY]),
                         content_type="text/plain", charset="utf-8")
 
 
@@ -126,7 +127,7 @@ def _swagger_dir() -> Path:
 def make_app(server: Server) -> web.Application:
     app = web.Application(middlewares=[_problems],
                           client_max_size=server.config.http_max_body)
-    app[api.SERVER_KEY] = server
+    app[SERVER_KEY] = server
     app[AUTH_KEY] = Authenticator(server.acl, server.auth_throttle)
     add_routes(app, API_ROUTES)
     app.router.add_get("/openapi.json", _openapi)

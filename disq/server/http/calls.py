@@ -13,7 +13,7 @@ from aiohttp import web
 
 from ...errors import DisqError
 from ...replication.tables import not_held
-from .api import SERVER_KEY, USER_KEY, _plain
+from .jsonio import SERVER_KEY, USER_KEY, plain
 from .problems import Problem
 
 if TYPE_CHECKING:
@@ -74,4 +74,4 @@ async def confirmed(held: Later[list[str]]) -> None:
 def fields_json(fields: Iterable[tuple[bytes, Any]]) -> dict[str, Any]:
     """Name/value fields (QSTAT's, QPOLICY GET's, CRON LIST's...) as a JSON object:
     names with '-' become '_', bytes become text."""
-    return {name.decode().replace("-", "_"): _plain(value) for name, value in fields}
+    return {name.decode().replace("-", "_"): plain(value) for name, value in fields}

@@ -25,7 +25,7 @@ from disq_client.spec import (
 from ...config import DISQ_VERSION
 from ..commands import load_commands
 from ..table import CommandSpec
-from .api import DEFAULT_ADD_TIMEOUT_MS, JSON_NAMES
+from .jsonio import DEFAULT_ADD_TIMEOUT_MS, JSON_NAMES
 from .routes import Route
 
 

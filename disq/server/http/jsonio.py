@@ -1,0 +1,165 @@
+"""What the HTTP API's routes share: the request's JSON and query read and checked
+(job options through the options table the RESP parser shares, disq_client/spec.py,
+so their kinds and names are ADDJOB's), a job's body and ID, and JSON out."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from aiohttp import web
+from disq_client.spec import BYTES, CHOICE, FLAG, INT, INT_PAIR, MS, NUMBER, CommandOptions
+
+from ...ids import is_valid_job_id
+from .auth import command_refusal
+from .jsonbody import read_json
+from .problems import Problem, bad_request
+
+if TYPE_CHECKING:
+    from ...acl import User
+    from ..app import Server
+
+SERVER_KEY: web.AppKey[Server] = web.AppKey("server")
+# The user the request acts as (app.py's middleware sets it from its credentials).
+USER_KEY: web.RequestKey[User] = web.RequestKey("user")
+
+DEFAULT_POLL_MS = 30_000  # a GET of jobs waits this long by default (GETJOB: for ever)
+# POST /jobs waits this long for the copies by default (ADDJOB's 0 waits for ever, as
+# long as no target is flagged failing: a copy a node does not take, its queue paused)
+DEFAULT_ADD_TIMEOUT_MS = 10_000
+MAX_SCAN_COUNT = 1000  # jobs a GET /jobs (JSCAN) page may ask for
+SCAN_CALLS = 10  # JSCAN calls a page makes at most to fill itself
+# A job ID in a path, as ids.py makes them: the middle part is base64, whose '/' and '+'
+# may come as they are or percent-encoded (%2F, %2B)
+JOB_ID_PATTERN = r"D-[0-9a-f]{8}-(?:[A-Za-z0-9+/]|%2[FfBb]){24}-[0-9a-f]{4}"
+# JSON names that differ from the options table's field names
+ALIASES = {"replicate": "repl", "async": "async_"}
+JSON_NAMES = {field: name for name, field in ALIASES.items()}
+
+
+# -- JSON in ----------------------------------------------------------------------------------
+def option_tokens(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) -> list[object]:
+    """The option tokens and values of a JSON object (`option_fields`)."""
+    return spec.encode(option_fields(spec, data, ignore))
+
+
+def option_fields(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) -> dict[str, object]:
+    """The options of a JSON object by field name, each value's type checked as its
+    option's kind wants; an unknown field is a 400."""
+    values: dict[str, object] = {}
+    for name, value in data.items():
+        if name in ignore or value is None:
+            continue
+        field = ALIASES.get(name, name)
+        option = spec.by_field.get(field)
+        if option is None:
+            raise bad_request(f"unknown field '{name}'")
+        kind = option.kind
+        if kind == FLAG:
+            ok = type(value) is bool
+        elif kind in (INT, MS):
+            ok = type(value) is int
+        elif kind == NUMBER:
+            ok = type(value) in (int, float)
+        elif kind == INT_PAIR:
+            ok = (type(value) is list and len(value) == 2
+                  and all(type(v) is int for v in value))
+            value = tuple(value) if ok else value
+        elif kind in (BYTES, CHOICE):
+            ok = type(value) is str
+        else:
+            ok = False
+        if not ok:
+            raise bad_request(f"'{name}' must be {_KIND_NAMES.get(kind, 'a value')}")
+        values[field] = value
+    return values
+
+
+_KIND_NAMES = {FLAG: "true or false", INT: "an integer", MS: "an integer (ms)",
+               NUMBER: "a number", INT_PAIR: "a list of two integers",
+               BYTES: "a string", CHOICE: "a string"}
+
+
+def job_body(data: dict[str, Any]) -> bytes:
+    body, encoded = data.get("body"), data.get("body_base64")
+    if (body is None) == (encoded is None):
+        raise bad_request("a job needs one of 'body' (a string) or 'body_base64'")
+    if body is not None:
+        if type(body) is not str:
+            raise bad_request("'body' must be a string (binary: 'body_base64')")
+        return body.encode()
+    if type(encoded) is not str:
+        raise bad_request("'body_base64' must be a string")
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise bad_request("'body_base64' is not base64") from None
+
+
+async def json_value(request: web.Request) -> Any:
+    return await read_json(request, request.app[SERVER_KEY].config.http_read_timeout)
+
+
+async def json_object(request: web.Request) -> dict[str, Any]:
+    data = await json_value(request)
+    if type(data) is not dict:
+        raise bad_request("the request body must be a JSON object")
+    return data
+
+
+def query_int(request: web.Request, name: str, default: int, low: int = 0) -> int:
+    text = request.query.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise bad_request(f"'{name}' must be an integer") from None
+    if value < low:
+        raise bad_request(f"'{name}' must be at least {low}")
+    return value
+
+
+def query_bool(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "false").lower() in ("1", "true", "yes", "")
+
+
+def path_job_id(request: web.Request) -> str:
+    job_id = unquote(request.match_info["id"])
+    if not is_valid_job_id(job_id.encode()):
+        raise Problem(400, "Invalid Job ID format.", "BADID")
+    return job_id
+
+
+# -- JSON out ---------------------------------------------------------------------------------
+def body_fields(body: bytes | None) -> dict[str, Any]:
+    if body is None:
+        return {"body": None}
+    try:
+        return {"body": body.decode()}
+    except UnicodeDecodeError:
+        return {"body": None, "body_base64": base64.b64encode(body).decode()}
+
+
+def plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+# -- running commands -------------------------------------------------------------------------
+def need(request: web.Request, command: str) -> None:
+    """A route that reads the node without a command (GET /metrics, /cluster/stats):
+    403 unless its user may run `command`, as if it did."""
+    acl = request.app[SERVER_KEY].acl
+    refusal = command_refusal(acl, request.get(USER_KEY, acl.default), command)
+    if refusal is not None:
+        raise Problem(403, refusal, "NOPERM")
+
+
+def ok(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status)
