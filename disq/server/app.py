@@ -19,7 +19,7 @@ import signal
 import socket
 import ssl
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import pure_python, schedules, tls
 from ..acl import AclTable
@@ -61,6 +61,9 @@ from .service import JobService
 from .shutdown import Shutdown
 from .stats import Stats
 from .table import CATEGORIES, rename_command
+
+if TYPE_CHECKING:
+    from ..replication.replicator import Replication
 
 log = logging.getLogger("disq")
 
@@ -106,7 +109,7 @@ class Server:
         self.housekeeping: Housekeeping
         self.shutdown: Shutdown  # from the start of serve()
         self.bus: ClusterBus | None = None
-        self.replication: Any = None
+        self.replication: Replication | None = None
         # (those of the parts made in prepare() are bound there)
         self._reactions = bind_reactions(self, self.clients, self.access, every=False)
         config.listeners.append(self._config_changed)

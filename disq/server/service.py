@@ -282,6 +282,7 @@ class JobService:
                 return self._wait_for_copies(job, answers)
             node.dedup.record(key, job.id, job.etime)
             return job.id
+        assert replication is not None  # (dedup is its part)
         # Checked by the copies unless ASYNC or QUEUE-RANDOMLY (no synchronous copy here),
         # a reservation (RESERVED: another node asked for the key) or an unsettled copy.
         if known is None and not (request.async_ or request.queue_randomly or asking) and (
