@@ -19,10 +19,17 @@ def rss(pid: int) -> int:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+# Ports free_port gave, with their bus ports: a port picked before the node that will
+# listen on it has started is still free to bind, so two picks (a node's --http-port,
+# then its own port) could give the same one; this process never gives a port twice.
+_given: set[int] = set()
+
+
 def free_port() -> int:
     """A loopback port free with its bus port (port + 10000), both below the range
     the system hands out to client sockets when it leaves room: a connection of this
-    or another process can then never take one before the node listens on it."""
+    or another process can then never take one before the node listens on it. Never
+    one this process gave already (as a port or a bus port)."""
     top = _ephemeral_start() - 10001
     for _ in range(500):
         if top > 12000:
@@ -33,12 +40,15 @@ def free_port() -> int:
                 port = s.getsockname()[1]
             if port + 10000 > 65535:
                 continue
+        if port in _given or port + 10000 in _given:
+            continue
         try:
             with socket.socket() as s1, socket.socket() as s2:
                 s1.bind(("127.0.0.1", port))
                 s2.bind(("127.0.0.1", port + 10000))
         except OSError:
             continue
+        _given.update((port, port + 10000))
         return port
     raise RuntimeError("no free port pair found")
 
