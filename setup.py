@@ -47,6 +47,9 @@ NATIVE = [
     "disq/jobops.py",
     "disq/memory.py",
     "disq/failures.py",
+    "disq/admission.py",  # ADDJOB's checks and the new job (Node.admission)
+    "disq/consumers.py",  # GETJOB and the blocked consumers (Node.consumers)
+    "disq/wakeups.py",  # what the node's timer does (Node.wakeups)
     "disq/node.py",
     "disq/acl.py",  # the user each request checks (restricted, calls)
     "disq/server/resp.py",

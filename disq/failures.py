@@ -15,7 +15,6 @@ learns it from the next requeue message it exchanges about the job
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from itertools import islice
 from typing import TYPE_CHECKING, Final
 
@@ -58,7 +57,7 @@ class FailureStats:
         self.backoff_requeues = 0
         self.rate_limited = 0  # deliveries a GETJOB could not make for lack of a token
         self.revived = 0  # dead letters put back (DEADLETTER REQUEUE)
-        self.tokens_refused = 0  # jobs Node.take gave no consumer for lack of a token
+        self.tokens_refused = 0  # jobs Consumers.take gave no consumer for lack of a token
 
 
 @trait  # a base of several (mypyc compiles traits, not multiple inheritance)
@@ -72,8 +71,6 @@ class FailurePolicies:
     stats: Stats
     policies: PolicyTable
     failures: FailureStats
-    _rate_wakeups: dict[bytes, int]
-    arm_timer: Callable[[int], None]
 
     # Node's own methods, which these call (a trait declares them: Node defines them).
     def update_awake(self, job: Job) -> None:
@@ -116,16 +113,6 @@ class FailurePolicies:
             queue.limiter = RateLimiter(rate, now, self.cluster.size())
         elif limiter.rate != rate:
             limiter.set_rate(rate, rate * limiter.share / limiter.rate, now)
-
-    def wake_at_next_token(self, queue: Queue, now: int) -> None:
-        """`queue` has jobs and waiting consumers but no token: serve them when the
-        next token comes (one wake-up per queue at a time)."""
-        limiter = queue.limiter
-        if limiter is None or self._rate_wakeups.get(queue.name, 0) > now:
-            return
-        when = limiter.next_token_ms(now)
-        self._rate_wakeups[queue.name] = when
-        self.arm_timer(when)
 
     # -- a failed delivery ---------------------------------------------------------------
     def failed_delivery(self, job: Job, nack: bool, now: int, delay_ms: int | None) -> bool:

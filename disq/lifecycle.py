@@ -12,7 +12,7 @@ below, each allowed from a set of states (a bitmask, `1 << state`):
                                                               externally (node, copies)
     queued             ACTIVE                     QUEUED      Node.enqueue
     moved              ACTIVE, QUEUED             QUEUED      dead-lettered, revived
-    delivered          QUEUED                     ACTIVE      Node.take (GETJOB, waiters)
+    delivered          QUEUED                     ACTIVE      Consumers.take (GETJOB, waiters)
     dequeued           QUEUED                     ACTIVE      DEQUEUE, WORKING, ACKJOB,
                                                               JOBSET, a peer's move
     exported           QUEUED                     ACTIVE      federation (YOURJOBS)
@@ -151,7 +151,7 @@ def moved(job: Job) -> None:
 
 
 def delivered(job: Job) -> None:
-    """A queued job taken by a consumer (the delivery primitive: Node.take)."""
+    """A queued job taken by a consumer (the delivery primitive: Consumers.take)."""
     if job.state != QUEUED:  # FROM_DELIVERED, one state: one compare
         _illegal(job, "delivered")
     job.state = ACTIVE

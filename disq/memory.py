@@ -16,6 +16,9 @@ from .scantable import ScanTable
 if TYPE_CHECKING:
     from .node import Stats
 
+# Memory per job beyond its body, as measured with 1M queued jobs (bench/RESULTS.md):
+# what used_memory counts per job, so it falls when jobs go (RSS never does).
+JOB_FOOTPRINT: Final = 416
 NO_MEMORY_LIMIT: Final = 1 << 62  # the memory marks without maxmemory
 EVICT_TIME_LIMIT_S: Final = 0.002  # eviction per command, as Disque's freeMemoryIfNeeded
 EVICT_GIVE_UP: Final = 1000  # jobs in a row that may not be evicted: stop looking

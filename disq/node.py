@@ -1,23 +1,29 @@
-"""The node's state and the operations commands perform on it: the job registry,
-timers, queues and blocked consumers, ADDJOB here; operations on existing jobs in
-jobops.py and memory bounds in memory.py (parts of `Node`).
+"""The node's state and the operations commands perform on it: the job registry, the
+job timers and the queues here, and the parts `Node` owns: ADDJOB's admission of a new
+job (admission.py, `Node.admission`), the consumers of the queues, GETJOB's and the
+blocked ones (consumers.py, `Node.consumers`), what the timer does when it fires
+(wakeups.py, `Node.wakeups`). Operations on existing jobs are in jobops.py, queue
+policies in failures.py and memory bounds in memory.py (traits of `Node`).
 
 Nothing here knows about sockets or the event loop. The server arms one loop timer
 through `arm_timer`, blocked consumers are `Waiter` objects served after the command
-that queued their jobs (`serve_ready`, which the server runs after each command and,
-asked through `parked.on_ready`, at the end of the loop turn), and everything that
-concerns other nodes goes through `self.cluster` (a `ClusterPort`, ports.py;
-`SoloCluster` when the node is alone), so this module is testable without a network.
+that queued their jobs (`Consumers.serve_ready`, which the server runs after each
+command and, asked through `consumers.on_ready`, at the end of the loop turn), and
+everything that concerns other nodes goes through `self.cluster` (a `ClusterPort`,
+ports.py; `SoloCluster` when the node is alone), so this module is testable without a
+network.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Final
 
-from . import errors, lifecycle
-from .clock import ms_after, now_ms, random_time_error
+from . import lifecycle
+from .admission import Admission
+from .clock import now_ms, random_time_error
 from .config import Config
+from .consumers import Consumers
 from .dedup_table import DedupTable
 from .failures import INCR_DELIV, INCR_NACKS, FailurePolicies, FailureStats
 from .ids import JobIdGenerator
@@ -27,55 +33,34 @@ from .job import (
     BACKOFF_WAIT,
     BCAST_QUEUED,
     BCAST_WILLQUEUE,
-    DEFAULT_PRIORITY,
-    DELETED,
     DELIVERED,
-    NO_HOLDERS,
-    PROVISIONAL,
-    PROVISIONAL_RECHECK_MS,
     QUEUED,
-    WAIT_REPL,
     WILLQUEUE_ADVANCE_MS,
     Job,
-    JobExt,
     holder_set,
 )
 from .jobops import JobOperations
-from .memory import NO_MEMORY_LIMIT, MemoryBounds
+from .memory import JOB_FOOTPRINT, NO_MEMORY_LIMIT, MemoryBounds
 from .policies import PolicyTable
 from .ports import NO_PERSISTENCE, ClusterPort, Persistence, SoloCluster
 from .queue import (
-    NO_PRIORITY,
     PAUSED_ALL,
-    PAUSED_IN,
     PAUSED_OUT,
-    READY,
     READY_EXT,
     READY_QUEUED,
     READY_REQUEUED,
-    ParkedConsumers,
     Queue,
-    Waiter,
 )
-from .requests import AddJob
 from .scantable import ScanTable
-from .schedules import CronSchedule, CronTable
+from .schedules import CronTable
 from .timers import JobTimers
+from .wakeups import Wakeups
 
 # The clock is clock.py's; commands and the cluster layers take it from here too.
-__all__ = ["DEFAULT_RETRY_MAX", "INCR_DELIV", "INCR_NACKS", "JOB_FOOTPRINT",
-           "QUEUE_MAX_IDLE_MS", "TIMER_BATCH", "Node", "Stats", "now_ms",
-           "random_time_error"]
+__all__ = ["INCR_DELIV", "INCR_NACKS", "JOB_FOOTPRINT", "QUEUE_MAX_IDLE_MS", "Node",
+           "Stats", "now_ms", "random_time_error"]
 
-DEFAULT_RETRY_MAX: Final = 300
 QUEUE_MAX_IDLE_MS: Final = 300_000
-# Memory per job beyond its body, as measured with 1M queued jobs (bench/RESULTS.md):
-# what used_memory counts per job, so it falls when jobs go (RSS never does).
-JOB_FOOTPRINT: Final = 416
-TIMER_BATCH: Final = 10_000  # jobs handled per timer callback, so clients are not starved
-# A peer said it has more urgent jobs of a queue than this node: its consumers wait
-# this long at most for them (asked for at once) before they get this node's own.
-URGENT_HOLD_MS: Final = 100
 
 
 STATS_COUNTERS: Final = (
@@ -107,6 +92,8 @@ class Stats:
 class Node(JobOperations, FailurePolicies, MemoryBounds):
     def __init__(self, config: Config, node_id: str) -> None:
         self.config = config
+        # ADDJOB: its checks, the new job's ID and times (a new ID generator on set_id).
+        self.admission = Admission(self, node_id)
         self.set_id(node_id)
         self.jobs: ScanTable[bytes, Job] = ScanTable()
         self.queues: ScanTable[bytes, Queue] = ScanTable()
@@ -117,13 +104,11 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         self.dedup_since = 0
         self.timers = JobTimers()
         self.schedules = CronTable()  # CRON (a disq extension)
-        # Who fires the schedules whose tick came (replication/schedules.py).
-        self.on_schedules_due: Callable[[list[tuple[CronSchedule, int]]], None] = (
-            lambda due: None)
+        # What the timer does when it fires, the rate limits' and CRON's wake-ups.
+        self.wakeups = Wakeups(self)
         self.stats = Stats()
         self.policies = PolicyTable()  # QPOLICY (a disq extension, failures.py)
         self.failures = FailureStats()
-        self._rate_wakeups: dict[bytes, int] = {}  # queue -> when its next token comes
         self.cluster: ClusterPort = SoloCluster()
         # Where changes are recorded: the AOF writer installs itself while it records
         # (set_persistence), so the core calls it without asking whether it is there;
@@ -134,18 +119,16 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         self.recording = False  # persistence.recording, as a plain field
         self.leaving = False
         self.arm_timer: Callable[[int], None] = lambda when_ms: None
-        # Consumers blocked in GETJOB: how many, the queues to serve (serve_ready).
+        # GETJOB and the consumers blocked in it: how many, the queues to serve.
         # (In pure Python a node of 30 attributes or more reads each one slower:
         # ~900 instructions more per ADDJOB, measured; so one object for these.)
-        self.parked = ParkedConsumers()
+        self.consumers = Consumers(self)
         # maxmemory's marks in job bytes (see set_memory_limit): above `warn_bytes`
         # (75%) new jobs are placed on other nodes, above `full_bytes` (95%) nothing
         # new is taken that eviction cannot make room for.
         self.warn_bytes = self.full_bytes = NO_MEMORY_LIMIT
         self.may_evict = True  # maxmemory-policy acks (noeviction: False)
-        self._prev_ctime = 0
         self.job_bytes = 0  # estimated memory of the jobs held (JOB_FOOTPRINT + body)
-        self._last_etime = 0
         self._last_requeue = (0, 0, 0)  # (now, retry, qtime) of the last enqueue
         self._queue_gc_names: list[bytes] = []
 
@@ -153,7 +136,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         """The node's identity (a new one on CLUSTER RESET HARD): new jobs carry its
         ID prefix."""
         self.id = node_id
-        self.ids = JobIdGenerator(node_id)
+        self.admission.ids = JobIdGenerator(node_id)
         self.only_me = holder_set((node_id,))  # a new job's holders before replication
 
     def set_persistence(self, persistence: Persistence) -> None:
@@ -201,94 +184,6 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
                 at = q
         if at != job.awake and self.timers.schedule(job, at):  # a new earliest deadline
             self.arm_timer(at)
-
-    def load_schedule(self, schedule: CronSchedule, now: int) -> None:
-        """A CRON schedule read from disk at start-up (nodes.conf, the AOF): the ticks
-        missed meanwhile fire once (CronTable.load); the timer is armed for its next."""
-        self.schedules.load(schedule, now)
-        deadline = self.schedules.next_deadline()
-        if deadline is not None:
-            self.arm_timer(deadline)
-
-    def merge_schedule(self, schedule: CronSchedule) -> bool:
-        """A CRON schedule defined, deleted or heard of (the newest version wins);
-        the timer is armed for its next tick. True if the table changed."""
-        if not self.schedules.merge(schedule, now_ms()):
-            return False
-        deadline = self.schedules.next_deadline()
-        if deadline is not None:
-            self.arm_timer(deadline)
-        return True
-
-    def run_timers(self, now: int | None = None) -> int | None:
-        """Process due jobs; returns the next deadline (ms) or None."""
-        if now is None:
-            now = now_ms()
-        self.timers.run_due(now, self._process_job, TIMER_BATCH)
-        deadline = self.timers.next_deadline()
-        if self._rate_wakeups:
-            wake = self._serve_rate_limited(now)
-            if wake is not None and (deadline is None or wake < deadline):
-                deadline = wake
-        cron_deadline = self.schedules.next_deadline()
-        if cron_deadline is not None:
-            if cron_deadline <= now:
-                self.on_schedules_due(self.schedules.due(now))
-                cron_deadline = self.schedules.next_deadline()
-            if cron_deadline is not None and (deadline is None or cron_deadline < deadline):
-                deadline = cron_deadline
-        return deadline
-
-    def _serve_rate_limited(self, now: int) -> int | None:
-        """The waiters of the rate-limited queues whose next token came; the next
-        such time, if any."""
-        due = [name for name, when in self._rate_wakeups.items() if when <= now]
-        for name in due:
-            del self._rate_wakeups[name]
-            queue = self.queues.get(name)
-            if queue is not None and queue.waiters and queue.jobs:
-                self.mark_ready(queue)
-        return min(self._rate_wakeups.values(), default=None)
-
-    def _process_job(self, job: Job, now: int) -> None:
-        if job.etime <= now:
-            self.stats.jobs_expired += 1
-            if job.state == WAIT_REPL:
-                self.cluster.job_dropped(job)
-            self.unregister(job)
-            return
-        if (
-            job.flags & BCAST_WILLQUEUE
-            and (job.state == ACTIVE or job.state == QUEUED)
-            and job.qtime
-            and job.qtime - WILLQUEUE_ADVANCE_MS <= now
-        ):
-            if (job.state == ACTIVE and job.nodes_delivered is not None
-                    and not job.flags & PROVISIONAL):
-                self.cluster.send_willqueue(job)
-            job.flags &= ~BCAST_WILLQUEUE
-        if job.state == ACTIVE and job.qtime and job.qtime <= now and job.flags & PROVISIONAL:
-            # a copy of an ADDJOB not known to have succeeded: the other holders first
-            if self.cluster.size() > 1:
-                job.qtime = now + PROVISIONAL_RECHECK_MS
-                self.cluster.job_unconfirmed(job)
-                self.update_awake(job)
-                return
-            self.confirm_copy(job)  # alone: nobody to ask
-        if job.state == ACTIVE and job.qtime and job.qtime <= now:
-            queue = self.queues.get(job.queue)
-            if job.retry and queue is not None and queue.flags & PAUSED_IN:
-                job.qtime = now + job.retry * 1000 + random_time_error()
-            elif not self.enqueue(job, nack=False, now=now):
-                job.qtime = 0  # never requeued again (at-most-once, already delivered)
-        elif job.state == QUEUED and job.qtime and job.qtime <= now and job.retry:
-            job.flags |= BCAST_WILLQUEUE
-            job.qtime = now + job.retry * 1000 + random_time_error()
-        elif job.state == ACKED:
-            self.try_gc(job, now)
-            if job.state == DELETED:
-                return
-        self.update_awake(job)
 
     # -- queues --------------------------------------------------------------------
     def queue(self, name: bytes, now: int | None = None) -> Queue:
@@ -377,14 +272,14 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
                 why |= READY_REQUEUED
             if job.ext is not None:
                 why |= READY_EXT
-            self.mark_ready(queue, why)
+            self.consumers.mark_ready(queue, why)
             return
         if queue.remote_wanted and queue.jobs:
             self.cluster.jobs_available(queue, requeued)
         if job.ext is not None:
-            self._tell_best(queue, now)
+            self.tell_best(queue, now)
 
-    def _tell_best(self, queue: Queue, now: int) -> None:
+    def tell_best(self, queue: Queue, now: int) -> None:
         """Priorities across nodes: a job with a priority or group tells the peers when
         it makes the queue's best more urgent than they heard (a plain job says
         nothing; a queue this node imports keeps its jobs for its own consumers)."""
@@ -429,284 +324,12 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         lifecycle.dequeued(job)
         return True
 
-    def take(self, queue: Queue, now: int, hold: bool = True) -> Job | None:
-        """The one delivery of a queued job to a consumer: GETJOB's pass (get_jobs) and
-        every serving of parked consumers (serve_ready) take their jobs here, so a
-        queue's pause, its hold for a peer's more urgent jobs, its RATE and its order
-        apply alike. The next job: the most urgent, the groups of a priority in turn,
-        the oldest of a group (queue.py). None: none now (`failures.tokens_refused`
-        counts one more if for lack of a RATE token). `hold` False (NOHANG): no hold
-        for a peer's jobs."""
-        if queue.flags & PAUSED_OUT:
-            return None
-        if hold and queue.remote_best < NO_PRIORITY and self.held_for_peers(queue, now):
-            return None
-        limiter = queue.limiter
-        if limiter is not None and queue.jobs and not limiter.take(now):
-            self.failures.tokens_refused += 1  # RATE (failures.py)
-            return None
-        job = queue.jobs.pop_first()
-        if job is None:
-            return None
-        lifecycle.delivered(job)
-        job.flags |= DELIVERED
-        queue.atime = now
-        queue.jobs_out += 1
-        self.stats.jobs_delivered += 1
-        if queue.told_best != NO_PRIORITY and queue.best_priority() > queue.told_best:
-            self.cluster.best_changed(queue)  # the peers heard of a job gone now
-        return job
-
-    def held_for_peers(self, queue: Queue, now: int) -> bool:
-        """Whether this queue's consumers wait for a peer's more urgent jobs instead of
-        taking the ones here: a peer said it has queued a more urgent priority than
-        this node's best (QBEST). They are asked for at once, and the consumers wait
-        `URGENT_HOLD_MS` at most; after that the peers' word is forgotten (a peer that
-        does not answer in time cannot hold them again until it speaks again)."""
-        local = queue.best_priority()
-        if queue.remote_best >= local or local == NO_PRIORITY:
-            return False  # nothing better elsewhere, or nothing here (federation asks)
-        if not queue.hold_until:
-            queue.hold_until = now + URGENT_HOLD_MS
-            self.cluster.want_more_urgent(queue, local)
-            return True
-        if now < queue.hold_until:
-            return True
-        queue.forget_peer_best()
-        return False
-
-    def get_jobs(self, names: list[bytes], count: int, hold: bool = True) -> list[Job]:
-        """GETJOB's non-blocking pass: one job per queue per round, left to right.
-        `hold`: a queue whose more urgent jobs are on a peer gives none now
-        (`held_for_peers`: a consumer that blocks gets them); False (NOHANG): it
-        gives its own."""
-        now = now_ms()
-        queues = []
-        for name in names:
-            queue = self.queues.get(name)
-            if queue is not None:
-                queues.append(queue)
-        out: list[Job] = []
-        failures = self.failures
-        refused = failures.tokens_refused
-        while queues and len(out) < count:
-            progress = False
-            for queue in queues:
-                job = self.take(queue, now, hold)
-                if job is not None:
-                    out.append(job)
-                    progress = True
-                    if len(out) >= count:
-                        break
-            if not progress:
-                break
-        if failures.tokens_refused != refused:
-            failures.rate_limited += 1
-        return out
-
-    def want_jobs(self, names: list[bytes]) -> None:
-        """GETJOB found nothing: create the queues and ask the cluster for jobs, as
-        Disque does for every queue named (with NOHANG too), unless leaving. Not for a
-        queue that has jobs but no token of its RATE: more jobs would not help."""
-        if self.leaving:
-            return
-        now = now_ms()
-        for name in dict.fromkeys(names):
-            queue = self.queue(name, now)
-            if queue.limiter is None or not queue.jobs:
-                self.cluster.need_jobs(queue)
-
-    # -- blocked consumers -----------------------------------------------------------
-    def block(self, waiter: Waiter, names: list[bytes]) -> list[Queue]:
-        """Park a consumer on queues; the caller keeps the returned list to unblock."""
-        now = now_ms()
-        queues: list[Queue] = []
-        for name in dict.fromkeys(names):
-            queue = self.queue(name, now)
-            queue.waiters.append(waiter)
-            queues.append(queue)
-            if queue.limiter is not None and queue.jobs:  # jobs, but no token: RATE
-                self.wake_at_next_token(queue, now)
-        self.parked.count += 1
-        return queues
-
-    def unblock(self, waiter: Waiter, queues: Iterable[Queue]) -> None:
-        for queue in queues:
-            try:
-                queue.waiters.remove(waiter)
-            except ValueError:
-                pass
-            federation = queue.federation
-            if federation is not None and federation.asked_time and not queue.waiters:
-                self.cluster.jobs_not_needed(queue)  # the last one left: stop the pushes
-        self.parked.count -= 1
-
     @property
     def blocked_clients(self) -> int:
         """The consumers blocked in GETJOB (INFO's blocked_clients)."""
-        return self.parked.count
+        return self.consumers.count
 
-    def end_waits(self, error: errors.DisqError | None = None) -> None:
-        """Every blocked consumer stops waiting, without a job (`Waiter.give_up`):
-        DEBUG FLUSHALL (None: as at its timeout), CLUSTER LEAVING (-LEAVING)."""
-        waiters = dict.fromkeys(w for queue in self.queues.values() for w in queue.waiters)
-        for waiter in waiters:
-            waiter.give_up(error)
-
-    def mark_ready(self, queue: Queue, why: int = READY) -> None:
-        """Have the consumers blocked on `queue` served what it holds once the
-        current operation is over (`serve_ready`); `why` (queue.py's READY...) says
-        what else is due then."""
-        if not queue.ready:
-            parked = self.parked
-            if not parked.ready:
-                parked.on_ready()
-            parked.ready.append(queue)
-        queue.ready |= why
-
-    def serve_ready(self) -> None:
-        """Serve the consumers blocked on the queues marked ready, the queues in the
-        order they were marked, each one's consumers in the order they came, each
-        job taken by `take`. A consumer gone meanwhile (timed out, disconnected) has
-        left the queues: the jobs it would have had stay queued."""
-        parked = self.parked
-        while parked.ready:
-            ready, parked.ready = parked.ready, []
-            now = now_ms()
-            for queue in ready:
-                why, queue.ready = queue.ready, 0
-                if queue.waiters and queue.jobs:
-                    self._serve_waiters(queue, now)
-                if why & READY_QUEUED:  # _into_queue's end, for the jobs left
-                    if queue.remote_wanted and queue.jobs:
-                        self.cluster.jobs_available(queue, bool(why & READY_REQUEUED))
-                    if why & READY_EXT:
-                        self._tell_best(queue, now)
-
-    def _serve_waiters(self, queue: Queue, now: int) -> None:
-        waiters = queue.waiters
-        failures = self.failures
-        refused = failures.tokens_refused
-        while waiters and queue.jobs:
-            job = self.take(queue, now)
-            if job is None:
-                if failures.tokens_refused != refused:
-                    self.wake_at_next_token(queue, now)
-                break
-            waiters[0].serve_job(job)  # it leaves every queue it waited on
-
-    # -- ADDJOB --------------------------------------------------------------------
-    def add_job(self, request: AddJob) -> Job:
-        """ADDJOB, its checks in Disque's order. The returned job is WAIT_REPL when the
-        caller must wait for synchronous replication (the cluster layer answers later),
-        else it is queued or scheduled already.
-
-        A leaving node replicates externally, as Disque does: it keeps no copy, sends
-        the job to REPLICATE other nodes and has one of them queue it. QUEUE-RANDOMLY
-        (a later Disque option) does the same on purpose, in a cluster: the job is
-        queued on a random one of the nodes it is replicated to, not here."""
-        repl, retry, delay, ttl = request.repl, request.retry, request.delay, request.ttl
-        body = request.body
-        if len(body) > self.config.job_max_body:  # more than the bus may carry
-            raise errors.body_too_big(len(body), self.config.job_max_body)
-        now = now_ms()
-        if repl is None:
-            size = self.cluster.size()
-            repl = size if size < 3 else 3
-        if retry == 0 and repl > 1:
-            raise errors.err(
-                "With RETRY set to 0 please explicitly set  REPLICATE to 1 "
-                "(at-most-once delivery)"
-            )
-        if delay >= ttl:
-            raise errors.err(
-                "The specified DELAY is greater than TTL. Job refused since would never "
-                "be delivered"
-            )
-        ext = None if request.ext is None else self._job_ext(request, now, ttl)
-        if retry is None:
-            retry = DEFAULT_RETRY_MAX if ttl >= 10 * DEFAULT_RETRY_MAX else (ttl // 10 or 1)
-        # Leaving, or short of memory: keep no copy here (Disque's external replication).
-        size = JOB_FOOTPRINT + len(body)
-        short = self.job_bytes > self.warn_bytes
-        external = (self.leaving or short or request.queue_randomly) and (
-            self.leaving or self.cluster.size() > 1)
-        if repl > 1 or external:
-            additional = repl if external else repl - 1
-            if additional > self.cluster.reachable_peers():
-                if external and (self.leaving or short) and (
-                        additional - 1 == self.cluster.reachable_peers()):
-                    raise errors.NOREPL_LEAVING if self.leaving else errors.NOREPL_OOM
-                raise errors.NOREPL
-        # A job kept here must fit under the 95% mark: a node full of big jobs
-        # refuses the next big one and goes on taking the small ones that fit.
-        if self.job_bytes + size > self.full_bytes and not external and (
-                not self.make_room(size)):
-            raise errors.OOM
-        queue_name = request.queue
-        queue = self.queues.get(queue_name)
-        if queue is not None:
-            maxlen = request.maxlen
-            if maxlen and len(queue.jobs) >= maxlen:
-                raise errors.MAXLEN
-            if queue.flags & PAUSED_IN:
-                raise errors.PAUSED
-            queue_name = queue.name  # share one name object between the queue's jobs
-        ctime = now * 1_000_000
-        if ctime <= self._prev_ctime:
-            ctime = self._prev_ctime + 1
-        self._prev_ctime = ctime
-        # Whole seconds, as Disque (server.unixtime + TTL): a job lives between TTL-1
-        # and TTL seconds, and the jobs of one second share one expiry int object.
-        etime = (now // 1000 + ttl) * 1000
-        if etime == self._last_etime:
-            etime = self._last_etime  # one int object for a burst's jobs: 32 bytes each
-        else:
-            self._last_etime = etime
-        job = Job(self.ids.next(ttl, retry), queue_name, body, WAIT_REPL, ctime, etime,
-                  delay, retry, repl)
-        if ext is not None:
-            job.ext = ext
-        if external:
-            self.stats.jobs_added += 1
-            job.nodes_delivered = NO_HOLDERS
-            async_ = request.async_
-            self.cluster.replicate(job, request, not async_, True, now)
-            if async_:
-                lifecycle.not_kept(job)  # nothing kept here: the reply is just the ID
-            return job
-        if not self.jobs.add(job.id, job):  # 144 random bits: a collision means a bug
-            raise errors.err("Internal error creating the job, check server logs")
-        self.job_bytes += size  # register(), inlined: hot path
-        self.stats.jobs_added += 1
-        if repl > 1:
-            job.nodes_delivered = self.only_me
-            if not request.async_:
-                self.cluster.replicate(job, request, True, False, now)
-                return job
-        self.activate(job, now, queue)
-        if repl > 1:
-            self.cluster.replicate(job, request, False, False, now)
-        return job
-
-    @staticmethod
-    def _job_ext(request: AddJob, now: int, ttl: int) -> JobExt:
-        """The JobExt of an ADDJOB with PRIORITY, GROUP, DELAY-MS, AT or MAXDELIVERIES: its due time
-        in Unix ms (an AT in the past means now), refused if the job would expire
-        first (as Disque refuses a DELAY not below the TTL)."""
-        due = 0
-        if request.delay_ms is not None:
-            due = ms_after(now, request.delay_ms)
-        elif request.at is not None:
-            due = request.at if request.at > now else now
-        if due and due >= (now // 1000 + ttl) * 1000:  # the expiry add_job gives the job
-            raise errors.err(
-                f"The specified {'DELAY-MS' if request.delay_ms is not None else 'AT'} is "
-                "beyond the TTL. Job refused since would never be delivered")
-        priority = request.priority
-        return JobExt(DEFAULT_PRIORITY if priority is None else priority, request.group, due,
-                      request.max_deliveries or 0)
-
+    # -- a new job --------------------------------------------------------------------
     def activate(self, job: Job, now: int | None = None, queue: Queue | None = None) -> None:
         """A new job's copies exist: queue it now, or schedule it after its delay, or
         for its due time (AT / DELAY-MS: the one timer, to the millisecond; its RETRY
@@ -748,7 +371,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         old = queue.flags
         queue.flags = (old & ~PAUSED_ALL) | (flags & PAUSED_ALL)
         if old & PAUSED_OUT and not queue.flags & PAUSED_OUT and queue.waiters:
-            self.mark_ready(queue)
+            self.consumers.mark_ready(queue)
         if broadcast:
             self.cluster.pause(name, flags & PAUSED_ALL)
 

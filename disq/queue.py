@@ -19,7 +19,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, bisect_right, insort
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from itertools import chain, islice
 from operator import attrgetter
 from typing import TYPE_CHECKING, Final, Protocol
@@ -40,7 +40,7 @@ PAUSED_OUT: Final = 2
 PAUSED_ALL: Final = PAUSED_IN | PAUSED_OUT
 PAUSE_NAMES: Final = {0: b"none", PAUSED_IN: b"in", PAUSED_OUT: b"out", PAUSED_ALL: b"all"}
 NO_PRIORITY: Final = 256  # less urgent than any: no job queued
-# Queue.ready: why Node.serve_ready looks at a queue (0: it is not marked)
+# Queue.ready: why Consumers.serve_ready looks at a queue (0: it is not marked)
 READY: Final = 1  # its parked consumers may be served (a token came, OUT unpaused, a hold over)
 READY_QUEUED: Final = 2  # jobs were queued: after the serve, what Node._into_queue does next
 READY_REQUEUED: Final = 4  # one of them had been queued here before (a NACK, a RETRY)
@@ -327,34 +327,15 @@ def _first(item: tuple[int, Iterator[Job]]) -> int:
     return item[0]
 
 
-def _nothing() -> None:
-    pass
-
-
-class ParkedConsumers:
-    """The node's consumers blocked in GETJOB as a whole: how many (`count`), and the
-    queues that got jobs (or a token, ...) while some wait on them, in that order
-    (`ready`, Node.mark_ready): `Node.serve_ready` serves them once the operation that
-    marked them is over, never inside it. `on_ready` (the server's) is told when the
-    first one is marked: it has `serve_ready` run at the end of the loop turn."""
-
-    __slots__ = ("count", "ready", "on_ready")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.ready: list[Queue] = []
-        self.on_ready: Callable[[], None] = _nothing
-
-
 class Waiter(Protocol):
     """A consumer blocked in GETJOB (a RESP client, an HTTP long poll)."""
 
     def serve_job(self, job: Job) -> None:
         """Its job (one): it takes it and leaves every queue it waits on
-        (`Node.unblock`) before returning."""
+        (`Consumers.unblock`) before returning."""
 
     def give_up(self, error: DisqError | None) -> None:
-        """The wait ends without a job (`Node.end_waits`): None, as at its timeout;
+        """The wait ends without a job (`Consumers.end_waits`): None, as at its timeout;
         else that error. It leaves every queue it waits on."""
 
     def wait_left_ms(self) -> int | None:
@@ -432,7 +413,7 @@ class Queue:
         "remote_wanted", "remote_best", "hold_until", "told_best",
         "federation",  # QueueFederation once federation asks or imports for it, or None
         "limiter",  # the RateLimiter of a queue with a RATE policy, or None
-        "ready",  # READY...: in Node.parked.ready, its consumers to be served
+        "ready",  # READY...: in Node.consumers.ready, its consumers to be served
     )
 
     def __init__(self, name: bytes, now_ms: int) -> None:

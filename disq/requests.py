@@ -1,5 +1,5 @@
 """Typed requests: a command's arguments parsed once, checked as Disque checks them,
-then handed to the core (`node.add_job(request)`). Every front end builds the same
+then handed to the core (`Admission.add_job(request)`). Every front end builds the same
 objects: the RESP server with `parse`, the HTTP API from its JSON fields with
 `from_fields` (ADDJOB, JOBSET), each value checked by the same option's parser. The
 options come from one table per command (disq_client.spec), which the Python client

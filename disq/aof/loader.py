@@ -139,7 +139,7 @@ class AofLoader:
             if isinstance(entry, QueuePolicy):
                 self.node.load_policy(entry, now_ms())
             else:
-                self.node.load_schedule(entry, now_ms())
+                self.node.wakeups.load_schedule(entry, now_ms())
         elif name == b"DELJOB" and len(args) >= 2:
             node = self.node
             for job_id in args[1:]:

@@ -278,7 +278,7 @@ class Dedup:
     # -- ADDJOB's side ------------------------------------------------------------------
     def add_checked(self, request: AddJob) -> Job:
         """ADDJOB with a DEDUP key known nowhere as far as this node can tell, when
-        `copies_can_check`: `node.add_job(request)` now (its DisqError is ADDJOB's),
+        `copies_can_check`: `node.admission.add_job(request)` now (its DisqError is ADDJOB's),
         its copies checking the key, which names the job here from now on. The caller
         `Replication.wait`s for it; if the job is not added, `checked_add_failed`
         follows."""
@@ -286,7 +286,7 @@ class Dedup:
         assert key is not None
         node = self.node
         request.dedup_check = True
-        job = node.add_job(request)
+        job = node.admission.add_job(request)
         if job.state == WAIT_REPL or node.lookup(job.id) is job:  # (else settled, failed)
             node.dedup.record(key, job.id, job.etime)
         return job
@@ -294,7 +294,7 @@ class Dedup:
     def ask(self, request: AddJob, answer: Answer) -> None:
         """ADDJOB with a DEDUP key not known here (or a reservation) when the copies
         cannot check it: `answer` gets the ID of the job some node knows for the key,
-        or of the job `node.add_job(request)` adds once every node said it does not
+        or of the job `node.admission.add_job(request)` adds once every node said it does not
         know the key, or an error."""
         key = request.dedup
         assert key is not None
@@ -394,7 +394,7 @@ class Dedup:
         """Add the job, its REPLJOBs carrying the key: no node knows it."""
         key = adding.key
         try:
-            adding.job = job = self.node.add_job(adding.request)
+            adding.job = job = self.node.admission.add_job(adding.request)
         except DisqError as exc:
             self._finish(key, exc.with_traceback(None))  # (kept: not its frames)
             return

@@ -129,7 +129,7 @@ class Federation:
             elif queue.hold_until and queue.waiters:
                 waiting = True  # held for a peer's more urgent jobs: over at hold_until
                 if now >= queue.hold_until:
-                    node.mark_ready(queue)  # served at the end of this loop turn
+                    node.consumers.mark_ready(queue)  # served at the end of this loop turn
         if waiting:
             self._arm()
 
@@ -320,7 +320,7 @@ class Federation:
             queue.remote_best = remote_best
             queue.hold_until = 0  # answered: ask again when it is more urgent again
         if queue.waiters:
-            node.mark_ready(queue)  # what they were held for is gone or came
+            node.consumers.mark_ready(queue)  # what they were held for is gone or came
 
     def _send(self, node_id: str, queue: Queue, count: int,
               better_than: int = NO_PRIORITY + 1) -> None:

@@ -74,7 +74,7 @@ class Recurring:
                                 lambda: self.table.schedules.values(), self._merge)
         # The server persists what changed (the AOF when on, and nodes.conf).
         self.on_change: Callable[[CronSchedule], None] = lambda schedule: None
-        node.on_schedules_due = self.fire_due
+        node.wakeups.on_schedules_due = self.fire_due
         bus.on(m.CRON_FIRED, self._on_fired)
 
     # -- the node's side ----------------------------------------------------------------
@@ -199,7 +199,7 @@ class Recurring:
     # -- bus messages -------------------------------------------------------------------
     def _merge(self, data: object) -> None:
         schedule = CronSchedule.from_wire(data)
-        if schedule is not None and self.node.merge_schedule(schedule):
+        if schedule is not None and self.node.wakeups.merge_schedule(schedule):
             self.changed_here(schedule.name)
 
     def _on_fired(self, sender: ClusterNode, fields: list[Any]) -> None:

@@ -143,7 +143,7 @@ class Server:
         self.housekeeping = Housekeeping(self.config, self.node, self.stats, self.clients,
                                          self.config_records)
         self.node.arm_timer = self.housekeeping.arm_timer
-        self.node.parked.on_ready = self.housekeeping.serve_ready_soon
+        self.node.consumers.on_ready = self.housekeeping.serve_ready_soon
         self._reactions = bind_reactions(self, self.clients, self.access, self.stats,
                                          self.housekeeping)
         if self.config.daemonize:
@@ -368,7 +368,7 @@ class Server:
     def flush_data(self) -> None:
         """Drop every job and queue (DEBUG FLUSHALL, CLUSTER RESET). As Disque's
         flushServerData, consumers blocked in GETJOB get a null reply."""
-        self.node.end_waits()
+        self.node.consumers.end_waits()
         self.node.flushall()
 
     def cluster_reset(self, hard: bool) -> None:
@@ -391,7 +391,7 @@ class Server:
         node.leaving = leaving
         self.membership.set_leaving(leaving)
         if leaving:
-            node.end_waits(LEAVING())
+            node.consumers.end_waits(LEAVING())
 
     # -- CONFIG SET's reactions (reactions.py; the others are beside what they change) ----
     def _config_changed(self, name: str, value: Any) -> None:

@@ -224,8 +224,8 @@ class Client(LaterReplies, asyncio.Protocol):
                     out.append(refused)
                     continue
             rep = self.dispatch(args)
-            if node.parked.ready:  # consumers the command gave jobs to: served now, after
-                node.serve_ready()  # it (Disque's processCommand), never inside it
+            if node.consumers.ready:  # consumers the command gave jobs to: served now, after
+                node.consumers.serve_ready()  # it (Disque's processCommand), never inside it
             if type(rep) is Pending:  # answered later: it keeps its place
                 out.append(rep)
                 deferred = True

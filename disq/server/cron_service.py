@@ -77,7 +77,7 @@ class ScheduleService:
                                 repl=request.repl, retry=request.retry, ttl=request.ttl,
                                 priority=request.priority, group=request.group, tz=tz,
                                 version=version, origin=node.id)
-        node.merge_schedule(schedule)
+        node.wakeups.merge_schedule(schedule)
         return self._changed(schedule)
 
     def delete(self, user: User, name: bytes) -> Later[list[str]] | None:
@@ -91,7 +91,7 @@ class ScheduleService:
         tombstone = CronSchedule(name, old.queue, old.spec, b"", tz=old.tz,
                                  version=max(now, old.version + 1), origin=node.id,
                                  deleted=True)
-        node.merge_schedule(tombstone)
+        node.wakeups.merge_schedule(tombstone)
         return self._changed(tombstone)
 
     def _changed(self, schedule: CronSchedule) -> Later[list[str]]:

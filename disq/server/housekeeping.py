@@ -71,14 +71,14 @@ class Housekeeping:
         this loop turn, unless a command's end serves them first (Client._execute)."""
         loop = self.loop
         if loop is not None:
-            loop.call_soon(self.node.serve_ready)
+            loop.call_soon(self.node.consumers.serve_ready)
 
     def _on_timer(self) -> None:
         self._timer = None
         threshold = self.config.latency_monitor_threshold
         start = time.monotonic() if threshold else 0.0
         try:
-            deadline = self.node.run_timers()
+            deadline = self.node.wakeups.run()
         except Exception as exc:  # never let one bad job stop every timer
             log.error("Error processing job timers: %r", exc, exc_info=exc)
             deadline = now_ms() + 100

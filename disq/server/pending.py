@@ -243,7 +243,7 @@ class LaterReplies:
             self.block_timer.cancel()
             self.block_timer = None
         if self.blocked_queues:
-            self.node.unblock(self, self.blocked_queues)
+            self.node.consumers.unblock(self, self.blocked_queues)
             self.blocked_queues = []
         self.blocked = False
 

@@ -58,7 +58,7 @@ class ConfigRecords:
         self._versions: dict[tuple[str, bytes], tuple[int, bool]] = {}
         self.kinds = [
             _Kind("cron", lambda: node.schedules.schedules.values(),
-                  lambda s: s.name, CronSchedule.from_wire, node.load_schedule),
+                  lambda s: s.name, CronSchedule.from_wire, node.wakeups.load_schedule),
             _Kind("qpolicy", lambda: node.policies.policies.values(),
                   lambda p: p.queue, QueuePolicy.from_wire, node.load_policy),
         ]

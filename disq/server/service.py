@@ -167,15 +167,15 @@ class JobService:
         return job
 
     def get(self, user: User, request: GetJob) -> list[Job]:
-        """GETJOB: the jobs taken now (`Node.get_jobs`), counted as the user's. None
+        """GETJOB: the jobs taken now (`Consumers.get_jobs`), counted as the user's. None
         to take: with NOHANG the cluster is asked for some and the answer is empty;
         else the caller parks a consumer (`park`), or gets -LEAVING on a leaving node."""
         node = self.node
-        jobs = node.get_jobs(request.queues, request.count, hold=not request.nohang)
+        jobs = node.consumers.get_jobs(request.queues, request.count, hold=not request.nohang)
         if jobs:
             user.jobs_consumed += len(jobs)
         elif request.nohang:
-            node.want_jobs(request.queues)
+            node.consumers.want_jobs(request.queues)
         elif node.leaving:
             raise errors.LEAVING
         return jobs
@@ -183,11 +183,11 @@ class JobService:
     def park(self, waiter: Waiter, request: GetJob) -> list[Queue]:
         """GETJOB found nothing: `waiter` waits on the request's queues until its
         job comes (`Waiter.serve_job`, after the command that queued it), leaving the
-        returned queues with `Node.unblock` (when served, at its timeout, or gone);
+        returned queues with `Consumers.unblock` (when served, at its timeout, or gone);
         the cluster is asked for jobs. Its timeout must be armed already: NEEDJOBS
         says how long it waits (`Waiter.wait_left_ms`)."""
-        queues = self.node.block(waiter, request.queues)
-        self.node.want_jobs(request.queues)
+        queues = self.node.consumers.block(waiter, request.queues)
+        self.node.consumers.want_jobs(request.queues)
         return queues
 
     def scan(self, user: User, request: JScan) -> tuple[int, list[Job]]:
@@ -215,7 +215,7 @@ class JobService:
         user.jobs_added += 1
         if request.dedup is not None:
             return self._add_deduped(request, answers)
-        job = self.node.add_job(request)
+        job = self.node.admission.add_job(request)
         if job.state == WAIT_REPL:
             return self._wait_for_copies(job, answers)
         return job.id
@@ -277,7 +277,7 @@ class JobService:
                     return known
                 # A copy whose ADDJOB may still fail (unsettled): ask, as for a reservation.
         if dedup is None or node.cluster.size() <= 1:  # alone: this table is the truth
-            job = node.add_job(request)
+            job = node.admission.add_job(request)
             if job.state == WAIT_REPL:  # cannot happen alone; keep ADDJOB's own path
                 return self._wait_for_copies(job, answers)
             node.dedup.record(key, job.id, job.etime)

@@ -355,22 +355,22 @@ def test_node_logs_what_disque_logs() -> None:
 
     log = Log()
     node.set_persistence(log)
-    a = node.add_job(AddJob(b"q", b"a", ttl=100))
-    b = node.add_job(AddJob(b"q", b"b", delay=5, ttl=100))
-    c = node.add_job(AddJob(b"q", b"c", ttl=100))
+    a = node.admission.add_job(AddJob(b"q", b"a", ttl=100))
+    b = node.admission.add_job(AddJob(b"q", b"b", delay=5, ttl=100))
+    c = node.admission.add_job(AddJob(b"q", b"c", ttl=100))
     assert log.records == [("load", a.id, QUEUED), ("load", b.id, ACTIVE),
                            ("load", c.id, QUEUED)]
     del log.records[:]
-    node.get_jobs([b"q"], 1)
+    node.consumers.get_jobs([b"q"], 1)
     node.requeue([a.id], nack=True)
     assert log.records == []
     node.ack([a.id])
     node.delete([b.id])
     c.etime = now_ms() - 1
     node.update_awake(c)
-    node.run_timers()
+    node.wakeups.run()
     assert log.records == [("del", a.id, 0), ("del", b.id, 0), ("del", c.id, 0)]
-    d = node.add_job(AddJob(b"q", b"d", ttl=100))
+    d = node.admission.add_job(AddJob(b"q", b"d", ttl=100))
     del log.records[:]
     node.flushall()
     assert log.records == [("del", d.id, 0)]

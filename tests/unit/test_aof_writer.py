@@ -38,7 +38,7 @@ def make(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: str) -> AppendO
 
 
 def add(aof: AppendOnlyFile, body: bytes = b"x") -> bytes:
-    return aof.node.add_job(AddJob(b"q", body, ttl=3600)).id
+    return aof.node.admission.add_job(AddJob(b"q", body, ttl=3600)).id
 
 
 def ids_in_file(path: str = "disque.aof") -> list[bytes]:

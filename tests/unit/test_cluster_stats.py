@@ -31,7 +31,7 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
 
 def add(member: Member, queue: bytes, count: int = 1) -> None:
     for _ in range(count):
-        member.node.add_job(AddJob(queue, b"body", 0, 1, 0, None, 3600, 0, False))
+        member.node.admission.add_job(AddJob(queue, b"body", 0, 1, 0, None, 3600, 0, False))
 
 
 def gathered(net: Network, member: Member, loop: asyncio.AbstractEventLoop,

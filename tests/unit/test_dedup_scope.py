@@ -81,7 +81,7 @@ def test_copies_check_a_key_in_their_queue_only() -> None:
 
 def test_a_copy_carrying_another_queues_key_records_none() -> None:
     net, (a, b) = cluster(2)
-    job = a.node.add_job(AddJob(b"qa", b"body", 0, 1))
+    job = a.node.admission.add_job(AddJob(b"qa", b"body", 0, 1))
     for key, recorded in ((scoped_key(b"qa", b"k"), True), (scoped_key(b"qb", b"k"), False),
                           (b"k", False), (7, False)):
         data = [None] * COPY_FIELDS + [key]  # (only what follows the job's fields is read)

@@ -16,7 +16,7 @@ from disq.requests import AddJob
 
 def test_jobs_and_their_containers_are_not_tracked():
     node = Node(Config(), "a" * 40)
-    jobs = [node.add_job(AddJob(b"q", b"body %d" % i)) for i in range(3000)]
+    jobs = [node.admission.add_job(AddJob(b"q", b"body %d" % i)) for i in range(3000)]
     assert not any(gc.is_tracked(job) for job in jobs)
     queue = node.queues.get(b"q")
     assert queue is not None and len(queue.jobs) == 3000

@@ -43,7 +43,7 @@ def solo() -> Node:
 
 def added(member: Member, text: str) -> Job:
     """ADDJOB on a member of an in-memory cluster, replicated."""
-    job = member.node.add_job(request(text))
+    job = member.node.admission.add_job(request(text))
     if job.state == WAIT_REPL:
         member.repl.wait(job, lambda reply: None)
     return job
@@ -53,7 +53,7 @@ def added(member: Member, text: str) -> Job:
 
 def test_a_plain_job_stays_plain() -> None:
     node = solo()
-    job = node.add_job(request("REPLICATE 1 RETRY 5 DELAY 1"))
+    job = node.admission.add_job(request("REPLICATE 1 RETRY 5 DELAY 1"))
     assert job.ext is None
     assert len(encode_copy(job, now_ms())) == COPY_FIELDS
     assert len(encode_job(job, node.id, now_ms())) == COPY_FIELDS + 1
@@ -62,14 +62,14 @@ def test_a_plain_job_stays_plain() -> None:
 def test_at_schedules_the_job_for_that_millisecond_then_retry_counts_from_there() -> None:
     node = solo()
     due = now_ms() + 60_000
-    job = node.add_job(request(f"AT {due} RETRY 10 PRIORITY 3 GROUP g"))
+    job = node.admission.add_job(request(f"AT {due} RETRY 10 PRIORITY 3 GROUP g"))
     assert job.ext is not None
     assert (job.ext.priority, job.ext.group, job.ext.due) == (3, b"g", due)
     assert (job.state, job.qtime, job.awake, job.delay) == (ACTIVE, due, due, 0)
     assert node.timers.next_deadline() == due
-    node.run_timers(due - 1)  # a timer that wakes early does nothing
+    node.wakeups.run(due - 1)  # a timer that wakes early does nothing
     assert job.state == ACTIVE and node.qlen(b"q") == 0
-    node.run_timers(due)
+    node.wakeups.run(due)
     assert job.state == QUEUED and node.qlen(b"q") == 1
     assert due + 10_000 - 250 <= job.qtime <= due + 10_000 + 250  # requeue: due + RETRY
 
@@ -77,18 +77,18 @@ def test_at_schedules_the_job_for_that_millisecond_then_retry_counts_from_there(
 def test_delay_ms_and_a_past_at() -> None:
     node = solo()
     before = now_ms()
-    job = node.add_job(request("DELAY-MS 1500"))
+    job = node.admission.add_job(request("DELAY-MS 1500"))
     # counted from the next millisecond: never early by the part of one now_ms drops
     assert job.ext is not None and before + 1501 <= job.ext.due <= now_ms() + 1501
     assert job.state == ACTIVE and job.qtime == job.ext.due
     for text in ("AT 0", f"AT {before - 5}", "DELAY-MS 0"):  # due already: queued now
         now = now_ms()
-        job = node.add_job(request(text))
+        job = node.admission.add_job(request(text))
         assert job.state == QUEUED and job.ext is not None and job.ext.due >= now
-    job = node.add_job(request("PRIORITY 9"))
+    job = node.admission.add_job(request("PRIORITY 9"))
     assert job.state == QUEUED and job.ext is not None
     assert (job.ext.priority, job.ext.group, job.ext.due) == (9, None, 0)
-    job = node.add_job(request("GROUP g DELAY 5"))  # a DELAY in seconds, as Disque's
+    job = node.admission.add_job(request("GROUP g DELAY 5"))  # a DELAY in seconds, as Disque's
     assert job.ext is not None and job.ext.priority == DEFAULT_PRIORITY and job.ext.due == 0
     assert job.state == ACTIVE and job.qtime >= now_ms() + 4000
 
@@ -104,7 +104,7 @@ def test_delay_ms_and_a_past_at() -> None:
 def test_a_due_time_the_job_would_not_live_to_is_refused(text: str, message: str) -> None:
     node = solo()
     with pytest.raises(errors.DisqError, match=message):
-        node.add_job(request(text.format(in_a_day=now_ms() + 24 * HOUR_MS + 1000)))
+        node.admission.add_job(request(text.format(in_a_day=now_ms() + 24 * HOUR_MS + 1000)))
     assert len(node.jobs) == 0 and len(node.timers) == 0
 
 
@@ -117,7 +117,7 @@ def wire_trip(data: list[Any]) -> Any:
 def test_extended_fields_round_trip_on_the_wire() -> None:
     node = solo()
     now = now_ms()
-    job = node.add_job(request(f"AT {now + HOUR_MS} PRIORITY 0 GROUP tenant"))
+    job = node.admission.add_job(request(f"AT {now + HOUR_MS} PRIORITY 0 GROUP tenant"))
     copy = decode_copy(wire_trip(encode_copy(job, now)), now, "peer")
     assert copy is not None and copy.ext is not None
     assert (copy.ext.priority, copy.ext.group, copy.ext.due) == (0, b"tenant", now + HOUR_MS)
@@ -126,7 +126,7 @@ def test_extended_fields_round_trip_on_the_wire() -> None:
     assert moved is not None and moved.ext is not None and moved.nodes_delivered == {node.id}
     assert (moved.ext.priority, moved.ext.group, moved.ext.due) == (0, b"tenant",
                                                                     now + HOUR_MS)
-    no_group = node.add_job(request("PRIORITY 200"))
+    no_group = node.admission.add_job(request("PRIORITY 200"))
     copy = decode_copy(wire_trip(encode_copy(no_group, now)), now)
     assert copy is not None and copy.ext is not None
     assert (copy.ext.priority, copy.ext.group, copy.ext.due) == (200, None, 0)
@@ -140,7 +140,7 @@ def test_extended_fields_round_trip_on_the_wire() -> None:
 ])
 def test_bad_extended_fields_drop_the_job(ext: object) -> None:
     node = solo()
-    job = node.add_job(request("PRIORITY 1"))
+    job = node.admission.add_job(request("PRIORITY 1"))
     now = now_ms()
     if type(ext) is list:  # (in a copy, other values there are DEDUP's, checked there)
         copy = encode_copy(job, now)
@@ -155,7 +155,7 @@ def test_the_fields_after_a_copy_are_told_apart_by_type() -> None:
     """DEDUP's fields (key, check, ms left) go between the job's and the extended ones."""
     node = solo()
     now = now_ms()
-    job = node.add_job(request("GROUP g"))
+    job = node.admission.add_job(request("GROUP g"))
     fields = encode_copy(job, now)
     ext = fields.pop()
     for dedup in ([], [b"key"], [b"key", True, 5000]):
@@ -180,7 +180,7 @@ def test_a_replica_keeps_the_fields_and_requeues_after_the_due_time() -> None:
         assert copy is not None and copy.ext is not None
         assert (copy.ext.priority, copy.ext.group, copy.ext.due) == (4, b"g", due)
         assert due + 5000 - 250 <= copy.qtime <= due + 5000 + 250  # from the due time
-        member.node.run_timers(due + 4000)
+        member.node.wakeups.run(due + 4000)
         assert copy.state == ACTIVE
 
 
@@ -203,9 +203,9 @@ def test_enqueue_and_yourjobs_never_queue_a_copy_before_its_due_time() -> None:
     net.deliver(a.id, b.id, m.ENQUEUE, [job.id, 0])
     copy = b.job(job.id)
     assert copy is not None and copy.state == ACTIVE and copy.qtime == due
-    b.node.run_timers(due - 1)
+    b.node.wakeups.run(due - 1)
     assert copy.state == ACTIVE
-    b.node.run_timers(due)
+    b.node.wakeups.run(due)
     assert copy.state == QUEUED
     net.pump()
     moved = encode_job(job, a.id, now_ms())
@@ -255,7 +255,7 @@ def test_a_peers_due_time_is_moved_onto_this_nodes_clock() -> None:
 def test_extended_fields_in_the_aof() -> None:
     node = solo()
     due = now_ms() + HOUR_MS
-    job = node.add_job(request(f"AT {due} PRIORITY 1 GROUP g"))
+    job = node.admission.add_job(request(f"AT {due} PRIORITY 1 GROUP g"))
     encoder = RecordEncoder(node.id)
     record = encoder.loadjob_record(job)
     assert record.startswith(b"*3\r\n$7\r\nLOADJOB\r\n")
@@ -265,7 +265,7 @@ def test_extended_fields_in_the_aof() -> None:
     ext = deserialize_ext(args[2])
     assert (ext.priority, ext.group, ext.due) == (1, b"g", due)
     assert serialize_ext(JobExt()) == b"\x01\x80" + bytes(8)  # no group: nothing after
-    plain = node.add_job(request("REPLICATE 1"))
+    plain = node.admission.add_job(request("REPLICATE 1"))
     assert encoder.loadjob_record(plain).startswith(b"*2\r\n$7\r\nLOADJOB\r\n")
     for bad in (b"", b"\x01\x80", b"\x02\x80" + bytes(8), b"\x01\x80" + bytes(8) + b"g" * 257):
         with pytest.raises(CorruptJob):

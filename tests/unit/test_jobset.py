@@ -85,43 +85,43 @@ def test_bad_jobset_requests(text: str, reply: bytes) -> None:
 
 def test_a_new_priority_moves_a_queued_job_to_its_new_place() -> None:
     node = solo()
-    first, second, third = (node.add_job(request("REPLICATE 1")) for _ in range(3))
+    first, second, third = (node.admission.add_job(request("REPLICATE 1")) for _ in range(3))
     node.set_job(third, 0, None)
     assert third.state == QUEUED and third.ext is not None and third.ext.priority == 0
     assert type(node.queue(b"q").jobs) is PriorityJobs and node.qlen(b"q") == 3
     node.set_job(first, 200, None)
-    assert [j.id for j in node.get_jobs([b"q"], 3)] == [third.id, second.id, first.id]
+    assert [j.id for j in node.consumers.get_jobs([b"q"], 3)] == [third.id, second.id, first.id]
 
 
 def test_the_default_priority_keeps_a_plain_queue_plain() -> None:
     node = solo()
-    job = node.add_job(request("REPLICATE 1"))
+    job = node.admission.add_job(request("REPLICATE 1"))
     node.set_job(job, 128, None)
     assert job.ext is not None and type(node.queue(b"q").jobs) is SortedJobs
-    assert node.qlen(b"q") == 1 and node.get_jobs([b"q"], 1) == [job]
+    assert node.qlen(b"q") == 1 and node.consumers.get_jobs([b"q"], 1) == [job]
 
 
 def test_a_queued_job_moved_into_the_future_leaves_its_queue_until_then() -> None:
     node = solo()
-    job = node.add_job(request("REPLICATE 1 RETRY 30 PRIORITY 5"))
-    other = node.add_job(request("REPLICATE 1"))
+    job = node.admission.add_job(request("REPLICATE 1 RETRY 30 PRIORITY 5"))
+    other = node.admission.add_job(request("REPLICATE 1"))
     due = now_ms() + 60_000
     node.set_job(job, None, due)
     assert (job.state, job.qtime) == (ACTIVE, due) and node.qlen(b"q") == 1
     assert job.ext is not None and (job.ext.priority, job.ext.due) == (5, due)
     assert not job.flags & BCAST_QUEUED  # queued again as a new job is: not broadcast
-    node.run_timers(due - 1)
+    node.wakeups.run(due - 1)
     assert job.state == ACTIVE
-    node.run_timers(due)
+    node.wakeups.run(due)
     assert job.state == QUEUED and node.qlen(b"q") == 2
     assert due + 30_000 - 250 <= job.qtime <= due + 30_000 + 250  # RETRY from there
-    assert node.get_jobs([b"q"], 2) == [job, other]  # its priority still counts
+    assert node.consumers.get_jobs([b"q"], 2) == [job, other]  # its priority still counts
 
 
 def test_a_scheduled_job_moves_to_its_new_due_time_or_is_queued_now() -> None:
     node = solo()
     due = now_ms() + 60_000
-    job = node.add_job(request(f"AT {due} REPLICATE 1"))
+    job = node.admission.add_job(request(f"AT {due} REPLICATE 1"))
     later = due + 30_000
     node.set_job(job, None, later)
     assert (job.state, job.qtime, job.awake) == (ACTIVE, later, later)
@@ -130,27 +130,27 @@ def test_a_scheduled_job_moves_to_its_new_due_time_or_is_queued_now() -> None:
     assert (job.state, job.qtime) == (ACTIVE, sooner)
     node.set_job(job, None, now_ms())  # due now: queued at once
     assert job.state == QUEUED and node.qlen(b"q") == 1
-    delayed = node.add_job(request("DELAY 600 REPLICATE 1"))  # Disque's DELAY (seconds)
+    delayed = node.admission.add_job(request("DELAY 600 REPLICATE 1"))  # Disque's DELAY (seconds)
     node.set_job(delayed, None, due)
     assert (delayed.state, delayed.qtime) == (ACTIVE, due)
 
 
 def test_a_delivered_job_is_requeued_retry_after_its_new_due_time() -> None:
     node = solo()
-    job = node.add_job(request("REPLICATE 1 RETRY 10"))
-    assert node.get_jobs([b"q"], 1) == [job] and job.flags & DELIVERED
+    job = node.admission.add_job(request("REPLICATE 1 RETRY 10"))
+    assert node.consumers.get_jobs([b"q"], 1) == [job] and job.flags & DELIVERED
     due = now_ms() + 60_000
     node.set_job(job, None, due)
     assert job.state == ACTIVE and due + 10_000 - 250 <= job.qtime <= due + 10_000 + 250
-    once = node.add_job(request("REPLICATE 1 RETRY 0"))
-    assert node.get_jobs([b"q"], 1) == [once]
+    once = node.admission.add_job(request("REPLICATE 1 RETRY 0"))
+    assert node.consumers.get_jobs([b"q"], 1) == [once]
     node.set_job(once, 3, due)  # at most once: still never requeued
     assert once.qtime == 0 and once.ext is not None and once.ext.priority == 3
 
 
 def test_refusals_change_nothing() -> None:
     node = solo()
-    job = node.add_job(request("REPLICATE 1 TTL 60 PRIORITY 9"))
+    job = node.admission.add_job(request("REPLICATE 1 TTL 60 PRIORITY 9"))
     with pytest.raises(errors.DisqError, match="beyond the job's TTL"):
         node.set_job(job, 1, job.etime)
     assert job.ext is not None and job.ext.priority == 9 and job.state == QUEUED
@@ -186,7 +186,7 @@ def test_the_change_is_written_to_the_aof_as_the_job_again() -> None:
     node = solo()
     records = Records()
     node.set_persistence(records)
-    job = node.add_job(request("REPLICATE 1"))
+    job = node.admission.add_job(request("REPLICATE 1"))
     node.set_job(job, 4, None)
     assert records.log == [("stored", job.id, None), ("removed", job.id, None),
                            ("stored", job.id, 4)]
@@ -203,7 +203,7 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
 
 
 def added(member: Member, text: str) -> Job:
-    job = member.node.add_job(request(text))
+    job = member.node.admission.add_job(request(text))
     if job.state == WAIT_REPL:
         member.repl.wait(job, lambda reply: None)
     return job

@@ -32,7 +32,7 @@ ARMED: dict[int, list[int]] = {}  # the times each test's node armed its timer a
 
 def add(node: Node, queue: bytes = b"q", body: bytes = b"x", *, repl: int | None = None,
         delay: int = 0, retry: int | None = None, ttl: int = 86400, maxlen: int = 0) -> Job:
-    return node.add_job(AddJob(queue, body, 0, repl, delay, retry, ttl, maxlen))
+    return node.admission.add_job(AddJob(queue, body, 0, repl, delay, retry, ttl, maxlen))
 
 
 def add_ext(node: Node, queue: bytes = b"q", *, priority: int = 128,
@@ -52,11 +52,11 @@ class FakeWaiter:
     def __init__(self, node: Node, names: list[bytes]) -> None:
         self.node = node
         self.jobs: list[Job] = []
-        self.queues: list[Queue] = node.block(self, names)
+        self.queues: list[Queue] = node.consumers.block(self, names)
 
     def serve_job(self, job: Job) -> None:
         self.jobs.append(job)
-        self.node.unblock(self, self.queues)
+        self.node.consumers.unblock(self, self.queues)
         self.queues = []
 
 
@@ -102,10 +102,10 @@ def test_ctime_strictly_increasing(node: Node) -> None:
 def test_get_jobs_round_robin(node: Node) -> None:
     a = [add(node, b"a") for _ in range(3)]
     b = [add(node, b"b")]
-    got = node.get_jobs([b"a", b"missing", b"b"], 10)
+    got = node.consumers.get_jobs([b"a", b"missing", b"b"], 10)
     assert got == [a[0], b[0], a[1], a[2]]
     assert all(j.state == ACTIVE for j in got)
-    assert node.get_jobs([b"a", b"b"], 10) == []
+    assert node.consumers.get_jobs([b"a", b"b"], 10) == []
     q = node.queues.get(b"a")
     assert (q.jobs_in, q.jobs_out) == (3, 3)
     assert node.stats.jobs_delivered == 4
@@ -114,9 +114,9 @@ def test_get_jobs_round_robin(node: Node) -> None:
 def test_get_jobs_skips_paused_out(node: Node) -> None:
     add(node, b"a")
     node.set_pause(b"a", PAUSED_OUT, broadcast=False)
-    assert node.get_jobs([b"a"], 1) == []
+    assert node.consumers.get_jobs([b"a"], 1) == []
     node.set_pause(b"a", 0, broadcast=False)
-    assert len(node.get_jobs([b"a"], 1)) == 1
+    assert len(node.consumers.get_jobs([b"a"], 1)) == 1
 
 
 # -- requeue counters ----------------------------------------------------------------------
@@ -124,13 +124,13 @@ def test_get_jobs_skips_paused_out(node: Node) -> None:
 def test_requeue_counters(node: Node) -> None:
     job = add(node)
     assert node.requeue([job.id], nack=True) == 0  # queued: untouched
-    node.get_jobs([b"q"], 1)
+    node.consumers.get_jobs([b"q"], 1)
     assert node.requeue([job.id], nack=True) == 1
     assert (job.nacks, job.deliveries, job.state) == (1, 0, QUEUED)
-    node.get_jobs([b"q"], 1)
+    node.consumers.get_jobs([b"q"], 1)
     assert node.requeue([job.id, b"D-00000000-AAAAAAAAAAAAAAAAAAAAAAAA-05a1"], nack=False) == 1
     assert (job.nacks, job.deliveries) == (1, 1)
-    node.get_jobs([b"q"], 1)
+    node.consumers.get_jobs([b"q"], 1)
     assert node.requeue([job.id], nack=True) == 1
     assert (job.nacks, job.deliveries) == (2, 1)
     assert node.stats.jobs_nacked == 2
@@ -144,7 +144,7 @@ def test_first_queueing_of_delayed_job_is_not_a_redelivery(node: Node) -> None:
     assert job.state == ACTIVE and node.qlen(b"q") == 0
     assert node.requeue([job.id], nack=False) == 1
     assert job.deliveries == 0
-    node.get_jobs([b"q"], 1)
+    node.consumers.get_jobs([b"q"], 1)
     assert node.requeue([job.id], nack=False) == 1
     assert job.deliveries == 1
 
@@ -152,7 +152,7 @@ def test_first_queueing_of_delayed_job_is_not_a_redelivery(node: Node) -> None:
 def test_at_most_once_not_requeued_after_delivery(node: Node) -> None:
     job = add(node, retry=0)
     assert job.qtime == 0
-    node.get_jobs([b"q"], 1)
+    node.consumers.get_jobs([b"q"], 1)
     assert node.requeue([job.id], nack=True) == 0
     assert node.requeue([job.id], nack=False) == 0
     assert job.state == ACTIVE and job.nacks == 0
@@ -179,12 +179,12 @@ def test_ack_single_node_deletes(node: Node) -> None:
 def test_expiry_via_run_timers(node: Node) -> None:
     queued = add(node, ttl=10)
     fetched = add(node, ttl=10)
-    node.get_jobs([b"q"], 1)  # takes `queued`, the older one
+    node.consumers.get_jobs([b"q"], 1)  # takes `queued`, the older one
     keep = add(node, ttl=100)
     now = now_ms()
-    node.run_timers(now + 1000)
+    node.wakeups.run(now + 1000)
     assert len(node.jobs) == 3
-    deadline = node.run_timers(now + 11_000)
+    deadline = node.wakeups.run(now + 11_000)
     assert node.lookup(queued.id) is None and node.lookup(fetched.id) is None
     assert queued.state == DELETED and fetched.state == DELETED
     assert node.lookup(keep.id) is keep and node.qlen(b"q") == 1
@@ -194,16 +194,16 @@ def test_expiry_via_run_timers(node: Node) -> None:
 
 def test_retry_requeue_via_run_timers(node: Node) -> None:
     job = add(node, retry=5)
-    node.get_jobs([b"q"], 1)
+    node.consumers.get_jobs([b"q"], 1)
     now = now_ms()
-    node.run_timers(now + 4000)
+    node.wakeups.run(now + 4000)
     assert job.state == ACTIVE
-    node.run_timers(now + 6000)
+    node.wakeups.run(now + 6000)
     assert job.state == QUEUED and node.qlen(b"q") == 1
     assert job.deliveries == 1
     assert now + 6000 + 4000 <= job.qtime <= now + 6000 + 6000
     # a queued job is not requeued again: its requeue time just moves on
-    node.run_timers(job.qtime + 1)
+    node.wakeups.run(job.qtime + 1)
     assert job.state == QUEUED and job.deliveries == 1 and node.qlen(b"q") == 1
 
 
@@ -212,9 +212,9 @@ def test_delay_via_run_timers(node: Node) -> None:
     now = now_ms()
     armed = ARMED[id(node)]
     assert armed and min(armed) <= now + 5000
-    node.run_timers(now + 3000)
+    node.wakeups.run(now + 3000)
     assert job.state == ACTIVE and node.qlen(b"q") == 0
-    node.run_timers(now + 5100)
+    node.wakeups.run(now + 5100)
     assert job.state == QUEUED and job.deliveries == 0
 
 
@@ -223,20 +223,20 @@ def test_paused_in_postpones_requeue(node: Node) -> None:
     once = add(node, delay=5, retry=0)
     node.set_pause(b"q", PAUSED_IN, broadcast=False)
     now = now_ms()
-    node.run_timers(now + 5100)
+    node.wakeups.run(now + 5100)
     assert once.state == QUEUED
     assert retrying.state == ACTIVE and retrying.qtime > now + 5100
     node.set_pause(b"q", 0, broadcast=False)
-    node.run_timers(retrying.qtime)
+    node.wakeups.run(retrying.qtime)
     assert retrying.state == QUEUED
 
 
 def test_at_most_once_timer_never_requeues(node: Node) -> None:
     job = add(node, retry=0, ttl=100)
-    node.get_jobs([b"q"], 1)
-    node.run_timers(now_ms() + 50_000)
+    node.consumers.get_jobs([b"q"], 1)
+    node.wakeups.run(now_ms() + 50_000)
     assert job.state == ACTIVE and job.deliveries == 0
-    node.run_timers(now_ms() + 101_000)
+    node.wakeups.run(now_ms() + 101_000)
     assert node.lookup(job.id) is None
 
 
@@ -265,7 +265,7 @@ def test_blocked_waiters_served_in_order(node: Node) -> None:
     w2 = FakeWaiter(node, [b"q"])
     assert node.blocked_clients == 2
     a, b, c = add(node), add(node), add(node)
-    node.serve_ready()
+    node.consumers.serve_ready()
     assert (w1.jobs, w2.jobs) == ([a], [b])
     assert node.qlen(b"q") == 1 and c.state == QUEUED
     assert node.blocked_clients == 0
@@ -277,31 +277,31 @@ def test_a_waiter_is_served_after_the_operation_that_queued_its_job(node: Node) 
     and `serve_ready` serves the consumers afterwards, the most urgent job first of
     all those the operations queued meanwhile."""
     told: list[int] = []
-    node.parked.on_ready = lambda: told.append(len(node.parked.ready))
+    node.consumers.on_ready = lambda: told.append(len(node.consumers.ready))
     w = FakeWaiter(node, [b"q"])
     plain = add(node)
     assert w.jobs == [] and plain.state == QUEUED and node.qlen(b"q") == 1
     urgent = add_ext(node, priority=3)
-    assert told == [0] and node.parked.ready == [node.queues.get(b"q")]
-    node.serve_ready()
+    assert told == [0] and node.consumers.ready == [node.queues.get(b"q")]
+    node.consumers.serve_ready()
     assert w.jobs == [urgent] and node.qlen(b"q") == 1 and node.blocked_clients == 0
-    assert node.parked.ready == [] and node.queues.get(b"q").ready == 0
-    node.serve_ready()  # nothing more to do
+    assert node.consumers.ready == [] and node.queues.get(b"q").ready == 0
+    node.consumers.serve_ready()  # nothing more to do
     assert w.jobs == [urgent]
 
 
 def test_a_job_whose_waiter_left_before_the_serve_stays_queued(node: Node) -> None:
     first, second = FakeWaiter(node, [b"q"]), FakeWaiter(node, [b"q"])
     job = add(node)
-    node.unblock(first, first.queues)  # timed out, or its client went away
-    node.serve_ready()
+    node.consumers.unblock(first, first.queues)  # timed out, or its client went away
+    node.consumers.serve_ready()
     assert first.jobs == [] and second.jobs == [job]
     third = FakeWaiter(node, [b"q"])
     kept = add(node)
-    node.unblock(third, third.queues)
-    node.serve_ready()
+    node.consumers.unblock(third, third.queues)
+    node.consumers.serve_ready()
     assert third.jobs == [] and kept.state == QUEUED and node.qlen(b"q") == 1
-    assert node.get_jobs([b"q"], 1) == [kept]  # delivered once, to the next taker
+    assert node.consumers.get_jobs([b"q"], 1) == [kept]  # delivered once, to the next taker
 
 
 def test_unpause_out_serves_waiters(node: Node) -> None:
@@ -311,7 +311,7 @@ def test_unpause_out_serves_waiters(node: Node) -> None:
     add(node)
     assert w.jobs == []
     node.set_pause(b"q", PAUSED_IN, broadcast=False)
-    node.serve_ready()
+    node.consumers.serve_ready()
     assert len(w.jobs) == 1 and node.qlen(b"q") == 1
 
 
@@ -325,7 +325,7 @@ def test_get_jobs_most_urgent_first_then_creation_time(node: Node) -> None:
     also_urgent = add_ext(node, priority=0)
     assert type(node.queues.get(b"q").jobs) is PriorityJobs
     assert node.qlen(b"q") == 5
-    got = node.get_jobs([b"q"], 10)
+    got = node.consumers.get_jobs([b"q"], 10)
     assert got == [urgent, also_urgent, plain, plain2, lazy]
     assert node.qlen(b"q") == 0 and all(j.state == ACTIVE for j in got)
 
@@ -333,7 +333,7 @@ def test_get_jobs_most_urgent_first_then_creation_time(node: Node) -> None:
 def test_get_jobs_across_queues_takes_each_queue_most_urgent(node: Node) -> None:
     a_plain, a_urgent = add(node, b"a"), add_ext(node, b"a", priority=3)
     b_plain, b_urgent = add(node, b"b"), add_ext(node, b"b", priority=1)
-    assert node.get_jobs([b"a", b"b"], 4) == [a_urgent, b_urgent, a_plain, b_plain]
+    assert node.consumers.get_jobs([b"a", b"b"], 4) == [a_urgent, b_urgent, a_plain, b_plain]
 
 
 def test_blocked_consumers_get_the_most_urgent(node: Node) -> None:
@@ -341,10 +341,10 @@ def test_blocked_consumers_get_the_most_urgent(node: Node) -> None:
     jobs = [add_ext(node, priority=p) for p in (50, 128, 7, 255, 7)]
     waiters = [FakeWaiter(node, [b"q"]) for _ in range(3)]
     node.set_pause(b"q", 0, broadcast=False)
-    node.serve_ready()
+    node.consumers.serve_ready()
     assert [w.jobs for w in waiters] == [[jobs[2]], [jobs[4]], [jobs[0]]]
     assert node.qlen(b"q") == 2
-    assert node.get_jobs([b"q"], 1) == [jobs[1]]  # a newcomer: the most urgent left
+    assert node.consumers.get_jobs([b"q"], 1) == [jobs[1]]  # a newcomer: the most urgent left
 
 
 def test_groups_take_turns_one_group_with_a_hundred_times_the_jobs(node: Node) -> None:
@@ -353,13 +353,13 @@ def test_groups_take_turns_one_group_with_a_hundred_times_the_jobs(node: Node) -
     for g in range(9):
         for _ in range(3):
             add_ext(node, group=b"g%d" % g)
-    first = [job_group(j) for j in node.get_jobs([b"q"], 20)]
+    first = [job_group(j) for j in node.consumers.get_jobs([b"q"], 20)]
     one_round = [b"flood"] + [b"g%d" % g for g in range(9)]
     assert first == one_round + one_round
     node.set_pause(b"q", PAUSED_OUT, broadcast=False)
     waiters = [FakeWaiter(node, [b"q"]) for _ in range(10)]  # blocked consumers too
     node.set_pause(b"q", 0, broadcast=False)
-    node.serve_ready()
+    node.consumers.serve_ready()
     assert [job_group(w.jobs[0]) for w in waiters] == one_round
     assert node.qlen(b"q") == 300 + 27 - 30
 
@@ -369,7 +369,7 @@ def test_priorities_win_over_groups(node: Node) -> None:
         add_ext(node, group=b"a", priority=10)
     b = add_ext(node, group=b"b", priority=20)
     c = add_ext(node, group=b"c", priority=5)
-    got = node.get_jobs([b"q"], 7)
+    got = node.consumers.get_jobs([b"q"], 7)
     assert got[0] is c and got[-1] is b
     assert [job_priority(j) for j in got] == [5, 10, 10, 10, 10, 10, 20]
 
@@ -382,16 +382,16 @@ def test_dequeue_ack_and_working_remove_from_the_middle(node: Node) -> None:
     assert node.ack([jobs[3].id]) == 1
     node.working(jobs[1].id)
     assert node.qlen(b"q") == 4
-    assert node.get_jobs([b"q"], 10) == [jobs[0], jobs[5], jobs[4], plain]
+    assert node.consumers.get_jobs([b"q"], 10) == [jobs[0], jobs[5], jobs[4], plain]
     assert node.qlen(b"q") == 0
 
 
 def test_requeued_job_keeps_its_priority(node: Node) -> None:
     plain = add(node)
     urgent = add_ext(node, priority=2)
-    assert node.get_jobs([b"q"], 1) == [urgent]
+    assert node.consumers.get_jobs([b"q"], 1) == [urgent]
     assert node.requeue([urgent.id], nack=True) == 1  # NACK: back in the queue
-    assert node.get_jobs([b"q"], 2) == [urgent, plain]
+    assert node.consumers.get_jobs([b"q"], 2) == [urgent, plain]
 
 
 def qpeek_ids(node: Node, count: int) -> list[bytes]:
@@ -411,7 +411,7 @@ def test_qpeek_shows_the_delivery_order(node: Node) -> None:
     assert qpeek_ids(node, 10) == [j.id for j in order]
     assert qpeek_ids(node, -2) == [lazy.id, plain.id]
     assert qpeek_ids(node, -10) == [j.id for j in reversed(order)]
-    assert node.get_jobs([b"q"], 10) == order  # what QPEEK showed
+    assert node.consumers.get_jobs([b"q"], 10) == order  # what QPEEK showed
 
 
 def test_plain_queue_keeps_the_plain_structure(node: Node) -> None:
@@ -425,7 +425,7 @@ def test_plain_queue_keeps_the_plain_structure(node: Node) -> None:
 
 def test_an_emptied_queue_goes_back_to_the_plain_structure(node: Node) -> None:
     add_ext(node, priority=1)
-    node.get_jobs([b"q"], 1)
+    node.consumers.get_jobs([b"q"], 1)
     assert type(node.queues.get(b"q").jobs) is PriorityJobs
     node.gc_queues(now_ms(), budget=1000)  # not idle long enough to drop: compacted
     assert type(node.queues.get(b"q").jobs) is SortedJobs
@@ -492,7 +492,7 @@ def test_queue_gc_budget(node: Node) -> None:
 
 def test_enqueue_refreshes_queue_access_time(node: Node) -> None:
     add(node, b"q")
-    node.get_jobs([b"q"], 1)
+    node.consumers.get_jobs([b"q"], 1)
     age(node, b"q", QUEUE_MAX_IDLE_MS + 1000)
     job = add(node, b"q")  # enqueue = access (Disque's enqueueJob sets atime)
     assert node.dequeue_ids([job.id]) == 1  # empty again, without a fetch

@@ -13,7 +13,7 @@ def test_a_node_records_nothing_until_a_persistence_is_installed() -> None:
     node = Node(Config(), "a" * 40)
     node.arm_timer = lambda when: None
     assert node.persistence is NO_PERSISTENCE and not NO_PERSISTENCE.recording
-    job = node.add_job(AddJob(b"q", b"x", ttl=100))
+    job = node.admission.add_job(AddJob(b"q", b"x", ttl=100))
     node.ack([job.id])
     assert NO_PERSISTENCE.appended == 0 and NO_PERSISTENCE.commit()
 

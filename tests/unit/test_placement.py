@@ -92,7 +92,7 @@ def test_an_enqueue_sent_again_is_applied_once() -> None:
     net.silent.add(a.id)
     net.pump()  # ENQUEUE: queued; its ENQUEUED is lost
     assert queued_on(members, job) == [holder]
-    assert [j.id for j in holder.node.get_jobs([b"q"], 1)] == [job.id]
+    assert [j.id for j in holder.node.consumers.get_jobs([b"q"], 1)] == [job.id]
     net.silent.discard(a.id)
     a.repl.tick(now_ms() + ENQUEUE_RESEND_MS)
     net.pump()

@@ -55,7 +55,7 @@ def come_due(member: Member, job: Job, now: int) -> Job:
     copy.flags |= PROVISIONAL
     copy.qtime = now
     member.node.update_awake(copy)
-    member.node.run_timers(now)
+    member.node.wakeups.run(now)
     return copy
 
 
@@ -75,7 +75,7 @@ def test_a_provisional_copy_whose_job_exists_is_queued_after_asking() -> None:
     assert copy.state == ACTIVE  # not queued on its own
     net.pump()  # JOB_CHECK; the origin holds it settled
     assert not copy.flags & PROVISIONAL
-    b.node.run_timers(now_ms())  # due from the moment the answer came
+    b.node.wakeups.run(now_ms())  # due from the moment the answer came
     assert copy.state == QUEUED
 
 
@@ -104,7 +104,7 @@ def test_a_provisional_copy_waits_while_no_holder_vouches_for_it() -> None:
     net.pump()
     assert b.job(job.id) is copy and copy.state == ACTIVE and copy.flags & PROVISIONAL
     net.down.add(a.id)  # and then unreachable: b keeps asking, in vain
-    b.node.run_timers(now + PROVISIONAL_RECHECK_MS)
+    b.node.wakeups.run(now + PROVISIONAL_RECHECK_MS)
     net.pump()
     assert b.job(job.id) is copy and copy.state == ACTIVE
 

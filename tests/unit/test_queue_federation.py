@@ -16,9 +16,9 @@ from .test_replication import Consumer, add_job, cluster
 def test_a_node_alone_keeps_no_federation_state() -> None:
     node = Node(Config(), new_node_id())
     node.arm_timer = lambda when: None
-    node.add_job(AddJob(b"q", b"x", 0, None, 0, None, 86400, 0))
-    node.want_jobs([b"empty"])  # an empty GETJOB asks its (solo) cluster
-    assert [job.body for job in node.get_jobs([b"q"], 1)] == [b"x"]
+    node.admission.add_job(AddJob(b"q", b"x", 0, None, 0, None, 86400, 0))
+    node.consumers.want_jobs([b"empty"])  # an empty GETJOB asks its (solo) cluster
+    assert [job.body for job in node.consumers.get_jobs([b"q"], 1)] == [b"x"]
     assert all(queue.federation is None for queue in node.queues.values())
     queue = node.queues.get(b"q")
     assert queue is not None and queue.import_rate_at(0) == 0

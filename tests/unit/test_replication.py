@@ -4,7 +4,7 @@
 and wait in one FIFO queue until the test pumps it, as real messages leave at the end
 of a loop turn. A node can be `down` (not reachable: sends fail) or `silent` (reachable,
 but whatever is sent to it is lost). Time is driven by passing `now` to `tick` and
-`run_timers`.
+`Node.wakeups.run`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Network:
         # tells it (one clock for all by default: unknown offsets)
         self.clock_offsets: dict[str, int] = {}
         # node ID -> its end of a loop turn: the consumers a message gave jobs to are
-        # served after it (Node.serve_ready), as the server does
+        # served after it (Consumers.serve_ready), as the server does
         self.turn_ends: dict[str, Callable[[], None]] = {}
 
     def add(self, bus: FakeBus) -> None:
@@ -156,7 +156,7 @@ class Member:
         self.bus = FakeBus(network, self.node.id)
         self.repl = Replication(self.node, self.bus)
         self.node.cluster = self.repl  # as the server installs it
-        network.turn_ends[self.node.id] = self.node.serve_ready
+        network.turn_ends[self.node.id] = self.node.consumers.serve_ready
 
     @property
     def id(self) -> str:
@@ -190,13 +190,13 @@ def add_job(member: Member, *, repl: int | None = 3, timeout: int = 5000, ttl: i
             retry: int | None = None, async_: bool = False,
             body: bytes = b"body") -> tuple[Job, list[bytes]]:
     """ADDJOB as the server runs it: add, then wait for the reply if it must."""
-    job = member.node.add_job(AddJob(b"q", body, timeout, repl, 0, retry, ttl, 0, async_))
+    job = member.node.admission.add_job(AddJob(b"q", body, timeout, repl, 0, retry, ttl, 0, async_))
     replies: list[bytes] = []
     if job.state == WAIT_REPL:
         member.repl.wait(job, into(replies))
     else:
         replies.append(b"+" + job.id + b"\r\n")
-    member.node.serve_ready()  # the command's end
+    member.node.consumers.serve_ready()  # the command's end
     return job, replies
 
 
@@ -374,7 +374,7 @@ def test_job_expiring_while_waiting_answers_norepl_expired() -> None:
     assert not job.awake  # no expiry timer while confirmations may come at once...
     a.repl.tick(now_ms() + ADD_NODE_PERIOD_MS)
     assert job.awake == job.etime  # ...but from the first retry on
-    a.node.run_timers(now_ms() + 2000)
+    a.node.wakeups.run(now_ms() + 2000)
     assert replies == [NOREPL_EXPIRED] and a.job(job.id) is None
     a.repl.tick(now_ms() + 20000)  # the timeout must not answer a second time
     assert replies == [NOREPL_EXPIRED]
@@ -404,7 +404,7 @@ def test_client_gone_deletes_the_unreplicated_job_everywhere() -> None:
 
 def test_wait_after_the_job_settled_answers_at_once() -> None:
     net, (a, b, c) = cluster(3)
-    job = a.node.add_job(AddJob(b"q", b"x", 5000, 3, 0, None, 3600))
+    job = a.node.admission.add_job(AddJob(b"q", b"x", 5000, 3, 0, None, 3600))
     net.pump()
     replies: list[bytes] = []
     a.repl.wait(job, into(replies))
@@ -531,7 +531,7 @@ def test_concurrent_requeues_leave_exactly_one_queued_copy() -> None:
         a = members[0]
         job, _ = add_job(a)
         net.pump()
-        assert a.node.get_jobs([b"q"], 1) == [job]  # delivered: active everywhere
+        assert a.node.consumers.get_jobs([b"q"], 1) == [job]  # delivered: active everywhere
         for member in members:  # every node requeues before hearing of the others
             assert member.node.requeue([job.id], nack=False) == 1
         net.pump()
@@ -546,7 +546,7 @@ def test_nack_is_counted_on_every_copy() -> None:
     net, (a, b, c) = cluster(3)
     job, _ = add_job(a)
     net.pump()
-    a.node.get_jobs([b"q"], 1)
+    a.node.consumers.get_jobs([b"q"], 1)
     assert a.node.requeue([job.id], nack=True) == 1
     net.pump()
     assert [x.job(job.id).nacks for x in (a, b, c)] == [1, 1, 1]
@@ -578,13 +578,13 @@ def test_willqueue_to_a_node_with_the_job_queued_postpones_the_requeue(clock: Cl
     copy = b.job(job.id)
     before = copy.qtime
     clock.now = before - 400  # 500 ms before its requeue: WILLQUEUE
-    b.node.run_timers(clock.now)
+    b.node.wakeups.run(clock.now)
     net.pump()
     assert net.sent(m.WILLQUEUE) == 2 and net.sent(m.QUEUED) >= 1
     assert copy.state == ACTIVE and copy.qtime >= clock.now + 5000 - 250
     assert job.state == QUEUED and a.node.qlen(b"q") == 1
     clock.now = before + 100  # the old requeue time passes: nothing happens
-    b.node.run_timers(clock.now)
+    b.node.wakeups.run(clock.now)
     assert copy.state == ACTIVE and b.node.qlen(b"q") == 0
 
 
@@ -630,8 +630,8 @@ class Consumer:
         self.node = member.node
         self.wait_ms = wait_ms
         self.jobs: list[Job] = []
-        self.queues = self.node.block(self, [b"q"])
-        self.node.want_jobs([b"q"])  # GETJOB asks once parked
+        self.queues = self.node.consumers.block(self, [b"q"])
+        self.node.consumers.want_jobs([b"q"])  # GETJOB asks once parked
 
     def wait_left_ms(self) -> int | None:
         return self.wait_ms
@@ -641,7 +641,7 @@ class Consumer:
         self.leave()
 
     def leave(self) -> None:
-        self.node.unblock(self, self.queues)
+        self.node.consumers.unblock(self, self.queues)
         self.queues = []
 
 
@@ -703,11 +703,11 @@ def test_needjobs_without_consumers_takes_the_jobs_on_hand_only() -> None:
     """GETJOB NOHANG asks too (as Disque does) but nobody waits for a later job."""
     net, (a, b) = cluster(2)
     job, _ = add_job(a, repl=1)
-    b.node.want_jobs([b"q"])
+    b.node.consumers.want_jobs([b"q"])
     net.pump()
     assert b.node.qlen(b"q") == 1 and b.job(job.id) is not None
     federation_of(b.node.queues.get(b"q")).bcast_time = 0
-    b.node.want_jobs([b"q"])
+    b.node.consumers.want_jobs([b"q"])
     net.pump()
     assert wanted_by(a) == {}
     add_job(a, repl=1)
@@ -736,15 +736,15 @@ def test_needjobs_is_answered_with_the_most_urgent_jobs() -> None:
     net, (a, b) = cluster(2)
     jobs = {}
     for priority in (200, 5, 128, 0):
-        job = a.node.add_job(AddJob(b"q", b"body", 0, 1, 1, None, 3600, 0))  # DELAY 1
+        job = a.node.admission.add_job(AddJob(b"q", b"body", 0, 1, 1, None, 3600, 0))  # DELAY 1
         job.ext = JobExt(priority)
         assert a.node.enqueue(job, False)
         jobs[priority] = job
-    b.node.want_jobs([b"q"])
+    b.node.consumers.want_jobs([b"q"])
     net.pump()
     assert b.node.qlen(b"q") == 2  # half of the 4 on hand
     assert b.job(jobs[0].id) is not None and b.job(jobs[5].id) is not None
-    assert a.node.get_jobs([b"q"], 2) == [jobs[128], jobs[200]]
+    assert a.node.consumers.get_jobs([b"q"], 2) == [jobs[128], jobs[200]]
 
 
 # -- acknowledgements and their garbage collection ------------------------------------------
@@ -769,7 +769,7 @@ def test_gc_waits_for_a_node_that_is_down_then_completes() -> None:
     net.pump()
     assert job.state == ACKED and b.job(job.id).state == ACKED
     net.down.clear()
-    a.node.run_timers(job.qtime + 1)  # the next GC attempt (1 s later)
+    a.node.wakeups.run(job.qtime + 1)  # the next GC attempt (1 s later)
     net.pump()
     assert holders([a, b, c], job.id) == []
 
@@ -784,7 +784,7 @@ def test_gc_keeps_confirmations_between_attempts() -> None:
     assert job.nodes_confirmed == {a.id, b.id}
     net.down.clear()
     net.down.add(b.id)  # b confirmed already: c alone completes the GC
-    a.node.run_timers(job.qtime + 1)
+    a.node.wakeups.run(job.qtime + 1)
     net.pump()
     assert a.job(job.id) is None and c.job(job.id) is None
 
@@ -814,12 +814,12 @@ def test_dummy_acks_wait_for_the_real_holders() -> None:
     net.pump()  # two dummy ACKs asked each other: neither may forget the ACK yet
     assert d.job(job.id) is not None and e.job(job.id) is not None
     net.down.clear()
-    d.node.run_timers(d.job(job.id).qtime + 1)  # d's next GC attempt reaches the holders
+    d.node.wakeups.run(d.job(job.id).qtime + 1)  # d's next GC attempt reaches the holders
     net.pump()
     assert all(x.job(job.id) is None or x.job(job.id).state == ACKED for x in (a, b, c, e))
     for member in (a, b, c, e):  # whatever is left collects on its next attempt
         if member.job(job.id) is not None:
-            member.node.run_timers(member.job(job.id).qtime + 1)
+            member.node.wakeups.run(member.job(job.id).qtime + 1)
             net.pump()
     assert holders([a, b, c, d, e], job.id) == []
 
@@ -863,7 +863,7 @@ def test_acked_job_never_comes_back() -> None:
     assert [t for _, dst, t in _queued(net) if dst == a.id] == [m.SETACK] * 3
     net.pump()
     assert job.state == ACKED or a.job(job.id) is None
-    b.node.run_timers(copy.qtime + 1)  # b's next GC attempt reaches c too
+    b.node.wakeups.run(copy.qtime + 1)  # b's next GC attempt reaches c too
     net.pump()
     assert holders([a, b, c], job.id) == []
 
@@ -929,7 +929,7 @@ def test_eviction_takes_acked_and_delivered_at_most_once_jobs_only() -> None:
     b.node.ack([job.id for job in replicated[:10]])
     net.pump()
     at_most_once = [add_job(b, repl=1, retry=0)[0] for _ in range(10)]
-    fetched = b.node.get_jobs([b"q"], 5)
+    fetched = b.node.consumers.get_jobs([b"q"], 5)
     assert len(fetched) == 5 and all(job.retry == 0 for job in fetched)
     # each call is one command's slice (2 ms at most: a loaded machine may need several)
     assert not any(b.node.evict(0) for _ in range(20))  # the rest may not go
@@ -965,7 +965,7 @@ def test_holder_sets_are_shared_and_confirmation_sets_untracked() -> None:
 
 def test_wire_round_trip() -> None:
     node = Node(Config(), new_node_id())
-    job = node.add_job(AddJob(b"q", b"body", 0, 1, 7, 30, 600))
+    job = node.admission.add_job(AddJob(b"q", b"body", 0, 1, 7, 30, 600))
     job.flags |= DELIVERED
     job.nacks, job.deliveries = 2, 5
     other = new_node_id()
@@ -999,7 +999,7 @@ def _corruptions(valid: list) -> Iterable[object]:
 
 def test_corrupt_repljob_is_dropped() -> None:
     net, (a, b, c) = cluster(3)
-    job = a.node.add_job(AddJob(b"q", b"x", 0, 3, 0, None, 3600, 0, True))
+    job = a.node.admission.add_job(AddJob(b"q", b"x", 0, 3, 0, None, 3600, 0, True))
     valid = encode_copy(job, now_ms())
     holders = [a.id, b.id]
     net.queue.clear()
@@ -1059,7 +1059,7 @@ def test_random_messages_never_raise() -> None:
 
 def test_sender_wins_is_a_strict_order_that_varies_by_job() -> None:
     ids = [new_node_id() for _ in range(4)]
-    gen = Node(Config(), ids[0]).ids
+    gen = Node(Config(), ids[0]).admission.ids
     jobs = [gen.next(3600, 1) for _ in range(400)]
     wins = 0
     for job_id in jobs:

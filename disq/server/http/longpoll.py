@@ -57,7 +57,7 @@ class LongPoll:
             self.timer.cancel()
             self.timer = None
         if self.queues:
-            self.node.unblock(self, self.queues)
+            self.node.consumers.unblock(self, self.queues)
             self.queues = []
 
     def taken(self) -> Job | None:

@@ -1,0 +1,226 @@
+"""The consumers of the node's queues: GETJOB's pass (`get_jobs`), the one delivery of
+a queued job (`take`), and the consumers blocked in GETJOB, parked on their queues
+(`block`, `unblock`) and served after the command that queued their jobs
+(`mark_ready`, `serve_ready`). A part of `Node` (disq/node.py), `Node.consumers`: the
+node owns the jobs and the queues and puts jobs in them (`Node.enqueue`); this part
+owns what concerns the consumers waiting on them.
+
+It keeps the node's tables it reads on every delivery (`queues`, `stats`, `failures`:
+objects the node makes once and never replaces), so a GETJOB reads them as directly as
+the node itself would; the cluster, which the server installs later, is read from the
+node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Final
+
+from . import errors, lifecycle
+from .clock import now_ms
+from .job import DELIVERED, Job
+from .queue import (
+    NO_PRIORITY,
+    PAUSED_OUT,
+    READY,
+    READY_EXT,
+    READY_QUEUED,
+    READY_REQUEUED,
+    Queue,
+    Waiter,
+)
+
+if TYPE_CHECKING:
+    from .failures import FailureStats
+    from .node import Node, Stats
+    from .scantable import ScanTable
+
+# A peer said it has more urgent jobs of a queue than this node: its consumers wait
+# this long at most for them (asked for at once) before they get this node's own.
+URGENT_HOLD_MS: Final = 100
+
+
+def _nothing() -> None:
+    pass
+
+
+class Consumers:
+    """Who takes the node's jobs. Of the consumers blocked in GETJOB as a whole: how
+    many (`count`), and the queues that got jobs (or a token, ...) while some wait on
+    them, in that order (`ready`, `mark_ready`): `serve_ready` serves them once the
+    operation that marked them is over, never inside it. `on_ready` (the server's) is
+    told when the first one is marked: it has `serve_ready` run at the end of the loop
+    turn."""
+
+    __slots__ = ("node", "queues", "stats", "failures", "count", "ready", "on_ready")
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.queues: ScanTable[bytes, Queue] = node.queues
+        self.stats: Stats = node.stats
+        self.failures: FailureStats = node.failures
+        self.count = 0
+        self.ready: list[Queue] = []
+        self.on_ready: Callable[[], None] = _nothing
+
+    # -- delivery ------------------------------------------------------------------------
+    def take(self, queue: Queue, now: int, hold: bool = True) -> Job | None:
+        """The one delivery of a queued job to a consumer: GETJOB's pass (get_jobs) and
+        every serving of parked consumers (serve_ready) take their jobs here, so a
+        queue's pause, its hold for a peer's more urgent jobs, its RATE and its order
+        apply alike. The next job: the most urgent, the groups of a priority in turn,
+        the oldest of a group (queue.py). None: none now (`failures.tokens_refused`
+        counts one more if for lack of a RATE token). `hold` False (NOHANG): no hold
+        for a peer's jobs."""
+        if queue.flags & PAUSED_OUT:
+            return None
+        if hold and queue.remote_best < NO_PRIORITY and self.held_for_peers(queue, now):
+            return None
+        limiter = queue.limiter
+        if limiter is not None and queue.jobs and not limiter.take(now):
+            self.failures.tokens_refused += 1  # RATE (failures.py)
+            return None
+        job = queue.jobs.pop_first()
+        if job is None:
+            return None
+        lifecycle.delivered(job)
+        job.flags |= DELIVERED
+        queue.atime = now
+        queue.jobs_out += 1
+        self.stats.jobs_delivered += 1
+        if queue.told_best != NO_PRIORITY and queue.best_priority() > queue.told_best:
+            self.node.cluster.best_changed(queue)  # the peers heard of a job gone now
+        return job
+
+    def held_for_peers(self, queue: Queue, now: int) -> bool:
+        """Whether this queue's consumers wait for a peer's more urgent jobs instead of
+        taking the ones here: a peer said it has queued a more urgent priority than
+        this node's best (QBEST). They are asked for at once, and the consumers wait
+        `URGENT_HOLD_MS` at most; after that the peers' word is forgotten (a peer that
+        does not answer in time cannot hold them again until it speaks again)."""
+        local = queue.best_priority()
+        if queue.remote_best >= local or local == NO_PRIORITY:
+            return False  # nothing better elsewhere, or nothing here (federation asks)
+        if not queue.hold_until:
+            queue.hold_until = now + URGENT_HOLD_MS
+            self.node.cluster.want_more_urgent(queue, local)
+            return True
+        if now < queue.hold_until:
+            return True
+        queue.forget_peer_best()
+        return False
+
+    def get_jobs(self, names: list[bytes], count: int, hold: bool = True) -> list[Job]:
+        """GETJOB's non-blocking pass: one job per queue per round, left to right.
+        `hold`: a queue whose more urgent jobs are on a peer gives none now
+        (`held_for_peers`: a consumer that blocks gets them); False (NOHANG): it
+        gives its own."""
+        now = now_ms()
+        queues = []
+        for name in names:
+            queue = self.queues.get(name)
+            if queue is not None:
+                queues.append(queue)
+        out: list[Job] = []
+        failures = self.failures
+        refused = failures.tokens_refused
+        while queues and len(out) < count:
+            progress = False
+            for queue in queues:
+                job = self.take(queue, now, hold)
+                if job is not None:
+                    out.append(job)
+                    progress = True
+                    if len(out) >= count:
+                        break
+            if not progress:
+                break
+        if failures.tokens_refused != refused:
+            failures.rate_limited += 1
+        return out
+
+    def want_jobs(self, names: list[bytes]) -> None:
+        """GETJOB found nothing: create the queues and ask the cluster for jobs, as
+        Disque does for every queue named (with NOHANG too), unless leaving. Not for a
+        queue that has jobs but no token of its RATE: more jobs would not help."""
+        node = self.node
+        if node.leaving:
+            return
+        now = now_ms()
+        for name in dict.fromkeys(names):
+            queue = node.queue(name, now)
+            if queue.limiter is None or not queue.jobs:
+                node.cluster.need_jobs(queue)
+
+    # -- blocked consumers -----------------------------------------------------------
+    def block(self, waiter: Waiter, names: list[bytes]) -> list[Queue]:
+        """Park a consumer on queues; the caller keeps the returned list to unblock."""
+        node = self.node
+        now = now_ms()
+        queues: list[Queue] = []
+        for name in dict.fromkeys(names):
+            queue = node.queue(name, now)
+            queue.waiters.append(waiter)
+            queues.append(queue)
+            if queue.limiter is not None and queue.jobs:  # jobs, but no token: RATE
+                node.wakeups.at_next_token(queue, now)
+        self.count += 1
+        return queues
+
+    def unblock(self, waiter: Waiter, queues: Iterable[Queue]) -> None:
+        for queue in queues:
+            try:
+                queue.waiters.remove(waiter)
+            except ValueError:
+                pass
+            federation = queue.federation
+            if federation is not None and federation.asked_time and not queue.waiters:
+                self.node.cluster.jobs_not_needed(queue)  # the last one left: stop the pushes
+        self.count -= 1
+
+    def end_waits(self, error: errors.DisqError | None = None) -> None:
+        """Every blocked consumer stops waiting, without a job (`Waiter.give_up`):
+        DEBUG FLUSHALL (None: as at its timeout), CLUSTER LEAVING (-LEAVING)."""
+        waiters = dict.fromkeys(w for queue in self.queues.values() for w in queue.waiters)
+        for waiter in waiters:
+            waiter.give_up(error)
+
+    def mark_ready(self, queue: Queue, why: int = READY) -> None:
+        """Have the consumers blocked on `queue` served what it holds once the
+        current operation is over (`serve_ready`); `why` (queue.py's READY...) says
+        what else is due then."""
+        if not queue.ready:
+            if not self.ready:
+                self.on_ready()
+            self.ready.append(queue)
+        queue.ready |= why
+
+    def serve_ready(self) -> None:
+        """Serve the consumers blocked on the queues marked ready, the queues in the
+        order they were marked, each one's consumers in the order they came, each
+        job taken by `take`. A consumer gone meanwhile (timed out, disconnected) has
+        left the queues: the jobs it would have had stay queued."""
+        while self.ready:
+            ready, self.ready = self.ready, []
+            now = now_ms()
+            for queue in ready:
+                why, queue.ready = queue.ready, 0
+                if queue.waiters and queue.jobs:
+                    self._serve_waiters(queue, now)
+                if why & READY_QUEUED:  # Node._into_queue's end, for the jobs left
+                    if queue.remote_wanted and queue.jobs:
+                        self.node.cluster.jobs_available(queue, bool(why & READY_REQUEUED))
+                    if why & READY_EXT:
+                        self.node.tell_best(queue, now)
+
+    def _serve_waiters(self, queue: Queue, now: int) -> None:
+        waiters = queue.waiters
+        failures = self.failures
+        refused = failures.tokens_refused
+        while waiters and queue.jobs:
+            job = self.take(queue, now)
+            if job is None:
+                if failures.tokens_refused != refused:
+                    self.node.wakeups.at_next_token(queue, now)
+                break
+            waiters[0].serve_job(job)  # it leaves every queue it waited on
