@@ -81,6 +81,7 @@ NATIVE = [
     "disq/replication/jobset.py",
     "disq/replication/stats.py",
     "disq/replication/acks.py",
+    "disq/replication/dedup_queries.py",
     "disq/replication/dedup_checks.py",
     "disq/replication/schedules.py",
     "disq/replication/requeue.py",

@@ -63,21 +63,11 @@ one message per peer, answered by one DEDUP_REPLY), leaving ones too (they take 
 copies but keep their jobs until acked), and adds the job only once they all said they
 do not know it. A peer that does not answer within DEDUP_TIMEOUT_MS fails the
 ADDJOB with -NOREPL (nothing was added: the client tries again, and a dead peer soon
-is not asked: see "Links"). An asked node that does not know the key keeps a
+is not asked: see "Links" in dedup_queries.py, the asking side, which says which peers
+are asked and waited for). An asked node that does not know the key keeps a
 reservation for the job's TTL: the asking node may add the job on other nodes, so a
 later ADDJOB of the key must not be checked by copies that include this node alone.
 Concurrent ADDJOBs with one key on one node share the first one's outcome.
-
-Links: the peers asked are those this node can send to now, and those it has yet to
-reach (`BusPort.reaching_peers`): not dialled since it started (restarted by kill -9,
-it has forgotten its keys, while nodes.conf lists peers that may know them, and its
-first dials leave on the bus's first tick), or whose link dropped after it carried
-messages and is being dialled again (the peer was reachable, it may know keys this node
-never asked it about). Each gets the query once its link is up (looked at every
-RECHECK_MS), within the same DEDUP_TIMEOUT_MS. A peer whose dial failed (connection
-refused: a killed node, which knows no key once restarted), whose link was given up as
-stuck or closed before it carried messages, or that is PFAIL/FAIL, is not waited for.
-A cluster whose links are all up pays nothing for this.
 
 One key asked for at the same time by two nodes: a node answers "busy" (ms left = -1)
 for a key it is adding, and for a key it is checking itself when it goes first by
@@ -129,6 +119,7 @@ from ..job import PROVISIONAL, WAIT_REPL, Job
 from ..node import now_ms
 from ..outcomes import Added, OnAdded
 from ..requests import AddJob
+from .dedup_queries import BUSY, DedupQueries, KeyQuery
 from .wire import COPY_FIELDS, MAX_TTL_MS
 
 if TYPE_CHECKING:
@@ -136,45 +127,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("disq")
 
-DEDUP_TIMEOUT_MS: Final = 2000  # every asked peer answers within this, or ADDJOB fails
 # An unsettled copy (see "Settled") is vouched for this long after its ADDJOB's
 # deadline, if no DEDUP_FORGET came: the origin notices the deadline at its next tick,
 # then its DELJOB and DEDUP_FORGET take the bus.
 SETTLE_SLACK_MS: Final = 2000
-RECHECK_MS: Final = 20  # a node adding the key itself answered "busy": ask again after this
-MAX_WAIT_MS: Final = 15_000  # ... for at most this long in all, then ADDJOB fails (-NOREPL)
-BUSY: Final = -1  # DEDUP_REPLY's "ms left" when the sender is adding that key itself
-CHECK_SLACK_MS: Final = 10  # the timer fires this long after the oldest deadline
 # What a waiting ADDJOB gets when a copy was refused (never sent to a client).
 CONFLICT: Final = fixed("CONFLICT", "CONFLICT", "a copy refused the DEDUP key")
 REFUSED: Final = RESERVED  # copy_key's "refused" (b"", never a key)
 
 Answer = OnAdded
-
-_TIMEOUT: Final = fixed(
-    "TIMEOUT", "NOREPL", "Timeout reached before every reachable node answered the DEDUP check")
-_TOO_LONG: Final = fixed(
-    "TOO_LONG", "NOREPL",
-    "Timeout reached while another node was adding a job with this DEDUP key")
-
-
-class _Query:
-    """A key being checked with the peers: who has yet to answer, whether one of them
-    is adding the key itself (`busy`) or asked while this node must give way
-    (`yielded`): then the check runs again later rather than adding. `unlinked`:
-    those of `peers` not asked yet, whose link is expected (`BusPort.reaching_peers`)."""
-
-    __slots__ = ("peers", "unlinked", "deadline", "ttl", "started", "busy", "yielded")
-
-    def __init__(self, ttl: int, now: int) -> None:
-        self.peers: set[str] = set()
-        self.unlinked: set[str] = set()
-        self.deadline = 0
-        self.ttl = ttl  # the job's TTL (s): how long the asked nodes keep a reservation
-        self.started = now
-        self.busy = False
-        self.yielded = False
-
 
 class Replies:
     """One reply for several ADDJOBs (of one DEDUP key): see `joined`."""
@@ -225,9 +186,9 @@ class _Adding:
                 # everywhere; ask again, as a checked add does after a refusal.
                 dedup.conflicts += 1
                 self.job = None
-                dedup._ask(self.key, _Query(self.request.ttl, now_ms()))
+                dedup.queries.ask(self.key, KeyQuery(self.request.ttl, now_ms()))
                 return
-            dedup._finish(self.key, outcome)
+            dedup.finish(self.key, outcome)
             return
         dedup.node.dedup.record(self.key, job.id, job.etime)
         if dedup.pending.get(self.key) is self:
@@ -248,28 +209,23 @@ def wins(my_id: str, other_id: str, key: bytes) -> bool:
 
 class Dedup:
     """The cluster side of DEDUP, owned by `Copies` (`replication.dedup`), whose
-    waiting ADDJOBs it joins and whose refused copies it aborts."""
+    waiting ADDJOBs it joins and whose refused copies it aborts. It owns the keys
+    being added here (`pending`), what a copy's key says (`copy_key`), whose job this
+    node vouches for (`vouches`) and the answers to DEDUP_QUERY; its `queries`
+    (dedup_queries.py) ask the peers and hand back each key's outcome."""
 
     def __init__(self, copies: Copies, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.copies = copies
         self.node = copies.node
         self.bus = copies.bus
-        self._loop = loop
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = 0
         self.pending: dict[bytes, _Adding] = {}  # the keys being added here
         self.conflicts = 0  # copies refused (the key was then asked for)
         # Whether a PROVISIONAL copy may be vouched for (`ProvisionalCopies.verify`,
         # installed by `Replication`; without it, at once).
         self.verify: Callable[[Job, int, bool], bool] = lambda job, now, origin_up: True
-        self._queries: dict[bytes, _Query] = {}  # ordered by deadline
-        self._rechecks: dict[bytes, tuple[int, _Query]] = {}  # key -> (when, query)
-        # The queries waiting for a peer's link (_Query.unlinked), looked at every
-        # RECHECK_MS from _poll_at on (0: none).
-        self._unlinked: dict[bytes, _Query] = {}
-        self._poll_at = 0
+        # the keys asked about: DEDUP_QUERY sent, DEDUP_REPLY gathered, one timer
+        self.queries = DedupQueries(self, loop)
         for mtype, handler in ((m.DEDUP_QUERY, self._on_query),
-                               (m.DEDUP_REPLY, self._on_reply),
                                (m.DEDUP_FORGET, self._on_forget),
                                (m.DEDUP_CONFLICT, self._on_conflict),
                                (m.DEDUP_SETTLED, self._on_settled)):
@@ -278,10 +234,10 @@ class Dedup:
     # -- ADDJOB's side ------------------------------------------------------------------
     def add_checked(self, request: AddJob) -> Job:
         """ADDJOB with a DEDUP key known nowhere as far as this node can tell, when
-        `copies_can_check`: `node.admission.add_job(request)` now (its DisqError is ADDJOB's),
-        its copies checking the key, which names the job here from now on. The caller
-        `Replication.wait`s for it; if the job is not added, `checked_add_failed`
-        follows."""
+        `copies_can_check`: `node.admission.add_job(request)` now (its DisqError is
+        ADDJOB's), its copies checking the key, which names the job here from now on.
+        The caller `Replication.wait`s for it; if the job is not added,
+        `checked_add_failed` follows."""
         key = request.dedup
         assert key is not None
         node = self.node
@@ -294,8 +250,8 @@ class Dedup:
     def ask(self, request: AddJob, answer: Answer) -> None:
         """ADDJOB with a DEDUP key not known here (or a reservation) when the copies
         cannot check it: `answer` gets the ID of the job some node knows for the key,
-        or of the job `node.admission.add_job(request)` adds once every node said it does not
-        know the key, or an error."""
+        or of the job `node.admission.add_job(request)` adds once every node said it
+        does not know the key, or an error."""
         key = request.dedup
         assert key is not None
         adding = self.pending.get(key)
@@ -304,7 +260,7 @@ class Dedup:
             return
         request.dedup_check = False  # (asked again after a checked add was refused)
         self.pending[key] = _Adding(self, key, request, answer)
-        self._ask(key, _Query(request.ttl, now_ms()))
+        self.queries.ask(key, KeyQuery(request.ttl, now_ms()))
 
     def adding_here(self, job_id: bytes) -> bool:
         """Whether `job_id`, which a key names here, waits for its copies: another
@@ -345,35 +301,7 @@ class Dedup:
         return (2 <= repl and 2 * repl > size and not node.leaving
                 and node.memory_level == 0 and node.dedup_since <= now - ttl * 1000)
 
-    def _ask(self, key: bytes, query: _Query) -> None:
-        """DEDUP_QUERY to every peer that can be reached (again, after a "busy"), and
-        to those this node has yet to reach, once their link is up ("Links")."""
-        bus = self.bus
-        reachable = bus.reachable_peers()
-        peers = {n.id for n in reachable if bus.can_send(n.id)}
-        # (A peer without a link: asked only then, so a healthy cluster pays nothing.)
-        unlinked = set(bus.reaching_peers()) if len(peers) < len(reachable) else set()
-        peers.update(bus.leaving_peers())  # they take no copy, but may know the key
-        if not peers and not unlinked:
-            self._add_unless_held(key, query)
-            return
-        if peers:
-            bus.send_batched(peers, m.DEDUP_QUERY, [[key, query.ttl]])
-        query.peers = peers | unlinked
-        query.unlinked = unlinked
-        query.busy = query.yielded = False
-        now = now_ms()
-        query.deadline = now + DEDUP_TIMEOUT_MS
-        self._queries[key] = query
-        if unlinked:
-            self._unlinked[key] = query
-            if not self._poll_at:
-                self._poll_at = now + RECHECK_MS
-        else:
-            self._unlinked.pop(key, None)
-        self._arm()
-
-    def _add_unless_held(self, key: bytes, query: _Query) -> None:
+    def add_unless_held(self, key: bytes, query: KeyQuery) -> None:
         """Every peer asked said it does not know `key`: add its job, unless this node
         holds a copy with the key (unsettled when the ADDJOB came, or since: its
         origin may have gone, unasked). Not vouched for yet: ask again later."""
@@ -385,10 +313,18 @@ class Dedup:
         elif self.vouches(job_id, now):
             adding = self.pending.get(key)
             table.hits += adding.count() if adding is not None else 0
-            self._finish(key, job_id)
+            self.finish(key, job_id)
         else:
-            self._rechecks[key] = (now + RECHECK_MS, query)
-            self._arm()
+            self.queries.ask_later(key, query, now)
+
+    def found(self, key: bytes, job_id: bytes, expiry: int) -> None:
+        """A peer named `job_id` for `key`, which it keeps until `expiry` (ms): the
+        ADDJOBs asking for it get that job."""
+        table = self.node.dedup
+        table.record(key, job_id, expiry)
+        adding = self.pending.get(key)
+        table.hits += adding.count() if adding is not None else 0
+        self.finish(key, job_id)
 
     def _add(self, adding: _Adding) -> None:
         """Add the job, its REPLJOBs carrying the key: no node knows it."""
@@ -396,18 +332,19 @@ class Dedup:
         try:
             adding.job = job = self.node.admission.add_job(adding.request)
         except DisqError as exc:
-            self._finish(key, exc.with_traceback(None))  # (kept: not its frames)
+            self.finish(key, exc.with_traceback(None))  # (kept: not its frames)
             return
         except Exception as exc:  # a bug must not leave the waiting clients hanging
             log.error("Error adding a DEDUP job: %r", exc, exc_info=exc)
-            self._finish(key, DisqError("ERR", "internal error while executing 'addjob'"))
+            self.finish(key, DisqError("ERR", "internal error while executing 'addjob'"))
             return
         if job.state == WAIT_REPL:
             self.copies.wait(job, adding.done)
         else:
             adding.done(job.id)
 
-    def _finish(self, key: bytes, outcome: Added) -> None:
+    def finish(self, key: bytes, outcome: Added) -> None:
+        """The ADDJOBs asking for `key` get `outcome`."""
         adding = self.pending.pop(key, None)
         if adding is not None:
             adding.answer(outcome)
@@ -512,10 +449,7 @@ class Dedup:
                                        or not self.vouches(job_id, now)):
                 job_id, left = None, BUSY  # adding it here, or a copy not settled yet
             elif job_id is None and key in self.pending:
-                query = self._queries.get(key)
-                if query is None:
-                    entry = self._rechecks.get(key)
-                    query = entry[1] if entry is not None else None
+                query = self.queries.query(key)
                 if query is None or wins(self.copies.my_id, sender.id, key):
                     left = BUSY  # adding it now, or checking it and going first
                 else:
@@ -524,62 +458,6 @@ class Dedup:
                 # "Not known here": the sender may add the job (the last to ask)
                 table.reserve(key, now, now + ttl * 1000, sender.id)
             self.bus.send_batched((sender.id,), m.DEDUP_REPLY, [[key, job_id, left]])
-
-    def _on_reply(self, sender: ClusterNode, fields: list[Any]) -> None:
-        queries = self._queries
-        for item in fields:
-            if type(item) is not list or len(item) != 3:
-                continue
-            key, job_id, left = item
-            query = queries.get(key) if type(key) is bytes else None
-            if query is None or sender.id not in query.peers or type(left) is not int:
-                continue
-            if type(job_id) is bytes and 0 < left <= MAX_TTL_MS:
-                del queries[key]
-                self.node.dedup.record(key, job_id, now_ms() + left)
-                adding = self.pending.get(key)
-                self.node.dedup.hits += adding.count() if adding is not None else 0
-                self._finish(key, job_id)
-                continue
-            query.peers.discard(sender.id)
-            if left == BUSY:
-                query.busy = True
-            if not query.peers:
-                self._answered(key, query)
-
-    def _answered(self, key: bytes, query: _Query) -> None:
-        """Every peer of `query` said it does not know `key` (or is busy with it)."""
-        del self._queries[key]
-        if query.busy or query.yielded:
-            self._rechecks[key] = (now_ms() + RECHECK_MS, query)
-            self._arm()
-        else:
-            self._add_unless_held(key, query)
-
-    def _poll(self, now: int) -> None:
-        """The queries waiting for a peer's link: ask the peers whose link is up now,
-        stop waiting for those this node failed to reach (or that are failing)."""
-        bus = self.bus
-        reaching: set[str] | None = None
-        for key, query in list(self._unlinked.items()):
-            if self._queries.get(key) is not query:  # answered, or timed out
-                del self._unlinked[key]
-                continue
-            for node_id in list(query.unlinked):
-                if bus.can_send(node_id):
-                    bus.send_batched((node_id,), m.DEDUP_QUERY, [[key, query.ttl]])
-                    query.unlinked.discard(node_id)
-                    continue
-                if reaching is None:
-                    reaching = set(bus.reaching_peers())
-                if node_id not in reaching:
-                    query.unlinked.discard(node_id)
-                    query.peers.discard(node_id)
-            if not query.unlinked:
-                del self._unlinked[key]
-                if not query.peers:
-                    self._answered(key, query)
-        self._poll_at = now + RECHECK_MS if self._unlinked else 0
 
     def _on_forget(self, sender: ClusterNode, fields: list[Any]) -> None:
         if len(fields) >= 2 and type(fields[0]) is bytes and type(fields[1]) is bytes:
@@ -603,62 +481,5 @@ class Dedup:
             if type(job_id) is bytes:
                 self.copies.abort_checked(job_id)
 
-    # -- timeouts -----------------------------------------------------------------------
-    def check(self, now: int | None = None) -> None:
-        """Fail the queries some peer did not answer in time; ask again the keys
-        another node was busy with."""
-        if now is None:
-            now = now_ms()
-        queries = self._queries
-        expired = []
-        for key, query in queries.items():
-            if query.deadline > now:
-                break
-            expired.append(key)
-        for key in expired:
-            del queries[key]
-            self._finish(key, _TIMEOUT())
-        if self._unlinked and self._poll_at <= now:
-            self._poll(now)
-        due = [key for key, (when, _) in self._rechecks.items() if when <= now]
-        for key in due:
-            query = self._rechecks.pop(key)[1]
-            if now - query.started > MAX_WAIT_MS:
-                self._finish(key, _TOO_LONG())
-            else:
-                self._ask(key, query)
-
-    def _arm(self) -> None:
-        """One timer for everything: the oldest query's deadline or the next recheck."""
-        if not (self._queries or self._rechecks):
-            return
-        loop = self._loop
-        if loop is None:
-            try:
-                loop = self._loop = asyncio.get_running_loop()
-            except RuntimeError:
-                return  # no loop (unit tests): the test calls check()
-        at = min((when for when, _ in self._rechecks.values()), default=None)
-        if self._queries:
-            first = next(iter(self._queries.values())).deadline
-            at = first if at is None else min(at, first)
-        if self._unlinked:
-            at = self._poll_at if at is None else min(at, self._poll_at)
-        assert at is not None
-        if self._timer is not None:
-            if self._timer_at <= at:
-                return
-            self._timer.cancel()  # a recheck comes before the deadline it waits for
-        self._timer_at = at
-        delay = max(at - now_ms(), 0) + CHECK_SLACK_MS
-        self._timer = loop.call_later(delay / 1000, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self.check()
-        self._arm()
-
     def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self.queries.close()

@@ -13,7 +13,8 @@ from disq.dedup_table import RESERVED, DedupTable, scoped_key
 from disq.node import now_ms
 from disq.queue import PAUSED_IN
 from disq.replication.copies import ADD_NODE_PERIOD_MS
-from disq.replication.dedup_checks import DEDUP_TIMEOUT_MS, RECHECK_MS, wins
+from disq.replication.dedup_checks import wins
+from disq.replication.dedup_queries import DEDUP_TIMEOUT_MS, RECHECK_MS
 from disq.replication.targets import key_order
 from disq.requests import AddJob
 
@@ -130,7 +131,7 @@ def test_a_silent_peer_fails_the_add_with_norepl_and_adds_nothing() -> None:
     dedup_add(a, b"k", replies)
     net.pump()
     assert replies == []
-    a.repl.dedup.check(now_ms() + DEDUP_TIMEOUT_MS + 1)
+    a.repl.dedup.queries.check(now_ms() + DEDUP_TIMEOUT_MS + 1)
     assert len(replies) == 1 and replies[0].startswith(b"-NOREPL")
     assert queued([a, b, c]) == 0 and not a.node.jobs
     net.silent.clear()
@@ -168,7 +169,7 @@ def test_one_key_on_two_nodes_at_once_adds_one_job() -> None:
             if first and second:
                 break
             for member in (a, b):
-                member.repl.dedup.check(now_ms() + RECHECK_MS + 1)
+                member.repl.dedup.queries.check(now_ms() + RECHECK_MS + 1)
             net.pump()
         assert len(first) == len(second) == 1
         assert first == second and first[0].startswith(b"+D-")
@@ -258,7 +259,7 @@ def test_one_key_checked_by_copies_on_two_nodes_at_once_adds_one_job() -> None:
             if first and second:
                 break
             for member in members:
-                member.repl.dedup.check(now_ms() + RECHECK_MS + 1)
+                member.repl.dedup.queries.check(now_ms() + RECHECK_MS + 1)
             net.pump()
         assert len(first) == len(second) == 1
         assert first == second and first[0].startswith(b"+D-")
@@ -354,7 +355,7 @@ def test_checked_copies_go_to_the_first_nodes_in_the_keys_order() -> None:
     assert order[2] in sent and order[3] not in sent
     net.pump()
     assert replies == [] and origin.repl.dedup.pending  # asking every node
-    origin.repl.dedup.check(now_ms() + DEDUP_TIMEOUT_MS + 1)
+    origin.repl.dedup.queries.check(now_ms() + DEDUP_TIMEOUT_MS + 1)
     assert len(replies) == 1 and replies[0].startswith(b"-NOREPL")
     assert all(x.node.dedup.get(scoped(b"slow"), now_ms()) is None for x in members)
 
@@ -370,7 +371,7 @@ def settle(net: Network, members: list[Member], replies: list[bytes]) -> None:
         now += ADD_NODE_PERIOD_MS
         for member in members:
             member.repl.tick(now)
-            member.repl.dedup.check(now)
+            member.repl.dedup.queries.check(now)
 
 
 @pytest.mark.parametrize("size,repl", [(5, 3), (3, 2), (4, 3)])

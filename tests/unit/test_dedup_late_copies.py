@@ -23,7 +23,7 @@ import pytest
 from disq.cluster import messages as m
 from disq.dedup_table import DedupTable
 from disq.node import now_ms
-from disq.replication.dedup_checks import RECHECK_MS
+from disq.replication.dedup_queries import RECHECK_MS
 
 from .test_dedup import scoped
 from .test_dedup_vouching import ask_on
@@ -62,7 +62,7 @@ def settle(net: Network, members: list[Member], down: set[str], done: list[bytes
         now += RECHECK_MS + 1
         for x in members:
             if x.id not in down:
-                x.repl.dedup.check(now)
+                x.repl.dedup.queries.check(now)
                 x.repl.copies.tick(now)
     raise AssertionError("no reply")
 

@@ -21,7 +21,7 @@ from disq.cluster.bus import BUS_PORT_OFFSET, ClusterBus
 from disq.cluster.membership import ClusterNode, Membership, NodeFlag
 from disq.ids import new_node_id
 from disq.node import now_ms
-from disq.replication.dedup_checks import DEDUP_TIMEOUT_MS, RECHECK_MS
+from disq.replication.dedup_queries import DEDUP_TIMEOUT_MS, RECHECK_MS
 
 from .test_dedup import dedup_add, queued, scoped
 from .test_replication import Member, Network, cluster
@@ -64,11 +64,11 @@ def test_a_just_restarted_node_waits_for_a_peer_it_has_not_reached_yet() -> None
     dedup_add(c, KEY, second, repl=1)
     net.pump()
     assert second == [], "added before asking b"
-    c.repl.dedup.check(later(1))  # still no link: nothing changes
+    c.repl.dedup.queries.check(later(1))  # still no link: nothing changes
     net.pump()
     assert second == [] and not c.node.jobs
     del c.bus.unlinked[b.id]  # the first dial to b succeeded
-    c.repl.dedup.check(later(2))
+    c.repl.dedup.queries.check(later(2))
     net.pump()
     assert second == [first]
     assert queued(members) == 1
@@ -87,7 +87,7 @@ def test_a_link_dialled_again_is_waited_for_as_well() -> None:
     net.pump()
     assert second == []
     del c.bus.unlinked[b.id]
-    c.repl.dedup.check(later(1))
+    c.repl.dedup.queries.check(later(1))
     net.pump()
     assert second == [first] and queued(members) == 1
 
@@ -114,7 +114,7 @@ def test_a_dial_failing_while_the_ask_waits_lets_it_add() -> None:
     net.pump()
     assert replies == []
     c.bus.unlinked[b.id] = True  # connection refused
-    c.repl.dedup.check(later(1))
+    c.repl.dedup.queries.check(later(1))
     net.pump()
     assert len(replies) == 1 and replies[0].startswith(b"+D-")
     assert queued(members) == 1
@@ -130,13 +130,13 @@ def test_a_peer_never_reached_in_time_fails_the_add_with_norepl() -> None:
     replies: list[bytes] = []
     dedup_add(c, KEY, replies, repl=1)
     net.pump()
-    c.repl.dedup.check(later(1))
+    c.repl.dedup.queries.check(later(1))
     assert replies == []
     del c.bus.unlinked[a.id]  # a comes up, and answers
-    c.repl.dedup.check(later(2))
+    c.repl.dedup.queries.check(later(2))
     net.pump()
-    assert replies == [] and c.repl.dedup._queries[scoped(KEY)].peers == {b.id}
-    c.repl.dedup.check(now_ms() + DEDUP_TIMEOUT_MS + 1)
+    assert replies == [] and c.repl.dedup.queries.query(scoped(KEY)).peers == {b.id}
+    c.repl.dedup.queries.check(now_ms() + DEDUP_TIMEOUT_MS + 1)
     assert len(replies) == 1 and replies[0].startswith(b"-NOREPL")
     assert not c.node.jobs
     c.bus.unlinked[b.id] = True

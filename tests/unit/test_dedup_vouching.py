@@ -24,7 +24,8 @@ from disq.acl import AclTable
 from disq.cluster import messages as m
 from disq.config import Config
 from disq.node import now_ms
-from disq.replication.dedup_checks import RECHECK_MS, SETTLE_SLACK_MS
+from disq.replication.dedup_checks import SETTLE_SLACK_MS
+from disq.replication.dedup_queries import RECHECK_MS
 from disq.requests import AddJob
 from disq.server.connection import Client
 from disq.server.hotstate import HotState
@@ -59,7 +60,7 @@ def test_a_copy_is_not_vouched_for_while_its_add_may_still_fail() -> None:
         if first and second and third:
             break
         for member in (a, b, c):
-            member.repl.dedup.check(now_ms() + RECHECK_MS + 1)
+            member.repl.dedup.queries.check(now_ms() + RECHECK_MS + 1)
     assert len(first) == len(second) == len(third) == 1
     assert first == second == third, (first, second, third)
     job_id = first[0][1:-2]
@@ -145,7 +146,7 @@ def test_a_copys_key_is_vouched_for_once_its_add_succeeded() -> None:
     assert first == [b"+" + job_id + b"\r\n"]
     assert b.node.dedup.unsettled() == c.node.dedup.unsettled() == 0
     assert net.sent(m.DEDUP_SETTLED) == 2
-    b.repl.dedup.check(now_ms() + RECHECK_MS + 1)  # b asks again
+    b.repl.dedup.queries.check(now_ms() + RECHECK_MS + 1)  # b asks again
     net.pump()
     assert second == first
     third: list[bytes] = []
