@@ -89,6 +89,7 @@ NATIVE = [
     "disq/replication/federation.py",
     "disq/replication/placement.py",
     "disq/replication/copies.py",
+    "disq/replication/incoming.py",
     "disq/replication/replicator.py",
 ]
 

@@ -5,6 +5,7 @@ each registering its own bus handlers (see README.md):
 
     copies      REPLJOB / GOTJOB, the ADDJOBs waiting for their copies (targets.py:
                 where the copies go; dedup_checks.py: DEDUP keys, owned by `copies`)
+    incoming    REPLJOB received: the copies peers send here, confirmed by GOTJOB
     requeue     QUEUED / WILLQUEUE / WORKING / ENQUEUE
     acks        SETACK / GOTACK / DELJOB (ACK garbage collection, FASTACK)
     queues      PAUSE, GLOBALQLEN
@@ -35,6 +36,7 @@ from .acks import Acks
 from .copies import Copies
 from .failures import Failures
 from .federation import Federation
+from .incoming import IncomingCopies
 from .jobset import JobChanges
 from .provisional import ProvisionalCopies
 from .queues import QueueMessages
@@ -54,6 +56,7 @@ class Replication:
         self.bus = bus
         self.copies = Copies(node, bus, loop)
         self.dedup = self.copies.dedup
+        self.incoming = IncomingCopies(node, bus, self.dedup)
         self.requeue = Requeue(node, bus)
         self.acks = Acks(node, bus, self.copies)
         self.queues = QueueMessages(node, bus, loop)
