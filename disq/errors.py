@@ -93,6 +93,7 @@ LEAVING = fixed(
     "LEAVING", "LEAVING",
     "This node is leaving the cluster, please connect to a different one")
 OOM = fixed("OOM", "OOM", "command not allowed when used memory > 'maxmemory'.")
+LOADING = fixed("LOADING", "LOADING", "Disque is loading the dataset in memory")
 # JOBSET (a disq extension)
 JOB_ACKED = fixed("JOB_ACKED", "ERR",
                   "The job is already acknowledged: JOBSET can not change it")

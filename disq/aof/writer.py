@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ..config import Config
+from ..errors import FixedError, fixed
 from ..job import Job
 from ..policies import QueuePolicy
 from ..ports import NO_PERSISTENCE
@@ -92,6 +93,9 @@ class AppendOnlyFile:
         self.sync_cap: int | None = None  # while a rewrite ends: see BackgroundRewrite
         # errors
         self.write_errno = 0
+        # What write commands are refused with while `write_errno` stands: a fixed error
+        # made once per error, so that each refusal's reply is bytes made already.
+        self.misconf: type[FixedError] | None = None
         self.fsync_failed = False
         self._last_error_log = 0.0
         self._last_retry = 0.0
@@ -292,11 +296,9 @@ class AppendOnlyFile:
         """Record the error write commands are refused with (0: none)."""
         if code != self.write_errno:
             self.write_errno = code
+            self.misconf = fixed("MISCONF", "MISCONF", "Errors writing to the AOF file: "
+                                 f"{os.strerror(code)}") if code else None
             self.on_status_change()
-
-    def misconf_reply(self) -> bytes:
-        return b"-MISCONF Errors writing to the AOF file: %s\r\n" % os.strerror(
-            self.write_errno).encode()
 
     # -- the cron (hz) --------------------------------------------------------------------
     def cron(self) -> None:

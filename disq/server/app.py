@@ -30,7 +30,7 @@ from ..aof.writer import AppendOnlyFile
 from ..cluster.bus import ClusterBus
 from ..cluster.membership import Membership
 from ..config import DISQ_VERSION, Config, ConfigApplyError, ConfigError
-from ..errors import LEAVING
+from ..errors import LEAVING, LOADING, DisqError
 from ..exposure import bus_closed
 from ..gcfree import tune_collector
 from ..ids import new_node_id
@@ -42,7 +42,7 @@ from .admin_service import AdminService
 from .auth_throttle import AuthThrottle
 from .clients import ClientRegistry
 from .commands import load_commands
-from .connection import ERR_LOADING, Client
+from .connection import Client
 from .cron_service import ScheduleService
 from .hotstate import HotState
 from .housekeeping import Housekeeping
@@ -252,14 +252,15 @@ class Server:
     def _update_refusing(self) -> None:
         self.hot.refusing = self.loading or self.aof.write_errno != 0
 
-    def refusal(self, flags: str, name: str) -> bytes | None:
+    def refusal(self, flags: str, name: str) -> DisqError | None:
         """The error for a command while `refusing`, in Disque's order: -MISCONF for
-        write commands and PING after an AOF write error, then -LOADING."""
-        aof = self.aof
-        if aof.write_errno and ("w" in flags or name == "ping"):
-            return aof.misconf_reply()
+        write commands and PING after an AOF write error, then -LOADING. Each a fixed
+        error, fresh: its reply is bytes made already."""
+        misconf = self.aof.misconf
+        if misconf is not None and ("w" in flags or name == "ping"):
+            return misconf()
         if self.loading and "l" not in flags:
-            return ERR_LOADING
+            return LOADING()
         return None
 
     async def _listen(self) -> None:

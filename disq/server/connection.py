@@ -29,17 +29,17 @@ from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import mypyc_attr
 
-from ..errors import OOM, DisqError
+from ..errors import DisqError
 from ..outcomes import when_durable
 from ..queue import Queue
 from . import reply
-from .guard import NOPERM_KEY, user_may_use_all
+from .guard import printable, refusal
 from .hotstate import HotState
 from .limits import TokenBucket
 from .pending import LaterReplies, Pending
 from .read_pause import ReadPause
 from .request_parser import RequestParser
-from .table import COMMANDS, LOOKUP, CommandSpec
+from .table import COMMANDS, LOOKUP
 
 if TYPE_CHECKING:
     from .app import Server
@@ -47,10 +47,6 @@ if TYPE_CHECKING:
 _perf_ns: Final = time.perf_counter_ns
 
 ERR_NOAUTH: Final = b"-NOAUTH Authentication required.\r\n"
-ERR_LOADING: Final = b"-LOADING Disque is loading the dataset in memory\r\n"
-ERR_OOM: Final = OOM.REPLY
-_EVERY_USERS_SUBCOMMANDS: Final = {"acl": (b"whoami", b"cat"),
-                            "client": (b"id", b"getname", b"setname", b"setinfo")}
 
 
 # Tests subclass Client in Python.
@@ -265,7 +261,7 @@ class Client(LaterReplies, asyncio.Protocol):
             if args[0].lower() == b"quit":
                 self.close_after_reply = True
                 return reply.OK
-            return b"-ERR unknown command '%s'\r\n" % _printable(args[0])
+            return b"-ERR unknown command '%s'\r\n" % printable(args[0])
         # Checks in Disque's order: unknown command, arity, authentication, -OOM (not
         # while loading), AOF write error (-MISCONF), loading.
         argc, arity = len(args), spec.arity
@@ -273,23 +269,17 @@ class Client(LaterReplies, asyncio.Protocol):
             return b"-ERR wrong number of arguments for '%s' command\r\n" % spec.bname
         if not self.authenticated and not spec.noauth and server.acl.auth_required:
             return ERR_NOAUTH
+        # Then the user's commands and queues, -OOM, -MISCONF, -LOADING: `refusal`'s
+        # (guard.py), asked only when one may refuse (a restricted user, a node refusing,
+        # memory over the 95% mark), so that a request pays these three tests, no call.
         user = self.user
-        if user.restricted and not spec.noauth and spec.name not in user.allowed:
-            refused = self._acl_refusal(spec, args)
-            if refused is not None:
-                return refused
-        if not user.all_queues and spec.queues is not None and not user_may_use_all(
-                user, spec.queues.find(args)):
-            server.acl.denied_key += 1
-            return NOPERM_KEY.REPLY
-        if spec.denyoom and self.node.job_bytes > self.node.full_bytes and (
-                not server.loading and not self.node.make_room(0)):
-            return ERR_OOM
         hot = self.hot
-        if hot.refusing:
-            refused = server.refusal(spec.flags, spec.name)
+        node = self.node
+        if user.restricted or hot.refusing or (
+                spec.denyoom and node.job_bytes > node.full_bytes):
+            refused = refusal(server, user, spec, args)
             if refused is not None:
-                return refused
+                return refused.reply()
         self.last_command = spec.bname
         if hot.monitors:
             server.clients.feed_monitors(self, args)
@@ -308,19 +298,6 @@ class Client(LaterReplies, asyncio.Protocol):
         if usec >= hot.slow_usec:  # for SLOWLOG or LATENCY
             server.stats.slow_command(usec, args)
         return rep
-
-    def _acl_refusal(self, spec: CommandSpec, args: list[bytes]) -> bytes | None:
-        """-NOPERM for a command the user may not run. Only asked for a restricted
-        user. The subcommands Redis puts in @connection, not @admin, are allowed to
-        every user: ACL WHOAMI and CAT, CLIENT ID, GETNAME, SETNAME and SETINFO (which
-        client libraries send on connecting)."""
-        if len(args) > 1:
-            allowed = _EVERY_USERS_SUBCOMMANDS.get(spec.name)
-            if allowed is not None and args[1].lower() in allowed:
-                return None
-        self.server.acl.denied_cmd += 1
-        return b"-NOPERM User %s has no permissions to run the '%s' command\r\n" % (
-            _printable(self.user.name.encode()), spec.bname)
 
     # -- client limits (maxclients-per-ip, client-rate-limit) ----------------------------
     def _limit_refusal(self, args: list[bytes]) -> bytes | None:
@@ -381,10 +358,6 @@ class Client(LaterReplies, asyncio.Protocol):
             f"cmd={self.last_command.decode().lower()} "
             f"user={self.user.name}"
         )
-
-
-def _printable(name: bytes) -> bytes:
-    return name[:128].replace(b"\r", b" ").replace(b"\n", b" ")
 
 
 def _addresses(transport: asyncio.BaseTransport) -> tuple[str, str, str, str]:

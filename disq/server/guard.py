@@ -17,19 +17,97 @@ test for a user allowed every queue (`all_queues`, the default user).
   ID, which Disque spreads to the whole cluster, cannot reach a job of another queue
   held elsewhere): it counts as unknown, as it would anyway.
 - What lists (JSCAN, QSCAN, CRON LIST) only shows what the user may see.
+
+`refusal` is the one sequence of the checks a command passes before it runs, after
+its arity and authentication: the user's commands and queues, -OOM, the node's state
+(-MISCONF, -LOADING). The RESP dispatch asks it only when one of them may refuse (its
+fast path: a user allowed everything, a node not refusing, memory under the 95% mark);
+`JobService.gate` asks it for the other front ends.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
-from ..errors import fixed
+from ..errors import OOM, DisqError, fixed
 
 if TYPE_CHECKING:
     from ..acl import AclTable, User
+    from .app import Server
     from .connection import Client
+    from .table import CommandSpec
 
 NOPERM_KEY = fixed("NOPERM_KEY", "NOPERM", "No permissions to access a key")
+# The subcommands Redis puts in @connection, not @admin, are allowed to every user: ACL
+# WHOAMI and CAT, CLIENT ID, GETNAME, SETNAME and SETINFO (which client libraries send
+# on connecting).
+_EVERY_USERS_SUBCOMMANDS: Final = {"acl": (b"whoami", b"cat"),
+                                   "client": (b"id", b"getname", b"setname", b"setinfo")}
+
+
+class CommandDenied(DisqError):
+    """-NOPERM for a command the user may not run. Its RESP reply names the user as
+    Redis does, by at most 128 bytes of its name; its message (the HTTP API's detail)
+    by the whole name."""
+
+    __slots__ = ("user_name", "command")
+
+    def __init__(self, user_name: str, command: str) -> None:
+        super().__init__("NOPERM", f"User {user_name} has no permissions to run the "
+                         f"'{command}' command")
+        self.user_name = user_name
+        self.command = command
+
+    def reply(self) -> bytes:
+        return b"-NOPERM User %s has no permissions to run the '%s' command\r\n" % (
+            printable(self.user_name.encode()), self.command.encode())
+
+
+def printable(name: bytes) -> bytes:
+    """A name the client sent (or a user's), as an error reply quotes it: at most 128
+    bytes, on one line."""
+    return name[:128].replace(b"\r", b" ").replace(b"\n", b" ")
+
+
+def out_of_memory(server: Server, spec: CommandSpec) -> bool:
+    """-OOM: the command may take memory (`denyoom`) while the jobs are over the 95%
+    mark and eviction cannot bring them under it; never while loading (Disque)."""
+    node = server.node
+    return spec.denyoom and node.job_bytes > node.full_bytes and (
+        not server.loading and not node.make_room(0))
+
+
+def refusal(server: Server, user: User, spec: CommandSpec, args: list[bytes] | None,
+            queues: list[bytes] | None = None) -> DisqError | None:
+    """What refuses running `spec` for `user` now, a fresh error (None: it runs), in
+    Disque's order: the user may not run the command (-NOPERM), nor use a queue it
+    names (-NOPERM: `queues`, or where its declaration finds them in the RESP request
+    `args`), the node is out of memory (-OOM), the node's state refuses it (-MISCONF,
+    -LOADING: `Server.refusal`). The commands a client runs before it authenticates
+    and the subcommands every user may run pass the user's command rules: RESP's
+    (`args`), not another front end's."""
+    if user.restricted and spec.name not in user.allowed and not (
+            args is not None and (spec.noauth or _every_users_subcommand(spec, args))):
+        server.acl.denied_cmd += 1
+        return CommandDenied(user.name, spec.name)
+    if not user.all_queues:
+        if args is not None and spec.queues is not None:
+            queues = spec.queues.find(args)
+        if queues and not user_may_use_all(user, queues):
+            server.acl.denied_key += 1
+            return NOPERM_KEY()
+    if out_of_memory(server, spec):
+        return OOM()
+    if server.hot.refusing:
+        return server.refusal(spec.flags, spec.name)
+    return None
+
+
+def _every_users_subcommand(spec: CommandSpec, args: list[bytes]) -> bool:
+    if len(args) > 1:
+        allowed = _EVERY_USERS_SUBCOMMANDS.get(spec.name)
+        return allowed is not None and args[1].lower() in allowed
+    return False
 
 
 def user_may_use_all(user: User, queues: list[bytes]) -> bool:

@@ -17,10 +17,10 @@ GETJOB (`get`) gives the jobs now, or the front end parks a consumer (`park`: a 
 client, or an HTTP long poll's waiter), served after the command that queued its job.
 
 `gate` is what a front end asks before running a command for a user when it does not
-come through the RESP dispatch (connection.py): whether the user may run it (and use
-the queues the request names, as dispatch checks them from the declaration), and the
-refusals of the node's state (-LOADING, -MISCONF, -OOM), as `DisqError`s; it counts
-the call in the command's statistics as the dispatch does.
+come through the RESP dispatch (connection.py): the checks the dispatch makes, the same
+sequence (guard.py's `refusal`: whether the user may run it and use the queues the
+request names, -OOM, -MISCONF, -LOADING), raised as `DisqError`s; it counts the call
+in the command's statistics as the dispatch does.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ..job import STATE_BY_NAME, STATE_NAMES, WAIT_REPL
 from ..node import now_ms
 from ..outcomes import Answer, Answers
 from ..requests import validate_ids
-from .guard import NOPERM_KEY, user_may_use_all
+from .guard import NOPERM_KEY, refusal
 from .queue_service import scan
 from .table import COMMANDS
 
@@ -97,7 +97,10 @@ class JobService:
         does not know are left out (so an ACKJOB or FASTACK of an unknown ID, which
         Disque spreads to the whole cluster, cannot reach a job of another queue held
         elsewhere: it counts as unknown, as it would anyway)."""
-        validate_ids(ids)
+        return self._permitted(user, validate_ids(ids))
+
+    def _permitted(self, user: User, ids: list[bytes]) -> list[bytes]:
+        """`allowed` of IDs checked already."""
         if user.all_queues:
             return ids
         lookup = self.node.lookup
@@ -146,8 +149,6 @@ class JobService:
 
     def working(self, user: User, job_id: bytes) -> int:
         """WORKING: the job's next requeue postponed; its retry in seconds."""
-        if not is_valid_job_id(job_id):
-            raise errors.BADID
         if not self.allowed(user, [job_id]):
             raise errors.NOJOB  # (a restricted user: a job this node does not know)
         return self.node.working(job_id)
@@ -301,7 +302,7 @@ class JobService:
         None: done, nobody else to ask; else the answer that comes later: +OK once
         every holder applied it, -NOREPL if one may not have, -NOJOB if no reachable
         node knows the job. -NOJOB at once for a job of a queue the user may not use."""
-        if not self.allowed(user, [request.job_id]):
+        if not self._permitted(user, [request.job_id]):  # (its ID checked by JobSet)
             raise errors.NOJOB  # (a restricted user: a job this node does not know)
         node = self.node
         now = now_ms()
@@ -325,25 +326,12 @@ class JobService:
     def gate(self, user: User, name: str, queues: list[bytes] | None = None) -> None:
         """Before running command `name` for `user` from another front end: raise
         what the RESP dispatch would answer instead (the user may not run it, nor use
-        one of the `queues` the request names, the AOF cannot be written, the node is
-        loading or out of memory); count the call."""
+        one of the `queues` the request names, the node is out of memory, the AOF
+        cannot be written, the node is loading: `refusal`); count the call."""
         spec = COMMANDS[name.encode()]
-        server = self.server
-        if user.restricted and not user.may_run(name):
-            server.acl.denied_cmd += 1
-            raise DisqError("NOPERM", f"User {user.name} has no permissions to run the "
-                            f"'{name}' command")
-        if queues and not user.all_queues and not user_may_use_all(user, queues):
-            server.acl.denied_key += 1
-            raise NOPERM_KEY
-        if spec.denyoom and self.node.job_bytes > self.node.full_bytes and (
-                not server.loading and not self.node.make_room(0)):
-            raise errors.OOM
-        if server.hot.refusing:
-            refused = server.refusal(spec.flags, spec.name)
-            if refused is not None:
-                code, _, message = refused[1:].rstrip(b"\r\n").decode().partition(" ")
-                raise DisqError(code, message) if code.isupper() else err(message)
+        refused = refusal(self.server, user, spec, None, queues)
+        if refused is not None:
+            raise refused
         spec.calls += 1
         user.calls += 1
 

@@ -149,8 +149,8 @@ async def test_write_error_holds_replies_and_recovers(tmp_path, monkeypatch) -> 
     answered: list[bool] = []
     aof.on_durable(lambda: answered.append(True))
     assert aof.write_errno == errno.ENOSPC and changes == [errno.ENOSPC]
-    assert aof.misconf_reply() == (b"-MISCONF Errors writing to the AOF file: "
-                                   b"No space left on device\r\n")
+    assert aof.misconf is not None and aof.misconf().reply() == (
+        b"-MISCONF Errors writing to the AOF file: No space left on device\r\n")
     await asyncio.sleep(0.01)
     aof.cron()
     assert answered == [] and ids_in_file() == [first]
@@ -158,6 +158,7 @@ async def test_write_error_holds_replies_and_recovers(tmp_path, monkeypatch) -> 
     monkeypatch.setattr(writer_module, "RETRY_PERIOD", 0.0)
     aof.cron()  # the retry, once a second in the server
     assert answered == [True] and changes == [errno.ENOSPC, 0]
+    assert aof.misconf is None
     assert ids_in_file() == [first, second]
     aof.shutdown()
 
