@@ -5,9 +5,10 @@ makes, through the options table the RESP parser shares (disq_client/spec.py): P
 errors as ADDJOB; an answer that comes later (a `HeldAnswer`: the job waits for its copies)
 is awaited with a Future, and a client that goes away first cancels it as a RESP
 client's leaving does. GETJOB's long poll parks a `LongPoll` (longpoll.py); the others
-(SHOW, DELJOB, ACKJOB..., JSCAN's pages) answer at once (`_direct`). The queue,
-cluster, cron and user routes are api_queues.py's and api_admin.py's. The document of
-every route is openapi.py."""
+(SHOW, DELJOB, ACKJOB..., JSCAN's pages) answer at once. Each runs its operation
+through calls.py (`serve`, `run`: gated as its command, its errors as RESP's), as the
+queue, cluster, cron and user routes do (api_queues.py's and api_admin.py's). The
+document of every route is openapi.py."""
 
 from __future__ import annotations
 
@@ -22,13 +23,14 @@ from disq_client.spec import (
     JOBSET,
 )
 
-from ...errors import DisqError, err
+from ...errors import DisqError
 from ...node import now_ms
 from ...outcomes import Added, Changed, HeldAnswer, HeldAnswers, when_durable
 from ...queue_requests import JScan
 from ...requests import AddJob, GetJob, JobSet
 from ..limits import TokenBucket
 from ..service import JobService, job_fields
+from .calls import problem, run, serve, user_of
 from .jsonio import (
     DEFAULT_ADD_TIMEOUT_MS,
     DEFAULT_POLL_MS,
@@ -36,7 +38,6 @@ from .jsonio import (
     MAX_SCAN_COUNT,
     SCAN_CALLS,
     SERVER_KEY,
-    USER_KEY,
     body_fields,
     job_body,
     json_object,
@@ -62,23 +63,6 @@ T = TypeVar("T")
 
 
 # -- jobs -------------------------------------------------------------------------------------
-def _serve(request: web.Request, command: str, operation: Callable[[JobService, User], T],
-           queue: bytes | None = None) -> T:
-    """Run an operation of the job service as `command` for the request's user, after
-    `JobService.gate`; its error raised as a `DisqError` (a bug's: logged, as the RESP
-    dispatch does, and an internal error)."""
-    server = request.app[SERVER_KEY]
-    user = request.get(USER_KEY, server.acl.default)
-    try:
-        server.jobs.gate(user, command, None if queue is None else [queue])
-        return operation(server.jobs, user)
-    except DisqError:
-        raise
-    except Exception as exc:
-        server.log_exception(f"Error while executing {command}", exc)
-        raise err(f"internal error while executing '{command}'") from None
-
-
 def _answer(start: Callable[[Callable[[T], None]], object]) -> asyncio.Future[T]:
     """A Future set by the callback `start` is given (a `HeldAnswer`'s `then`): the value
     once it comes, unless the Future was cancelled (its client went away)."""
@@ -99,18 +83,16 @@ async def _durable(node: Node) -> None:
     await _answer(start)
 
 
-def _add(queue: bytes, body: bytes, timeout: int, values: dict[str, object], answers: HeldAnswers
-         ) -> Callable[[JobService, User], bytes | HeldAnswer]:
+def _add(service: JobService, user: User, queue: bytes, body: bytes, timeout: int,
+         values: dict[str, object], answers: HeldAnswers) -> Callable[[], bytes | HeldAnswer]:
     """The job service's ADDJOB of one job of POST /queues/{queue}/jobs."""
-    return lambda jobs, user: jobs.add(
-        user, AddJob.from_fields(queue, body, timeout, values), answers)
+    return lambda: service.add(user, AddJob.from_fields(queue, body, timeout, values), answers)
 
 
 def _added(outcome: Added | Changed) -> dict[str, Any]:
     """One job's outcome in the answer of POST /queues/{queue}/jobs."""
     if isinstance(outcome, DisqError):
-        problem = Problem.from_resp(outcome.code, outcome.message)
-        return {"error": {"status": problem.status, "code": outcome.code,
+        return {"error": {"status": problem(outcome).status, "code": outcome.code,
                           "detail": outcome.message}}
     assert outcome is not None  # (an ADDJOB's: the job's ID)
     return {"id": outcome.decode()}
@@ -136,6 +118,7 @@ async def add_jobs(request: web.Request) -> web.Response:
         requests.append((job_body(job), timeout,
                          option_fields(ADDJOB, job, {"body", "body_base64", "timeout_ms"})))
     server = request.app[SERVER_KEY]
+    user = user_of(request)
     rate = server.config.client_rate_limit  # a request's jobs, as a client's commands
     bucket = TokenBucket(rate, time.monotonic()) if rate else None
     answers = HeldAnswers(server.node)
@@ -147,8 +130,8 @@ async def add_jobs(request: web.Request) -> web.Response:
                 "BUSY", f"client-rate-limit reached ({rate} commands per second)"))
             continue
         try:
-            results.append(_serve(request, "addjob", _add(queue, body, timeout, values, answers),
-                                  queue))
+            results.append(serve(request, "addjob", [queue], _add(
+                server.jobs, user, queue, body, timeout, values, answers)))
         except DisqError as exc:
             results.append(exc.with_traceback(None))
     outcomes: list[Added | Changed] = []
@@ -168,7 +151,7 @@ async def add_jobs(request: web.Request) -> web.Response:
     if not batch:
         outcome = outcomes[0]
         if isinstance(outcome, DisqError):
-            raise Problem.from_resp(outcome.code, outcome.message)
+            raise problem(outcome)
         return ok(_added(outcome), 201)
     failed = any(isinstance(outcome, DisqError) for outcome in outcomes)
     return ok({"jobs": [_added(outcome) for outcome in outcomes]}, 207 if failed else 201)
@@ -183,17 +166,15 @@ async def get_jobs(request: web.Request) -> web.Response:
     count = query_int(request, "count", 1, 1)
     timeout = query_int(request, "timeout_ms", DEFAULT_POLL_MS)
     nohang = query_bool(request, "nohang") if "nohang" in request.query else False
-    server = request.app[SERVER_KEY]
-    user = request.get(USER_KEY, server.acl.default)
-    service = server.jobs
+    user = user_of(request)
+    service = request.app[SERVER_KEY].jobs
     getjob = GetJob([queue], nohang, timeout, count, with_counters=True)
-    try:
-        service.gate(user, "getjob", getjob.queues)
-        jobs = service.get(user, getjob)
-        if not jobs and not nohang:
+    jobs = run(request, "getjob", getjob.queues, lambda: service.get(user, getjob))
+    if not jobs and not nohang:
+        try:
             jobs = await _long_poll(request, user, getjob)
-    except DisqError as exc:
-        raise Problem.from_resp(exc.code, exc.message) from None
+        except DisqError as exc:  # (-LEAVING: the node leaves while it waits)
+            raise problem(exc) from None
     transport = request.transport
     if jobs and (transport is None or transport.is_closing()):
         service.enqueue(user, [job.id for job in jobs])
@@ -249,10 +230,10 @@ async def list_jobs(request: web.Request) -> web.Response:
     for state in request.query.getall("state", []):
         filters += [b"STATE", state.encode()]
     server = request.app[SERVER_KEY]
-    user = request.get(USER_KEY, server.acl.default)
-    jobs: list[dict[str, Any]] = []
-    try:
-        server.jobs.gate(user, "jscan")
+    user = user_of(request)
+
+    def pages() -> tuple[int, list[dict[str, Any]]]:
+        jobs: list[dict[str, Any]] = []
         scan = JScan.parse([b"JSCAN", b"%d" % cursor, b"COUNT", b"%d" % count, *filters])
         for _ in range(SCAN_CALLS):
             scan.count = count - len(jobs)
@@ -260,27 +241,16 @@ async def list_jobs(request: web.Request) -> web.Response:
             jobs += [_job_json(job, server.node.id) for job in page]
             if scan.cursor == 0 or len(jobs) >= count:
                 break
-    except DisqError as exc:
-        raise Problem.from_resp(exc.code, exc.message) from None
-    return ok({"cursor": scan.cursor, "jobs": jobs})
+        return scan.cursor, jobs
 
-
-def _direct(request: web.Request, command: str, operation: Callable[[JobService, User], T]
-            ) -> T:
-    """Run a job operation that answers at once on the typed service, as `command`
-    would be run for the request's user (`JobService.gate`): no RESP in between."""
-    server = request.app[SERVER_KEY]
-    user = request.get(USER_KEY, server.acl.default)
-    try:
-        server.jobs.gate(user, command)
-        return operation(server.jobs, user)
-    except DisqError as exc:
-        raise Problem.from_resp(exc.code, exc.message) from None
+    next_cursor, jobs = run(request, "jscan", None, pages)
+    return ok({"cursor": next_cursor, "jobs": jobs})
 
 
 async def show_job(request: web.Request) -> web.Response:
     job_id = path_job_id(request).encode()
-    job = _direct(request, "show", lambda jobs, user: jobs.show(user, job_id))
+    jobs, user = request.app[SERVER_KEY].jobs, user_of(request)
+    job = run(request, "show", None, lambda: jobs.show(user, job_id))
     if job is None:
         raise Problem(404, "Unknown job ID", "NOJOB")
     return ok(_job_json(job, request.app[SERVER_KEY].node.id))
@@ -299,22 +269,21 @@ async def set_job(request: web.Request) -> web.Response:
     once every holder of the job applied the change."""
     job_id = path_job_id(request).encode()
     values = option_fields(JOBSET, await json_object(request), set())
-    try:
-        node = request.app[SERVER_KEY].node
-        later = _serve(request, "jobset", lambda jobs, user: jobs.set_job(
-            user, JobSet.from_fields(job_id, values), HeldAnswers(node)))
-        outcome: Added | Changed = None if later is None else await _answer(later.then)
-        await _durable(node)
-        if isinstance(outcome, DisqError):
-            raise outcome
-    except DisqError as exc:
-        raise Problem.from_resp(exc.code, exc.message) from None
+    server, user = request.app[SERVER_KEY], user_of(request)
+    node = server.node
+    later = run(request, "jobset", None, lambda: server.jobs.set_job(
+        user, JobSet.from_fields(job_id, values), HeldAnswers(node)))
+    outcome: Added | Changed = None if later is None else await _answer(later.then)
+    await _durable(node)
+    if isinstance(outcome, DisqError):
+        raise problem(outcome)
     return ok({"ok": True})
 
 
 async def delete_job(request: web.Request) -> web.Response:
     job_id = path_job_id(request).encode()
-    if _direct(request, "deljob", lambda jobs, user: jobs.delete(user, [job_id])) == 0:
+    jobs, user = request.app[SERVER_KEY].jobs, user_of(request)
+    if run(request, "deljob", None, lambda: jobs.delete(user, [job_id])) == 0:
         raise Problem(404, "Unknown job ID", "NOJOB")
     return ok({"deleted": 1})
 
@@ -335,8 +304,8 @@ def _job_action(command: str) -> Handler:
 
     async def action(request: web.Request) -> web.Response:
         job_id = path_job_id(request).encode()
-        return ok({key: _direct(request, command,
-                                 lambda jobs, user: operation(jobs, user, job_id))})
+        jobs, user = request.app[SERVER_KEY].jobs, user_of(request)
+        return ok({key: run(request, command, None, lambda: operation(jobs, user, job_id))})
     return action
 
 
@@ -349,8 +318,8 @@ async def nack_job(request: web.Request) -> web.Response:
     if delay is not None and (type(delay) is not int or delay < 0):
         raise bad_request("'delay_ms' must be an integer >= 0")
     ids = [job_id.encode()]
-    return ok({"requeued": _direct(request, "nack",
-                                    lambda jobs, user: jobs.nack(user, ids, delay))})
+    jobs, user = request.app[SERVER_KEY].jobs, user_of(request)
+    return ok({"requeued": run(request, "nack", None, lambda: jobs.nack(user, ids, delay))})
 
 
 async def bad_job_id(request: web.Request) -> web.Response:

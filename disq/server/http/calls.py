@@ -1,8 +1,10 @@
-"""What the routes that call a typed service directly share: the request's user, the
-gate its command passes first (`JobService.gate`: the user's commands and queues, the
-node's -LOADING/-MISCONF/-OOM refusals, the call counted, as the RESP dispatch does),
-a `DisqError` as the problem a RESP client would get as an error reply, a change
-confirmed, and a service's name/value fields as a JSON object."""
+"""How every route calls a typed service (the job, queue, cron and admin services):
+the request's user, the gate its command passes first (`JobService.gate`: the user's
+commands and queues, -OOM, -MISCONF, -LOADING, the call counted, as the RESP dispatch
+does), the operation run (`serve`: a `DisqError` as a RESP client would get it, a bug
+logged and answered as RESP's internal error; `run`: those as problems, 500 for a
+bug; `attempt`: a refusal as None), a change confirmed, and a service's name/value
+fields as a JSON object."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
-from ...errors import DisqError
+from ...errors import DisqError, err
 from ...replication.tables import not_held
 from .jsonio import SERVER_KEY, USER_KEY, plain
 from .problems import Problem
@@ -34,22 +36,38 @@ def problem(exc: DisqError) -> Problem:
 
 
 def gate(request: web.Request, command: str, queues: list[bytes] | None = None) -> User:
-    """Before a route runs what `command` does (on `queues`): the refusal the RESP
-    dispatch would answer, as a problem; the request's user."""
-    user = user_of(request)
+    """Before a route runs what `command` does (on `queues`) itself: the refusal the
+    RESP dispatch would answer, as a problem (`run` with nothing to run); the
+    request's user."""
+    run(request, command, queues, _nothing)
+    return user_of(request)
+
+
+def _nothing() -> None:
+    return None
+
+
+def serve(request: web.Request, command: str, queues: list[bytes] | None,
+          operation: Callable[[], T]) -> T:
+    """`operation` run as `command` on `queues` would be: gated, its refusal or error
+    raised as a `DisqError`; a bug's logged, as the RESP dispatch does, and raised as
+    its internal error (answered 500)."""
+    server = request.app[SERVER_KEY]
     try:
-        request.app[SERVER_KEY].jobs.gate(user, command, queues)
-    except DisqError as exc:
-        raise problem(exc) from None
-    return user
+        server.jobs.gate(user_of(request), command, queues)
+        return operation()
+    except (DisqError, Problem):  # (a route's own refusal, as it made it)
+        raise
+    except Exception as exc:
+        server.log_exception(f"Error while executing {command}", exc)
+        raise err(f"internal error while executing '{command}'") from None
 
 
 def run(request: web.Request, command: str, queues: list[bytes] | None,
         operation: Callable[[], T]) -> T:
-    """`operation` run as `command` on `queues` would be: gated, its error a problem."""
-    gate(request, command, queues)
+    """As `serve`, its error a problem."""
     try:
-        return operation()
+        return serve(request, command, queues, operation)
     except DisqError as exc:
         raise problem(exc) from None
 
@@ -57,10 +75,12 @@ def run(request: web.Request, command: str, queues: list[bytes] | None,
 def attempt(request: web.Request, command: str, queues: list[bytes] | None,
             operation: Callable[[], T]) -> T | None:
     """As `run`, None in place of a refusal or an error (a read whose failure the
-    route answers with what it has)."""
+    route answers with what it has); a bug stays a 500."""
     try:
         return run(request, command, queues, operation)
-    except Problem:
+    except Problem as refused:
+        if refused.status == 500:
+            raise
         return None
 
 
