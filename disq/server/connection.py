@@ -274,9 +274,8 @@ class Client(LaterReplies, asyncio.Protocol):
         # memory over the 95% mark), so that a request pays these three tests, no call.
         user = self.user
         hot = self.hot
-        node = self.node
         if user.restricted or hot.refusing or (
-                spec.denyoom and node.job_bytes > node.full_bytes):
+                spec.denyoom and self.node.job_bytes > self.node.full_bytes):
             refused = refusal(server, user, spec, args)
             if refused is not None:
                 return refused.reply()

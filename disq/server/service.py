@@ -91,17 +91,17 @@ class JobService:
         self.node: Node = server.node
 
     # -- permissions ----------------------------------------------------------------------
-    def allowed(self, user: User, ids: list[bytes], checked: bool = False) -> list[bytes]:
+    def allowed(self, user: User, ids: list[bytes]) -> list[bytes]:
         """The IDs checked; for a user restricted to some queues, those it may act on:
         -NOPERM if one names a job of a queue it may not use; the IDs of jobs this node
         does not know are left out (so an ACKJOB or FASTACK of an unknown ID, which
         Disque spreads to the whole cluster, cannot reach a job of another queue held
-        elsewhere: it counts as unknown, as it would anyway). `checked`: the IDs are
-        a parsed request's, checked already."""
-        if not checked:
-            validate_ids(ids)
-        if user.all_queues:
-            return ids
+        elsewhere: it counts as unknown, as it would anyway)."""
+        validate_ids(ids)
+        return ids if user.all_queues else self._usable(user, ids)
+
+    def _usable(self, user: User, ids: list[bytes]) -> list[bytes]:
+        """`allowed`'s for a user restricted to some queues, the IDs checked."""
         lookup = self.node.lookup
         kept = []
         for job_id in ids:
@@ -301,8 +301,9 @@ class JobService:
         None: done, nobody else to ask; else the answer that comes later: +OK once
         every holder applied it, -NOREPL if one may not have, -NOJOB if no reachable
         node knows the job. -NOJOB at once for a job of a queue the user may not use."""
-        if not self.allowed(user, [request.job_id], checked=True):
-            raise errors.NOJOB  # (a restricted user: a job this node does not know)
+        # (The ID was checked by JobSet.) A restricted user: a job this node knows.
+        if not user.all_queues and not self._usable(user, [request.job_id]):
+            raise errors.NOJOB
         node = self.node
         now = now_ms()
         due = request.due(now)
