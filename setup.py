@@ -45,6 +45,8 @@ NATIVE = [
     "disq/requests.py",
     "disq/queue_requests.py",
     "disq/jobops.py",
+    "disq/results.py",  # the results kept, which every ACK looks at (Node.ends)
+    "disq/end_requests.py",  # ACKJOB's RESULT form, tested on every ACKJOB
     "disq/memory.py",
     "disq/failures.py",
     "disq/admission.py",  # ADDJOB's checks and the new job (Node.admission)

@@ -33,6 +33,7 @@ from .job import (
 )
 from .policies import PolicyTable, QueuePolicy, dead_letter_queue
 from .ratelimit import RateLimiter
+from .results import Ends
 
 if TYPE_CHECKING:
     from .node import Stats
@@ -71,6 +72,7 @@ class FailurePolicies:
     stats: Stats
     policies: PolicyTable
     failures: FailureStats
+    ends: Ends
 
     # Node's own methods, which these call (a trait declares them: Node defines them).
     def update_awake(self, job: Job) -> None:
@@ -162,6 +164,8 @@ class FailurePolicies:
         self.failures.dead_lettered[origin] += 1
         self._move(job, target, now)
         self.cluster.job_moved(job)
+        if self.ends.watchers:
+            self.ends.ended(job.id)
 
     def revive(self, job: Job, now: int) -> None:
         """DEADLETTER REQUEUE: a dead letter queued here back to the queue it came
@@ -216,6 +220,8 @@ class FailurePolicies:
             job.qtime = now + job.retry * 1000 + random_time_error()
             self.update_awake(job)
         self._logged_again(job)
+        if dead_from is not None and self.ends.watchers:
+            self.ends.ended(job.id)
         return True
 
     def _move(self, job: Job, target: bytes, now: int) -> None:

@@ -30,6 +30,8 @@ from .job import (
     JobExt,
     node_id_set,
 )
+from .policies import PolicyTable
+from .results import ACKED_END, DEAD_END, DEFAULT_RESULT_TTL_MS, Ends
 from .scantable import ScanTable
 
 if TYPE_CHECKING:
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     from .ports import ClusterPort, Persistence
     from .queue import Queue
 
+# An end kept for the WAITJOBs told of it, even where results are not kept (RESULT-TTL 0)
+WATCHED_END_MS: Final = 10_000
 GC_RETRY_MAX_MS: Final = 180_000  # acked jobs: GC attempts back off from 1 s up to this
 
 
@@ -54,6 +58,10 @@ class JobOperations:
     recording: bool
     stats: Stats
     leaving: bool
+    ends: Ends
+    policies: PolicyTable
+    job_bytes: int
+    full_bytes: int
 
     # Node's own methods, which these call (a trait declares them: Node defines them).
     def register(self, job: Job) -> bool:
@@ -80,10 +88,15 @@ class JobOperations:
         raise NotImplementedError
 
     # -- acknowledgements ----------------------------------------------------------
-    def ack(self, ids: list[bytes]) -> int:
+    def ack(self, ids: list[bytes], result: bytes | None = None) -> int:
+        """ACKJOB: the jobs known and not already acked. With `result` (ACKJOB id
+        RESULT blob: one ID), the result is kept here first, and the SETACKs carry it
+        to the job's other holders (results.py)."""
         known = 0
         multi = self.cluster.size() > 1
         now = now_ms()
+        if result is not None:
+            self.keep_result(ids[0], ACKED_END, result, now)
         for job_id in ids:
             job = self.jobs.get(job_id)
             if job is None:
@@ -105,9 +118,66 @@ class JobOperations:
         lifecycle.acked(job)
         job.nodes_confirmed = None
         self.stats.jobs_acked += 1
+        if self.ends.watchers and job.id in self.ends.watchers:
+            # A WAITJOB is told after this operation, when the job may be gone (no
+            # other holder: deleted now): its end is kept for it to read.
+            ttl = max(self.result_ttl_ms(job.queue), WATCHED_END_MS)
+            self.keep_result(job.id, ACKED_END, None, now_ms(), ttl)
+            self.ends.ended(job.id)
         if self.recording and state in (ACTIVE, QUEUED):
             self.persistence.job_removed(job.id)
         return True
+
+    def result_ttl_ms(self, queue: bytes | None) -> int:
+        """How long a job of `queue` keeps its result: its RESULT-TTL policy, else
+        an hour (a job this node does not know: an hour)."""
+        policy = self.policies.get(queue) if queue is not None and (
+            self.policies.policies) else None
+        if policy is None or policy.result_ttl < 0:
+            return DEFAULT_RESULT_TTL_MS
+        return policy.result_ttl * 1000
+
+    def keep_result(self, job_id: bytes, state: bytes, data: bytes | None, now: int,
+                    ttl_ms: int | None = None) -> bool:
+        """Keep how `job_id` ended (its queue's RESULT-TTL unless `ttl_ms`), within
+        the memory left; False if a result was kept already."""
+        job = self.jobs.get(job_id)
+        queue = job.queue if job is not None else None
+        if ttl_ms is None:
+            ttl_ms = self.result_ttl_ms(queue)
+        ends = self.ends
+        if not ends.keep(job_id, state, data, ttl_ms, now, queue):
+            return False
+        over = self.job_bytes + ends.bytes - self.full_bytes
+        if over > 0:
+            ends.evict(max(ends.bytes - over, 0))
+        return True
+
+    def job_queue(self, job_id: bytes, now: int) -> bytes | None:
+        """The queue of a job known here, or of its kept end (None: neither)."""
+        job = self.jobs.get(job_id)
+        if job is not None and job.queue is not None:
+            return job.queue
+        end = self.ends.get(job_id, now) if self.ends.kept else None
+        return end.queue if end is not None else None
+
+    def job_end(self, job_id: bytes, now: int) -> tuple[bytes, bytes | None]:
+        """WAITJOB's view of a job here: (state, what it ended with): `acked` (its
+        result, None without one), `dead` (a dead letter: its last error), `queued`,
+        `active` (not acked yet, not queued), `unknown` (neither the job nor its end is
+        known here)."""
+        job = self.jobs.get(job_id)
+        end = self.ends.get(job_id, now) if self.ends.kept else None
+        if job is None or job.queue is None:  # (a dummy ack: its result, if any)
+            if end is not None:
+                return end.how, end.data
+            return (ACKED_END, None) if job is not None else (b"unknown", None)
+        if job.state == ACKED:
+            return ACKED_END, end.data if end is not None else None
+        ext = job.ext
+        if ext is not None and ext.dead_from is not None:
+            return DEAD_END, ext.dead_reason
+        return (b"queued" if job.state == QUEUED else b"active"), None
 
     def _dummy_ack(self, job_id: bytes, now: int) -> Job:
         """An ACK for a job this node never saw, kept to spread it (cluster only)."""

@@ -51,6 +51,7 @@ from .queue import (
     READY_REQUEUED,
     Queue,
 )
+from .results import Ends
 from .scantable import ScanTable
 from .schedules import CronTable
 from .timers import JobTimers
@@ -109,6 +110,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         self.stats = Stats()
         self.policies = PolicyTable()  # QPOLICY (a disq extension, failures.py)
         self.failures = FailureStats()
+        self.ends = Ends()  # results kept and WAITJOBs' watches (a disq extension)
         self.cluster: ClusterPort = SoloCluster()
         # Where changes are recorded: the AOF writer installs itself while it records
         # (set_persistence), so the core calls it without asking whether it is there;
@@ -423,4 +425,5 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
             self.queues.add(queue.name, queue)
         self.timers.clear()
         self.dedup.clear()
+        self.ends.clear()
         self._queue_gc_names = []

@@ -10,6 +10,8 @@ reaches every node is replication/policies.py, what the node does with it node.p
   acknowledged within its RETRY, wait min(max, base * 2^(n-1)) ms, +-20% jitter, n
   being the job's failed deliveries so far (this one included).
 - RATE r: GETJOB delivers at most about r jobs a second from the queue, cluster-wide.
+- RESULT-TTL s: how long the queue's jobs' results are kept once they end (results.py;
+  an hour without it; 0 keeps none).
 
 As CRON's schedules (schedules.py), changes are ordered by `version` (ms, node ID):
 the newest wins everywhere, and QPOLICY DEL is a version too (a tombstone, kept a
@@ -25,22 +27,24 @@ TOMBSTONE_MS = 24 * 3600 * 1000
 MAX_QUEUE_NAME_LEN = 1024
 JITTER = 0.2  # back-off delays are spread +-20%
 DEAD_PREFIX = b"dead:"
+MAX_RESULT_TTL = 30 * 24 * 3600  # s: a month (disq_client.spec's)
 
 
 class QueuePolicy:
     __slots__ = ("queue", "max_deliveries", "deadletter", "backoff_base", "backoff_max",
-                 "rate", "version", "origin", "deleted")
+                 "rate", "result_ttl", "version", "origin", "deleted")
 
     def __init__(self, queue: bytes, *, max_deliveries: int = 0,
                  deadletter: bytes | None = None, backoff_base: int = 0,
-                 backoff_max: int = 0, rate: float = 0.0, version: int = 0,
-                 origin: str = "", deleted: bool = False) -> None:
+                 backoff_max: int = 0, rate: float = 0.0, result_ttl: int = -1,
+                 version: int = 0, origin: str = "", deleted: bool = False) -> None:
         self.queue = queue
         self.max_deliveries = max_deliveries  # 0: none
         self.deadletter = deadletter  # None: dead:<queue>
         self.backoff_base = backoff_base  # ms; 0: no back-off
         self.backoff_max = backoff_max
         self.rate = rate  # jobs per second; 0: no limit
+        self.result_ttl = result_ttl  # s; -1: the default (results.py), 0: none kept
         self.version = version  # ms of the change, `origin` (a node ID) as tiebreak
         self.origin = origin
         self.deleted = deleted
@@ -58,17 +62,24 @@ class QueuePolicy:
         return backoff_ms(self.backoff_base, self.backoff_max, failures)
 
     def to_wire(self) -> list[Any]:
-        return [self.queue, self.max_deliveries, self.deadletter, self.backoff_base,
+        """Nine fields, as nodes without RESULT-TTL read them; a tenth if it is set."""
+        wire = [self.queue, self.max_deliveries, self.deadletter, self.backoff_base,
                 self.backoff_max, float(self.rate), self.version, self.origin, self.deleted]
+        if self.result_ttl >= 0:
+            wire.append(self.result_ttl)
+        return wire
 
     @classmethod
     def from_wire(cls, data: object) -> QueuePolicy | None:
         """A policy from `to_wire`'s list, or None if anything is off (a peer's
         message or a file: trusted no more than any input)."""
-        if type(data) is not list or len(data) != 9:
+        if type(data) is not list or len(data) not in (9, 10):
             return None
         (queue, max_deliveries, deadletter, base, top, rate, version, origin,
-         deleted) = data
+         deleted) = data[:9]
+        result_ttl = data[9] if len(data) == 10 else -1
+        if type(result_ttl) is not int or not -1 <= result_ttl <= MAX_RESULT_TTL:
+            return None
         if not (type(queue) is bytes and 0 < len(queue) <= MAX_QUEUE_NAME_LEN
                 and type(max_deliveries) is int and 0 <= max_deliveries <= 65535
                 and (deadletter is None or type(deadletter) is bytes
@@ -79,8 +90,8 @@ class QueuePolicy:
                 and type(deleted) is bool):
             return None
         return cls(queue, max_deliveries=max_deliveries, deadletter=deadletter,
-                   backoff_base=base, backoff_max=top, rate=rate, version=version,
-                   origin=origin, deleted=deleted)
+                   backoff_base=base, backoff_max=top, rate=rate, result_ttl=result_ttl,
+                   version=version, origin=origin, deleted=deleted)
 
 
 def dead_letter_queue(queue: bytes) -> bytes:

@@ -554,12 +554,20 @@ class Nack:
     @classmethod
     def parse(cls, args: list[bytes]) -> Nack:
         request = cls([])
-        start = 1
-        while start < len(args) and not is_valid_job_id(args[start]):
-            parser = cls._PARSERS.get(args[start]) or cls._PARSERS.get(args[start].lower())
-            if parser is None:
-                break  # not an option: an ID, checked below
-            start = _parse_options(request, cls._PARSERS, args[:start + 1 + parser.values],
-                                   start)
+        start = options_before_ids(request, cls._PARSERS, args)
         request.ids = validate_ids(args[start:])  # none: 0, as Disque answers
         return request
+
+
+def options_before_ids(request: object, parsers: dict[bytes, _Parser],
+                       args: list[bytes]) -> int:
+    """Set `request`'s fields from the options that come first, from args[1] up to the
+    first job ID or argument that is no option's token (NACK's, WAITJOB's): its index.
+    No job ID can be an option's token."""
+    start = 1
+    while start < len(args) and not is_valid_job_id(args[start]):
+        parser = parsers.get(args[start]) or parsers.get(args[start].lower())
+        if parser is None:
+            break  # not an option: an ID, checked by the caller
+        start = _parse_options(request, parsers, args[:start + 1 + parser.values], start)
+    return start

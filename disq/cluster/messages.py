@@ -157,6 +157,15 @@ QBEST: Final = 47  # fields: [queue, priority]
 JOB_CHECK: Final = 48  # fields: [job id, ...]: do you have these jobs?
 JOB_CHECK_REPLY: Final = 49  # fields: [[job id, status (0 exists, 1 not here, 2 not
 #                        settled here either)], ...]
+# disq extension (results, WAITJOB: replication/acks.py, replication/ends.py). Unknown:
+# ignored (an older node keeps no result and answers no WAITJOB's question; the
+# sender's GC sends it plain SETACKs again).
+SETACK_RESULT: Final = 50  # fields: [job id, may-have count, result, ttl ms, ...]: SETACK,
+#                   keeping the job's result for that long
+ENDS_ASK: Final = 51  # fields: [wait id, lease ms, job id, ...]: how did these jobs end?
+#              watch those you hold for the lease
+ENDS: Final = 52  # fields: [wait id, [job id, state, result or error or nil, queue or nil],
+#          ...]: the answer to ENDS_ASK, or a watched job that ended
 
 NAMES: Final = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -175,6 +184,7 @@ NAMES: Final = {
     ACL_SET: "acl-set", ACL_SYNC: "acl-sync", ENQUEUED: "enqueued",
     CRON_HELD: "cron-held", QPOLICY_HELD: "qpolicy-held", ACL_HELD: "acl-held",
     QBEST: "qbest", JOB_CHECK: "job-check", JOB_CHECK_REPLY: "job-check-reply",
+    SETACK_RESULT: "setack-result", ENDS_ASK: "ends-ask", ENDS: "ends",
 }
 
 _LEN: Final = struct.Struct(">I")
@@ -208,7 +218,7 @@ _pack = _new_packer()
 PACKED_ONCE: Final = frozenset({REPLJOB})
 # Batches (ClusterBus.send_batched) that must not pass a REPLJOB batch queued after them
 # (link.Outbox.copies_at): they would delete or ack a job before its copy arrives.
-BEHIND_COPIES: Final = frozenset({SETACK, DELJOB})
+BEHIND_COPIES: Final = frozenset({SETACK, SETACK_RESULT, DELJOB})
 
 
 def array_header(length: int) -> bytes:

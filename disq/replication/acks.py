@@ -1,6 +1,12 @@
 """ACKs across nodes: the garbage collection of acked jobs (SETACK / GOTACK / DELJOB,
 Disque's) and FASTACK's DELJOB to every holder at once.
 
+A job acked with a RESULT (results.py) has its result travel with its ACK: while the
+result is kept here, the job's SETACKs are SETACK_RESULT [job id, may-have, result,
+ttl ms] (a disq extension). A holder keeps the result, then does what a SETACK does;
+a node that does not hold the job keeps nothing (a stranger's results take no memory
+here).
+
 Unlike Disque's one job a message, the SETACKs, GOTACKs and DELJOBs a node sends a peer
 in one loop turn share one message (`send_batched`): a consumer's ACKJOB of a thousand
 jobs costs each holder three messages, not three thousand.
@@ -13,14 +19,16 @@ acked job back, a job deleted everywhere.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
 from ..ids import is_valid_job_id
 from ..job import ACKED, WAIT_REPL, Job, node_id_set, with_holders
-from ..node import Node
+from ..node import Node, now_ms
+from ..policies import MAX_RESULT_TTL
+from ..results import ACKED_END
 from .wire import MAX_U32
 
 if TYPE_CHECKING:
@@ -36,6 +44,7 @@ class Acks:
         self.bus = bus
         self.copies = copies
         bus.on(m.SETACK, self._on_setack)
+        bus.on(m.SETACK_RESULT, self._on_setack_result)
         bus.on(m.GOTACK, self._on_gotack)
         bus.on(m.DELJOB, self._on_deljob)
 
@@ -46,6 +55,15 @@ class Acks:
         delivered = job.nodes_delivered
         confirmed = job.nodes_confirmed or ()
         targets = delivered if delivered else self.bus.known_ids()
+        ends = self.node.ends
+        if ends.kept:
+            now = now_ms()
+            end = ends.get(job.id, now)
+            if end is not None and end.data is not None and end.how == ACKED_END:
+                self.bus.send_batched(
+                    [i for i in targets if i not in confirmed], m.SETACK_RESULT,
+                    [job.id, len(delivered or ()), end.data, end.expires - now])
+                return
         self.bus.send_batched([i for i in targets if i not in confirmed], m.SETACK,
                               [job.id, len(delivered or ())])
 
@@ -67,6 +85,21 @@ class Acks:
             parsed = _id_and_count(fields[i], fields[i + 1])
             if parsed is not None:
                 self._setack(sender, *parsed)
+
+    def _on_setack_result(self, sender: ClusterNode, fields: list[Any]) -> None:
+        """Each [job id, may-have, result, ttl ms]: keep the result of a job held
+        here, then as SETACK."""
+        node = self.node
+        now = now_ms()
+        for i in range(0, len(fields) - 3, 4):
+            parsed = _id_and_count(fields[i], fields[i + 1])
+            result, ttl = fields[i + 2], fields[i + 3]
+            if (parsed is None or type(result) is not bytes or type(ttl) is not int
+                    or not 0 < ttl <= MAX_RESULT_TTL_MS):
+                continue
+            if node.lookup(parsed[0]) is not None:
+                node.keep_result(parsed[0], ACKED_END, result, now, ttl)
+            self._setack(sender, *parsed)
 
     def _setack(self, sender: ClusterNode, job_id: bytes, may_have: int) -> None:
         node = self.node
@@ -124,6 +157,8 @@ class Acks:
                 if job.state == WAIT_REPL:
                     self.copies.job_dropped(job)
                 node.unregister(job)
+
+MAX_RESULT_TTL_MS: Final = MAX_RESULT_TTL * 1000
 
 
 def _id_and_count(job_id: object, count: object) -> tuple[bytes, int] | None:

@@ -16,6 +16,8 @@ each registering its own bus handlers (see README.md):
     recurring   CRON_SET / CRON_SYNC / CRON_FIRED (a disq extension)
     failures    JOBMOVE, QPOLICY_SET / QPOLICY_SYNC, RATE_DEMAND, DLQ_REQUEUE (dead letters, QPOLICY)
     stats       STATS_REQUEST / STATS_REPLY (every node's stats, for the dashboard)
+    ends        ENDS_ASK / ENDS: WAITJOB asking how jobs held elsewhere ended (a disq
+                extension; results travel with their SETACKs: acks)
 
 Every part only uses the narrow `BusPort`, so an in-memory bus can stand in for the
 network in tests.
@@ -34,6 +36,7 @@ from ..queue import Queue
 from ..requests import AddJob
 from .acks import Acks
 from .copies import Copies
+from .ends import JobEnds
 from .failures import Failures
 from .federation import Federation
 from .incoming import IncomingCopies
@@ -67,6 +70,7 @@ class Replication:
         self.dedup.verify = self.provisional.verify
         self.failures = Failures(node, bus, loop)
         self.stats = ClusterStats(node, bus, loop)
+        self.ends = JobEnds(node, bus, loop)
 
     # -- the server's side ------------------------------------------------------------
     def wait(self, job: Job, on_done: OnAdded) -> None:

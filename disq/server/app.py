@@ -144,6 +144,7 @@ class Server:
                                          self.config_records)
         self.node.arm_timer = self.housekeeping.arm_timer
         self.node.consumers.on_ready = self.housekeeping.serve_ready_soon
+        self.node.ends.on_ready = self.housekeeping.serve_ends_soon
         self._reactions = bind_reactions(self, self.clients, self.access, self.stats,
                                          self.housekeeping)
         if self.config.daemonize:

@@ -73,6 +73,13 @@ class Housekeeping:
         if loop is not None:
             loop.call_soon(self.node.consumers.serve_ready)
 
+    def serve_ends_soon(self) -> None:
+        """Jobs that WAITJOBs watch ended: their watchers are told at the end of this
+        loop turn."""
+        loop = self.loop
+        if loop is not None:
+            loop.call_soon(self.node.ends.serve_ready)
+
     def _on_timer(self) -> None:
         self._timer = None
         threshold = self.config.latency_monitor_threshold
@@ -101,6 +108,8 @@ class Housekeeping:
             stats.sample_ops(now)
             self.node.gc_queues(int(now * 1000))
             self.node.dedup.sweep(int(now * 1000))
+            if self.node.ends.kept:
+                self.node.ends.expire(int(now * 1000))
             for tick in self.cluster_ticks:
                 tick(int(now * 1000))
             self.node.schedules.sweep(int(now * 1000))  # tombstones

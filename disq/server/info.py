@@ -93,6 +93,16 @@ def _jobs(s: Server) -> list[str]:
     return [f"registered_jobs:{len(s.node.jobs)}"]
 
 
+def _results(s: Server) -> list[str]:
+    """How jobs ended (results.py): the results kept and what they take, those gone
+    by their RESULT-TTL or for memory, results given again for a job that had one, and
+    the jobs WAITJOBs watch here."""
+    ends = s.node.ends
+    return [f"results_kept:{len(ends)}", f"results_bytes:{ends.bytes}",
+            f"results_expired:{ends.expired}", f"results_evicted:{ends.evicted}",
+            f"results_repeated:{ends.repeats}", f"jobs_watched:{len(ends.watchers)}"]
+
+
 def _queues(s: Server) -> list[str]:
     return [f"registered_queues:{len(s.node.queues)}"]
 
@@ -236,6 +246,7 @@ _SECTIONS = {
     "clock": ("Clock", _clock),
     "failures": ("Failures", _failures),
     "users": ("Users", _users),
+    "results": ("Results", _results),
 }
 
 

@@ -35,11 +35,13 @@ from ..node import now_ms
 from ..outcomes import Answer, Answers
 from ..requests import validate_ids
 from .guard import NOPERM_KEY, refusal
+from .job_waits import JobWait
 from .queue_service import scan
 from .table import COMMANDS
 
 if TYPE_CHECKING:
     from ..acl import User
+    from ..end_requests import WaitJob
     from ..job import Job
     from ..node import Node
     from ..queue import Queue, Waiter
@@ -118,11 +120,29 @@ class JobService:
             raise NOPERM_KEY
 
     # -- operations -----------------------------------------------------------------------
-    def ack(self, user: User, ids: list[bytes]) -> int:
-        """ACKJOB: the number of jobs known and not already acknowledged."""
-        acked = self.node.ack(self.allowed(user, ids))
+    def ack(self, user: User, ids: list[bytes], result: bytes | None = None) -> int:
+        """ACKJOB: the number of jobs known and not already acknowledged. `result`
+        (ACKJOB id RESULT blob: one ID) is kept on the job's holders (results.py)."""
+        ids = self.allowed(user, ids)
+        if result is not None:
+            limit = self.node.config.job_max_body
+            if len(result) > limit:
+                raise errors.err(f"result of {len(result)} bytes is over job-max-body "
+                                 f"({limit} bytes)")
+            if not ids:  # (a restricted user, a job unknown here)
+                return 0
+        acked = self.node.ack(ids, result)
         user.jobs_acked += acked
         return acked
+
+    def wait(self, user: User, request: WaitJob, peek: bool = False) -> JobWait:
+        """WAITJOB: the wait, started; its `later` gives one entry per ID once every
+        job ended (ANY: one), or at the timeout (server/job_waits.py). `peek`: once
+        the nodes asked answered, whether the jobs ended or not."""
+        wait = JobWait(self.node, self.server.replication, user, request, self.server.loop,
+                       peek)
+        wait.start(request.timeout)
+        return wait
 
     def fast_ack(self, user: User, ids: list[bytes]) -> int:
         """FASTACK: as `ack`, deleting at once, telling every node that may hold a copy."""

@@ -72,6 +72,8 @@ METHODS = [
     (spec.ADDJOB, ("add_jobs",), {"dedup"}),  # add_jobs: one key per body, `dedup`
     (spec.GETJOB, ("get_jobs",), set()),
     (spec.NACK, ("nack",), set()),
+    (spec.ACKJOB, ("ack",), set()),
+    (spec.WAITJOB, ("wait",), set()),
     (spec.JOBSET, ("set_job",), set()),
     (spec.CRON_ADD, ("cron_add",), set()),
     (spec.QPOLICY_SET, ("qpolicy_set",), set()),

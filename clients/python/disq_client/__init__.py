@@ -33,7 +33,7 @@ if TYPE_CHECKING:
         TooLateError,
     )
     from .tls import ssl_context
-    from .types import CronEntry, Hello, HelloNode, Job, JobInfo, QueuePolicy, QueueStat
+    from .types import CronEntry, Hello, HelloNode, Job, JobEnd, JobInfo, QueuePolicy, QueueStat
     from .worker import Worker
 
 __version__ = "0.1.0"
@@ -50,6 +50,7 @@ __all__ = [
     "Hello",
     "HelloNode",
     "Job",
+    "JobEnd",
     "JobInfo",
     "LeavingError",
     "LoadingError",
@@ -78,7 +79,7 @@ _HOMES = {
     "AsyncClient": "aio", "Client": "client", "Worker": "worker", "ssl_context": "tls",
     **{name: "bodies" for name in ("from_json", "from_msgpack", "json_body", "msgpack_body",
                                    "to_body")},
-    **{name: "types" for name in ("CronEntry", "Hello", "HelloNode", "Job", "JobInfo",
+    **{name: "types" for name in ("CronEntry", "Hello", "HelloNode", "Job", "JobEnd", "JobInfo",
                                   "QueuePolicy", "QueueStat")},
 }
 

@@ -34,7 +34,7 @@ from .protocol import (
     reply_wait,
 )
 from .retry import CONNECTION_ERRORS
-from .types import CronEntry, Hello, Job, JobInfo, PauseOption, QueuePolicy, QueueStat
+from .types import CronEntry, Hello, Job, JobEnd, JobInfo, PauseOption, QueuePolicy, QueueStat
 
 T = TypeVar("T")
 
@@ -344,8 +344,14 @@ class AsyncClient(ClientBase):
                                    with_counters=with_counters)
         return jobs[0] if jobs else None
 
-    async def ack(self, *job_ids: str) -> int:
-        return await self._run(cmds.ids_command("ACKJOB", job_ids))
+    async def ack(self, *job_ids: str, result: Body | None = None) -> int:
+        """As Client.ack."""
+        return await self._run(cmds.ack(job_ids, result))
+
+    async def wait(self, *job_ids: str, timeout_ms: int | None = None,
+                   any: bool = False) -> list[JobEnd]:
+        """As Client.wait."""
+        return await self._run(cmds.wait_jobs(job_ids, timeout_ms, any))
 
     async def fast_ack(self, *job_ids: str) -> int:
         return await self._run(cmds.ids_command("FASTACK", job_ids))
@@ -410,10 +416,11 @@ class AsyncClient(ClientBase):
     async def qpolicy_set(self, queue: str, *, max_deliveries: int | None = None,
                           deadletter: str | bytes | None = None,
                           backoff: tuple[int, int] | None = None,
-                          rate: float | None = None) -> str:
+                          rate: float | None = None,
+                          result_ttl: int | None = None) -> str:
         """As Client.qpolicy_set."""
         return await self._run(cmds.qpolicy_set(queue, max_deliveries, deadletter, backoff,
-                                                rate))
+                                                rate, result_ttl))
 
     async def qpolicy_get(self, queue: str) -> QueuePolicy | None:
         return await self._run(cmds.qpolicy_get(queue))

@@ -40,7 +40,7 @@ from .protocol import (
 )
 from .retry import CONNECTION_ERRORS
 from .tls import SSLOption, ssl_context
-from .types import CronEntry, Hello, Job, JobInfo, PauseOption, QueuePolicy, QueueStat
+from .types import CronEntry, Hello, Job, JobEnd, JobInfo, PauseOption, QueuePolicy, QueueStat
 
 __all__ = ["ADD_TIMEOUT_MS", "BATCH_SIZE", "DEFAULT_NODE", "Client", "ClientBase",
            "Connection", "ConnectionSettings", "Nodes", "seed_list"]
@@ -479,9 +479,18 @@ class Client(ClientBase):
                              with_counters=with_counters)
         return jobs[0] if jobs else None
 
-    def ack(self, *job_ids: str) -> int:
-        """ACKJOB: the number of jobs that were known and not yet acknowledged."""
-        return self._run(cmds.ids_command("ACKJOB", job_ids))
+    def ack(self, *job_ids: str, result: Body | None = None) -> int:
+        """ACKJOB: the number of jobs that were known and not yet acknowledged. With
+        `result` (one job; a disq extension), its result is kept on the job's holders
+        for `wait` (WAITJOB)."""
+        return self._run(cmds.ack(job_ids, result))
+
+    def wait(self, *job_ids: str, timeout_ms: int | None = None,
+             any: bool = False) -> list[JobEnd]:
+        """WAITJOB (a disq extension): block until every job (`any`: one) has ended,
+        wherever it is held, or `timeout_ms`; one JobEnd per ID, in order: acked with
+        its result, dead with its last error, or the state it had at the timeout."""
+        return self._run(cmds.wait_jobs(job_ids, timeout_ms, any))
 
     def fast_ack(self, *job_ids: str) -> int:
         """FASTACK: delete the jobs everywhere without the acknowledgement protocol."""
@@ -554,14 +563,16 @@ class Client(ClientBase):
     def qpolicy_set(self, queue: str, *, max_deliveries: int | None = None,
                     deadletter: str | bytes | None = None,
                     backoff: tuple[int, int] | None = None,
-                    rate: float | None = None) -> str:
+                    rate: float | None = None, result_ttl: int | None = None) -> str:
         """QPOLICY queue SET: the fields given replace the queue policy's, the others
         stay. `max_deliveries` (1..65535): deliveries before a job becomes a dead
         letter; `deadletter`: where dead letters go (default `dead:<queue>`);
         `backoff` (base_ms, max_ms): a NACKed or requeued job waits min(max,
         base * 2^(n-1)) +-20% after its n-th failure; `rate`: at most that many jobs per
-        second delivered from the queue. Returns "OK"."""
-        return self._run(cmds.qpolicy_set(queue, max_deliveries, deadletter, backoff, rate))
+        second delivered from the queue; `result_ttl`: seconds a job's result is kept
+        once it ended (default an hour; 0: none). Returns "OK"."""
+        return self._run(cmds.qpolicy_set(queue, max_deliveries, deadletter, backoff, rate,
+                                          result_ttl))
 
     def qpolicy_get(self, queue: str) -> QueuePolicy | None:
         """QPOLICY queue GET: the queue's policy, None if it has none."""

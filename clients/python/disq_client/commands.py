@@ -13,6 +13,7 @@ from .bodies import Body, to_body
 from .errors import BatchError, ProtocolError
 from .protocol import Arg, ErrorReply, error_of, to_bytes
 from .spec import (
+    ACKJOB,
     ADDJOB,
     CRON_ADD,
     DEADLETTER_REQUEUE,
@@ -23,13 +24,16 @@ from .spec import (
     PAUSE,
     QPOLICY_SET,
     QSCAN,
+    WAITJOB,
     CommandOptions,
 )
 from .types import (
     CronEntry,
+    EndState,
     Hello,
     HelloNode,
     Job,
+    JobEnd,
     JobInfo,
     PauseOption,
     QueuePolicy,
@@ -292,6 +296,39 @@ def ids_command(name: str, ids: Sequence[str]) -> Cmd[int]:
     return Cmd((name, *ids), _int)
 
 
+def ack(ids: Sequence[str], result: Body | None) -> Cmd[int]:
+    """ACKJOB id ..., or ACKJOB id RESULT blob: `result` (a disq extension) is kept on
+    the job's holders for WAITJOB; it acknowledges one job."""
+    if result is None:
+        return Cmd(("ACKJOB", *ids), _int)
+    if len(ids) != 1:
+        raise ValueError("a result acknowledges one job")
+    return Cmd(("ACKJOB", ids[0], *_options(ACKJOB, {"result": to_body(result)})), _int)
+
+
+def wait_jobs(ids: Sequence[str], timeout_ms: int | None, any: bool) -> Cmd[list[JobEnd]]:
+    """WAITJOB [TIMEOUT ms] [ANY] id ...: until every job (`any`: one) ended, or the
+    timeout (None or 0: none); one JobEnd per ID."""
+    if not ids:
+        raise ValueError("WAITJOB needs at least one job ID")
+    options = _options(WAITJOB, {"timeout": timeout_ms, "any": any})
+    return Cmd(("WAITJOB", *options, *ids), _job_ends,
+               wait=None if not timeout_ms else timeout_ms / 1000)
+
+
+def _job_ends(value: object) -> list[JobEnd]:
+    ends = []
+    for entry in cast("list[list[bytes | None]]", value):
+        job_id, state, data = entry
+        name = cast(EndState, (state or b"").decode())
+        if name == "dead":
+            ends.append(JobEnd(cast(bytes, job_id).decode(), name,
+                               error=None if data is None else data.decode(errors="replace")))
+        else:
+            ends.append(JobEnd(cast(bytes, job_id).decode(), name, result=data))
+    return ends
+
+
 def nack(ids: Sequence[str], delay_ms: int | None) -> Cmd[int]:
     """NACK [DELAY-MS ms] id ...: `delay_ms` (a disq extension) queues the jobs again
     after that delay instead of at once (or after the queue policy's back-off)."""
@@ -427,11 +464,12 @@ def rate_arg(rate: float) -> Arg:
 
 
 def qpolicy_set(queue: str, max_deliveries: int | None, deadletter: Arg | None,
-                backoff: tuple[int, int] | None, rate: float | None) -> Cmd[str]:
+                backoff: tuple[int, int] | None, rate: float | None,
+                result_ttl: int | None = None) -> Cmd[str]:
     """QPOLICY queue SET: the fields given replace the policy's, the others stay."""
     return Cmd(("QPOLICY", queue, "SET", *_options(QPOLICY_SET, {
         "max_deliveries": max_deliveries, "deadletter": deadletter, "backoff": backoff,
-        "rate": None if rate is None else rate_arg(rate)})), _str)
+        "rate": None if rate is None else rate_arg(rate), "result_ttl": result_ttl})), _str)
 
 
 def _queue_policy(reply: object) -> QueuePolicy | None:
@@ -447,7 +485,8 @@ def _queue_policy(reply: object) -> QueuePolicy | None:
     rate = f["rate"]  # a bulk string: "2.5", "10"
     return QueuePolicy(_str(f["queue"]), _optional_int(f["maxdeliveries"]),
                        _str(f["deadletter"]), backoff,
-                       None if rate is None else float(_str(rate)))
+                       None if rate is None else float(_str(rate)),
+                       _optional_int(f.get("result-ttl")))
 
 
 def qpolicy_get(queue: str) -> Cmd[QueuePolicy | None]:

@@ -206,6 +206,21 @@ CRON_ADD = CommandOptions("CRON ADD", (
     Option("TZ", "tz", BYTES, "TZ must be a time zone name", max_len=64, extension=True),
 ))
 
+# -- how jobs end ----------------------------------------------------------------------------
+# ACKJOB id RESULT blob (a disq extension): one job acknowledged with its result, kept on
+# its holders for its queue's RESULT-TTL. Plain ACKJOB id [id ...] takes no option.
+ACKJOB = CommandOptions("ACKJOB", (
+    Option("RESULT", "result", BYTES, min_len=0, extension=True),
+))
+
+# WAITJOB [TIMEOUT ms] [ANY] id [id ...] (a disq extension): until every job (ANY: one)
+# ended, or the timeout (0 or none: no timeout).
+MAX_WAITED = 10_000  # job IDs in one WAITJOB
+WAITJOB = CommandOptions("WAITJOB", (
+    Option("TIMEOUT", "timeout", MS, extension=True),
+    Option("ANY", "any", FLAG, extension=True),
+))
+
 # -- when jobs fail ------------------------------------------------------------------------
 # NACK [DELAY-MS ms] id ...: the jobs are queued again after that delay (a disq extension).
 NACK = CommandOptions("NACK", (ADDJOB.by_field["delay_ms"],))
@@ -215,6 +230,7 @@ NACK = CommandOptions("NACK", (ADDJOB.by_field["delay_ms"],))
 QUEUE_NAME_MAX_LEN = 1024  # a dead-letter queue's name
 MAX_BACKOFF_MS = 2**32 - 1  # ~50 days
 MAX_RATE = 1_000_000_000
+MAX_RESULT_TTL = 30 * 24 * 3600  # s: a month
 QPOLICY_SET = CommandOptions("QPOLICY SET", (
     ADDJOB.by_field["max_deliveries"],
     Option("DEADLETTER", "deadletter", BYTES,
@@ -225,6 +241,10 @@ QPOLICY_SET = CommandOptions("QPOLICY SET", (
            1, MAX_BACKOFF_MS, extension=True),
     Option("RATE", "rate", NUMBER,
            f"RATE must be a number of jobs per second, > 0 and <= {MAX_RATE}", 0, MAX_RATE,
+           extension=True),
+    # how long results are kept once a job ended (0: none)
+    Option("RESULT-TTL", "result_ttl", INT,
+           f"RESULT-TTL must be between 0 and {MAX_RESULT_TTL} seconds", 0, MAX_RESULT_TTL,
            extension=True),
 ))
 

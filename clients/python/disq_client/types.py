@@ -149,10 +149,38 @@ class QueuePolicy:
     `max_deliveries`: deliveries before a job becomes a dead letter (None: no limit);
     `deadletter`: the queue its dead letters go to (`dead:<queue>` unless set);
     `backoff`: (base ms, max ms) a NACKed or requeued job waits, doubling from base
-    (None: none); `rate`: at most that many jobs per second delivered (None: no limit)."""
+    (None: none); `rate`: at most that many jobs per second delivered (None: no limit);
+    `result_ttl`: seconds a job's result is kept once it ended (None: an hour)."""
 
     queue: str
     max_deliveries: int | None
     deadletter: str
     backoff: tuple[int, int] | None
     rate: float | None
+    result_ttl: int | None = None
+
+
+EndState = Literal["acked", "dead", "queued", "active", "unknown"]
+
+
+@dataclass(slots=True)
+class JobEnd:
+    """How a job ended, as WAITJOB answers (a disq extension): `state` acked (with the
+    `result` its ACKJOB gave, None without one), dead (a dead letter: `error`, its last
+    error), or, when the wait ended first, queued, active or unknown (no node answered
+    for it)."""
+
+    id: str
+    state: EndState
+    result: bytes | None = None
+    error: str | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ("acked", "dead")
+
+    def text(self) -> str | None:
+        return None if self.result is None else bodies.text(self.result)
+
+    def json(self) -> Any:
+        return None if self.result is None else bodies.from_json(self.result)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from disq_client import spec
 
+from ...end_requests import Ack, WaitJob
 from ...errors import DisqError
 from ...job import Job
 from ...node import now_ms
@@ -89,12 +90,35 @@ def getjob(client: Client, args: list[bytes]) -> bytes | Pending:
 
 @command("ackjob", -1, "wF",
          acl=CONSUME,
-         syntax='ACKJOB id [id ...]',
-         summary='Acknowledge jobs: every node holding a copy forgets them.',
+         syntax='ACKJOB id [id ...] | ACKJOB id RESULT blob',
+         summary=('Acknowledge jobs: every node holding a copy forgets them. With RESULT (one '
+                  "job, a disq extension), its result is kept on its holders for the queue's "
+                  'RESULT-TTL (WAITJOB).'),
          reply='integer: the jobs known and not already acknowledged',
-         jobs=From(1))
+         options=(spec.ACKJOB,), jobs=From(1))
 def ackjob(client: Client, args: list[bytes]) -> bytes:
-    return reply.integer(client.server.jobs.ack(client.user, args[1:]))
+    if Ack.has_result(args):
+        request = Ack.parse(args)
+        return reply.integer(client.server.jobs.ack(client.user, request.ids, request.result))
+    return reply.integer(client.server.jobs.ack(client.user, args[1:], None))
+
+
+@command("waitjob", -2, "r",
+         acl=("read",),
+         syntax='WAITJOB [TIMEOUT ms] [ANY] id [id ...]',
+         summary=('Wait until every job (ANY: one) has ended, wherever it is held, or the '
+                  'timeout (0 or none: no timeout).'),
+         reply=('array: per ID as given, [id, state (acked, dead, queued, active, unknown), '
+                'result (acked), last error (dead) or nil]'),
+         options=(spec.WAITJOB,), jobs=AfterOptions(spec.WAITJOB), extension=True)
+def waitjob(client: Client, args: list[bytes]) -> bytes | Pending:
+    wait = client.server.jobs.wait(client.user, WaitJob.parse(args))
+    later = wait.later
+    if later.done:
+        return reply.encode(later.value)
+    pending = client.pending(wait.cancel)
+    later.then(lambda statuses: pending.answer(reply.encode(statuses)))
+    return pending
 
 
 @command("fastack", -1, "wF",

@@ -30,6 +30,7 @@ from ...queue_requests import JScan
 from ...requests import AddJob, GetJob, JobSet
 from ..limits import TokenBucket
 from ..service import JobService, job_fields
+from . import api_results
 from .calls import problem, run, serve, user_of
 from .jsonio import (
     DEFAULT_ADD_TIMEOUT_MS,
@@ -290,7 +291,6 @@ async def delete_job(request: web.Request) -> web.Response:
 
 # POST /jobs/{id}/<action>: the operation on one job, and the reply's key
 _ACTIONS: dict[str, tuple[Callable[[JobService, User, bytes], int], str]] = {
-    "ackjob": (lambda jobs, user, job_id: jobs.ack(user, [job_id]), "acked"),
     "fastack": (lambda jobs, user, job_id: jobs.fast_ack(user, [job_id]), "deleted"),
     "enqueue": (lambda jobs, user, job_id: jobs.enqueue(user, [job_id]), "queued"),
     "dequeue": (lambda jobs, user, job_id: jobs.dequeue(user, [job_id]), "dequeued"),
@@ -299,7 +299,8 @@ _ACTIONS: dict[str, tuple[Callable[[JobService, User, bytes], int], str]] = {
 
 
 def _job_action(command: str) -> Handler:
-    """POST /jobs/{id}/<action>: ACKJOB, FASTACK, ENQUEUE, DEQUEUE, WORKING."""
+    """POST /jobs/{id}/<action>: FASTACK, ENQUEUE, DEQUEUE, WORKING (ACKJOB, which may
+    carry a result: api_results.py)."""
     operation, key = _ACTIONS[command]
 
     async def action(request: web.Request) -> web.Response:
@@ -364,7 +365,7 @@ ROUTES: list[Route] = [
           errors=(404, 503)),
     Route("DELETE", JOB_PATH, delete_job, ("DELJOB",), tag="jobs",
           responses={"200": count_answer("deleted", "DELJOB")}, errors=(404,)),
-    _action_route("ack", "ACKJOB", "acked"),
+    *api_results.routes(JOB_PATH),
     _action_route("fastack", "FASTACK", "deleted"),
     _action_route("enqueue", "ENQUEUE", "queued"),
     _action_route("dequeue", "DEQUEUE", "dequeued"),

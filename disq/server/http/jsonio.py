@@ -90,12 +90,17 @@ def job_body(data: dict[str, Any]) -> bytes:
         if type(body) is not str:
             raise bad_request("'body' must be a string (binary: 'body_base64')")
         return body.encode()
+    return base64_field(encoded, "body_base64")
+
+
+def base64_field(encoded: object, name: str) -> bytes:
+    """A JSON field of binary data, base64 in a string."""
     if type(encoded) is not str:
-        raise bad_request("'body_base64' must be a string")
+        raise bad_request(f"'{name}' must be a string")
     try:
         return base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
-        raise bad_request("'body_base64' is not base64") from None
+        raise bad_request(f"'{name}' is not base64") from None
 
 
 async def json_value(request: web.Request) -> Any:

@@ -1,0 +1,64 @@
+"""Typed requests of how jobs end (disq extensions): ACKJOB with a RESULT and WAITJOB,
+parsed as requests.py parses the other job commands (the same option tables,
+disq_client.spec, and number rules)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from disq_client.spec import ACKJOB, MAX_WAITED, WAITJOB, CommandOptions
+
+from . import errors
+from .requests import _compile, _Parser, options_before_ids, validate_ids
+
+
+class Ack:
+    """ACKJOB id [id ...], or ACKJOB id RESULT blob: one job acknowledged with its
+    result. No job ID can be RESULT, so the two do not mix up."""
+
+    __slots__ = ("ids", "result")
+    OPTIONS: ClassVar[CommandOptions] = ACKJOB
+
+    def __init__(self, ids: list[bytes], result: bytes | None = None) -> None:
+        self.ids = ids
+        self.result = result
+
+    @staticmethod
+    def has_result(args: list[bytes]) -> bool:
+        """Whether `args` (the whole ACKJOB) is the RESULT form: one cheap test for
+        the plain ACKJOB of every consumer."""
+        return len(args) == 4 and len(args[2]) == 6 and args[2].upper() == b"RESULT"
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> Ack:
+        if cls.has_result(args):
+            return cls(validate_ids(args[1:2]), args[3])
+        return cls(validate_ids(args[1:]))
+
+
+class WaitJob:
+    """WAITJOB [TIMEOUT ms] [ANY] id [id ...]: until every job (ANY: one) ended, or the
+    timeout (0: none)."""
+
+    __slots__ = ("ids", "timeout", "any")
+    OPTIONS: ClassVar[CommandOptions] = WAITJOB
+    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(WAITJOB)
+
+    def __init__(self, ids: list[bytes], timeout: int = 0, any: bool = False) -> None:
+        self.ids = ids
+        self.timeout = timeout  # ms; 0: none
+        self.any = any
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> WaitJob:
+        request = cls([])
+        request.ids = cls.checked_ids(args[options_before_ids(request, cls._PARSERS, args):])
+        return request
+
+    @staticmethod
+    def checked_ids(ids: list[bytes]) -> list[bytes]:
+        if not ids:
+            raise errors.err("WAITJOB needs at least one job ID")
+        if len(ids) > MAX_WAITED:
+            raise errors.err(f"WAITJOB takes at most {MAX_WAITED} job IDs")
+        return validate_ids(ids)

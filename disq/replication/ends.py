@@ -1,0 +1,223 @@
+"""How jobs ended, across nodes (a disq extension; the node's own store is results.py;
+a result travels to the job's holders with its ACK: acks.py's SETACK_RESULT).
+
+* WAITJOB on a node that knows neither a job nor its end asks every reachable node
+  (ENDS_ASK [wait id, lease ms, job id ...]). Each answers ENDS [wait id, [[job id,
+  state, data, queue], ...]] with what it knows (nothing: an empty list, still an
+  answer), and watches the jobs it holds that did not end yet for the lease: when one
+  ends there, it sends the asker an ENDS with its end. The asker asks again before the
+  lease runs out while it still waits, so a watch outlives a crashed asker by a lease
+  at most. A job no node answered for, once every asked node answered or after
+  ASK_TIMEOUT_MS, is unknown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Final, Protocol
+
+from ..cluster import messages as m
+from ..cluster.membership import ClusterNode
+from ..cluster.port import BusPort
+from ..ids import is_valid_job_id
+from ..node import Node, now_ms
+from ..results import ACKED_END, DEAD_END
+
+ASK_TIMEOUT_MS: Final = 1000  # a node that did not answer by then knows nothing
+LEASE_MS: Final = 60_000  # how long a holder watches a job for an asker
+MAX_WATCHED: Final = 100_000  # jobs watched for other nodes, at most
+MAX_ASKED: Final = 10_000  # job IDs in one ENDS_ASK (WAITJOB's bound)
+MAX_TTL_MS: Final = 30 * 24 * 3600 * 1000
+# Unknown is decided by the asker, never sent.
+_STATES: Final = frozenset((ACKED_END, DEAD_END, b"queued", b"active"))
+
+# An end as it travels: job id, state, data (result or error) or nil, queue or nil.
+Entry = tuple[bytes, bytes, "bytes | None", "bytes | None"]
+
+
+class RemoteWait(Protocol):
+    """A WAITJOB waiting here for jobs held elsewhere (server/job_waits.py)."""
+
+    def heard(self, entry: Entry) -> None: ...
+    def answered(self) -> None: ...
+
+
+class _Watch:
+    """The jobs this node watches for one WAITJOB of another node."""
+
+    __slots__ = ("node_id", "wait_id", "expires", "ids", "owner")
+
+    def __init__(self, owner: JobEnds, node_id: str, wait_id: int, expires: int) -> None:
+        self.owner = owner
+        self.node_id = node_id
+        self.wait_id = wait_id
+        self.expires = expires
+        self.ids: set[bytes] = set()
+
+    def job_ended(self, job_id: bytes) -> None:
+        self.ids.discard(job_id)
+        self.owner.watched -= 1
+        if self.expires > now_ms():
+            self.owner.send_end(self.node_id, self.wait_id, job_id)
+        if not self.ids:
+            self.owner.watches.pop((self.node_id, self.wait_id), None)
+
+
+class _Asking:
+    __slots__ = ("wait", "ids", "waiting", "timer", "renew")
+
+    def __init__(self, wait: RemoteWait, ids: list[bytes]) -> None:
+        self.wait = wait
+        self.ids = ids
+        self.waiting: set[str] = set()
+        self.timer: asyncio.TimerHandle | None = None
+        self.renew: asyncio.TimerHandle | None = None
+
+
+class JobEnds:
+    """ENDS_ASK and ENDS."""
+
+    def __init__(self, node: Node, bus: BusPort,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.node = node
+        self.bus = bus
+        self._loop = loop
+        self._asks: dict[int, _Asking] = {}
+        self._next_id = 0
+        self.watches: dict[tuple[str, int], _Watch] = {}
+        self.watched = 0  # job IDs watched for other nodes
+        self._sweep: asyncio.TimerHandle | None = None
+        bus.on(m.ENDS_ASK, self._on_ask)
+        bus.on(m.ENDS, self._on_ends)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop or asyncio.get_running_loop()
+
+    # -- the asker's side ------------------------------------------------------------------
+    def ask(self, wait: RemoteWait, ids: list[bytes]) -> int:
+        """Ask every reachable node how `ids` ended, for `wait` (its `heard` for each
+        answer, `answered` once every node answered or after ASK_TIMEOUT_MS); renewed
+        while it waits. The ask's ID, for `forget`."""
+        self._next_id += 1
+        wait_id = self._next_id
+        asking = _Asking(wait, ids[:MAX_ASKED])
+        self._asks[wait_id] = asking
+        self._send_ask(wait_id, asking)
+        return wait_id
+
+    def _send_ask(self, wait_id: int, asking: _Asking) -> None:
+        bus = self.bus
+        asking.waiting = {n.id for n in bus.reachable_peers()
+                          if bus.send(n.id, m.ENDS_ASK, wait_id, LEASE_MS, *asking.ids)}
+        loop = self.loop
+        if not asking.waiting:
+            loop.call_soon(self._answered, wait_id)
+        else:
+            asking.timer = loop.call_later(ASK_TIMEOUT_MS / 1000, self._answered, wait_id)
+        asking.renew = loop.call_later(LEASE_MS / 2000, self._renew, wait_id)
+
+    def _renew(self, wait_id: int) -> None:
+        asking = self._asks.get(wait_id)
+        if asking is not None:
+            if asking.timer is not None:
+                asking.timer.cancel()
+            self._send_ask(wait_id, asking)
+
+    def _answered(self, wait_id: int) -> None:
+        asking = self._asks.get(wait_id)
+        if asking is not None:
+            asking.timer = None
+            asking.waiting = set()
+            asking.wait.answered()
+
+    def forget(self, wait_id: int) -> None:
+        """The WAITJOB is over: its answers are not wanted any more."""
+        asking = self._asks.pop(wait_id, None)
+        if asking is not None:
+            for timer in (asking.timer, asking.renew):
+                if timer is not None:
+                    timer.cancel()
+
+    def _on_ends(self, sender: ClusterNode, fields: list[Any]) -> None:
+        """[wait id, [entry, ...]]: a node's answer, or a job that ended there."""
+        if len(fields) < 2 or type(fields[0]) is not int:
+            return
+        asking = self._asks.get(fields[0])
+        if asking is None:
+            return
+        for entry in fields[1:]:
+            parsed = _entry(entry)
+            if parsed is not None:
+                asking.wait.heard(parsed)
+        if sender.id in asking.waiting:
+            asking.waiting.discard(sender.id)
+            if not asking.waiting and asking.timer is not None:
+                asking.timer.cancel()
+                asking.timer = None
+                asking.wait.answered()
+
+    # -- the holder's side -----------------------------------------------------------------
+    def _on_ask(self, sender: ClusterNode, fields: list[Any]) -> None:
+        """[wait id, lease ms, job id ...]: answer what ended here, watch what did not."""
+        if len(fields) < 2 or type(fields[0]) is not int or type(fields[1]) is not int:
+            return
+        wait_id, lease = fields[0], min(max(fields[1], 0), LEASE_MS)
+        node = self.node
+        now = now_ms()
+        entries: list[list[Any]] = []
+        key = (sender.id, wait_id)
+        watch = self.watches.get(key)
+        for job_id in fields[2:2 + MAX_ASKED]:
+            if type(job_id) is not bytes or not is_valid_job_id(job_id):
+                continue
+            state, data = node.job_end(job_id, now)
+            if state not in _STATES:
+                continue
+            entries.append([job_id, state, data, node.job_queue(job_id, now)])
+            if state in (ACKED_END, DEAD_END) or self.watched >= MAX_WATCHED:
+                continue
+            if watch is None:
+                watch = self.watches[key] = _Watch(self, sender.id, wait_id, now + lease)
+            watch.expires = now + lease
+            if job_id not in watch.ids:
+                watch.ids.add(job_id)
+                self.watched += 1
+                node.ends.watch(job_id, watch)
+        self.bus.send(sender.id, m.ENDS, wait_id, *entries)
+        if self.watches and self._sweep is None:
+            self._sweep = self.loop.call_later(LEASE_MS / 1000, self._expire)
+
+    def send_end(self, node_id: str, wait_id: int, job_id: bytes) -> None:
+        node = self.node
+        now = now_ms()
+        state, data = node.job_end(job_id, now)
+        if state in _STATES:
+            self.bus.send(node_id, m.ENDS, wait_id,
+                          [job_id, state, data, node.job_queue(job_id, now)])
+
+    def _expire(self) -> None:
+        """Drop the watches whose lease ran out (their asker stopped asking)."""
+        self._sweep = None
+        now = now_ms()
+        ends = self.node.ends
+        for key, watch in list(self.watches.items()):
+            if watch.expires <= now:
+                del self.watches[key]
+                for job_id in watch.ids:
+                    ends.unwatch(job_id, watch)
+                self.watched -= len(watch.ids)
+        if self.watches:
+            self._sweep = self.loop.call_later(LEASE_MS / 1000, self._expire)
+
+
+def _entry(entry: object) -> Entry | None:
+    if type(entry) is not list or len(entry) != 4:
+        return None
+    job_id, state, data, queue = entry
+    if (type(job_id) is bytes and is_valid_job_id(job_id) and state in _STATES
+            and (data is None or type(data) is bytes)
+            and (queue is None or type(queue) is bytes)):
+        return job_id, state, data, queue
+    return None
+

@@ -1,0 +1,159 @@
+"""WAITJOB (a disq extension): one request waiting until every job it names (ANY: one)
+has ended, or its timeout.
+
+A job this node knows is watched here (results.py's `Ends.watch`: the core tells when
+it is acked or becomes a dead letter, after the operation that did it). A job it does
+not know is asked about on every reachable node (replication/ends.py), whose holders
+answer what they know and tell when it ends. A job no node knows, once every asked
+node answered, is `unknown`, an end as far as WAITJOB goes: it answers at once rather
+than wait for a job that will not come (an ID mistyped, a job gone with its TTL). On
+a side of a partition without the job's holders that is what it answers; never a
+result the job did not have.
+
+The answer: one entry per ID as given, [id, state, result or error or nil]; a job not
+ended by the timeout shows its state then (queued, active, or unknown if no node
+answered for it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Final
+
+from ..clock import now_ms
+from ..results import ACKED_END, DEAD_END
+from .later import Later
+
+if TYPE_CHECKING:
+    from ..acl import User
+    from ..end_requests import WaitJob
+    from ..node import Node
+    from ..replication.ends import Entry
+    from ..replication.replicator import Replication
+
+UNKNOWN: Final = b"unknown"
+# How far a state is from an end: an answer never goes back (a copy that has not heard
+# of the ACK yet says active).
+_RANK: Final = {UNKNOWN: 0, b"queued": 1, b"active": 1, ACKED_END: 2, DEAD_END: 2}
+
+# One entry of the answer: job ID, state, result (acked) or last error (dead) or None.
+JobStatus = tuple[bytes, bytes, "bytes | None"]
+
+
+class JobWait:
+    """One WAITJOB, from `start` until it is answered (`later`) or cancelled (its
+    client went away)."""
+
+    __slots__ = ("node", "replication", "user", "ids", "any", "states", "asked_ids",
+                 "ask_id", "asked", "timer", "later", "loop", "over", "peek")
+
+    def __init__(self, node: Node, replication: Replication | None, user: User,
+                 request: WaitJob, loop: asyncio.AbstractEventLoop | None,
+                 peek: bool = False) -> None:
+        self.node = node
+        self.replication = replication
+        self.user = user
+        self.ids = request.ids
+        self.any = request.any
+        self.states: dict[bytes, tuple[bytes, bytes | None]] = {}
+        self.asked_ids: set[bytes] = set()  # not known here: asked elsewhere
+        self.ask_id = 0
+        self.asked = True  # every asked node answered (or the ask timed out)
+        self.timer: asyncio.TimerHandle | None = None
+        self.later: Later[list[JobStatus]] = Later()
+        self.loop = loop
+        self.over = False  # answered or cancelled
+        self.peek = peek  # answer what is known once every node asked answered
+
+    def start(self, timeout_ms: int) -> Later[list[JobStatus]]:
+        node = self.node
+        now = now_ms()
+        for job_id in dict.fromkeys(self.ids):
+            state, data = self._local(job_id, now)
+            self.states[job_id] = state, data
+            if state == UNKNOWN:
+                self.asked_ids.add(job_id)
+            elif _RANK[state] < 2:
+                node.ends.watch(job_id, self)
+        if self.asked_ids and self.replication is not None and self.replication.size() > 1:
+            self.asked = False
+            self.ask_id = self.replication.ends.ask(self, list(self.asked_ids))
+        if not self._check() and timeout_ms > 0 and self.loop is not None:
+            self.timer = self.loop.call_later(timeout_ms / 1000, self.finish)
+        return self.later
+
+    def _local(self, job_id: bytes, now: int) -> tuple[bytes, bytes | None]:
+        """The job's state here; unknown for a job of a queue the user may not use."""
+        node = self.node
+        user = self.user
+        if not user.all_queues:
+            queue = node.job_queue(job_id, now)
+            if queue is None or not user.may_use(queue):
+                return UNKNOWN, None
+        return node.job_end(job_id, now)
+
+    # -- what it hears ----------------------------------------------------------------------
+    def job_ended(self, job_id: bytes) -> None:
+        """The core: a job watched here ended."""
+        if not self.over:
+            self.states[job_id] = self._local(job_id, now_ms())
+            self._check()
+
+    def heard(self, entry: Entry) -> None:
+        """Another node's answer about a job asked there."""
+        job_id, state, data, queue = entry
+        if self.over or job_id not in self.asked_ids:
+            return
+        if not self.user.all_queues and (queue is None or not self.user.may_use(queue)):
+            return
+        if _RANK[state] > _RANK[self.states[job_id][0]]:
+            self.states[job_id] = state, data
+            self._check()
+
+    def answered(self) -> None:
+        """Every node asked answered (or the ask's time ran out)."""
+        if not self.over:
+            self.asked = True
+            self._check()
+
+    # -- the end ----------------------------------------------------------------------------
+    def _check(self) -> bool:
+        """Answer if every job ended (ANY: one did), an unknown one counting as ended
+        once every node asked answered. True if answered."""
+        final = ended = 0
+        for state, _ in self.states.values():
+            if _RANK[state] == 2:
+                ended += 1
+                final += 1
+            elif state == UNKNOWN and self.asked:
+                final += 1
+        if final < len(self.states) and not (self.any and ended) and not (
+                self.peek and self.asked):
+            return False
+        self.finish()
+        return True
+
+    def finish(self) -> None:
+        """Answer with the states now (at the timeout: whatever they are)."""
+        if self.over:
+            return
+        self._stop()
+        states = self.states
+        self.later.resolve([(job_id, *states[job_id]) for job_id in self.ids])
+
+    def cancel(self, _arg: object = None) -> None:
+        """The client went away: stop watching, answer nobody."""
+        if not self.over:
+            self._stop()
+
+    def _stop(self) -> None:
+        self.over = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        ends = self.node.ends
+        for job_id in self.states:
+            if job_id not in self.asked_ids:
+                ends.unwatch(job_id, self)
+        if self.ask_id and self.replication is not None:
+            self.replication.ends.forget(self.ask_id)

@@ -1,0 +1,106 @@
+"""The results a node keeps (results.py): the first result wins, expiry by TTL, eviction
+oldest first, and watchers told after the operation that ended a job."""
+
+from __future__ import annotations
+
+from disq.results import ACKED_END, DEAD_END, END_FOOTPRINT, Ends
+
+JOB_A = b"D-aaaaaaaa-" + b"a" * 24 + b"-05a1"
+JOB_B = b"D-bbbbbbbb-" + b"b" * 24 + b"-05a1"
+JOB_C = b"D-cccccccc-" + b"c" * 24 + b"-05a1"
+
+
+def test_the_first_result_stays_and_others_are_counted() -> None:
+    ends = Ends()
+    assert ends.keep(JOB_A, ACKED_END, b"first", 1000, now=0)
+    assert not ends.keep(JOB_A, ACKED_END, b"second", 1000, now=10)
+    end = ends.get(JOB_A, now=10)
+    assert end is not None and (end.how, end.data, end.repeats) == (ACKED_END, b"first", 1)
+    assert ends.repeats == 1
+    assert ends.bytes == END_FOOTPRINT + len(JOB_A) + len(b"first")
+
+
+def test_a_ttl_of_zero_keeps_nothing() -> None:
+    ends = Ends()
+    assert not ends.keep(JOB_A, ACKED_END, b"r", 0, now=0)
+    assert len(ends) == 0 and ends.bytes == 0
+
+
+def test_results_expire_in_their_time_whatever_their_ttl() -> None:
+    ends = Ends()
+    ends.keep(JOB_A, ACKED_END, b"a", 1000, now=0)
+    ends.keep(JOB_B, DEAD_END, b"b", 100, now=0)
+    ends.keep(JOB_C, ACKED_END, None, 1000, now=500)
+    assert ends.get(JOB_B, now=100) is None  # past its time: gone for readers at once
+    assert ends.expire(now=100) == 1
+    assert ends.expire(now=999) == 0
+    assert ends.expire(now=1000) == 1
+    assert [*ends.kept] == [JOB_C]
+    assert ends.bytes == END_FOOTPRINT + len(JOB_C)
+    assert ends.expired == 2
+
+
+def test_an_expired_result_may_be_kept_again() -> None:
+    ends = Ends()
+    ends.keep(JOB_A, ACKED_END, b"old", 100, now=0)
+    assert ends.keep(JOB_A, ACKED_END, b"new", 100, now=200)
+    assert ends.get(JOB_A, now=250).data == b"new"  # type: ignore[union-attr]
+    assert ends.expire(now=250) == 0  # the old entry is stale: skipped, not the new one
+    assert ends.get(JOB_A, now=250) is not None
+    assert ends.bytes == END_FOOTPRINT + len(JOB_A) + 3
+
+
+def test_eviction_takes_the_oldest_first_across_ttls() -> None:
+    ends = Ends()
+    ends.keep(JOB_A, ACKED_END, b"x" * 100, 10_000, now=0)
+    ends.keep(JOB_B, ACKED_END, b"x" * 100, 100, now=10)
+    ends.keep(JOB_C, ACKED_END, b"x" * 100, 10_000, now=20)
+    one = END_FOOTPRINT + len(JOB_A) + 100
+    assert ends.evict(2 * one) == 1
+    assert JOB_A not in ends.kept
+    assert ends.evict(one) == 1
+    assert [*ends.kept] == [JOB_C]
+    assert ends.evicted == 2
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.told: list[bytes] = []
+
+    def job_ended(self, job_id: bytes) -> None:
+        self.told.append(job_id)
+
+
+def test_watchers_are_told_after_the_operation_once() -> None:
+    ends = Ends()
+    scheduled: list[int] = []
+    ends.on_ready = lambda: scheduled.append(1)
+    first, second = Recorder(), Recorder()
+    ends.watch(JOB_A, first)
+    ends.watch(JOB_A, second)
+    ends.watch(JOB_A, first)  # once each
+    ends.watch(JOB_B, first)
+    ends.unwatch(JOB_B, first)
+    assert JOB_B not in ends.watchers
+    ends.ended(JOB_A)
+    ends.ended(JOB_C)  # nobody watches it: nothing to do
+    assert first.told == [] and scheduled == [1]  # not inside the operation
+    ends.serve_ready()
+    assert first.told == [JOB_A] and second.told == [JOB_A]
+    assert not ends.watchers
+    ends.ended(JOB_A)
+    ends.serve_ready()
+    assert first.told == [JOB_A]
+
+
+def test_a_policy_s_result_ttl_travels_and_older_policies_read_as_before() -> None:
+    from disq.policies import QueuePolicy
+
+    policy = QueuePolicy(b"q", result_ttl=60, version=5, origin="n")
+    wire = policy.to_wire()
+    assert len(wire) == 10 and QueuePolicy.from_wire(wire).result_ttl == 60  # type: ignore[union-attr]
+    plain = QueuePolicy(b"q", rate=2.0).to_wire()
+    assert len(plain) == 9  # as nodes without RESULT-TTL send and read it
+    assert QueuePolicy.from_wire(plain).result_ttl == -1  # type: ignore[union-attr]
+    assert QueuePolicy.from_wire([*plain, -2]) is None
+    assert QueuePolicy.from_wire([*plain, "60"]) is None
