@@ -59,3 +59,13 @@ def test_delivery_bench_runs_on_disq() -> None:
     assert "scheduled AT" in proc.stdout and "scheduled DELAY-MS" in proc.stdout
     assert proc.stdout.count("NACK on A") == 2
     assert "110 deliveries on A, " in proc.stdout and " inversions " in proc.stdout
+
+
+def test_job_ends_bench_runs() -> None:
+    """bench/job_ends.py: a few waits across nodes and a few kept results, each reported."""
+    proc = subprocess.run(
+        [sys.executable, "bench/job_ends.py", "--jobs", "20", "--batch", "10",
+         "--results", "200"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("ACK to WAITJOB answer") == 2
+    assert "200 results of 100 bytes kept" in proc.stdout
