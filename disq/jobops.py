@@ -87,6 +87,7 @@ class JobOperations:
     def _requeue_time(self, now: int, retry: int) -> int:
         raise NotImplementedError
 
+
     # -- acknowledgements ----------------------------------------------------------
     def ack(self, ids: list[bytes], result: bytes | None = None) -> int:
         """ACKJOB: the jobs known and not already acked. With `result` (ACKJOB id
@@ -145,13 +146,35 @@ class JobOperations:
         queue = job.queue if job is not None else None
         if ttl_ms is None:
             ttl_ms = self.result_ttl_ms(queue)
-        ends = self.ends
-        if not ends.keep(job_id, state, data, ttl_ms, now, queue):
+        before = self.ends.bytes
+        if not self.ends.keep(job_id, state, data, ttl_ms, now, queue):
             return False
-        over = self.job_bytes + ends.bytes - self.full_bytes
-        if over > 0:
-            ends.evict(max(ends.bytes - over, 0))
+        self.results_changed(before)
         return True
+
+    # The results count in job_bytes (memory.py): every mark, -OOM and used_memory see
+    # them, and above the 95% mark the oldest go first, before any job.
+    def results_changed(self, before: int) -> None:
+        """The kept results took `before` bytes and now take `ends.bytes`: count the
+        difference; above the 95% mark, drop the oldest."""
+        self.job_bytes += self.ends.bytes - before
+        if self.job_bytes > self.full_bytes:
+            self.drop_results_to(self.full_bytes)
+
+    def drop_results_to(self, target_job_bytes: int) -> None:
+        """Drop the oldest results until `job_bytes` is at most the target (or none
+        is left)."""
+        ends = self.ends
+        before = ends.bytes
+        ends.evict(max(before - (self.job_bytes - target_job_bytes), 0))
+        self.job_bytes += ends.bytes - before
+
+    def expire_results(self, now: int) -> None:
+        """The cron's: drop the results past their RESULT-TTL."""
+        ends = self.ends
+        before = ends.bytes
+        ends.expire(now)
+        self.job_bytes += ends.bytes - before
 
     def job_queue(self, job_id: bytes, now: int) -> bytes | None:
         """The queue of a job known here, or of its kept end (None: neither)."""

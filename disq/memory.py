@@ -1,6 +1,8 @@
 """maxmemory for the jobs a node holds: the 75% and 95% marks in job bytes, and
 eviction above 95% (Disque's freeMemoryIfNeeded). A part of `Node` (disq/node.py),
-which counts `job_bytes` as jobs come and go."""
+which counts `job_bytes` as jobs come and go. The results the node keeps (results.py)
+count in `job_bytes` too, so every mark, -OOM and used_memory see them; above the 95%
+mark the oldest results go first, before any job."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from mypy_extensions import trait
 
 from .config import Config
 from .job import ACKED, ACTIVE, DELIVERED, Job
+from .results import Ends
 from .scantable import ScanTable
 
 if TYPE_CHECKING:
@@ -35,9 +38,14 @@ class MemoryBounds:
     warn_bytes: int
     full_bytes: int
     may_evict: bool
+    ends: Ends
 
-    # Node's own method, which these call (a trait declares it: Node defines it).
+    # Node's own methods, which these call (a trait declares them: Node and
+    # JobOperations define them).
     def unregister(self, job: Job) -> None:
+        raise NotImplementedError
+
+    def drop_results_to(self, target_job_bytes: int) -> None:
         raise NotImplementedError
 
     # -- memory ----------------------------------------------------------------------
@@ -62,7 +70,13 @@ class MemoryBounds:
         """Whether `size` more job bytes fit under the 95% mark, after evicting what
         may go (Disque's freeMemoryIfNeeded)."""
         target = self.full_bytes - size
-        return self.job_bytes <= target or (self.may_evict and self.evict(target))
+        if self.job_bytes <= target:
+            return True
+        if self.ends.bytes:
+            self.drop_results_to(target)
+            if self.job_bytes <= target:
+                return True
+        return self.may_evict and self.evict(target)
 
     def evict(self, target_job_bytes: int) -> bool:
         """Disque's eviction above 95% of maxmemory (freeMemoryIfNeeded): drop, on this

@@ -130,7 +130,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         # new is taken that eviction cannot make room for.
         self.warn_bytes = self.full_bytes = NO_MEMORY_LIMIT
         self.may_evict = True  # maxmemory-policy acks (noeviction: False)
-        self.job_bytes = 0  # estimated memory of the jobs held (JOB_FOOTPRINT + body)
+        self.job_bytes = 0  # estimated memory of the jobs (JOB_FOOTPRINT + body) and results
         self._last_requeue = (0, 0, 0)  # (now, retry, qtime) of the last enqueue
         self._queue_gc_names: list[bytes] = []
 

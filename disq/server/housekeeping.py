@@ -109,7 +109,7 @@ class Housekeeping:
             self.node.gc_queues(int(now * 1000))
             self.node.dedup.sweep(int(now * 1000))
             if self.node.ends.kept:
-                self.node.ends.expire(int(now * 1000))
+                self.node.expire_results(int(now * 1000))
             for tick in self.cluster_ticks:
                 tick(int(now * 1000))
             self.node.schedules.sweep(int(now * 1000))  # tombstones

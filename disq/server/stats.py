@@ -109,11 +109,11 @@ class Stats:
 
     # -- memory --------------------------------------------------------------------------
     def used_memory(self) -> int:
-        """Memory in use: an empty node's plus what its jobs take (Node.job_bytes) and
-        the results it keeps (results.py).
+        """Memory in use: an empty node's plus what its jobs and the results it keeps
+        take (Node.job_bytes).
         Unlike RSS, it falls when jobs are acknowledged, so memory levels and
         maxmemory follow the data, as Disque's allocator count does."""
-        return EMPTY_NODE_MEMORY + self.node.job_bytes + self.node.ends.bytes
+        return EMPTY_NODE_MEMORY + self.node.job_bytes
 
     def rss(self) -> int:
         """RSS, sampled at most every 100 ms (it is a /proc read)."""

@@ -234,3 +234,23 @@ def test_a_user_of_one_queue_reads_only_its_queue_s_results(
         assert alice.call("AUTH", "alice", "pw") == b"OK"
         assert alice.call("WAITJOB", mine, theirs) == [
             [mine, b"acked", b"1"], [theirs, b"unknown", NULL_BULK]]
+
+
+def test_results_give_way_to_jobs_under_maxmemory(
+        start_node: Callable[..., DisqProcess]) -> None:
+    """Results count in the memory marks; above 95% the oldest go, before any job and
+    before an ADDJOB is refused."""
+    node = start_node("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+    with RawClient(node.port) as c:
+        first = c.add("q", "x")
+        assert c.call("ACKJOB", first, "RESULT", b"r" * 100_000) == 1
+        for _ in range(60):  # 6 MB of results in all
+            job_id = c.add("q", "x")
+            assert c.call("ACKJOB", job_id, "RESULT", b"r" * 100_000) == 1
+        info = c.call("INFO", "results").decode()
+        assert "results_evicted:0" not in info
+        assert c.call("WAITJOB", first) == [[first, b"unknown", NULL_BULK]]  # the oldest
+        assert c.call("WAITJOB", job_id)[0][1] == b"acked"  # the newest stays
+        assert int(c.info_field("used_memory")) <= 4 * 1024 * 1024
+        kept = c.add("q", b"y" * 100_000)  # a job still fits: results make room
+        assert c.call("SHOW", kept) is not NULL_BULK
