@@ -31,7 +31,7 @@ from .job import (
     node_id_set,
 )
 from .policies import PolicyTable
-from .results import ACKED_END, DEAD_END, DEFAULT_RESULT_TTL_MS, Ends
+from .results import ACKED_END, DEAD_END, DEFAULT_RESULT_TTL_MS, Ends, JobEnd
 from .scantable import ScanTable
 
 if TYPE_CHECKING:
@@ -148,6 +148,21 @@ class JobOperations:
             ttl_ms = self.result_ttl_ms(queue)
         before = self.ends.bytes
         if not self.ends.keep(job_id, state, data, ttl_ms, now, queue):
+            return False
+        end = self.ends.kept[job_id]
+        self.results_changed(before)
+        # The AOF records the result kept (unless eviction took it at once). Results
+        # dropped later, past their time or evicted, get no record: a restart drops
+        # them again, by their recorded expiry time or by memory as they load.
+        if self.recording and self.ends.kept.get(job_id) is end:
+            self.persistence.result_stored(end)
+        return True
+
+    def load_result(self, end: JobEnd, now: int) -> bool:
+        """A result the AOF recorded (aof/loader.py): kept unless past its time or the
+        job has one already (the first stays), within the memory left."""
+        before = self.ends.bytes
+        if not self.ends.load(end, now):
             return False
         self.results_changed(before)
         return True

@@ -425,5 +425,7 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
             self.queues.add(queue.name, queue)
         self.timers.clear()
         self.dedup.clear()
+        if self.ends.kept:
+            persistence.results_flushed()  # or a restart would bring them back
         self.ends.clear()
         self._queue_gc_names = []

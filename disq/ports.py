@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .policies import QueuePolicy
     from .queue import Queue
     from .requests import AddJob
+    from .results import JobEnd
     from .schedules import CronSchedule
 
 
@@ -115,6 +116,8 @@ class Persistence(Protocol):
     def job_removed(self, job_id: bytes) -> None: ...
     def schedule_stored(self, schedule: CronSchedule) -> None: ...
     def policy_stored(self, policy: QueuePolicy) -> None: ...
+    def result_stored(self, end: JobEnd) -> None: ...
+    def results_flushed(self) -> None: ...
     def commit(self) -> bool: ...
     def on_durable(self, callback: Callable[[], object]) -> None: ...
 
@@ -141,6 +144,12 @@ class NoPersistence:
         pass
 
     def policy_stored(self, policy: QueuePolicy) -> None:
+        pass
+
+    def result_stored(self, end: JobEnd) -> None:
+        pass
+
+    def results_flushed(self) -> None:
         pass
 
     def commit(self) -> bool:

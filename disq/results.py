@@ -105,14 +105,38 @@ class Ends:
             return False
         if end is not None:
             self._drop(end)
-        end = JobEnd(job_id, state, data, now + ttl_ms, ttl_ms, queue)
-        self.kept[job_id] = end
-        self.bytes += end.size
-        line = self._expiring.get(ttl_ms)
-        if line is None:
-            self._expiring[ttl_ms] = line = deque()
-        line.append(end)
+        self._add(JobEnd(job_id, state, data, now + ttl_ms, ttl_ms, queue))
         return True
+
+    def load(self, end: JobEnd, now: int) -> bool:
+        """Keep a result as the AOF recorded it (its own expiry time): False if past
+        it, or if the job has a result kept already (the first stays, as in `keep`;
+        not counted as a repeat: it was counted when it came)."""
+        if end.expires <= now or end.ttl <= 0:
+            return False
+        kept = self.kept.get(end.job_id)
+        if kept is not None:
+            if kept.expires > now:
+                return False
+            self._drop(kept)
+        self._add(end)
+        return True
+
+    def order_expiry(self) -> None:
+        """After loading: each TTL's results in the order they expire. A rewrite
+        writes the results kept while it ran before the older ones it lists, and
+        `expire` looks only at the heads: a newer head would keep the older ones
+        in memory until it expires itself (readers never see them: `get` checks)."""
+        for ttl, line in self._expiring.items():  # (a sorted line: one pass)
+            self._expiring[ttl] = deque(sorted(line, key=_expires))
+
+    def _add(self, end: JobEnd) -> None:
+        self.kept[end.job_id] = end
+        self.bytes += end.size
+        line = self._expiring.get(end.ttl)
+        if line is None:
+            self._expiring[end.ttl] = line = deque()
+        line.append(end)
 
     def get(self, job_id: bytes, now: int) -> JobEnd | None:
         end = self.kept.get(job_id)
@@ -202,3 +226,7 @@ class Ends:
 
 def _nothing() -> None:
     pass
+
+
+def _expires(end: JobEnd) -> int:
+    return end.expires

@@ -6,6 +6,10 @@
     *2\\r\\n$6\\r\\nDELJOB\\r\\n$40\\r\\n<job id>\\r\\n
     *2\\r\\n$7\\r\\nCRONSET\\r\\n$<n>\\r\\n<msgpack>\\r\\n     (a CRON schedule)
     *2\\r\\n$10\\r\\nQPOLICYSET\\r\\n$<n>\\r\\n<msgpack>\\r\\n  (a queue policy)
+    *2\\r\\n$10\\r\\nLOADRESULT\\r\\n$<n>\\r\\n<result>\\r\\n
+                               (a result kept: serialize.serialize_end)
+    *1\\r\\n$12\\r\\nFLUSHRESULTS\\r\\n   (every result forgotten: DEBUG FLUSHALL,
+                                              CLUSTER RESET)
 
 `RecordReader` walks a file's bytes (a memory map) and tells a file cut off in the
 middle of its last record (a crash, a power loss: it loads up to the last whole
@@ -22,6 +26,7 @@ import msgpack
 
 from ..job import Job
 from ..policies import QueuePolicy
+from ..results import JobEnd
 from ..schedules import CronSchedule
 from .serialize import (
     JOB_STRUCT_SER_LEN,
@@ -29,8 +34,10 @@ from .serialize import (
     U32,
     CorruptJob,
     JobEncoder,
+    deserialize_end,
     deserialize_ext,
     deserialize_job,
+    serialize_end,
     serialize_ext,
 )
 
@@ -49,6 +56,10 @@ LOADJOB_EXT_HEAD = b"*3\r\n$7\r\nLOADJOB\r\n"  # a job with its extended fields
 DELJOB_HEAD = b"*2\r\n$6\r\nDELJOB\r\n$40\r\n"
 CRONSET_HEAD = b"*2\r\n$7\r\nCRONSET\r\n"  # a CRON schedule (a disq extension)
 QPOLICYSET_HEAD = b"*2\r\n$10\r\nQPOLICYSET\r\n"  # a queue policy (a disq extension)
+# The results of ACKJOB ... RESULT (disq extensions: only a node that keeps results
+# writes them)
+LOADRESULT_HEAD = b"*2\r\n$10\r\nLOADRESULT\r\n"
+FLUSHRESULTS_RECORD = b"*1\r\n$12\r\nFLUSHRESULTS\r\n"
 _LOADJOB_PREFIX = LOADJOB_HEAD + b"$"
 MAX_LINE = 32  # `*<n>` / `$<n>` header lines longer than this are damage
 MAX_ARGS = 1024
@@ -86,6 +97,11 @@ def qpolicyset_record(policy: QueuePolicy) -> bytes:
 
 def qpolicyset_policy(payload: bytes) -> QueuePolicy | None:
     return QueuePolicy.from_wire(_unpack(payload))
+
+
+def loadresult_record(end: JobEnd) -> bytes:
+    payload = serialize_end(end)
+    return b"%s$%d\r\n%s\r\n" % (LOADRESULT_HEAD, len(payload), payload)
 
 
 def _unpack(payload: bytes) -> object:
@@ -261,8 +277,23 @@ def check_record(args: list[bytes], offset: int) -> None:
     elif name == b"QPOLICYSET":
         if len(args) != 2 or qpolicyset_policy(args[1]) is None:
             raise FormatError(offset, "corrupted QPOLICYSET data")
+    elif name == b"LOADRESULT":
+        loadresult_end(args, offset)
+    elif name == b"FLUSHRESULTS":
+        if len(args) != 1:
+            raise FormatError(offset, "FLUSHRESULTS with arguments")
     else:
         raise FormatError(offset, f"unknown command {args[0][:40]!r}")
+
+
+def loadresult_end(args: list[bytes], offset: int) -> JobEnd:
+    """A LOADRESULT record's result. Raises FormatError."""
+    if len(args) != 2:
+        raise FormatError(offset, "LOADRESULT with a wrong number of arguments")
+    try:
+        return deserialize_end(args[1])
+    except CorruptJob as exc:
+        raise FormatError(offset, f"corrupted LOADRESULT data: {exc}") from None
 
 
 class RecordReader:
@@ -337,7 +368,7 @@ def before_zeros(buf: Buffer, pos: int) -> int:
 
 def _whole_record_after(buf: Buffer, pos: int, end: int) -> bool:
     """Does a valid record start anywhere in buf[pos:end]?"""
-    for head in (LOADJOB_HEAD, LOADJOB_EXT_HEAD, DELJOB_HEAD):
+    for head in (LOADJOB_HEAD, LOADJOB_EXT_HEAD, DELJOB_HEAD, LOADRESULT_HEAD):
         at = buf.find(head, pos, end)
         while at >= 0:
             try:

@@ -8,6 +8,11 @@ from its due time if that is later, as a copy received from another node); with
 queued again after a restart: they may have been delivered after their record was
 written. DELJOB removes the job.
 
+LOADRESULT keeps a job's result (ACKJOB ... RESULT) until its recorded expiry time,
+unless that time passed or the job has a result already (the first stays, as at run
+time); never longer than its TTL from now (a clock set back). FLUSHRESULTS forgets
+every result. A record that does not decode is damage, as a LOADJOB's.
+
 `AofLoader.run()` is a generator that yields every few thousand records, so the server
 can answer -LOADING between two slices; DEBUG LOADAOF simply runs it to the end.
 """
@@ -24,7 +29,13 @@ from .. import lifecycle
 from ..job import ACTIVE, BCAST_WILLQUEUE, QUEUED, with_holders
 from ..node import Node, now_ms
 from ..policies import QueuePolicy
-from .fileformat import FormatError, RecordReader, cronset_schedule, qpolicyset_policy
+from .fileformat import (
+    FormatError,
+    RecordReader,
+    cronset_schedule,
+    loadresult_end,
+    qpolicyset_policy,
+)
 from .frames import FramedReader, KeyFileError, WrongKey, load_key, reader_for
 from .serialize import CorruptJob, deserialize_ext, deserialize_job
 
@@ -76,13 +87,16 @@ class AofLoader:
                 valid_up_to = reader.pos
         finally:
             os.close(fd)
+        self.node.ends.order_expiry()
         self.size_after = self.total_bytes
         if damage is not None:
             self._truncate_damage(damage, valid_up_to)
         elif cut_off is not None:
             self._truncate(valid_up_to, cut_off)
-        log.info("DB loaded from append only file: %.3f seconds (%d jobs)",
-                 time.monotonic() - started, self.jobs_loaded)
+        results = len(self.node.ends)  # (kept: a later FLUSHRESULTS leaves none)
+        log.info("DB loaded from append only file: %.3f seconds (%d jobs%s)",
+                 time.monotonic() - started, self.jobs_loaded,
+                 f", {results} results" if results else "")
 
     def _reader(self, data: mmap.mmap) -> RecordReader | FramedReader:
         """The file's reader: plain records, or frames (encrypted ones need the key of
@@ -140,6 +154,13 @@ class AofLoader:
                 self.node.load_policy(entry, now_ms())
             else:
                 self.node.wakeups.load_schedule(entry, now_ms())
+        elif name == b"LOADRESULT":
+            end = loadresult_end(args, offset)
+            now = now_ms()
+            end.expires = min(end.expires, now + end.ttl)
+            self.node.load_result(end, now)
+        elif name == b"FLUSHRESULTS" and len(args) == 1:
+            self.node.ends.clear()
         elif name == b"DELJOB" and len(args) >= 2:
             node = self.node
             for job_id in args[1:]:

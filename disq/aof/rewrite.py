@@ -1,4 +1,5 @@
-"""Compacting the AOF to one LOADJOB per live job, without stopping the node.
+"""Compacting the AOF to one LOADJOB per live job (and one LOADRESULT per result kept
+and not past its time), without stopping the node.
 
 Disque forks: the child writes the jobs it sees, the parent buffers what happens
 meanwhile and appends it at the end. disq does it in one process:
@@ -25,12 +26,16 @@ import asyncio
 import os
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from itertools import chain
+from typing import TYPE_CHECKING, TypeVar
 
+from ..clock import now_ms
 from ..job import ACTIVE, QUEUED, Job
+from ..results import Ends, JobEnd
 from .disk import OFF, sync_directory
-from .fileformat import RecordEncoder, table_records
+from .fileformat import RecordEncoder, loadresult_record, table_records
 from .frames import Codec, configured_codec
 
 if TYPE_CHECKING:
@@ -54,6 +59,38 @@ def framed(codec: Codec | None, data: bytes) -> bytes:
     return data if codec is None else codec.frame(data)
 
 
+T = TypeVar("T")
+
+
+def job_record(encoder: RecordEncoder) -> Callable[[Job], bytes | None]:
+    """A job's record in a rewrite: a job active or queued; None for the others."""
+    def record(job: Job) -> bytes | None:
+        if job.state == ACTIVE or job.state == QUEUED:
+            return encoder.loadjob_record(job)
+        return None
+    return record
+
+
+def result_record(ends: Ends, now: int) -> Callable[[JobEnd], bytes | None]:
+    """A result's record in a rewrite: one still kept and not past its time (one
+    dropped or kept again since the rewrite listed it is skipped, as a job no
+    longer active or queued is)."""
+    kept = ends.kept
+
+    def record(end: JobEnd) -> bytes | None:
+        if end.expires > now and kept.get(end.job_id) is end:
+            return loadresult_record(end)
+        return None
+    return record
+
+
+def records(items: Iterable[T], record: Callable[[T], bytes | None]) -> Iterator[bytes]:
+    for item in items:
+        data = record(item)
+        if data is not None:
+            yield data
+
+
 def _discard(fd: int, path: str) -> None:
     os.close(fd)
     try:
@@ -70,6 +107,7 @@ class BackgroundRewrite:
         self.aof = aof
         self.started = time.monotonic()
         self.jobs: list[Job | None] = list(aof.node.jobs.values())
+        self.ends: list[JobEnd | None] = list(aof.node.ends.kept.values())
         # the new file's format: the key file is read again, so a rewrite after the
         # key changed writes the new file with the new key (KeyFileError, an OSError)
         self.codec: Codec | None = configured_codec(aof.config)
@@ -132,29 +170,35 @@ class BackgroundRewrite:
         self.aof.rewrite_done(self, new_fd, None)
 
     async def _snapshot(self) -> None:
-        """Every job active or queued now, a slice per loop turn, with the records
-        logged meanwhile in between."""
+        """Every job active or queued now, then every result kept, a slice per loop
+        turn, with the records logged meanwhile in between."""
         aof = self.aof
-        encoder: RecordEncoder = aof.encoder
-        jobs = self.jobs
-        count = len(jobs)
-        i = 0
-        clock = time.perf_counter
-        tables = table_records(aof.node)
+        node = aof.node
+        tables = table_records(node)
         if tables:  # CRON's and QPOLICY's (few), first: a change logged meanwhile follows
             aof.take_buffer()
             await self._write(self._take_pending() + tables)
+        await self._sliced(self.jobs, job_record(aof.encoder))
+        await self._sliced(self.ends, result_record(node.ends, now_ms()))
+
+    async def _sliced(self, items: list[T | None], record: Callable[[T], bytes | None]
+                      ) -> None:
+        """The records of `items` (None: none), a slice per loop turn."""
+        count = len(items)
+        i = 0
+        clock = time.perf_counter
         while i < count:
-            aof.take_buffer()  # what was logged before this slice goes first
+            self.aof.take_buffer()  # what was logged before this slice goes first
             parts = self._take_pending()
             deadline = clock() + SLICE_SECONDS
             while i < count:
-                job = jobs[i]
-                jobs[i] = None  # the list must not keep deleted jobs alive
+                item = items[i]
+                items[i] = None  # the list must not keep deleted jobs alive
                 i += 1
-                assert job is not None
-                if job.state == ACTIVE or job.state == QUEUED:
-                    parts.append(encoder.loadjob_record(job))
+                assert item is not None
+                data = record(item)
+                if data is not None:
+                    parts.append(data)
                 if not i & 255 and clock() > deadline:
                     break
             await self._write(parts)
@@ -261,13 +305,15 @@ def rewrite_now(aof: AppendOnlyFile) -> None:
     try:
         if codec is not None:
             write_all(fd, codec.header())
-        parts = table_records(aof.node)
-        for job in list(aof.node.jobs.values()):
-            if job.state == ACTIVE or job.state == QUEUED:
-                parts.append(encoder.loadjob_record(job))
-                if len(parts) == 4096:
-                    write_all(fd, framed(codec, b"".join(parts)))
-                    parts = []
+        node = aof.node
+        parts = table_records(node)
+        for record in chain(records(node.jobs.values(), job_record(encoder)),
+                            records(node.ends.kept.values(),
+                                    result_record(node.ends, now_ms()))):
+            parts.append(record)
+            if len(parts) == 4096:
+                write_all(fd, framed(codec, b"".join(parts)))
+                parts = []
         if parts:
             write_all(fd, framed(codec, b"".join(parts)))
         os.fsync(fd)

@@ -22,6 +22,11 @@ and an AOF without extended jobs loads in Disque.
     u8 format (2)  u8 priority  u64 due  u16 max deliveries  u32 generation
         u32 + group  u32 + dead from  u32 + reason   (a length of 0xFFFFFFFF: none)
 
+A result kept for a job (results.JobEnd, a disq extension) is LOADRESULT's argument:
+
+    u8 format (1)  u8 how (0 acked, 1 dead)  u64 expires (Unix ms)  u64 ttl (ms)
+    job id[40]  u32 + queue  u32 + data   (a length of 0xFFFFFFFF: none)
+
 The bus (`disq.replication.wire`) has its own msgpack encoding; this module depends
 on nothing but the job record, so it can serve there too.
 """
@@ -32,7 +37,9 @@ import struct
 from collections.abc import Mapping
 
 from ..ids import is_valid_job_id
-from ..job import ACTIVE, BACKOFF_WAIT, QUEUED, Job, JobExt, holder_set
+from ..job import ACTIVE, BACKOFF_WAIT, MAX_BODY, QUEUED, Job, JobExt, holder_set
+from ..policies import MAX_RESULT_TTL
+from ..results import ACKED_END, DEAD_END, JobEnd
 
 # The fixed part, with the length prefix in front and the queue name's length after.
 _HEAD = struct.Struct("<I40sBBHIQIIHHI")
@@ -50,10 +57,15 @@ EXT_FORMAT = 1
 EXT_FORMAT_2 = 2  # with MAXDELIVERIES and a dead letter's state
 MAX_GROUP_LEN = 256
 _NONE = 0xFFFFFFFF
+_END = struct.Struct("<BBQQ40s")
+END_FORMAT = 1
+_END_HOWS = (ACKED_END, DEAD_END)  # by the code stored
+MAX_END_TTL_MS = MAX_RESULT_TTL * 1000  # the longest a result is kept (a month)
 
 
 class CorruptJob(ValueError):
-    """A serialized job that does not decode; the message says what is wrong."""
+    """A serialized job (or result) that does not decode; the message says what is
+    wrong."""
 
 
 class JobEncoder:
@@ -174,21 +186,53 @@ def _deserialize_ext2(data: bytes) -> JobExt:
     if len(data) < _EXT2.size + 12:
         raise CorruptJob(f"extended fields of {len(data)} bytes")
     _, priority, due, max_deliveries, generation = _EXT2.unpack_from(data)
-    pos = _EXT2.size
-    strings: list[bytes | None] = []
-    for _ in range(3):
-        if pos + 4 > len(data):
-            raise CorruptJob("extended fields cut short")
-        (length,) = U32.unpack_from(data, pos)
-        pos += 4
-        if length == _NONE:
-            strings.append(None)
-            continue
-        if pos + length > len(data):
-            raise CorruptJob("extended fields cut short")
-        strings.append(data[pos:pos + length])
-        pos += length
-    group, dead_from, reason = strings
+    group, pos = _read_short(data, _EXT2.size, "extended fields")
+    dead_from, pos = _read_short(data, pos, "extended fields")
+    reason, pos = _read_short(data, pos, "extended fields")
     if pos != len(data) or (group is not None and not 0 < len(group) <= MAX_GROUP_LEN):
         raise CorruptJob("extended fields of a wrong length")
     return JobExt(priority, group, due, max_deliveries, dead_from, reason, generation)
+
+
+def _read_short(data: bytes, pos: int, what: str) -> tuple[bytes | None, int]:
+    """`_short`'s string at `pos`, and the offset after it. Raises CorruptJob."""
+    if pos + 4 > len(data):
+        raise CorruptJob(f"{what} cut short")
+    (length,) = U32.unpack_from(data, pos)
+    pos += 4
+    if length == _NONE:
+        return None, pos
+    if pos + length > len(data):
+        raise CorruptJob(f"{what} cut short")
+    return data[pos:pos + length], pos + length
+
+
+def serialize_end(end: JobEnd) -> bytes:
+    """A kept result, LOADRESULT's argument."""
+    return b"".join((
+        _END.pack(END_FORMAT, _END_HOWS.index(end.how), end.expires, end.ttl, end.job_id),
+        _short(end.queue), _short(end.data)))
+
+
+def deserialize_end(data: bytes) -> JobEnd:
+    """`serialize_end`'s JobEnd, every field checked (a damaged or hostile file): a
+    job ID, a known end, a TTL of at most a month, a queue name and data of at most
+    MAX_BODY bytes, nothing after them. Raises CorruptJob."""
+    if len(data) < _END.size + 8:
+        raise CorruptJob(f"a result of {len(data)} bytes, shorter than any")
+    version, how, expires, ttl, job_id = _END.unpack_from(data)
+    if version != END_FORMAT:
+        raise CorruptJob(f"a result in an unknown format ({version})")
+    if how >= len(_END_HOWS):
+        raise CorruptJob(f"a result that ended in an unknown way ({how})")
+    if not is_valid_job_id(job_id):
+        raise CorruptJob(f"a result of an invalid job ID {job_id!r}")
+    if not 0 < ttl <= MAX_END_TTL_MS or expires < ttl:
+        raise CorruptJob(f"a result kept for {ttl} ms, until {expires}")
+    queue, pos = _read_short(data, _END.size, "a result")
+    result, pos = _read_short(data, pos, "a result")
+    if pos != len(data):
+        raise CorruptJob(f"{len(data) - pos} bytes after a result")
+    if len(queue or b"") > MAX_BODY or len(result or b"") > MAX_BODY:
+        raise CorruptJob("a result or queue name over the largest body")
+    return JobEnd(job_id, _END_HOWS[how], result, expires, ttl, queue)

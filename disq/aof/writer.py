@@ -42,9 +42,17 @@ from ..errors import FixedError, fixed
 from ..job import Job
 from ..policies import QueuePolicy
 from ..ports import NO_PERSISTENCE
+from ..results import JobEnd
 from ..schedules import CronSchedule
 from .disk import OFF, ON, WAIT_REWRITE
-from .fileformat import DELJOB_HEAD, RecordEncoder, cronset_record, qpolicyset_record
+from .fileformat import (
+    DELJOB_HEAD,
+    FLUSHRESULTS_RECORD,
+    RecordEncoder,
+    cronset_record,
+    loadresult_record,
+    qpolicyset_record,
+)
 from .frames import Codec, codec_of_file, configured_codec, describe_codec
 from .fsync import Fsyncs
 from .rewrite import BackgroundRewrite
@@ -142,6 +150,14 @@ class AppendOnlyFile:
     def policy_stored(self, policy: QueuePolicy) -> None:
         """A queue policy set or deleted (a disq extension)."""
         self._append(qpolicyset_record(policy))
+
+    def result_stored(self, end: JobEnd) -> None:
+        """A result kept (ACKJOB ... RESULT here, or a SETACK_RESULT's)."""
+        self._append(loadresult_record(end))
+
+    def results_flushed(self) -> None:
+        """Every result forgotten (DEBUG FLUSHALL, CLUSTER RESET)."""
+        self._append(FLUSHRESULTS_RECORD)
 
     def _append(self, record: bytes) -> None:
         self.buffer.append(record)
