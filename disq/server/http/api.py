@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from disq_client.spec import (
@@ -25,13 +25,13 @@ from disq_client.spec import (
 
 from ...errors import DisqError
 from ...node import now_ms
-from ...outcomes import Added, Changed, HeldAnswer, HeldAnswers, when_durable
+from ...outcomes import Added, Changed, HeldAnswer, HeldAnswers
 from ...queue_requests import JScan
 from ...requests import AddJob, GetJob, JobSet
 from ..limits import TokenBucket
 from ..service import JobService, job_fields
 from . import api_results
-from .calls import problem, run, serve, user_of
+from .calls import answer_of, durable, problem, run, serve, user_of
 from .jsonio import (
     DEFAULT_ADD_TIMEOUT_MS,
     DEFAULT_POLL_MS,
@@ -57,33 +57,11 @@ from .routes import JOBS_ANSWER, Body, Route, answer, count_answer, query_param,
 if TYPE_CHECKING:
     from ...acl import User
     from ...job import Job
-    from ...node import Node
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-T = TypeVar("T")
 
 
 # -- jobs -------------------------------------------------------------------------------------
-def _answer(start: Callable[[Callable[[T], None]], object]) -> asyncio.Future[T]:
-    """A Future set by the callback `start` is given (a `HeldAnswer`'s `then`): the value
-    once it comes, unless the Future was cancelled (its client went away)."""
-    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-
-    def deliver(value: T) -> None:
-        if not future.done():
-            future.set_result(value)
-    start(deliver)
-    return future
-
-
-async def _durable(node: Node) -> None:
-    """Once what the node logged is as safe as the AOF policy promises, as a RESP
-    reply waits (`when_durable`)."""
-    def start(deliver: Callable[[None], None]) -> None:
-        when_durable(node, deliver, None)
-    await _answer(start)
-
-
 def _add(service: JobService, user: User, queue: bytes, body: bytes, timeout: int,
          values: dict[str, object], answers: HeldAnswers) -> Callable[[], bytes | HeldAnswer]:
     """The job service's ADDJOB of one job of POST /queues/{queue}/jobs."""
@@ -139,11 +117,11 @@ async def add_jobs(request: web.Request) -> web.Response:
     try:
         for result in results:
             if isinstance(result, HeldAnswer):
-                outcome: Added | Changed = await _answer(result.then)
+                outcome: Added | Changed = await answer_of(result.then)
                 outcomes.append(outcome)
             else:
                 outcomes.append(result)
-        await _durable(server.node)
+        await durable(server.node)
     except asyncio.CancelledError:  # the client went away
         for result in results:
             if isinstance(result, HeldAnswer):
@@ -274,8 +252,8 @@ async def set_job(request: web.Request) -> web.Response:
     node = server.node
     later = run(request, "jobset", None, lambda: server.jobs.set_job(
         user, JobSet.from_fields(job_id, values), HeldAnswers(node)))
-    outcome: Added | Changed = None if later is None else await _answer(later.then)
-    await _durable(node)
+    outcome: Added | Changed = None if later is None else await answer_of(later.then)
+    await durable(node)
     if isinstance(outcome, DisqError):
         raise problem(outcome)
     return ok({"ok": True})

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from ...end_requests import WaitJob
 from ..job_waits import JobStatus
-from .calls import run, user_of
+from .calls import durable, run, user_of
 from .jsonio import SERVER_KEY, base64_field, json_object, ok, path_job_id, query_int
 from .problems import bad_request
 from .routes import Body, Route, answer, count_answer, query_param
@@ -32,11 +32,16 @@ def _result_of(data: dict[str, Any]) -> bytes | None:
 
 
 async def ack_job(request: web.Request) -> web.Response:
+    """POST /jobs/{id}/ack: ACKJOB; with a result, answered once the AOF has it as
+    safe as its policy promises (as ACKJOB ... RESULT's RESP reply)."""
     job_id = path_job_id(request).encode()
     result = _result_of(await json_object(request)) if request.body_exists else None
-    jobs, user = request.app[SERVER_KEY].jobs, user_of(request)
-    return ok({"acked": run(request, "ackjob", None,
-                            lambda: jobs.ack(user, [job_id], result))})
+    server, user = request.app[SERVER_KEY], user_of(request)
+    jobs = server.jobs
+    acked = run(request, "ackjob", None, lambda: jobs.ack(user, [job_id], result))
+    if result is not None:
+        await durable(server.node)
+    return ok({"acked": acked})
 
 
 def end_fields(status: JobStatus) -> dict[str, Any]:

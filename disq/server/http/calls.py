@@ -8,18 +8,21 @@ fields as a JSON object."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
 from ...errors import DisqError, err
+from ...outcomes import when_durable
 from ...replication.tables import not_held
 from .jsonio import SERVER_KEY, USER_KEY, plain
 from .problems import Problem
 
 if TYPE_CHECKING:
     from ...acl import User
+    from ...node import Node
     from ..later import Later
 
 T = TypeVar("T")
@@ -82,6 +85,26 @@ def attempt(request: web.Request, command: str, queues: list[bytes] | None,
         if refused.status == 500:
             raise
         return None
+
+
+def answer_of(start: Callable[[Callable[[T], None]], object]) -> asyncio.Future[T]:
+    """A Future set by the callback `start` is given (a `HeldAnswer`'s `then`): the value
+    once it comes, unless the Future was cancelled (its client went away)."""
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+    def deliver(value: T) -> None:
+        if not future.done():
+            future.set_result(value)
+    start(deliver)
+    return future
+
+
+async def durable(node: Node) -> None:
+    """Once what the node logged is as safe as the AOF policy promises, as a RESP
+    reply waits (`when_durable`)."""
+    def start(deliver: Callable[[None], None]) -> None:
+        when_durable(node, deliver, None)
+    await answer_of(start)
 
 
 async def confirmed(held: Later[list[str]]) -> None:
