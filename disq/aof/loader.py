@@ -159,7 +159,9 @@ class AofLoader:
             now = now_ms()
             end.expires = min(end.expires, now + end.ttl)
             self.node.load_result(end, now)
-        elif name == b"FLUSHRESULTS" and len(args) == 1:
+        elif name == b"FLUSHRESULTS":
+            if len(args) != 1:
+                raise FormatError(offset, "FLUSHRESULTS with arguments")
             self.node.ends.clear()
         elif name == b"DELJOB" and len(args) >= 2:
             node = self.node
