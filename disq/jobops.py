@@ -139,15 +139,16 @@ class JobOperations:
         return policy.result_ttl * 1000
 
     def keep_result(self, job_id: bytes, state: bytes, data: bytes | None, now: int,
-                    ttl_ms: int | None = None) -> bool:
-        """Keep how `job_id` ended (its queue's RESULT-TTL unless `ttl_ms`), within
-        the memory left; False if a result was kept already."""
+                    ttl_ms: int | None = None, left_ms: int | None = None) -> bool:
+        """Keep how `job_id` ended for its queue's RESULT-TTL unless `ttl_ms`, or
+        `left_ms` if less (a peer's result: its time left there), within the memory
+        left; False if a result was kept already."""
         job = self.jobs.get(job_id)
         queue = job.queue if job is not None else None
         if ttl_ms is None:
             ttl_ms = self.result_ttl_ms(queue)
         before = self.ends.bytes
-        if not self.ends.keep(job_id, state, data, ttl_ms, now, queue):
+        if not self.ends.keep(job_id, state, data, ttl_ms, now, queue, left_ms):
             return False
         end = self.ends.kept[job_id]
         self.results_changed(before)

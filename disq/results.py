@@ -92,9 +92,13 @@ class Ends:
 
     # -- the results -----------------------------------------------------------------------
     def keep(self, job_id: bytes, state: bytes, data: bytes | None, ttl_ms: int,
-             now: int, queue: bytes | None = None) -> bool:
-        """Keep how `job_id` ended for `ttl_ms`; False if it was kept already (the
-        first result stays; this one is counted) or `ttl_ms` is 0."""
+             now: int, queue: bytes | None = None, left_ms: int | None = None) -> bool:
+        """Keep how `job_id` ended for `ttl_ms` (its queue's RESULT-TTL), or `left_ms`
+        if less (a result from another node: what is left of its time there); False
+        if it was kept already (the first result stays; this one is counted) or
+        `ttl_ms` is 0. The expiry FIFO is the TTL's, never one per `left_ms`: a
+        result from a peer may then expire before the one ahead of it, and `expire`
+        drops it when it reaches it (`get` never shows it past its time)."""
         end = self.kept.get(job_id)
         if end is not None and end.expires > now:
             if data is not None or state != end.how:
@@ -105,7 +109,8 @@ class Ends:
             return False
         if end is not None:
             self._drop(end)
-        self._add(JobEnd(job_id, state, data, now + ttl_ms, ttl_ms, queue))
+        life = ttl_ms if left_ms is None else max(min(ttl_ms, left_ms), 1)
+        self._add(JobEnd(job_id, state, data, now + life, ttl_ms, queue))
         return True
 
     def load(self, end: JobEnd, now: int) -> bool:

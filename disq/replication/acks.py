@@ -98,7 +98,7 @@ class Acks:
                     or not 0 < ttl <= MAX_RESULT_TTL_MS):
                 continue
             if node.lookup(parsed[0]) is not None:
-                node.keep_result(parsed[0], ACKED_END, result, now, ttl)
+                node.keep_result(parsed[0], ACKED_END, result, now, left_ms=ttl)
             self._setack(sender, *parsed)
 
     def _setack(self, sender: ClusterNode, job_id: bytes, may_have: int) -> None:

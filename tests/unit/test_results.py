@@ -104,3 +104,15 @@ def test_a_policy_s_result_ttl_travels_and_older_policies_read_as_before() -> No
     assert QueuePolicy.from_wire(plain).result_ttl == -1  # type: ignore[union-attr]
     assert QueuePolicy.from_wire([*plain, -2]) is None
     assert QueuePolicy.from_wire([*plain, "60"]) is None
+
+
+def test_a_peer_s_result_keeps_its_time_left_in_its_ttl_s_line() -> None:
+    """Results from peers come with what is left of their time: each joins its TTL's
+    line (not one line per time left), and expires at its own time."""
+    ends = Ends()
+    for i, left in enumerate((900, 500, 700)):
+        job_id = b"D-%08d-" % i + b"x" * 24 + b"-05a1"
+        assert ends.keep(job_id, ACKED_END, b"r", 1000, now=0, left_ms=left)
+    assert len(ends._expiring) == 1  # noqa: SLF001 (the one line of TTL 1000)
+    assert [ends.get(j, now=600) is not None for j in ends.kept] == [True, False, True]
+    assert ends.expire(now=1000) == 3
