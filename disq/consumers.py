@@ -80,9 +80,14 @@ class Consumers:
         if limiter is not None and queue.jobs and not limiter.take(now):
             self.failures.tokens_refused += 1  # RATE (failures.py)
             return None
+        cap = queue.cap
+        if cap is not None and queue.jobs and cap.full():
+            return None  # CONCURRENCY (concurrency.py): served when one ends
         job = queue.jobs.pop_first()
         if job is None:
             return None
+        if cap is not None:
+            cap.started(job)
         lifecycle.delivered(job)
         job.flags |= DELIVERED
         queue.atime = now
@@ -149,7 +154,7 @@ class Consumers:
         now = now_ms()
         for name in dict.fromkeys(names):
             queue = node.queue(name, now)
-            if queue.limiter is None or not queue.jobs:
+            if (queue.limiter is None and queue.cap is None) or not queue.jobs:
                 node.cluster.need_jobs(queue)
 
     # -- blocked consumers -----------------------------------------------------------

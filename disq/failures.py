@@ -22,6 +22,7 @@ from mypy_extensions import trait
 
 from . import lifecycle
 from .clock import ms_after, random_time_error
+from .concurrency import ConcurrencyCap
 from .job import (
     ACKED,
     BACKOFF_WAIT,
@@ -88,6 +89,9 @@ class FailurePolicies:
     def _requeue_time(self, now: int, retry: int) -> int:
         raise NotImplementedError
 
+    def slot_freed(self, name: bytes | None) -> None:
+        raise NotImplementedError
+
     # -- the policies --------------------------------------------------------------------
     def merge_policy(self, policy: QueuePolicy, now: int) -> bool:
         """A policy defined, deleted or heard of (the newest version wins); its
@@ -104,9 +108,17 @@ class FailurePolicies:
         self.merge_policy(policy, now)
 
     def apply_rate(self, queue: Queue, now: int) -> None:
-        """Give `queue` the rate limiter its policy asks for (a new queue, a new
-        policy), or take it away."""
+        """Give `queue` the rate limiter and concurrency cap its policy asks for (a new
+        queue, a new policy), or take them away."""
         policy = self.policies.get(queue.name) if self.policies.policies else None
+        limit = policy.concurrency if policy is not None else 0
+        cap = queue.cap
+        if not limit:
+            queue.cap = None
+        elif cap is None:
+            queue.cap = ConcurrencyCap(limit, now, self.cluster.size())
+        else:
+            cap.set_limit(limit)
         rate = policy.rate if policy is not None else 0.0
         limiter = queue.limiter
         if not rate:
@@ -164,6 +176,8 @@ class FailurePolicies:
         self.failures.dead_lettered[origin] += 1
         self._move(job, target, now)
         self.cluster.job_moved(job)
+        if self.policies.policies:
+            self.slot_freed(origin)  # a job of origin's CONCURRENCY ended
         if self.ends.watchers:
             self.ends.ended(job.id)
 

@@ -35,6 +35,7 @@ from .results import ACKED_END, DEAD_END, DEFAULT_RESULT_TTL_MS, Ends, JobEnd
 from .scantable import ScanTable
 
 if TYPE_CHECKING:
+    from .consumers import Consumers
     from .node import Stats
     from .ports import ClusterPort, Persistence
     from .queue import Queue
@@ -59,6 +60,7 @@ class JobOperations:
     stats: Stats
     leaving: bool
     ends: Ends
+    consumers: Consumers
     policies: PolicyTable
     job_bytes: int
     full_bytes: int
@@ -119,6 +121,8 @@ class JobOperations:
         lifecycle.acked(job)
         job.nodes_confirmed = None
         self.stats.jobs_acked += 1
+        if self.policies.policies:
+            self.slot_freed(job.queue)
         if self.ends.watchers and job.id in self.ends.watchers:
             # A WAITJOB is told after this operation, when the job may be gone (no
             # other holder: deleted now): its end is kept for it to read.
@@ -128,6 +132,14 @@ class JobOperations:
         if self.recording and state in (ACTIVE, QUEUED):
             self.persistence.job_removed(job.id)
         return True
+
+    def slot_freed(self, name: bytes | None) -> None:
+        """A job of queue `name` ended: if the queue has a CONCURRENCY cap, its
+        consumers waiting here are served after this operation (concurrency.py counts
+        the job gone then)."""
+        queue = self.queues.get(name) if name is not None else None
+        if queue is not None and queue.cap is not None and queue.waiters:
+            self.consumers.mark_ready(queue)
 
     def result_ttl_ms(self, queue: bytes | None) -> int:
         """How long a job of `queue` keeps its result: its RESULT-TTL policy, else

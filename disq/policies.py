@@ -10,6 +10,8 @@ reaches every node is replication/policies.py, what the node does with it node.p
   acknowledged within its RETRY, wait min(max, base * 2^(n-1)) ms, +-20% jitter, n
   being the job's failed deliveries so far (this one included).
 - RATE r: GETJOB delivers at most about r jobs a second from the queue, cluster-wide.
+- CONCURRENCY n: at most about n of the queue's jobs delivered and not yet ended at a
+  time, cluster-wide (concurrency.py).
 - RESULT-TTL s: how long the queue's jobs' results are kept once they end (results.py;
   an hour without it; 0 keeps none).
 
@@ -28,16 +30,18 @@ MAX_QUEUE_NAME_LEN = 1024
 JITTER = 0.2  # back-off delays are spread +-20%
 DEAD_PREFIX = b"dead:"
 MAX_RESULT_TTL = 30 * 24 * 3600  # s: a month (disq_client.spec's)
+MAX_CONCURRENCY = 1_000_000  # (disq_client.spec's)
 
 
 class QueuePolicy:
     __slots__ = ("queue", "max_deliveries", "deadletter", "backoff_base", "backoff_max",
-                 "rate", "result_ttl", "version", "origin", "deleted")
+                 "rate", "result_ttl", "concurrency", "version", "origin", "deleted")
 
     def __init__(self, queue: bytes, *, max_deliveries: int = 0,
                  deadletter: bytes | None = None, backoff_base: int = 0,
                  backoff_max: int = 0, rate: float = 0.0, result_ttl: int = -1,
-                 version: int = 0, origin: str = "", deleted: bool = False) -> None:
+                 concurrency: int = 0, version: int = 0, origin: str = "",
+                 deleted: bool = False) -> None:
         self.queue = queue
         self.max_deliveries = max_deliveries  # 0: none
         self.deadletter = deadletter  # None: dead:<queue>
@@ -45,6 +49,7 @@ class QueuePolicy:
         self.backoff_max = backoff_max
         self.rate = rate  # jobs per second; 0: no limit
         self.result_ttl = result_ttl  # s; -1: the default (results.py), 0: none kept
+        self.concurrency = concurrency  # jobs running at a time; 0: no limit
         self.version = version  # ms of the change, `origin` (a node ID) as tiebreak
         self.origin = origin
         self.deleted = deleted
@@ -62,23 +67,28 @@ class QueuePolicy:
         return backoff_ms(self.backoff_base, self.backoff_max, failures)
 
     def to_wire(self) -> list[Any]:
-        """Nine fields, as nodes without RESULT-TTL read them; a tenth if it is set."""
+        """Nine fields, as nodes without RESULT-TTL read them; a tenth (RESULT-TTL) and
+        an eleventh (CONCURRENCY) when set."""
         wire = [self.queue, self.max_deliveries, self.deadletter, self.backoff_base,
                 self.backoff_max, float(self.rate), self.version, self.origin, self.deleted]
-        if self.result_ttl >= 0:
+        if self.result_ttl >= 0 or self.concurrency:
             wire.append(self.result_ttl)
+        if self.concurrency:
+            wire.append(self.concurrency)
         return wire
 
     @classmethod
     def from_wire(cls, data: object) -> QueuePolicy | None:
         """A policy from `to_wire`'s list, or None if anything is off (a peer's
         message or a file: trusted no more than any input)."""
-        if type(data) is not list or len(data) not in (9, 10):
+        if type(data) is not list or len(data) not in (9, 10, 11):
             return None
         (queue, max_deliveries, deadletter, base, top, rate, version, origin,
          deleted) = data[:9]
-        result_ttl = data[9] if len(data) == 10 else -1
-        if type(result_ttl) is not int or not -1 <= result_ttl <= MAX_RESULT_TTL:
+        result_ttl = data[9] if len(data) >= 10 else -1
+        concurrency = data[10] if len(data) == 11 else 0
+        if type(result_ttl) is not int or not -1 <= result_ttl <= MAX_RESULT_TTL or (
+                type(concurrency) is not int or not 0 <= concurrency <= MAX_CONCURRENCY):
             return None
         if not (type(queue) is bytes and 0 < len(queue) <= MAX_QUEUE_NAME_LEN
                 and type(max_deliveries) is int and 0 <= max_deliveries <= 65535
@@ -91,7 +101,7 @@ class QueuePolicy:
             return None
         return cls(queue, max_deliveries=max_deliveries, deadletter=deadletter,
                    backoff_base=base, backoff_max=top, rate=rate, result_ttl=result_ttl,
-                   version=version, origin=origin, deleted=deleted)
+                   concurrency=concurrency, version=version, origin=origin, deleted=deleted)
 
 
 def dead_letter_queue(queue: bytes) -> bytes:

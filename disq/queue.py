@@ -29,6 +29,7 @@ from .job import DEFAULT_PRIORITY, Job, job_priority
 from .ratelimit import RateLimiter
 
 if TYPE_CHECKING:
+    from .concurrency import ConcurrencyCap
     from .errors import DisqError
 
 _LOAD: Final = 512
@@ -413,6 +414,7 @@ class Queue:
         "remote_wanted", "remote_best", "hold_until", "told_best",
         "federation",  # QueueFederation once federation asks or imports for it, or None
         "limiter",  # the RateLimiter of a queue with a RATE policy, or None
+        "cap",  # the ConcurrencyCap of a queue with a CONCURRENCY policy, or None
         "ready",  # READY...: in Node.consumers.ready, its consumers to be served
     )
 
@@ -431,6 +433,7 @@ class Queue:
         self.told_best = NO_PRIORITY
         self.federation: QueueFederation | None = None
         self.limiter: RateLimiter | None = None
+        self.cap: ConcurrencyCap | None = None
         self.ready = 0
 
     def __len__(self) -> int:

@@ -190,22 +190,25 @@ class CronAdd:
 # -- when jobs fail ----------------------------------------------------------------------
 class QPolicySet:
     """QPOLICY queue SET [MAXDELIVERIES n] [DEADLETTER queue] [BACKOFF base-ms max-ms]
-    [RATE jobs-per-second] [RESULT-TTL s] (a disq extension): the fields to change in
+    [RATE jobs-per-second] [CONCURRENCY n] [RESULT-TTL s] (a disq extension): the fields to change in
     the queue's policy (None: unchanged). At least one."""
 
-    __slots__ = ("queue", "max_deliveries", "deadletter", "backoff", "rate", "result_ttl")
+    __slots__ = ("queue", "max_deliveries", "deadletter", "backoff", "rate", "result_ttl",
+                 "concurrency")
     OPTIONS: ClassVar[CommandOptions] = QPOLICY_SET
     _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(QPOLICY_SET)
 
     def __init__(self, queue: bytes, max_deliveries: int | None = None,
                  deadletter: bytes | None = None, backoff: tuple[int, int] | None = None,
-                 rate: float | None = None, result_ttl: int | None = None) -> None:
+                 rate: float | None = None, result_ttl: int | None = None,
+                 concurrency: int | None = None) -> None:
         self.queue = queue
         self.max_deliveries = max_deliveries
         self.deadletter = deadletter
         self.backoff = backoff  # (base ms, max ms)
         self.rate = rate
         self.result_ttl = result_ttl  # s
+        self.concurrency = concurrency
 
     @classmethod
     def parse(cls, args: list[bytes]) -> QPolicySet:
@@ -213,14 +216,14 @@ class QPolicySet:
         request = cls(args[1])
         if len(args) < 4:
             raise errors.err("QPOLICY SET needs at least one of MAXDELIVERIES, "
-                             "DEADLETTER, BACKOFF, RATE, RESULT-TTL")
+                             "DEADLETTER, BACKOFF, RATE, CONCURRENCY, RESULT-TTL")
         j = 3
         while j < len(args):  # an unknown field is named (a value missing: syntax error)
             parser = cls._PARSERS.get(args[j]) or cls._PARSERS.get(args[j].lower())
             if parser is None:
                 field = args[j].decode(errors="replace")[:64]
                 raise errors.err(f"unknown QPOLICY field '{field}', try MAXDELIVERIES, "
-                                 "DEADLETTER, BACKOFF, RATE or RESULT-TTL")
+                                 "DEADLETTER, BACKOFF, RATE, CONCURRENCY or RESULT-TTL")
             j += 1 + parser.values
         _parse_options(request, cls._PARSERS, args, 3)
         if request.deadletter is not None and request.deadletter == request.queue:

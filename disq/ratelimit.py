@@ -20,17 +20,39 @@ DEMAND_HALF_LIFE_MS = 500  # the demand is a moving average over about a second
 IDLE_WEIGHT = 0.05  # the demand of a node with no consumer: enough to get started
 
 
-class RateLimiter:
-    __slots__ = ("rate", "share", "tokens", "updated", "demand", "refused", "_sampled")
+class DemandSampler:
+    """A node's demand for a queue's limited deliveries (RATE, CONCURRENCY): the
+    consumers waiting here, time-averaged, plus the GETJOBs refused."""
+
+    __slots__ = ("demand", "refused", "_sampled")
+
+    def __init__(self, now_ms: int) -> None:
+        self.demand = 0.0  # consumers waiting here, averaged, + refused GETJOBs
+        self.refused = 0  # GETJOBs refused since the last sample
+        self._sampled = now_ms
+
+    def sample_demand(self, waiting: int, now_ms: int, scale: float) -> float:
+        """Fold the consumers waiting now and the GETJOBs refused since the last
+        sample (per `scale` a second) into the demand (an exponential moving
+        average); the demand."""
+        elapsed = max(now_ms - self._sampled, 1)
+        self._sampled = now_ms
+        keep = 0.5 ** (elapsed / DEMAND_HALF_LIFE_MS)
+        instant = waiting + self.refused * 1000 / elapsed / max(scale, 1.0)
+        self.refused = 0
+        self.demand = self.demand * keep + instant * (1 - keep)
+        return self.demand
+
+
+class RateLimiter(DemandSampler):
+    __slots__ = ("rate", "share", "tokens", "updated")
 
     def __init__(self, rate: float, now_ms: int, nodes: int = 1) -> None:
+        super().__init__(now_ms)
         self.rate = rate  # the queue's RATE, jobs per second, cluster-wide
         self.share = rate / max(nodes, 1)  # this node's part: even until demands come
         self.tokens = 1.0
         self.updated = now_ms
-        self.demand = 0.0  # consumers waiting here, averaged, + refused GETJOBs
-        self.refused = 0  # GETJOBs refused since the last sample
-        self._sampled = now_ms
 
     def _refill(self, now_ms: int) -> None:
         elapsed = now_ms - self.updated
@@ -62,15 +84,7 @@ class RateLimiter:
         self.share = min(share, rate)
 
     def sample(self, waiting: int, now_ms: int) -> float:
-        """Fold the consumers waiting now and the GETJOBs refused since the last
-        sample into the demand (an exponential moving average); the demand."""
-        elapsed = max(now_ms - self._sampled, 1)
-        self._sampled = now_ms
-        keep = 0.5 ** (elapsed / DEMAND_HALF_LIFE_MS)
-        instant = waiting + self.refused * 1000 / elapsed / max(self.rate, 1.0)
-        self.refused = 0
-        self.demand = self.demand * keep + instant * (1 - keep)
-        return self.demand
+        return self.sample_demand(waiting, now_ms, self.rate)
 
 
 def share_of(rate: float, mine: float, theirs: float) -> float:

@@ -24,9 +24,11 @@ from typing import Any, Final
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
+from ..concurrency import ConcurrencyCap, shares
 from ..ids import is_valid_job_id
 from ..node import Node, now_ms
 from ..policies import QueuePolicy
+from ..queue import Queue
 from ..ratelimit import share_of
 from .requeue import send_jobmove
 from .tables import OnHeld, SyncedTable
@@ -94,17 +96,24 @@ class Failures:
         report: list[list[Any]] = []
         limited = set()
         for queue in self.node.queues.values():
-            limiter = queue.limiter
-            if limiter is None:
+            limiter, cap = queue.limiter, queue.cap
+            if limiter is None and cap is None:
                 continue
             limited.add(queue.name)
-            demand = round(limiter.sample(len(queue.waiters), now), 3)
+            sampler = limiter if limiter is not None else cap
+            assert sampler is not None
+            demand = round(sampler.sample(len(queue.waiters), now), 3)
             if demand or self._reported.get(queue.name):
                 report.append([queue.name, demand])
             self._reported[queue.name] = demand
-            theirs = sum(d for node_id, (d, when) in self._demands.get(queue.name, {}).items()
-                         if now - when <= RATE_REPORT_TTL_MS)
-            limiter.set_rate(limiter.rate, share_of(limiter.rate, demand, theirs), now)
+            fresh = {node_id: d for node_id, (d, when)
+                     in self._demands.get(queue.name, {}).items()
+                     if now - when <= RATE_REPORT_TTL_MS}
+            if limiter is not None:
+                limiter.set_rate(limiter.rate, share_of(limiter.rate, demand,
+                                                        sum(fresh.values())), now)
+            if cap is not None:
+                self._share_cap(queue, cap, demand, fresh)
         for name in [q for q in self._reported if q not in limited]:
             del self._reported[name]
         if report:
@@ -112,6 +121,15 @@ class Failures:
         for name in [q for q, reports in self._demands.items()
                      if all(now - when > RATE_REPORT_TTL_MS for _, when in reports.values())]:
             del self._demands[name]
+
+    def _share_cap(self, queue: Queue, cap: ConcurrencyCap, demand: float,
+                   theirs: dict[str, float]) -> None:
+        """This node's part of the queue's CONCURRENCY, as every node with the same
+        reports computes it (concurrency.py); consumers waiting here are served if
+        it leaves room."""
+        cap.share = shares(cap.limit, {**theirs, self.node.id: demand})[self.node.id]
+        if queue.waiters and queue.jobs and cap.has_room():
+            self.node.consumers.mark_ready(queue)
 
     def _on_demand(self, sender: ClusterNode, fields: list[Any]) -> None:
         if not fields or type(fields[0]) is not list:

@@ -56,7 +56,7 @@ def queue_fields(queue: Queue, now: int) -> list[tuple[bytes, QueueField]]:
 def policy_fields(policy: QueuePolicy) -> list[tuple[bytes, QueueField]]:
     """A policy as QPOLICY GET shows it: queue, maxdeliveries (None: none), deadletter
     (where its dead letters go), backoff ([base-ms, max-ms] or None), rate (jobs per
-    second as text, or None), result-ttl (seconds, None: the default hour)."""
+    second as text, or None), concurrency (None: no limit), result-ttl (seconds, None: the default hour)."""
     return [
         (b"queue", policy.queue),
         (b"maxdeliveries", policy.max_deliveries or None),
@@ -64,6 +64,7 @@ def policy_fields(policy: QueuePolicy) -> list[tuple[bytes, QueueField]]:
         (b"backoff", [policy.backoff_base, policy.backoff_max] if policy.backoff_base
          else None),
         (b"rate", format_rate(policy.rate) if policy.rate else None),
+        (b"concurrency", policy.concurrency or None),
         (b"result-ttl", policy.result_ttl if policy.result_ttl >= 0 else None),
     ]
 
@@ -171,6 +172,8 @@ class QueueService:
             backoff_base=backoff[0], backoff_max=backoff[1],
             rate=base.rate if request.rate is None else request.rate,
             result_ttl=base.result_ttl if request.result_ttl is None else request.result_ttl,
+            concurrency=(base.concurrency if request.concurrency is None
+                         else request.concurrency),
             version=self._next_version(request.queue, now), origin=node.id)
         node.merge_policy(policy, now)
         return self._changed(policy)

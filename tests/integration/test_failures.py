@@ -52,12 +52,12 @@ def test_a_policy_is_set_merged_shown_and_deleted(c: RawClient) -> None:
     assert c.call("QPOLICY", "pq", "SET", "MAXDELIVERIES", 5, "BACKOFF", 100, 2000) == OK
     assert policy(c, "pq") == {"queue": b"pq", "maxdeliveries": 5, "deadletter": b"dead:pq",
                                "backoff": [100, 2000], "rate": NULL_BULK,
-                               "result-ttl": NULL_BULK}
+                               "concurrency": NULL_BULK, "result-ttl": NULL_BULK}
     # SET changes the fields it names, the others stay
     assert c.call("QPOLICY", "pq", "SET", "rate", "2.5", "DEADLETTER", "graveyard") == OK
     assert policy(c, "pq") == {"queue": b"pq", "maxdeliveries": 5,
                                "deadletter": b"graveyard", "backoff": [100, 2000],
-                               "rate": b"2.5", "result-ttl": NULL_BULK}
+                               "rate": b"2.5", "concurrency": NULL_BULK, "result-ttl": NULL_BULK}
     assert c.call("QPOLICY", "pq", "DEL") == 1
     assert c.call("QPOLICY", "pq", "DEL") == 0
     assert policy(c, "pq") is None
@@ -65,9 +65,9 @@ def test_a_policy_is_set_merged_shown_and_deleted(c: RawClient) -> None:
 
 @pytest.mark.parametrize(("args", "error"), [
     (("SET",), "ERR QPOLICY SET needs at least one of MAXDELIVERIES, DEADLETTER, BACKOFF, "
-               "RATE, RESULT-TTL"),
+               "RATE, CONCURRENCY, RESULT-TTL"),
     (("SET", "COLOR", "red"), "ERR unknown QPOLICY field 'COLOR', try MAXDELIVERIES, "
-                              "DEADLETTER, BACKOFF, RATE or RESULT-TTL"),
+                              "DEADLETTER, BACKOFF, RATE, CONCURRENCY or RESULT-TTL"),
     (("SET", "MAXDELIVERIES", 0), "ERR MAXDELIVERIES must be between 1 and 65535"),
     (("SET", "MAXDELIVERIES", 65536), "ERR MAXDELIVERIES must be between 1 and 65535"),
     (("SET", "BACKOFF", -1, 100),
@@ -90,7 +90,7 @@ def test_bad_policies_are_refused_and_nothing_changes(c: RawClient, args: tuple,
     assert_error(c, error, "QPOLICY", "bq", *args)
     assert policy(c, "bq") == {"queue": b"bq", "maxdeliveries": 3, "deadletter": b"dead:bq",
                                "backoff": NULL_BULK, "rate": NULL_BULK,
-                               "result-ttl": NULL_BULK}
+                               "concurrency": NULL_BULK, "result-ttl": NULL_BULK}
     assert c.call("PING") == Status(b"PONG")
     c.call("QPOLICY", "bq", "DEL")
 
@@ -305,7 +305,8 @@ def test_policies_and_dead_letters_survive_a_restart(
     with RawClient(node.port) as c:
         assert policy(c, "keep") == {"queue": b"keep", "maxdeliveries": 2,
                                      "deadletter": b"dead:keep", "backoff": [10, 20],
-                                     "rate": b"500", "result-ttl": NULL_BULK}
+                                     "rate": b"500", "concurrency": NULL_BULK,
+                                     "result-ttl": NULL_BULK}
         assert policy(c, "gone") is None
         if aof:
             fields = show(c, job)

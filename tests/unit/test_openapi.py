@@ -105,7 +105,8 @@ def test_bodies_of_options_come_from_the_commands_declarations(
     schemas = document["components"]["schemas"]
     assert {"max_deliveries", "priority", "replicate", "async", "body",
             "timeout_ms"} <= set(schemas["NewJob"]["properties"])
-    assert {"max_deliveries", "deadletter", "backoff", "rate", "result_ttl"} == set(
+    assert {"max_deliveries", "deadletter", "backoff", "rate", "result_ttl",
+            "concurrency"} == set(
         schemas["Policy"]["properties"])
 
 

@@ -27,15 +27,18 @@ def test_qstat_fields_in_disques_order() -> None:
 
 def test_a_policy_without_limits_shows_nulls_and_its_dead_letter_queue() -> None:
     assert _encoded(policy_fields(QueuePolicy(b"work"))) == (
-        b"*12\r\n$5\r\nqueue\r\n$4\r\nwork\r\n$13\r\nmaxdeliveries\r\n$-1\r\n"
+        b"*14\r\n$5\r\nqueue\r\n$4\r\nwork\r\n$13\r\nmaxdeliveries\r\n$-1\r\n"
         b"$10\r\ndeadletter\r\n$9\r\ndead:work\r\n$7\r\nbackoff\r\n$-1\r\n"
-        b"$4\r\nrate\r\n$-1\r\n$10\r\nresult-ttl\r\n$-1\r\n")
+        b"$4\r\nrate\r\n$-1\r\n$11\r\nconcurrency\r\n$-1\r\n"
+        b"$10\r\nresult-ttl\r\n$-1\r\n")
 
 
 def test_a_policy_with_every_field() -> None:
     policy = QueuePolicy(b"work", max_deliveries=3, deadletter=b"graveyard",
-                         backoff_base=100, backoff_max=1000, rate=2.5, result_ttl=60)
+                         backoff_base=100, backoff_max=1000, rate=2.5, result_ttl=60,
+                         concurrency=4)
     assert dict(policy_fields(policy)) == {
         b"queue": b"work", b"maxdeliveries": 3, b"deadletter": b"graveyard",
-        b"backoff": [100, 1000], b"rate": b"2.5", b"result-ttl": 60}
+        b"backoff": [100, 1000], b"rate": b"2.5", b"concurrency": 4,
+        b"result-ttl": 60}
     assert b"$7\r\nbackoff\r\n*2\r\n:100\r\n:1000\r\n" in _encoded(policy_fields(policy))

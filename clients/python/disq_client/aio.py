@@ -417,10 +417,11 @@ class AsyncClient(ClientBase):
                           deadletter: str | bytes | None = None,
                           backoff: tuple[int, int] | None = None,
                           rate: float | None = None,
-                          result_ttl: int | None = None) -> str:
+                          result_ttl: int | None = None,
+                          concurrency: int | None = None) -> str:
         """As Client.qpolicy_set."""
         return await self._run(cmds.qpolicy_set(queue, max_deliveries, deadletter, backoff,
-                                                rate, result_ttl))
+                                                rate, result_ttl, concurrency))
 
     async def qpolicy_get(self, queue: str) -> QueuePolicy | None:
         return await self._run(cmds.qpolicy_get(queue))

@@ -563,16 +563,18 @@ class Client(ClientBase):
     def qpolicy_set(self, queue: str, *, max_deliveries: int | None = None,
                     deadletter: str | bytes | None = None,
                     backoff: tuple[int, int] | None = None,
-                    rate: float | None = None, result_ttl: int | None = None) -> str:
+                    rate: float | None = None, result_ttl: int | None = None,
+                    concurrency: int | None = None) -> str:
         """QPOLICY queue SET: the fields given replace the queue policy's, the others
         stay. `max_deliveries` (1..65535): deliveries before a job becomes a dead
         letter; `deadletter`: where dead letters go (default `dead:<queue>`);
         `backoff` (base_ms, max_ms): a NACKed or requeued job waits min(max,
         base * 2^(n-1)) +-20% after its n-th failure; `rate`: at most that many jobs per
-        second delivered from the queue; `result_ttl`: seconds a job's result is kept
+        second delivered from the queue; `concurrency`: at most that many of its jobs
+        delivered and not yet ended at a time, cluster-wide; `result_ttl`: seconds a job's result is kept
         once it ended (default an hour; 0: none). Returns "OK"."""
         return self._run(cmds.qpolicy_set(queue, max_deliveries, deadletter, backoff, rate,
-                                          result_ttl))
+                                          result_ttl, concurrency))
 
     def qpolicy_get(self, queue: str) -> QueuePolicy | None:
         """QPOLICY queue GET: the queue's policy, None if it has none."""

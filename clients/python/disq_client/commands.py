@@ -465,11 +465,12 @@ def rate_arg(rate: float) -> Arg:
 
 def qpolicy_set(queue: str, max_deliveries: int | None, deadletter: Arg | None,
                 backoff: tuple[int, int] | None, rate: float | None,
-                result_ttl: int | None = None) -> Cmd[str]:
+                result_ttl: int | None = None, concurrency: int | None = None) -> Cmd[str]:
     """QPOLICY queue SET: the fields given replace the policy's, the others stay."""
     return Cmd(("QPOLICY", queue, "SET", *_options(QPOLICY_SET, {
         "max_deliveries": max_deliveries, "deadletter": deadletter, "backoff": backoff,
-        "rate": None if rate is None else rate_arg(rate), "result_ttl": result_ttl})), _str)
+        "rate": None if rate is None else rate_arg(rate), "result_ttl": result_ttl,
+        "concurrency": concurrency})), _str)
 
 
 def _queue_policy(reply: object) -> QueuePolicy | None:
@@ -486,7 +487,8 @@ def _queue_policy(reply: object) -> QueuePolicy | None:
     return QueuePolicy(_str(f["queue"]), _optional_int(f["maxdeliveries"]),
                        _str(f["deadletter"]), backoff,
                        None if rate is None else float(_str(rate)),
-                       _optional_int(f.get("result-ttl")))
+                       _optional_int(f.get("result-ttl")),
+                       _optional_int(f.get("concurrency")))
 
 
 def qpolicy_get(queue: str) -> Cmd[QueuePolicy | None]:

@@ -231,6 +231,7 @@ QUEUE_NAME_MAX_LEN = 1024  # a dead-letter queue's name
 MAX_BACKOFF_MS = 2**32 - 1  # ~50 days
 MAX_RATE = 1_000_000_000
 MAX_RESULT_TTL = 30 * 24 * 3600  # s: a month
+MAX_CONCURRENCY = 1_000_000
 QPOLICY_SET = CommandOptions("QPOLICY SET", (
     ADDJOB.by_field["max_deliveries"],
     Option("DEADLETTER", "deadletter", BYTES,
@@ -241,6 +242,10 @@ QPOLICY_SET = CommandOptions("QPOLICY SET", (
            1, MAX_BACKOFF_MS, extension=True),
     Option("RATE", "rate", NUMBER,
            f"RATE must be a number of jobs per second, > 0 and <= {MAX_RATE}", 0, MAX_RATE,
+           extension=True),
+    # jobs delivered and not yet ended at a time, cluster-wide
+    Option("CONCURRENCY", "concurrency", INT,
+           f"CONCURRENCY must be between 1 and {MAX_CONCURRENCY}", 1, MAX_CONCURRENCY,
            extension=True),
     # how long results are kept once a job ended (0: none)
     Option("RESULT-TTL", "result_ttl", INT,

@@ -150,7 +150,8 @@ class QueuePolicy:
     `deadletter`: the queue its dead letters go to (`dead:<queue>` unless set);
     `backoff`: (base ms, max ms) a NACKed or requeued job waits, doubling from base
     (None: none); `rate`: at most that many jobs per second delivered (None: no limit);
-    `result_ttl`: seconds a job's result is kept once it ended (None: an hour)."""
+    `result_ttl`: seconds a job's result is kept once it ended (None: an hour);
+    `concurrency`: at most that many jobs delivered and not yet ended (None: no limit)."""
 
     queue: str
     max_deliveries: int | None
@@ -158,6 +159,7 @@ class QueuePolicy:
     backoff: tuple[int, int] | None
     rate: float | None
     result_ttl: int | None = None
+    concurrency: int | None = None
 
 
 EndState = Literal["acked", "dead", "queued", "active", "unknown"]

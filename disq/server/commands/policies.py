@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 @command("qpolicy", -3, "wm",
          acl=("write",),
          syntax=('QPOLICY queue SET [MAXDELIVERIES n] [DEADLETTER queue] [BACKOFF base-ms max-ms] '
-                 '[RATE jobs-per-second] | QPOLICY queue GET | QPOLICY queue DEL'),
+                 '[RATE jobs-per-second] [CONCURRENCY n] [RESULT-TTL s] | QPOLICY queue GET | '
+                 'QPOLICY queue DEL'),
          summary=("A queue's policy (delivery limit, dead letters, back-off, rate), kept by every "
                   'node.'),
          reply='SET: status OK; GET: array of field, value pairs or null; DEL: integer',
