@@ -5,11 +5,16 @@ same demand reports as RATE (ratelimit.py).
 
 Each node runs at most its *share* of n. The nodes split n by their consumers'
 demand (an even split, rounded down, until the first reports), each computing
-every node's share from the same reports in the same way
-(largest remainders, ties by node ID), so the shares of nodes that heard the same
-reports add up to n exactly. A node with demand and a share of 0 waits until another's
-demand falls. Without a cluster, or cut off from the others (their reports age out in
-a second), a node's share is n: on each side of a partition up to n run.
+every node's share from the same reports in the same way (largest remainders, ties
+by node ID), so the shares of nodes that heard the same reports add up to n exactly.
+Each node computes at its own time, so two views can differ for a moment: a share
+grows one report round late (the others have shrunk theirs by then), and a node takes
+no more than n minus what the others report running (a share is never taken back
+from jobs that run). What remains is a bound, not a lock: reports a round old can let
+the cluster run a little more than n while demand moves. A node with demand and a
+share of 0 waits until another's demand falls. Without a cluster, or cut off from
+the others (their reports age out in a second), a node's share is n: on each side of
+a partition up to n run.
 
 What runs here is counted lazily: the jobs this node delivered, each with its
 delivery count then; one that is no longer active here with that count (acked,
@@ -29,13 +34,14 @@ MAX_CONCURRENCY: Final = 1_000_000
 
 
 class ConcurrencyCap(DemandSampler):
-    __slots__ = ("limit", "share", "running")
+    __slots__ = ("limit", "share", "running", "allotted")
 
     def __init__(self, limit: int, now_ms: int, nodes: int = 1) -> None:
         super().__init__(now_ms)
         self.limit = limit  # the queue's CONCURRENCY, cluster-wide
         # this node's part: an even split, rounded down, until the reports come
         self.share = limit // max(nodes, 1)
+        self.allotted = self.share  # the share the reports gave last time
         self.running: dict[bytes, tuple[Job, int]] = {}  # delivered here, not ended
 
     def full(self) -> bool:
@@ -68,6 +74,7 @@ class ConcurrencyCap(DemandSampler):
     def set_limit(self, limit: int) -> None:
         self.limit = limit
         self.share = min(self.share, limit)
+        self.allotted = min(self.allotted, limit)
 
 
 def shares(limit: int, demands: dict[str, float]) -> dict[str, int]:

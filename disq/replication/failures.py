@@ -58,6 +58,8 @@ class Failures:
         # queue -> node id -> (demand, when reported)
         self._demands: dict[bytes, dict[str, tuple[float, int]]] = {}
         self._reported: dict[bytes, float] = {}  # what this node said last
+        # queue -> node id -> (jobs running there, when reported): CONCURRENCY
+        self._running: dict[bytes, dict[str, tuple[int, int]]] = {}
         self._next_rate = 0
         # DLQ_REQUEUE in flight: request id -> (the node asked, what to do with its count)
         self._requeues: dict[int, tuple[str, Callable[[int], None]]] = {}
@@ -103,7 +105,10 @@ class Failures:
             sampler = limiter if limiter is not None else cap
             assert sampler is not None
             demand = round(sampler.sample(len(queue.waiters), now), 3)
-            if demand or self._reported.get(queue.name):
+            if cap is not None:  # and how many run here (never left out: it may fall)
+                cap.prune()
+                report.append([queue.name, demand, len(cap.running)])
+            elif demand or self._reported.get(queue.name):
                 report.append([queue.name, demand])
             self._reported[queue.name] = demand
             fresh = {node_id: d for node_id, (d, when)
@@ -113,7 +118,9 @@ class Failures:
                 limiter.set_rate(limiter.rate, share_of(limiter.rate, demand,
                                                         sum(fresh.values())), now)
             if cap is not None:
-                self._share_cap(queue, cap, demand, fresh)
+                running = sum(r for r, when in self._running.get(queue.name, {}).values()
+                              if now - when <= RATE_REPORT_TTL_MS)
+                self._share_cap(queue, cap, demand, fresh, running)
         for name in [q for q in self._reported if q not in limited]:
             del self._reported[name]
         if report:
@@ -121,13 +128,19 @@ class Failures:
         for name in [q for q, reports in self._demands.items()
                      if all(now - when > RATE_REPORT_TTL_MS for _, when in reports.values())]:
             del self._demands[name]
+            self._running.pop(name, None)
 
     def _share_cap(self, queue: Queue, cap: ConcurrencyCap, demand: float,
-                   theirs: dict[str, float]) -> None:
+                   theirs: dict[str, float], running_elsewhere: int) -> None:
         """This node's part of the queue's CONCURRENCY, as every node with the same
-        reports computes it (concurrency.py); consumers waiting here are served if
-        it leaves room."""
-        cap.share = shares(cap.limit, {**theirs, self.node.id: demand})[self.node.id]
+        reports computes it (concurrency.py), and no more than what the others do not
+        run (jobs started under an older share run on: a share is not taken back);
+        consumers waiting here are served if it leaves room."""
+        share = shares(cap.limit, {**theirs, self.node.id: demand})[self.node.id]
+        # A share grows one round late, once the others have had this node's report
+        # and shrunk theirs (each computes its own at its own time).
+        grown, cap.allotted = min(share, cap.allotted), share
+        cap.share = max(0, min(grown, cap.limit - running_elsewhere))
         if queue.waiters and queue.jobs and cap.has_room():
             self.node.consumers.mark_ready(queue)
 
@@ -136,12 +149,15 @@ class Failures:
             return
         now = now_ms()
         for item in fields[0][:10_000]:
-            if type(item) is not list or len(item) != 2:
+            if type(item) is not list or len(item) not in (2, 3):
                 continue
-            name, demand = item
+            name, demand = item[:2]
             if type(name) is bytes and type(demand) in (int, float) and (
                     math.isfinite(demand) and 0 <= demand <= 1e9):
                 self._demands.setdefault(name, {})[sender.id] = (float(demand), now)
+                if len(item) == 3 and type(item[2]) is int and 0 <= item[2] <= MAX_U32:
+                    # a CONCURRENCY queue: the jobs running there
+                    self._running.setdefault(name, {})[sender.id] = (item[2], now)
 
     # -- dead letters -------------------------------------------------------------------
     def _on_jobmove(self, sender: ClusterNode, fields: list[Any]) -> None:
