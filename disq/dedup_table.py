@@ -29,12 +29,21 @@ notes when the origin's ADDJOB gives up at the latest; `settle` makes it a real 
 Expiry costs no timer per entry: entries are bucketed by their expiry second, the
 server's cron sweeps the due buckets (`sweep`), and `get` drops an expired entry it
 meets (lazy expiry).
+
+A UNIQUE key (`ADDJOB ... UNIQUE <key>`, `unique_key`: the DEDUP machinery, a bit of
+the scoped key's length set) names its job only while the job lives: every look at
+its entry (`peek`, so `get`, the cluster's checks and DEDUP_QUERY's answers too) asks
+`holds` whether this node holds the job not ended (not acked, not a dead letter, not
+deleted or expired), and drops the entry if not. So a stale claim (a job acked,
+dead-lettered, deleted; an ID learned from a peer, of a job held elsewhere) is never
+answered nor refuses a copy, and the entry of a job that ended costs nothing until
+then (the jobs do not know their keys: ACKJOB pays nothing for them).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from disq_client.spec import DEDUP_KEY_MAX_LEN
@@ -43,6 +52,10 @@ RESERVED: Final = b""  # the "job ID" of a reservation
 # The longest key `scoped_key` takes: a client's (DEDUP_KEY_MAX_LEN, a hash or an ID,
 # not a payload), or CRON's tick key (its name, 256 bytes at most, and the tick).
 MAX_SCOPED_KEY_LEN: Final = 4 * DEDUP_KEY_MAX_LEN
+# In a scoped key's first byte (the length's high bit, above MAX_SCOPED_KEY_LEN): a
+# UNIQUE key, which names its job only while the job lives (see the docstring). The same
+# client key as DEDUP and as UNIQUE names two entries.
+UNIQUE_BIT: Final = 0x80
 
 
 def scoped_key(queue: bytes, key: bytes) -> bytes:
@@ -52,12 +65,27 @@ def scoped_key(queue: bytes, key: bytes) -> bytes:
     return len(key).to_bytes(2, "big") + key + queue
 
 
+def unique_key(queue: bytes, key: bytes) -> bytes:
+    """As `scoped_key`, for `ADDJOB ... UNIQUE key`: UNIQUE_BIT set."""
+    return (len(key) | UNIQUE_BIT << 8).to_bytes(2, "big") + key + queue
+
+
+def is_unique(scoped: bytes) -> bool:
+    """Whether `scoped` (a key `scoped_key` or `unique_key` made) is a UNIQUE key."""
+    return scoped[0] & UNIQUE_BIT != 0
+
+
+def client_key(scoped: bytes) -> bytes:
+    """The client's key in `scoped`."""
+    return scoped[2:2 + (((scoped[0] & ~UNIQUE_BIT) << 8) | scoped[1])]
+
+
 def scoped_to(scoped: object, queue: bytes | None) -> bool:
     """Whether `scoped` (from a peer: anything) is a key scoped to `queue` (a job's:
     None for a job whose queue is not known, which no key names)."""
     if type(scoped) is not bytes or len(scoped) < 3 or queue is None:
         return False
-    size = (scoped[0] << 8) | scoped[1]
+    size = ((scoped[0] & ~UNIQUE_BIT) << 8) | scoped[1]
     return (0 < size <= MAX_SCOPED_KEY_LEN and len(scoped) == 2 + size + len(queue)
             and scoped.endswith(queue))
 
@@ -66,8 +94,12 @@ def well_scoped(scoped: object) -> bool:
     """Whether `scoped` (from a peer: anything) is a key `scoped_key` could make."""
     if type(scoped) is not bytes or len(scoped) < 3:
         return False
-    size = (scoped[0] << 8) | scoped[1]
+    size = ((scoped[0] & ~UNIQUE_BIT) << 8) | scoped[1]
     return 0 < size <= MAX_SCOPED_KEY_LEN and len(scoped) >= 2 + size
+
+
+def _held(job_id: bytes) -> bool:
+    return True
 
 
 class DedupTable:
@@ -77,9 +109,9 @@ class DedupTable:
     (4 us per ADDJOB with 100k keys, measured in bench/RESULTS.md)."""
 
     __slots__ = ("_ids", "_expiry", "_unsettled", "_askers", "_buckets", "_seconds", "_last",
-                 "hits")
+                 "hits", "holds")
 
-    def __init__(self) -> None:
+    def __init__(self, holds: Callable[[bytes], bool] | None = None) -> None:
         self._ids: dict[bytes, bytes] = {}  # key -> job ID (RESERVED: a reservation)
         self._expiry: dict[bytes, int] = {}  # key -> expiry (ms)
         # job ID -> until when (ms) its origin's ADDJOB may still fail: the copies whose
@@ -91,6 +123,9 @@ class DedupTable:
         self._seconds: list[int] = []  # heap of the buckets' seconds
         self._last: tuple[int, list[bytes]] = (0, [])  # the last bucket used
         self.hits = 0  # ADDJOBs answered with the ID of a job added before (INFO dedup)
+        # Whether this node holds a job, not ended: a UNIQUE key names it only then
+        # (`Node.holds_live`; without a node, every job named is held).
+        self.holds: Callable[[bytes], bool] = holds or _held
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -110,6 +145,9 @@ class DedupTable:
                 self._unsettled.pop(job_id, None)
             if not job_id:
                 self._askers.pop(key, None)
+            return None
+        if key[0] & UNIQUE_BIT and job_id and not self.holds(job_id):
+            self.forget(key, job_id)  # a UNIQUE key whose job ended, or is held elsewhere
             return None
         return job_id
 

@@ -98,7 +98,8 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         self.set_id(node_id)
         self.jobs: ScanTable[bytes, Job] = ScanTable()
         self.queues: ScanTable[bytes, Queue] = ScanTable()
-        self.dedup = DedupTable()  # ADDJOB DEDUP keys (a disq extension)
+        # ADDJOB DEDUP and UNIQUE keys (disq extensions): a UNIQUE key names a job held here
+        self.dedup = DedupTable(self.holds_live)
         # The table holds every key recorded here since this time (ms): 0 for a node
         # that is new, its start for one that was in a cluster before (keys are kept
         # in memory only).
@@ -149,6 +150,16 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
     # -- registry ------------------------------------------------------------------
     def lookup(self, job_id: bytes) -> Job | None:
         return self.jobs.get(job_id)
+
+    def holds_live(self, job_id: bytes) -> bool:
+        """Whether this node holds `job_id` and the job has not ended: not acked, not a
+        dead letter (deleted and expired jobs are not held). A UNIQUE key is held only
+        while its job is (dedup_table.py)."""
+        job = self.jobs.get(job_id)
+        if job is None or job.state >= ACKED:
+            return False
+        ext = job.ext
+        return ext is None or ext.dead_from is None
 
     def register(self, job: Job) -> bool:
         if not self.jobs.add(job.id, job):

@@ -32,7 +32,7 @@ from disq_client.spec import (
 
 from . import errors
 from .clock import ms_after
-from .dedup_table import scoped_key
+from .dedup_table import client_key, is_unique, scoped_key, unique_key
 from .errors import FixedError, fixed
 from .ids import is_valid_job_id
 
@@ -215,11 +215,17 @@ def _parse_options(request: object, options: dict[bytes, _Parser], args: list[by
     return end
 
 
+DEDUP_AND_UNIQUE: Final = fixed(
+    "DEDUP_AND_UNIQUE", "ERR", "DEDUP and UNIQUE cannot be combined: give one key")
+
+
 class AddJobExt:
     """ADDJOB's scheduling, priority and dead-letter options: a plain ADDJOB's request has
-    none (`AddJob.ext` None), so the hot path sets one field for them all."""
+    none (`AddJob.ext` None), so the hot path sets one field for them all. `unique`, the
+    UNIQUE key as parsed, moves to `AddJob.dedup` once the options are read
+    (`AddJob._take_unique`)."""
 
-    __slots__ = ("delay_ms", "at", "priority", "group", "max_deliveries")
+    __slots__ = ("delay_ms", "at", "priority", "group", "max_deliveries", "unique")
 
     def __init__(self) -> None:
         self.delay_ms: int | None = None  # ms, from the ADDJOB
@@ -227,11 +233,17 @@ class AddJobExt:
         self.priority: int | None = None  # None: DEFAULT_PRIORITY
         self.group: bytes | None = None
         self.max_deliveries: int | None = None  # None: the queue's policy
+        self.unique: bytes | None = None  # the client's UNIQUE key, until taken out
+
+    def empty(self) -> bool:
+        """Whether no option is set: the job needs no `JobExt`."""
+        return (self.delay_ms is None and self.at is None and self.priority is None
+                and self.group is None and self.max_deliveries is None and self.unique is None)
 
 
 class AddJob:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
-    [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key] [DELAY-MS ms] [AT unix-ms]
+    [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key] [UNIQUE key] [DELAY-MS ms] [AT unix-ms]
     [PRIORITY p] [GROUP g] [MAXDELIVERIES n]. `repl` None: the cluster's default (3, or
     its size if smaller); `retry` None: derived from the TTL. DEDUP and the last five
     are disq's extensions; the last five live in `ext` (an `AddJobExt`, None when none is given:
@@ -239,7 +251,10 @@ class AddJob:
     read and set as fields of the request all the same (properties below).
 
     `dedup` is the DEDUP key scoped to the queue (`dedup.scoped_key`: the key of the
-    DEDUP table and of the bus), from the constructor's and the parser's client key.
+    DEDUP table and of the bus), from the constructor's and the parser's client key,
+    or the UNIQUE key (`dedup_table.unique_key`): the DEDUP machinery checks both, and a
+    UNIQUE key names its job only while the job lives (disq/dedup_table.py). UNIQUE is
+    parsed into `ext` (a plain ADDJOB pays nothing for it), then moved here.
     `dedup_check` is no option: the cluster's DEDUP side sets it when the job's copies
     are to check its key (disq/replication/dedup_checks.py)."""
 
@@ -289,6 +304,8 @@ class AddJob:
             if request.dedup is not None:  # the client's key, in the queue's namespace
                 request.dedup = scoped_key(request.queue, request.dedup)
             ext: AddJobExt | None = request.ext  # set by _parse_options
+            if ext is not None and ext.unique is not None:
+                ext = request._take_unique(ext.unique)
             if ext is not None and (ext.delay_ms is not None or ext.at is not None):
                 request._check_exclusive(cls._tokens(args, 4))
         timeout = args[3]
@@ -307,12 +324,27 @@ class AddJob:
         if request.dedup is not None:  # the client's key, in the queue's namespace
             request.dedup = scoped_key(queue, request.dedup)
         ext = request.ext
+        if ext is not None and ext.unique is not None:
+            ext = request._take_unique(ext.unique)
         if ext is not None and (ext.delay_ms is not None or ext.at is not None):
             by_field = cls.OPTIONS.by_field
             request._check_exclusive({by_field[field].token for field in given})
         if timeout:
             request.timeout = timeout_ms(b"%d" % timeout)
         return request
+
+    def _take_unique(self, key: bytes) -> AddJobExt | None:
+        """The UNIQUE key parsed into `ext`, in the queue's namespace, becomes `dedup`
+        (refused with DEDUP); `ext` goes if nothing else is in it. Returns `ext`."""
+        if self.dedup is not None:
+            raise DEDUP_AND_UNIQUE
+        self.dedup = unique_key(self.queue, key)
+        ext = self.ext
+        assert ext is not None
+        ext.unique = None
+        if ext.empty():
+            self.ext = ext = None
+        return ext
 
     def _ext(self) -> AddJobExt:
         ext = self.ext
@@ -357,6 +389,18 @@ class AddJob:
     @group.setter
     def group(self, value: bytes) -> None:
         self._ext().group = value
+
+    @property
+    def unique(self) -> bytes | None:
+        """The client's UNIQUE key (None: none)."""
+        key = self.dedup
+        if key is not None and is_unique(key):
+            return client_key(key)
+        return None if self.ext is None else self.ext.unique
+
+    @unique.setter
+    def unique(self, value: bytes) -> None:
+        self._ext().unique = value
 
     @property
     def max_deliveries(self) -> int | None:
@@ -404,12 +448,15 @@ ADDJOBS_SYNTAX: Final = fixed(
 ADDJOBS_DEDUP: Final = fixed(
     "ADDJOBS_DEDUP", "ERR", "ADDJOBS takes its DEDUP keys per job: DEDUP-JOBS key body "
     "[key body ...]")
+ADDJOBS_UNIQUE: Final = fixed(
+    "ADDJOBS_UNIQUE", "ERR", "ADDJOBS takes no UNIQUE key (one key would name one job of "
+    "the batch): add such jobs with ADDJOB ... UNIQUE key")
 ADDJOBS_TOO_MANY: Final = fixed(
     "ADDJOBS_TOO_MANY", "ERR", f"ADDJOBS takes at most {MAX_ADDJOBS} jobs")
 
 
 class AddJobs:
-    """ADDJOBS queue ms-timeout [ADDJOB's options but DEDUP] JOBS body [body ...]
+    """ADDJOBS queue ms-timeout [ADDJOB's options but DEDUP, UNIQUE] JOBS body [body ...]
     | DEDUP-JOBS key body [key body ...] (a disq extension): many jobs of one queue,
     each added as its own ADDJOB with the options (`job(i)`). Every key is checked
     before any job is added; JOBS or DEDUP-JOBS ends the options (a body may look like
@@ -433,6 +480,8 @@ class AddJobs:
         if options.dedup is not None:
             raise ADDJOBS_DEDUP
         ext = options.ext
+        if ext is not None and ext.unique is not None:
+            raise ADDJOBS_UNIQUE
         if ext is not None and (ext.delay_ms is not None or ext.at is not None):
             options._check_exclusive(AddJob._tokens(args, 3, end))
         keyed = args[end].lower() == b"dedup-jobs"

@@ -2,6 +2,12 @@
 never send): if a job was added with that key in the cluster and has not expired,
 ADDJOB answers that job's ID and adds nothing.
 
+`ADDJOB ... UNIQUE <key>` (a UNIQUE key: `dedup_table.unique_key`) is checked the same
+way, by the same messages; the one difference is in the table: a node names a UNIQUE
+key's job (to its clients, in DEDUP_REPLY, when refusing a copy) only while it holds
+that job not ended (`DedupTable.peek`), so a key whose job was acked, became a dead
+letter, was deleted or expired is free on each node once that node learned it.
+
 A key is scoped to the ADDJOB's queue (`dedup.scoped_key`: the same key in two queues
 names two jobs): every key below, in the tables, DEDUP_QUERY, DEDUP_REPLY,
 DEDUP_FORGET and REPLJOB, is the scoped key. A copy whose key is not scoped to the

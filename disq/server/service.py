@@ -276,7 +276,10 @@ class JobService:
         `replication.dedup` (disq/replication/dedup_checks.py). Answered later, once
         the AOF has the job, when the job waits for its copies or other nodes must be
         asked first; the front end's client going away does not cancel the add: with
-        a key, a retry gets the ID. The key was checked by the request."""
+        a key, a retry gets the ID. The key was checked by the request. A UNIQUE key
+        (`ADDJOB ... UNIQUE`) takes the same path: its table entry names its job only
+        while this node holds the job live (disq/dedup_table.py), here and in the
+        answers to other nodes."""
         key = request.dedup
         assert key is not None
         node = self.node

@@ -148,6 +148,8 @@ def test_http_and_resp_give_the_same_results(http_node: tuple[DisqProcess, Http]
         ({"body": "x", "max_deliveries": 0}, ["MAXDELIVERIES", 0]),
         ({"body": "x", "replicate": 3}, ["REPLICATE", 3]),
         ({"body": "x", "group": "g" * 257}, ["GROUP", "g" * 257]),
+        ({"body": "x", "unique": ""}, ["UNIQUE", ""]),
+        ({"body": "x", "dedup": "d", "unique": "u"}, ["DEDUP", "d", "UNIQUE", "u"]),
     ]
     for job, options in cases:
         status, answer = http.post("/api/v1/queues/same/jobs", job)
@@ -170,6 +172,21 @@ def test_http_and_resp_give_the_same_results(http_node: tuple[DisqProcess, Http]
         expected = value.decode() if isinstance(value, bytes) else (
             [v.decode() for v in value] if isinstance(value, list) else value)
         assert shown[key] == expected, key
+
+
+def test_a_unique_key_names_one_live_job(http_node: tuple[DisqProcess, Http]) -> None:
+    """"unique" (ADDJOB ... UNIQUE): the job added with the key while it lives."""
+    node, http = http_node
+    status, added = http.post("/api/v1/queues/u/jobs", {"body": "a", "unique": "k"})
+    assert status == 201
+    first = added["id"]
+    status, again = http.post("/api/v1/queues/u/jobs", [{"body": "b", "unique": "k"},
+                                                       {"body": "c", "unique": "other"}])
+    assert status == 201 and again["jobs"][0] == {"id": first}, again
+    assert again["jobs"][1]["id"] != first
+    assert resp(node, "QLEN", "u") == 2
+    assert resp(node, "ACKJOB", first) == 1
+    assert http.post("/api/v1/queues/u/jobs", {"body": "d", "unique": "k"})[1]["id"] != first
 
 
 # -- queues -----------------------------------------------------------------------------------

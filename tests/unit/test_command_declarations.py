@@ -69,7 +69,8 @@ RENAMED = {"repl": "replicate", "timeout": "timeout_ms"}
 # themselves (not keywords)
 METHODS = [
     (spec.ADDJOB, ("add_job",), set()),
-    (spec.ADDJOB, ("add_jobs",), {"dedup"}),  # add_jobs: one key per body, `dedup`
+    # add_jobs: one DEDUP key per body, `dedup`; ADDJOBS takes no UNIQUE key
+    (spec.ADDJOB, ("add_jobs",), {"dedup", "unique"}),
     (spec.GETJOB, ("get_jobs",), set()),
     (spec.NACK, ("nack",), set()),
     (spec.ACKJOB, ("ack",), set()),

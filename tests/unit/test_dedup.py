@@ -9,7 +9,15 @@ from collections import Counter
 import pytest
 
 from disq.cluster import messages as m
-from disq.dedup_table import RESERVED, DedupTable, scoped_key
+from disq.dedup_table import (
+    RESERVED,
+    DedupTable,
+    client_key,
+    scoped_key,
+    scoped_to,
+    unique_key,
+    well_scoped,
+)
 from disq.node import now_ms
 from disq.queue import PAUSED_IN
 from disq.replication.copies import ADD_NODE_PERIOD_MS
@@ -28,6 +36,25 @@ def test_record_get_and_lazy_expiry() -> None:
     assert table.expiry(b"k") == 5000
     assert table.get(b"k", 5000) is None
     assert len(table) == 0
+
+
+def test_a_unique_key_names_its_job_only_while_this_node_holds_it_live() -> None:
+    """A UNIQUE key's entry is answered only while `holds` says the job lives here: a
+    stale one (ended, or held elsewhere) is dropped at the first look, and a
+    reservation in its place works as for DEDUP. DEDUP keys are not asked about."""
+    live = {b"id1"}
+    table = DedupTable(live.__contains__)
+    key, dedup_key = unique_key(b"q", b"k"), scoped_key(b"q", b"k")
+    assert key != dedup_key and client_key(key) == client_key(dedup_key) == b"k"
+    assert well_scoped(key) and scoped_to(key, b"q") and not scoped_to(key, b"q2")
+    table.record(key, b"id1", 5000)
+    table.record(dedup_key, b"id2", 5000)  # a DEDUP key's job, held nowhere: still named
+    assert table.get(key, 1000) == b"id1" and table.get(dedup_key, 1000) == b"id2"
+    live.clear()  # the job was acked (or is a dead letter, or gone)
+    assert table.peek(key, 1000) is None and table.expiry(key) == 0  # dropped
+    assert table.get(dedup_key, 1000) == b"id2"
+    table.reserve(key, 1000, 3000, "asker")
+    assert table.peek(key, 1000) == RESERVED and table.asker(key) == "asker"
 
 
 def test_sweep_drops_only_expired_entries() -> None:

@@ -7,7 +7,7 @@ import pytest
 from disq_client.spec import ADDJOB, GETJOB, JOB_STATES, JSCAN, PAUSE, QSCAN
 
 from disq import errors
-from disq.dedup_table import scoped_key
+from disq.dedup_table import is_unique, scoped_key, unique_key
 from disq.job import STATE_BY_NAME
 from disq.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
 from disq.queue_requests import JScan, Pause, QScan
@@ -41,6 +41,25 @@ def test_a_dedup_key_is_scoped_to_its_queue_however_the_request_is_made() -> Non
     assert batch.job(0).dedup == parsed and batch.job(1).dedup == scoped_key(b"qa", b"k2")
     assert scoped_key(b"ab", b"c") != scoped_key(b"b", b"ca")  # "c" + "ab" as "ca" + "b"
     assert scoped_key(b"b", b"a\x00") != scoped_key(b"\x00b", b"a")
+
+
+def test_a_unique_key_is_the_dedup_slot_marked_unique_however_the_request_is_made() -> None:
+    """UNIQUE is parsed into `ext` (a plain ADDJOB pays nothing), then moved to `dedup`
+    as a UNIQUE key: another key than DEDUP's of the same name; `ext` goes with it
+    unless another extension is in it."""
+    parsed = AddJob.parse(args("ADDJOB q body 0 UNIQUE order-42"))
+    assert parsed.dedup == unique_key(b"q", b"order-42") != scoped_key(b"q", b"order-42")
+    assert is_unique(parsed.dedup) and not is_unique(scoped_key(b"q", b"order-42"))
+    assert parsed.unique == b"order-42" and parsed.ext is None
+    fields = AddJob.from_fields(b"q", b"body", 0, {"unique": "order-42", "priority": 3})
+    assert fields.dedup == parsed.dedup and fields.priority == 3
+    assert fields.ext is not None and fields.ext.unique is None
+    assert AddJob.parse(args("ADDJOB q body 0 DEDUP k")).unique is None
+    for text in ("ADDJOB q body 0 DEDUP a UNIQUE b", "ADDJOB q body 0 UNIQUE b DEDUP a"):
+        with pytest.raises(errors.DisqError, match="DEDUP and UNIQUE cannot be combined"):
+            AddJob.parse(args(text))
+    with pytest.raises(errors.DisqError, match="ADDJOBS takes no UNIQUE key"):
+        AddJobs.parse(args("ADDJOBS q 0 UNIQUE k JOBS a b"))
 
 
 def test_addjob_extensions() -> None:

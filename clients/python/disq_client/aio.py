@@ -301,13 +301,14 @@ class AsyncClient(ClientBase):
                       dedup: str | bytes | None = None, delay_ms: int | None = None,
                       at: datetime | int | None = None, priority: int | None = None,
                       group: str | bytes | None = None,
-                      max_deliveries: int | None = None, queue_randomly: bool = False) -> str:
+                      max_deliveries: int | None = None, queue_randomly: bool = False,
+                      unique: str | bytes | None = None) -> str:
         """As Client.add_job."""
         return await self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry,
                                             ttl, maxlen, async_, dedup, delay_ms=delay_ms,
                                             at=at, priority=priority, group=group,
                                             max_deliveries=max_deliveries,
-                                            queue_randomly=queue_randomly))
+                                            queue_randomly=queue_randomly, unique=unique))
 
     async def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                        timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,

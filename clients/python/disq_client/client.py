@@ -420,10 +420,14 @@ class Client(ClientBase):
                 async_: bool = False, dedup: str | bytes | None = None,
                 delay_ms: int | None = None, at: datetime | int | None = None,
                 priority: int | None = None, group: str | bytes | None = None,
-                max_deliveries: int | None = None, queue_randomly: bool = False) -> str:
+                max_deliveries: int | None = None, queue_randomly: bool = False,
+                unique: str | bytes | None = None) -> str:
         """ADDJOB; returns the job ID. `timeout_ms` bounds synchronous replication (0:
         no limit); delay, retry and ttl are in seconds. disq's extensions: `dedup`, a
         key: if the cluster added a job with it already, that job's ID, nothing added;
+        `unique`, a key: if a job added with it is still queued or running (not acked,
+        not a dead letter, not deleted or expired), that job's ID, nothing added
+        (not with `dedup`);
         `delay_ms`, a delay in ms, or `at`, when to deliver it (a datetime, naive: local
         time, or Unix ms; never before it); `priority` 0 (most urgent) .. 255 (default
         128); `group`, a fairness group (ready jobs are handed out round-robin by group);
@@ -434,7 +438,7 @@ class Client(ClientBase):
                                       maxlen, async_, dedup, delay_ms=delay_ms, at=at,
                                       priority=priority, group=group,
                                       max_deliveries=max_deliveries,
-                                      queue_randomly=queue_randomly))
+                                      queue_randomly=queue_randomly, unique=unique))
 
     def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                  timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,

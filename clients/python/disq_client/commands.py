@@ -102,15 +102,17 @@ def addjob_options(timeout_ms: int, replicate: int | None, delay: int | None,
                    async_: bool, dedup: Arg | None = None, *, delay_ms: int | None = None,
                    at: datetime | int | None = None, priority: int | None = None,
                    group: Arg | None = None, max_deliveries: int | None = None,
-                   queue_randomly: bool = False) -> tuple[Arg, ...]:
+                   queue_randomly: bool = False, unique: Arg | None = None
+                   ) -> tuple[Arg, ...]:
     """Everything after the body: the timeout, then the options given. `dedup`,
-    `delay_ms`, `at`, `priority`, `group` and `max_deliveries` are disq's extensions
-    (Disque refuses them)."""
+    `unique`, `delay_ms`, `at`, `priority`, `group` and `max_deliveries` are disq's
+    extensions (Disque refuses them)."""
     return (timeout_ms, *_options(ADDJOB, {
         "repl": replicate, "delay": delay, "retry": retry, "ttl": ttl, "maxlen": maxlen,
         "dedup": dedup, "async_": async_, "delay_ms": delay_ms,
         "at": None if at is None else unix_ms(at), "priority": priority, "group": group,
-        "max_deliveries": max_deliveries, "queue_randomly": queue_randomly}))
+        "max_deliveries": max_deliveries, "queue_randomly": queue_randomly,
+        "unique": unique}))
 
 
 def addjob_wait(timeout_ms: int, async_: bool) -> float | None:
@@ -125,10 +127,11 @@ def add_job(queue: str, body: Body, timeout_ms: int, replicate: int | None,
             async_: bool, dedup: Arg | None, *, delay_ms: int | None = None,
             at: datetime | int | None = None, priority: int | None = None,
             group: Arg | None = None, max_deliveries: int | None = None,
-            queue_randomly: bool = False) -> Cmd[str]:
+            queue_randomly: bool = False, unique: Arg | None = None) -> Cmd[str]:
     options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup,
                              delay_ms=delay_ms, at=at, priority=priority, group=group,
-                             max_deliveries=max_deliveries, queue_randomly=queue_randomly)
+                             max_deliveries=max_deliveries, queue_randomly=queue_randomly,
+                             unique=unique)
     return Cmd(("ADDJOB", queue, to_body(body), *options), _str,
                addjob_wait(timeout_ms, async_))
 

@@ -129,6 +129,9 @@ ADDJOB = CommandOptions("ADDJOB", (
     Option("QUEUE-RANDOMLY", "queue_randomly", FLAG),
     Option("DEDUP", "dedup", BYTES, f"DEDUP key must be 1 to {DEDUP_KEY_MAX_LEN} bytes",
            max_len=DEDUP_KEY_MAX_LEN, extension=True),
+    # at most one job with the key in the queue while one is queued or running
+    Option("UNIQUE", "unique", BYTES, f"UNIQUE key must be 1 to {DEDUP_KEY_MAX_LEN} bytes",
+           max_len=DEDUP_KEY_MAX_LEN, extension=True),
     # scheduling to the millisecond, priorities and fairness groups
     Option("DELAY-MS", "delay_ms", INT, "DELAY-MS time must be a non negative number", 0,
            extension=True),

@@ -30,8 +30,9 @@ if TYPE_CHECKING:
          options=(spec.ADDJOB,), queues=At(1))
 def addjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
-    [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key] [DELAY-MS ms] [AT unix-ms]
-    [PRIORITY p] [GROUP g]  (DEDUP and the last four: disq extensions)"""
+    [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key] [UNIQUE key] [DELAY-MS ms]
+    [AT unix-ms] [PRIORITY p] [GROUP g] [MAXDELIVERIES n]  (DEDUP, UNIQUE and the last
+    five: disq extensions)"""
     added = client.server.jobs.add(client.user, AddJob.parse(args), client)
     if type(added) is bytes:
         return b"+" + added + b"\r\n"
@@ -40,13 +41,13 @@ def addjob(client: Client, args: list[bytes]) -> bytes | Pending:
 
 @command("addjobs", -5, "wm",
          acl=PRODUCE,
-         syntax=("ADDJOBS queue ms-timeout [ADDJOB's options but DEDUP] JOBS body [body ...] | "
+         syntax=("ADDJOBS queue ms-timeout [ADDJOB's options but DEDUP, UNIQUE] JOBS body [body ...] | "
                  'DEDUP-JOBS key body [key body ...]'),
          summary='Add several jobs in one request, each as its own ADDJOB with the options would.',
          reply="array: each job's ADDJOB reply (its ID or its error) in its place",
          options=(spec.ADDJOB,), queues=At(1), extension=True)
 def addjobs(client: Client, args: list[bytes]) -> bytes | Pending:
-    """ADDJOBS queue ms-timeout [ADDJOB's options but DEDUP] JOBS body [body ...]
+    """ADDJOBS queue ms-timeout [ADDJOB's options but DEDUP, UNIQUE] JOBS body [body ...]
     | DEDUP-JOBS key body [key body ...] (a disq extension): each job added in order as
     its own ADDJOB with the options would be; one array reply, each job's ADDJOB reply
     (its ID, or its error) in its place, once every job has one. A producer's batch
