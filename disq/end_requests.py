@@ -1,15 +1,25 @@
-"""Typed requests of how jobs end (disq extensions): ACKJOB with a RESULT and WAITJOB,
-parsed as requests.py parses the other job commands (the same option tables,
-disq_client.spec, and number rules)."""
+"""Typed requests of how jobs end and what their consumers report (disq extensions):
+ACKJOB with a RESULT, WAITJOB, and WORKING with a PROGRESS or DATA, parsed as
+requests.py parses the other job commands (the same option tables, disq_client.spec,
+and number rules)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
-from disq_client.spec import ACKJOB, MAX_WAITED, WAITJOB, CommandOptions
+from disq_client.spec import ACKJOB, MAX_WAITED, WAITJOB, WORKING, CommandOptions
 
 from . import errors
-from .requests import _compile, _Parser, options_before_ids, validate_ids
+from .requests import (
+    _by_field,
+    _compile,
+    _parse_options,
+    _Parser,
+    _set_fields,
+    options_before_ids,
+    validate_ids,
+)
 
 
 class Ack:
@@ -62,3 +72,33 @@ class WaitJob:
         if len(ids) > MAX_WAITED:
             raise errors.err(f"WAITJOB takes at most {MAX_WAITED} job IDs")
         return validate_ids(ids)
+
+
+class Working:
+    """WORKING id [PROGRESS 0-100] [DATA blob]: PROGRESS and DATA (disq extensions) are
+    kept with the job on its holders until the next report. The plain WORKING id of
+    every consumer does not come here (commands/jobs.py)."""
+
+    __slots__ = ("job_id", "progress", "data")
+    OPTIONS: ClassVar[CommandOptions] = WORKING
+    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(WORKING)
+    _FIELDS: ClassVar[dict[str, _Parser]] = _by_field(_PARSERS)
+
+    def __init__(self, job_id: bytes, progress: int | None = None,
+                 data: bytes | None = None) -> None:
+        self.job_id = job_id
+        self.progress = progress
+        self.data = data
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> Working:
+        request = cls(args[1])
+        _parse_options(request, cls._PARSERS, args, 2)
+        return request
+
+    @classmethod
+    def from_fields(cls, job_id: bytes, values: Mapping[str, object]) -> Working:
+        """From typed options (the HTTP API's JSON), checked as `parse` checks them."""
+        request = cls(job_id)
+        _set_fields(request, cls._FIELDS, values)
+        return request

@@ -121,11 +121,12 @@ class JobExt:
     that missed a move takes the newer state and never goes back to an older one."""
 
     __slots__ = ("priority", "group", "due", "max_deliveries", "dead_from", "dead_reason",
-                 "generation")
+                 "generation", "notes")
 
     def __init__(self, priority: int = DEFAULT_PRIORITY, group: bytes | None = None,
                  due: int = 0, max_deliveries: int = 0, dead_from: bytes | None = None,
-                 dead_reason: bytes | None = None, generation: int = 0) -> None:
+                 dead_reason: bytes | None = None, generation: int = 0,
+                 notes: JobNotes | None = None) -> None:
         self.priority = priority  # 0 (most urgent) .. 255
         self.group = group  # fairness group (<= 256 bytes); None: the queue's no-group
         self.due = due  # Unix ms before which it is never delivered (0: none)
@@ -133,7 +134,8 @@ class JobExt:
         self.dead_from = dead_from  # a dead letter: the queue it came from
         self.dead_reason = dead_reason
         self.generation = generation
-        untrack(self)  # holds only ints and bytes (see gcfree.py)
+        self.notes = notes  # what its consumers reported: errors, progress (None: nothing)
+        untrack(self)  # holds only ints, bytes and a JobNotes (see gcfree.py)
 
     @property
     def extra(self) -> bool:
@@ -142,10 +144,78 @@ class JobExt:
 
     def copy(self, **changes: object) -> JobExt:
         ext = JobExt(self.priority, self.group, self.due, self.max_deliveries,
-                     self.dead_from, self.dead_reason, self.generation)
+                     self.dead_from, self.dead_reason, self.generation, self.notes)
         for name, value in changes.items():
             setattr(ext, name, value)
         return ext
+
+
+# One error a consumer reported (NACK ... ERROR reason): (delivery, unix ms, reason).
+# `delivery` counts as MAXDELIVERIES does: nacks + additional deliveries + 1 then.
+JobError = tuple[int, int, bytes]
+MAX_ERRORS: Final = 5  # a job keeps its last errors only
+MAX_ERROR_LEN: Final = 1024  # bytes of one reason
+MAX_PROGRESS_DATA: Final = 4096  # bytes of WORKING ... DATA
+NO_PROGRESS: Final = -1
+MIN_PROGRESS, MAX_PROGRESS = 0, 100
+NOTE_OVERHEAD: Final = 64  # memory counted per error kept, beyond its reason
+
+
+class JobNotes:
+    """What a job's consumers reported of their work (disq extensions): the last
+    MAX_ERRORS errors of NACK ... ERROR, oldest first, and the last WORKING ...
+    PROGRESS / DATA. Never changed in place (a JobExt may be copied with it): a change
+    is a new JobNotes (`with_error`, `with_progress`)."""
+
+    __slots__ = ("errors", "progress", "progress_data")
+
+    def __init__(self, errors: tuple[JobError, ...] = (), progress: int = NO_PROGRESS,
+                 progress_data: bytes | None = None) -> None:
+        self.errors = errors
+        self.progress = progress  # 0..100, NO_PROGRESS: none reported
+        self.progress_data = progress_data
+        untrack(self)
+
+    def with_error(self, error: JobError) -> JobNotes:
+        """These notes with `error` among the errors (kept in delivery then time
+        order, the last MAX_ERRORS; one already there changes nothing: a holder may
+        hear of an error twice)."""
+        if error in self.errors:
+            return self
+        errors = tuple(sorted((*self.errors, error), key=_error_order))[-MAX_ERRORS:]
+        return JobNotes(errors, self.progress, self.progress_data)
+
+    def with_errors(self, errors: Iterable[JobError]) -> JobNotes:
+        notes = self
+        for error in errors:
+            notes = notes.with_error(error)
+        return notes
+
+    def with_progress(self, progress: int | None, data: bytes | None) -> JobNotes:
+        """None leaves that part as it was."""
+        return JobNotes(self.errors, self.progress if progress is None else progress,
+                        self.progress_data if data is None else data)
+
+    @property
+    def last_error(self) -> bytes | None:
+        return self.errors[-1][2] if self.errors else None
+
+    @property
+    def size(self) -> int:
+        """Memory counted for them in the node's job bytes."""
+        return (sum(NOTE_OVERHEAD + len(error[2]) for error in self.errors)
+                + len(self.progress_data or b""))
+
+
+def _error_order(error: JobError) -> tuple[int, int]:
+    return error[0], error[1]
+
+
+def notes_size(job: Job) -> int:
+    """Job bytes counted for the job's notes (0: none)."""
+    ext = job.ext
+    notes = ext.notes if ext is not None else None
+    return 0 if notes is None else notes.size
 
 
 def job_priority(job: Job) -> int:

@@ -23,11 +23,14 @@ from .job import (
     DELETED,
     DELIVERED,
     NO_HOLDERS,
+    NO_PROGRESS,
     PROVISIONAL,
     QUEUED,
     WAIT_REPL,
     Job,
+    JobError,
     JobExt,
+    JobNotes,
     node_id_set,
 )
 from .policies import PolicyTable
@@ -214,8 +217,9 @@ class JobOperations:
 
     def job_end(self, job_id: bytes, now: int) -> tuple[bytes, bytes | None]:
         """WAITJOB's view of a job here: (state, what it ended with): `acked` (its
-        result, None without one), `dead` (a dead letter: its last error), `queued`,
-        `active` (not acked yet, not queued), `unknown` (neither the job nor its end is
+        result, None without one), `dead` (a dead letter: its last NACK ... ERROR, else
+        why it is one), `queued`, `active` (not acked yet, not queued: the progress
+        data its consumer last reported, if any), `unknown` (neither the job nor its end is
         known here)."""
         job = self.jobs.get(job_id)
         end = self.ends.get(job_id, now) if self.ends.kept else None
@@ -226,9 +230,15 @@ class JobOperations:
         if job.state == ACKED:
             return ACKED_END, end.data if end is not None else None
         ext = job.ext
-        if ext is not None and ext.dead_from is not None:
-            return DEAD_END, ext.dead_reason
-        return (b"queued" if job.state == QUEUED else b"active"), None
+        if ext is None:
+            return (b"queued" if job.state == QUEUED else b"active"), None
+        notes = ext.notes
+        if ext.dead_from is not None:
+            last = notes.last_error if notes is not None else None
+            return DEAD_END, ext.dead_reason if last is None else last
+        if job.state == QUEUED:
+            return b"queued", None
+        return b"active", notes.progress_data if notes is not None else None
 
     def _dummy_ack(self, job_id: bytes, now: int) -> Job:
         """An ACK for a job this node never saw, kept to spread it (cluster only)."""
@@ -273,20 +283,76 @@ class JobOperations:
         return deleted
 
     # -- other job commands ----------------------------------------------------------
-    def requeue(self, ids: list[bytes], nack: bool, delay_ms: int | None = None) -> int:
+    def requeue(self, ids: list[bytes], nack: bool, delay_ms: int | None = None,
+                error: bytes | None = None) -> int:
         """NACK / ENQUEUE: active jobs back into their queue. A NACK may make a job a
         dead letter, or queue it after a back-off (its DELAY-MS, or the queue's
-        BACKOFF policy: failures.py); an ENQUEUE queues it now."""
+        BACKOFF policy: failures.py); an ENQUEUE queues it now. `error` (NACK ...
+        ERROR reason, a disq extension) is kept with each job requeued."""
         count = 0
         now = now_ms()
         for job_id in ids:
             job = self.jobs.get(job_id)
-            if job is not None and job.state == ACTIVE and self.enqueue(
-                    job, nack, now, delay_ms=delay_ms, policy=nack):
+            if job is not None and job.state == ACTIVE and (
+                    self.enqueue(job, nack, now, delay_ms=delay_ms, policy=nack)
+                    if error is None else self._nack_with_error(job, error, delay_ms, now)):
                 count += 1
                 if nack:
                     self.stats.jobs_nacked += 1
         return count
+
+    def _nack_with_error(self, job: Job, error: bytes, delay_ms: int | None,
+                         now: int) -> bool:
+        """A NACK with its error: the error joins the job's notes first, so that the
+        message telling the holders of the requeue (QUEUED, or JOBMOVE for a job
+        that becomes a dead letter) carries it; nothing changes if the job cannot be
+        requeued. The job is logged again (its errors are in the AOF)."""
+        ext = job.ext
+        notes = ext.notes if ext is not None else None
+        entry: JobError = (job.nacks + job.deliveries + 1, now, error)
+        new_notes = (notes or JobNotes()).with_error(entry)
+        job.ext = (ext or JobExt()).copy(notes=new_notes)
+        if not self.enqueue(job, True, now, delay_ms=delay_ms):
+            job.ext = ext
+            return False
+        self.job_bytes += new_notes.size - (notes.size if notes is not None else 0)
+        moved = job.ext.generation != (ext.generation if ext is not None else 0)
+        if self.recording and not moved:  # (a move logs the job itself)
+            self.persistence.job_removed(job.id)
+            self.persistence.job_stored(job)
+        return True
+
+    def learn_errors(self, job: Job, errors: list[JobError]) -> None:
+        """Another holder's errors of the job (with its QUEUED or JOBMOVE): kept
+        here too, the job logged again if they are news."""
+        ext = job.ext
+        notes = ext.notes if ext is not None else None
+        new_notes = (notes or JobNotes()).with_errors(errors)
+        if new_notes is notes or job.state == ACKED or job.state == DELETED:
+            return
+        job.ext = (ext or JobExt()).copy(notes=new_notes)
+        self.job_bytes += new_notes.size - (notes.size if notes is not None else 0)
+        if self.recording and (job.state == ACTIVE or job.state == QUEUED):
+            self.persistence.job_removed(job.id)
+            self.persistence.job_stored(job)
+
+    def set_progress(self, job: Job, progress: int | None, data: bytes | None) -> None:
+        """WORKING ... PROGRESS / DATA (here, or heard from another holder): kept in
+        memory with the job (not logged: the next report replaces it)."""
+        ext = job.ext
+        notes = ext.notes if ext is not None else None
+        new_notes = (notes or JobNotes()).with_progress(progress, data)
+        job.ext = (ext or JobExt()).copy(notes=new_notes)
+        self.job_bytes += new_notes.size - (notes.size if notes is not None else 0)
+
+    def job_progress(self, job_id: bytes) -> int | None:
+        """The last progress a consumer reported for a job held here (None: none)."""
+        job = self.jobs.get(job_id)
+        ext = job.ext if job is not None else None
+        notes = ext.notes if ext is not None else None
+        if notes is None or notes.progress == NO_PROGRESS:
+            return None
+        return notes.progress
 
     def dequeue_ids(self, ids: list[bytes]) -> int:
         count = 0
@@ -309,7 +375,11 @@ class JobOperations:
                 count += 1
         return count
 
-    def working(self, job_id: bytes) -> int:
+    def working(self, job_id: bytes, progress: int | None = None,
+                data: bytes | None = None) -> int:
+        """WORKING: the job's requeue postponed here and on its holders; `progress`
+        (0..100) and `data` (WORKING ... PROGRESS / DATA, disq extensions) kept with
+        it and told to the holders with the WORKING."""
         job = self.jobs.get(job_id)
         if job is None or job.state == DELETED:
             raise errors.NOJOB
@@ -322,6 +392,8 @@ class JobOperations:
             self.dequeue(job)
         if job.state != ACKED:
             self.postpone_requeue(job, now)
+            if progress is not None or data is not None:
+                self.set_progress(job, progress, data)
         self.cluster.job_working(job)
         return job.retry
 

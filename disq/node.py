@@ -38,6 +38,7 @@ from .job import (
     WILLQUEUE_ADVANCE_MS,
     Job,
     holder_set,
+    notes_size,
 )
 from .jobops import JobOperations
 from .memory import JOB_FOOTPRINT, NO_MEMORY_LIMIT, MemoryBounds
@@ -165,6 +166,8 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
         if not self.jobs.add(job.id, job):
             return False
         self.job_bytes += JOB_FOOTPRINT + len(job.body or b"")
+        if job.ext is not None:  # (a job loaded with its errors)
+            self.job_bytes += notes_size(job)
         return True
 
     def unregister(self, job: Job) -> None:
@@ -177,6 +180,8 @@ class Node(JobOperations, FailurePolicies, MemoryBounds):
             return
         body_len = len(job.body or b"")
         self.job_bytes -= JOB_FOOTPRINT + body_len
+        if job.ext is not None:  # its errors, progress
+            self.job_bytes -= notes_size(job)
         if body_len >= RELEASED_BODY:  # the timers keep the job until its next time
             job.body = b""
         if self.recording and state in (ACTIVE, QUEUED):

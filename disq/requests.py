@@ -589,22 +589,32 @@ class GetJob:
 
 
 class Nack:
-    """NACK [DELAY-MS ms] id [id ...]: DELAY-MS (a disq extension) queues the jobs
-    again after that delay, not at once. No job ID can be an option's token."""
+    """NACK [DELAY-MS ms] [ERROR reason] id [id ...]: DELAY-MS (a disq extension) queues
+    the jobs again after that delay, not at once; ERROR (one too) is kept with each
+    job. No job ID can be an option's token."""
 
-    __slots__ = ("ids", "delay_ms")
+    __slots__ = ("ids", "delay_ms", "error")
     OPTIONS: ClassVar[CommandOptions] = NACK
     _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(NACK)
 
-    def __init__(self, ids: list[bytes], delay_ms: int | None = None) -> None:
+    def __init__(self, ids: list[bytes], delay_ms: int | None = None,
+                 error: bytes | None = None) -> None:
         self.ids = ids
         self.delay_ms = delay_ms
+        self.error = error  # ERROR reason (a disq extension): kept with each job
 
     @classmethod
     def parse(cls, args: list[bytes]) -> Nack:
         request = cls([])
         start = options_before_ids(request, cls._PARSERS, args)
         request.ids = validate_ids(args[start:])  # none: 0, as Disque answers
+        return request
+
+    @classmethod
+    def from_fields(cls, ids: list[bytes], values: Mapping[str, object]) -> Nack:
+        """From typed options (the HTTP API's JSON), checked as `parse` checks them."""
+        request = cls(validate_ids(ids))
+        _set_fields(request, _by_field(cls._PARSERS), values)
         return request
 
 

@@ -21,6 +21,11 @@ and an AOF without extended jobs loads in Disque.
     u8 format (1)  u8 priority  u64 due (Unix ms, 0: none)  group (the rest; none: empty)
     u8 format (2)  u8 priority  u64 due  u16 max deliveries  u32 generation
         u32 + group  u32 + dead from  u32 + reason   (a length of 0xFFFFFFFF: none)
+    u8 format (3)  format 2's fields, then the errors of NACK ... ERROR (oldest first):
+        u8 count (1..5), each  u32 delivery  u64 unix ms  u32 + reason
+
+A job's progress (WORKING ... PROGRESS / DATA) is not recorded: the next report
+replaces it.
 
 A result kept for a job (results.JobEnd, a disq extension) is LOADRESULT's argument:
 
@@ -37,7 +42,19 @@ import struct
 from collections.abc import Mapping
 
 from ..ids import is_valid_job_id
-from ..job import ACTIVE, BACKOFF_WAIT, MAX_BODY, QUEUED, Job, JobExt, holder_set
+from ..job import (
+    ACTIVE,
+    BACKOFF_WAIT,
+    MAX_BODY,
+    MAX_ERROR_LEN,
+    MAX_ERRORS,
+    QUEUED,
+    Job,
+    JobError,
+    JobExt,
+    JobNotes,
+    holder_set,
+)
 from ..policies import MAX_RESULT_TTL
 from ..results import ACKED_END, DEAD_END, JobEnd
 
@@ -55,6 +72,8 @@ _EXT = struct.Struct("<BBQ")
 _EXT2 = struct.Struct("<BBQHI")
 EXT_FORMAT = 1
 EXT_FORMAT_2 = 2  # with MAXDELIVERIES and a dead letter's state
+EXT_FORMAT_3 = 3  # format 2, then the errors of NACK ... ERROR
+_ERROR = struct.Struct("<IQI")  # an error: delivery, unix ms, reason's length
 MAX_GROUP_LEN = 256
 _NONE = 0xFFFFFFFF
 _END = struct.Struct("<BBQQ40s")
@@ -159,11 +178,19 @@ def deserialize_job(data: bytes, known_ids: Mapping[str, str] | None = None) -> 
 
 def serialize_ext(ext: JobExt) -> bytes:
     """The extended fields of a job, LOADJOB's second argument."""
-    if not ext.extra:
+    notes = ext.notes
+    errors = notes.errors if notes is not None else ()
+    if not ext.extra and not errors:
         return _EXT.pack(EXT_FORMAT, ext.priority, ext.due) + (ext.group or b"")
-    return b"".join((
-        _EXT2.pack(EXT_FORMAT_2, ext.priority, ext.due, ext.max_deliveries, ext.generation),
-        _short(ext.group), _short(ext.dead_from), _short(ext.dead_reason)))
+    fields = [
+        _EXT2.pack(EXT_FORMAT_3 if errors else EXT_FORMAT_2, ext.priority, ext.due,
+                   min(ext.max_deliveries, U16_MAX), ext.generation),
+        _short(ext.group), _short(ext.dead_from), _short(ext.dead_reason)]
+    if errors:
+        fields.append(bytes((len(errors),)))
+        fields += [_ERROR.pack(min(delivery, U32_MAX), when, len(reason)) + reason
+                   for delivery, when, reason in errors]
+    return b"".join(fields)
 
 
 def _short(data: bytes | None) -> bytes:
@@ -172,7 +199,7 @@ def _short(data: bytes | None) -> bytes:
 
 def deserialize_ext(data: bytes) -> JobExt:
     """`serialize_ext`'s JobExt. Raises CorruptJob."""
-    if data[:1] == bytes((EXT_FORMAT_2,)):
+    if data[:1] == bytes((EXT_FORMAT_2,)) or data[:1] == bytes((EXT_FORMAT_3,)):
         return _deserialize_ext2(data)
     if len(data) < _EXT.size or len(data) > _EXT.size + MAX_GROUP_LEN:
         raise CorruptJob(f"extended fields of {len(data)} bytes")
@@ -189,9 +216,14 @@ def _deserialize_ext2(data: bytes) -> JobExt:
     group, pos = _read_short(data, _EXT2.size, "extended fields")
     dead_from, pos = _read_short(data, pos, "extended fields")
     reason, pos = _read_short(data, pos, "extended fields")
+    notes = None
+    if data[0] == EXT_FORMAT_3:
+        errors, pos = _deserialize_errors(data, pos)
+        notes = JobNotes(errors)
     if pos != len(data) or (group is not None and not 0 < len(group) <= MAX_GROUP_LEN):
         raise CorruptJob("extended fields of a wrong length")
-    return JobExt(priority, group, due, max_deliveries, dead_from, reason, generation)
+    return JobExt(priority, group, due, max_deliveries, dead_from, reason, generation,
+                  notes)
 
 
 def _read_short(data: bytes, pos: int, what: str) -> tuple[bytes | None, int]:
@@ -236,3 +268,22 @@ def deserialize_end(data: bytes) -> JobEnd:
     if len(queue or b"") > MAX_BODY or len(result or b"") > MAX_BODY:
         raise CorruptJob("a result or queue name over the largest body")
     return JobEnd(job_id, _END_HOWS[how], result, expires, ttl, queue)
+
+
+def _deserialize_errors(data: bytes, pos: int) -> tuple[tuple[JobError, ...], int]:
+    """Format 3's errors from `pos`: them, and the position after them."""
+    if pos >= len(data) or not 0 < data[pos] <= MAX_ERRORS:
+        raise CorruptJob("extended fields' errors cut short or too many")
+    count = data[pos]
+    pos += 1
+    errors: list[JobError] = []
+    for _ in range(count):
+        if pos + _ERROR.size > len(data):
+            raise CorruptJob("extended fields' errors cut short")
+        delivery, when, length = _ERROR.unpack_from(data, pos)
+        pos += _ERROR.size
+        if length > MAX_ERROR_LEN or pos + length > len(data):
+            raise CorruptJob("an error of a wrong length")
+        errors.append((delivery, when, data[pos:pos + length]))
+        pos += length
+    return tuple(errors), pos

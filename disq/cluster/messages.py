@@ -69,8 +69,9 @@ REPLJOB: Final = 4  # fields: [noreply(bool), [holder ids], job copy, ...] (wire
 GOTJOB: Final = 5  # fields: [job id, ...] (the confirmations of one loop turn)
 ENQUEUE: Final = 6  # fields: [job id, delay s]
 QUEUED: Final = 7  # fields: [job id, flags (INCR_NACKS=2 / INCR_DELIV=4)(, not before ms,
-#            generation)]  not before: queued after a back-off ending then (the
-#            sender's clock, 0: now); generation: of the sender's copy (JOBMOVE)
+#            generation(, error))]  not before: queued after a back-off ending then
+#            (the sender's clock, 0: now); generation: of the sender's copy (JOBMOVE);
+#            error: [delivery, unix ms, reason] of the NACK ... ERROR that requeued it
 SETACK: Final = 8  # fields: [job id, may-have count, ...] (the pairs of one loop turn)
 WILLQUEUE: Final = 9  # fields: [job id(, generation)]
 GOTACK: Final = 10  # fields: [job id, known(bool), ...] (the pairs of one loop turn)
@@ -80,7 +81,8 @@ NEEDJOBS: Final = 12  # fields: [queue, count, wait ms(, better than)]  wait: ho
 #               NEEDJOBS_CANCEL), as long as federation.WANTED_FOR_MS. better than: only
 #               jobs more urgent than this priority (the asker's best: QBEST below)
 YOURJOBS: Final = 13  # fields: [[serialized job, ...]]
-WORKING: Final = 14  # fields: [job id]
+WORKING: Final = 14  # fields: [job id(, progress (-1: none), progress data or nil)] (the
+#             progress: WORKING ... PROGRESS / DATA, a disq extension an older node ignores)
 PAUSE: Final = 15  # fields: [queue, flags]
 # With cluster-secret only: the first message each way on a new link, then the proof,
 # each alone in its frame (session.py).
@@ -118,8 +120,10 @@ JOBSET_REPLY: Final = 31  # fields: [request id, status (0 applied, 1 unknown, 2
 # disq extensions (dead letters, QPOLICY, RATE; replication/failures.py).
 # Unknown: ignored.
 JOBMOVE: Final = 32  # fields: [job id, queue, dead from or nil, reason or nil, generation,
-#              nacks, deliveries]: the sender moved the job (a dead letter, or one put
-#              back): take it if its generation is newer than your copy's
+#              nacks, deliveries(, [[delivery, unix ms, error], ...])]: the sender
+#              moved the job (a dead letter, or one put back): take it if its
+#              generation is newer than your copy's; the errors (NACK ... ERROR) it
+#              holds, to keep with yours
 QPOLICY_SET: Final = 33  # fields: [policy] (policies.QueuePolicy.to_wire): set or deleted
 QPOLICY_SYNC: Final = 34  # fields: [[policy, ...]] every policy the sender knows
 RATE_DEMAND: Final = 35  # fields: [[queue, demand], ...] the sender's demand for rate-limited
@@ -166,7 +170,9 @@ SETACK_RESULT: Final = 50  # fields: [job id, may-have count, result, ttl ms, ..
 ENDS_ASK: Final = 51  # fields: [wait id, lease ms, job id, ...]: how did these jobs end?
 #              watch those you hold for the lease
 ENDS: Final = 52  # fields: [wait id, [job id, state, result or error or nil, queue or nil],
-#          ...]: the answer to ENDS_ASK, or a watched job that ended
+#          ...]: the answer to ENDS_ASK, or a watched job that ended; an active job's
+#          progress (WORKING ... PROGRESS) as a [job id, progress] item after its
+#          entry (a short list an older node skips)
 
 NAMES: Final = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",

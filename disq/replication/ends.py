@@ -4,7 +4,8 @@ a result travels to the job's holders with its ACK: acks.py's SETACK_RESULT).
 * WAITJOB on a node that knows neither a job nor its end asks every reachable node
   (ENDS_ASK [wait id, lease ms, job id ...]). Each answers ENDS [wait id, [[job id,
   state, data, queue], ...]] with what it knows (nothing: an empty list, still an
-  answer), and watches the jobs it holds that did not end yet for the lease: when one
+  answer; an active job's progress follows its entry as [job id, progress]), and
+  watches the jobs it holds that did not end yet for the lease: when one
   ends there, it sends the asker an ENDS with its end. The asker asks again before the
   lease runs out while it still waits, so a watch outlives a crashed asker by a lease
   at most. A job no node answered for, once every asked node answered or after
@@ -20,6 +21,7 @@ from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
 from ..ids import is_valid_job_id
+from ..job import MAX_PROGRESS, MIN_PROGRESS
 from ..node import Node, now_ms
 from ..results import ACKED_END, DEAD_END
 
@@ -39,6 +41,7 @@ class RemoteWait(Protocol):
     """A WAITJOB waiting here for jobs held elsewhere (server/job_waits.py)."""
 
     def heard(self, entry: Entry) -> None: ...
+    def heard_progress(self, job_id: bytes, progress: int) -> None: ...
     def answered(self) -> None: ...
 
 
@@ -150,6 +153,11 @@ class JobEnds:
             parsed = _entry(entry)
             if parsed is not None:
                 asking.wait.heard(parsed)
+            elif type(entry) is list and len(entry) == 2:  # [job id, progress]
+                job_id, progress = entry
+                if (type(job_id) is bytes and is_valid_job_id(job_id)
+                        and type(progress) is int and MIN_PROGRESS <= progress <= MAX_PROGRESS):
+                    asking.wait.heard_progress(job_id, progress)
         if sender.id in asking.waiting:
             asking.waiting.discard(sender.id)
             if not asking.waiting and asking.timer is not None:
@@ -174,7 +182,7 @@ class JobEnds:
             state, data = node.job_end(job_id, now)
             if state not in _STATES:
                 continue
-            entries.append([job_id, state, data, node.job_queue(job_id, now)])
+            entries += _entries(node, job_id, state, data, now)
             if state in (ACKED_END, DEAD_END) or self.watched >= MAX_WATCHED:
                 continue
             if watch is None:
@@ -193,8 +201,7 @@ class JobEnds:
         now = now_ms()
         state, data = node.job_end(job_id, now)
         if state in _STATES:
-            self.bus.send(node_id, m.ENDS, wait_id,
-                          [job_id, state, data, node.job_queue(job_id, now)])
+            self.bus.send(node_id, m.ENDS, wait_id, *_entries(node, job_id, state, data, now))
 
     def _expire(self) -> None:
         """Drop the watches whose lease ran out (their asker stopped asking)."""
@@ -209,6 +216,18 @@ class JobEnds:
                 self.watched -= len(watch.ids)
         if self.watches:
             self._sweep = self.loop.call_later(LEASE_MS / 1000, self._expire)
+
+
+def _entries(node: Node, job_id: bytes, state: bytes, data: bytes | None,
+             now: int) -> list[list[Any]]:
+    """A job's entry in an ENDS, then, for an active job with a progress reported
+    (WORKING ... PROGRESS), its [job id, progress]."""
+    entries: list[list[Any]] = [[job_id, state, data, node.job_queue(job_id, now)]]
+    if state == b"active":
+        progress = node.job_progress(job_id)
+        if progress is not None:
+            entries.append([job_id, progress])
+    return entries
 
 
 def _entry(entry: object) -> Entry | None:

@@ -32,7 +32,7 @@ from ..queue import Queue
 from ..ratelimit import share_of
 from .requeue import send_jobmove
 from .tables import OnHeld, SyncedTable
-from .wire import MAX_GENERATION, MAX_U32
+from .wire import MAX_GENERATION, MAX_U32, decode_errors
 
 RATE_PERIOD_MS: Final = 200  # demand reports this often
 RATE_REPORT_TTL_MS: Final = 1000  # a node's report counts this long
@@ -174,8 +174,13 @@ class Failures:
                 and type(deliveries) is int and 0 <= deliveries <= MAX_U32
                 and (dead_from is not None) == (generation % 2 == 1)):
             return
+        errors = decode_errors(fields[7]) if len(fields) >= 8 else []
+        if errors is None:
+            return
         job = self.node.lookup(job_id)
         if job is not None:
+            if errors:  # (kept before the move: it logs the job again)
+                self.node.learn_errors(job, errors)
             self.node.apply_move(job, queue, dead_from, reason, generation, nacks,
                                  deliveries, now_ms())
 

@@ -8,7 +8,9 @@ will be queued (the holders postpone their requeue to RETRY after that, so a hol
 taking over still honours the back-off), and QUEUED / WILLQUEUE carry the generation
 of the sender's copy (a dead letter's moves, failures.py): a holder whose copy is
 newer answers with its state (JOBMOVE), one whose copy is older asks for it
-(JOBMOVE_ASK), so a holder that missed a move catches up.
+(JOBMOVE_ASK), so a holder that missed a move catches up. A QUEUED for a NACK ...
+ERROR carries the error, and a WORKING ... PROGRESS / DATA the progress (extra fields
+an older node ignores): the holders keep them with their copies.
 """
 
 from __future__ import annotations
@@ -20,12 +22,26 @@ from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
 from ..ids import is_valid_job_id
-from ..job import ACKED, ACTIVE, BCAST_QUEUED, DELIVERED, PLACED, PROVISIONAL, QUEUED, Job
+from ..job import (
+    ACKED,
+    ACTIVE,
+    BCAST_QUEUED,
+    DELIVERED,
+    MAX_PROGRESS,
+    MAX_PROGRESS_DATA,
+    MIN_PROGRESS,
+    NO_PROGRESS,
+    PLACED,
+    PROVISIONAL,
+    QUEUED,
+    Job,
+    JobError,
+)
 from ..node import INCR_DELIV, INCR_NACKS, Node, now_ms
 from ..queue import PAUSED_IN
 from .acks import job_in, learn_holders, send_setack
 from .clock import to_local_ms
-from .wire import MAX_DUE_MS, MAX_GENERATION, MAX_U32
+from .wire import MAX_DUE_MS, MAX_GENERATION, MAX_U32, decode_error
 
 
 class Requeue:
@@ -44,7 +60,11 @@ class Requeue:
     def job_queued(self, job: Job, flags: int, not_before: int = 0) -> None:
         if job.nodes_delivered:
             generation = generation_of(job)
-            if generation or not_before:
+            error = this_nacks_error(job) if flags & INCR_NACKS and job.ext else None
+            if error is not None:
+                self.bus.broadcast(m.QUEUED, job.id, flags, not_before, generation,
+                                   list(error), node_ids=job.nodes_delivered)
+            elif generation or not_before:
                 self.bus.broadcast(m.QUEUED, job.id, flags, not_before, generation,
                                    node_ids=job.nodes_delivered)
             else:
@@ -61,7 +81,14 @@ class Requeue:
 
     def job_working(self, job: Job) -> None:
         if job.nodes_delivered:
-            self.bus.broadcast(m.WORKING, job.id, node_ids=job.nodes_delivered)
+            ext = job.ext
+            notes = ext.notes if ext is not None else None
+            if notes is not None and (notes.progress != NO_PROGRESS
+                                      or notes.progress_data is not None):
+                self.bus.broadcast(m.WORKING, job.id, notes.progress, notes.progress_data,
+                                   node_ids=job.nodes_delivered)
+            else:
+                self.bus.broadcast(m.WORKING, job.id, node_ids=job.nodes_delivered)
 
     # -- bus messages -------------------------------------------------------------------
     def _on_enqueue(self, sender: ClusterNode, fields: list[Any]) -> None:
@@ -98,20 +125,38 @@ class Requeue:
         if type(flags) is not int or not 0 <= flags <= 0xFF:
             return
         not_before, generation = 0, 0
+        error = None
         if len(fields) >= 4:
             not_before, generation = fields[2], fields[3]
             if not (type(not_before) is int and 0 <= not_before <= MAX_DUE_MS
                     and type(generation) is int and 0 <= generation <= MAX_GENERATION):
                 return
+            if len(fields) >= 5:
+                error = decode_error(fields[4])
+                if error is None:
+                    return
             if not_before:
                 not_before = to_local_ms(self.bus, sender.id, not_before)
         self._queued_elsewhere(sender, job, flags, working=False, not_before=not_before)
+        if error is not None:
+            self.node.learn_errors(job, [error])
         self._newer_here(sender, job, generation)
 
     def _on_working(self, sender: ClusterNode, fields: list[Any]) -> None:
         job = job_in(self.node, fields)
-        if job is not None:
-            self._queued_elsewhere(sender, job, 0, working=True)
+        if job is None:
+            return
+        if len(fields) >= 3:  # WORKING ... PROGRESS / DATA
+            progress, data = fields[1], fields[2]
+            if not (type(progress) is int and (progress == NO_PROGRESS
+                                               or MIN_PROGRESS <= progress <= MAX_PROGRESS)
+                    and (data is None or type(data) is bytes
+                         and len(data) <= MAX_PROGRESS_DATA)):
+                return
+            if job.state == ACTIVE or job.state == QUEUED:
+                self.node.set_progress(job, None if progress == NO_PROGRESS else progress,
+                                       data)
+        self._queued_elsewhere(sender, job, 0, working=True)
 
     def _queued_elsewhere(self, sender: ClusterNode, job: Job, flags: int,
                           working: bool, not_before: int = 0) -> None:
@@ -170,13 +215,26 @@ def generation_of(job: Job) -> int:
     return 0 if ext is None else ext.generation
 
 
+def this_nacks_error(job: Job) -> JobError | None:
+    """The error of the NACK that just requeued the job (counted already: its
+    delivery is the job's nacks + deliveries), if it had one."""
+    ext = job.ext
+    notes = ext.notes if ext is not None else None
+    if notes is None or not notes.errors:
+        return None
+    error = notes.errors[-1]
+    return error if error[0] == job.nacks + job.deliveries else None
+
+
 def send_jobmove(bus: BusPort, node_id: str | None, job: Job) -> None:
-    """JOBMOVE: the job's queue and dead-letter state, to `node_id` (None: every other
-    holder)."""
+    """JOBMOVE: the job's queue and dead-letter state, and its errors if it has some,
+    to `node_id` (None: every other holder)."""
     ext = job.ext
     assert ext is not None
-    fields = (job.id, job.queue, ext.dead_from, ext.dead_reason, ext.generation,
-              job.nacks, job.deliveries)
+    fields: tuple[Any, ...] = (job.id, job.queue, ext.dead_from, ext.dead_reason,
+                               ext.generation, job.nacks, job.deliveries)
+    if ext.notes is not None and ext.notes.errors:
+        fields += ([list(error) for error in ext.notes.errors],)
     if node_id is not None:
         bus.send(node_id, m.JOBMOVE, *fields)
     elif job.nodes_delivered:

@@ -27,7 +27,17 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from ..ids import is_valid_job_id
-from ..job import ACKED, ACTIVE, LOCAL_FLAGS, Job, JobExt, holder_set
+from ..job import (
+    ACKED,
+    ACTIVE,
+    LOCAL_FLAGS,
+    MAX_ERROR_LEN,
+    MAX_ERRORS,
+    Job,
+    JobError,
+    JobExt,
+    holder_set,
+)
 
 COPY_FIELDS: Final = 12  # without the holders
 FIELD_COUNT: Final = 13
@@ -210,3 +220,29 @@ def _decode_ext(data: object, peer_id: str, to_local: PeerClock | None) -> JobEx
         ext.max_deliveries, ext.dead_from, ext.dead_reason = max_deliveries, dead_from, reason
         ext.generation = generation
     return ext
+
+
+def decode_error(data: object) -> JobError | None:
+    """A job's error as a peer sends it ([delivery, unix ms, reason]: QUEUED,
+    JOBMOVE), checked as NACK ... ERROR checks it; None if anything is off."""
+    if type(data) is not list or len(data) != 3:
+        return None
+    delivery, when, reason = data
+    if (type(delivery) is int and 1 <= delivery <= MAX_U32 and type(when) is int
+            and 0 <= when <= MAX_DUE_MS and type(reason) is bytes
+            and len(reason) <= MAX_ERROR_LEN):
+        return delivery, when, reason
+    return None
+
+
+def decode_errors(data: object) -> list[JobError] | None:
+    """JOBMOVE's list of errors (at most MAX_ERRORS); None if anything is off."""
+    if type(data) is not list or len(data) > MAX_ERRORS:
+        return None
+    errors = []
+    for item in data:
+        error = decode_error(item)
+        if error is None:
+            return None
+        errors.append(error)
+    return errors

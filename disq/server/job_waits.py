@@ -12,7 +12,9 @@ result the job did not have.
 
 The answer: one entry per ID as given, [id, state, result or error or nil]; a job not
 ended by the timeout shows its state then (queued, active, or unknown if no node
-answered for it).
+answered for it), an active one with the progress data its consumer last reported
+(WORKING ... DATA): now for a job held here, as of the holders' last answer for one
+held elsewhere (they answer when asked, and again every LEASE_MS / 2).
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ UNKNOWN: Final = b"unknown"
 # of the ACK yet says active).
 _RANK: Final = {UNKNOWN: 0, b"queued": 1, b"active": 1, ACKED_END: 2, DEAD_END: 2}
 
-# One entry of the answer: job ID, state, result (acked) or last error (dead) or None.
+# One entry of the answer: job ID, state, result (acked) or last error (dead) or
+# progress data (active) or None.
 JobStatus = tuple[bytes, bytes, "bytes | None"]
 
 
@@ -45,7 +48,7 @@ class JobWait:
     client went away)."""
 
     __slots__ = ("node", "replication", "user", "ids", "any", "states", "asked_ids",
-                 "ask_id", "asked", "timer", "later", "loop", "over", "peek")
+                 "ask_id", "asked", "timer", "later", "loop", "over", "peek", "progress")
 
     def __init__(self, node: Node, replication: Replication | None, user: User,
                  request: WaitJob, loop: asyncio.AbstractEventLoop | None,
@@ -64,6 +67,9 @@ class JobWait:
         self.loop = loop
         self.over = False  # answered or cancelled
         self.peek = peek  # answer what is known once every node asked answered
+        # the progress another node reported for an active job asked there (WORKING
+        # ... PROGRESS); a job held here is read at the end (`progress_of`)
+        self.progress: dict[bytes, int] = {}
 
     def start(self, timeout_ms: int) -> Later[list[JobStatus]]:
         node = self.node
@@ -106,9 +112,22 @@ class JobWait:
             return
         if not self.user.all_queues and (queue is None or not self.user.may_use(queue)):
             return
-        if _RANK[state] > _RANK[self.states[job_id][0]]:
+        rank, known = _RANK[state], _RANK[self.states[job_id][0]]
+        if rank > known or rank == known == 1:  # (a later answer: fresher progress)
             self.states[job_id] = state, data
-            self._check()
+            if rank > known:
+                self._check()
+
+    def heard_progress(self, job_id: bytes, progress: int) -> None:
+        """Another node's progress of an active job asked there."""
+        if not self.over and job_id in self.asked_ids:
+            self.progress[job_id] = progress
+
+    def progress_of(self, job_id: bytes) -> int | None:
+        """The last progress reported for an active job (None: none known)."""
+        if job_id in self.asked_ids:
+            return self.progress.get(job_id)
+        return self.node.job_progress(job_id)
 
     def answered(self) -> None:
         """Every node asked answered (or the ask's time ran out)."""
@@ -139,6 +158,10 @@ class JobWait:
             return
         self._stop()
         states = self.states
+        now = now_ms()
+        for job_id, (state, _) in states.items():  # a job here: its progress now
+            if _RANK[state] == 1 and job_id not in self.asked_ids:
+                states[job_id] = self._local(job_id, now)
         self.later.resolve([(job_id, *states[job_id]) for job_id in self.ids])
 
     def cancel(self, _arg: object = None) -> None:

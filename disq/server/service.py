@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, TypeVar
 from .. import errors
 from ..errors import DisqError, err
 from ..ids import is_valid_job_id
-from ..job import STATE_BY_NAME, STATE_NAMES, WAIT_REPL
+from ..job import NO_PROGRESS, STATE_BY_NAME, STATE_NAMES, WAIT_REPL
 from ..node import now_ms
 from ..outcomes import Answer, Answers
 from ..requests import validate_ids
@@ -51,14 +51,17 @@ if TYPE_CHECKING:
 
 A = TypeVar("A", bound=Answer)  # a front end's answer that comes later (disq/outcomes.py)
 
-# A field of a job as SHOW gives it: text (bytes), a number, a list of node IDs, or none.
-FieldValue = bytes | int | list[bytes] | None
+# A field of a job as SHOW gives it: text (bytes), a number, a list of node IDs, a list of
+# errors ([delivery, unix ms, reason]), or none.
+FieldValue = bytes | int | list[bytes] | list[list[int | bytes]] | None
 
 
 def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]:
     """Every field of a job, in SHOW's order (Disque's fields, then disq's extensions
     for a job that uses them: Disque clients parse fixed layouts), for SHOW's reply and
-    the HTTP API's job object alike."""
+    the HTTP API's job object alike. After the dead-letter fields: `errors` (NACK ...
+    ERROR's, oldest first) when there are some, `progress` and `progress-data` (WORKING
+    ... PROGRESS / DATA) when one was reported."""
     delivered = job.nodes_delivered
     fields: list[tuple[bytes, FieldValue]] = [
         (b"id", job.id), (b"queue", job.queue),
@@ -80,6 +83,15 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
         if ext.extra:
             fields += [(b"max-deliveries", ext.max_deliveries),
                        (b"dead-from", ext.dead_from), (b"dead-reason", ext.dead_reason)]
+        notes = ext.notes
+        if notes is not None:
+            if notes.errors:
+                errors_shown: list[list[int | bytes]] = [
+                    [delivery, when, reason] for delivery, when, reason in notes.errors]
+                fields.append((b"errors", errors_shown))
+            if notes.progress != NO_PROGRESS or notes.progress_data is not None:
+                fields += [(b"progress", None if notes.progress == NO_PROGRESS
+                            else notes.progress), (b"progress-data", notes.progress_data)]
     return fields
 
 
@@ -150,9 +162,12 @@ class JobService:
         user.jobs_acked += acked
         return acked
 
-    def nack(self, user: User, ids: list[bytes], delay_ms: int | None) -> int:
-        """NACK: delivered jobs back in their queue, counting a nack."""
-        return self.node.requeue(self.allowed(user, ids), nack=True, delay_ms=delay_ms)
+    def nack(self, user: User, ids: list[bytes], delay_ms: int | None,
+             error: bytes | None = None) -> int:
+        """NACK: delivered jobs back in their queue, counting a nack; `error` (NACK ...
+        ERROR) kept with each."""
+        return self.node.requeue(self.allowed(user, ids), nack=True, delay_ms=delay_ms,
+                                 error=error)
 
     def enqueue(self, user: User, ids: list[bytes]) -> int:
         """ENQUEUE: active jobs queued now (an additional delivery)."""
@@ -166,11 +181,13 @@ class JobService:
         """DELJOB: jobs evicted from this node only."""
         return self.node.delete(self.allowed(user, ids))
 
-    def working(self, user: User, job_id: bytes) -> int:
-        """WORKING: the job's next requeue postponed; its retry in seconds."""
+    def working(self, user: User, job_id: bytes, progress: int | None = None,
+                data: bytes | None = None) -> int:
+        """WORKING: the job's next requeue postponed; its retry in seconds. `progress`
+        and `data` (WORKING ... PROGRESS / DATA) kept with the job."""
         if not self.allowed(user, [job_id]):
             raise errors.NOJOB  # (a restricted user: a job this node does not know)
-        return self.node.working(job_id)
+        return self.node.working(job_id, progress, data)
 
     def show(self, user: User, job_id: bytes) -> Job | None:
         """SHOW: the job, None if this node does not know it (nor, for a restricted

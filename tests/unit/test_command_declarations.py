@@ -55,6 +55,8 @@ def _where(name: bytes, kind: str, *args: bytes) -> list[bytes]:
     (b"ackjob", "jobs", (b"D-1", b"D-2"), [b"D-1", b"D-2"]),
     (b"nack", "jobs", (b"delay-ms", b"100", b"D-1"), [b"D-1"]),
     (b"nack", "jobs", (b"D-1", b"D-2"), [b"D-1", b"D-2"]),
+    (b"nack", "jobs", (b"ERROR", b"boom", b"delay-ms", b"1", b"D-1"), [b"D-1"]),
+    (b"working", "jobs", (b"D-1", b"PROGRESS", b"5"), [b"D-1"]),
     (b"jobset", "jobs", (b"D-1", b"PRIORITY", b"1"), [b"D-1"]),
 ])
 def test_declared_queues_and_jobs_are_found_in_the_arguments(
@@ -73,6 +75,7 @@ METHODS = [
     (spec.ADDJOB, ("add_jobs",), {"dedup", "unique"}),
     (spec.GETJOB, ("get_jobs",), set()),
     (spec.NACK, ("nack",), set()),
+    (spec.WORKING, ("working",), set()),
     (spec.ACKJOB, ("ack",), set()),
     (spec.WAITJOB, ("wait",), set()),
     (spec.JOBSET, ("set_job",), set()),

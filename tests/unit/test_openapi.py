@@ -98,7 +98,8 @@ def test_bodies_of_options_come_from_the_commands_declarations(
     jobset = body("/api/v1/jobs/{id}", "patch")
     assert set(jobset["properties"]) == {"priority", "at", "delay_ms"}
     assert jobset["additionalProperties"] is False
-    assert set(body("/api/v1/jobs/{id}/nack", "post")["properties"]) == {"delay_ms"}
+    assert set(body("/api/v1/jobs/{id}/nack", "post")["properties"]) == {"delay_ms", "error"}
+    assert set(body("/api/v1/jobs/{id}/working", "post")["properties"]) == {"progress", "data"}
     # the route ignores other fields: the document does not refuse them
     requeue = body("/api/v1/queues/{queue}/requeue-dead", "post")
     assert set(requeue["properties"]) == {"count"} and "additionalProperties" not in requeue

@@ -33,8 +33,18 @@ if TYPE_CHECKING:
         TooLateError,
     )
     from .tls import ssl_context
-    from .types import CronEntry, Hello, HelloNode, Job, JobEnd, JobInfo, QueuePolicy, QueueStat
-    from .worker import Worker
+    from .types import (
+        CronEntry,
+        Hello,
+        HelloNode,
+        Job,
+        JobEnd,
+        JobError,
+        JobInfo,
+        QueuePolicy,
+        QueueStat,
+    )
+    from .worker import Worker, report_progress
 
 __version__ = "0.1.0"
 
@@ -51,6 +61,7 @@ __all__ = [
     "HelloNode",
     "Job",
     "JobEnd",
+    "JobError",
     "JobInfo",
     "LeavingError",
     "LoadingError",
@@ -70,6 +81,7 @@ __all__ = [
     "from_msgpack",
     "json_body",
     "msgpack_body",
+    "report_progress",
     "ssl_context",
     "to_body",
 ]
@@ -77,10 +89,11 @@ __all__ = [
 # each public name -> the module of the package that defines it
 _HOMES = {
     "AsyncClient": "aio", "Client": "client", "Worker": "worker", "ssl_context": "tls",
+    "report_progress": "worker",
     **{name: "bodies" for name in ("from_json", "from_msgpack", "json_body", "msgpack_body",
                                    "to_body")},
-    **{name: "types" for name in ("CronEntry", "Hello", "HelloNode", "Job", "JobEnd", "JobInfo",
-                                  "QueuePolicy", "QueueStat")},
+    **{name: "types" for name in ("CronEntry", "Hello", "HelloNode", "Job", "JobEnd", "JobError",
+                                  "JobInfo", "QueuePolicy", "QueueStat")},
 }
 
 

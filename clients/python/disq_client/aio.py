@@ -357,9 +357,10 @@ class AsyncClient(ClientBase):
     async def fast_ack(self, *job_ids: str) -> int:
         return await self._run(cmds.ids_command("FASTACK", job_ids))
 
-    async def nack(self, *job_ids: str, delay_ms: int | None = None) -> int:
+    async def nack(self, *job_ids: str, delay_ms: int | None = None,
+                   error: str | bytes | None = None) -> int:
         """As Client.nack."""
-        return await self._run(cmds.nack(job_ids, delay_ms))
+        return await self._run(cmds.nack(job_ids, delay_ms, error))
 
     async def enqueue(self, *job_ids: str) -> int:
         return await self._run(cmds.ids_command("ENQUEUE", job_ids))
@@ -370,8 +371,10 @@ class AsyncClient(ClientBase):
     async def del_job(self, *job_ids: str) -> int:
         return await self._run(cmds.ids_command("DELJOB", job_ids))
 
-    async def working(self, job_id: str) -> int:
-        return await self._run(cmds.working(job_id))
+    async def working(self, job_id: str, *, progress: int | None = None,
+                      data: Body | None = None) -> int:
+        """As Client.working."""
+        return await self._run(cmds.working(job_id, progress, data))
 
     async def set_job(self, job_id: str, *, priority: int | None = None,
                       at: datetime | int | None = None,

@@ -500,11 +500,14 @@ class Client(ClientBase):
         """FASTACK: delete the jobs everywhere without the acknowledgement protocol."""
         return self._run(cmds.ids_command("FASTACK", job_ids))
 
-    def nack(self, *job_ids: str, delay_ms: int | None = None) -> int:
+    def nack(self, *job_ids: str, delay_ms: int | None = None,
+             error: str | bytes | None = None) -> int:
         """NACK: queue delivered jobs again, counting a failed attempt: at once, or after
         the queue policy's back-off, or after `delay_ms` (a disq extension). A job at its
-        last delivery (MAXDELIVERIES) becomes a dead letter instead."""
-        return self._run(cmds.nack(job_ids, delay_ms))
+        last delivery (MAXDELIVERIES) becomes a dead letter instead. `error` (a disq
+        extension, at most 1024 bytes) is kept with each job: SHOW's `errors` (the last
+        5), and a dead letter's error for `wait`."""
+        return self._run(cmds.nack(job_ids, delay_ms, error))
 
     def enqueue(self, *job_ids: str) -> int:
         return self._run(cmds.ids_command("ENQUEUE", job_ids))
@@ -516,9 +519,13 @@ class Client(ClientBase):
         """DELJOB: remove the jobs from the current node only."""
         return self._run(cmds.ids_command("DELJOB", job_ids))
 
-    def working(self, job_id: str) -> int:
-        """WORKING: postpone the next requeue by the job's RETRY, which it returns (s)."""
-        return self._run(cmds.working(job_id))
+    def working(self, job_id: str, *, progress: int | None = None,
+                data: Body | None = None) -> int:
+        """WORKING: postpone the next requeue by the job's RETRY, which it returns (s).
+        `progress` (0..100) and `data` (at most 4096 bytes), disq extensions, are kept
+        with the job on its holders: SHOW's `progress`, and `wait`'s `progress_data`
+        for a job still active."""
+        return self._run(cmds.working(job_id, progress, data))
 
     def set_job(self, job_id: str, *, priority: int | None = None,
                 at: datetime | int | None = None,

@@ -25,6 +25,7 @@ from .spec import (
     QPOLICY_SET,
     QSCAN,
     WAITJOB,
+    WORKING,
     CommandOptions,
 )
 from .types import (
@@ -34,6 +35,7 @@ from .types import (
     HelloNode,
     Job,
     JobEnd,
+    JobError,
     JobInfo,
     PauseOption,
     QueuePolicy,
@@ -273,6 +275,20 @@ def _ext_fields(job: Job | JobInfo, fields: dict[str, object]) -> None:
         job.dead_reason = _optional_str(fields.get("dead-reason"))
 
 
+def _notes(info: JobInfo, fields: dict[str, object]) -> None:
+    """SHOW's errors (NACK ... ERROR) and progress (WORKING ... PROGRESS / DATA), given
+    only for a job that has some."""
+    if "errors" in fields:
+        info.errors = [JobError(_int(delivery), _int(when), _str(reason))
+                       for delivery, when, reason in cast("list[list[object]]",
+                                                          fields["errors"])]
+    if "progress-data" in fields:
+        info.progress = _optional_int(fields.get("progress"))
+        data = fields["progress-data"]
+        assert data is None or isinstance(data, bytes)
+        info.progress_data = data
+
+
 def _jobs(reply: object) -> list[Job]:
     if reply is None:  # NOHANG or TIMEOUT with nothing to give
         return []
@@ -327,19 +343,27 @@ def _job_ends(value: object) -> list[JobEnd]:
         if name == "dead":
             ends.append(JobEnd(cast(bytes, job_id).decode(), name,
                                error=None if data is None else data.decode(errors="replace")))
+        elif name == "active":
+            ends.append(JobEnd(cast(bytes, job_id).decode(), name, progress_data=data))
         else:
             ends.append(JobEnd(cast(bytes, job_id).decode(), name, result=data))
     return ends
 
 
-def nack(ids: Sequence[str], delay_ms: int | None) -> Cmd[int]:
-    """NACK [DELAY-MS ms] id ...: `delay_ms` (a disq extension) queues the jobs again
-    after that delay instead of at once (or after the queue policy's back-off)."""
-    return Cmd(("NACK", *_options(NACK, {"delay_ms": delay_ms}), *ids), _int)
+def nack(ids: Sequence[str], delay_ms: int | None, error: str | bytes | None = None
+         ) -> Cmd[int]:
+    """NACK [DELAY-MS ms] [ERROR reason] id ...: `delay_ms` (a disq extension) queues the
+    jobs again after that delay instead of at once (or after the queue policy's
+    back-off); `error` (one too, at most MAX_ERROR_LEN bytes) is kept with each job."""
+    return Cmd(("NACK", *_options(NACK, {"delay_ms": delay_ms, "error": error}), *ids), _int)
 
 
-def working(job_id: str) -> Cmd[int]:
-    return Cmd(("WORKING", job_id), _int)
+def working(job_id: str, progress: int | None = None, data: Body | None = None) -> Cmd[int]:
+    """WORKING id [PROGRESS 0-100] [DATA blob] (both disq extensions)."""
+    if progress is None and data is None:
+        return Cmd(("WORKING", job_id), _int)
+    return Cmd(("WORKING", job_id, *_options(WORKING, {
+        "progress": progress, "data": None if data is None else to_body(data)})), _int)
 
 
 def _ok(value: object) -> None:
@@ -390,6 +414,7 @@ def job_info(reply: object) -> JobInfo | None:
         body=body,
     )
     _ext_fields(info, f)
+    _notes(info, f)
     return info
 
 

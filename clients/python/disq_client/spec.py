@@ -225,8 +225,25 @@ WAITJOB = CommandOptions("WAITJOB", (
 ))
 
 # -- when jobs fail ------------------------------------------------------------------------
-# NACK [DELAY-MS ms] id ...: the jobs are queued again after that delay (a disq extension).
-NACK = CommandOptions("NACK", (ADDJOB.by_field["delay_ms"],))
+# NACK [DELAY-MS ms] [ERROR reason] id ...: the jobs are queued again after that delay; the
+# reason is kept with each job, its last MAX_ERRORS (disq extensions).
+MAX_ERROR_LEN = 1024  # bytes of one NACK ... ERROR reason
+MAX_ERRORS = 5  # errors a job keeps
+NACK = CommandOptions("NACK", (
+    ADDJOB.by_field["delay_ms"],
+    Option("ERROR", "error", BYTES, f"ERROR must be a reason of 1 to {MAX_ERROR_LEN} bytes",
+           max_len=MAX_ERROR_LEN, extension=True),
+))
+
+# WORKING id [PROGRESS 0-100] [DATA blob] (disq extensions): the job's progress, kept with it
+# on its holders until the next report (WAITJOB's answer for an active job: the DATA).
+MAX_PROGRESS_DATA = 4096
+WORKING = CommandOptions("WORKING", (
+    Option("PROGRESS", "progress", INT, "PROGRESS must be between 0 and 100", 0, 100,
+           extension=True),
+    Option("DATA", "data", BYTES, f"DATA must be at most {MAX_PROGRESS_DATA} bytes",
+           min_len=0, max_len=MAX_PROGRESS_DATA, extension=True),
+))
 
 # QPOLICY queue SET [options]: a queue's policy, every node's. The fields given replace
 # those of the policy in force; the others stay.

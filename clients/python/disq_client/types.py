@@ -86,6 +86,20 @@ class JobInfo:
     max_deliveries: int | None = None  # 0: the queue's policy decides
     dead_from: str | None = None  # a dead letter: the queue it came from
     dead_reason: str | None = None  # a dead letter: why ("max-deliveries")
+    # NACK ... ERROR's last errors, oldest first (None: none); WORKING ... PROGRESS / DATA
+    errors: list[JobError] | None = None
+    progress: int | None = None
+    progress_data: bytes | None = None
+
+
+@dataclass(slots=True)
+class JobError:
+    """An error a consumer reported with NACK ... ERROR (a disq extension): the
+    delivery it happened at (1: the first), when (Unix ms), and the reason."""
+
+    delivery: int
+    when_ms: int
+    reason: str
 
 
 @dataclass(slots=True)
@@ -169,13 +183,14 @@ EndState = Literal["acked", "dead", "queued", "active", "unknown"]
 class JobEnd:
     """How a job ended, as WAITJOB answers (a disq extension): `state` acked (with the
     `result` its ACKJOB gave, None without one), dead (a dead letter: `error`, its last
-    error), or, when the wait ended first, queued, active or unknown (no node answered
-    for it)."""
+    error), or, when the wait ended first, queued, active (`progress_data`: the last
+    WORKING ... DATA of its consumer) or unknown (no node answered for it)."""
 
     id: str
     state: EndState
     result: bytes | None = None
     error: str | None = None
+    progress_data: bytes | None = None  # active: its last WORKING ... DATA
 
     @property
     def ended(self) -> bool:

@@ -5,8 +5,14 @@ there are free slots (GETJOB COUNT free TIMEOUT poll_ms, from every queue that h
 handler) and starts one task per job. Coroutine handlers run on the loop; plain
 functions run in a thread pool of `concurrency` threads. Then:
 
-- the handler returns: ACKJOB (the job is done, once);
-- it raises: NACK DELAY-MS, the job's failures so far backing it off (the worker's
+- the handler returns: ACKJOB (the job is done, once), with its return value as the
+  job's RESULT (a disq extension, read with WAITJOB): bytes and str as they are, None
+  for no result (a plain ACKJOB), anything else as JSON;
+- while it runs it may call `report_progress(percent, data)`: WORKING ... PROGRESS /
+  DATA (disq extensions, kept with the job: SHOW, WAITJOB), sent in the background;
+- it raises: NACK ERROR "Type: message" (a disq extension, kept with the job: SHOW's
+  errors, a dead letter's WAITJOB answer; cut to ERROR_MAX_BYTES) DELAY-MS, the job's
+  failures so far backing it off (the worker's
   `retry_backoff`, 1 s doubling up to 10 min, +-20%), and its nack counter grows
   (handlers see it with `job.nacks`). A job that fails its `delivery_limit`th delivery
   (25) is given up: added to its dead-letter queue (the queue policy's DEADLETTER,
@@ -34,6 +40,7 @@ functions run in a thread pool of `concurrency` threads. Then:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 import random
@@ -53,6 +60,9 @@ from .retry import RetryPolicy, is_transient
 from .spec import QPOLICY_SET
 from .tls import SSLOption
 from .types import Job, QueuePolicy, is_at_most_once
+from .work_reports import RUNNING, Running, error_text, report_progress, result_body
+
+__all__ = ["Worker", "report_progress"]
 
 log = logging.getLogger("disq_client.worker")
 
@@ -169,7 +179,8 @@ def heartbeat_interval(retry: int, fraction: float) -> float:
 class Worker:
     """Register handlers with `@worker.task("queue")`, then `worker.run()` (or the
     `disq-worker module:worker` command). A handler gets the `Job`; its return value
-    is ignored. `@worker.task("queue", max_deliveries=5, backoff=(1000, 60000))` also
+    is the job's result (see the module's docstring), and it may report its progress
+    with `report_progress`. `@worker.task("queue", max_deliveries=5, backoff=(1000, 60000))` also
     sets the queue's policy (see the module's docstring).
 
     A job whose handler raised is NACKed after `retry_backoff` ((base_ms, max_ms): the
@@ -370,22 +381,26 @@ class Worker:
         if not is_at_most_once(job.id):
             timer = loop.call_later(self.heartbeat_after, lambda: heartbeat.append(
                 loop.create_task(self._heartbeat(client, job))))
+        token = RUNNING.set(Running(client, job, loop))  # (this task's context)
+        returned: object = None
         try:
             if task.is_async:
-                await cast(Awaitable[object], task.handler(job))
+                returned = await cast(Awaitable[object], task.handler(job))
             else:
-                await loop.run_in_executor(executor, task.handler, job)
+                returned = await loop.run_in_executor(
+                    executor, contextvars.copy_context().run, task.handler, job)
         except Exception as exc:
             failure: BaseException | None = exc
         else:
             failure = None
         finally:
+            RUNNING.reset(token)
             if timer is not None:
                 timer.cancel()
             for beat in heartbeat:
                 beat.cancel()
         if failure is None:
-            if await self._settle(client, job, True):
+            if await self._settle(client, job, True, result=self._result(job, returned)):
                 self.acked += 1
             return
         delivery = delivery_of(job)
@@ -400,7 +415,7 @@ class Worker:
             delay_ms = backoff_ms(self.retry_backoff, delivery or 1)
         self._log_failure(job, failure, ordinal(delivery) + " delivery" if delivery else "",
                           f"NACK, again in {delay_ms / 1000:.1f}s" if delay_ms else "NACK")
-        if await self._settle(client, job, False, delay_ms):
+        if await self._settle(client, job, False, delay_ms, error_text(failure)):
             self.nacked += 1
             last = task.last_delivery(job)
             if last is not None:
@@ -443,21 +458,36 @@ class Worker:
         if await self._settle(client, job, True):
             self.dead_lettered += 1
 
+    @staticmethod
+    def _result(job: Job, returned: object) -> bytes | None:
+        try:
+            return result_body(returned)
+        except (TypeError, ValueError) as exc:
+            log.warning("job %s of queue %s: its handler's return value is not JSON (%s): "
+                        "acknowledged without a result", job.id, job.queue, exc)
+            return None
+
     async def _settle(self, client: AsyncClient, job: Job, ok: bool,
-                      delay_ms: int | None = None) -> bool:
-        """ACK or NACK (DELAY-MS `delay_ms`), trying a few times (SETTLE_RETRY) if the
-        error may pass: the client already moves to another node if this one fails. If
-        it still fails the job comes back after its RETRY."""
+                      delay_ms: int | None = None, error: bytes | None = None,
+                      result: bytes | None = None) -> bool:
+        """ACK (with RESULT `result`) or NACK (DELAY-MS `delay_ms`, ERROR `error`),
+        trying a few times (SETTLE_RETRY) if the error may pass: the client already
+        moves to another node if this one fails. If it still fails the job comes back
+        after its RETRY. A refusal of an extension (Disque has none; a result over
+        job-max-body) is tried again without it."""
         failures = 0
         while True:
             try:
                 if ok:
-                    await client.ack(job.id)
+                    await client.ack(job.id, result=result)
                 else:
-                    await client.nack(job.id, delay_ms=delay_ms)
+                    await client.nack(job.id, delay_ms=delay_ms, error=error)
                 return True
             except DisqError as exc:
                 log.warning("%s of %s failed: %s", "ACK" if ok else "NACK", job.id, exc)
+                if not is_transient(exc) and (result is not None or error is not None):
+                    result = error = None  # without RESULT / ERROR
+                    continue
                 if delay_ms is not None and not is_transient(exc):
                     delay_ms = None  # a server without NACK DELAY-MS (Disque): at once
                     continue

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from disq_client import spec
 
-from ...end_requests import Ack, WaitJob
+from ...end_requests import Ack, WaitJob, Working
 from ...errors import DisqError
 from ...job import Job
 from ...node import now_ms
@@ -135,17 +135,19 @@ def fastack(client: Client, args: list[bytes]) -> bytes:
 
 @command("nack", -1, "mwF",
          acl=CONSUME,
-         syntax='NACK [DELAY-MS ms] id [id ...]',
+         syntax='NACK [DELAY-MS ms] [ERROR reason] id [id ...]',
          summary=('Put delivered jobs back in their queue, counting a nack (after DELAY-MS, or the'
-                  " queue's back-off)."),
+                  " queue's back-off); ERROR's reason is kept with each job (its last 5)."),
          reply='integer: the jobs requeued',
          options=(spec.NACK,), jobs=AfterOptions(spec.NACK))
 def nack(client: Client, args: list[bytes]) -> bytes:
-    """NACK [DELAY-MS ms] id [id ...]: put delivered jobs back in the queue, counting
-    a nack; after DELAY-MS (a disq extension), or the queue's BACKOFF policy, if any.
-    A job at its MAXDELIVERIES becomes a dead letter instead (disq/failures.py)."""
+    """NACK [DELAY-MS ms] [ERROR reason] id [id ...]: put delivered jobs back in the
+    queue, counting a nack; after DELAY-MS (a disq extension), or the queue's BACKOFF
+    policy, if any. A job at its MAXDELIVERIES becomes a dead letter instead
+    (disq/failures.py). ERROR (a disq extension): kept with each job requeued."""
     request = Nack.parse(args)
-    return reply.integer(client.server.jobs.nack(client.user, request.ids, request.delay_ms))
+    return reply.integer(client.server.jobs.nack(client.user, request.ids, request.delay_ms,
+                                                 request.error))
 
 
 @command("enqueue", -1, "mwF",
@@ -178,14 +180,19 @@ def deljob(client: Client, args: list[bytes]) -> bytes:
     return reply.integer(client.server.jobs.delete(client.user, args[1:]))
 
 
-@command("working", 2, "wF",
+@command("working", -2, "wF",
          acl=CONSUME,
-         syntax='WORKING id',
-         summary="Postpone the job's next requeue: the consumer is still working on it.",
+         syntax='WORKING id [PROGRESS 0-100] [DATA blob]',
+         summary=("Postpone the job's next requeue: the consumer is still working on it; "
+                  'PROGRESS and DATA are kept with the job on its holders (SHOW, WAITJOB).'),
          reply="integer: the job's retry, in seconds",
-         jobs=At(1))
+         options=(spec.WORKING,), jobs=At(1))
 def working(client: Client, args: list[bytes]) -> bytes:
-    return reply.integer(client.server.jobs.working(client.user, args[1]))
+    if len(args) == 2:  # (plain WORKING: no request object)
+        return reply.integer(client.server.jobs.working(client.user, args[1]))
+    request = Working.parse(args)
+    return reply.integer(client.server.jobs.working(client.user, request.job_id,
+                                                    request.progress, request.data))
 
 
 @command("jobset", -2, "wF",

@@ -21,13 +21,16 @@ from aiohttp import web
 from disq_client.spec import (
     ADDJOB,
     JOBSET,
+    NACK,
+    WORKING,
 )
 
+from ...end_requests import Working
 from ...errors import DisqError
 from ...node import now_ms
 from ...outcomes import Added, Changed, HeldAnswer, HeldAnswers
 from ...queue_requests import JScan
-from ...requests import AddJob, GetJob, JobSet
+from ...requests import AddJob, GetJob, JobSet, Nack
 from ..limits import TokenBucket
 from ..service import JobService, job_fields
 from . import api_results
@@ -272,13 +275,12 @@ _ACTIONS: dict[str, tuple[Callable[[JobService, User, bytes], int], str]] = {
     "fastack": (lambda jobs, user, job_id: jobs.fast_ack(user, [job_id]), "deleted"),
     "enqueue": (lambda jobs, user, job_id: jobs.enqueue(user, [job_id]), "queued"),
     "dequeue": (lambda jobs, user, job_id: jobs.dequeue(user, [job_id]), "dequeued"),
-    "working": (lambda jobs, user, job_id: jobs.working(user, job_id), "retry_s"),
 }
 
 
 def _job_action(command: str) -> Handler:
-    """POST /jobs/{id}/<action>: FASTACK, ENQUEUE, DEQUEUE, WORKING (ACKJOB, which may
-    carry a result: api_results.py)."""
+    """POST /jobs/{id}/<action>: FASTACK, ENQUEUE, DEQUEUE (ACKJOB, which may carry a
+    result: api_results.py; WORKING, which may carry a progress: `working_job`)."""
     operation, key = _ACTIONS[command]
 
     async def action(request: web.Request) -> web.Response:
@@ -289,16 +291,28 @@ def _job_action(command: str) -> Handler:
 
 
 async def nack_job(request: web.Request) -> web.Response:
+    """POST /jobs/{id}/nack {"delay_ms", "error"}: NACK [DELAY-MS] [ERROR]."""
     job_id = path_job_id(request)
-    data = await json_object(request)
-    delay = data.pop("delay_ms", None)
-    if data:
-        raise bad_request(f"unknown field '{next(iter(data))}'")
-    if delay is not None and (type(delay) is not int or delay < 0):
-        raise bad_request("'delay_ms' must be an integer >= 0")
-    ids = [job_id.encode()]
+    values = option_fields(NACK, await json_object(request), set())
     jobs, user = request.app[SERVER_KEY].jobs, user_of(request)
-    return ok({"requeued": run(request, "nack", None, lambda: jobs.nack(user, ids, delay))})
+
+    def nack() -> int:
+        parsed = Nack.from_fields([job_id.encode()], values)
+        return jobs.nack(user, parsed.ids, parsed.delay_ms, parsed.error)
+    return ok({"requeued": run(request, "nack", None, nack)})
+
+
+async def working_job(request: web.Request) -> web.Response:
+    """POST /jobs/{id}/working {"progress", "data"}: WORKING [PROGRESS] [DATA]."""
+    job_id = path_job_id(request).encode()
+    values = option_fields(WORKING, await json_object(request), set()) if (
+        request.body_exists) else {}
+    jobs, user = request.app[SERVER_KEY].jobs, user_of(request)
+
+    def working() -> int:
+        parsed = Working.from_fields(job_id, values)
+        return jobs.working(user, job_id, parsed.progress, parsed.data)
+    return ok({"retry_s": run(request, "working", None, working)})
 
 
 async def bad_job_id(request: web.Request) -> web.Response:
@@ -347,7 +361,9 @@ ROUTES: list[Route] = [
     _action_route("fastack", "FASTACK", "deleted"),
     _action_route("enqueue", "ENQUEUE", "queued"),
     _action_route("dequeue", "DEQUEUE", "dequeued"),
-    _action_route("working", "WORKING", "retry_s"),
+    Route("POST", JOB_PATH + "/working", working_job, ("WORKING",), tag="jobs",
+          body=Body(required=False), responses={"200": count_answer("retry_s", "WORKING")},
+          errors=(404, 409)),
     Route("POST", JOB_PATH + "/nack", nack_job, ("NACK",), tag="jobs",
           body=Body(required=False), responses={"200": count_answer("requeued", "NACK")}),
     Route("*", "/api/v1/jobs/{rest:.*}", bad_job_id, documented=False),

@@ -44,22 +44,27 @@ async def ack_job(request: web.Request) -> web.Response:
     return ok({"acked": acked})
 
 
-def end_fields(status: JobStatus) -> dict[str, Any]:
-    """A job's end as JSON: state, and the result (acked) or error (dead); a result
-    that is not UTF-8 as result_base64."""
+def end_fields(status: JobStatus, progress: int | None = None) -> dict[str, Any]:
+    """A job's end as JSON: state, and the result (acked) or error (dead), or for an
+    active job its progress and progress data (WORKING ... PROGRESS / DATA); a
+    result or data that is not UTF-8 as result_base64 / progress_data_base64."""
     job_id, state, data = status
     fields: dict[str, Any] = {"id": job_id.decode(), "state": state.decode()}
     if state == b"dead":
         fields["error"] = None if data is None else data.decode(errors="replace")
         return fields
+    name = "result"
+    if state == b"active":
+        fields["progress"] = progress
+        name = "progress_data"
     if data is None:
-        fields["result"] = None
+        fields[name] = None
         return fields
     try:
-        fields["result"] = data.decode()
+        fields[name] = data.decode()
     except UnicodeDecodeError:
-        fields["result"] = None
-        fields["result_base64"] = base64.b64encode(data).decode()
+        fields[name] = None
+        fields[name + "_base64"] = base64.b64encode(data).decode()
     return fields
 
 
@@ -76,7 +81,7 @@ async def job_result(request: web.Request) -> web.Response:
     except asyncio.CancelledError:  # its client went away: stop watching
         wait.cancel()
         raise
-    return ok(end_fields(status))
+    return ok(end_fields(status, wait.progress_of(job_id) if status[1] == b"active" else None))
 
 
 END_SCHEMA = {"type": "object", "properties": {
@@ -85,7 +90,13 @@ END_SCHEMA = {"type": "object", "properties": {
     "result": {"type": "string", "nullable": True},
     "result_base64": {"type": "string", "description": "a result that is not UTF-8"},
     "error": {"type": "string", "nullable": True,
-              "description": "a dead letter's last error"}}}
+              "description": "a dead letter's last error (NACK ... ERROR), else why"},
+    "progress": {"type": "integer", "nullable": True, "minimum": 0, "maximum": 100,
+                 "description": "an active job's last WORKING ... PROGRESS"},
+    "progress_data": {"type": "string", "nullable": True,
+                      "description": "an active job's last WORKING ... DATA"},
+    "progress_data_base64": {"type": "string",
+                             "description": "progress data that is not UTF-8"}}}
 
 
 def routes(job_path: str) -> list[Route]:
