@@ -110,7 +110,7 @@ def ackjob(client: Client, args: list[bytes]) -> bytes:
          summary=('Wait until every job (ANY: one) has ended, wherever it is held, or the '
                   'timeout (0 or none: no timeout).'),
          reply=('array: per ID as given, [id, state (acked, dead, queued, active, unknown), '
-                'result (acked), last error (dead) or nil]'),
+                'result (acked), last error (dead), progress DATA (active) or nil]'),
          options=(spec.WAITJOB,), jobs=AfterOptions(spec.WAITJOB), extension=True)
 def waitjob(client: Client, args: list[bytes]) -> bytes | Pending:
     wait = client.server.jobs.wait(client.user, WaitJob.parse(args))
