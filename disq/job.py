@@ -177,9 +177,10 @@ class JobNotes:
         untrack(self)
 
     def with_error(self, error: JobError) -> JobNotes:
-        """These notes with `error` among the errors (kept in delivery then time
+        """These notes with `error` among the errors (kept in time then delivery
         order, the last MAX_ERRORS; one already there changes nothing: a holder may
-        hear of an error twice)."""
+        hear of an error twice). Time first: DEADLETTER REQUEUE resets the counters,
+        so a later error may have an earlier delivery."""
         if error in self.errors:
             return self
         errors = tuple(sorted((*self.errors, error), key=_error_order))[-MAX_ERRORS:]
@@ -208,7 +209,7 @@ class JobNotes:
 
 
 def _error_order(error: JobError) -> tuple[int, int]:
-    return error[0], error[1]
+    return error[1], error[0]
 
 
 def notes_size(job: Job) -> int:

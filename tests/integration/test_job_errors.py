@@ -97,6 +97,14 @@ def test_a_dead_letter_answers_its_last_error(c: RawClient) -> None:
     fields = shown(c, job_id)
     assert (fields[b"queue"], fields[b"dead-reason"]) == (b"dead:q", b"max-deliveries")
     assert [r for _, _, r in fields[b"errors"]] == [b"first", b"ValueError: the last"]
+    # put back (counters reset), it fails again: that error is its last
+    assert c.call("DEADLETTER", "REQUEUE", "dead:q") == 1
+    failed(c, job_id, "after")
+    assert [(d, r) for d, _, r in shown(c, job_id)[b"errors"]] == [
+        (1, b"first"), (2, b"ValueError: the last"), (1, b"after")]
+    assert taken(c) == job_id
+    assert c.call("NACK", job_id) == 1
+    assert c.call("WAITJOB", job_id) == [[job_id, b"dead", b"after"]]
     # without an error: why it is one
     other = c.add("q", "fails", "MAXDELIVERIES", 1)
     assert taken(c) == other
@@ -206,7 +214,8 @@ def test_progress_seen_from_a_node_that_does_not_hold_the_job(
     assert Http(ports[nodes.index(owners[0])]).post(
         f"/api/v1/jobs/{job_id.decode()}/working", {"progress": 90, "data": "almost"}) == (
         200, {"retry_s": 60})
-    assert http.get(path)[1]["progress"] == 90
+    # (the holders answer what they have: the other one, once told, says 90 too)
+    wait_for(lambda: http.get(path)[1]["progress"] == 90, 10)
     with RawClient(owners[0].port) as c:
         assert c.call("ACKJOB", job_id, "RESULT", "done") == 1
     wait_for(lambda: http.get(path)[1].get("result") == "done", 10)

@@ -39,12 +39,15 @@ def delivered(node: Node, queue: bytes = b"q", retry: int = 60,
 # -- the notes ------------------------------------------------------------------------------
 
 def test_errors_are_ordered_deduplicated_and_the_last_five_kept() -> None:
+    # (in time order: here the deliveries came in their order)
     notes = JobNotes()
     for delivery in (3, 1, 2, 7, 5, 4, 6):
         notes = notes.with_error((delivery, 1000 + delivery, b"e%d" % delivery))
     assert [e[0] for e in notes.errors] == [3, 4, 5, 6, 7]
     assert len(notes.errors) == MAX_ERRORS and notes.last_error == b"e7"
     assert notes.with_error((7, 1007, b"e7")) is notes  # heard twice: nothing new
+    # after DEADLETTER REQUEUE (counters reset) a new error is still the last one
+    assert notes.with_error((1, 2000, b"again")).errors[-1] == (1, 2000, b"again")
     assert notes.with_progress(5, None).errors == notes.errors  # a new object each time
     assert notes.progress == -1 and notes.with_progress(None, b"d").progress_data == b"d"
 
@@ -157,7 +160,7 @@ def test_holders_learn_errors_and_progress() -> None:
         net.deliver(a.id, b.id, m.WORKING, msgpack.unpackb(msgpack.packb(fields)))
         assert b.node.job_progress(job.id) == 60
     # an error unknown there, with a QUEUED: kept; a bad one: the message is dropped
-    net.deliver(a.id, b.id, m.QUEUED, [job.id, 2, 0, 0, [9, 5, b"late"]])
+    net.deliver(a.id, b.id, m.QUEUED, [job.id, 2, 0, 0, [9, 2**42, b"late"]])
     assert copy.ext.notes is not None and copy.ext.notes.last_error == b"late"
     nacks = copy.nacks
     net.deliver(a.id, b.id, m.QUEUED, [job.id, 2, 0, 0, [0, 5, b"bad"]])
