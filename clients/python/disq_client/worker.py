@@ -11,10 +11,10 @@ functions run in a thread pool of `concurrency` threads. Then:
 - while it runs it may call `report_progress(percent, data)`: WORKING ... PROGRESS /
   DATA (disq extensions, kept with the job: SHOW, WAITJOB), sent in the background;
 - it raises: NACK ERROR "Type: message" (a disq extension, kept with the job: SHOW's
-  errors, a dead letter's WAITJOB answer; cut to ERROR_MAX_BYTES) DELAY-MS, the job's
-  failures so far backing it off (the worker's
-  `retry_backoff`, 1 s doubling up to 10 min, +-20%), and its nack counter grows
-  (handlers see it with `job.nacks`). A job that fails its `delivery_limit`th delivery
+  errors, a dead letter's WAITJOB answer; cut to 1024 bytes: work_reports.py)
+  DELAY-MS, the job's failures so far backing it off (the worker's `retry_backoff`,
+  1 s doubling up to 10 min, +-20%), and its nack counter grows (handlers see it
+  with `job.nacks`). A job that fails its `delivery_limit`th delivery
   (25) is given up: added to its dead-letter queue (the queue policy's DEADLETTER,
   else `dead:<queue>`) with its body, then acknowledged, so a failing job neither
   loops nor is lost. The server's own limits and back-off come first: where the job
@@ -180,8 +180,8 @@ class Worker:
     """Register handlers with `@worker.task("queue")`, then `worker.run()` (or the
     `disq-worker module:worker` command). A handler gets the `Job`; its return value
     is the job's result (see the module's docstring), and it may report its progress
-    with `report_progress`. `@worker.task("queue", max_deliveries=5, backoff=(1000, 60000))` also
-    sets the queue's policy (see the module's docstring).
+    with `report_progress`. `@worker.task("queue", max_deliveries=5, backoff=(1000,
+    60000))` also sets the queue's policy (see the module's docstring).
 
     A job whose handler raised is NACKed after `retry_backoff` ((base_ms, max_ms): the
     wait doubles from base with each failed delivery; None: at once) and given up after
