@@ -212,10 +212,15 @@ def _error_order(error: JobError) -> tuple[int, int]:
     return error[1], error[0]
 
 
+def job_notes(job: Job) -> JobNotes | None:
+    """What the job's consumers reported, if anything."""
+    ext = job.ext
+    return ext.notes if ext is not None else None
+
+
 def notes_size(job: Job) -> int:
     """Job bytes counted for the job's notes (0: none)."""
-    ext = job.ext
-    notes = ext.notes if ext is not None else None
+    notes = job_notes(job)
     return 0 if notes is None else notes.size
 
 

@@ -31,6 +31,7 @@ from .job import (
     JobError,
     JobExt,
     JobNotes,
+    job_notes,
     node_id_set,
 )
 from .policies import PolicyTable
@@ -307,8 +308,7 @@ class JobOperations:
         message telling the holders of the requeue (QUEUED, or JOBMOVE for a job
         that becomes a dead letter) carries it; nothing changes if the job cannot be
         requeued. The job is logged again (its errors are in the AOF)."""
-        ext = job.ext
-        notes = ext.notes if ext is not None else None
+        ext, notes = job.ext, job_notes(job)
         entry: JobError = (job.nacks + job.deliveries + 1, now, error)
         new_notes = (notes or JobNotes()).with_error(entry)
         job.ext = (ext or JobExt()).copy(notes=new_notes)
@@ -325,13 +325,11 @@ class JobOperations:
     def learn_errors(self, job: Job, errors: list[JobError]) -> None:
         """Another holder's errors of the job (with its QUEUED or JOBMOVE): kept
         here too, the job logged again if they are news."""
-        ext = job.ext
-        notes = ext.notes if ext is not None else None
+        notes = job_notes(job)
         new_notes = (notes or JobNotes()).with_errors(errors)
         if new_notes is notes or job.state == ACKED or job.state == DELETED:
             return
-        job.ext = (ext or JobExt()).copy(notes=new_notes)
-        self.job_bytes += new_notes.size - (notes.size if notes is not None else 0)
+        self._set_notes(job, notes, new_notes)
         if self.recording and (job.state == ACTIVE or job.state == QUEUED):
             self.persistence.job_removed(job.id)
             self.persistence.job_stored(job)
@@ -339,17 +337,19 @@ class JobOperations:
     def set_progress(self, job: Job, progress: int | None, data: bytes | None) -> None:
         """WORKING ... PROGRESS / DATA (here, or heard from another holder): kept in
         memory with the job (not logged: the next report replaces it)."""
-        ext = job.ext
-        notes = ext.notes if ext is not None else None
-        new_notes = (notes or JobNotes()).with_progress(progress, data)
-        job.ext = (ext or JobExt()).copy(notes=new_notes)
+        notes = job_notes(job)
+        self._set_notes(job, notes, (notes or JobNotes()).with_progress(progress, data))
+
+    def _set_notes(self, job: Job, notes: JobNotes | None, new_notes: JobNotes) -> None:
+        """The job's notes (`notes` until now) replaced, its JobExt copied (one may be
+        shared), their bytes counted."""
+        job.ext = (job.ext or JobExt()).copy(notes=new_notes)
         self.job_bytes += new_notes.size - (notes.size if notes is not None else 0)
 
     def job_progress(self, job_id: bytes) -> int | None:
         """The last progress a consumer reported for a job held here (None: none)."""
         job = self.jobs.get(job_id)
-        ext = job.ext if job is not None else None
-        notes = ext.notes if ext is not None else None
+        notes = job_notes(job) if job is not None else None
         if notes is None or notes.progress == NO_PROGRESS:
             return None
         return notes.progress

@@ -36,6 +36,7 @@ from ..job import (
     QUEUED,
     Job,
     JobError,
+    job_notes,
 )
 from ..node import INCR_DELIV, INCR_NACKS, Node, now_ms
 from ..queue import PAUSED_IN
@@ -81,8 +82,7 @@ class Requeue:
 
     def job_working(self, job: Job) -> None:
         if job.nodes_delivered:
-            ext = job.ext
-            notes = ext.notes if ext is not None else None
+            notes = job_notes(job)
             if notes is not None and (notes.progress != NO_PROGRESS
                                       or notes.progress_data is not None):
                 self.bus.broadcast(m.WORKING, job.id, notes.progress, notes.progress_data,
@@ -218,8 +218,7 @@ def generation_of(job: Job) -> int:
 def this_nacks_error(job: Job) -> JobError | None:
     """The error of the NACK that just requeued the job (counted already: its
     delivery is the job's nacks + deliveries), if it had one."""
-    ext = job.ext
-    notes = ext.notes if ext is not None else None
+    notes = job_notes(job)
     if notes is None or not notes.errors:
         return None
     error = notes.errors[-1]
