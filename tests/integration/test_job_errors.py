@@ -120,13 +120,23 @@ def test_errors_survive_a_restart_from_the_aof(
         plain = c.add("q", "plain", "RETRY", 60)
         failed(c, job_id, "one", "two")
         errors = shown(c, job_id)[b"errors"]
-    node.stop()
+    node.kill()  # (what was written: appendfsync everysec had its second)
     node.start()
     with RawClient(node.port) as c:
         fields = shown(c, job_id)
         assert fields[b"errors"] == errors
         assert b"priority" in fields  # (errors come with the extended fields)
         assert b"priority" not in shown(c, plain)
+        # a rewritten AOF keeps them too (a loaded job waits for its RETRY: queued now)
+        assert c.call("ENQUEUE", job_id) == 1
+        failed(c, job_id, "three")
+        errors = shown(c, job_id)[b"errors"]
+        assert c.call("BGREWRITEAOF") == b"Background append only file rewriting started"
+        wait_for(lambda: c.info_field("aof_rewrite_in_progress") == "0", 10)
+    node.stop()
+    node.start()
+    with RawClient(node.port) as c:
+        assert shown(c, job_id)[b"errors"] == errors
 
 
 def test_errors_reach_the_job_s_other_holder(
