@@ -46,6 +46,7 @@ def test_the_client_reports_errors_and_progress(node: DisqProcess) -> None:
         assert info is not None and info.errors is not None
         [error] = info.errors
         assert isinstance(error, JobError) and (error.delivery, error.reason) == (1, "it broke")
+        assert [i.errors for i in c.jscan_info(queue="q")] == [info.errors]
         with pytest.raises(Exception, match="ERROR must be"):
             c.nack(job_id, error="x" * 1025)
 
