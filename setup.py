@@ -45,6 +45,7 @@ NATIVE = [
     "disq/requests.py",
     "disq/queue_requests.py",
     "disq/jobops.py",
+    "disq/endings.py",  # results and job ends (Node's JobEndings)
     "disq/results.py",  # the results kept, which every ACK looks at (Node.ends)
     "disq/end_requests.py",  # ACKJOB's RESULT form, tested on every ACKJOB
     "disq/memory.py",

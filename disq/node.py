@@ -2,8 +2,9 @@
 job timers and the queues here, and the parts `Node` owns: ADDJOB's admission of a new
 job (admission.py, `Node.admission`), the consumers of the queues, GETJOB's and the
 blocked ones (consumers.py, `Node.consumers`), what the timer does when it fires
-(wakeups.py, `Node.wakeups`). Operations on existing jobs are in jobops.py, queue
-policies in failures.py and memory bounds in memory.py (traits of `Node`).
+(wakeups.py, `Node.wakeups`). Operations on existing jobs are in jobops.py, results
+and job ends in endings.py, queue policies in failures.py and memory bounds in
+memory.py (traits of `Node`).
 
 Nothing here knows about sockets or the event loop. The server arms one loop timer
 through `arm_timer`, blocked consumers are `Waiter` objects served after the command
@@ -25,6 +26,7 @@ from .clock import now_ms, random_time_error
 from .config import Config
 from .consumers import Consumers
 from .dedup_table import DedupTable
+from .endings import JobEndings
 from .failures import INCR_DELIV, INCR_NACKS, FailurePolicies, FailureStats
 from .ids import JobIdGenerator
 from .job import (
@@ -91,7 +93,7 @@ class Stats:
         return {name: getattr(self, name) for name in STATS_COUNTERS}
 
 
-class Node(JobOperations, FailurePolicies, MemoryBounds):
+class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
     def __init__(self, config: Config, node_id: str) -> None:
         self.config = config
         # ADDJOB: its checks, the new job's ID and times (a new ID generator on set_id).
