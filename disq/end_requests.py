@@ -11,13 +11,13 @@ from typing import ClassVar
 from disq_client.spec import ACKJOB, MAX_WAITED, WAITJOB, WORKING, CommandOptions
 
 from . import errors
-from .requests import (
-    _by_field,
-    _compile,
-    _parse_options,
-    _Parser,
-    _set_fields,
+from .options import (
+    OptionParser,
+    compile_options,
     options_before_ids,
+    parse_options,
+    parsers_by_field,
+    set_fields,
     validate_ids,
 )
 
@@ -52,7 +52,7 @@ class WaitJob:
 
     __slots__ = ("ids", "timeout", "any")
     OPTIONS: ClassVar[CommandOptions] = WAITJOB
-    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(WAITJOB)
+    _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(WAITJOB)
 
     def __init__(self, ids: list[bytes], timeout: int = 0, any: bool = False) -> None:
         self.ids = ids
@@ -81,8 +81,8 @@ class Working:
 
     __slots__ = ("job_id", "progress", "data")
     OPTIONS: ClassVar[CommandOptions] = WORKING
-    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(WORKING)
-    _FIELDS: ClassVar[dict[str, _Parser]] = _by_field(_PARSERS)
+    _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(WORKING)
+    _FIELDS: ClassVar[dict[str, OptionParser]] = parsers_by_field(_PARSERS)
 
     def __init__(self, job_id: bytes, progress: int | None = None,
                  data: bytes | None = None) -> None:
@@ -93,12 +93,12 @@ class Working:
     @classmethod
     def parse(cls, args: list[bytes]) -> Working:
         request = cls(args[1])
-        _parse_options(request, cls._PARSERS, args, 2)
+        parse_options(request, cls._PARSERS, args, 2)
         return request
 
     @classmethod
     def from_fields(cls, job_id: bytes, values: Mapping[str, object]) -> Working:
         """From typed options (the HTTP API's JSON), checked as `parse` checks them."""
         request = cls(job_id)
-        _set_fields(request, cls._FIELDS, values)
+        set_fields(request, cls._FIELDS, values)
         return request

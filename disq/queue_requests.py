@@ -19,8 +19,8 @@ from disq_client.spec import (
 )
 
 from . import errors
+from .options import OptionParser, compile_options, parse_options
 from .queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
-from .requests import _compile, _parse_options, _Parser
 
 
 class _Scan:
@@ -31,8 +31,8 @@ class _Scan:
     after the cursor's. A filter given twice is checked twice, the last one kept."""
 
     __slots__ = ("cursor", "count", "busyloop")
-    _PARSERS: ClassVar[dict[bytes, _Parser]]
-    _CURSOR: ClassVar[_Parser]
+    _PARSERS: ClassVar[dict[bytes, OptionParser]]
+    _CURSOR: ClassVar[OptionParser]
 
     def __init__(self, cursor: int = 0, count: int = 100, busyloop: bool = False) -> None:
         self.cursor = cursor
@@ -43,7 +43,7 @@ class _Scan:
     def parse(cls, args: list[bytes]) -> Self:
         request = cls()
         parsers = cls._PARSERS
-        filters: list[tuple[_Parser, bytes]] = []
+        filters: list[tuple[OptionParser, bytes]] = []
         cursor_given = False
         argc = len(args)
         j = 1
@@ -72,9 +72,9 @@ class _Scan:
         return request
 
 
-def _cursor_parser(spec: CommandOptions) -> _Parser:
+def _cursor_parser(spec: CommandOptions) -> OptionParser:
     assert spec.positional is not None
-    return _Parser(spec.positional)
+    return OptionParser(spec.positional)
 
 
 class QScan(_Scan):
@@ -84,8 +84,8 @@ class QScan(_Scan):
 
     __slots__ = ("minlen", "maxlen", "importrate")
     OPTIONS: ClassVar[CommandOptions] = QSCAN
-    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(QSCAN)
-    _CURSOR: ClassVar[_Parser] = _cursor_parser(QSCAN)
+    _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(QSCAN)
+    _CURSOR: ClassVar[OptionParser] = _cursor_parser(QSCAN)
 
     def __init__(self, cursor: int = 0, count: int = 100, busyloop: bool = False,
                  minlen: int = -1, maxlen: int = -1, importrate: int = -1) -> None:
@@ -102,8 +102,8 @@ class JScan(_Scan):
 
     __slots__ = ("queue", "states", "reply")
     OPTIONS: ClassVar[CommandOptions] = JSCAN
-    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(JSCAN)
-    _CURSOR: ClassVar[_Parser] = _cursor_parser(JSCAN)
+    _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(JSCAN)
+    _CURSOR: ClassVar[OptionParser] = _cursor_parser(JSCAN)
 
     def __init__(self, cursor: int = 0, count: int = 100, busyloop: bool = False,
                  queue: bytes | None = None, states: list[str] | None = None,
@@ -121,7 +121,7 @@ class Pause:
 
     __slots__ = ("queue", "flags", "bcast")
     OPTIONS: ClassVar[CommandOptions] = PAUSE
-    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(PAUSE)
+    _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(PAUSE)
     _FLAGS: ClassVar[dict[str, int]] = {"in": PAUSED_IN, "out": PAUSED_OUT, "all": PAUSED_ALL, "none": 0}
 
     def __init__(self, queue: bytes, flags: int | None = None, bcast: bool = False) -> None:
@@ -153,7 +153,7 @@ class CronAdd:
     __slots__ = ("name", "queue", "spec", "body", "repl", "retry", "ttl", "priority",
                  "group", "tz")
     OPTIONS: ClassVar[CommandOptions] = CRON_ADD
-    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(CRON_ADD)
+    _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(CRON_ADD)
 
     def __init__(self, name: bytes, queue: bytes, spec: bytes, body: bytes,
                  repl: int | None = None, retry: int | None = None, ttl: int | None = None,
@@ -180,7 +180,7 @@ class CronAdd:
             raise errors.err(f"CRON name must be 1 to {CRON_NAME_MAX_LEN} bytes")
         if not request.queue:
             raise errors.err("CRON queue name must not be empty")
-        _parse_options(request, cls._PARSERS, args, 6)
+        parse_options(request, cls._PARSERS, args, 6)
         if request.retry == 0 and (request.repl is None or request.repl > 1):
             raise errors.err("With RETRY set to 0 please explicitly set  REPLICATE to 1 "
                              "(at-most-once delivery)")
@@ -196,7 +196,7 @@ class QPolicySet:
     __slots__ = ("queue", "max_deliveries", "deadletter", "backoff", "rate", "result_ttl",
                  "concurrency")
     OPTIONS: ClassVar[CommandOptions] = QPOLICY_SET
-    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(QPOLICY_SET)
+    _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(QPOLICY_SET)
 
     def __init__(self, queue: bytes, max_deliveries: int | None = None,
                  deadletter: bytes | None = None, backoff: tuple[int, int] | None = None,
@@ -225,7 +225,7 @@ class QPolicySet:
                 raise errors.err(f"unknown QPOLICY field '{field}', try MAXDELIVERIES, "
                                  "DEADLETTER, BACKOFF, RATE, CONCURRENCY or RESULT-TTL")
             j += 1 + parser.values
-        _parse_options(request, cls._PARSERS, args, 3)
+        parse_options(request, cls._PARSERS, args, 3)
         if request.deadletter is not None and request.deadletter == request.queue:
             raise errors.err("DEADLETTER must be another queue than the queue itself")
         return request
@@ -236,7 +236,7 @@ class DeadletterRequeue:
 
     __slots__ = ("queue", "count")
     OPTIONS: ClassVar[CommandOptions] = DEADLETTER_REQUEUE
-    _PARSERS: ClassVar[dict[bytes, _Parser]] = _compile(DEADLETTER_REQUEUE)
+    _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(DEADLETTER_REQUEUE)
 
     def __init__(self, queue: bytes, count: int = 0) -> None:
         self.queue = queue
@@ -248,5 +248,5 @@ class DeadletterRequeue:
         if len(args) < 3:
             raise errors.err("wrong number of arguments for 'deadletter requeue'")
         request = cls(args[2])
-        _parse_options(request, cls._PARSERS, args, 3)
+        parse_options(request, cls._PARSERS, args, 3)
         return request

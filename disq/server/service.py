@@ -32,8 +32,8 @@ from ..errors import DisqError, err
 from ..ids import is_valid_job_id
 from ..job import NO_PROGRESS, STATE_BY_NAME, STATE_NAMES, WAIT_REPL
 from ..node import now_ms
+from ..options import validate_ids
 from ..outcomes import Answer, Answers
-from ..requests import validate_ids
 from .guard import NOPERM_KEY, refusal
 from .job_waits import JobWait
 from .queue_service import scan

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ... import errors
 from ...config import ConfigError
 from ...errors import err
-from ...requests import parse_int, timeout_ms
+from ...options import parse_int, timeout_ms
 from .. import reply
 from ..table import ADMIN, COMMANDS, CommandSpec, command
 

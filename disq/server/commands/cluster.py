@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ...config import VERSION
 from ...errors import DisqError, err, fixed
 from ...exposure import is_loopback, meet_refusal
-from ...requests import parse_int
+from ...options import parse_int
 from .. import reply
 from ..table import ADMIN, command
 from .acl import WRONGPASS, authenticate

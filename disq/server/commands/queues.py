@@ -8,9 +8,9 @@ from disq_client import spec
 
 from ... import errors
 from ...node import now_ms
+from ...options import parse_int
 from ...queue import PAUSE_NAMES
 from ...queue_requests import JScan, Pause, QScan
-from ...requests import parse_int
 from .. import reply
 from ..later import reply_later
 from ..queue_service import queue_fields

@@ -13,9 +13,9 @@ from disq_client.spec import DEADLETTER_REQUEUE, QPOLICY_SET
 
 from ... import errors
 from ...node import now_ms
+from ...options import parse_int
 from ...queue import PAUSE_NAMES
 from ...queue_requests import DeadletterRequeue, Pause, QPolicySet, QScan
-from ...requests import parse_int
 from ..queue_service import policy_fields, queue_fields
 from ..service import job_fields
 from .calls import attempt, confirmed, fields_json, gate, run
