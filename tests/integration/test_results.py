@@ -254,3 +254,56 @@ def test_results_give_way_to_jobs_under_maxmemory(
         assert int(c.info_field("used_memory")) <= 4 * 1024 * 1024
         kept = c.add("q", b"y" * 100_000)  # a job still fits: results make room
         assert c.call("SHOW", kept) is not NULL_BULK
+
+
+def test_ten_thousand_jobs_waited_for_on_another_node(
+        start_node: Callable[..., DisqProcess]) -> None:
+    """10,000 jobs on three nodes (REPLICATE 2, added on the first), waited for on the
+    third in WAITJOBs of 100 IDs each, taken and acknowledged with a RESULT by consumers
+    on the first two: every waiter answered, every job with its own result."""
+    nodes = form_cluster([start_node("--cluster-node-timeout", "3000") for _ in range(3)])
+    producer = nodes[0].client(socket_timeout=60)
+    pipe = producer.pipeline(transaction=False)
+    for i in range(10_000):
+        pipe.execute_command("ADDJOB", "bulk", b"%d" % i, 0, "REPLICATE", 2, "RETRY", 300)
+    ids: list[bytes] = pipe.execute()
+    answers: dict[int, object] = {}
+
+    def wait(batch: int) -> None:
+        waiter = nodes[2].client(socket_timeout=120)
+        try:
+            answers[batch] = waiter.execute_command(
+                "WAITJOB", "TIMEOUT", 100_000, *ids[batch * 100:(batch + 1) * 100])
+        finally:
+            waiter.close()
+
+    waiters = [threading.Thread(target=wait, args=(b,)) for b in range(100)]
+    for thread in waiters:
+        thread.start()
+
+    def consume(node: DisqProcess) -> None:
+        client = node.client(socket_timeout=60)
+        try:
+            while True:
+                got = client.execute_command("GETJOB", "TIMEOUT", 2000, "COUNT", 100,
+                                             "FROM", "bulk")
+                if not got:
+                    return
+                acks = client.pipeline(transaction=False)
+                for _, job_id, body in got:
+                    acks.execute_command("ACKJOB", job_id, "RESULT", b"r" + body)
+                acks.execute()
+        finally:
+            client.close()
+
+    consumers = [threading.Thread(target=consume, args=(n,)) for n in nodes[:2]]
+    for thread in consumers:
+        thread.start()
+    for thread in consumers + waiters:
+        thread.join(180)
+    producer.close()
+    assert len(answers) == 100, f"{100 - len(answers)} WAITJOBs not answered"
+    for batch, answer in answers.items():
+        for i, (job_id, state, data) in enumerate(answer):  # type: ignore[attr-defined]
+            n = batch * 100 + i
+            assert (job_id, state, data) == (ids[n], b"acked", b"r%d" % n)
