@@ -177,10 +177,11 @@ class JobNotes:
         untrack(self)
 
     def with_error(self, error: JobError) -> JobNotes:
-        """These notes with `error` among the errors (kept in time then delivery
-        order, the last MAX_ERRORS; one already there changes nothing: a holder may
-        hear of an error twice). Time first: DEADLETTER REQUEUE resets the counters,
-        so a later error may have an earlier delivery."""
+        """These notes with `error` among the errors (kept in time order, the last
+        MAX_ERRORS; one already there changes nothing: a holder may hear of an error
+        twice). Time alone, and errors of one millisecond in the order they came (a
+        stable sort): DEADLETTER REQUEUE resets the counters, so a later error may
+        have an earlier delivery, within the same millisecond too."""
         if error in self.errors:
             return self
         errors = tuple(sorted((*self.errors, error), key=_error_order))[-MAX_ERRORS:]
@@ -208,8 +209,8 @@ class JobNotes:
                 + len(self.progress_data or b""))
 
 
-def _error_order(error: JobError) -> tuple[int, int]:
-    return error[1], error[0]
+def _error_order(error: JobError) -> int:
+    return error[1]
 
 
 def job_notes(job: Job) -> JobNotes | None:

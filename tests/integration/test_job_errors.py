@@ -186,7 +186,7 @@ def test_progress_is_kept_and_shown(c: RawClient) -> None:
     (("PROGRESS", -1), "ERR PROGRESS must be between 0 and 100"),
     (("PROGRESS", "x"), "ERR PROGRESS must be between 0 and 100"),
     (("DATA", b"x" * 4097), "ERR DATA must be at most 4096 bytes"),
-    (("PROGRESS",), "ERR syntax error"),
+    (("PROGRESS",), "ERR wrong number of arguments for 'working' command"),  # Disque's
     (("OTHER", 1), "ERR syntax error"),
 ])
 def test_bad_progress_is_refused_and_changes_nothing(c: RawClient, args: tuple,

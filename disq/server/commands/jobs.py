@@ -180,7 +180,7 @@ def deljob(client: Client, args: list[bytes]) -> bytes:
     return reply.integer(client.server.jobs.delete(client.user, args[1:]))
 
 
-@command("working", -2, "wF",
+@command("working", -2, "wF", shown=(2, "wF"),
          acl=CONSUME,
          syntax='WORKING id [PROGRESS 0-100] [DATA blob]',
          summary=("Postpone the job's next requeue: the consumer is still working on it; "
@@ -190,6 +190,8 @@ def deljob(client: Client, args: list[bytes]) -> bytes:
 def working(client: Client, args: list[bytes]) -> bytes:
     if len(args) == 2:  # (plain WORKING: no request object)
         return reply.integer(client.server.jobs.working(client.user, args[1]))
+    if len(args) % 2:  # an option without its value, or a second ID: Disque's arity error
+        return b"-ERR wrong number of arguments for 'working' command\r\n"
     request = Working.parse(args)
     return reply.integer(client.server.jobs.working(client.user, request.job_id,
                                                     request.progress, request.data))
