@@ -307,3 +307,24 @@ def test_ten_thousand_jobs_waited_for_on_another_node(
         for i, (job_id, state, data) in enumerate(answer):  # type: ignore[attr-defined]
             n = batch * 100 + i
             assert (job_id, state, data) == (ids[n], b"acked", b"r%d" % n)
+
+
+def test_a_result_outlives_all_its_holders_but_one(
+        start_node: Callable[..., DisqProcess]) -> None:
+    """REPLICATE 3 on four nodes, acknowledged with a RESULT; two of its three holders
+    killed (kill -9): the node that never held it reads the result from the last one."""
+    nodes = form_cluster([start_node("--cluster-node-timeout", "1000") for _ in range(4)])
+    with RawClient(nodes[0].port) as c:
+        job_id = c.add("q", "work", "REPLICATE", 3, "RETRY", 60)
+    owners = holders(nodes, job_id)
+    [elsewhere] = [n for n in nodes if n not in owners]
+    with RawClient(owners[0].port) as c:
+        assert c.call("ACKJOB", job_id, "RESULT", "kept") == 1
+    for n in owners:  # the result on every holder before any dies
+        with RawClient(n.port) as c:
+            wait_for(lambda c=c: c.call("WAITJOB", "TIMEOUT", 100, job_id)
+                     == [[job_id, b"acked", b"kept"]], 10)
+    owners[0].kill()
+    owners[1].kill()
+    with RawClient(elsewhere.port) as c:
+        assert c.call("WAITJOB", "TIMEOUT", 5000, job_id) == [[job_id, b"acked", b"kept"]]
