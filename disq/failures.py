@@ -92,6 +92,9 @@ class FailurePolicies:
     def slot_freed(self, name: bytes | None) -> None:
         raise NotImplementedError
 
+    def logged_again(self, job: Job) -> None:
+        raise NotImplementedError
+
     # -- the policies --------------------------------------------------------------------
     def merge_policy(self, policy: QueuePolicy, now: int) -> bool:
         """A policy defined, deleted or heard of (the newest version wins); its
@@ -233,7 +236,7 @@ class FailurePolicies:
             job.flags |= BCAST_WILLQUEUE
             job.qtime = now + job.retry * 1000 + random_time_error()
             self.update_awake(job)
-        self._logged_again(job)
+        self.logged_again(job)
         if dead_from is not None and self.ends.watchers:
             self.ends.ended(job.id)
         return True
@@ -253,15 +256,9 @@ class FailurePolicies:
             job.qtime = 0
         self.update_awake(job)
         self._into_queue(job, now, None)
-        self._logged_again(job)
+        self.logged_again(job)
 
     def _queue_name(self, name: bytes) -> bytes:
         """The queue's own name object if it exists (shared by its jobs)."""
         queue = self.queues.get(name)
         return queue.name if queue is not None else name
-
-    def _logged_again(self, job: Job) -> None:
-        """The AOF's copy of a changed job: a DELJOB then its LOADJOB (the loader
-        keeps the first LOADJOB of a job it knows)."""
-        self.persistence.job_removed(job.id)
-        self.persistence.job_stored(job)

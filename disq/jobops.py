@@ -67,7 +67,6 @@ class JobOperations:
     consumers: Consumers
     policies: PolicyTable
     job_bytes: int
-    full_bytes: int
 
     # Node's own methods, which these call (a trait declares them: Node defines them).
     def register(self, job: Job) -> bool:
@@ -103,7 +102,6 @@ class JobOperations:
 
     def result_ttl_ms(self, queue: bytes | None) -> int:
         raise NotImplementedError
-
 
     # -- acknowledgements ----------------------------------------------------------
     def ack(self, ids: list[bytes], result: bytes | None = None) -> int:
@@ -225,8 +223,7 @@ class JobOperations:
         self.job_bytes += new_notes.size - (notes.size if notes is not None else 0)
         moved = job.ext.generation != (ext.generation if ext is not None else 0)
         if self.recording and not moved:  # (a move logs the job itself)
-            self.persistence.job_removed(job.id)
-            self.persistence.job_stored(job)
+            self.logged_again(job)
         return True
 
     def learn_errors(self, job: Job, errors: list[JobError]) -> None:
@@ -238,14 +235,19 @@ class JobOperations:
             return
         self._set_notes(job, notes, new_notes)
         if self.recording and (job.state == ACTIVE or job.state == QUEUED):
-            self.persistence.job_removed(job.id)
-            self.persistence.job_stored(job)
+            self.logged_again(job)
 
     def set_progress(self, job: Job, progress: int | None, data: bytes | None) -> None:
         """WORKING ... PROGRESS / DATA (here, or heard from another holder): kept in
         memory with the job (not logged: the next report replaces it)."""
         notes = job_notes(job)
         self._set_notes(job, notes, (notes or JobNotes()).with_progress(progress, data))
+
+    def logged_again(self, job: Job) -> None:
+        """The AOF's copy of a changed job: a DELJOB then its LOADJOB (the loader
+        keeps the first LOADJOB of a job it knows)."""
+        self.persistence.job_removed(job.id)
+        self.persistence.job_stored(job)
 
     def _set_notes(self, job: Job, notes: JobNotes | None, new_notes: JobNotes) -> None:
         """The job's notes (`notes` until now) replaced, its JobExt copied (one may be
@@ -376,8 +378,7 @@ class JobOperations:
                     job.flags |= BCAST_WILLQUEUE
                     job.qtime = max(due, now) + job.retry * 1000 + _time_error()
                     self.update_awake(job)
-        self.persistence.job_removed(job.id)
-        self.persistence.job_stored(job)
+        self.logged_again(job)
         if broadcast:
             self.cluster.job_set(job, priority, due)
 
@@ -414,8 +415,7 @@ class JobOperations:
         job.flags &= ~PROVISIONAL
         if job.state != ACTIVE and job.state != QUEUED:
             return
-        self.persistence.job_removed(job.id)
-        self.persistence.job_stored(job)
+        self.logged_again(job)
         if now and job.state == ACTIVE and job.qtime:
             job.qtime = now
 

@@ -30,6 +30,7 @@ MAX_QUEUE_NAME_LEN = 1024
 JITTER = 0.2  # back-off delays are spread +-20%
 DEAD_PREFIX = b"dead:"
 MAX_RESULT_TTL = 30 * 24 * 3600  # s: a month (disq_client.spec's)
+MAX_RESULT_TTL_MS = MAX_RESULT_TTL * 1000  # the longest a result is kept, as peers and files say it
 MAX_CONCURRENCY = 1_000_000  # (disq_client.spec's)
 
 

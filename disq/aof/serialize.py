@@ -55,7 +55,7 @@ from ..job import (
     JobNotes,
     holder_set,
 )
-from ..policies import MAX_RESULT_TTL
+from ..policies import MAX_RESULT_TTL_MS
 from ..results import ACKED_END, DEAD_END, JobEnd
 
 # The fixed part, with the length prefix in front and the queue name's length after.
@@ -79,7 +79,6 @@ _NONE = 0xFFFFFFFF
 _END = struct.Struct("<BBQQ40s")
 END_FORMAT = 1
 _END_HOWS = (ACKED_END, DEAD_END)  # by the code stored
-MAX_END_TTL_MS = MAX_RESULT_TTL * 1000  # the longest a result is kept (a month)
 
 
 class CorruptJob(ValueError):
@@ -259,7 +258,7 @@ def deserialize_end(data: bytes) -> JobEnd:
         raise CorruptJob(f"a result that ended in an unknown way ({how})")
     if not is_valid_job_id(job_id):
         raise CorruptJob(f"a result of an invalid job ID {job_id!r}")
-    if not 0 < ttl <= MAX_END_TTL_MS or expires < ttl:
+    if not 0 < ttl <= MAX_RESULT_TTL_MS or expires < ttl:
         raise CorruptJob(f"a result kept for {ttl} ms, until {expires}")
     queue, pos = _read_short(data, _END.size, "a result")
     result, pos = _read_short(data, pos, "a result")

@@ -19,7 +19,7 @@ acked job back, a job deleted everywhere.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
@@ -27,7 +27,7 @@ from ..cluster.port import BusPort
 from ..ids import is_valid_job_id
 from ..job import ACKED, WAIT_REPL, Job, node_id_set, with_holders
 from ..node import Node, now_ms
-from ..policies import MAX_RESULT_TTL
+from ..policies import MAX_RESULT_TTL_MS
 from ..results import ACKED_END
 from .wire import MAX_U32
 
@@ -55,17 +55,17 @@ class Acks:
         delivered = job.nodes_delivered
         confirmed = job.nodes_confirmed or ()
         targets = delivered if delivered else self.bus.known_ids()
+        unconfirmed = [i for i in targets if i not in confirmed]
         ends = self.node.ends
         if ends.kept:
             now = now_ms()
             end = ends.get(job.id, now)
             if end is not None and end.data is not None and end.how == ACKED_END:
-                self.bus.send_batched(
-                    [i for i in targets if i not in confirmed], m.SETACK_RESULT,
-                    [job.id, len(delivered or ()), end.data, end.expires - now])
+                self.bus.send_batched(unconfirmed, m.SETACK_RESULT,
+                                      [job.id, len(delivered or ()), end.data,
+                                       end.expires - now])
                 return
-        self.bus.send_batched([i for i in targets if i not in confirmed], m.SETACK,
-                              [job.id, len(delivered or ())])
+        self.bus.send_batched(unconfirmed, m.SETACK, [job.id, len(delivered or ())])
 
     def fast_ack(self, job_id: bytes, job: Job | None) -> None:
         if job is None:
@@ -157,8 +157,6 @@ class Acks:
                 if job.state == WAIT_REPL:
                     self.copies.job_dropped(job)
                 node.unregister(job)
-
-MAX_RESULT_TTL_MS: Final = MAX_RESULT_TTL * 1000
 
 
 def _id_and_count(job_id: object, count: object) -> tuple[bytes, int] | None:

@@ -29,7 +29,6 @@ ASK_TIMEOUT_MS: Final = 1000  # a node that did not answer by then knows nothing
 LEASE_MS: Final = 60_000  # how long a holder watches a job for an asker
 MAX_WATCHED: Final = 100_000  # jobs watched for other nodes, at most
 MAX_ASKED: Final = 10_000  # job IDs in one ENDS_ASK (WAITJOB's bound)
-MAX_TTL_MS: Final = 30 * 24 * 3600 * 1000
 # Unknown is decided by the asker, never sent.
 _STATES: Final = frozenset((ACKED_END, DEAD_END, b"queued", b"active"))
 

@@ -26,7 +26,6 @@ from disq.aof.fileformat import (
 from disq.aof.frames import reader_for
 from disq.aof.loader import AofLoader, AofLoadError
 from disq.aof.serialize import (
-    MAX_END_TTL_MS,
     CorruptJob,
     JobEncoder,
     deserialize_end,
@@ -36,6 +35,7 @@ from disq.aof.writer import AppendOnlyFile
 from disq.config import Config
 from disq.job import QUEUED, Job
 from disq.node import Node, now_ms
+from disq.policies import MAX_RESULT_TTL_MS
 from disq.ports import NoPersistence
 from disq.requests import AddJob
 from disq.results import ACKED_END, DEAD_END, END_FOOTPRINT, JobEnd
@@ -62,7 +62,7 @@ def fields(end: JobEnd) -> tuple[object, ...]:
     an_end(),
     an_end(how=DEAD_END, data=b"error: \x00\xff binary", queue=b"q" * 2000),
     an_end(data=None, queue=None),  # a plain ACK's end kept for a WAITJOB, a dummy ACK
-    an_end(data=b"", queue=b"", ttl=MAX_END_TTL_MS),
+    an_end(data=b"", queue=b"", ttl=MAX_RESULT_TTL_MS),
 ], ids=["acked", "dead", "none", "empty"])
 def test_a_result_round_trips(end: JobEnd) -> None:
     assert fields(deserialize_end(serialize_end(end))) == fields(end)
@@ -86,7 +86,7 @@ def _damaged(offset: int, value: bytes) -> bytes:
     (_damaged(1, b"\x02"), "unknown way"),
     (_damaged(18, b"X"), "invalid job ID"),
     (_damaged(10, struct.pack("<Q", 0)), "kept for 0 ms"),
-    (_damaged(10, struct.pack("<Q", MAX_END_TTL_MS + 1)), "kept for"),
+    (_damaged(10, struct.pack("<Q", MAX_RESULT_TTL_MS + 1)), "kept for"),
     (_damaged(2, struct.pack("<Q", 999)), "until 999"),  # before its own TTL
     (_damaged(58, struct.pack("<I", 1 << 30)), "cut short"),  # the queue's length
     (serialize_end(an_end())[:-1], "cut short"),
@@ -114,7 +114,7 @@ def test_every_cut_and_flipped_byte_is_refused_or_decodes() -> None:
             end = deserialize_end(bytes(damaged))
         except CorruptJob:
             continue
-        assert 0 < end.ttl <= MAX_END_TTL_MS and end.how in (ACKED_END, DEAD_END)
+        assert 0 < end.ttl <= MAX_RESULT_TTL_MS and end.how in (ACKED_END, DEAD_END)
 
 
 def test_records_parse_and_check() -> None:
