@@ -142,8 +142,9 @@ class JobEnds:
                     timer.cancel()
 
     def _on_ends(self, sender: ClusterNode, fields: list[Any]) -> None:
-        """[wait id, [entry, ...]]: a node's answer, or a job that ended there."""
-        if len(fields) < 2 or type(fields[0]) is not int:
+        """[wait id, entry, ...]: a node's answer (no entry: it knows none of the
+        jobs, an answer all the same), or a job that ended there."""
+        if not fields or type(fields[0]) is not int:
             return
         asking = self._asks.get(fields[0])
         if asking is None:

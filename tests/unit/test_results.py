@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from disq.results import ACKED_END, DEAD_END, END_FOOTPRINT, Ends
 
+from .test_replication import cluster
+
 JOB_A = b"D-aaaaaaaa-" + b"a" * 24 + b"-05a1"
 JOB_B = b"D-bbbbbbbb-" + b"b" * 24 + b"-05a1"
 JOB_C = b"D-cccccccc-" + b"c" * 24 + b"-05a1"
@@ -116,3 +118,31 @@ def test_a_peer_s_result_keeps_its_time_left_in_its_ttl_s_line() -> None:
     assert len(ends._expiring) == 1  # noqa: SLF001 (the one line of TTL 1000)
     assert [ends.get(j, now=600) is not None for j in ends.kept] == [True, False, True]
     assert ends.expire(now=1000) == 3
+
+
+class _Asker:
+    """A WAITJOB's side of an ENDS_ASK (replication/ends.py's RemoteWait)."""
+
+    def __init__(self) -> None:
+        self.entries: list[object] = []
+        self.answers = 0
+
+    def heard(self, entry: object) -> None:
+        self.entries.append(entry)
+
+    def heard_progress(self, job_id: bytes, progress: int) -> None:
+        self.entries.append((job_id, progress))
+
+    def answered(self) -> None:
+        self.answers += 1
+
+
+async def test_nodes_that_know_none_of_the_jobs_answer_all_the_same() -> None:
+    """ENDS with no entry is an answer: the ask is answered once every peer said so,
+    not at its timeout."""
+    net, (a, _, _) = cluster(3)
+    asker = _Asker()
+    ask_id = a.repl.ends.ask(asker, [JOB_A])  # type: ignore[arg-type]
+    net.pump()
+    assert asker.answers == 1 and asker.entries == []
+    a.repl.ends.forget(ask_id)
