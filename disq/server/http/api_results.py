@@ -4,7 +4,6 @@ job's end read or waited for (WAITJOB on one job)."""
 from __future__ import annotations
 
 import asyncio
-import base64
 from typing import Any
 
 from aiohttp import web
@@ -12,7 +11,15 @@ from aiohttp import web
 from ...end_requests import WaitJob
 from ..job_waits import JobStatus
 from .calls import durable, run, user_of
-from .jsonio import SERVER_KEY, base64_field, json_object, ok, path_job_id, query_int
+from .jsonio import (
+    SERVER_KEY,
+    base64_field,
+    bytes_fields,
+    json_object,
+    ok,
+    path_job_id,
+    query_int,
+)
 from .problems import bad_request
 from .routes import Body, Route, answer, count_answer, query_param
 
@@ -57,14 +64,7 @@ def end_fields(status: JobStatus, progress: int | None = None) -> dict[str, Any]
     if state == b"active":
         fields["progress"] = progress
         name = "progress_data"
-    if data is None:
-        fields[name] = None
-        return fields
-    try:
-        fields[name] = data.decode()
-    except UnicodeDecodeError:
-        fields[name] = None
-        fields[name + "_base64"] = base64.b64encode(data).decode()
+    fields.update(bytes_fields(name, data))
     return fields
 
 

@@ -140,12 +140,18 @@ def path_job_id(request: web.Request) -> str:
 
 # -- JSON out ---------------------------------------------------------------------------------
 def body_fields(body: bytes | None) -> dict[str, Any]:
-    if body is None:
-        return {"body": None}
+    return bytes_fields("body", body)
+
+
+def bytes_fields(name: str, data: bytes | None) -> dict[str, Any]:
+    """Binary data as JSON: {name: text}, or {name: None, name_base64: ...} when it is
+    not UTF-8."""
+    if data is None:
+        return {name: None}
     try:
-        return {"body": body.decode()}
+        return {name: data.decode()}
     except UnicodeDecodeError:
-        return {"body": None, "body_base64": base64.b64encode(body).decode()}
+        return {name: None, name + "_base64": base64.b64encode(data).decode()}
 
 
 def plain(value: Any) -> Any:
