@@ -76,13 +76,13 @@ class Consumers:
             return None
         if hold and queue.remote_best < NO_PRIORITY and self.held_for_peers(queue, now):
             return None
+        cap = queue.cap  # (before RATE: a token is not spent on a job not delivered)
+        if cap is not None and queue.jobs and cap.full():
+            return None  # CONCURRENCY (concurrency.py): served when one ends
         limiter = queue.limiter
         if limiter is not None and queue.jobs and not limiter.take(now):
             self.failures.tokens_refused += 1  # RATE (failures.py)
             return None
-        cap = queue.cap
-        if cap is not None and queue.jobs and cap.full():
-            return None  # CONCURRENCY (concurrency.py): served when one ends
         job = queue.jobs.pop_first()
         if job is None:
             return None
