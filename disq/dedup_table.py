@@ -75,9 +75,15 @@ def is_unique(scoped: bytes) -> bool:
     return scoped[0] & UNIQUE_BIT != 0
 
 
+def _key_len(scoped: bytes) -> int:
+    """The length of the client's key in `scoped` (its first two bytes, less the
+    UNIQUE bit)."""
+    return ((scoped[0] & ~UNIQUE_BIT) << 8) | scoped[1]
+
+
 def client_key(scoped: bytes) -> bytes:
     """The client's key in `scoped`."""
-    return scoped[2:2 + (((scoped[0] & ~UNIQUE_BIT) << 8) | scoped[1])]
+    return scoped[2:2 + _key_len(scoped)]
 
 
 def scoped_to(scoped: object, queue: bytes | None) -> bool:
@@ -85,7 +91,7 @@ def scoped_to(scoped: object, queue: bytes | None) -> bool:
     None for a job whose queue is not known, which no key names)."""
     if type(scoped) is not bytes or len(scoped) < 3 or queue is None:
         return False
-    size = ((scoped[0] & ~UNIQUE_BIT) << 8) | scoped[1]
+    size = _key_len(scoped)
     return (0 < size <= MAX_SCOPED_KEY_LEN and len(scoped) == 2 + size + len(queue)
             and scoped.endswith(queue))
 
@@ -94,7 +100,7 @@ def well_scoped(scoped: object) -> bool:
     """Whether `scoped` (from a peer: anything) is a key `scoped_key` could make."""
     if type(scoped) is not bytes or len(scoped) < 3:
         return False
-    size = ((scoped[0] & ~UNIQUE_BIT) << 8) | scoped[1]
+    size = _key_len(scoped)
     return 0 < size <= MAX_SCOPED_KEY_LEN and len(scoped) >= 2 + size
 
 
