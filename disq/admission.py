@@ -120,6 +120,8 @@ class Admission:
         if not node.jobs.add(job.id, job):  # 144 random bits: a collision means a bug
             raise errors.err("Internal error creating the job, check server logs")
         node.job_bytes += size  # Node.register(), inlined: hot path
+        if ext is not None and ext.batch is not None:
+            node.batches.held(ext.batch, job.id)
         node.stats.jobs_added += 1
         if repl > 1:
             job.nodes_delivered = node.only_me
@@ -147,4 +149,4 @@ def job_ext(request: AddJob, now: int, ttl: int) -> JobExt:
             "beyond the TTL. Job refused since would never be delivered")
     priority = request.priority
     return JobExt(DEFAULT_PRIORITY if priority is None else priority, request.group, due,
-                  request.max_deliveries or 0)
+                  request.max_deliveries or 0, batch=request.batch)

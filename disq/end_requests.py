@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
-from disq_client.spec import ACKJOB, MAX_WAITED, WAITJOB, WORKING, CommandOptions
+from disq_client.spec import ACKJOB, BATCH_NEW, MAX_WAITED, WAITJOB, WORKING, CommandOptions
 
 from . import errors
+from .batches import DEFAULT_TTL_S, MAX_BID_LEN, Callback
 from .options import (
     OptionParser,
     compile_options,
@@ -102,3 +103,42 @@ class Working:
         request = cls(job_id)
         set_fields(request, cls._FIELDS, values)
         return request
+
+
+class BatchNew:
+    """BATCH NEW bid [ONDONE queue body] [ONSUCCESS queue body] [TTL s]: a batch, open,
+    on every node; its callbacks are added once every member ended (ONSUCCESS only if
+    none went dead). The batch is forgotten TTL seconds after it was made."""
+
+    __slots__ = ("bid", "ondone", "onsuccess", "ttl")
+    OPTIONS: ClassVar[CommandOptions] = BATCH_NEW
+    _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(BATCH_NEW)
+    _FIELDS: ClassVar[dict[str, OptionParser]] = parsers_by_field(_PARSERS)
+
+    def __init__(self, bid: bytes, ondone: Callback | None = None,
+                 onsuccess: Callback | None = None, ttl: int = DEFAULT_TTL_S) -> None:
+        self.bid = check_bid(bid)
+        self.ondone = ondone
+        self.onsuccess = onsuccess
+        self.ttl = ttl  # s
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> BatchNew:
+        """From BATCH NEW bid [options] (args[0] BATCH, args[1] NEW)."""
+        request = cls(args[2])
+        parse_options(request, cls._PARSERS, args, 3)
+        return request
+
+    @classmethod
+    def from_fields(cls, bid: bytes, values: Mapping[str, object]) -> BatchNew:
+        """From typed options (the HTTP API's JSON), checked as `parse` checks them."""
+        request = cls(bid)
+        set_fields(request, cls._FIELDS, values)
+        return request
+
+
+def check_bid(bid: bytes) -> bytes:
+    """A batch ID as given by a client: 1 to MAX_BID_LEN bytes."""
+    if not 0 < len(bid) <= MAX_BID_LEN:
+        raise errors.err(f"a batch ID must be 1 to {MAX_BID_LEN} bytes")
+    return bid

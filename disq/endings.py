@@ -5,10 +5,13 @@ which holds the state; the ACK that ends a job is jobops.py's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mypy_extensions import trait
 
+from .batches import BatchTable
+from .clock import now_ms
 from .job import ACKED, QUEUED, Job
 from .policies import PolicyTable
 from .results import ACKED_END, DEAD_END, DEFAULT_RESULT_TTL_MS, Ends, JobEnd
@@ -35,6 +38,8 @@ class JobEndings:
     policies: PolicyTable
     job_bytes: int
     full_bytes: int
+    batches: BatchTable
+    on_member_end: Callable[[bytes, bytes, int], None]
 
     def slot_freed(self, name: bytes | None) -> None:
         """A job of queue `name` ended: if the queue has a CONCURRENCY cap, its
@@ -43,6 +48,14 @@ class JobEndings:
         queue = self.queues.get(name) if name is not None else None
         if queue is not None and queue.cap is not None and queue.waiters:
             self.consumers.mark_ready(queue)
+
+    def member_ended(self, job: Job, how: int) -> None:
+        """`job` ended here (batches.ACKED, DEAD or VOID): if it is a batch's member,
+        its batch learns it, and the cluster tells every node (the first end stays)."""
+        ext = job.ext
+        if ext is not None and ext.batch is not None and self.batches.ended(
+                ext.batch, job.id, how, now_ms()):
+            self.on_member_end(ext.batch, job.id, how)
 
     def result_ttl_ms(self, queue: bytes | None) -> int:
         """How long a job of `queue` keeps its result: its RESULT-TTL policy, else

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final
 from mypy_extensions import trait
 
 from . import lifecycle
+from .batches import DEAD as MEMBER_DEAD
 from .clock import ms_after, random_time_error
 from .concurrency import ConcurrencyCap
 from .job import (
@@ -93,6 +94,9 @@ class FailurePolicies:
         raise NotImplementedError
 
     def logged_again(self, job: Job) -> None:
+        raise NotImplementedError
+
+    def member_ended(self, job: Job, how: int) -> None:
         raise NotImplementedError
 
     # -- the policies --------------------------------------------------------------------
@@ -181,6 +185,7 @@ class FailurePolicies:
         self.cluster.job_moved(job)
         if self.policies.policies:
             self.slot_freed(origin)  # a job of origin's CONCURRENCY ended
+        self.member_ended(job, MEMBER_DEAD)
         if self.ends.watchers:
             self.ends.ended(job.id)
 
@@ -237,8 +242,10 @@ class FailurePolicies:
             job.qtime = now + job.retry * 1000 + random_time_error()
             self.update_awake(job)
         self.logged_again(job)
-        if dead_from is not None and self.ends.watchers:
-            self.ends.ended(job.id)
+        if dead_from is not None:
+            self.member_ended(job, MEMBER_DEAD)
+            if self.ends.watchers:
+                self.ends.ended(job.id)
         return True
 
     def _move(self, job: Job, target: bytes, now: int) -> None:

@@ -121,12 +121,12 @@ class JobExt:
     that missed a move takes the newer state and never goes back to an older one."""
 
     __slots__ = ("priority", "group", "due", "max_deliveries", "dead_from", "dead_reason",
-                 "generation", "notes")
+                 "generation", "notes", "batch")
 
     def __init__(self, priority: int = DEFAULT_PRIORITY, group: bytes | None = None,
                  due: int = 0, max_deliveries: int = 0, dead_from: bytes | None = None,
                  dead_reason: bytes | None = None, generation: int = 0,
-                 notes: JobNotes | None = None) -> None:
+                 notes: JobNotes | None = None, batch: bytes | None = None) -> None:
         self.priority = priority  # 0 (most urgent) .. 255
         self.group = group  # fairness group (<= 256 bytes); None: the queue's no-group
         self.due = due  # Unix ms before which it is never delivered (0: none)
@@ -135,6 +135,7 @@ class JobExt:
         self.dead_reason = dead_reason
         self.generation = generation
         self.notes = notes  # what its consumers reported: errors, progress (None: nothing)
+        self.batch = batch  # ADDJOB ... BATCH: the batch it is a member of (batches.py)
         untrack(self)  # holds only ints, bytes and a JobNotes (see gcfree.py)
 
     @property
@@ -144,7 +145,8 @@ class JobExt:
 
     def copy(self, **changes: object) -> JobExt:
         ext = JobExt(self.priority, self.group, self.due, self.max_deliveries,
-                     self.dead_from, self.dead_reason, self.generation, self.notes)
+                     self.dead_from, self.dead_reason, self.generation, self.notes,
+                     self.batch)
         for name, value in changes.items():
             setattr(ext, name, value)
         return ext
@@ -228,6 +230,12 @@ def notes_size(job: Job) -> int:
 def job_priority(job: Job) -> int:
     ext = job.ext
     return DEFAULT_PRIORITY if ext is None else ext.priority
+
+
+def job_batch(job: Job) -> bytes | None:
+    """The batch the job is a member of (ADDJOB ... BATCH), if any."""
+    ext = job.ext
+    return None if ext is None else ext.batch
 
 
 def job_group(job: Job) -> bytes | None:

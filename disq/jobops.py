@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Final
 from mypy_extensions import trait
 
 from . import errors, lifecycle
+from .batches import ACKED as MEMBER_ACKED
 from .clock import now_ms
 from .clock import random_time_error as _time_error
 from .config import Config
@@ -103,6 +104,9 @@ class JobOperations:
     def result_ttl_ms(self, queue: bytes | None) -> int:
         raise NotImplementedError
 
+    def member_ended(self, job: Job, how: int) -> None:
+        raise NotImplementedError
+
     # -- acknowledgements ----------------------------------------------------------
     def ack(self, ids: list[bytes], result: bytes | None = None) -> int:
         """ACKJOB: the jobs known and not already acked. With `result` (ACKJOB id
@@ -136,6 +140,8 @@ class JobOperations:
         self.stats.jobs_acked += 1
         if self.policies.policies:
             self.slot_freed(job.queue)
+        if job.ext is not None:  # (a batch's member)
+            self.member_ended(job, MEMBER_ACKED)
         if self.ends.watchers and job.id in self.ends.watchers:
             # A WAITJOB is told after this operation, when the job may be gone (no
             # other holder: deleted now): its end is kept for it to read.

@@ -22,6 +22,7 @@ from typing import Final
 
 from . import lifecycle
 from .admission import Admission
+from .batches import BatchTable
 from .clock import now_ms, random_time_error
 from .config import Config
 from .consumers import Consumers
@@ -93,6 +94,10 @@ class Stats:
         return {name: getattr(self, name) for name in STATS_COUNTERS}
 
 
+def _no_member_end(bid: bytes, job_id: bytes, how: int) -> None:
+    """`Node.on_member_end` without a cluster: nothing to tell."""
+
+
 class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
     def __init__(self, config: Config, node_id: str) -> None:
         self.config = config
@@ -115,6 +120,9 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
         self.policies = PolicyTable()  # QPOLICY (a disq extension, failures.py)
         self.failures = FailureStats()
         self.ends = Ends()  # results kept and WAITJOBs' watches (a disq extension)
+        self.batches = BatchTable()  # BATCH (a disq extension): batches, members' ends
+        # A member of a batch ended here: the cluster tells every node (bid, id, how).
+        self.on_member_end: Callable[[bytes, bytes, int], None] = _no_member_end
         self.cluster: ClusterPort = SoloCluster()
         # Where changes are recorded: the AOF writer installs itself while it records
         # (set_persistence), so the core calls it without asking whether it is there;
@@ -168,8 +176,11 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
         if not self.jobs.add(job.id, job):
             return False
         self.job_bytes += JOB_FOOTPRINT + len(job.body or b"")
-        if job.ext is not None:  # (a job loaded with its errors)
+        ext = job.ext
+        if ext is not None:  # (a job loaded with its errors)
             self.job_bytes += notes_size(job)
+            if ext.batch is not None:  # a copy of a batch's member kept here
+                self.batches.held(ext.batch, job.id)
         return True
 
     def unregister(self, job: Job) -> None:

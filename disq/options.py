@@ -20,6 +20,7 @@ from disq_client.spec import (
     INT_PAIR,
     MS,
     NUMBER,
+    QUEUE_BODY,
     CommandOptions,
     Option,
 )
@@ -114,8 +115,11 @@ class OptionParser:
             raise self.error  # type: ignore[misc]
         return number
 
-    def pair(self, first: bytes, second: bytes) -> tuple[int, int]:
-        """INT_PAIR: two integers in [low, high], the second not below the first."""
+    def pair(self, first: bytes, second: bytes) -> tuple[object, object]:
+        """INT_PAIR: two integers in [low, high], the second not below the first;
+        QUEUE_BODY: a queue name of min_len to max_len bytes and a body."""
+        if self.kind == QUEUE_BODY:
+            return self._bytes(first), second
         low, high = self._int(first), self._int(second)
         if high < low:
             raise self.error  # type: ignore[misc]
@@ -138,9 +142,9 @@ class OptionParser:
         request is: the same bounds, the same errors."""
         if self.kind == FLAG:
             return True
-        if self.kind == INT_PAIR:
+        if self.kind == INT_PAIR or self.kind == QUEUE_BODY:
             pair = cast("tuple[object, object]", value)
-            return self.pair(str(pair[0]).encode(), str(pair[1]).encode())
+            return self.pair(*(v if type(v) is bytes else str(v).encode() for v in pair))
         return self.value(str(value).encode())
 
 

@@ -49,7 +49,7 @@ class AddJobExt:
     UNIQUE key as parsed, moves to `AddJob.dedup` once the options are read
     (`AddJob._take_unique`)."""
 
-    __slots__ = ("delay_ms", "at", "priority", "group", "max_deliveries", "unique")
+    __slots__ = ("delay_ms", "at", "priority", "group", "max_deliveries", "unique", "batch")
 
     def __init__(self) -> None:
         self.delay_ms: int | None = None  # ms, from the ADDJOB
@@ -58,11 +58,13 @@ class AddJobExt:
         self.group: bytes | None = None
         self.max_deliveries: int | None = None  # None: the queue's policy
         self.unique: bytes | None = None  # the client's UNIQUE key, until taken out
+        self.batch: bytes | None = None  # BATCH: the batch the job is a member of
 
     def empty(self) -> bool:
         """Whether no option is set: the job needs no `JobExt`."""
         return (self.delay_ms is None and self.at is None and self.priority is None
-                and self.group is None and self.max_deliveries is None and self.unique is None)
+                and self.group is None and self.max_deliveries is None and self.unique is None
+                and self.batch is None)
 
 
 class AddJob:
@@ -233,6 +235,14 @@ class AddJob:
     @max_deliveries.setter
     def max_deliveries(self, value: int) -> None:
         self._ext().max_deliveries = value
+
+    @property
+    def batch(self) -> bytes | None:
+        return None if self.ext is None else self.ext.batch
+
+    @batch.setter
+    def batch(self, value: bytes) -> None:
+        self._ext().batch = value
 
     def with_job(self, body: bytes, dedup: bytes | None) -> AddJob:
         """The request of one job of an ADDJOBS: this one's options (`ext` shared: it

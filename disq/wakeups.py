@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
+from .batches import DEAD as MEMBER_DEAD
+from .batches import VOID as MEMBER_VOID
 from .clock import now_ms, random_time_error
 from .job import (
     ACKED,
@@ -123,6 +125,8 @@ class Wakeups:
             node.stats.jobs_expired += 1
             if job.state == WAIT_REPL:
                 node.cluster.job_dropped(job)
+            if job.ext is not None and job.state != ACKED:  # a batch's member: it ended
+                node.member_ended(job, MEMBER_VOID if job.state == WAIT_REPL else MEMBER_DEAD)
             node.unregister(job)
             return
         if (

@@ -23,6 +23,8 @@ and an AOF without extended jobs loads in Disque.
         u32 + group  u32 + dead from  u32 + reason   (a length of 0xFFFFFFFF: none)
     u8 format (3)  format 2's fields, then the errors of NACK ... ERROR (oldest first):
         u8 count (1..5), each  u32 delivery  u64 unix ms  u32 + reason
+    u8 format (4)  format 2's fields, then u8 count (0..5) and the errors as format 3's,
+        then u32 + batch (ADDJOB ... BATCH)
 
 A job's progress (WORKING ... PROGRESS / DATA) is not recorded: the next report
 replaces it.
@@ -41,6 +43,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 
+from ..batches import MAX_BID_LEN
 from ..ids import is_valid_job_id
 from ..job import (
     ACTIVE,
@@ -73,6 +76,7 @@ _EXT2 = struct.Struct("<BBQHI")
 EXT_FORMAT = 1
 EXT_FORMAT_2 = 2  # with MAXDELIVERIES and a dead letter's state
 EXT_FORMAT_3 = 3  # format 2, then the errors of NACK ... ERROR
+EXT_FORMAT_4 = 4  # format 2, the errors (maybe none), a batch member's batch
 _ERROR = struct.Struct("<IQI")  # an error: delivery, unix ms, reason's length
 MAX_GROUP_LEN = 256
 _NONE = 0xFFFFFFFF
@@ -179,16 +183,20 @@ def serialize_ext(ext: JobExt) -> bytes:
     """The extended fields of a job, LOADJOB's second argument."""
     notes = ext.notes
     errors = notes.errors if notes is not None else ()
-    if not ext.extra and not errors:
+    batch = ext.batch
+    if not ext.extra and not errors and batch is None:
         return _EXT.pack(EXT_FORMAT, ext.priority, ext.due) + (ext.group or b"")
+    version = EXT_FORMAT_4 if batch is not None else EXT_FORMAT_3 if errors else EXT_FORMAT_2
     fields = [
-        _EXT2.pack(EXT_FORMAT_3 if errors else EXT_FORMAT_2, ext.priority, ext.due,
-                   min(ext.max_deliveries, U16_MAX), ext.generation),
+        _EXT2.pack(version, ext.priority, ext.due, min(ext.max_deliveries, U16_MAX),
+                   ext.generation),
         _short(ext.group), _short(ext.dead_from), _short(ext.dead_reason)]
-    if errors:
+    if errors or batch is not None:
         fields.append(bytes((len(errors),)))
         fields += [_ERROR.pack(min(delivery, U32_MAX), when, len(reason)) + reason
                    for delivery, when, reason in errors]
+    if batch is not None:
+        fields.append(_short(batch))
     return b"".join(fields)
 
 
@@ -198,7 +206,7 @@ def _short(data: bytes | None) -> bytes:
 
 def deserialize_ext(data: bytes) -> JobExt:
     """`serialize_ext`'s JobExt. Raises CorruptJob."""
-    if data[:1] == bytes((EXT_FORMAT_2,)) or data[:1] == bytes((EXT_FORMAT_3,)):
+    if data[:1] in (bytes((EXT_FORMAT_2,)), bytes((EXT_FORMAT_3,)), bytes((EXT_FORMAT_4,))):
         return _deserialize_ext2(data)
     if len(data) < _EXT.size or len(data) > _EXT.size + MAX_GROUP_LEN:
         raise CorruptJob(f"extended fields of {len(data)} bytes")
@@ -219,10 +227,17 @@ def _deserialize_ext2(data: bytes) -> JobExt:
     if data[0] == EXT_FORMAT_3:
         errors, pos = _deserialize_errors(data, pos)
         notes = JobNotes(errors)
+    batch = None
+    if data[0] == EXT_FORMAT_4:
+        errors, pos = _deserialize_errors(data, pos, 0)
+        notes = JobNotes(errors) if errors else None
+        batch, pos = _read_short(data, pos, "extended fields")
+        if batch is None or not 0 < len(batch) <= MAX_BID_LEN:
+            raise CorruptJob("a batch ID of a wrong length")
     if pos != len(data) or (group is not None and not 0 < len(group) <= MAX_GROUP_LEN):
         raise CorruptJob("extended fields of a wrong length")
     return JobExt(priority, group, due, max_deliveries, dead_from, reason, generation,
-                  notes)
+                  notes, batch)
 
 
 def _read_short(data: bytes, pos: int, what: str) -> tuple[bytes | None, int]:
@@ -269,9 +284,11 @@ def deserialize_end(data: bytes) -> JobEnd:
     return JobEnd(job_id, _END_HOWS[how], result, expires, ttl, queue)
 
 
-def _deserialize_errors(data: bytes, pos: int) -> tuple[tuple[JobError, ...], int]:
-    """Format 3's errors from `pos`: them, and the position after them."""
-    if pos >= len(data) or not 0 < data[pos] <= MAX_ERRORS:
+def _deserialize_errors(data: bytes, pos: int, least: int = 1
+                        ) -> tuple[tuple[JobError, ...], int]:
+    """Format 3's errors from `pos` (at least `least`): them, and the position after
+    them."""
+    if pos >= len(data) or not least <= data[pos] <= MAX_ERRORS:
         raise CorruptJob("extended fields' errors cut short or too many")
     count = data[pos]
     pos += 1

@@ -173,6 +173,20 @@ ENDS: Final = 52  # fields: [wait id, [job id, state, result or error or nil, qu
 #          ...]: the answer to ENDS_ASK, or a watched job that ended; an active job's
 #          progress (WORKING ... PROGRESS) as a [job id, progress] item after its
 #          entry (a short list an older node skips)
+# disq extension (batches: replication/batches.py). Unknown: ignored (an older node
+# neither holds batches nor takes their members).
+BATCH_SET: Final = 60  # fields: [batch(, request id)] (batches.Batch.to_wire)
+BATCH_SYNC: Final = 61  # fields: [[batch, ...]] every batch the sender knows, no members
+BATCH_HELD: Final = 62  # fields: [request id]
+BATCH_CLOSE: Final = 63  # fields: [request id, batch id]: take no new member of it, and
+#               say which members you held and which ended
+BATCH_MEMBERS: Final = 64  # fields: [request id, batch id, [job id, ...], [[job id, how],
+#                 ...]]: the answer to BATCH_CLOSE or BATCH_ENDS_ASK
+BATCH_ENDED: Final = 65  # fields: [[batch id, job id, how], ...]: members that ended
+BATCH_ENDS_ASK: Final = 66  # fields: [request id, batch id, job id, ...]: which of these
+#                  members ended?
+BATCH_FETCH: Final = 67  # fields: [batch id]: send me the batch with its members (a
+#               BATCH_SET)
 
 NAMES: Final = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -192,6 +206,9 @@ NAMES: Final = {
     CRON_HELD: "cron-held", QPOLICY_HELD: "qpolicy-held", ACL_HELD: "acl-held",
     QBEST: "qbest", JOB_CHECK: "job-check", JOB_CHECK_REPLY: "job-check-reply",
     SETACK_RESULT: "setack-result", ENDS_ASK: "ends-ask", ENDS: "ends",
+    BATCH_SET: "batch-set", BATCH_SYNC: "batch-sync", BATCH_HELD: "batch-held",
+    BATCH_CLOSE: "batch-close", BATCH_MEMBERS: "batch-members", BATCH_ENDED: "batch-ended",
+    BATCH_ENDS_ASK: "batch-ends-ask", BATCH_FETCH: "batch-fetch",
 }
 
 _LEN: Final = struct.Struct(">I")

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from ..batches import VOID
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
@@ -208,4 +209,6 @@ def delete_everywhere(node: Node, bus: BusPort, job: Job) -> None:
     """DELJOB to every node that may hold a copy (best effort), delete it here."""
     if job.nodes_delivered:
         bus.send_batched(job.nodes_delivered, m.DELJOB, [job.id])
+    if job.ext is not None and job.state == WAIT_REPL:  # a batch's member whose ADDJOB failed
+        node.member_ended(job, VOID)
     node.unregister(job)

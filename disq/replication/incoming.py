@@ -61,8 +61,11 @@ class IncomingCopies:
             if job is None:
                 log.warning("Received a corrupted job from node %s", sender.id)
                 continue
-            if job.ext is not None:
+            ext = job.ext
+            if ext is not None:
                 data = without_ext(data)  # what follows the job's fields: DEDUP's
+                if ext.batch is not None and not node.batches.accepts(ext.batch, job.id, now):
+                    continue  # a new member of a batch closed here (batches.py): no GOTJOB
             job.nodes_delivered = holders
             job.queue = names.setdefault(job.queue, job.queue)  # type: ignore[arg-type]
             if job.etime == etime:

@@ -18,6 +18,8 @@ each registering its own bus handlers (see README.md):
     stats       STATS_REQUEST / STATS_REPLY (every node's stats, for the dashboard)
     ends        ENDS_ASK / ENDS: WAITJOB asking how jobs held elsewhere ended (a disq
                 extension; results travel with their SETACKs: acks)
+    batches     BATCH_SET / SYNC / HELD / CLOSE / MEMBERS / ENDED / ENDS_ASK / FETCH:
+                batches, their members counted, their callbacks fired (a disq extension)
 
 Every part only uses the narrow `BusPort`, so an in-memory bus can stand in for the
 network in tests.
@@ -35,6 +37,7 @@ from ..outcomes import OnAdded, OnChanged
 from ..queue import Queue
 from ..requests import AddJob
 from .acks import Acks
+from .batches import Batches
 from .copies import Copies
 from .ends import JobEnds
 from .failures import Failures
@@ -71,6 +74,7 @@ class Replication:
         self.failures = Failures(node, bus, loop)
         self.stats = ClusterStats(node, bus, loop)
         self.ends = JobEnds(node, bus, loop)
+        self.batches = Batches(node, bus, self.dedup, loop)
 
     # -- the server's side ------------------------------------------------------------
     def wait(self, job: Job, on_done: OnAdded) -> None:

@@ -7,7 +7,8 @@
     [..., nodes_delivered]            a job with its own holders (YOURJOBS)
     [..., [priority, group, due(,     last, only for a job using disq's extensions
            max deliveries, dead from, (`Job.ext`: PRIORITY, GROUP, AT / DELAY-MS; the
-           reason, generation)]]      last four for MAXDELIVERIES or a dead letter)
+           reason, generation(,       next four for MAXDELIVERIES or a dead letter, the
+           batch))]]                  batch of a member: ADDJOB ... BATCH)
 
 `ttl_ms` is the time left before expiry, relative so that the nodes' clocks may differ
 (Disque sends seconds left + 1; milliseconds keep the expiry exact). DELIVERED,
@@ -26,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from ..batches import MAX_BID_LEN
 from ..ids import is_valid_job_id
 from ..job import (
     ACKED,
@@ -77,6 +79,9 @@ def encode_copy(job: Job, now: int) -> list[Any]:
 
 
 def encode_ext(ext: JobExt) -> list[Any]:
+    if ext.batch is not None:
+        return [ext.priority, ext.group, ext.due, ext.max_deliveries, ext.dead_from,
+                ext.dead_reason, ext.generation, ext.batch]
     if ext.extra:
         return [ext.priority, ext.group, ext.due, ext.max_deliveries, ext.dead_from,
                 ext.dead_reason, ext.generation]
@@ -202,7 +207,7 @@ def _decode(data: list[Any], now: int) -> Job | None:
 def _decode_ext(data: object, peer_id: str, to_local: PeerClock | None) -> JobExt | None:
     """The extended fields [priority, group, due(, max deliveries, dead from, reason,
     generation)], checked as ADDJOB checks them."""
-    if type(data) is not list or len(data) not in (3, 7):
+    if type(data) is not list or len(data) not in (3, 7, 8):
         return None
     priority, group, due = data[:3]
     if not (type(priority) is int and 0 <= priority <= MAX_PRIORITY
@@ -210,8 +215,8 @@ def _decode_ext(data: object, peer_id: str, to_local: PeerClock | None) -> JobEx
             and (group is None or type(group) is bytes and 0 < len(group) <= MAX_GROUP_LEN)):
         return None
     ext = JobExt(priority, group, due_from_peer(due, peer_id, to_local) if due else 0)
-    if len(data) == 7:
-        max_deliveries, dead_from, reason, generation = data[3:]
+    if len(data) >= 7:
+        max_deliveries, dead_from, reason, generation = data[3:7]
         if not (type(max_deliveries) is int and 0 <= max_deliveries <= MAX_DELIVERIES
                 and type(generation) is int and 0 <= generation <= MAX_GENERATION
                 and (dead_from is None or type(dead_from) is bytes)
@@ -219,6 +224,11 @@ def _decode_ext(data: object, peer_id: str, to_local: PeerClock | None) -> JobEx
             return None
         ext.max_deliveries, ext.dead_from, ext.dead_reason = max_deliveries, dead_from, reason
         ext.generation = generation
+    if len(data) == 8:
+        batch = data[7]
+        if not (type(batch) is bytes and 0 < len(batch) <= MAX_BID_LEN):
+            return None
+        ext.batch = batch
     return ext
 
 

@@ -40,6 +40,7 @@ from ..schedules import CronSchedule
 from .access import Access
 from .admin_service import AdminService
 from .auth_throttle import AuthThrottle
+from .batch_service import BatchService
 from .clients import ClientRegistry
 from .commands import load_commands
 from .connection import Client
@@ -133,6 +134,7 @@ class Server:
         self.jobs = JobService(self)  # the job operations, for RESP and HTTP alike
         self.queues_service = QueueService(self)  # the queue operations, the same way
         self.schedules_service = ScheduleService(self)  # CRON's
+        self.batch_service = BatchService(self)  # BATCH's
         self.admin_service = AdminService(self)  # the cluster's reads, the users
         self.access.load_aclfile(self.node.id)
         self.stats.update_memory_limit()
@@ -329,6 +331,7 @@ class Server:
         from ..replication.users import UserSync
         user_sync = self.access.user_sync = UserSync(self.acl, self.bus)
         self.housekeeping.cluster_ticks += [self.replication.recurring.cron,
+                                            self.replication.batches.cron,
                                             self.replication.failures.cron, user_sync.cron]
 
     def _schedule_changed(self, schedule: CronSchedule) -> None:

@@ -19,6 +19,7 @@ from disq_client.spec import (
     INT_PAIR,
     MS,
     NUMBER,
+    QUEUE_BODY,
     CommandOptions,
     Option,
 )
@@ -31,6 +32,7 @@ SECTIONS = (
     ("jobs", "Jobs"),
     ("queues", "Queues"),
     ("cron", "Recurring jobs"),
+    ("batches", "Batches"),
     ("policies", "Queue policies and dead letters"),
     ("cluster", "Cluster"),
     ("acl", "Users and permissions"),
@@ -66,6 +68,8 @@ def _value(option: Option) -> str:
         return f"integer, {option.low} to {option.high}"
     if kind == INT_PAIR:
         return f"two integers, {option.low} to {option.high}, the second not below the first"
+    if kind == QUEUE_BODY:
+        return "a queue name, then a job body"
     if kind == MS:
         return "milliseconds, 0 or more"
     if kind == NUMBER:

@@ -250,6 +250,9 @@ class JobService:
         (`answers.later`: the job waits for its copies, or the other nodes are asked
         about its DEDUP key first); the core's errors, in Disque's order, are raised."""
         user.jobs_added += 1
+        ext = request.ext
+        if ext is not None and ext.batch is not None:  # a member of a batch: counted by CLOSE
+            self.server.batch_service.check_add(user, request)
         if request.dedup is not None:
             return self._add_deduped(request, answers)
         job = self.node.admission.add_job(request)

@@ -80,6 +80,7 @@ METHODS = [
     (spec.WAITJOB, ("wait",), set()),
     (spec.JOBSET, ("set_job",), set()),
     (spec.CRON_ADD, ("cron_add",), set()),
+    (spec.BATCH_NEW, ("batch_new",), set()),
     (spec.QPOLICY_SET, ("qpolicy_set",), set()),
     (spec.DEADLETTER_REQUEUE, ("requeue_dead",), set()),
     (spec.QSCAN, ("qscan",), {"cursor", "busyloop"}),

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     )
     from .tls import ssl_context
     from .types import (
+        BatchStatus,
         CronEntry,
         Hello,
         HelloNode,
@@ -73,6 +74,7 @@ __all__ = [
     "QueueFullError",
     "QueuePolicy",
     "QueueStat",
+    "BatchStatus",
     "CronEntry",
     "ResponseError",
     "TooLateError",
@@ -92,7 +94,7 @@ _HOMES = {
     "report_progress": "worker",
     **{name: "bodies" for name in ("from_json", "from_msgpack", "json_body", "msgpack_body",
                                    "to_body")},
-    **{name: "types" for name in ("CronEntry", "Hello", "HelloNode", "Job", "JobEnd", "JobError",
+    **{name: "types" for name in ("BatchStatus", "CronEntry", "Hello", "HelloNode", "Job", "JobEnd", "JobError",
                                   "JobInfo", "QueuePolicy", "QueueStat")},
 }
 

@@ -34,7 +34,17 @@ from .protocol import (
     reply_wait,
 )
 from .retry import CONNECTION_ERRORS
-from .types import CronEntry, Hello, Job, JobEnd, JobInfo, PauseOption, QueuePolicy, QueueStat
+from .types import (
+    BatchStatus,
+    CronEntry,
+    Hello,
+    Job,
+    JobEnd,
+    JobInfo,
+    PauseOption,
+    QueuePolicy,
+    QueueStat,
+)
 
 T = TypeVar("T")
 
@@ -302,13 +312,15 @@ class AsyncClient(ClientBase):
                       at: datetime | int | None = None, priority: int | None = None,
                       group: str | bytes | None = None,
                       max_deliveries: int | None = None, queue_randomly: bool = False,
-                      unique: str | bytes | None = None) -> str:
+                      unique: str | bytes | None = None,
+                      batch: str | bytes | None = None) -> str:
         """As Client.add_job."""
         return await self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry,
                                             ttl, maxlen, async_, dedup, delay_ms=delay_ms,
                                             at=at, priority=priority, group=group,
                                             max_deliveries=max_deliveries,
-                                            queue_randomly=queue_randomly, unique=unique))
+                                            queue_randomly=queue_randomly, unique=unique,
+                                      batch=batch))
 
     async def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                        timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -319,11 +331,11 @@ class AsyncClient(ClientBase):
                        delay_ms: int | None = None, at: datetime | int | None = None,
                        priority: int | None = None, group: str | bytes | None = None,
                        max_deliveries: int | None = None,
-                 queue_randomly: bool = False) -> list[str]:
+                 queue_randomly: bool = False, batch: str | bytes | None = None) -> list[str]:
         plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl, maxlen,
                              async_, batch_size, dedup, delay_ms=delay_ms, at=at,
                              priority=priority, group=group, max_deliveries=max_deliveries,
-                             queue_randomly=queue_randomly)
+                             queue_randomly=queue_randomly, batch=batch)
         replies: list[object] = []
         for chunk, keys in plan.chunks:
             if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it
@@ -412,6 +424,25 @@ class AsyncClient(ClientBase):
 
     async def cron_list(self) -> list[CronEntry]:
         return await self._run(cmds.cron_list())
+
+    # -- batches (disq's extensions) -----------------------------------------------------
+    async def batch_new(self, bid: str | bytes, *,
+                  ondone: tuple[str | bytes, Body] | None = None,
+                  onsuccess: tuple[str | bytes, Body] | None = None,
+                  ttl: int | None = None) -> str:
+        """BATCH NEW: a batch; add its jobs with add_job(..., batch=bid), then
+        batch_close(bid). Once every member ended, `ondone` (queue, body) is added as a
+        job, once in the cluster, and `onsuccess` too if none went dead. `ttl`: seconds
+        the batch is kept (default a week)."""
+        return await self._run(cmds.batch_new(bid, {"ondone": ondone, "onsuccess": onsuccess,
+                                                 "ttl": ttl}))
+
+    async def batch_close(self, bid: str | bytes) -> int:
+        """BATCH CLOSE: no more members; returns how many the cluster counted."""
+        return await self._run(cmds.batch_close(bid))
+
+    async def batch_status(self, bid: str | bytes) -> BatchStatus:
+        return await self._run(cmds.batch_status(bid))
 
     async def pause(self, queue: str, *flags: PauseOption, bcast: bool = False) -> str:
         return await self._run(cmds.pause(queue, flags, bcast))

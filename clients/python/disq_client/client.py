@@ -40,7 +40,17 @@ from .protocol import (
 )
 from .retry import CONNECTION_ERRORS
 from .tls import SSLOption, ssl_context
-from .types import CronEntry, Hello, Job, JobEnd, JobInfo, PauseOption, QueuePolicy, QueueStat
+from .types import (
+    BatchStatus,
+    CronEntry,
+    Hello,
+    Job,
+    JobEnd,
+    JobInfo,
+    PauseOption,
+    QueuePolicy,
+    QueueStat,
+)
 
 __all__ = ["ADD_TIMEOUT_MS", "BATCH_SIZE", "DEFAULT_NODE", "Client", "ClientBase",
            "Connection", "ConnectionSettings", "Nodes", "seed_list"]
@@ -421,7 +431,7 @@ class Client(ClientBase):
                 delay_ms: int | None = None, at: datetime | int | None = None,
                 priority: int | None = None, group: str | bytes | None = None,
                 max_deliveries: int | None = None, queue_randomly: bool = False,
-                unique: str | bytes | None = None) -> str:
+                unique: str | bytes | None = None, batch: str | bytes | None = None) -> str:
         """ADDJOB; returns the job ID. `timeout_ms` bounds synchronous replication (0:
         no limit); delay, retry and ttl are in seconds. disq's extensions: `dedup`, a
         key: if the cluster added a job with it already, that job's ID, nothing added;
@@ -438,7 +448,8 @@ class Client(ClientBase):
                                       maxlen, async_, dedup, delay_ms=delay_ms, at=at,
                                       priority=priority, group=group,
                                       max_deliveries=max_deliveries,
-                                      queue_randomly=queue_randomly, unique=unique))
+                                      queue_randomly=queue_randomly, unique=unique,
+                                      batch=batch))
 
     def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                  timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -449,7 +460,7 @@ class Client(ClientBase):
                  at: datetime | int | None = None, priority: int | None = None,
                  group: str | bytes | None = None,
                  max_deliveries: int | None = None,
-                 queue_randomly: bool = False) -> list[str]:
+                 queue_randomly: bool = False, batch: str | bytes | None = None) -> list[str]:
         """ADDJOB for each body, `batch_size` jobs per request: one ADDJOBS (disq's batch
         of ADDJOBs), or pipelined ADDJOBs on a server without it (Disque). Returns the
         IDs in order; if any job was refused, raises BatchError once every batch was
@@ -459,7 +470,7 @@ class Client(ClientBase):
         plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl, maxlen,
                              async_, batch_size, dedup, delay_ms=delay_ms, at=at,
                              priority=priority, group=group, max_deliveries=max_deliveries,
-                             queue_randomly=queue_randomly)
+                             queue_randomly=queue_randomly, batch=batch)
         replies: list[object] = []
         for chunk, keys in plan.chunks:
             if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it
@@ -564,6 +575,25 @@ class Client(ClientBase):
 
     def cron_list(self) -> list[CronEntry]:
         return self._run(cmds.cron_list())
+
+    # -- batches (disq's extensions) -----------------------------------------------------
+    def batch_new(self, bid: str | bytes, *,
+                  ondone: tuple[str | bytes, Body] | None = None,
+                  onsuccess: tuple[str | bytes, Body] | None = None,
+                  ttl: int | None = None) -> str:
+        """BATCH NEW: a batch; add its jobs with add_job(..., batch=bid), then
+        batch_close(bid). Once every member ended, `ondone` (queue, body) is added as a
+        job, once in the cluster, and `onsuccess` too if none went dead. `ttl`: seconds
+        the batch is kept (default a week)."""
+        return self._run(cmds.batch_new(bid, {"ondone": ondone, "onsuccess": onsuccess,
+                                                 "ttl": ttl}))
+
+    def batch_close(self, bid: str | bytes) -> int:
+        """BATCH CLOSE: no more members; returns how many the cluster counted."""
+        return self._run(cmds.batch_close(bid))
+
+    def batch_status(self, bid: str | bytes) -> BatchStatus:
+        return self._run(cmds.batch_status(bid))
 
     def pause(self, queue: str, *flags: PauseOption, bcast: bool = False) -> str:
         """PAUSE queue in|out|all|none; no flag only reads the state. Returns the state;

@@ -15,6 +15,7 @@ from .protocol import Arg, ErrorReply, error_of, to_bytes
 from .spec import (
     ACKJOB,
     ADDJOB,
+    BATCH_NEW,
     CRON_ADD,
     DEADLETTER_REQUEUE,
     GETJOB,
@@ -29,6 +30,7 @@ from .spec import (
     CommandOptions,
 )
 from .types import (
+    BatchStatus,
     CronEntry,
     EndState,
     Hello,
@@ -104,8 +106,8 @@ def addjob_options(timeout_ms: int, replicate: int | None, delay: int | None,
                    async_: bool, dedup: Arg | None = None, *, delay_ms: int | None = None,
                    at: datetime | int | None = None, priority: int | None = None,
                    group: Arg | None = None, max_deliveries: int | None = None,
-                   queue_randomly: bool = False, unique: Arg | None = None
-                   ) -> tuple[Arg, ...]:
+                   queue_randomly: bool = False, unique: Arg | None = None,
+                   batch: Arg | None = None) -> tuple[Arg, ...]:
     """Everything after the body: the timeout, then the options given. `dedup`,
     `unique`, `delay_ms`, `at`, `priority`, `group` and `max_deliveries` are disq's
     extensions (Disque refuses them)."""
@@ -114,7 +116,7 @@ def addjob_options(timeout_ms: int, replicate: int | None, delay: int | None,
         "dedup": dedup, "async_": async_, "delay_ms": delay_ms,
         "at": None if at is None else unix_ms(at), "priority": priority, "group": group,
         "max_deliveries": max_deliveries, "queue_randomly": queue_randomly,
-        "unique": unique}))
+        "unique": unique, "batch": batch}))
 
 
 def addjob_wait(timeout_ms: int, async_: bool) -> float | None:
@@ -129,11 +131,12 @@ def add_job(queue: str, body: Body, timeout_ms: int, replicate: int | None,
             async_: bool, dedup: Arg | None, *, delay_ms: int | None = None,
             at: datetime | int | None = None, priority: int | None = None,
             group: Arg | None = None, max_deliveries: int | None = None,
-            queue_randomly: bool = False, unique: Arg | None = None) -> Cmd[str]:
+            queue_randomly: bool = False, unique: Arg | None = None,
+            batch: Arg | None = None) -> Cmd[str]:
     options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup,
                              delay_ms=delay_ms, at=at, priority=priority, group=group,
                              max_deliveries=max_deliveries, queue_randomly=queue_randomly,
-                             unique=unique)
+                             unique=unique, batch=batch)
     return Cmd(("ADDJOB", queue, to_body(body), *options), _str,
                addjob_wait(timeout_ms, async_))
 
@@ -162,11 +165,13 @@ def add_jobs(queue: str, bodies: Iterable[Body], timeout_ms: int, replicate: int
              async_: bool, batch_size: int, dedup: Iterable[Arg] | None, *,
              delay_ms: int | None = None, at: datetime | int | None = None,
              priority: int | None = None, group: Arg | None = None,
-             max_deliveries: int | None = None, queue_randomly: bool = False) -> JobBatches:
+             max_deliveries: int | None = None, queue_randomly: bool = False,
+             batch: Arg | None = None) -> JobBatches:
     """A batch of ADDJOBs, `batch_size` jobs a request (see JobBatches)."""
     options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_,
                              delay_ms=delay_ms, at=at, priority=priority, group=group,
-                             max_deliveries=max_deliveries, queue_randomly=queue_randomly)
+                             max_deliveries=max_deliveries, queue_randomly=queue_randomly,
+                             batch=batch)
     if dedup is None:
         chunks: Iterator[tuple[list[Body], list[Arg] | None]] = (
             (chunk, None) for chunk in _chunks(bodies, batch_size))
@@ -483,6 +488,32 @@ def _cron_entries(reply: object) -> list[CronEntry]:
 
 def cron_list() -> Cmd[list[CronEntry]]:
     return Cmd(("CRON", "LIST"), _cron_entries)
+
+
+# -- batches (disq's extensions) -----------------------------------------------------------
+def batch_new(bid: Arg, options: Mapping[str, object]) -> Cmd[str]:
+    """BATCH NEW; `options`: BATCH_NEW's fields (ondone, onsuccess: (queue, body); ttl)."""
+    return Cmd(("BATCH", "NEW", bid, *_options(BATCH_NEW, {
+        name: (value[0], to_body(value[1])) if isinstance(value, tuple) else value
+        for name, value in options.items()})), _str)
+
+
+def batch_close(bid: Arg) -> Cmd[int]:
+    return Cmd(("BATCH", "CLOSE", bid), _int)
+
+
+def _batch_status(reply: object) -> BatchStatus:
+    assert isinstance(reply, list), reply
+    f = _pairs(reply)
+    callbacks = f["callbacks"]
+    assert isinstance(callbacks, list), callbacks
+    return BatchStatus(_str(f["id"]), _str(f["state"]), _int(f["members"]),
+                       _int(f["pending"]), _int(f["acked"]), _int(f["dead"]),
+                       [_str(c) for c in callbacks], _int(f["expires"]))
+
+
+def batch_status(bid: Arg) -> Cmd[BatchStatus]:
+    return Cmd(("BATCH", "STATUS", bid), _batch_status)
 
 
 # -- when jobs fail (disq's extensions) -----------------------------------------------------

@@ -26,6 +26,8 @@ BYTES = "bytes"  # a string of min_len to max_len bytes
 CHOICE = "choice"  # one of `choices`, in any case: the field is the choice as spelled here
 NUMBER = "number"  # a decimal number (2, 0.5) above low, at most high: a float
 INT_PAIR = "int-pair"  # two integers in [low, high], the second not below the first
+QUEUE_BODY = "queue-body"  # a queue name (min_len to max_len bytes), then a job body
+PAIRS = (INT_PAIR, QUEUE_BODY)  # the kinds followed by two values
 
 LL_MIN = -(2**63)  # INT: the lowest bound, for a number taken as it is
 
@@ -51,7 +53,7 @@ class Option:
     @property
     def values(self) -> int:
         """How many arguments follow the token."""
-        return 0 if self.kind == FLAG else 2 if self.kind == INT_PAIR else 1
+        return 0 if self.kind == FLAG else 2 if self.kind in PAIRS else 1
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ class CommandOptions:
             if option.repeat:
                 for item in cast(Iterable[object], value):
                     out += (option.token, item)
-            elif option.kind == INT_PAIR:
+            elif option.kind in PAIRS:
                 first, second = cast(tuple[object, object], value)
                 out += (option.token, first, second)
             elif option.takes_value:
@@ -117,6 +119,8 @@ DEDUP_KEY_MAX_LEN = 256
 MAX_ADDJOBS = 10_000  # jobs in one ADDJOBS: a bigger batch would hold a node's loop
 MAX_DELIVERIES = 65535
 GROUP_MAX_LEN = 256
+BATCH_ID_MAX_LEN = 256
+QUEUE_NAME_MAX_LEN = 1024  # a dead-letter queue's name, a callback's queue
 MIN_PRIORITY, MAX_PRIORITY = 0, 255  # 0 is the most urgent; a job without PRIORITY: 128
 
 ADDJOB = CommandOptions("ADDJOB", (
@@ -145,6 +149,9 @@ ADDJOB = CommandOptions("ADDJOB", (
     Option("MAXDELIVERIES", "max_deliveries", INT,
            f"MAXDELIVERIES must be between 1 and {MAX_DELIVERIES}", 1, MAX_DELIVERIES,
            extension=True),
+    # a member of a batch (BATCH NEW): its callback waits for the job's end
+    Option("BATCH", "batch", BYTES, f"BATCH must be 1 to {BATCH_ID_MAX_LEN} bytes",
+           max_len=BATCH_ID_MAX_LEN, extension=True),
 ), exclusive=("DELAY", "DELAY-MS", "AT"))
 
 # JOBSET id [options] (a disq extension): change a job not acknowledged yet, wherever
@@ -224,6 +231,18 @@ WAITJOB = CommandOptions("WAITJOB", (
     Option("ANY", "any", FLAG, extension=True),
 ))
 
+# BATCH NEW bid [ONDONE queue body] [ONSUCCESS queue body] [TTL s] (a disq extension): a
+# batch of jobs (ADDJOB ... BATCH bid) whose callback job is added once every member ended.
+MAX_BATCH_TTL = 90 * 24 * 3600
+BATCH_NEW = CommandOptions("BATCH NEW", (
+    Option("ONDONE", "ondone", QUEUE_BODY, "ONDONE needs a queue name and a job body",
+           max_len=QUEUE_NAME_MAX_LEN, extension=True),
+    Option("ONSUCCESS", "onsuccess", QUEUE_BODY, "ONSUCCESS needs a queue name and a job body",
+           max_len=QUEUE_NAME_MAX_LEN, extension=True),
+    Option("TTL", "ttl", INT, f"TTL must be between 1 and {MAX_BATCH_TTL} seconds", 1,
+           MAX_BATCH_TTL, extension=True),
+))
+
 # -- when jobs fail ------------------------------------------------------------------------
 # NACK [DELAY-MS ms] [ERROR reason] id ...: the jobs are queued again after that delay; the
 # reason is kept with each job, its last MAX_ERRORS (disq extensions).
@@ -247,7 +266,6 @@ WORKING = CommandOptions("WORKING", (
 
 # QPOLICY queue SET [options]: a queue's policy, every node's. The fields given replace
 # those of the policy in force; the others stay.
-QUEUE_NAME_MAX_LEN = 1024  # a dead-letter queue's name
 MAX_BACKOFF_MS = 2**32 - 1  # ~50 days
 MAX_RATE = 1_000_000_000
 MAX_RESULT_TTL = 30 * 24 * 3600  # s: a month

@@ -157,6 +157,22 @@ class CronEntry:
     tick_replicate: int | None = None
 
 
+@dataclass(slots=True)
+class BatchStatus:
+    """BATCH STATUS (a disq extension): `state` open, closed or done; `members` counted
+    at CLOSE (open: those the node knows of), `pending`, `acked`, `dead`; `callbacks`
+    the callback jobs added once done; `expires` in Unix ms."""
+
+    id: str
+    state: str
+    members: int
+    pending: int
+    acked: int
+    dead: int
+    callbacks: list[str]
+    expires: int
+
+
 @dataclass(frozen=True, slots=True)
 class QueuePolicy:
     """QPOLICY queue GET (a disq extension): what happens to the queue's failing jobs.

@@ -4,6 +4,7 @@
   JOBSET
 - queues.py: QLEN QPEEK QSTAT QSCAN JSCAN PAUSE
 - cron.py: CRON (ADD, DEL, LIST; a disq extension)
+- batches.py: BATCH (NEW, CLOSE, STATUS; a disq extension)
 - policies.py: QPOLICY (SET, GET, DEL), DEADLETTER (REQUEUE) (disq extensions)
 - cluster.py: CLUSTER HELLO
 - acl.py: AUTH ACL (users and permissions)
@@ -14,7 +15,16 @@
 from __future__ import annotations
 
 from ..table import COMMANDS, CommandSpec
-from . import acl, admin, cluster, cron, jobs, policies, queues  # noqa: F401  (each registers its commands)
+from . import (  # noqa: F401  (each registers its commands)
+    acl,
+    admin,
+    batches,
+    cluster,
+    cron,
+    jobs,
+    policies,
+    queues,
+)
 
 
 def load_commands() -> dict[bytes, CommandSpec]:

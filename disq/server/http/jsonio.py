@@ -10,7 +10,17 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from aiohttp import web
-from disq_client.spec import BYTES, CHOICE, FLAG, INT, INT_PAIR, MS, NUMBER, CommandOptions
+from disq_client.spec import (
+    BYTES,
+    CHOICE,
+    FLAG,
+    INT,
+    INT_PAIR,
+    MS,
+    NUMBER,
+    QUEUE_BODY,
+    CommandOptions,
+)
 
 from ...ids import is_valid_job_id
 from .auth import command_refusal
@@ -67,6 +77,10 @@ def option_fields(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) 
             ok = (type(value) is list and len(value) == 2
                   and all(type(v) is int for v in value))
             value = tuple(value) if ok else value
+        elif kind == QUEUE_BODY:
+            ok = (type(value) is list and len(value) == 2
+                  and all(type(v) is str for v in value))
+            value = tuple(v.encode() for v in value) if ok else value
         elif kind in (BYTES, CHOICE):
             ok = type(value) is str
         else:
@@ -79,6 +93,7 @@ def option_fields(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) 
 
 _KIND_NAMES = {FLAG: "true or false", INT: "an integer", MS: "an integer (ms)",
                NUMBER: "a number", INT_PAIR: "a list of two integers",
+               QUEUE_BODY: "a list of two strings (a queue and a body)",
                BYTES: "a string", CHOICE: "a string"}
 
 

@@ -19,6 +19,7 @@ from disq_client.spec import (
     INT_PAIR,
     MS,
     NUMBER,
+    QUEUE_BODY,
     CommandOptions,
 )
 
@@ -42,6 +43,9 @@ def _option_schema(kind: str, low: int, high: int, doc: str) -> dict[str, Any]:
     if kind == INT_PAIR:
         return {"type": "array", "items": {"type": "integer", "minimum": low, "maximum": high},
                 "minItems": 2, "maxItems": 2, "description": doc}
+    if kind == QUEUE_BODY:
+        return {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2,
+                "description": doc + " (a queue name, then a job body)"}
     if kind in (BYTES, CHOICE):
         return {"type": "string", "description": doc}
     return {"description": doc}
