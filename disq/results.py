@@ -16,7 +16,7 @@ replication/ends.py; the server's WAITJOB waits through `watch`.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final, Protocol
 
 from .gcfree import untrack
@@ -51,6 +51,12 @@ class JobEnd:
         self.ttl = ttl  # ms: the expiry queue it is in
         self.repeats = 0  # results given again (a job run more than once)
         untrack(self)  # holds only bytes and ints (see gcfree.py)
+
+    @property
+    def kept_at(self) -> int:
+        """When the job ended (Unix ms), as its result's time says: a peer's result
+        expires when it does where it was given (`Ends.keep`'s `left_ms`)."""
+        return self.expires - self.ttl
 
     @property
     def size(self) -> int:
@@ -146,6 +152,16 @@ class Ends:
     def get(self, job_id: bytes, now: int) -> JobEnd | None:
         end = self.kept.get(job_id)
         return end if end is not None and end.expires > now else None
+
+    def newest(self, now: int) -> Iterator[JobEnd]:
+        """The results not past their time, the last kept first (the order `kept` got
+        them in: a result kept again after its time goes to the end), for a listing
+        that stops when it has enough (GET /api/v1/results). Nothing may change the
+        results while the caller walks them (it runs within one loop turn)."""
+        for job_id in reversed(self.kept):
+            end = self.kept[job_id]
+            if end.expires > now:
+                yield end
 
     def _drop(self, end: JobEnd) -> None:
         if self.kept.get(end.job_id) is end:

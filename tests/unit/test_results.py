@@ -146,3 +146,16 @@ async def test_nodes_that_know_none_of_the_jobs_answer_all_the_same() -> None:
     net.pump()
     assert asker.answers == 1 and asker.entries == []
     a.repl.ends.forget(ask_id)
+
+
+def test_the_newest_results_come_first_and_past_ones_never() -> None:
+    ends = Ends()
+    ends.keep(JOB_A, ACKED_END, b"a", 1000, now=0)
+    ends.keep(JOB_B, ACKED_END, b"b", 100, now=10)
+    ends.keep(JOB_C, ACKED_END, b"c", 1000, now=20)
+    assert [end.job_id for end in ends.newest(now=50)] == [JOB_C, JOB_B, JOB_A]
+    assert [end.job_id for end in ends.newest(now=110)] == [JOB_C, JOB_A]  # B's time is up
+    assert [end.kept_at for end in ends.newest(now=110)] == [20, 0]
+    # kept again once past its time: the newest
+    assert ends.keep(JOB_B, ACKED_END, b"again", 100, now=200)
+    assert [end.job_id for end in ends.newest(now=200)] == [JOB_B, JOB_C, JOB_A]
