@@ -341,6 +341,12 @@ def test_the_finished_jobs_of_the_queues_a_user_may_read(
     page.fill("#results-queue", "other")
     page.press("#results-queue", "Enter")
     expect(page.locator(".toast.error")).to_contain_text("No permissions")
+    expect(page.locator("#results-note")).to_contain_text("No permissions")
+    expect(rows).to_have_count(0)  # (not the rows of c:mail, as if they were other's)
+    for _ in range(2):  # said once, not again at each poll
+        updated = page.locator("#status-text").inner_text()
+        expect(page.locator("#status-text")).not_to_have_text(updated)
+    expect(page.locator(".toast.error")).to_have_count(1)
     # a finished job's page, from the list
     page.fill("#results-queue", "")
     page.press("#results-queue", "Enter")

@@ -17,6 +17,16 @@ const STATE_NOTES = {
     + "collected, nor does a job whose TTL ran out; a result goes after its queue's RESULT-TTL)",
 };
 
+// A page redrawn at each poll says a failure once, not at every poll: again once it
+// changed, or failed anew after a success.
+export function failureReporter(toast) {
+  let last = "";
+  return {
+    failed(text) { if (text !== last) toast(text, "error"); last = text; },
+    succeeded() { last = ""; },
+  };
+}
+
 // -- a job's page ------------------------------------------------------------------------------
 export function progressHtml(progress, data, dataBase64) {
   if (progress == null && data == null && dataBase64 == null) return "";
@@ -113,6 +123,7 @@ export function finishedPage(root, { api, toast }) {
         <th class="num">Size</th><th class="num">Kept for</th></tr></thead><tbody></tbody></table>
     </section>`;
   for (const id of ["#results-queue", "#results-limit"]) $(id, root).addEventListener("change", () => load());
+  const report = failureReporter(toast);
   let loading = false;
 
   async function load() {
@@ -123,8 +134,13 @@ export function finishedPage(root, { api, toast }) {
     try {
       const data = await api("GET", `/api/v1/results?limit=${enc(limit)}${queue ? `&queue=${enc(queue)}` : ""}`);
       render(data, queue);
+      report.succeeded();
     } catch (err) {
-      if (err.status !== 401) toast(`Could not list the finished jobs: ${err.message}`, "error");
+      if (err.status === 401) return;
+      const text = `Could not list the finished jobs: ${err.message}`;
+      report.failed(text);
+      $("#results-note", root).textContent = text; // (not the last answer's rows, as if they were these)
+      $("#results tbody", root).innerHTML = "";
     } finally {
       loading = false;
     }

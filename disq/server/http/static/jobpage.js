@@ -4,7 +4,7 @@
 // dashboard polls, a part only when what it shows changed (an open base64 view stays
 // open). The buttons' actions are app.js's.
 
-import { endHtml, errorsHtml, linkDownloads, progressHtml } from "./ends.js";
+import { endHtml, errorsHtml, failureReporter, linkDownloads, progressHtml } from "./ends.js";
 import { $, enc, esc } from "./format.js";
 
 const MAX_ERRORS = 5; // errors a job keeps (NACK ... ERROR)
@@ -34,6 +34,7 @@ export function jobPage(root, id, { api, toast }) {
     section.hidden = !html;
     fill($(".content", section), html);
   }
+  const report = failureReporter(toast);
   let loading = false;
   async function load() {
     if (loading) return;
@@ -45,14 +46,15 @@ export function jobPage(root, id, { api, toast }) {
         api("GET", `/api/v1/jobs/${enc(id)}`).catch((err) => { if (err.status === 404) return null; throw err; }),
         api("GET", `/api/v1/jobs/${enc(id)}/result`).catch((err) => { if (err.status === 403) return null; throw err; }),
       ]);
-      const reported = end?.state === "active" ? end : job; // (the result route gives binary data as base64)
-      part("#job-progress", reported ? progressHtml(reported.progress, reported.progress_data, reported.progress_data_base64) : "");
+      const progress = end?.state === "active" ? end : job; // (the result route gives binary data as base64)
+      part("#job-progress", progress ? progressHtml(progress.progress, progress.progress_data, progress.progress_data_base64) : "");
       part("#job-end", end ? endHtml(end) : "");
       part("#job-errors", errorsHtml(job?.errors));
       fill($("#job", root), job ? jobHtml(job)
         : '<p class="muted">This node does not hold this job (acknowledged, deleted, or held only by other nodes).</p>');
+      report.succeeded();
     } catch (err) {
-      if (err.status !== 401) toast(`Could not read the job: ${err.message}`, "error");
+      if (err.status !== 401) report.failed(`Could not read the job: ${err.message}`);
     } finally {
       loading = false;
     }
