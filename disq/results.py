@@ -16,7 +16,7 @@ replication/ends.py; the server's WAITJOB waits through `watch`.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Final, Protocol
 
 from .gcfree import untrack
@@ -153,15 +153,28 @@ class Ends:
         end = self.kept.get(job_id)
         return end if end is not None and end.expires > now else None
 
-    def newest(self, now: int) -> Iterator[JobEnd]:
-        """The results not past their time, the last kept first (the order `kept` got
-        them in: a result kept again after its time goes to the end), for a listing
-        that stops when it has enough (GET /api/v1/results). Nothing may change the
-        results while the caller walks them (it runs within one loop turn)."""
-        for job_id in reversed(self.kept):
-            end = self.kept[job_id]
-            if end.expires > now:
-                yield end
+    def newest(self, now: int, wanted: Callable[[JobEnd], bool], limit: int,
+               walk: int) -> tuple[list[JobEnd], bool]:
+        """The first `limit` results not past their time that `wanted` takes, the last
+        kept first (the order `kept` got them in: a result kept again after its time
+        is the newest), walking at most `walk` of them: a listing of a rare queue's
+        among many never holds the loop long. `complete`: False if the walk stopped
+        short of `limit` with results left unseen."""
+        taken: list[JobEnd] = []
+        walked = 0
+        kept = self.kept
+        for job_id in reversed(kept):
+            end = kept[job_id]
+            if end.expires <= now:
+                continue
+            if walked == walk:
+                return taken, False
+            walked += 1
+            if wanted(end):
+                taken.append(end)
+                if len(taken) == limit:
+                    break
+        return taken, True
 
     def _drop(self, end: JobEnd) -> None:
         if self.kept.get(end.job_id) is end:

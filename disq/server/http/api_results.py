@@ -104,20 +104,14 @@ async def list_results(request: web.Request) -> web.Response:
     queue = request.query["queue"].encode() if "queue" in request.query else None
     server, user = request.app[SERVER_KEY], user_of(request)
 
+    def visible(end: JobEnd) -> bool:
+        if queue is not None and end.queue != queue:
+            return False
+        return user.all_queues or (end.queue is not None and user.may_use(end.queue))
+
     def listing() -> tuple[list[dict[str, Any]], bool]:
-        listed: list[dict[str, Any]] = []
-        now = now_ms()
-        for walked, end in enumerate(server.node.ends.newest(now)):
-            if walked == RESULTS_WALKED:
-                return listed, False
-            if queue is not None and end.queue != queue:
-                continue
-            if not user.all_queues and (end.queue is None or not user.may_use(end.queue)):
-                continue
-            listed.append(_listed(end))
-            if len(listed) == limit:
-                break
-        return listed, True
+        ends, complete = server.node.ends.newest(now_ms(), visible, limit, RESULTS_WALKED)
+        return [_listed(end) for end in ends], complete
 
     results, complete = run(request, "waitjob", None if queue is None else [queue], listing)
     return ok({"results": results, "complete": complete})
