@@ -26,6 +26,7 @@ export function jobPage(root, id, { api, toast }) {
   function fill(element, html) {
     if (shown.get(element) === html) return;
     shown.set(element, html);
+    for (const link of element.querySelectorAll("a.download[href]")) URL.revokeObjectURL(link.href); // (the old result's bytes)
     element.innerHTML = html;
     linkDownloads(element);
   }
