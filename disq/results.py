@@ -53,6 +53,12 @@ class JobEnd:
         untrack(self)  # holds only bytes and ints (see gcfree.py)
 
     @property
+    def kept_at(self) -> int:
+        """When the job ended (Unix ms), as its result's time says: a peer's result
+        expires when it does where it was given (`Ends.keep`'s `left_ms`)."""
+        return self.expires - self.ttl
+
+    @property
     def size(self) -> int:
         return END_FOOTPRINT + len(self.job_id) + len(self.data or b"")
 
@@ -146,6 +152,29 @@ class Ends:
     def get(self, job_id: bytes, now: int) -> JobEnd | None:
         end = self.kept.get(job_id)
         return end if end is not None and end.expires > now else None
+
+    def newest(self, now: int, wanted: Callable[[JobEnd], bool], limit: int,
+               walk: int) -> tuple[list[JobEnd], bool]:
+        """The first `limit` results not past their time that `wanted` takes, the last
+        kept first (the order `kept` got them in: a result kept again after its time
+        is the newest), walking at most `walk` of them: a listing of a rare queue's
+        among many never holds the loop long. `complete`: False if the walk stopped
+        short of `limit` with results left unseen."""
+        taken: list[JobEnd] = []
+        walked = 0
+        kept = self.kept
+        for job_id in reversed(kept):
+            end = kept[job_id]
+            if end.expires <= now:
+                continue
+            if walked == walk:
+                return taken, False
+            walked += 1
+            if wanted(end):
+                taken.append(end)
+                if len(taken) == limit:
+                    break
+        return taken, True
 
     def _drop(self, end: JobEnd) -> None:
         if self.kept.get(end.job_id) is end:

@@ -2,7 +2,10 @@
 Playwright, against real nodes. On a 3-node cluster: every node shown ok, a queue
 appearing after an ADDJOB, paused and resumed from the page, a dead letter requeued,
 a job added, shown, requeued and deleted, a killed node turning fail. On one node with
-requirepass: the login form, a wrong password, signing out; QPEEK's pages.
+requirepass: the login form, a wrong password, signing out; QPEEK's pages. How jobs
+end: a job's progress, errors and result (text, binary), a dead letter's reason and
+errors, the finished jobs (a user of some queues sees only theirs); values a consumer
+gave, hostile markup included, shown as text.
 
 `make test` installs Chromium where it is missing (as root, with apt-get); elsewhere
 these tests are skipped, saying why."""
@@ -13,7 +16,9 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from support import NODE_TIMEOUT, DisqProcess, call, form_cluster, free_port, myid, wait_for
@@ -51,9 +56,12 @@ def page(browser: Browser) -> Iterator[Page]:
     page.set_default_timeout(TIMEOUT_MS)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    # a dialog only markup from the server could open (an alert in an onerror)
+    page.on("dialog", lambda dialog: (errors.append(f"dialog: {dialog.message}"),
+                                      dialog.dismiss()))
     yield page
     context.close()
-    assert errors == [], errors  # no script error on the way
+    assert errors == [], errors  # no script error (nor injected dialog) on the way
 
 
 def http_node(start_node: Callable[..., DisqProcess], *args: str,
@@ -201,3 +209,147 @@ def test_login_paging_and_sign_out(start_node: Callable[..., DisqProcess], page:
     expect(page.locator("#login")).to_be_visible()
     page.reload()
     expect(page.locator("#login")).to_be_visible()
+
+
+# -- how jobs end ----------------------------------------------------------------------------
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
+def job_url(url: str, job_id: bytes) -> str:
+    return f"{url}#/job/{quote(job_id.decode(), safe='')}"
+
+
+def no_injected_markup(page: Page) -> None:
+    """Nothing a consumer wrote became an element."""
+    expect(page.locator("#page img")).to_have_count(0)
+    expect(page.locator("#page pre b")).to_have_count(0)
+
+
+def test_a_job_s_progress_errors_and_result(start_node: Callable[..., DisqProcess],
+                                            page: Page, tmp_path: Path) -> None:
+    node, url = http_node(start_node)
+    job_id = call(node, "ADDJOB", "ends", "work", 0)
+    assert isinstance(job_id, bytes)
+    for reason in ("first failure", HOSTILE):
+        assert call(node, "GETJOB", "NOHANG", "FROM", "ends")
+        assert call(node, "NACK", "ERROR", reason, job_id) == 1
+    assert call(node, "GETJOB", "NOHANG", "FROM", "ends")
+    call(node, "WORKING", job_id, "PROGRESS", 40, "DATA", "<b>page 4</b>")
+
+    page.goto(job_url(url, job_id))
+    expect(page.locator("#job-progress .progress-value")).to_have_text("40 %")
+    expect(page.locator("#job-progress [role=progressbar]")).to_have_attribute(
+        "aria-valuenow", "40")
+    expect(page.locator("#job-progress .progress-data")).to_have_text("<b>page 4</b>")
+    errors = page.locator("#job-errors tbody tr")
+    expect(errors).to_have_count(2)
+    expect(errors.first).to_contain_text("#2")  # the newest first, its delivery and text
+    expect(errors.first.locator("td.reason")).to_have_text(HOSTILE)
+    expect(errors.last).to_contain_text("#1")
+    expect(errors.last).to_contain_text("first failure")
+    expect(errors.first).to_contain_text("ago")  # its time
+    expect(page.locator("#job-end .end-state")).to_contain_text("active")
+    no_injected_markup(page)
+
+    # a new report shows as the page polls; then the ACK with a result
+    call(node, "WORKING", job_id, "PROGRESS", 80)
+    expect(page.locator("#job-progress .progress-value")).to_have_text("80 %")
+    assert call(node, "ACKJOB", job_id, "RESULT", HOSTILE) == 1
+    expect(page.locator("#job-end .end-state")).to_contain_text("acked")
+    expect(page.locator("#job-end pre.result")).to_have_text(HOSTILE)
+    expect(page.locator("#job-progress")).to_be_hidden()  # (ended: no progress to show)
+    no_injected_markup(page)
+
+    # a binary result: its size, its base64, a download of its bytes
+    binary_id = call(node, "ADDJOB", "ends", "binary", 0)
+    assert isinstance(binary_id, bytes)
+    assert call(node, "GETJOB", "NOHANG", "FROM", "ends")
+    assert call(node, "ACKJOB", binary_id, "RESULT", b"\xff\x00\x01") == 1
+    page.goto(job_url(url, binary_id))
+    expect(page.locator("#job-end .binary-size")).to_have_text("binary, 3 bytes")
+    expect(page.locator("#job-end pre.base64")).to_be_hidden()
+    page.click("#job-end details summary")
+    expect(page.locator("#job-end pre.base64")).to_have_text("/wAB")
+    with page.expect_download() as download:
+        page.click("#job-end a.download")
+    saved = tmp_path / "result.bin"
+    download.value.save_as(saved)
+    assert saved.read_bytes() == b"\xff\x00\x01"
+
+
+def test_a_dead_letter_shows_why(start_node: Callable[..., DisqProcess], page: Page) -> None:
+    node, url = http_node(start_node)
+    call(node, "QPOLICY", "work", "SET", "MAXDELIVERIES", 2)
+    dead_id = call(node, "ADDJOB", "work", "fails twice", 0)
+    assert isinstance(dead_id, bytes)
+    for reason in ("timeout after 30 s", HOSTILE):
+        assert call(node, "GETJOB", "NOHANG", "FROM", "work")
+        call(node, "NACK", "ERROR", reason, dead_id)
+    assert call(node, "QLEN", "dead:work") == 1
+
+    page.goto(url + "#/queue/dead:work")
+    row = page.locator(f'#jobs tr[data-job="{dead_id.decode()}"]')
+    expect(row.locator(".dead-reason")).to_have_text("max-deliveries")
+    expect(row.locator("td.failure")).to_contain_text("from work")
+    last_errors = row.locator(".last-errors li")
+    expect(last_errors).to_have_count(2)
+    expect(last_errors.first.locator("code")).to_have_text(HOSTILE)  # the newest first
+    expect(last_errors.first).to_contain_text("#2")
+    expect(last_errors.last.locator("code")).to_have_text("timeout after 30 s")
+    no_injected_markup(page)
+
+    row.locator("a").click()  # its page: a dead letter, with its last error
+    expect(page.locator("#job-end .end-state")).to_contain_text("dead")
+    expect(page.locator("#job-end pre.end-error")).to_have_text(HOSTILE)
+    expect(page.locator("#job-errors tbody tr")).to_have_count(2)
+    no_injected_markup(page)
+
+
+def test_the_finished_jobs_of_the_queues_a_user_may_read(
+        start_node: Callable[..., DisqProcess], page: Page) -> None:
+    node, url = http_node(start_node, "--requirepass", "s3cret",
+                          client_kwargs={"password": "s3cret"})
+    call(node, "ACL", "SETUSER", "carl", "on", ">carl-pw", "~c:*", "+@all")
+    ended = {}
+    for queue, result in (("c:mail", "sent: 3 messages"), ("c:mail", HOSTILE),
+                          ("c:files", b"\x89PNG\xff"), ("other", "not carl's")):
+        job_id = call(node, "ADDJOB", queue, "job", 0)
+        assert isinstance(job_id, bytes)
+        assert call(node, "GETJOB", "NOHANG", "FROM", queue)
+        assert call(node, "ACKJOB", job_id, "RESULT", result) == 1
+        ended[result] = job_id.decode()
+
+    page.goto(url + "#/finished")
+    page.fill("#login-user", "carl")
+    page.fill("#login-password", "carl-pw")
+    page.click("#login-form button[type=submit]")
+    rows = page.locator("#results tbody tr[data-job]")
+    expect(rows).to_have_count(3)  # not the result of "other"
+    expect(rows.nth(0)).to_have_attribute("data-job", ended[b"\x89PNG\xff"])  # newest first
+    expect(rows.nth(0).locator("td.result")).to_have_text("binary, 5 bytes")
+    expect(rows.nth(1).locator("td.result")).to_have_text(HOSTILE)
+    expect(rows.nth(2).locator("td.result")).to_have_text("sent: 3 messages")
+    expect(rows.nth(2)).to_contain_text("16 B")  # its size
+    expect(rows.nth(2)).to_contain_text("59m")  # kept for the hour of RESULT-TTL's default
+    expect(page.locator("#results")).not_to_contain_text("not carl's")
+    no_injected_markup(page)
+
+    # one queue's; a queue carl may not read is refused, saying so
+    page.fill("#results-queue", "c:mail")
+    page.press("#results-queue", "Enter")
+    expect(rows).to_have_count(2)
+    page.fill("#results-queue", "other")
+    page.press("#results-queue", "Enter")
+    expect(page.locator(".toast.error")).to_contain_text("No permissions")
+    expect(page.locator("#results-note")).to_contain_text("No permissions")
+    expect(rows).to_have_count(0)  # (not the rows of c:mail, as if they were other's)
+    for _ in range(2):  # said once, not again at each poll
+        updated = page.locator("#status-text").inner_text()
+        expect(page.locator("#status-text")).not_to_have_text(updated)
+    expect(page.locator(".toast.error")).to_have_count(1)
+    # a finished job's page, from the list
+    page.fill("#results-queue", "")
+    page.press("#results-queue", "Enter")
+    expect(rows).to_have_count(3)
+    rows.nth(2).locator("a").first.click()
+    expect(page.locator("#job-end pre.result")).to_have_text("sent: 3 messages")

@@ -3,7 +3,9 @@ oldest first, and watchers told after the operation that ended a job."""
 
 from __future__ import annotations
 
-from disq.results import ACKED_END, DEAD_END, END_FOOTPRINT, Ends
+from collections.abc import Callable
+
+from disq.results import ACKED_END, DEAD_END, END_FOOTPRINT, Ends, JobEnd
 
 from .test_replication import cluster
 
@@ -146,3 +148,28 @@ async def test_nodes_that_know_none_of_the_jobs_answer_all_the_same() -> None:
     net.pump()
     assert asker.answers == 1 and asker.entries == []
     a.repl.ends.forget(ask_id)
+
+
+def test_the_newest_results_come_first_and_past_ones_never() -> None:
+    ends = Ends()
+    ends.keep(JOB_A, ACKED_END, b"a", 1000, now=0)
+    ends.keep(JOB_B, ACKED_END, b"b", 100, now=10)
+    ends.keep(JOB_C, ACKED_END, b"c", 1000, now=20)
+
+    def newest(now: int, limit: int = 10, walk: int = 10,
+               wanted: Callable[[JobEnd], bool] = lambda end: True) -> tuple[list[bytes], bool]:
+        taken, complete = ends.newest(now, wanted, limit, walk)
+        return [end.job_id for end in taken], complete
+
+    assert newest(now=50) == ([JOB_C, JOB_B, JOB_A], True)
+    assert newest(now=110) == ([JOB_C, JOB_A], True)  # B's time is up
+    assert [end.kept_at for end in ends.newest(110, lambda end: True, 10, 10)[0]] == [20, 0]
+    assert newest(now=50, limit=2) == ([JOB_C, JOB_B], True)
+    assert newest(now=50, wanted=lambda end: end.data != b"b") == ([JOB_C, JOB_A], True)
+    # the walk is bounded: what it did not reach may be wanted (not complete)
+    assert newest(now=50, walk=2, wanted=lambda end: end.data == b"a") == ([], False)
+    assert newest(now=50, walk=3, wanted=lambda end: end.data == b"a") == ([JOB_A], True)
+    assert newest(now=110, walk=2) == ([JOB_C, JOB_A], True)  # (a past one is not walked)
+    # kept again once past its time: the newest
+    assert ends.keep(JOB_B, ACKED_END, b"again", 100, now=200)
+    assert newest(now=200) == ([JOB_B, JOB_C, JOB_A], True)

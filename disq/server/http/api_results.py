@@ -1,5 +1,6 @@
-"""The HTTP routes of how jobs end (disq extensions): an ACK with the job's result, and a
-job's end read or waited for (WAITJOB on one job)."""
+"""The HTTP routes of how jobs end (disq extensions): an ACK with the job's result, a
+job's end read or waited for (WAITJOB on one job), and the results this node keeps,
+newest first (the dashboard's finished jobs)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 from aiohttp import web
 
 from ...end_requests import WaitJob
+from ...node import now_ms
+from ...results import JobEnd
 from ..job_waits import JobStatus
 from .calls import durable, run, user_of
 from .jsonio import (
@@ -18,6 +21,7 @@ from .jsonio import (
     json_object,
     ok,
     path_job_id,
+    plain,
     query_int,
 )
 from .problems import bad_request
@@ -84,7 +88,59 @@ async def job_result(request: web.Request) -> web.Response:
     return ok(end_fields(status, wait.progress_of(job_id) if status[1] == b"active" else None))
 
 
-END_SCHEMA = {"type": "object", "properties": {
+MAX_RESULTS_LISTED = 1000  # results a GET /results may ask for
+# Results a listing walks at most: a queue with few results among many others' gets a
+# short answer (complete: false) rather than hold the loop while it walks them all.
+RESULTS_WALKED = 100_000
+PREVIEW_BYTES = 1024  # of each result listed (its whole: GET /jobs/{id}/result)
+
+
+async def list_results(request: web.Request) -> web.Response:
+    """GET /results?queue=&limit=: the results this node keeps, the last kept first: those of `queue`, else of every queue the user may
+    use (a restricted user: not those whose queue this node does not know)."""
+    limit = query_int(request, "limit", 50, 1)
+    if limit > MAX_RESULTS_LISTED:
+        raise bad_request(f"'limit' must be at most {MAX_RESULTS_LISTED}")
+    queue = request.query["queue"].encode() if "queue" in request.query else None
+    server, user = request.app[SERVER_KEY], user_of(request)
+
+    def visible(end: JobEnd) -> bool:
+        if queue is not None and end.queue != queue:
+            return False
+        return user.all_queues or (end.queue is not None and user.may_use(end.queue))
+
+    def listing() -> tuple[list[dict[str, Any]], bool]:
+        ends, complete = server.node.ends.newest(now_ms(), visible, limit, RESULTS_WALKED)
+        return [_listed(end) for end in ends], complete
+
+    results, complete = run(request, "waitjob", None if queue is None else [queue], listing)
+    return ok({"results": results, "complete": complete})
+
+
+def _listed(end: JobEnd) -> dict[str, Any]:
+    """One kept result as GET /results lists it: its end as GET /jobs/{id}/result
+    gives it, the data cut to PREVIEW_BYTES (`truncated`), its size and times."""
+    data = end.data
+    fields = end_fields((end.job_id, end.how, _preview(data)))
+    fields.update(queue=plain(end.queue), ended_ms=end.kept_at, expires_ms=end.expires,
+                  bytes=None if data is None else len(data),
+                  truncated=data is not None and len(data) > PREVIEW_BYTES,
+                  repeats=end.repeats)
+    return fields
+
+
+def _preview(data: bytes | None) -> bytes | None:
+    """The first PREVIEW_BYTES of `data`, a UTF-8 character not cut in two (a text
+    result's preview stays text)."""
+    if data is None or len(data) <= PREVIEW_BYTES:
+        return data
+    cut = PREVIEW_BYTES
+    while cut > PREVIEW_BYTES - 3 and data[cut] & 0xC0 == 0x80:  # inside a character
+        cut -= 1
+    return data[:cut]
+
+
+END_FIELDS: dict[str, Any] = {
     "id": {"type": "string"},
     "state": {"type": "string", "enum": ["acked", "dead", "queued", "active", "unknown"]},
     "result": {"type": "string", "nullable": True},
@@ -96,7 +152,22 @@ END_SCHEMA = {"type": "object", "properties": {
     "progress_data": {"type": "string", "nullable": True,
                       "description": "an active job's last WORKING ... DATA"},
     "progress_data_base64": {"type": "string",
-                             "description": "progress data that is not UTF-8"}}}
+                             "description": "progress data that is not UTF-8"}}
+END_SCHEMA = {"type": "object", "properties": END_FIELDS}
+
+
+LISTED_SCHEMA = {"type": "object", "properties": {
+    **END_FIELDS,
+    "state": {"type": "string", "enum": ["acked", "dead"]},
+    "queue": {"type": "string", "nullable": True,
+              "description": "null: a job this node did not hold (a peer's result)"},
+    "ended_ms": {"type": "integer", "description": "when it ended (Unix ms)"},
+    "expires_ms": {"type": "integer", "description": "when its result goes (Unix ms)"},
+    "bytes": {"type": "integer", "nullable": True,
+              "description": "the result's (or error's) size; null: a plain ACK"},
+    "truncated": {"type": "boolean",
+                  "description": f"only the first {PREVIEW_BYTES} bytes are given"},
+    "repeats": {"type": "integer", "description": "results given again (ignored)"}}}
 
 
 def routes(job_path: str) -> list[Route]:
@@ -113,4 +184,21 @@ def routes(job_path: str) -> list[Route]:
                           "time. unknown: no reachable node knows the job or its end.",
               query=(query_param("wait_ms", {"type": "integer", "minimum": 0}),),
               responses={"200": answer(END_SCHEMA)}),
+        Route("GET", "/api/v1/results", list_results, ("WAITJOB",), tag="jobs",
+              summary="The results this node keeps, the last kept first",
+              description="Jobs ended with ACKJOB ... RESULT (or a plain ACK a WAITJOB "
+                          "waited for), as this node keeps them for their queue's "
+                          "RESULT-TTL: a result is kept on the nodes that held its job "
+                          "(dead letters are jobs of their dead-letter queue). Only the "
+                          "queues the user may use; naming one it may not is refused. "
+                          "Each result's first "
+                          f"{PREVIEW_BYTES} bytes (GET /jobs/{{id}}/result: all). "
+                          f"complete: false when the listing stopped after walking "
+                          f"{RESULTS_WALKED} results, short of limit.",
+              query=(query_param("queue", {"type": "string"}),
+                     query_param("limit", {"type": "integer", "minimum": 1,
+                                           "maximum": MAX_RESULTS_LISTED, "default": 50})),
+              responses={"200": answer({"type": "object", "properties": {
+                  "results": {"type": "array", "items": LISTED_SCHEMA},
+                  "complete": {"type": "boolean"}}})}),
     ]

@@ -5,12 +5,19 @@
 //   #/               the cluster: every node, its state and figures
 //   #/queues         every queue, cluster-wide: length, rates, pause, dead letters
 //   #/queue/<name>   one queue: its nodes, its next jobs (QPEEK), the jobs held (JSCAN)
-//   #/job/<id>       one job (SHOW) and what can be done with it
+//   #/job/<id>       one job (SHOW), its progress, errors and end, and what can be
+//                    done with it (jobpage.js)
+//   #/finished       the results the node keeps, the last first (ends.js)
 // With requirepass (or users: ACL), a 401 brings the login form; the user and password
 // stay in sessionStorage and go as basic auth (`Authorization: Bearer <password>` for
 // the default user).
 
 import { sparkline, timeChart } from "./chart.js";
+import {
+  $, bodyPreview, bytes, dlqBadge, duration, enc, esc, num, pauseBadge, rate, shortId, stateBadge,
+} from "./format.js";
+import { failureHtml, finishedPage } from "./ends.js";
+import { jobPage } from "./jobpage.js";
 
 const POLL_MS = 1500;
 const HIDDEN_POLL_MS = 10000; // a tab in the background polls this slowly
@@ -20,49 +27,6 @@ const MAX_ROWS = 300; // queues shown at once in the list (the filter finds the 
 const MAX_PEEK = 10000;
 const PASSWORD_KEY = "disq.password";
 const USER_KEY = "disq.user";
-
-const $ = (selector, root = document) => root.querySelector(selector);
-const enc = encodeURIComponent;
-
-// -- formatting -------------------------------------------------------------------------
-function esc(value) {
-  return String(value ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
-}
-const num = (n) => (n == null ? "—" : Number(n).toLocaleString("en-US"));
-function rate(n) {
-  if (n == null) return "—";
-  return n < 10 ? n.toFixed(1) : Math.round(n).toLocaleString("en-US");
-}
-function bytes(n) {
-  if (n == null) return "—";
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let i = 0;
-  while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
-  return `${n.toFixed(i && n < 10 ? 1 : 0)} ${units[i]}`;
-}
-function duration(seconds) {
-  if (seconds == null) return "—";
-  const d = Math.floor(seconds / 86400), h = Math.floor((seconds % 86400) / 3600);
-  const m = Math.floor((seconds % 3600) / 60);
-  if (d) return `${d}d ${h}h`;
-  if (h) return `${h}h ${m}m`;
-  return m ? `${m}m ${seconds % 60}s` : `${seconds}s`;
-}
-const shortId = (id) => id.slice(0, 8);
-function bodyPreview(job, length = 80) {
-  if (job.body == null) {
-    return job.body_base64 != null ? `<span class="muted">binary, ${num(atob(job.body_base64).length)} bytes</span>` : "";
-  }
-  const text = job.body.length > length ? `${job.body.slice(0, length)}…` : job.body;
-  return `<code>${esc(text)}</code>`;
-}
-const stateBadge = (state) => `<span class="badge state-${esc(state.replace("?", "q"))}">${esc(state)}</span>`;
-function pauseBadge(pause) {
-  if (!pause || pause === "none") return "";
-  const text = pause === "all" ? "paused" : pause === "mixed" ? "paused on some nodes" : `paused ${pause}`;
-  return `<span class="badge paused" title="PAUSE ${esc(pause)}">${esc(text)}</span>`;
-}
-const dlqBadge = (dead) => (dead ? '<span class="badge dlq" title="a dead-letter queue">dead letters</span>' : "");
 
 // -- the API ------------------------------------------------------------------------------
 class ApiError extends Error {
@@ -406,7 +370,8 @@ function queuePage(root, name) {
       </div>
       <p class="muted" id="jobs-note"></p>
       <table class="grid" id="jobs"><thead><tr><th>Job</th><th>State</th><th>Body</th><th class="num">Nacks</th>
-        <th class="num">Extra deliveries</th><th class="actions">Actions</th></tr></thead><tbody></tbody></table>
+        <th class="num">Extra deliveries</th><th>Failure <span class="muted">(newest error first)</span></th>
+        <th class="actions">Actions</th></tr></thead><tbody></tbody></table>
       <div class="pager"><button type="button" class="small ghost" data-action="page" data-step="-1">← Previous</button>
         <span id="page-label" class="muted"></span>
         <button type="button" class="small ghost" data-action="page" data-step="1">Next →</button></div>
@@ -457,11 +422,12 @@ function queuePage(root, name) {
         <td><a href="#/job/${enc(job.id)}"><code>${esc(job.id)}</code></a></td>
         <td>${esc(job.state || "queued")}</td><td class="body">${bodyPreview(job)}</td>
         <td class="num">${num(job.nacks)}</td><td class="num">${num(job.additional_deliveries)}</td>
+        <td class="failure">${failureHtml(job)}</td>
         <td class="actions">
           <button type="button" class="small ghost" data-action="enqueue" data-job="${esc(job.id)}">Requeue</button>
           <button type="button" class="small ghost danger" data-action="delete-job" data-job="${esc(job.id)}">Delete</button>
         </td></tr>`).join("")
-      || `<tr><td colspan="6" class="muted empty">${view.tab === "peek" ? "No job queued here." : "No job on this page."}</td></tr>`;
+      || `<tr><td colspan="7" class="muted empty">${view.tab === "peek" ? "No job queued here." : "No job on this page."}</td></tr>`;
   }
 
   loadJobs();
@@ -501,36 +467,6 @@ function queuePage(root, name) {
   };
 }
 
-function jobPage(root, id) {
-  root.innerHTML = `
-    <div class="page-head"><h1><span class="up">Job</span> <code id="job-id"></code></h1>
-      <div class="tools">
-        <button type="button" data-action="enqueue" data-job="${esc(id)}">Requeue</button>
-        <button type="button" class="danger" data-action="delete-job" data-job="${esc(id)}">Delete</button>
-        <button type="button" class="ghost" data-action="delete-here" data-job="${esc(id)}">Delete this node's copy</button>
-      </div></div>
-    <section class="panel" id="job"><p class="muted">Loading…</p></section>`;
-  $("#job-id", root).textContent = id;
-  async function load() {
-    try {
-      const job = await api("GET", `/api/v1/jobs/${enc(id)}`);
-      const rows = Object.entries(job).filter(([key]) => !["body", "body_base64", "id"].includes(key)).map(([key, value]) => {
-        let shown = Array.isArray(value) ? value.map((v) => `<code>${esc(v)}</code>`).join(" ") : esc(value);
-        if (key === "queue") shown = `<a href="#/queue/${enc(value)}">${esc(value)}</a>`;
-        if (key === "ctime") shown += ` <span class="muted">(${new Date(value / 1e6).toLocaleString()})</span>`;
-        return `<tr><th>${esc(key)}</th><td>${shown}</td></tr>`;
-      }).join("");
-      const body = job.body != null ? esc(job.body) : `(binary, base64) ${esc(job.body_base64)}`;
-      $("#job", root).innerHTML = `<table class="fields">${rows}</table><h2>Body</h2><pre class="body">${body}</pre>`;
-    } catch (err) {
-      if (err.status === 404) $("#job", root).innerHTML = '<p class="muted">This node does not hold this job (acknowledged, deleted, or held only by other nodes).</p>';
-      else if (err.status !== 401) toast(`Could not read the job: ${err.message}`, "error");
-    }
-  }
-  load();
-  return { loadJobs: load };
-}
-
 // -- routing -------------------------------------------------------------------------------
 function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
@@ -541,7 +477,8 @@ function route() {
   for (const link of document.querySelectorAll("[data-nav]")) link.classList.toggle("active", link.dataset.nav === section);
   if (first === "queues") page = queuesPage(root);
   else if (first === "queue" && arg) page = queuePage(root, arg);
-  else if (first === "job" && arg) page = jobPage(root, arg);
+  else if (first === "job" && arg) page = jobPage(root, arg, { api, toast });
+  else if (first === "finished") page = finishedPage(root, { api, toast });
   else page = clusterPage(root);
   document.title = `disq · ${first === "queue" || first === "job" ? arg : section}`;
   if (live.stats) page.update?.();

@@ -1,0 +1,80 @@
+// A job's page (#/job/<id>): what the serving node holds of it (SHOW: its fields, its
+// body, its last errors), its progress, and its end wherever it is held (GET
+// /api/v1/jobs/{id}/result without a wait: the nodes are asked), redrawn as the
+// dashboard polls, a part only when what it shows changed (an open base64 view stays
+// open). The buttons' actions are app.js's.
+
+import { endHtml, errorsHtml, failureReporter, linkDownloads, progressHtml } from "./ends.js";
+import { $, enc, esc } from "./format.js";
+
+const MAX_ERRORS = 5; // errors a job keeps (NACK ... ERROR)
+
+export function jobPage(root, id, { api, toast }) {
+  root.innerHTML = `
+    <div class="page-head"><h1><span class="up">Job</span> <code id="job-id"></code></h1>
+      <div class="tools">
+        <button type="button" data-action="enqueue" data-job="${esc(id)}">Requeue</button>
+        <button type="button" class="danger" data-action="delete-job" data-job="${esc(id)}">Delete</button>
+        <button type="button" class="ghost" data-action="delete-here" data-job="${esc(id)}">Delete this node's copy</button>
+      </div></div>
+    <section class="panel" id="job-progress" hidden><h2>Progress</h2><div class="content"></div></section>
+    <section class="panel" id="job-end" hidden><h2>Its end</h2><div class="content"></div></section>
+    <section class="panel" id="job-errors" hidden><h2>Errors <span class="muted">(the last ${MAX_ERRORS}, newest first)</span></h2><div class="content"></div></section>
+    <section class="panel" id="job"><p class="muted">Loading…</p></section>`;
+  $("#job-id", root).textContent = id;
+  const shown = new WeakMap(); // what each part shows: redrawn only when it changes
+  function fill(element, html) {
+    if (shown.get(element) === html) return;
+    shown.set(element, html);
+    for (const link of element.querySelectorAll("a.download[href]")) URL.revokeObjectURL(link.href); // (the old result's bytes)
+    element.innerHTML = html;
+    linkDownloads(element);
+  }
+  function part(selector, html) {
+    const section = $(selector, root);
+    section.hidden = !html;
+    fill($(".content", section), html);
+  }
+  const report = failureReporter(toast);
+  let loading = false;
+  async function load() {
+    if (loading) return;
+    loading = true;
+    try {
+      // SHOW: the job this node holds (404: none); its end wherever it is held (WAITJOB
+      // without a wait: the nodes are asked), unless the user may not read ends.
+      const [job, end] = await Promise.all([
+        api("GET", `/api/v1/jobs/${enc(id)}`).catch((err) => { if (err.status === 404) return null; throw err; }),
+        api("GET", `/api/v1/jobs/${enc(id)}/result`).catch((err) => { if (err.status === 403) return null; throw err; }),
+      ]);
+      const progress = end?.state === "active" ? end : job; // (the result route gives binary data as base64)
+      part("#job-progress", progress ? progressHtml(progress.progress, progress.progress_data, progress.progress_data_base64) : "");
+      part("#job-end", end ? endHtml(end) : "");
+      part("#job-errors", errorsHtml(job?.errors));
+      fill($("#job", root), job ? jobHtml(job)
+        : '<p class="muted">This node does not hold this job (acknowledged, deleted, or held only by other nodes).</p>');
+      report.succeeded();
+    } catch (err) {
+      if (err.status !== 401) report.failed(`Could not read the job: ${err.message}`);
+    } finally {
+      loading = false;
+    }
+  }
+  load();
+  return { update: load, loadJobs: load };
+}
+
+const SHOWN_APART = ["body", "body_base64", "id", "errors", "progress", "progress_data"];
+
+function jobHtml(job) {
+  const rows = Object.entries(job).filter(([key]) => !SHOWN_APART.includes(key)).map(([key, value]) => {
+    let shown = Array.isArray(value) ? value.map((v) => `<code>${esc(v)}</code>`).join(" ") : esc(value);
+    if (key === "queue") shown = `<a href="#/queue/${enc(value)}">${esc(value)}</a>`;
+    if (key === "ctime") shown += ` <span class="muted">(${esc(new Date(value / 1e6).toLocaleString())})</span>`;
+    if (key === "ttl" || key === "retry" || key === "delay") shown += " s";
+    if (key.endsWith("_within") && value != null) shown += " ms";
+    return `<tr><th>${esc(key)}</th><td>${shown}</td></tr>`;
+  }).join("");
+  const body = job.body != null ? esc(job.body) : `(binary, base64) ${esc(job.body_base64)}`;
+  return `<table class="fields">${rows}</table><h2>Body</h2><pre class="body">${body}</pre>`;
+}
