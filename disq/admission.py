@@ -120,8 +120,11 @@ class Admission:
         if not node.jobs.add(job.id, job):  # 144 random bits: a collision means a bug
             raise errors.err("Internal error creating the job, check server logs")
         node.job_bytes += size  # Node.register(), inlined: hot path
-        if ext is not None and ext.batch is not None:
-            node.batches.held(ext.batch, job.id)
+        if ext is not None:
+            if ext.batch is not None:
+                node.batches.held(ext.batch, job.id)
+            if ext.after is not None:
+                node.on_flow_child(job)
         node.stats.jobs_added += 1
         if repl > 1:
             job.nodes_delivered = node.only_me
@@ -148,5 +151,9 @@ def job_ext(request: AddJob, now: int, ttl: int) -> JobExt:
             f"The specified {'DELAY-MS' if request.delay_ms is not None else 'AT'} is "
             "beyond the TTL. Job refused since would never be delivered")
     priority = request.priority
+    after = request.after
+    if after:  # a flow's child: due at its expiry until its parents are done (flows.py)
+        due = (now // 1000 + ttl) * 1000
     return JobExt(DEFAULT_PRIORITY if priority is None else priority, request.group, due,
-                  request.max_deliveries or 0, batch=request.batch)
+                  request.max_deliveries or 0, batch=request.batch,
+                  after=tuple(dict.fromkeys(after)) if after else None)

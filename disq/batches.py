@@ -39,6 +39,7 @@ VOID: Final = 3  # its ADDJOB failed: not a member after all
 END_HOWS: Final = (ACKED, DEAD, VOID)
 
 MAX_BID_LEN: Final = 256
+MAX_PARENTS: Final = 32  # ADDJOB ... AFTER: parents of one job
 MAX_MEMBERS: Final = 1_000_000  # members of one batch
 MAX_BATCHES: Final = 100_000  # batches a node holds (open, closed or done)
 DEFAULT_TTL_S: Final = 7 * 24 * 3600  # a batch (and what is known of it) lives this long

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from .scantable import ScanTable
 
 REASON_MAX_DELIVERIES: Final = b"max-deliveries"
+REASON_PARENT_FAILED: Final = b"parent-failed"  # ADDJOB ... AFTER: a parent went dead
 # QUEUED message flags (Disque's mflags[0]), here too: node.py imports this module.
 INCR_NACKS: Final = 2
 INCR_DELIV: Final = 4

@@ -121,12 +121,13 @@ class JobExt:
     that missed a move takes the newer state and never goes back to an older one."""
 
     __slots__ = ("priority", "group", "due", "max_deliveries", "dead_from", "dead_reason",
-                 "generation", "notes", "batch")
+                 "generation", "notes", "batch", "after", "parent_failed")
 
     def __init__(self, priority: int = DEFAULT_PRIORITY, group: bytes | None = None,
                  due: int = 0, max_deliveries: int = 0, dead_from: bytes | None = None,
                  dead_reason: bytes | None = None, generation: int = 0,
-                 notes: JobNotes | None = None, batch: bytes | None = None) -> None:
+                 notes: JobNotes | None = None, batch: bytes | None = None,
+                 after: tuple[bytes, ...] | None = None) -> None:
         self.priority = priority  # 0 (most urgent) .. 255
         self.group = group  # fairness group (<= 256 bytes); None: the queue's no-group
         self.due = due  # Unix ms before which it is never delivered (0: none)
@@ -136,6 +137,10 @@ class JobExt:
         self.generation = generation
         self.notes = notes  # what its consumers reported: errors, progress (None: nothing)
         self.batch = batch  # ADDJOB ... BATCH: the batch it is a member of (batches.py)
+        # ADDJOB ... AFTER: the parents (job or batch IDs) it waits for, while it waits
+        # (None: none, or none left); `parent_failed`: one went dead (this node's view)
+        self.after = after
+        self.parent_failed = False
         untrack(self)  # holds only ints, bytes and a JobNotes (see gcfree.py)
 
     @property
@@ -146,7 +151,8 @@ class JobExt:
     def copy(self, **changes: object) -> JobExt:
         ext = JobExt(self.priority, self.group, self.due, self.max_deliveries,
                      self.dead_from, self.dead_reason, self.generation, self.notes,
-                     self.batch)
+                     self.batch, self.after)
+        ext.parent_failed = self.parent_failed
         for name, value in changes.items():
             setattr(ext, name, value)
         return ext

@@ -28,7 +28,13 @@ from .config import Config
 from .consumers import Consumers
 from .dedup_table import DedupTable
 from .endings import JobEndings
-from .failures import INCR_DELIV, INCR_NACKS, FailurePolicies, FailureStats
+from .failures import (
+    INCR_DELIV,
+    INCR_NACKS,
+    REASON_PARENT_FAILED,
+    FailurePolicies,
+    FailureStats,
+)
 from .ids import JobIdGenerator
 from .job import (
     ACKED,
@@ -98,6 +104,10 @@ def _no_member_end(bid: bytes, job_id: bytes, how: int) -> None:
     """`Node.on_member_end` without a cluster: nothing to tell."""
 
 
+def _no_flow(job: Job) -> None:
+    """`Node.on_flow_child` / `on_flow_gone` before the server watches flows."""
+
+
 class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
     def __init__(self, config: Config, node_id: str) -> None:
         self.config = config
@@ -123,6 +133,10 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
         self.batches = BatchTable()  # BATCH (a disq extension): batches, members' ends
         # A member of a batch ended here: the cluster tells every node (bid, id, how).
         self.on_member_end: Callable[[bytes, bytes, int], None] = _no_member_end
+        # A flow's child waiting for its parents came here, or left (ADDJOB ... AFTER:
+        # the server's flows.py watches its parents).
+        self.on_flow_child: Callable[[Job], None] = _no_flow
+        self.on_flow_gone: Callable[[Job], None] = _no_flow
         self.cluster: ClusterPort = SoloCluster()
         # Where changes are recorded: the AOF writer installs itself while it records
         # (set_persistence), so the core calls it without asking whether it is there;
@@ -181,6 +195,8 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
             self.job_bytes += notes_size(job)
             if ext.batch is not None:  # a copy of a batch's member kept here
                 self.batches.held(ext.batch, job.id)
+            if ext.after is not None:  # a flow's child, waiting for its parents
+                self.on_flow_child(job)
         return True
 
     def unregister(self, job: Job) -> None:
@@ -193,8 +209,11 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
             return
         body_len = len(job.body or b"")
         self.job_bytes -= JOB_FOOTPRINT + body_len
-        if job.ext is not None:  # its errors, progress
+        ext = job.ext
+        if ext is not None:  # its errors, progress
             self.job_bytes -= notes_size(job)
+            if ext.after is not None:
+                self.on_flow_gone(job)
         if body_len >= RELEASED_BODY:  # the timers keep the job until its next time
             job.body = b""
         if self.recording and state in (ACTIVE, QUEUED):
@@ -254,6 +273,11 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
         elif (flags & BCAST_QUEUED or nack) and policy and (
                 delay_ms is not None or self.policies.policies or job.ext is not None) and (
                 self.failed_delivery(job, nack, now, delay_ms)):
+            return True
+        ext = job.ext
+        if ext is not None and ext.parent_failed:  # a flow's child: a parent went dead
+            self.dead_letter(job, now, self.policies.get(job.queue) if job.queue else None,
+                             REASON_PARENT_FAILED)
             return True
         lifecycle.queued(job)
         if retry:

@@ -142,10 +142,12 @@ class OptionParser:
         request is: the same bounds, the same errors."""
         if self.kind == FLAG:
             return True
+        if self.repeat and isinstance(value, list):  # every value given, as a list
+            return [self.typed(item) for item in value]
         if self.kind == INT_PAIR or self.kind == QUEUE_BODY:
             pair = cast("tuple[object, object]", value)
             return self.pair(*(v if type(v) is bytes else str(v).encode() for v in pair))
-        return self.value(str(value).encode())
+        return self.value(value if type(value) is bytes else str(value).encode())
 
 
 def _true(arg: bytes) -> bool:

@@ -49,7 +49,8 @@ class AddJobExt:
     UNIQUE key as parsed, moves to `AddJob.dedup` once the options are read
     (`AddJob._take_unique`)."""
 
-    __slots__ = ("delay_ms", "at", "priority", "group", "max_deliveries", "unique", "batch")
+    __slots__ = ("delay_ms", "at", "priority", "group", "max_deliveries", "unique", "batch",
+                 "after")
 
     def __init__(self) -> None:
         self.delay_ms: int | None = None  # ms, from the ADDJOB
@@ -59,12 +60,13 @@ class AddJobExt:
         self.max_deliveries: int | None = None  # None: the queue's policy
         self.unique: bytes | None = None  # the client's UNIQUE key, until taken out
         self.batch: bytes | None = None  # BATCH: the batch the job is a member of
+        self.after: list[bytes] | None = None  # AFTER: its parents (job or batch IDs)
 
     def empty(self) -> bool:
         """Whether no option is set: the job needs no `JobExt`."""
         return (self.delay_ms is None and self.at is None and self.priority is None
                 and self.group is None and self.max_deliveries is None and self.unique is None
-                and self.batch is None)
+                and self.batch is None and self.after is None)
 
 
 class AddJob:
@@ -243,6 +245,21 @@ class AddJob:
     @batch.setter
     def batch(self, value: bytes) -> None:
         self._ext().batch = value
+
+    @property
+    def after(self) -> list[bytes] | None:
+        return None if self.ext is None else self.ext.after
+
+    @after.setter
+    def after(self, value: bytes | list[bytes]) -> None:
+        """AFTER is given again for each parent: each value adds one (a list: the
+        typed front ends' whole list)."""
+        ext = self._ext()
+        parents = list(value) if isinstance(value, list) else [value]
+        if ext.after is None:
+            ext.after = parents
+        else:
+            ext.after += parents
 
     def with_job(self, body: bytes, dedup: bytes | None) -> AddJob:
         """The request of one job of an ADDJOBS: this one's options (`ext` shared: it

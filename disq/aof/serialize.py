@@ -24,7 +24,8 @@ and an AOF without extended jobs loads in Disque.
     u8 format (3)  format 2's fields, then the errors of NACK ... ERROR (oldest first):
         u8 count (1..5), each  u32 delivery  u64 unix ms  u32 + reason
     u8 format (4)  format 2's fields, then u8 count (0..5) and the errors as format 3's,
-        then u32 + batch (ADDJOB ... BATCH)
+        then u32 + batch (ADDJOB ... BATCH; a length of 0xFFFFFFFF: none), u8 count
+        (0..32) and each parent as u32 + ID (ADDJOB ... AFTER)
 
 A job's progress (WORKING ... PROGRESS / DATA) is not recorded: the next report
 replaces it.
@@ -43,7 +44,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 
-from ..batches import MAX_BID_LEN
+from ..batches import MAX_BID_LEN, MAX_PARENTS
 from ..ids import is_valid_job_id
 from ..job import (
     ACTIVE,
@@ -183,20 +184,24 @@ def serialize_ext(ext: JobExt) -> bytes:
     """The extended fields of a job, LOADJOB's second argument."""
     notes = ext.notes
     errors = notes.errors if notes is not None else ()
-    batch = ext.batch
-    if not ext.extra and not errors and batch is None:
+    batch, after = ext.batch, ext.after
+    linked = batch is not None or after is not None
+    if not ext.extra and not errors and not linked:
         return _EXT.pack(EXT_FORMAT, ext.priority, ext.due) + (ext.group or b"")
-    version = EXT_FORMAT_4 if batch is not None else EXT_FORMAT_3 if errors else EXT_FORMAT_2
+    version = EXT_FORMAT_4 if linked else EXT_FORMAT_3 if errors else EXT_FORMAT_2
     fields = [
         _EXT2.pack(version, ext.priority, ext.due, min(ext.max_deliveries, U16_MAX),
                    ext.generation),
         _short(ext.group), _short(ext.dead_from), _short(ext.dead_reason)]
-    if errors or batch is not None:
+    if errors or linked:
         fields.append(bytes((len(errors),)))
         fields += [_ERROR.pack(min(delivery, U32_MAX), when, len(reason)) + reason
                    for delivery, when, reason in errors]
-    if batch is not None:
+    if linked:
         fields.append(_short(batch))
+        parents = after or ()
+        fields.append(bytes((len(parents),)))
+        fields += [_short(parent) for parent in parents]
     return b"".join(fields)
 
 
@@ -227,17 +232,33 @@ def _deserialize_ext2(data: bytes) -> JobExt:
     if data[0] == EXT_FORMAT_3:
         errors, pos = _deserialize_errors(data, pos)
         notes = JobNotes(errors)
-    batch = None
+    batch = after = None
     if data[0] == EXT_FORMAT_4:
         errors, pos = _deserialize_errors(data, pos, 0)
         notes = JobNotes(errors) if errors else None
         batch, pos = _read_short(data, pos, "extended fields")
-        if batch is None or not 0 < len(batch) <= MAX_BID_LEN:
+        if batch is not None and not 0 < len(batch) <= MAX_BID_LEN:
             raise CorruptJob("a batch ID of a wrong length")
+        after, pos = _deserialize_parents(data, pos)
     if pos != len(data) or (group is not None and not 0 < len(group) <= MAX_GROUP_LEN):
         raise CorruptJob("extended fields of a wrong length")
     return JobExt(priority, group, due, max_deliveries, dead_from, reason, generation,
-                  notes, batch)
+                  notes, batch, after)
+
+
+def _deserialize_parents(data: bytes, pos: int) -> tuple[tuple[bytes, ...] | None, int]:
+    """Format 4's parents from `pos` (none: None), and the position after them."""
+    if pos >= len(data) or data[pos] > MAX_PARENTS:
+        raise CorruptJob("extended fields' parents cut short or too many")
+    count = data[pos]
+    pos += 1
+    parents = []
+    for _ in range(count):
+        parent, pos = _read_short(data, pos, "extended fields' parents")
+        if parent is None or not 0 < len(parent) <= MAX_BID_LEN:
+            raise CorruptJob("a parent ID of a wrong length")
+        parents.append(parent)
+    return tuple(parents) or None, pos
 
 
 def _read_short(data: bytes, pos: int, what: str) -> tuple[bytes | None, int]:

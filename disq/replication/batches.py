@@ -32,7 +32,7 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from ..batches import CLOSED, DEAD, END_HOWS, MAX_BID_LEN, VOID, Batch, Callback
+from ..batches import CLOSED, DEAD, DONE, END_HOWS, MAX_BID_LEN, VOID, Batch, Callback
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
@@ -49,7 +49,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("disq")
 
-CLOSE_TIMEOUT_MS: Final = 3000  # CLOSE waits this long for the reachable nodes' answers
+CLOSE_TIMEOUT_MS: Final = 10_000  # CLOSE waits at most this long for a majority
+CLOSE_STEP_MS: Final = 500  # ... and this often asks again the nodes yet to answer,
+#                             answering as soon as a majority did (a node killed and not
+#                             flagged yet, a slow one: no need to wait for it)
 FIRE_TIMEOUT_MS: Final = 5000  # a callback's ADDJOB waits this long for its copies
 ASK_AFTER_MS: Final = 2000  # a firer with no end heard this long asks the others
 MAX_ASK_IDS: Final = 10_000  # member IDs in one BATCH_ENDS_ASK
@@ -67,7 +70,8 @@ def callback_key(bid: bytes, which: bytes) -> bytes:
 class _Closing:
     """A CLOSE waiting for the nodes' answers."""
 
-    __slots__ = ("bid", "waiting", "answered", "members", "ends", "on_closed", "timer")
+    __slots__ = ("bid", "waiting", "answered", "members", "ends", "on_closed", "timer",
+                 "started")
 
     def __init__(self, bid: bytes, waiting: set[str], on_closed: OnClosed) -> None:
         self.bid = bid
@@ -77,6 +81,7 @@ class _Closing:
         self.ends: list[tuple[bytes, int]] = []
         self.on_closed = on_closed
         self.timer: asyncio.TimerHandle | None = None
+        self.started = now_ms()
 
 
 class _Light:
@@ -110,6 +115,8 @@ class Batches:
         self._heard: dict[bytes, int] = {}  # closed batch -> ms an end was last heard
         self._need_members: set[bytes] = set()
         self._next_expire = 0
+        # A batch is done on this node (flows waiting for it: server/flows.py).
+        self.on_done: Callable[[bytes], None] = _nothing
         node.on_member_end = self._member_ended
         bus.on(m.BATCH_CLOSE, self._on_close)
         bus.on(m.BATCH_MEMBERS, self._on_members)
@@ -165,7 +172,7 @@ class Batches:
         if peers:
             self.bus.broadcast(m.BATCH_CLOSE, request_id, bid, node_ids=peers)
             loop = self._loop or asyncio.get_running_loop()
-            closing.timer = loop.call_later(CLOSE_TIMEOUT_MS / 1000, self._close_timed_out,
+            closing.timer = loop.call_later(CLOSE_STEP_MS / 1000, self._close_step,
                                             request_id)
         else:
             self._finish_close(request_id)
@@ -180,11 +187,22 @@ class Batches:
                 closing.ends.append(end)
                 closing.members.add(end[0])
 
-    def _close_timed_out(self, request_id: int) -> None:
+    def _close_step(self, request_id: int) -> None:
+        """A majority answered: done; else ask again those yet to answer, until
+        CLOSE_TIMEOUT_MS."""
         closing = self._closing.get(request_id)
-        if closing is not None:
-            closing.timer = None
+        if closing is None:
+            return
+        closing.timer = None
+        if closing.answered * 2 > self.bus.cluster_size or (
+                now_ms() - closing.started >= CLOSE_TIMEOUT_MS):
             self._finish_close(request_id)
+            return
+        again = [i for i in closing.waiting if self.bus.can_send(i)]
+        if again:
+            self.bus.broadcast(m.BATCH_CLOSE, request_id, closing.bid, node_ids=again)
+        loop = self._loop or asyncio.get_running_loop()
+        closing.timer = loop.call_later(CLOSE_STEP_MS / 1000, self._close_step, request_id)
 
     def _finish_close(self, request_id: int) -> None:
         closing = self._closing.pop(request_id)
@@ -330,6 +348,8 @@ class Batches:
             else:
                 self._need_members.discard(batch.bid)
                 self._heard.pop(batch.bid, None)
+                if mine.phase == DONE:
+                    self.on_done(batch.bid)
 
     # -- firing ----------------------------------------------------------------------------
     def cron(self, now: int) -> None:
@@ -398,6 +418,7 @@ class Batches:
             if done is not None:
                 self._heard.pop(bid, None)
                 self.sync.changed(done.to_wire())
+                self.on_done(bid)
             return
         (queue, body), which = todo[0]
         size = self.bus.cluster_size
@@ -417,6 +438,10 @@ class Batches:
             self._add_callbacks(batch, todo[1:], [*added, outcome])
 
         self.dedup.ask(request, answer)
+
+
+def _nothing(bid: bytes) -> None:
+    """`Batches.on_done` before anyone listens."""
 
 
 def _is_bid(data: object) -> bool:

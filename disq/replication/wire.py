@@ -8,7 +8,8 @@
     [..., [priority, group, due(,     last, only for a job using disq's extensions
            max deliveries, dead from, (`Job.ext`: PRIORITY, GROUP, AT / DELAY-MS; the
            reason, generation(,       next four for MAXDELIVERIES or a dead letter, the
-           batch))]]                  batch of a member: ADDJOB ... BATCH)
+           batch(, after)))]]         batch of a member: ADDJOB ... BATCH, nil or; the
+                                      parents of ADDJOB ... AFTER)
 
 `ttl_ms` is the time left before expiry, relative so that the nodes' clocks may differ
 (Disque sends seconds left + 1; milliseconds keep the expiry exact). DELIVERED,
@@ -27,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from ..batches import MAX_BID_LEN
+from ..batches import MAX_BID_LEN, MAX_PARENTS
 from ..ids import is_valid_job_id
 from ..job import (
     ACKED,
@@ -79,6 +80,9 @@ def encode_copy(job: Job, now: int) -> list[Any]:
 
 
 def encode_ext(ext: JobExt) -> list[Any]:
+    if ext.after is not None:
+        return [ext.priority, ext.group, ext.due, ext.max_deliveries, ext.dead_from,
+                ext.dead_reason, ext.generation, ext.batch, list(ext.after)]
     if ext.batch is not None:
         return [ext.priority, ext.group, ext.due, ext.max_deliveries, ext.dead_from,
                 ext.dead_reason, ext.generation, ext.batch]
@@ -207,7 +211,7 @@ def _decode(data: list[Any], now: int) -> Job | None:
 def _decode_ext(data: object, peer_id: str, to_local: PeerClock | None) -> JobExt | None:
     """The extended fields [priority, group, due(, max deliveries, dead from, reason,
     generation)], checked as ADDJOB checks them."""
-    if type(data) is not list or len(data) not in (3, 7, 8):
+    if type(data) is not list or len(data) not in (3, 7, 8, 9):
         return None
     priority, group, due = data[:3]
     if not (type(priority) is int and 0 <= priority <= MAX_PRIORITY
@@ -224,11 +228,17 @@ def _decode_ext(data: object, peer_id: str, to_local: PeerClock | None) -> JobEx
             return None
         ext.max_deliveries, ext.dead_from, ext.dead_reason = max_deliveries, dead_from, reason
         ext.generation = generation
-    if len(data) == 8:
+    if len(data) >= 8:
         batch = data[7]
-        if not (type(batch) is bytes and 0 < len(batch) <= MAX_BID_LEN):
+        if batch is not None and not (type(batch) is bytes and 0 < len(batch) <= MAX_BID_LEN):
             return None
         ext.batch = batch
+    if len(data) == 9:
+        after = data[8]
+        if not (type(after) is list and 0 < len(after) <= MAX_PARENTS
+                and all(type(p) is bytes and 0 < len(p) <= MAX_BID_LEN for p in after)):
+            return None
+        ext.after = tuple(after)
     return ext
 
 

@@ -45,6 +45,7 @@ from .clients import ClientRegistry
 from .commands import load_commands
 from .connection import Client
 from .cron_service import ScheduleService
+from .flows import Flows
 from .hotstate import HotState
 from .housekeeping import Housekeeping
 from .info import rss_bytes
@@ -135,6 +136,7 @@ class Server:
         self.queues_service = QueueService(self)  # the queue operations, the same way
         self.schedules_service = ScheduleService(self)  # CRON's
         self.batch_service = BatchService(self)  # BATCH's
+        self.flows = Flows(self)  # ADDJOB ... AFTER's children waiting here
         self.admin_service = AdminService(self)  # the cluster's reads, the users
         self.access.load_aclfile(self.node.id)
         self.stats.update_memory_limit()
@@ -326,6 +328,7 @@ class Server:
         self.replication = Replication(self.node, self.bus, self.loop)
         self.node.cluster = self.replication
         self.replication.recurring.on_change = self._schedule_changed
+        self.replication.batches.on_done = self.flows.batch_done
         self.replication.failures.on_policy_change = self._policy_changed
         self.replication.stats.local = self.stats.node_stats
         from ..replication.users import UserSync

@@ -92,6 +92,8 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
             if notes.progress != NO_PROGRESS or notes.progress_data is not None:
                 fields += [(b"progress", None if notes.progress == NO_PROGRESS
                             else notes.progress), (b"progress-data", notes.progress_data)]
+        if ext.after is not None:  # a flow's child waiting for these parents
+            fields.append((b"after", list(ext.after)))
     return fields
 
 
@@ -251,8 +253,15 @@ class JobService:
         about its DEDUP key first); the core's errors, in Disque's order, are raised."""
         user.jobs_added += 1
         ext = request.ext
-        if ext is not None and ext.batch is not None:  # a member of a batch: counted by CLOSE
-            self.server.batch_service.check_add(user, request)
+        if ext is not None:
+            if ext.batch is not None:  # a member of a batch: counted by CLOSE
+                self.server.batch_service.check_add(user, request)
+            if ext.after is not None:  # a flow's child: its parents checked first
+                return self.server.flows.add(user, request, answers, self.add_now)
+        return self.add_now(request, answers)
+
+    def add_now(self, request: AddJob, answers: Answers[A]) -> bytes | A:
+        """ADDJOB once its checks passed: `add`'s."""
         if request.dedup is not None:
             return self._add_deduped(request, answers)
         job = self.node.admission.add_job(request)

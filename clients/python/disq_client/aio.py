@@ -313,14 +313,15 @@ class AsyncClient(ClientBase):
                       group: str | bytes | None = None,
                       max_deliveries: int | None = None, queue_randomly: bool = False,
                       unique: str | bytes | None = None,
-                      batch: str | bytes | None = None) -> str:
+                      batch: str | bytes | None = None,
+                      after: Iterable[str | bytes] | None = None) -> str:
         """As Client.add_job."""
         return await self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry,
                                             ttl, maxlen, async_, dedup, delay_ms=delay_ms,
                                             at=at, priority=priority, group=group,
                                             max_deliveries=max_deliveries,
                                             queue_randomly=queue_randomly, unique=unique,
-                                      batch=batch))
+                                      batch=batch, after=after))
 
     async def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                        timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -331,11 +332,12 @@ class AsyncClient(ClientBase):
                        delay_ms: int | None = None, at: datetime | int | None = None,
                        priority: int | None = None, group: str | bytes | None = None,
                        max_deliveries: int | None = None,
-                 queue_randomly: bool = False, batch: str | bytes | None = None) -> list[str]:
+                 queue_randomly: bool = False, batch: str | bytes | None = None,
+                 after: Iterable[str | bytes] | None = None) -> list[str]:
         plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl, maxlen,
                              async_, batch_size, dedup, delay_ms=delay_ms, at=at,
                              priority=priority, group=group, max_deliveries=max_deliveries,
-                             queue_randomly=queue_randomly, batch=batch)
+                             queue_randomly=queue_randomly, batch=batch, after=after)
         replies: list[object] = []
         for chunk, keys in plan.chunks:
             if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it

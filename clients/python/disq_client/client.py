@@ -431,7 +431,8 @@ class Client(ClientBase):
                 delay_ms: int | None = None, at: datetime | int | None = None,
                 priority: int | None = None, group: str | bytes | None = None,
                 max_deliveries: int | None = None, queue_randomly: bool = False,
-                unique: str | bytes | None = None, batch: str | bytes | None = None) -> str:
+                unique: str | bytes | None = None, batch: str | bytes | None = None,
+                after: Iterable[str | bytes] | None = None) -> str:
         """ADDJOB; returns the job ID. `timeout_ms` bounds synchronous replication (0:
         no limit); delay, retry and ttl are in seconds. disq's extensions: `dedup`, a
         key: if the cluster added a job with it already, that job's ID, nothing added;
@@ -443,13 +444,16 @@ class Client(ClientBase):
         128); `group`, a fairness group (ready jobs are handed out round-robin by group);
         `max_deliveries` (1..65535), deliveries after which the job is not queued again
         but moved to its dead-letter queue (over the queue policy's). `queue_randomly`
-        (QUEUE-RANDOMLY): queued on a random node among those it is replicated to."""
+        (QUEUE-RANDOMLY): queued on a random node among those it is replicated to.
+        `batch`: a member of that batch (batch_new); `after`: parents, job IDs or batch
+        IDs, the job waits until each is acked (a batch: done), and goes to its dead
+        letters if one goes dead."""
         return self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry, ttl,
                                       maxlen, async_, dedup, delay_ms=delay_ms, at=at,
                                       priority=priority, group=group,
                                       max_deliveries=max_deliveries,
                                       queue_randomly=queue_randomly, unique=unique,
-                                      batch=batch))
+                                      batch=batch, after=after))
 
     def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                  timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -460,7 +464,8 @@ class Client(ClientBase):
                  at: datetime | int | None = None, priority: int | None = None,
                  group: str | bytes | None = None,
                  max_deliveries: int | None = None,
-                 queue_randomly: bool = False, batch: str | bytes | None = None) -> list[str]:
+                 queue_randomly: bool = False, batch: str | bytes | None = None,
+                 after: Iterable[str | bytes] | None = None) -> list[str]:
         """ADDJOB for each body, `batch_size` jobs per request: one ADDJOBS (disq's batch
         of ADDJOBs), or pipelined ADDJOBs on a server without it (Disque). Returns the
         IDs in order; if any job was refused, raises BatchError once every batch was
@@ -470,7 +475,7 @@ class Client(ClientBase):
         plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl, maxlen,
                              async_, batch_size, dedup, delay_ms=delay_ms, at=at,
                              priority=priority, group=group, max_deliveries=max_deliveries,
-                             queue_randomly=queue_randomly, batch=batch)
+                             queue_randomly=queue_randomly, batch=batch, after=after)
         replies: list[object] = []
         for chunk, keys in plan.chunks:
             if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it

@@ -152,6 +152,10 @@ ADDJOB = CommandOptions("ADDJOB", (
     # a member of a batch (BATCH NEW): its callback waits for the job's end
     Option("BATCH", "batch", BYTES, f"BATCH must be 1 to {BATCH_ID_MAX_LEN} bytes",
            max_len=BATCH_ID_MAX_LEN, extension=True),
+    # a flow: the job waits until each parent (a job ID, or a batch ID) is acked or done
+    Option("AFTER", "after", BYTES, f"AFTER must be a job ID or a batch ID of 1 to "
+           f"{BATCH_ID_MAX_LEN} bytes", max_len=BATCH_ID_MAX_LEN, extension=True,
+           repeat=True),
 ), exclusive=("DELAY", "DELAY-MS", "AT"))
 
 # JOBSET id [options] (a disq extension): change a job not acknowledged yet, wherever

@@ -67,6 +67,11 @@ def option_fields(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) 
         if option is None:
             raise bad_request(f"unknown field '{name}'")
         kind = option.kind
+        if option.repeat:  # a list of the values (AFTER's parents)
+            if not (type(value) is list and all(type(v) is str for v in value)):
+                raise bad_request(f"'{name}' must be a list of strings")
+            values[field] = [v.encode() for v in value]
+            continue
         if kind == FLAG:
             ok = type(value) is bool
         elif kind in (INT, MS):

@@ -60,7 +60,10 @@ def _options_schema(spec: CommandOptions, extra: dict[str, Any] | None = None,
                                                else "")
         if option.error:
             doc += f"; else: {option.error}"
-        properties[name] = _option_schema(option.kind, option.low, option.high, doc)
+        value = _option_schema(option.kind, option.low, option.high, doc)
+        if option.repeat:  # given again for each value: a list
+            value = {"type": "array", "items": value, "description": doc}
+        properties[name] = value
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if closed:
         schema["additionalProperties"] = False
