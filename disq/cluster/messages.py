@@ -173,6 +173,10 @@ ENDS: Final = 52  # fields: [wait id, [job id, state, result or error or nil, qu
 #          ...]: the answer to ENDS_ASK, or a watched job that ended; an active job's
 #          progress (WORKING ... PROGRESS) as a [job id, progress] item after its
 #          entry (a short list an older node skips)
+ENDS_GONE: Final = 55  # fields: [wait id, job id, ...]: jobs watched for that ENDS_ASK
+#               left this node without ending here (moved by federation, expired,
+#               deleted, evicted): ask elsewhere. Unknown: ignored (the asker learns at
+#               its next ask, every ends.LEASE_MS / 2)
 
 NAMES: Final = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -192,6 +196,7 @@ NAMES: Final = {
     CRON_HELD: "cron-held", QPOLICY_HELD: "qpolicy-held", ACL_HELD: "acl-held",
     QBEST: "qbest", JOB_CHECK: "job-check", JOB_CHECK_REPLY: "job-check-reply",
     SETACK_RESULT: "setack-result", ENDS_ASK: "ends-ask", ENDS: "ends",
+    ENDS_GONE: "ends-gone",
 }
 
 _LEN: Final = struct.Struct(">I")

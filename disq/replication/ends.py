@@ -10,6 +10,10 @@ a result travels to the job's holders with its ACK: acks.py's SETACK_RESULT).
   lease runs out while it still waits, so a watch outlives a crashed asker by a lease
   at most. A job no node answered for, once every asked node answered or after
   ASK_TIMEOUT_MS, is unknown.
+* A watched job that leaves a holder without ending there (federation moved it, its
+  TTL ran out, DELJOB, eviction) is told to the asker: ENDS_GONE [wait id, job id ...].
+  The asker asks again for it (`RemoteWait.left`), as it does for a job that leaves
+  its own node: it follows the job to where it went, or learns that no node knows it.
 """
 
 from __future__ import annotations
@@ -41,7 +45,8 @@ class RemoteWait(Protocol):
 
     def heard(self, entry: Entry) -> None: ...
     def heard_progress(self, job_id: bytes, progress: int) -> None: ...
-    def answered(self) -> None: ...
+    def answered(self, ask_id: int) -> None: ...
+    def left(self, job_id: bytes) -> None: ...
 
 
 class _Watch:
@@ -57,12 +62,22 @@ class _Watch:
         self.ids: set[bytes] = set()
 
     def job_ended(self, job_id: bytes) -> None:
+        if self._told(job_id):
+            self.owner.send_end(self.node_id, self.wait_id, job_id)
+
+    def job_left(self, job_id: bytes) -> None:
+        if self._told(job_id):
+            self.owner.bus.send_batched((self.node_id,), m.ENDS_GONE, [job_id],
+                                        head=(self.wait_id,))
+
+    def _told(self, job_id: bytes) -> bool:
+        """The job is not watched any more (the core dropped it from its watchers);
+        True if the asker still wants to hear of it (the lease runs)."""
         self.ids.discard(job_id)
         self.owner.watched -= 1
-        if self.expires > now_ms():
-            self.owner.send_end(self.node_id, self.wait_id, job_id)
         if not self.ids:
             self.owner.watches.pop((self.node_id, self.wait_id), None)
+        return self.expires > now_ms()
 
 
 class _Asking:
@@ -91,6 +106,7 @@ class JobEnds:
         self._sweep: asyncio.TimerHandle | None = None
         bus.on(m.ENDS_ASK, self._on_ask)
         bus.on(m.ENDS, self._on_ends)
+        bus.on(m.ENDS_GONE, self._on_gone)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -131,7 +147,7 @@ class JobEnds:
         if asking is not None:
             asking.timer = None
             asking.waiting = set()
-            asking.wait.answered()
+            asking.wait.answered(wait_id)
 
     def forget(self, wait_id: int) -> None:
         """The WAITJOB is over: its answers are not wanted any more."""
@@ -163,7 +179,18 @@ class JobEnds:
             if not asking.waiting and asking.timer is not None:
                 asking.timer.cancel()
                 asking.timer = None
-                asking.wait.answered()
+                asking.wait.answered(fields[0])
+
+    def _on_gone(self, sender: ClusterNode, fields: list[Any]) -> None:
+        """[wait id, job id, ...]: jobs the sender watched for this ask left it."""
+        if not fields or type(fields[0]) is not int:
+            return
+        asking = self._asks.get(fields[0])
+        if asking is None:
+            return
+        for job_id in fields[1:1 + MAX_ASKED]:
+            if type(job_id) is bytes and is_valid_job_id(job_id):
+                asking.wait.left(job_id)  # (the wait ignores a job it did not ask)
 
     # -- the holder's side -----------------------------------------------------------------
     def _on_ask(self, sender: ClusterNode, fields: list[Any]) -> None:

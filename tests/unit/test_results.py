@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from disq.results import ACKED_END, DEAD_END, END_FOOTPRINT, Ends
 
-from .test_replication import cluster
+from .test_replication import add_job, cluster
 
 JOB_A = b"D-aaaaaaaa-" + b"a" * 24 + b"-05a1"
 JOB_B = b"D-bbbbbbbb-" + b"b" * 24 + b"-05a1"
@@ -68,9 +68,13 @@ def test_eviction_takes_the_oldest_first_across_ttls() -> None:
 class Recorder:
     def __init__(self) -> None:
         self.told: list[bytes] = []
+        self.gone: list[bytes] = []
 
     def job_ended(self, job_id: bytes) -> None:
         self.told.append(job_id)
+
+    def job_left(self, job_id: bytes) -> None:
+        self.gone.append(job_id)
 
 
 def test_watchers_are_told_after_the_operation_once() -> None:
@@ -93,6 +97,24 @@ def test_watchers_are_told_after_the_operation_once() -> None:
     ends.ended(JOB_A)
     ends.serve_ready()
     assert first.told == [JOB_A]
+
+
+def test_a_job_that_leaves_is_told_as_gone_unless_it_ended_first() -> None:
+    """A job moved, expired or deleted here is told as gone (its watchers look for
+    it elsewhere), after the operation; one acked and deleted in one operation (an
+    ACK with no other holder) is told as ended, once."""
+    ends = Ends()
+    watcher = Recorder()
+    for job_id in (JOB_A, JOB_B):
+        ends.watch(job_id, watcher)
+    ends.left(JOB_A)
+    ends.ended(JOB_B)
+    ends.left(JOB_B)
+    ends.left(JOB_C)  # nobody watches it
+    assert watcher.gone == [] and watcher.told == []
+    ends.serve_ready()
+    assert watcher.gone == [JOB_A] and watcher.told == [JOB_B]
+    assert not ends.watchers
 
 
 def test_a_policy_s_result_ttl_travels_and_older_policies_read_as_before() -> None:
@@ -126,6 +148,7 @@ class _Asker:
     def __init__(self) -> None:
         self.entries: list[object] = []
         self.answers = 0
+        self.gone: list[bytes] = []
 
     def heard(self, entry: object) -> None:
         self.entries.append(entry)
@@ -133,8 +156,11 @@ class _Asker:
     def heard_progress(self, job_id: bytes, progress: int) -> None:
         self.entries.append((job_id, progress))
 
-    def answered(self) -> None:
+    def answered(self, ask_id: int) -> None:
         self.answers += 1
+
+    def left(self, job_id: bytes) -> None:
+        self.gone.append(job_id)
 
 
 async def test_nodes_that_know_none_of_the_jobs_answer_all_the_same() -> None:
@@ -145,4 +171,25 @@ async def test_nodes_that_know_none_of_the_jobs_answer_all_the_same() -> None:
     ask_id = a.repl.ends.ask(asker, [JOB_A])  # type: ignore[arg-type]
     net.pump()
     assert asker.answers == 1 and asker.entries == []
+    a.repl.ends.forget(ask_id)
+
+
+async def test_a_holder_tells_the_asker_when_a_watched_job_leaves_it() -> None:
+    """A job a holder watches for an asker and that leaves it without ending (DELJOB
+    here; federation, expiry, eviction alike) is told with ENDS_GONE, so that the
+    asker looks for it elsewhere; a job that ends is told with ENDS as before."""
+    net, (a, b) = cluster(2)
+    gone, acked = add_job(b, repl=1)[0], add_job(b, repl=1)[0]
+    asker = _Asker()
+    ask_id = a.repl.ends.ask(asker, [gone.id, acked.id])  # type: ignore[arg-type]
+    net.pump()
+    assert sorted(e[1] for e in asker.entries) == [b"queued", b"queued"]  # type: ignore[index]
+    assert b.repl.ends.watched == 2
+    b.node.delete([gone.id])
+    b.node.ack([acked.id], b"done")
+    b.node.ends.serve_ready()
+    net.pump()
+    assert asker.gone == [gone.id]
+    assert asker.entries[-1] == (acked.id, b"acked", b"done", b"q")
+    assert b.repl.ends.watched == 0 and not b.repl.ends.watches
     a.repl.ends.forget(ask_id)
