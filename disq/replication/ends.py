@@ -14,6 +14,9 @@ a result travels to the job's holders with its ACK: acks.py's SETACK_RESULT).
   TTL ran out, DELJOB, eviction) is told to the asker: ENDS_GONE [wait id, job id ...].
   The asker asks again for it (`RemoteWait.left`), as it does for a job that leaves
   its own node: it follows the job to where it went, or learns that no node knows it.
+* A peer whose link dropped after it was asked (its ENDS may be lost) is asked again
+  once its link is up (and so is one that was not reachable when the ask left):
+  after a partition heals, the asker hears of the ends it missed (RELINK_MS).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ ASK_TIMEOUT_MS: Final = 1000  # a node that did not answer by then knows nothing
 LEASE_MS: Final = 60_000  # how long a holder watches a job for an asker
 MAX_WATCHED: Final = 100_000  # jobs watched for other nodes, at most
 MAX_ASKED: Final = 10_000  # job IDs in one ENDS_ASK (WAITJOB's bound)
+RELINK_MS: Final = 1000  # how often the asks look for peers to ask again
 # Unknown is decided by the asker, never sent.
 _STATES: Final = frozenset((ACKED_END, DEAD_END, b"queued", b"active"))
 
@@ -81,12 +85,13 @@ class _Watch:
 
 
 class _Asking:
-    __slots__ = ("wait", "ids", "waiting", "timer", "renew")
+    __slots__ = ("wait", "ids", "waiting", "linked", "timer", "renew")
 
     def __init__(self, wait: RemoteWait, ids: list[bytes]) -> None:
         self.wait = wait
         self.ids = ids
         self.waiting: set[str] = set()
+        self.linked: set[str] = set()  # asked, and their link has not dropped since
         self.timer: asyncio.TimerHandle | None = None
         self.renew: asyncio.TimerHandle | None = None
 
@@ -104,6 +109,7 @@ class JobEnds:
         self.watches: dict[tuple[str, int], _Watch] = {}
         self.watched = 0  # job IDs watched for other nodes
         self._sweep: asyncio.TimerHandle | None = None
+        self._relink: asyncio.TimerHandle | None = None
         bus.on(m.ENDS_ASK, self._on_ask)
         bus.on(m.ENDS, self._on_ends)
         bus.on(m.ENDS_GONE, self._on_gone)
@@ -128,12 +134,35 @@ class JobEnds:
         bus = self.bus
         asking.waiting = {n.id for n in bus.reachable_peers()
                           if bus.send(n.id, m.ENDS_ASK, wait_id, LEASE_MS, *asking.ids)}
+        asking.linked = set(asking.waiting)
         loop = self.loop
+        if self._relink is None:
+            self._relink = loop.call_later(RELINK_MS / 1000, self._ask_relinked)
         if not asking.waiting:
             loop.call_soon(self._answered, wait_id)
         else:
             asking.timer = loop.call_later(ASK_TIMEOUT_MS / 1000, self._answered, wait_id)
         asking.renew = loop.call_later(LEASE_MS / 2000, self._renew, wait_id)
+
+    def _ask_relinked(self) -> None:
+        """Ask again the peers whose link dropped since they were asked (an ENDS they
+        sent meanwhile may be lost: a partition, a restart) once it is up again, and
+        those not reachable when the ask was sent: a WAITJOB on one side of a healed
+        partition hears how its jobs ended there within a second or so, not at its
+        next renewal."""
+        self._relink = None
+        if not self._asks:
+            return
+        bus = self.bus
+        peers = [n.id for n in bus.reachable_peers() if bus.can_send(n.id)]
+        for wait_id, asking in self._asks.items():
+            linked = asking.linked
+            linked.intersection_update(peers)
+            for node_id in peers:
+                if node_id not in linked and bus.send(node_id, m.ENDS_ASK, wait_id,
+                                                      LEASE_MS, *asking.ids):
+                    linked.add(node_id)
+        self._relink = self.loop.call_later(RELINK_MS / 1000, self._ask_relinked)
 
     def _renew(self, wait_id: int) -> None:
         asking = self._asks.get(wait_id)
