@@ -44,6 +44,18 @@ def test_a_job_deleted_or_expired_on_its_only_node_is_unknown(
         assert watched(c) == 0
 
 
+def test_a_fastack_ends_the_wait_as_acked(start_node: Callable[..., DisqProcess]) -> None:
+    """FASTACK deletes the job at once: its waits are told it was acked, not gone."""
+    node = start_node()
+    with RawClient(node.port) as c:
+        job_id = c.add("q", "a")
+        waiting, answers = waitjob_in_thread(node, job_id)
+        wait_for(lambda: watched(c) == 1, 5, message="the job watched")
+        assert c.call("FASTACK", job_id) == 1
+        waiting.join(JOIN_S)
+        assert answers == [[[job_id, b"acked", NULL_BULK]]]
+
+
 @pytest.mark.parametrize("retry", [0, 60])
 def test_a_wait_follows_a_job_federation_moves(start_node: Callable[..., DisqProcess],
                                                retry: int) -> None:
