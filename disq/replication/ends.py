@@ -14,9 +14,10 @@ a result travels to the job's holders with its ACK: acks.py's SETACK_RESULT).
   TTL ran out, DELJOB, eviction) is told to the asker: ENDS_GONE [wait id, job id ...].
   The asker asks again for it (`RemoteWait.left`), as it does for a job that leaves
   its own node: it follows the job to where it went, or learns that no node knows it.
-* A peer whose link dropped after it was asked (its ENDS may be lost) is asked again
-  once its link is up (and so is one that was not reachable when the ask left):
-  after a partition heals, the asker hears of the ends it missed (RELINK_MS).
+* A peer not heard from since its link was last seen down (its ENDS may be lost) is
+  asked again once its link is up, every RELINK_MS until it answers (and so is one
+  not reachable when the ask left): after a partition heals, the asker hears of the
+  ends it missed.
 """
 
 from __future__ import annotations
@@ -85,13 +86,14 @@ class _Watch:
 
 
 class _Asking:
-    __slots__ = ("wait", "ids", "waiting", "linked", "timer", "renew")
+    __slots__ = ("wait", "ids", "waiting", "heard_from", "timer", "renew")
 
     def __init__(self, wait: RemoteWait, ids: list[bytes]) -> None:
         self.wait = wait
         self.ids = ids
         self.waiting: set[str] = set()
-        self.linked: set[str] = set()  # asked, and their link has not dropped since
+        # the peers heard from (an ENDS) since they were last seen unlinked
+        self.heard_from: set[str] = set()
         self.timer: asyncio.TimerHandle | None = None
         self.renew: asyncio.TimerHandle | None = None
 
@@ -134,7 +136,6 @@ class JobEnds:
         bus = self.bus
         asking.waiting = {n.id for n in bus.reachable_peers()
                           if bus.send(n.id, m.ENDS_ASK, wait_id, LEASE_MS, *asking.ids)}
-        asking.linked = set(asking.waiting)
         loop = self.loop
         if self._relink is None:
             self._relink = loop.call_later(RELINK_MS / 1000, self._ask_relinked)
@@ -145,23 +146,24 @@ class JobEnds:
         asking.renew = loop.call_later(LEASE_MS / 2000, self._renew, wait_id)
 
     def _ask_relinked(self) -> None:
-        """Ask again the peers whose link dropped since they were asked (an ENDS they
-        sent meanwhile may be lost: a partition, a restart) once it is up again, and
-        those not reachable when the ask was sent: a WAITJOB on one side of a healed
-        partition hears how its jobs ended there within a second or so, not at its
-        next renewal."""
+        """Ask again, every RELINK_MS, the reachable peers not heard from since their
+        link was last seen down (an ENDS they sent meanwhile may be lost: a partition,
+        a restart; their answer to an ask sent as the link came back, too, while
+        their own link here was not up yet) and those not reachable when the ask was
+        sent: a WAITJOB on one side of a healed partition hears how its jobs ended
+        there within a second or so, not at its next renewal. (Not those the first
+        round still waits for.)"""
         self._relink = None
         if not self._asks:
             return
         bus = self.bus
         peers = [n.id for n in bus.reachable_peers() if bus.can_send(n.id)]
         for wait_id, asking in self._asks.items():
-            linked = asking.linked
-            linked.intersection_update(peers)
+            heard_from = asking.heard_from
+            heard_from.intersection_update(peers)
             for node_id in peers:
-                if node_id not in linked and bus.send(node_id, m.ENDS_ASK, wait_id,
-                                                      LEASE_MS, *asking.ids):
-                    linked.add(node_id)
+                if node_id not in heard_from and node_id not in asking.waiting:
+                    bus.send(node_id, m.ENDS_ASK, wait_id, LEASE_MS, *asking.ids)
         self._relink = self.loop.call_later(RELINK_MS / 1000, self._ask_relinked)
 
     def _renew(self, wait_id: int) -> None:
@@ -203,6 +205,7 @@ class JobEnds:
                 if (type(job_id) is bytes and is_valid_job_id(job_id)
                         and type(progress) is int and MIN_PROGRESS <= progress <= MAX_PROGRESS):
                     asking.wait.heard_progress(job_id, progress)
+        asking.heard_from.add(sender.id)
         if sender.id in asking.waiting:
             asking.waiting.discard(sender.id)
             if not asking.waiting and asking.timer is not None:
