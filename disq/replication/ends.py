@@ -14,10 +14,12 @@ a result travels to the job's holders with its ACK: acks.py's SETACK_RESULT).
   TTL ran out, DELJOB, eviction) is told to the asker: ENDS_GONE [wait id, job id ...].
   The asker asks again for it (`RemoteWait.left`), as it does for a job that leaves
   its own node: it follows the job to where it went, or learns that no node knows it.
-* A peer not heard from since its link was last seen down (its ENDS may be lost) is
-  asked again once its link is up, every RELINK_MS until it answers (and so is one
-  not reachable when the ask left): after a partition heals, the asker hears of the
-  ends it missed.
+* A reachable peer not asked in the ask's round (not reachable then), that did not
+  answer it, or whose link the ask went on is gone since (its ENDS may be lost; a
+  restarted peer watches nothing) makes a new round of the ask (checked every
+  RELINK_MS): after a partition heals, the asker hears of the ends it missed. (A peer
+  that never answers, an older node, costs a round every two seconds or so.) A job no node answered for in a whole round (every reachable node
+  answered) is told to the asker, which no longer waits for it (`unknown`).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class RemoteWait(Protocol):
 
     def heard(self, entry: Entry) -> None: ...
     def heard_progress(self, job_id: bytes, progress: int) -> None: ...
-    def answered(self, ask_id: int) -> None: ...
+    def answered(self, ask_id: int, unmentioned: list[bytes]) -> None: ...
     def left(self, job_id: bytes) -> None: ...
 
 
@@ -86,14 +88,17 @@ class _Watch:
 
 
 class _Asking:
-    __slots__ = ("wait", "ids", "waiting", "heard_from", "timer", "renew")
+    __slots__ = ("wait", "ids", "waiting", "links", "heard_from", "mentioned", "timer",
+                 "renew")
 
     def __init__(self, wait: RemoteWait, ids: list[bytes]) -> None:
         self.wait = wait
         self.ids = ids
         self.waiting: set[str] = set()
-        # the peers heard from (an ENDS) since they were last seen unlinked
-        self.heard_from: set[str] = set()
+        # where this round's ask to each peer went (BusPort.copy_mark: its link)
+        self.links: dict[str, object] = {}
+        self.heard_from: set[str] = set()  # the peers that answered this round
+        self.mentioned: set[bytes] = set()  # the jobs some node answered for, this round
         self.timer: asyncio.TimerHandle | None = None
         self.renew: asyncio.TimerHandle | None = None
 
@@ -134,51 +139,81 @@ class JobEnds:
 
     def _send_ask(self, wait_id: int, asking: _Asking) -> None:
         bus = self.bus
-        asking.waiting = {n.id for n in bus.reachable_peers()
-                          if bus.send(n.id, m.ENDS_ASK, wait_id, LEASE_MS, *asking.ids)}
+        waiting: set[str] = set()
+        links: dict[str, object] = {}
+        for peer in bus.reachable_peers():
+            if bus.send(peer.id, m.ENDS_ASK, wait_id, LEASE_MS, *asking.ids):
+                waiting.add(peer.id)
+                links[peer.id] = bus.copy_mark(peer.id)
+        asking.waiting, asking.links = waiting, links
+        asking.heard_from = set()
+        asking.mentioned = set()
         loop = self.loop
         if self._relink is None:
             self._relink = loop.call_later(RELINK_MS / 1000, self._ask_relinked)
         if not asking.waiting:
-            loop.call_soon(self._answered, wait_id)
+            loop.call_soon(self._answered, wait_id, True)
         else:
-            asking.timer = loop.call_later(ASK_TIMEOUT_MS / 1000, self._answered, wait_id)
+            asking.timer = loop.call_later(ASK_TIMEOUT_MS / 1000, self._answered, wait_id,
+                                           False)
         asking.renew = loop.call_later(LEASE_MS / 2000, self._renew, wait_id)
 
     def _ask_relinked(self) -> None:
-        """Ask again, every RELINK_MS, the reachable peers not heard from since their
-        link was last seen down (an ENDS they sent meanwhile may be lost: a partition,
-        a restart; their answer to an ask sent as the link came back, too, while
-        their own link here was not up yet) and those not reachable when the ask was
-        sent: a WAITJOB on one side of a healed partition hears how its jobs ended
-        there within a second or so, not at its next renewal. (Not those the first
-        round still waits for.)"""
+        """Every RELINK_MS: a new round of each ask with a reachable peer whose word
+        may be lost (`_unsure`: an ENDS it sent while its link was down, or its
+        answer to an ask sent as the link came back while its own link here was not
+        up yet; a restarted peer watches nothing for the ask). A WAITJOB on one side
+        of a healed partition hears how its jobs ended there within a second or so,
+        not at its next renewal; one whose holders came back empty (kill -9, no AOF)
+        learns that no node knows them. (A round is every reachable node: only a
+        whole one tells which jobs no node knows; these rounds are rare, a link
+        coming back.)"""
         self._relink = None
         if not self._asks:
             return
         bus = self.bus
         peers = [n.id for n in bus.reachable_peers() if bus.can_send(n.id)]
-        for wait_id, asking in self._asks.items():
-            heard_from = asking.heard_from
-            heard_from.intersection_update(peers)
-            for node_id in peers:
-                if node_id not in heard_from and node_id not in asking.waiting:
-                    bus.send(node_id, m.ENDS_ASK, wait_id, LEASE_MS, *asking.ids)
-        self._relink = self.loop.call_later(RELINK_MS / 1000, self._ask_relinked)
+        for wait_id, asking in list(self._asks.items()):
+            if any(self._unsure(asking, node_id) for node_id in peers):
+                self._renew(wait_id)  # (which may arm the timer: it is armed once)
+        if self._relink is None:
+            self._relink = self.loop.call_later(RELINK_MS / 1000, self._ask_relinked)
+
+    def _unsure(self, asking: _Asking, node_id: str) -> bool:
+        """Whether what `node_id` told (or will tell) of the ask may be lost or stale:
+        not asked this round (not reachable then), no answer in the round's time, or
+        the link its ask went on is gone (dropped, replaced: a partition, a restart,
+        however short). False while the round still waits for it."""
+        if node_id in asking.waiting:
+            return False
+        link = asking.links.get(node_id)
+        return (link is None or node_id not in asking.heard_from
+                or self.bus.copy_left(link) is None)
 
     def _renew(self, wait_id: int) -> None:
+        """A new round of the ask: every reachable node asked again."""
         asking = self._asks.get(wait_id)
         if asking is not None:
-            if asking.timer is not None:
-                asking.timer.cancel()
+            for timer in (asking.timer, asking.renew):
+                if timer is not None:
+                    timer.cancel()
+            asking.timer = None
             self._send_ask(wait_id, asking)
 
-    def _answered(self, wait_id: int) -> None:
+    def _answered(self, wait_id: int, every_peer: bool) -> None:
+        """The round of the ask is over: `every_peer` reachable answered (else its
+        time ran out). Then the jobs no node answered for are told: none of the
+        reachable nodes knows them now (the holders that answered before were killed
+        and came back empty, a partition), so that the WAITJOB does not wait for
+        them for ever; a peer that did not answer in time may know them, so after a
+        timeout nothing is told."""
         asking = self._asks.get(wait_id)
         if asking is not None:
             asking.timer = None
             asking.waiting = set()
-            asking.wait.answered(wait_id)
+            mentioned = asking.mentioned
+            unmentioned = [i for i in asking.ids if i not in mentioned] if every_peer else []
+            asking.wait.answered(wait_id, unmentioned)
 
     def forget(self, wait_id: int) -> None:
         """The WAITJOB is over: its answers are not wanted any more."""
@@ -199,6 +234,7 @@ class JobEnds:
         for entry in fields[1:]:
             parsed = _entry(entry)
             if parsed is not None:
+                asking.mentioned.add(parsed[0])
                 asking.wait.heard(parsed)
             elif type(entry) is list and len(entry) == 2:  # [job id, progress]
                 job_id, progress = entry
@@ -210,8 +246,7 @@ class JobEnds:
             asking.waiting.discard(sender.id)
             if not asking.waiting and asking.timer is not None:
                 asking.timer.cancel()
-                asking.timer = None
-                asking.wait.answered(fields[0])
+                self._answered(fields[0], True)
 
     def _on_gone(self, sender: ClusterNode, fields: list[Any]) -> None:
         """[wait id, job id, ...]: jobs the sender watched for this ask left it."""

@@ -15,7 +15,9 @@ whose consumers wait, its TTL runs out, DELJOB, eviction. The wait follows it
 (`job_left`): it asks every reachable node again, as for a job it never knew, and the
 job's other holders (or the node it moved to) answer and watch it; if none does, it
 is `unknown` (expiry and DELJOB are no end WAITJOB reports: neither acked nor dead).
-Until the new answers come its state is `unknown`, never the stale one.
+Until the new answers come its state is `unknown`, never the stale one. Likewise a
+job heard of elsewhere that no reachable node names in a whole round of answers (its
+holders killed, cut off): `answered`.
 
 The answer: one entry per ID as given, [id, state, result or error or nil]; a job not
 ended by the timeout shows its state then (queued, active, or unknown if no node
@@ -189,11 +191,19 @@ class JobWait:
             return self.progress.get(job_id)
         return self.node.job_progress(job_id)
 
-    def answered(self, ask_id: int) -> None:
-        """Every node asked answered `ask_id` (or its time ran out)."""
-        if not self.over and ask_id in self.unanswered:
-            self.unanswered.discard(ask_id)
-            self._check()
+    def answered(self, ask_id: int, unmentioned: list[bytes]) -> None:
+        """Every node asked answered `ask_id` (or its time ran out); `unmentioned`:
+        the jobs no reachable node answered for, when every one answered. One heard
+        of before (queued, active) is unknown now: its holders are gone (killed and
+        back empty, cut off), and it is waited for no more."""
+        if self.over:
+            return
+        for job_id in unmentioned:
+            if job_id in self.asked_ids and _RANK[self.states[job_id][0]] == 1:
+                self.states[job_id] = UNKNOWN, None
+                self.progress.pop(job_id, None)
+        self.unanswered.discard(ask_id)
+        self._check()
 
     # -- the end ----------------------------------------------------------------------------
     def _check(self) -> bool:

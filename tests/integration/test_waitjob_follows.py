@@ -136,3 +136,23 @@ def test_a_job_expired_on_all_its_holders_is_unknown_everywhere(
     for n in nodes:  # nothing left watched for the waits
         with RawClient(n.port) as client:
             wait_for(lambda client=client: watched(client) == 0, 5, message="no watch left")
+
+
+def test_a_job_whose_only_holder_came_back_empty_is_unknown(
+        start_node: Callable[..., DisqProcess]) -> None:
+    """kill -9 of the one holder, restarted without an AOF: the job is gone. A WAITJOB
+    on another node that heard of it asks every node again once the holder's link is
+    back, and none knows it: `unknown`, not a wait for ever."""
+    nodes = cluster(start_node)
+    holder, elsewhere, _ = nodes
+    with RawClient(holder.port) as client:
+        job_id = client.add("q", "work", "REPLICATE", 1, "RETRY", 60)
+    assert holders(nodes, job_id) == [holder]
+    waiting, answers = waitjob_in_thread(elsewhere, job_id)
+    with RawClient(elsewhere.port) as client:
+        wait_for(lambda: client.call("WAITJOB", "TIMEOUT", 300, job_id)[0][1] == b"queued",
+                 5, message="elsewhere heard of the job")
+    holder.kill()
+    holder.start()
+    waiting.join(JOIN_S)
+    assert answers == [[[job_id, b"unknown", NULL_BULK]]]

@@ -149,6 +149,7 @@ class _Asker:
         self.entries: list[object] = []
         self.answers = 0
         self.gone: list[bytes] = []
+        self.unmentioned: list[bytes] = []
 
     def heard(self, entry: object) -> None:
         self.entries.append(entry)
@@ -156,8 +157,9 @@ class _Asker:
     def heard_progress(self, job_id: bytes, progress: int) -> None:
         self.entries.append((job_id, progress))
 
-    def answered(self, ask_id: int) -> None:
+    def answered(self, ask_id: int, unmentioned: list[bytes]) -> None:
         self.answers += 1
+        self.unmentioned = unmentioned
 
     def left(self, job_id: bytes) -> None:
         self.gone.append(job_id)
@@ -170,7 +172,7 @@ async def test_nodes_that_know_none_of_the_jobs_answer_all_the_same() -> None:
     asker = _Asker()
     ask_id = a.repl.ends.ask(asker, [JOB_A])  # type: ignore[arg-type]
     net.pump()
-    assert asker.answers == 1 and asker.entries == []
+    assert asker.answers == 1 and asker.entries == [] and asker.unmentioned == [JOB_A]
     a.repl.ends.forget(ask_id)
 
 
