@@ -40,6 +40,8 @@ LEASE_MS: Final = 60_000  # how long a holder watches a job for an asker
 MAX_WATCHED: Final = 100_000  # jobs watched for other nodes, at most
 MAX_ASKED: Final = 10_000  # job IDs in one ENDS_ASK (WAITJOB's bound)
 RELINK_MS: Final = 1000  # how often the asks look for peers to ask again
+MAX_ROUND: Final = 2**62  # an ask's rounds, at most (one a second would take aeons)
+NOT_AN_ANSWER: Final = [0]  # ends an ENDS that tells a watched job's end
 # Unknown is decided by the asker, never sent.
 _STATES: Final = frozenset((ACKED_END, DEAD_END, b"queued", b"active"))
 
@@ -88,17 +90,19 @@ class _Watch:
 
 
 class _Asking:
-    __slots__ = ("wait", "ids", "waiting", "links", "heard_from", "mentioned", "timer",
-                 "renew")
+    __slots__ = ("wait", "ids", "round", "waiting", "links", "heard_from", "mentioned",
+                 "unsure", "timer", "renew")
 
     def __init__(self, wait: RemoteWait, ids: list[bytes]) -> None:
         self.wait = wait
         self.ids = ids
+        self.round = 0  # the round of the ask, echoed by the answers
         self.waiting: set[str] = set()
         # where this round's ask to each peer went (BusPort.copy_mark: its link)
         self.links: dict[str, object] = {}
         self.heard_from: set[str] = set()  # the peers that answered this round
         self.mentioned: set[bytes] = set()  # the jobs some node answered for, this round
+        self.unsure = False  # an older node answered: a watched job's end looks the same
         self.timer: asyncio.TimerHandle | None = None
         self.renew: asyncio.TimerHandle | None = None
 
@@ -141,13 +145,15 @@ class JobEnds:
         bus = self.bus
         waiting: set[str] = set()
         links: dict[str, object] = {}
+        asking.round += 1
         for peer in bus.reachable_peers():
-            if bus.send(peer.id, m.ENDS_ASK, wait_id, LEASE_MS, *asking.ids):
+            if bus.send(peer.id, m.ENDS_ASK, wait_id, LEASE_MS, *asking.ids, asking.round):
                 waiting.add(peer.id)
                 links[peer.id] = bus.copy_mark(peer.id)
         asking.waiting, asking.links = waiting, links
         asking.heard_from = set()
         asking.mentioned = set()
+        asking.unsure = False
         loop = self.loop
         if self._relink is None:
             self._relink = loop.call_later(RELINK_MS / 1000, self._ask_relinked)
@@ -212,7 +218,8 @@ class JobEnds:
             asking.timer = None
             asking.waiting = set()
             mentioned = asking.mentioned
-            unmentioned = [i for i in asking.ids if i not in mentioned] if every_peer else []
+            unmentioned = ([i for i in asking.ids if i not in mentioned]
+                           if every_peer and not asking.unsure else [])
             asking.wait.answered(wait_id, unmentioned)
 
     def forget(self, wait_id: int) -> None:
@@ -224,13 +231,15 @@ class JobEnds:
                     timer.cancel()
 
     def _on_ends(self, sender: ClusterNode, fields: list[Any]) -> None:
-        """[wait id, entry, ...]: a node's answer (no entry: it knows none of the
-        jobs, an answer all the same), or a job that ended there."""
+        """[wait id, entry, ..., [round]]: a node's answer to the ask's round (no
+        entry: it knows none of the jobs, an answer all the same), or ([0]) a job
+        that ended there, or (no [round]: an older node) either."""
         if not fields or type(fields[0]) is not int:
             return
         asking = self._asks.get(fields[0])
         if asking is None:
             return
+        answer: int | None = None
         for entry in fields[1:]:
             parsed = _entry(entry)
             if parsed is not None:
@@ -241,6 +250,12 @@ class JobEnds:
                 if (type(job_id) is bytes and is_valid_job_id(job_id)
                         and type(progress) is int and MIN_PROGRESS <= progress <= MAX_PROGRESS):
                     asking.wait.heard_progress(job_id, progress)
+            elif type(entry) is list and len(entry) == 1 and type(entry[0]) is int:
+                answer = entry[0]
+        if answer is None:
+            asking.unsure = True  # (its answer or a job's end: counted as an answer)
+        elif answer != asking.round:
+            return  # a watched job's end, or an answer to an earlier round
         asking.heard_from.add(sender.id)
         if sender.id in asking.waiting:
             asking.waiting.discard(sender.id)
@@ -265,12 +280,16 @@ class JobEnds:
         if len(fields) < 2 or type(fields[0]) is not int or type(fields[1]) is not int:
             return
         wait_id, lease = fields[0], min(max(fields[1], 0), LEASE_MS)
+        asked = fields[2:]
+        # the ask's round, last (an older node sends none: its answer has none either)
+        round_no = asked.pop() if asked and type(asked[-1]) is int else None
+        answer = [[round_no]] if round_no is not None and 0 < round_no <= MAX_ROUND else []
         node = self.node
         now = now_ms()
         entries: list[list[Any]] = []
         key = (sender.id, wait_id)
         watch = self.watches.get(key)
-        for job_id in fields[2:2 + MAX_ASKED]:
+        for job_id in asked[:MAX_ASKED]:
             if type(job_id) is not bytes or not is_valid_job_id(job_id):
                 continue
             state, data = node.job_end(job_id, now)
@@ -286,7 +305,7 @@ class JobEnds:
                 watch.ids.add(job_id)
                 self.watched += 1
                 node.ends.watch(job_id, watch)
-        self.bus.send(sender.id, m.ENDS, wait_id, *entries)
+        self.bus.send(sender.id, m.ENDS, wait_id, *entries, *answer)
         if self.watches and self._sweep is None:
             self._sweep = self.loop.call_later(LEASE_MS / 1000, self._expire)
 
@@ -295,7 +314,8 @@ class JobEnds:
         now = now_ms()
         state, data = node.job_end(job_id, now)
         if state in _STATES:
-            self.bus.send(node_id, m.ENDS, wait_id, *_entries(node, job_id, state, data, now))
+            self.bus.send(node_id, m.ENDS, wait_id, *_entries(node, job_id, state, data, now),
+                          NOT_AN_ANSWER)
 
     def _expire(self) -> None:
         """Drop the watches whose lease ran out (their asker stopped asking)."""

@@ -195,3 +195,21 @@ async def test_a_holder_tells_the_asker_when_a_watched_job_leaves_it() -> None:
     assert asker.entries[-1] == (acked.id, b"acked", b"done", b"q")
     assert b.repl.ends.watched == 0 and not b.repl.ends.watches
     a.repl.ends.forget(ask_id)
+
+
+async def test_a_watched_job_s_end_is_no_answer_to_a_new_round() -> None:
+    """A holder's ENDS for a watched job that ended crosses a new round of the ask:
+    it is not that holder's answer to the round (which would end the round without
+    its other jobs, as if no node knew them: unknown). Answers echo their round."""
+    net, (a, b) = cluster(2)
+    ended, alive = add_job(b, repl=1)[0], add_job(b, repl=1)[0]
+    asker = _Asker()
+    ask_id = a.repl.ends.ask(asker, [ended.id, alive.id])  # type: ignore[arg-type]
+    net.pump()
+    assert asker.answers == 1 and asker.unmentioned == []
+    b.node.ack([ended.id])
+    b.node.ends.serve_ready()  # its ENDS leaves first...
+    a.repl.ends._renew(ask_id)  # noqa: SLF001 (...then a round starts, a link back)
+    net.pump()
+    assert asker.answers == 2 and asker.unmentioned == []  # the round ended by b's answer
+    a.repl.ends.forget(ask_id)
