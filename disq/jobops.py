@@ -143,14 +143,17 @@ class JobOperations:
         if job.ext is not None:  # (a batch's member)
             self.member_ended(job, MEMBER_ACKED)
         if self.ends.watchers and job.id in self.ends.watchers:
-            # A WAITJOB is told after this operation, when the job may be gone (no
-            # other holder: deleted now): its end is kept for it to read.
-            ttl = max(self.result_ttl_ms(job.queue), WATCHED_END_MS)
-            self.keep_result(job.id, ACKED_END, None, now_ms(), ttl)
-            self.ends.ended(job.id)
+            self._acked_for_watchers(job)
         if self.recording and state in (ACTIVE, QUEUED):
             self.persistence.job_removed(job.id)
         return True
+
+    def _acked_for_watchers(self, job: Job) -> None:
+        """A WAITJOB is told after this operation, when the job may be gone (no other
+        holder: deleted now): its end is kept for it to read."""
+        ttl = max(self.result_ttl_ms(job.queue), WATCHED_END_MS)
+        self.keep_result(job.id, ACKED_END, None, now_ms(), ttl)
+        self.ends.ended(job.id)
 
     def _dummy_ack(self, job_id: bytes, now: int) -> Job:
         """An ACK for a job this node never saw, kept to spread it (cluster only)."""
@@ -190,6 +193,8 @@ class JobOperations:
             if job is not None:
                 if job.state != ACKED:
                     self.stats.jobs_acked += 1
+                    if self.ends.watchers and job.id in self.ends.watchers:
+                        self._acked_for_watchers(job)  # (not just gone: acked)
                 self.unregister(job)
                 deleted += 1
         return deleted

@@ -207,6 +207,8 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
         lifecycle.removed(job)
         if self.jobs.pop(job.id) is None:
             return
+        if self.ends.watchers and job.id in self.ends.watchers:
+            self.ends.left(job.id)  # a WAITJOB follows it (an ended job: told as such)
         body_len = len(job.body or b"")
         self.job_bytes -= JOB_FOOTPRINT + body_len
         ext = job.ext
@@ -464,6 +466,8 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
 
     def flushall(self) -> None:
         persistence = self.persistence
+        for job_id in list(self.ends.watchers):  # their WAITJOBs look elsewhere
+            self.ends.left(job_id)
         for job in list(self.jobs.values()):
             if job.state == ACTIVE or job.state == QUEUED:
                 persistence.job_removed(job.id)  # as Disque's flushServerData: a DELJOB each

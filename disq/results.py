@@ -68,6 +68,11 @@ class EndWatcher(Protocol):
 
     def job_ended(self, job_id: bytes) -> None: ...
 
+    def job_left(self, job_id: bytes) -> None:
+        """The job is no longer here and did not end here: federation moved it to
+        another node, its TTL ran out, DELJOB, eviction, a copy dropped. Whoever
+        waits must look for it elsewhere (its other holders may still have it)."""
+
 
 class Ends:
     """The results this node keeps, and who waits for which job to end.
@@ -77,9 +82,11 @@ class Ends:
     from their heads (`expire`); eviction takes the oldest of the heads (`evict`). A
     result dropped or kept again leaves a stale entry behind, skipped when reached.
 
-    Watching: `watch(job_id, watcher)`; when the core sees a job end (`ended`), its
-    watchers are told once the current operation is over (`serve_ready`, which
-    `on_ready` has the server run at the end of the loop turn), never inside it."""
+    Watching: `watch(job_id, watcher)`; when the core sees a job end (`ended`) or leave
+    this node without ending (`left`), its watchers are told once the current
+    operation is over (`serve_ready`, which `on_ready` has the server run at the end
+    of the loop turn), never inside it. A job that ended and then left in one
+    operation (an ACK whose job is deleted at once) is told as ended."""
 
     __slots__ = ("kept", "_expiring", "bytes", "watchers", "_ready", "on_ready",
                  "evicted", "expired", "repeats")
@@ -89,7 +96,7 @@ class Ends:
         self._expiring: dict[int, deque[JobEnd]] = {}
         self.bytes = 0  # what used_memory counts for the kept results
         self.watchers: dict[bytes, list[EndWatcher]] = {}
-        self._ready: list[bytes] = []
+        self._ready: dict[bytes, bool] = {}  # job ID -> ended (else left)
         self.on_ready: Callable[[], None] = _nothing
         self.evicted = self.expired = self.repeats = 0
 
@@ -247,15 +254,26 @@ class Ends:
         if job_id in self.watchers:
             if not self._ready:
                 self.on_ready()
-            self._ready.append(job_id)
+            self._ready[job_id] = True
+
+    def left(self, job_id: bytes) -> None:
+        """The job left this node without ending here (see `EndWatcher.job_left`):
+        its watchers are told after the current operation, unless it ended in it."""
+        if job_id in self.watchers and job_id not in self._ready:
+            if not self._ready:
+                self.on_ready()
+            self._ready[job_id] = False
 
     def serve_ready(self) -> None:
         while self._ready:
-            ready, self._ready = self._ready, []
-            for job_id in ready:
+            ready, self._ready = self._ready, {}
+            for job_id, ended in ready.items():
                 watchers = self.watchers.pop(job_id, None)
                 for watcher in watchers or ():
-                    watcher.job_ended(job_id)
+                    if ended:
+                        watcher.job_ended(job_id)
+                    else:
+                        watcher.job_left(job_id)
 
 
 def _nothing() -> None:

@@ -167,12 +167,18 @@ JOB_CHECK_REPLY: Final = 49  # fields: [[job id, status (0 exists, 1 not here, 2
 # sender's GC sends it plain SETACKs again).
 SETACK_RESULT: Final = 50  # fields: [job id, may-have count, result, ttl ms, ...]: SETACK,
 #                   keeping the job's result for that long
-ENDS_ASK: Final = 51  # fields: [wait id, lease ms, job id, ...]: how did these jobs end?
-#              watch those you hold for the lease
+ENDS_ASK: Final = 51  # fields: [wait id, lease ms, job id, ..., round]: how did these
+#              jobs end? watch those you hold for the lease (round: which round of the
+#              ask, an int an older node skips; none from an older node)
 ENDS: Final = 52  # fields: [wait id, [job id, state, result or error or nil, queue or nil],
-#          ...]: the answer to ENDS_ASK, or a watched job that ended; an active job's
-#          progress (WORKING ... PROGRESS) as a [job id, progress] item after its
-#          entry (a short list an older node skips)
+#          ..., [round]]: the answer to ENDS_ASK's round, or ([0]) a watched job that
+#          ended (no [round] from an older node: either); an active job's progress
+#          (WORKING ... PROGRESS) as a [job id, progress] item after its entry (short
+#          lists an older node skips)
+ENDS_GONE: Final = 55  # fields: [wait id, job id, ...]: jobs watched for that ENDS_ASK
+#               left this node without ending here (moved by federation, expired,
+#               deleted, evicted): ask elsewhere. Unknown: ignored (the asker learns at
+#               its next ask, every ends.LEASE_MS / 2)
 # disq extension (batches: replication/batches.py). Unknown: ignored (an older node
 # neither holds batches nor takes their members).
 BATCH_SET: Final = 60  # fields: [batch(, request id)] (batches.Batch.to_wire)
@@ -206,6 +212,7 @@ NAMES: Final = {
     CRON_HELD: "cron-held", QPOLICY_HELD: "qpolicy-held", ACL_HELD: "acl-held",
     QBEST: "qbest", JOB_CHECK: "job-check", JOB_CHECK_REPLY: "job-check-reply",
     SETACK_RESULT: "setack-result", ENDS_ASK: "ends-ask", ENDS: "ends",
+    ENDS_GONE: "ends-gone",
     BATCH_SET: "batch-set", BATCH_SYNC: "batch-sync", BATCH_HELD: "batch-held",
     BATCH_CLOSE: "batch-close", BATCH_MEMBERS: "batch-members", BATCH_ENDED: "batch-ended",
     BATCH_ENDS_ASK: "batch-ends-ask", BATCH_FETCH: "batch-fetch",

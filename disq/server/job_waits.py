@@ -10,6 +10,15 @@ than wait for a job that will not come (an ID mistyped, a job gone with its TTL)
 a side of a partition without the job's holders that is what it answers; never a
 result the job did not have.
 
+A job may leave the node watched without ending there: federation moves it to a node
+whose consumers wait, its TTL runs out, DELJOB, eviction. The wait follows it
+(`job_left`): it asks every reachable node again, as for a job it never knew, and the
+job's other holders (or the node it moved to) answer and watch it; if none does, it
+is `unknown` (expiry and DELJOB are no end WAITJOB reports: neither acked nor dead).
+Until the new answers come its state is `unknown`, never the stale one. Likewise a
+job heard of elsewhere that no reachable node names in a whole round of answers (its
+holders killed, cut off): `answered`.
+
 The answer: one entry per ID as given, [id, state, result or error or nil]; a job not
 ended by the timeout shows its state then (queued, active, or unknown if no node
 answered for it), an active one with the progress data its consumer last reported
@@ -48,7 +57,8 @@ class JobWait:
     client went away)."""
 
     __slots__ = ("node", "replication", "user", "ids", "any", "states", "asked_ids",
-                 "ask_id", "asked", "timer", "later", "loop", "over", "peek", "progress")
+                 "asks", "unanswered", "to_ask", "timer", "later", "loop", "over", "peek",
+                 "progress")
 
     def __init__(self, node: Node, replication: Replication | None, user: User,
                  request: WaitJob, loop: asyncio.AbstractEventLoop | None,
@@ -59,9 +69,10 @@ class JobWait:
         self.ids = request.ids
         self.any = request.any
         self.states: dict[bytes, tuple[bytes, bytes | None]] = {}
-        self.asked_ids: set[bytes] = set()  # not known here: asked elsewhere
-        self.ask_id = 0
-        self.asked = True  # every asked node answered (or the ask timed out)
+        self.asked_ids: set[bytes] = set()  # not known here (or gone): asked elsewhere
+        self.asks: list[int] = []  # its asks' IDs (JobEnds'), to forget at the end
+        self.unanswered: set[int] = set()  # the asks some node has not answered yet
+        self.to_ask: list[bytes] = []  # jobs that left where they were watched
         self.timer: asyncio.TimerHandle | None = None
         self.later: Later[list[JobStatus]] = Later()
         self.loop = loop
@@ -81,12 +92,26 @@ class JobWait:
                 self.asked_ids.add(job_id)
             elif _RANK[state] < 2:
                 node.ends.watch(job_id, self)
-        if self.asked_ids and self.replication is not None and self.replication.size() > 1:
-            self.asked = False
-            self.ask_id = self.replication.ends.ask(self, list(self.asked_ids))
+        if self.asked_ids:
+            self._ask(list(self.asked_ids))
         if not self._check() and timeout_ms > 0 and self.loop is not None:
             self.timer = self.loop.call_later(timeout_ms / 1000, self.finish)
         return self.later
+
+    @property
+    def asked(self) -> bool:
+        """Every node asked answered (or the asks timed out), and no job waits to be
+        asked about again."""
+        return not self.unanswered and not self.to_ask
+
+    def _ask(self, ids: list[bytes]) -> None:
+        """Ask the reachable nodes about `ids` (in a cluster: a single node has none to
+        ask, its unknown jobs are unknown at once)."""
+        replication = self.replication
+        if replication is not None and replication.size() > 1:
+            ask_id = replication.ends.ask(self, ids)
+            self.asks.append(ask_id)
+            self.unanswered.add(ask_id)
 
     def _local(self, job_id: bytes, now: int) -> tuple[bytes, bytes | None]:
         """The job's state here; unknown for a job of a queue the user may not use."""
@@ -118,6 +143,43 @@ class JobWait:
             if rank > known:
                 self._check()
 
+    def job_left(self, job_id: bytes) -> None:
+        """The core, or a node asked (ENDS_GONE): a job watched there left without
+        ending there. Its end if this node kept one, else asked about everywhere
+        again; `unknown` until then."""
+        if self.over or _RANK[self.states[job_id][0]] == 2:
+            return
+        state, data = self._local(job_id, now_ms())
+        self.states[job_id] = state, data
+        self.progress.pop(job_id, None)
+        if _RANK[state] == 2:
+            self._check()
+        elif self.node.lookup(job_id) is not None:  # here (again: federation moved it)
+            self.asked_ids.discard(job_id)
+            self.node.ends.watch(job_id, self)
+        else:
+            self.asked_ids.add(job_id)
+            replication = self.replication
+            if replication is None or replication.size() <= 1:
+                self._check()  # nobody else to ask: unknown
+                return
+            if not self.to_ask and self.loop is not None:
+                self.loop.call_soon(self._ask_again)  # (with the others that leave now)
+            self.to_ask.append(job_id)
+            if self.loop is None:
+                self._ask_again()
+
+    def left(self, job_id: bytes) -> None:
+        """ENDS_GONE (replication/ends.py): a job asked about left a node watching it."""
+        if job_id in self.asked_ids:
+            self.job_left(job_id)
+
+    def _ask_again(self) -> None:
+        ids, self.to_ask = self.to_ask, []
+        if not self.over:
+            self._ask(ids)
+            self._check()
+
     def heard_progress(self, job_id: bytes, progress: int) -> None:
         """Another node's progress of an active job asked there."""
         if not self.over and job_id in self.asked_ids:
@@ -129,11 +191,19 @@ class JobWait:
             return self.progress.get(job_id)
         return self.node.job_progress(job_id)
 
-    def answered(self) -> None:
-        """Every node asked answered (or the ask's time ran out)."""
-        if not self.over:
-            self.asked = True
-            self._check()
+    def answered(self, ask_id: int, unmentioned: list[bytes]) -> None:
+        """Every node asked answered `ask_id` (or its time ran out); `unmentioned`:
+        the jobs no reachable node answered for, when every one answered. One heard
+        of before (queued, active) is unknown now: its holders are gone (killed and
+        back empty, cut off), and it is waited for no more."""
+        if self.over:
+            return
+        for job_id in unmentioned:
+            if job_id in self.asked_ids and _RANK[self.states[job_id][0]] == 1:
+                self.states[job_id] = UNKNOWN, None
+                self.progress.pop(job_id, None)
+        self.unanswered.discard(ask_id)
+        self._check()
 
     # -- the end ----------------------------------------------------------------------------
     def _check(self) -> bool:
@@ -178,5 +248,6 @@ class JobWait:
         for job_id in self.states:
             if job_id not in self.asked_ids:
                 ends.unwatch(job_id, self)
-        if self.ask_id and self.replication is not None:
-            self.replication.ends.forget(self.ask_id)
+        if self.replication is not None:
+            for ask_id in self.asks:
+                self.replication.ends.forget(ask_id)

@@ -146,6 +146,7 @@ def _closes(node: object, bid: str, expected: int) -> bool:
         return client.execute_command("BATCH", "CLOSE", bid) >= expected  # type: ignore[no-any-return]
     except redis.exceptions.ResponseError as exc:
         if "NOMAJORITY" in str(exc) or "NOREPL" in str(exc):
+            print(f"BATCH CLOSE {bid}: {exc}")  # shown if the close never comes
             return False
         if "BATCHCLOSED" in str(exc):  # an earlier try closed it, its answer lost
             return True

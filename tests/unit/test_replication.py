@@ -117,6 +117,12 @@ class FakeBus:
                      head: tuple = ()) -> int:
         return sum(self.send(i, mtype, *head, *items) for i in node_ids)  # unbatched
 
+    def copy_mark(self, node_id: str) -> object:
+        return node_id if self.can_send(node_id) else None  # (one link per peer here)
+
+    def copy_left(self, mark: object) -> bool | None:
+        return True if type(mark) is str and self.can_send(mark) else None
+
     def broadcast(self, mtype: int, *fields: object,
                   node_ids: Iterable[str] | None = None, urgent: bool = False) -> int:
         targets = list(node_ids) if node_ids is not None else self.known_ids()

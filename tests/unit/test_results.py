@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from disq.results import ACKED_END, DEAD_END, END_FOOTPRINT, Ends, JobEnd
 
-from .test_replication import cluster
+from .test_replication import add_job, cluster
 
 JOB_A = b"D-aaaaaaaa-" + b"a" * 24 + b"-05a1"
 JOB_B = b"D-bbbbbbbb-" + b"b" * 24 + b"-05a1"
@@ -70,9 +70,13 @@ def test_eviction_takes_the_oldest_first_across_ttls() -> None:
 class Recorder:
     def __init__(self) -> None:
         self.told: list[bytes] = []
+        self.gone: list[bytes] = []
 
     def job_ended(self, job_id: bytes) -> None:
         self.told.append(job_id)
+
+    def job_left(self, job_id: bytes) -> None:
+        self.gone.append(job_id)
 
 
 def test_watchers_are_told_after_the_operation_once() -> None:
@@ -95,6 +99,24 @@ def test_watchers_are_told_after_the_operation_once() -> None:
     ends.ended(JOB_A)
     ends.serve_ready()
     assert first.told == [JOB_A]
+
+
+def test_a_job_that_leaves_is_told_as_gone_unless_it_ended_first() -> None:
+    """A job moved, expired or deleted here is told as gone (its watchers look for
+    it elsewhere), after the operation; one acked and deleted in one operation (an
+    ACK with no other holder) is told as ended, once."""
+    ends = Ends()
+    watcher = Recorder()
+    for job_id in (JOB_A, JOB_B):
+        ends.watch(job_id, watcher)
+    ends.left(JOB_A)
+    ends.ended(JOB_B)
+    ends.left(JOB_B)
+    ends.left(JOB_C)  # nobody watches it
+    assert watcher.gone == [] and watcher.told == []
+    ends.serve_ready()
+    assert watcher.gone == [JOB_A] and watcher.told == [JOB_B]
+    assert not ends.watchers
 
 
 def test_a_policy_s_result_ttl_travels_and_older_policies_read_as_before() -> None:
@@ -128,6 +150,8 @@ class _Asker:
     def __init__(self) -> None:
         self.entries: list[object] = []
         self.answers = 0
+        self.gone: list[bytes] = []
+        self.unmentioned: list[bytes] = []
 
     def heard(self, entry: object) -> None:
         self.entries.append(entry)
@@ -135,8 +159,12 @@ class _Asker:
     def heard_progress(self, job_id: bytes, progress: int) -> None:
         self.entries.append((job_id, progress))
 
-    def answered(self) -> None:
+    def answered(self, ask_id: int, unmentioned: list[bytes]) -> None:
         self.answers += 1
+        self.unmentioned = unmentioned
+
+    def left(self, job_id: bytes) -> None:
+        self.gone.append(job_id)
 
 
 async def test_nodes_that_know_none_of_the_jobs_answer_all_the_same() -> None:
@@ -146,7 +174,46 @@ async def test_nodes_that_know_none_of_the_jobs_answer_all_the_same() -> None:
     asker = _Asker()
     ask_id = a.repl.ends.ask(asker, [JOB_A])  # type: ignore[arg-type]
     net.pump()
-    assert asker.answers == 1 and asker.entries == []
+    assert asker.answers == 1 and asker.entries == [] and asker.unmentioned == [JOB_A]
+    a.repl.ends.forget(ask_id)
+
+
+async def test_a_holder_tells_the_asker_when_a_watched_job_leaves_it() -> None:
+    """A job a holder watches for an asker and that leaves it without ending (DELJOB
+    here; federation, expiry, eviction alike) is told with ENDS_GONE, so that the
+    asker looks for it elsewhere; a job that ends is told with ENDS as before."""
+    net, (a, b) = cluster(2)
+    gone, acked = add_job(b, repl=1)[0], add_job(b, repl=1)[0]
+    asker = _Asker()
+    ask_id = a.repl.ends.ask(asker, [gone.id, acked.id])  # type: ignore[arg-type]
+    net.pump()
+    assert sorted(e[1] for e in asker.entries) == [b"queued", b"queued"]  # type: ignore[index]
+    assert b.repl.ends.watched == 2
+    b.node.delete([gone.id])
+    b.node.ack([acked.id], b"done")
+    b.node.ends.serve_ready()
+    net.pump()
+    assert asker.gone == [gone.id]
+    assert asker.entries[-1] == (acked.id, b"acked", b"done", b"q")
+    assert b.repl.ends.watched == 0 and not b.repl.ends.watches
+    a.repl.ends.forget(ask_id)
+
+
+async def test_a_watched_job_s_end_is_no_answer_to_a_new_round() -> None:
+    """A holder's ENDS for a watched job that ended crosses a new round of the ask:
+    it is not that holder's answer to the round (which would end the round without
+    its other jobs, as if no node knew them: unknown). Answers echo their round."""
+    net, (a, b) = cluster(2)
+    ended, alive = add_job(b, repl=1)[0], add_job(b, repl=1)[0]
+    asker = _Asker()
+    ask_id = a.repl.ends.ask(asker, [ended.id, alive.id])  # type: ignore[arg-type]
+    net.pump()
+    assert asker.answers == 1 and asker.unmentioned == []
+    b.node.ack([ended.id])
+    b.node.ends.serve_ready()  # its ENDS leaves first...
+    a.repl.ends._renew(ask_id)  # noqa: SLF001 (...then a round starts, a link back)
+    net.pump()
+    assert asker.answers == 2 and asker.unmentioned == []  # the round ended by b's answer
     a.repl.ends.forget(ask_id)
 
 
