@@ -303,33 +303,53 @@ class Link(asyncio.Protocol):
         self.pong_queued = False
         big = outbox.packed_bytes > m.FRAME_SPLIT
         messages = outbox.take()
-        if messages and self.transport is not None:
-            bus = self.bus
-            tags = self.tags
-            transport = self.transport
-            if big:  # job copies: frames of FRAME_SPLIT, a big copy alone in its own
+        transport = self.transport
+        if not messages or transport is None:
+            return
+        if transport.is_closing():
+            # closed here (Close: the peer forgotten), the peer not reading yet: what
+            # is queued for it is dropped, as it is once connection_lost comes
+            return
+        try:
+            self._write_turn(messages, big)
+        except RuntimeError:
+            # uvloop closed the handle under us (a reset seen while writing) before
+            # connection_lost: each later write would raise again, so the link goes
+            # now, as connection_lost would take it
+            log.info("Bus link to %s closed while writing to it.", self.peer_ip)
+            self.connection_lost(None)
+            return
+        if transport.get_write_buffer_size() > LINK_SENDBUF_LIMIT:
+            log.warning("Dropping the bus link to %s: %d bytes wait for it to read.",
+                        self.peer_ip, transport.get_write_buffer_size())
+            self.abort()
+
+    def _write_turn(self, messages: list[list[Any] | m.PackedMessage], big: bool) -> None:
+        """This turn's messages as one frame (its tag after it with cluster-secret), or
+        frames of about FRAME_SPLIT bytes when big."""
+        bus = self.bus
+        tags = self.tags
+        transport = self.transport
+        assert transport is not None
+        if big:  # job copies: frames of FRAME_SPLIT, a big copy alone in its own
+            self._write_split(messages)
+        elif tags is None:
+            data = m.frame(bus.frame_prefix(), messages)
+            if len(data) > m.FRAME_SPLIT:  # (big jobs that moved: YOURJOBS)
                 self._write_split(messages)
-            elif tags is None:
-                data = m.frame(bus.frame_prefix(), messages)
-                if len(data) > m.FRAME_SPLIT:  # (big jobs that moved: YOURJOBS)
-                    self._write_split(messages)
-                else:
-                    transport.write(data)
-                    self.written += len(data)
-                    bus.bytes_sent += len(data)
             else:
-                data = m.frame(bus.frame_prefix(), messages, m.TAG_LEN)
-                if len(data) > m.FRAME_SPLIT:
-                    self._write_split(messages)
-                else:
-                    transport.write(data)
-                    transport.write(tags.tag(data, 4))  # (writelines joins them: a copy)
-                    self.written += len(data) + m.TAG_LEN
-                    bus.bytes_sent += len(data)
-            if self.transport.get_write_buffer_size() > LINK_SENDBUF_LIMIT:
-                log.warning("Dropping the bus link to %s: %d bytes wait for it to read.",
-                            self.peer_ip, self.transport.get_write_buffer_size())
-                self.abort()
+                transport.write(data)
+                self.written += len(data)
+                bus.bytes_sent += len(data)
+        else:
+            data = m.frame(bus.frame_prefix(), messages, m.TAG_LEN)
+            if len(data) > m.FRAME_SPLIT:
+                self._write_split(messages)
+            else:
+                transport.write(data)
+                transport.write(tags.tag(data, 4))  # (writelines joins them: a copy)
+                self.written += len(data) + m.TAG_LEN
+                bus.bytes_sent += len(data)
 
     def _write_split(self, messages: list[list[Any] | m.PackedMessage]) -> None:
         """This turn's messages as frames of about FRAME_SPLIT bytes (`frames`)."""
