@@ -93,6 +93,19 @@ def _jobs(s: Server) -> list[str]:
     return [f"registered_jobs:{len(s.node.jobs)}"]
 
 
+def _batches(s: Server) -> list[str]:
+    """Batches (batches.py) this node holds, by phase; the member IDs it keeps for
+    them (bounded); the flows' children waiting here for their parents (flows.py)."""
+    table = s.node.batches
+    phases = [0, 0, 0]
+    for batch in table.batches.values():
+        phases[batch.phase] += 1
+    return [f"batches:{len(table)}", f"batches_open:{phases[0]}",
+            f"batches_closed:{phases[1]}", f"batches_done:{phases[2]}",
+            f"batch_member_ids:{table.member_ids}",
+            f"flow_children_waiting:{len(s.flows.children)}"]
+
+
 def _results(s: Server) -> list[str]:
     """How jobs ended (results.py): the results kept and what they take, those gone
     by their RESULT-TTL or for memory, results given again for a job that had one, and
@@ -247,6 +260,7 @@ _SECTIONS = {
     "failures": ("Failures", _failures),
     "users": ("Users", _users),
     "results": ("Results", _results),
+    "batches": ("Batches", _batches),
 }
 
 

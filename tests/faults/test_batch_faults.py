@@ -88,7 +88,9 @@ class Run:
 @pytest.mark.timeout(900 if FULL else 240)
 def test_one_callback_per_batch_never_early_under_a_kill_and_a_partition(
         tmp_path: Path) -> None:
-    cluster = FaultCluster(tmp_path, Config(nodes=5, aof=False, node_timeout=1000))
+    # (the full size loads two cores with five nodes and their clients: pings wait)
+    cluster = FaultCluster(tmp_path, Config(nodes=5, aof=False,
+                                            node_timeout=3000 if FULL else 1000))
     run = Run(cluster)
     threads: list[threading.Thread] = []
     try:

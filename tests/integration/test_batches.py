@@ -56,6 +56,9 @@ def test_a_batch_fires_its_callbacks_once_every_member_ended(c: RawClient) -> No
     assert len(st[b"callbacks"]) == 2  # type: ignore[arg-type]
     (_, job_id, body), = c.call("GETJOB", "FROM", "done-q")
     assert body == b"all done" and job_id in st[b"callbacks"]  # type: ignore[operator]
+    info = c.call("INFO", "batches").decode()
+    assert "batches_done:" in info and "batch_member_ids:" in info
+    assert int(info.split("batches_done:")[1].split()[0]) >= 1
 
 
 def test_a_dead_member_fires_ondone_but_not_onsuccess(c: RawClient) -> None:
