@@ -147,12 +147,15 @@ class BatchRecords:
 class BatchTable:
     """Every batch this node knows, and its records."""
 
-    __slots__ = ("batches", "records", "member_ids")
+    __slots__ = ("batches", "records", "member_ids", "_orphans")
 
     def __init__(self) -> None:
         self.batches: dict[bytes, Batch] = {}
         self.records: dict[bytes, BatchRecords] = {}
         self.member_ids = 0  # IDs held in every batch's records and members, bounded
+        # records of batches this node does not know (a CLOSE or a member's copy came
+        # first), as of the last `expire`: dropped at the next one if still unknown
+        self._orphans: set[bytes] = set()
 
     def __len__(self) -> int:
         return len(self.batches)
@@ -236,6 +239,10 @@ class BatchTable:
             if batch.members is not None:
                 self.member_ids -= len(batch.members)
             self.forget_records(bid)
+        for bid in self._orphans:
+            if bid not in self.batches:
+                self.forget_records(bid)
+        self._orphans = {bid for bid in self.records if bid not in self.batches}
         return gone
 
     # -- members -------------------------------------------------------------------------
@@ -293,12 +300,14 @@ class BatchTable:
         return True
 
     def close_here(self, bid: bytes, now: int) -> tuple[list[bytes], list[list[Any]]] | None:
-        """A CLOSE reached this node: it takes no new member's copy from now on. The
-        members it held and the ends it knows (None: no such batch here)."""
+        """A CLOSE reached this node: it takes no new member's copy from now on (a
+        batch it does not know yet too: its records wait for it). The members it held
+        and the ends it knows (None: no such batch here)."""
         batch = self.get(bid, now)
-        if batch is None:
-            return None
         records = self._records(bid)
+        if batch is None:
+            records.closing = True
+            return None
         records.closing = True
         return sorted(records.held), [[i, how] for i, how in records.ended.items()]
 

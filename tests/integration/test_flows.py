@@ -9,7 +9,7 @@ from collections.abc import Callable
 import jobutil
 from disq_client import Client
 from jobutil import NULL_ARRAY, RawClient, assert_error, fake_id
-from support import DisqProcess, form_cluster, wait_for
+from support import DisqProcess, form_cluster, free_port, wait_for
 
 shared_disq = jobutil.shared_disq
 node = jobutil.node
@@ -137,3 +137,27 @@ def test_a_flow_of_three_levels_across_three_nodes(
     finally:
         for client in clients:
             client.close()
+
+
+def test_a_child_over_http(start_node: Callable[..., DisqProcess]) -> None:
+    from test_http import Http
+
+    port = free_port()
+    server = start_node("--http-port", str(port))
+    http = Http(port)
+    status, parent = http.post("/api/v1/queues/h-parent/jobs", {"body": "p"})
+    assert status == 201, parent
+    status, child = http.post("/api/v1/queues/h-child/jobs",
+                              {"body": "c", "after": [parent["id"]]})
+    assert status == 201, child
+    status, shown = http.get(f"/api/v1/jobs/{child['id']}")
+    assert status == 200 and shown["after"] == [parent["id"]], shown
+    status, problem = http.post("/api/v1/queues/h-child/jobs", {"body": "c", "after": "x"})
+    assert status == 400 and "'after' must be a list of strings" in problem["detail"], problem
+    status, problem = http.post("/api/v1/queues/h-child/jobs",
+                                {"body": "c", "after": [fake_id().decode()]})
+    assert status >= 400 and "is not known" in problem["detail"], problem
+    with RawClient(server.port) as raw:
+        assert raw.call("GETJOB", "FROM", "h-parent")[0][1] == parent["id"].encode()
+        raw.call("ACKJOB", parent["id"])
+        wait_for(lambda: raw.call("QLEN", "h-child") == 1, 5)
