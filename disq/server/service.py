@@ -34,6 +34,7 @@ from ..job import NO_PROGRESS, STATE_BY_NAME, STATE_NAMES, WAIT_REPL
 from ..node import now_ms
 from ..options import validate_ids
 from ..outcomes import Answer, Answers
+from ..requests import DEFAULT_TTL
 from .guard import NOPERM_KEY, refusal
 from .job_waits import JobWait
 from .queue_service import scan
@@ -248,8 +249,15 @@ class JobService:
     def add(self, user: User, request: AddJob, answers: Answers[A]) -> bytes | A:
         """ADDJOB: the job's ID now, or the front end's answer that comes later
         (`answers.later`: the job waits for its copies, or the other nodes are asked
-        about its DEDUP key first); the core's errors, in Disque's order, are raised."""
+        about its DEDUP key first); the core's errors, in Disque's order, are raised.
+        The options the request does not give take the queue's QPOLICY defaults, if
+        any (a node without policies tests one dict here)."""
         user.jobs_added += 1
+        policies = self.node.policies.policies
+        if policies:
+            policy = policies.get(request.queue)
+            if policy is not None and policy.defaults is not None and not policy.deleted:
+                policy.defaults.apply(request)
         if request.dedup is not None:
             return self._add_deduped(request, answers)
         job = self.node.admission.add_job(request)
@@ -299,6 +307,8 @@ class JobService:
         answers to other nodes."""
         key = request.dedup
         assert key is not None
+        if not request.ttl:  # (the other nodes keep a reservation for the job's TTL)
+            request.ttl = DEFAULT_TTL
         node = self.node
         replication = self.server.replication
         dedup = replication.dedup if replication is not None else None
