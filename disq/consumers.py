@@ -26,12 +26,14 @@ from .queue import (
     READY_EXT,
     READY_QUEUED,
     READY_REQUEUED,
+    PriorityJobs,
     Queue,
     Waiter,
 )
 
 if TYPE_CHECKING:
     from .failures import FailureStats
+    from .grouplimits import GroupLimits
     from .node import Node, Stats
     from .scantable import ScanTable
 
@@ -83,7 +85,14 @@ class Consumers:
         if limiter is not None and queue.jobs and not limiter.take(now):
             self.failures.tokens_refused += 1  # RATE (failures.py)
             return None
-        job = queue.jobs.pop_first()
+        groups = queue.groups
+        jobs = queue.jobs
+        if groups is not None and type(jobs) is PriorityJobs:
+            job = self._take_admitted(jobs, groups, now)
+            if job is None and limiter is not None:
+                limiter.tokens += 1.0  # the queue's token back: no job delivered
+        else:
+            job = jobs.pop_first()
         if job is None:
             return None
         if cap is not None:
@@ -95,6 +104,19 @@ class Consumers:
         self.stats.jobs_delivered += 1
         if queue.told_best != NO_PRIORITY and queue.best_priority() > queue.told_best:
             self.node.cluster.best_changed(queue)  # the peers heard of a job gone now
+        return job
+
+    def _take_admitted(self, jobs: PriorityJobs, groups: GroupLimits, now: int
+                       ) -> Job | None:
+        """The next job of a group GROUP-CONCURRENCY and GROUP-RATE let run now
+        (grouplimits.py), the groups held back parked on the way; None if every
+        group with jobs is held back (counted as refused for lack of a token when
+        one waits for its token: the consumers are served when it comes)."""
+        if groups.wakes:
+            groups.wake(jobs, now)
+        job = jobs.pop_admitted(groups, now)
+        if job is None and groups.wakes:
+            self.failures.tokens_refused += 1
         return job
 
     def held_for_peers(self, queue: Queue, now: int) -> bool:
@@ -154,7 +176,8 @@ class Consumers:
         now = now_ms()
         for name in dict.fromkeys(names):
             queue = node.queue(name, now)
-            if (queue.limiter is None and queue.cap is None) or not queue.jobs:
+            if (queue.limiter is None and queue.cap is None and queue.groups is None) or (
+                    not queue.jobs):
                 node.cluster.need_jobs(queue)
 
     # -- blocked consumers -----------------------------------------------------------
@@ -167,8 +190,8 @@ class Consumers:
             queue = node.queue(name, now)
             queue.waiters.append(waiter)
             queues.append(queue)
-            if queue.limiter is not None and queue.jobs:  # jobs, but no token: RATE
-                node.wakeups.at_next_token(queue, now)
+            if (queue.limiter is not None or queue.groups is not None) and queue.jobs:
+                node.wakeups.at_next_token(queue, now)  # jobs, but no token: RATE
         self.count += 1
         return queues
 

@@ -93,7 +93,7 @@ class JobOperations:
         raise NotImplementedError
 
     # JobEndings' (endings.py), which these call.
-    def slot_freed(self, name: bytes | None) -> None:
+    def slot_freed(self, name: bytes | None, job: Job) -> None:
         raise NotImplementedError
 
     def keep_result(self, job_id: bytes, state: bytes, data: bytes | None, now: int,
@@ -135,7 +135,7 @@ class JobOperations:
         job.nodes_confirmed = None
         self.stats.jobs_acked += 1
         if self.policies.policies:
-            self.slot_freed(job.queue)
+            self.slot_freed(job.queue, job)
         if self.ends.watchers and job.id in self.ends.watchers:
             # A WAITJOB is told after this operation, when the job may be gone (no
             # other holder: deleted now): its end is kept for it to read.

@@ -24,6 +24,7 @@ from .later import Later
 
 if TYPE_CHECKING:
     from ..acl import User
+    from ..grouplimits import GroupLimits
     from ..job import Job
     from ..node import Node
     from ..queue import Queue
@@ -37,9 +38,28 @@ QueueField = bytes | int | list[bytes] | list[int] | None
 
 
 def queue_fields(queue: Queue, now: int) -> list[tuple[bytes, QueueField]]:
-    """A queue's counters in QSTAT's order, for QSTAT's reply and the HTTP API alike."""
+    """A queue's counters in QSTAT's order, for QSTAT's reply and the HTTP API alike;
+    a queue with GROUP-CONCURRENCY or GROUP-RATE (grouplimits.py) has three more:
+    the groups held back here now, the jobs of groups running here, and those the other
+    nodes reported running (a report lags up to 200 ms)."""
     federation = queue.federation  # (None: federation never imported for it)
     importers = federation.responders if federation is not None else None
+    groups = queue.groups
+    if groups is not None:
+        return [*_counters(queue, now, importers), *group_fields(groups)]
+    return _counters(queue, now, importers)
+
+
+def group_fields(groups: GroupLimits) -> list[tuple[bytes, QueueField]]:
+    return [
+        (b"groups-held", len(groups.cap_parked) + len(groups.rate_parked)),
+        (b"group-jobs-running", groups.running_here()),
+        (b"group-jobs-running-elsewhere", sum(groups.elsewhere.values())),
+    ]
+
+
+def _counters(queue: Queue, now: int, importers: dict[str, int] | None
+              ) -> list[tuple[bytes, QueueField]]:
     return [
         (b"name", queue.name),
         (b"len", len(queue.jobs)),
