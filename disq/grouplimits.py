@@ -7,7 +7,7 @@ cluster's reports are replication/failures.py's.
 A group held back here is *parked* (queue.PriorityJobs.park): its jobs leave the
 groups' turns, so a GETJOB goes on to the next group's job without looking at the
 parked ones again; the group comes back (`unpark`) when it may run one more: a job of
-it ended here (`job_ended`, on ACKJOB and dead letters: at once; a requeue, a DELJOB,
+it ended here (`job_ended`, on ACKJOB, a dead letter and a requeue: at once; a DELJOB,
 an expiry: at the next `refresh`, every RATE_PERIOD_MS), its next token came (`wake`,
 at GETJOB and by the node's timer), or the limits changed. A GETJOB costs O(log n) in
 the group met plus O(1) per group it parks (each park is paid once, by the GETJOB that
@@ -104,7 +104,7 @@ class GroupLimits(DemandSampler):
 
     # -- ends ----------------------------------------------------------------------------
     def job_ended(self, jobs: PriorityJobs, job: Job) -> bool:
-        """A job of this queue ended here (ACKJOB, a dead letter): its group back in
+        """A job of this queue ended here (ACKJOB, a dead letter, a requeue): its group back in
         the turns if it was parked at its cap and has room now. True if it came back."""
         ext = job.ext
         group = ext.group if ext is not None else None
