@@ -86,13 +86,10 @@ class Consumers:
             self.failures.tokens_refused += 1  # RATE (failures.py)
             return None
         groups = queue.groups
-        jobs = queue.jobs
-        if groups is not None and type(jobs) is PriorityJobs:
-            job = self._take_admitted(jobs, groups, now)
-            if job is None and limiter is not None:
-                limiter.tokens += 1.0  # the queue's token back: no job delivered
+        if groups is None:
+            job = queue.jobs.pop_first()
         else:
-            job = jobs.pop_first()
+            job = self._take_admitted(queue, groups, now)
         if job is None:
             return None
         if cap is not None:
@@ -106,17 +103,23 @@ class Consumers:
             self.node.cluster.best_changed(queue)  # the peers heard of a job gone now
         return job
 
-    def _take_admitted(self, jobs: PriorityJobs, groups: GroupLimits, now: int
-                       ) -> Job | None:
+    def _take_admitted(self, queue: Queue, groups: GroupLimits, now: int) -> Job | None:
         """The next job of a group GROUP-CONCURRENCY and GROUP-RATE let run now
         (grouplimits.py), the groups held back parked on the way; None if every
         group with jobs is held back (counted as refused for lack of a token when
-        one waits for its token: the consumers are served when it comes)."""
+        one waits for its token: the consumers are served when it comes; the queue's
+        RATE token, taken, is given back)."""
+        jobs = queue.jobs
+        if type(jobs) is not PriorityJobs:  # no job with a group queued
+            return jobs.pop_first()
         if groups.wakes:
             groups.wake(jobs, now)
         job = jobs.pop_admitted(groups, now)
-        if job is None and groups.wakes:
-            self.failures.tokens_refused += 1
+        if job is None:
+            if groups.wakes:
+                self.failures.tokens_refused += 1
+            if queue.limiter is not None:
+                queue.limiter.tokens += 1.0
         return job
 
     def held_for_peers(self, queue: Queue, now: int) -> bool:

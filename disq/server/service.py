@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ..end_requests import WaitJob
     from ..job import Job
     from ..node import Node
+    from ..policies import QueuePolicy
     from ..queue import Queue, Waiter
     from ..queue_requests import JScan
     from ..requests import AddJob, AddJobs, GetJob, JobSet
@@ -99,11 +100,13 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
 class JobService:
     """The job operations of one node (`Server.jobs`)."""
 
-    __slots__ = ("server", "node")
+    __slots__ = ("server", "node", "policies")
 
     def __init__(self, server: Server) -> None:
         self.server = server
         self.node: Node = server.node
+        # queue -> its QPOLICY (PolicyTable's dict, never replaced): ADDJOB's defaults
+        self.policies: dict[bytes, QueuePolicy] = server.node.policies.policies
 
     # -- permissions ----------------------------------------------------------------------
     def allowed(self, user: User, ids: list[bytes]) -> list[bytes]:
@@ -253,7 +256,7 @@ class JobService:
         The options the request does not give take the queue's QPOLICY defaults, if
         any (a node without policies tests one dict here)."""
         user.jobs_added += 1
-        policies = self.node.policies.policies
+        policies = self.policies
         if policies:
             policy = policies.get(request.queue)
             if policy is not None and policy.defaults is not None and not policy.deleted:

@@ -122,3 +122,24 @@ def test_replicate_default_bigger_than_the_cluster_is_addjob_noreplicas(
         wait_for_policy(second, "r2")
         job = show(second, second.add("r2", "z"))
         assert (job["repl"], job["retry"]) == (2, 30)
+
+
+def test_the_python_clients_set_and_read_the_new_fields(node: DisqProcess) -> None:
+    import asyncio
+
+    from disq_client import AsyncClient, Client
+    with Client(f"127.0.0.1:{node.port}") as client:
+        assert client.qpolicy_set("pyq", retry=5, ttl=50, replicate=1, maxlen=3,
+                                  group_concurrency=2, group_rate=0.5) == "OK"
+        got = client.qpolicy_get("pyq")
+        assert got is not None
+        assert (got.retry, got.ttl, got.replicate, got.maxlen, got.group_concurrency,
+                got.group_rate, got.concurrency) == (5, 50, 1, 3, 2, 0.5, None)
+
+    async def change() -> None:
+        async with AsyncClient(f"127.0.0.1:{node.port}") as aclient:
+            assert await aclient.qpolicy_set("pyq", maxlen=9) == "OK"
+
+    asyncio.run(change())
+    with RawClient(node.port) as c:
+        assert (policy(c, "pyq") or {})["maxlen"] == 9
