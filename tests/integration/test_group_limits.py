@@ -4,12 +4,11 @@ not holding back the others; on one node and across two."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
 import jobutil
-from jobutil import NULL_ARRAY, NULL_BULK, RawClient
+from jobutil import NULL_ARRAY, NULL_BULK, BlockedGetjob, RawClient, fields_of, ids_of
 from support import DisqProcess, form_cluster, wait_for
 
 shared_disq = jobutil.shared_disq
@@ -17,13 +16,8 @@ node = jobutil.node
 c = jobutil.c
 
 
-def ids_of(reply: object) -> list[bytes]:
-    return [] if reply in (NULL_BULK, NULL_ARRAY) else [entry[1] for entry in reply]  # type: ignore[union-attr]
-
-
 def qstat(c: RawClient, queue: str) -> dict[str, object]:
-    reply = c.call("QSTAT", queue)
-    return {reply[i].decode(): reply[i + 1] for i in range(0, len(reply), 2)}
+    return fields_of(c.call("QSTAT", queue))
 
 
 def add_groups(c: RawClient, queue: str, groups: dict[str, int]) -> dict[bytes, str]:
@@ -50,18 +44,9 @@ def test_a_group_at_its_cap_does_not_hold_back_the_others(node: DisqProcess,
     got = ids_of(c.call("GETJOB", "NOHANG", "COUNT", 10, "FROM", "gq"))
     assert [groups[i] for i in got] == ["a"]
     b_running = next(i for i in running if groups.get(i) == "b")
-    waiting: list[object] = []
-
-    def blocked() -> None:
-        with RawClient(node.port) as consumer:
-            waiting.append(consumer.call("GETJOB", "TIMEOUT", 10_000, "FROM", "gq"))
-
-    thread = threading.Thread(target=blocked)
-    thread.start()
-    wait_for(lambda: int(c.info_field("blocked_clients")) == 1, 5)
+    waiting = BlockedGetjob(node.port, c, "gq")
     assert c.call("NACK", b_running) == 1  # a requeue ends a run too: b's next comes
-    thread.join(10)
-    assert [groups[i] for i in ids_of(waiting[0])] == ["b"]
+    assert [groups[i] for i in ids_of(waiting.reply())] == ["b"]
     assert c.call("QPOLICY", "gq", "DEL") == 1  # no limit: the rest at once
     assert len(ids_of(c.call("GETJOB", "NOHANG", "COUNT", 10, "FROM", "gq"))) == 3
 

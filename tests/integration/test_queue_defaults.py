@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import jobutil
 import pytest
-from jobutil import NULL_BULK, RawClient, assert_error
+from jobutil import NULL_BULK, RawClient, assert_error, fields_of
 from support import DisqProcess, form_cluster, wait_for
 
 shared_disq = jobutil.shared_disq
@@ -17,15 +17,12 @@ c = jobutil.c
 
 
 def show(c: RawClient, job_id: bytes) -> dict[str, object]:
-    reply = c.call("SHOW", job_id)
-    return {reply[i].decode(): reply[i + 1] for i in range(0, len(reply), 2)}
+    return fields_of(c.call("SHOW", job_id))
 
 
 def policy(c: RawClient, queue: str) -> dict[str, object] | None:
     reply = c.call("QPOLICY", queue, "GET")
-    if reply is NULL_BULK:
-        return None
-    return {reply[i].decode(): reply[i + 1] for i in range(0, len(reply), 2)}
+    return None if reply is NULL_BULK else fields_of(reply)
 
 
 def wait_for_policy(c: RawClient, queue: str) -> None:
