@@ -206,3 +206,12 @@ def test_the_wire_form_carries_the_new_fields_and_refuses_bad_ones() -> None:
         broken[index] = bad
         assert QueuePolicy.from_wire(broken) is None, (index, bad)
     assert QueuePolicy.from_wire(wire[:12]) is None
+
+
+def test_a_peers_group_counts_are_checked_whole() -> None:
+    from disq.replication.failures import _group_counts
+    assert _group_counts([[b"a", 2], [b"b", 1]]) == {b"a": 2, b"b": 1}
+    assert _group_counts([]) == {}
+    for bad in (None, [[b"a"]], [[b"a", 0]], [[b"", 1]], [[b"a" * 257, 1]], [["a", 1]],
+                [[b"a", 2**32]], [[b"a", 1.0]], [[b"x", 1]] * 10_001):
+        assert _group_counts(bad) is None, bad
