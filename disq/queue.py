@@ -16,7 +16,6 @@ pays nothing for the extensions.
 
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_left, bisect_right, insort
 from collections import OrderedDict, deque
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 from .gcfree import untrack
 from .job import DEFAULT_PRIORITY, Job, job_priority
 from .ratelimit import RateLimiter
+from .turns import turns, turns_reversed
 
 if TYPE_CHECKING:
     from .concurrency import ConcurrencyCap
@@ -344,19 +344,30 @@ class PriorityJobs:
     def tail(self, count: int) -> list[Job]:
         """The last `count` jobs to be delivered, the last first (the parked groups'
         after all the others: `__iter__`)."""
-        out: list[Job] = list(islice(reversed(list(self._parked_jobs())), max(count, 0)))
+        out = self._parked_tail(count)
         for priority in reversed(self._order):
             if len(out) >= count:
                 break
-            out.extend(_turns_reversed(self._levels[priority], count - len(out)))
+            out.extend(turns_reversed(self._levels[priority], count - len(out)))
         return out
 
     def __iter__(self) -> Iterator[Job]:
         """All the jobs in delivery order; the parked groups' last, each group's by
         priority, then age."""
         levels = self._levels
-        turns = chain.from_iterable(_turns(levels[p]) for p in self._order)
-        return turns if self._parked is None else chain(turns, self._parked_jobs())
+        rounds = chain.from_iterable(turns(levels[p]) for p in self._order)
+        return rounds if self._parked is None else chain(rounds, self._parked_jobs())
+
+    def _parked_tail(self, count: int) -> list[Job]:
+        """The last `count` of `_parked_jobs`, the last first: O(parked groups) plus
+        the jobs returned."""
+        out: list[Job] = []
+        for by_priority in reversed(list((self._parked or {}).values())):
+            for priority in sorted(by_priority, reverse=True):
+                if len(out) >= count:
+                    return out
+                out.extend(by_priority[priority].tail(count - len(out)))
+        return out
 
     def _parked_jobs(self) -> Iterator[Job]:
         for by_priority in (self._parked or {}).values():
@@ -368,55 +379,6 @@ class PriorityJobs:
         self._order.clear()
         self._parked = None
         self._len = 0
-
-
-def _turns(level: Level) -> Iterator[Job]:
-    """A level's jobs in delivery order: the first job of each group in ring order,
-    then the second of each group that has one, and so on. Lazy: the first k jobs
-    cost O(k) whatever the number of groups."""
-    if len(level) == 1:
-        yield from next(iter(level.values()))
-        return
-    turns: deque[Iterator[Job]] = deque()
-    for jobs in level.values():  # the first round, taking each group in
-        group_iter = iter(jobs)
-        yield next(group_iter)  # groups in a level are never empty
-        turns.append(group_iter)
-    while turns:
-        group_iter = turns.popleft()
-        job = next(group_iter, None)
-        if job is not None:
-            yield job
-            turns.append(group_iter)
-
-
-def _turns_reversed(level: Level, count: int) -> list[Job]:
-    """The last `count` jobs of `_turns(level)`, the last first. Round r serves the
-    groups holding at least r jobs, in ring order; so backwards, the groups join the
-    rounds largest first, each giving its jobs from its newest. O(g log g) for g
-    groups, plus the jobs returned."""
-    if count <= 0:
-        return []
-    if len(level) == 1:
-        return next(iter(level.values())).tail(count)
-    groups = list(level.values())
-    largest = [(-len(jobs), index) for index, jobs in enumerate(groups)]
-    heapq.heapify(largest)
-    out: list[Job] = []
-    active: list[tuple[int, Iterator[Job]]] = []  # (-ring index, newest-first jobs)
-    for round_no in range(-largest[0][0], 0, -1):
-        while largest and -largest[0][0] >= round_no:
-            index = heapq.heappop(largest)[1]
-            insort(active, (-index, reversed(groups[index])), key=_first)
-        for _, newest_first in active:  # the round backwards: the ring's last first
-            out.append(next(newest_first))
-            if len(out) >= count:
-                return out
-    return out
-
-
-def _first(item: tuple[int, Iterator[Job]]) -> int:
-    return item[0]
 
 
 class Waiter(Protocol):

@@ -215,3 +215,15 @@ def test_a_peers_group_counts_are_checked_whole() -> None:
     for bad in (None, [[b"a"]], [[b"a", 0]], [[b"", 1]], [[b"a" * 257, 1]], [["a", 1]],
                 [[b"a", 2**32]], [[b"a", 1.0]], [[b"x", 1]] * 10_001):
         assert _group_counts(bad) is None, bad
+
+
+def test_the_tail_of_many_parked_jobs_is_read_from_its_end() -> None:
+    jobs = filled((b"a", 3), (b"b", 3))
+    jobs.add(make_job(b"a", 100, priority=5))
+    limits = GroupLimits(1, 0.0, now_ms=0)
+    while deliver(jobs, limits) is not None:
+        pass
+    everything = list(jobs)
+    assert len(everything) == 5 and jobs.first() is None
+    for count in range(7):
+        assert jobs.tail(count) == list(reversed(everything))[:count]
