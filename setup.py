@@ -42,6 +42,8 @@ NATIVE = [
     "disq/scantable.py",
     "disq/timers.py",
     "disq/queue.py",
+    "disq/turns.py",  # the groups' turns of a priority (PriorityJobs' order)
+    "disq/queue_federation.py",  # what federation keeps of a queue (Queue.federation)
     "disq/options.py",  # the options' parsers, which every request's parse runs
     "disq/requests.py",
     "disq/queue_requests.py",

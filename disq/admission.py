@@ -16,7 +16,7 @@ from .ids import JobIdGenerator
 from .job import DEFAULT_PRIORITY, NO_HOLDERS, WAIT_REPL, Job, JobExt
 from .memory import JOB_FOOTPRINT
 from .queue import PAUSED_IN
-from .requests import AddJob
+from .requests import DEFAULT_TTL, AddJob
 
 if TYPE_CHECKING:
     from .node import Node
@@ -48,6 +48,8 @@ class Admission:
         queued on a random one of the nodes it is replicated to, not here."""
         node = self.node
         repl, retry, delay, ttl = request.repl, request.retry, request.delay, request.ttl
+        if not ttl:  # not given, nor a QPOLICY TTL (JobService.add applied those)
+            ttl = DEFAULT_TTL
         body = request.body
         if len(body) > node.config.job_max_body:  # more than the bus may carry
             raise errors.body_too_big(len(body), node.config.job_max_body)

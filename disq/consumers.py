@@ -26,12 +26,14 @@ from .queue import (
     READY_EXT,
     READY_QUEUED,
     READY_REQUEUED,
+    PriorityJobs,
     Queue,
     Waiter,
 )
 
 if TYPE_CHECKING:
     from .failures import FailureStats
+    from .grouplimits import GroupLimits
     from .node import Node, Stats
     from .scantable import ScanTable
 
@@ -83,7 +85,11 @@ class Consumers:
         if limiter is not None and queue.jobs and not limiter.take(now):
             self.failures.tokens_refused += 1  # RATE (failures.py)
             return None
-        job = queue.jobs.pop_first()
+        groups = queue.groups
+        if groups is None:
+            job = queue.jobs.pop_first()
+        else:
+            job = self._take_admitted(queue, groups, now)
         if job is None:
             return None
         if cap is not None:
@@ -95,6 +101,25 @@ class Consumers:
         self.stats.jobs_delivered += 1
         if queue.told_best != NO_PRIORITY and queue.best_priority() > queue.told_best:
             self.node.cluster.best_changed(queue)  # the peers heard of a job gone now
+        return job
+
+    def _take_admitted(self, queue: Queue, groups: GroupLimits, now: int) -> Job | None:
+        """The next job of a group GROUP-CONCURRENCY and GROUP-RATE let run now
+        (grouplimits.py), the groups held back parked on the way; None if every
+        group with jobs is held back (counted as refused for lack of a token when
+        one waits for its token: the consumers are served when it comes; the queue's
+        RATE token, taken, is given back)."""
+        jobs = queue.jobs
+        if type(jobs) is not PriorityJobs:  # no job with a group queued
+            return jobs.pop_first()
+        if groups.wakes:
+            groups.wake(jobs, now)
+        job = jobs.pop_admitted(groups, now)
+        if job is None:
+            if groups.wakes:
+                self.failures.tokens_refused += 1
+            if queue.limiter is not None:
+                queue.limiter.tokens += 1.0
         return job
 
     def held_for_peers(self, queue: Queue, now: int) -> bool:
@@ -154,7 +179,8 @@ class Consumers:
         now = now_ms()
         for name in dict.fromkeys(names):
             queue = node.queue(name, now)
-            if (queue.limiter is None and queue.cap is None) or not queue.jobs:
+            if (queue.limiter is None and queue.cap is None and queue.groups is None) or (
+                    not queue.jobs):
                 node.cluster.need_jobs(queue)
 
     # -- blocked consumers -----------------------------------------------------------
@@ -167,8 +193,8 @@ class Consumers:
             queue = node.queue(name, now)
             queue.waiters.append(waiter)
             queues.append(queue)
-            if queue.limiter is not None and queue.jobs:  # jobs, but no token: RATE
-                node.wakeups.at_next_token(queue, now)
+            if (queue.limiter is not None or queue.groups is not None) and queue.jobs:
+                node.wakeups.at_next_token(queue, now)  # jobs, but no token: RATE
         self.count += 1
         return queues
 

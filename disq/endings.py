@@ -14,6 +14,7 @@ from .batches import BatchTable
 from .clock import now_ms
 from .job import ACKED, QUEUED, Job
 from .policies import PolicyTable
+from .queue import PriorityJobs
 from .results import ACKED_END, DEAD_END, DEFAULT_RESULT_TTL_MS, Ends, JobEnd
 from .scantable import ScanTable
 
@@ -41,12 +42,20 @@ class JobEndings:
     batches: BatchTable
     on_member_end: Callable[[bytes, bytes, int], None]
 
-    def slot_freed(self, name: bytes | None) -> None:
-        """A job of queue `name` ended: if the queue has a CONCURRENCY cap, its
+    def slot_freed(self, name: bytes | None, job: Job) -> None:
+        """`job` of queue `name` ended: if the queue has a CONCURRENCY cap, its
         consumers waiting here are served after this operation (concurrency.py counts
-        the job gone then)."""
+        the job gone then); if its group was parked at its GROUP-CONCURRENCY, it is
+        back in the turns (grouplimits.py)."""
         queue = self.queues.get(name) if name is not None else None
-        if queue is not None and queue.cap is not None and queue.waiters:
+        if queue is None:
+            return
+        groups = queue.groups
+        jobs = queue.jobs
+        if groups is not None and type(jobs) is PriorityJobs and groups.job_ended(jobs, job):
+            if queue.waiters:
+                self.consumers.mark_ready(queue)
+        elif queue.cap is not None and queue.waiters:
             self.consumers.mark_ready(queue)
 
     def member_ended(self, job: Job, how: int) -> None:

@@ -24,6 +24,7 @@ from . import lifecycle
 from .batches import DEAD as MEMBER_DEAD
 from .clock import ms_after, random_time_error
 from .concurrency import ConcurrencyCap
+from .grouplimits import GroupLimits
 from .job import (
     ACKED,
     BACKOFF_WAIT,
@@ -34,13 +35,13 @@ from .job import (
     JobExt,
 )
 from .policies import PolicyTable, QueuePolicy, dead_letter_queue
+from .queue import PriorityJobs, Queue
 from .ratelimit import RateLimiter
 from .results import Ends
 
 if TYPE_CHECKING:
     from .node import Stats
     from .ports import ClusterPort, Persistence
-    from .queue import Queue
     from .scantable import ScanTable
 
 REASON_MAX_DELIVERIES: Final = b"max-deliveries"
@@ -91,7 +92,7 @@ class FailurePolicies:
     def _requeue_time(self, now: int, retry: int) -> int:
         raise NotImplementedError
 
-    def slot_freed(self, name: bytes | None) -> None:
+    def slot_freed(self, name: bytes | None, job: Job) -> None:
         raise NotImplementedError
 
     def logged_again(self, job: Job) -> None:
@@ -127,6 +128,7 @@ class FailurePolicies:
             queue.cap = ConcurrencyCap(limit, now, self.cluster.size())
         else:
             cap.set_limit(limit)
+        self.apply_group_limits(queue, policy, now)
         rate = policy.rate if policy is not None else 0.0
         limiter = queue.limiter
         if not rate:
@@ -135,6 +137,24 @@ class FailurePolicies:
             queue.limiter = RateLimiter(rate, now, self.cluster.size())
         elif limiter.rate != rate:
             limiter.set_rate(rate, rate * limiter.share / limiter.rate, now)
+
+    def apply_group_limits(self, queue: Queue, policy: QueuePolicy | None, now: int) -> None:
+        """GROUP-CONCURRENCY and GROUP-RATE (grouplimits.py): the queue's GroupLimits
+        made, changed or dropped; a change brings every parked group back in the turns
+        (GETJOB parks again those still held back)."""
+        limit = policy.group_concurrency if policy is not None else 0
+        rate = policy.group_rate if policy is not None else 0.0
+        groups = queue.groups
+        jobs = queue.jobs
+        parking = jobs if type(jobs) is PriorityJobs else None
+        if not limit and not rate:
+            if groups is not None:
+                groups.release(parking)
+                queue.groups = None
+        elif groups is None:
+            queue.groups = GroupLimits(limit, rate, now, self.cluster.size())
+        elif groups.concurrency != limit or groups.rate != rate:
+            groups.set_limits(limit, rate, parking)
 
     # -- a failed delivery ---------------------------------------------------------------
     def failed_delivery(self, job: Job, nack: bool, now: int, delay_ms: int | None) -> bool:
@@ -185,7 +205,7 @@ class FailurePolicies:
         self._move(job, target, now)
         self.cluster.job_moved(job)
         if self.policies.policies:
-            self.slot_freed(origin)  # a job of origin's CONCURRENCY ended
+            self.slot_freed(origin, job)  # a job of origin's CONCURRENCY ended
         self.member_ended(job, MEMBER_DEAD)
         if self.ends.watchers:
             self.ends.ended(job.id)

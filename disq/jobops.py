@@ -94,7 +94,7 @@ class JobOperations:
         raise NotImplementedError
 
     # JobEndings' (endings.py), which these call.
-    def slot_freed(self, name: bytes | None) -> None:
+    def slot_freed(self, name: bytes | None, job: Job) -> None:
         raise NotImplementedError
 
     def keep_result(self, job_id: bytes, state: bytes, data: bytes | None, now: int,
@@ -139,7 +139,7 @@ class JobOperations:
         job.nodes_confirmed = None
         self.stats.jobs_acked += 1
         if self.policies.policies:
-            self.slot_freed(job.queue)
+            self.slot_freed(job.queue, job)
         if job.ext is not None:  # (a batch's member)
             self.member_ended(job, MEMBER_ACKED)
         if self.ends.watchers and job.id in self.ends.watchers:

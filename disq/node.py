@@ -59,6 +59,7 @@ from .queue import (
     READY_EXT,
     READY_QUEUED,
     READY_REQUEUED,
+    PriorityJobs,
     Queue,
 )
 from .results import Ends
@@ -318,7 +319,11 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
         if job.ext is None:
             queue.jobs.add(job)
         else:
-            queue.jobs_for(job).add(job)  # priority, group: may switch the queue's order
+            jobs = queue.jobs_for(job)  # priority, group: may switch the queue's order
+            jobs.add(job)
+            groups = queue.groups
+            if requeued and groups is not None and type(jobs) is PriorityJobs:
+                groups.job_ended(jobs, job)  # its run ended: its group may run one more
         queue.atime = now  # Disque's enqueueJob: an enqueue is an access too
         queue.jobs_in += 1
         if queue.waiters and not queue.flags & PAUSED_OUT:

@@ -14,6 +14,10 @@ reaches every node is replication/policies.py, what the node does with it node.p
   time, cluster-wide (concurrency.py).
 - RESULT-TTL s: how long the queue's jobs' results are kept once they end (results.py;
   an hour without it; 0 keeps none).
+- RETRY s, TTL s, REPLICATE n, MAXLEN n: the defaults of an ADDJOB to the queue that
+  does not give the option (`QueueDefaults`); the ADDJOB's own option wins.
+- GROUP-CONCURRENCY n, GROUP-RATE r: CONCURRENCY and RATE for each GROUP of the queue
+  (grouplimits.py).
 
 As CRON's schedules (schedules.py), changes are ordered by `version` (ms, node ID):
 the newest wins everywhere, and QPOLICY DEL is a version too (a tombstone, kept a
@@ -23,7 +27,10 @@ while so that an old copy cannot bring the policy back).
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .requests import AddJob
 
 TOMBSTONE_MS = 24 * 3600 * 1000
 MAX_QUEUE_NAME_LEN = 1024
@@ -32,17 +39,25 @@ DEAD_PREFIX = b"dead:"
 MAX_RESULT_TTL = 30 * 24 * 3600  # s: a month (disq_client.spec's)
 MAX_RESULT_TTL_MS = MAX_RESULT_TTL * 1000  # the longest a result is kept, as peers and files say it
 MAX_CONCURRENCY = 1_000_000  # (disq_client.spec's)
+# The ADDJOB defaults' bounds (disq_client.spec's): a TTL or RETRY the bus carries
+# (replication/wire.py's MAX_TTL_MS is 2**40 ms), ADDJOB's REPLICATE.
+MAX_DEFAULT_SECONDS = 1_000_000_000  # ~31 years
+MAX_REPLICATE = 65535
+MAX_MAXLEN = 2**32 - 1
+MAX_RATE = 1e9
 
 
 class QueuePolicy:
     __slots__ = ("queue", "max_deliveries", "deadletter", "backoff_base", "backoff_max",
-                 "rate", "result_ttl", "concurrency", "version", "origin", "deleted")
+                 "rate", "result_ttl", "concurrency", "defaults", "group_concurrency",
+                 "group_rate", "version", "origin", "deleted")
 
     def __init__(self, queue: bytes, *, max_deliveries: int = 0,
                  deadletter: bytes | None = None, backoff_base: int = 0,
                  backoff_max: int = 0, rate: float = 0.0, result_ttl: int = -1,
-                 concurrency: int = 0, version: int = 0, origin: str = "",
-                 deleted: bool = False) -> None:
+                 concurrency: int = 0, defaults: QueueDefaults | None = None,
+                 group_concurrency: int = 0, group_rate: float = 0.0, version: int = 0,
+                 origin: str = "", deleted: bool = False) -> None:
         self.queue = queue
         self.max_deliveries = max_deliveries  # 0: none
         self.deadletter = deadletter  # None: dead:<queue>
@@ -51,6 +66,11 @@ class QueuePolicy:
         self.rate = rate  # jobs per second; 0: no limit
         self.result_ttl = result_ttl  # s; -1: the default (results.py), 0: none kept
         self.concurrency = concurrency  # jobs running at a time; 0: no limit
+        # RETRY, TTL, REPLICATE, MAXLEN for the ADDJOBs that do not give them; None: none
+        # (a plain ADDJOB tests this one field: JobService.add)
+        self.defaults = defaults
+        self.group_concurrency = group_concurrency  # each group's CONCURRENCY; 0: none
+        self.group_rate = group_rate  # each group's RATE; 0: none
         self.version = version  # ms of the change, `origin` (a node ID) as tiebreak
         self.origin = origin
         self.deleted = deleted
@@ -69,40 +89,105 @@ class QueuePolicy:
 
     def to_wire(self) -> list[Any]:
         """Nine fields, as nodes without RESULT-TTL read them; a tenth (RESULT-TTL) and
-        an eleventh (CONCURRENCY) when set."""
+        an eleventh (CONCURRENCY) when set; all seventeen when an ADDJOB default or a
+        group limit is set (RETRY, TTL, REPLICATE, MAXLEN, GROUP-CONCURRENCY,
+        GROUP-RATE; -1 or 0: none), which nodes older than those refuse, as they
+        refuse any policy they cannot apply whole."""
         wire = [self.queue, self.max_deliveries, self.deadletter, self.backoff_base,
                 self.backoff_max, float(self.rate), self.version, self.origin, self.deleted]
-        if self.result_ttl >= 0 or self.concurrency:
+        defaults = self.defaults
+        extended = defaults is not None or self.group_concurrency or self.group_rate
+        if self.result_ttl >= 0 or self.concurrency or extended:
             wire.append(self.result_ttl)
-        if self.concurrency:
+        if self.concurrency or extended:
             wire.append(self.concurrency)
+        if extended:
+            if defaults is None:
+                defaults = NO_DEFAULTS
+            wire += (defaults.retry, defaults.ttl, defaults.replicate, defaults.maxlen,
+                     self.group_concurrency, float(self.group_rate))
         return wire
 
     @classmethod
     def from_wire(cls, data: object) -> QueuePolicy | None:
         """A policy from `to_wire`'s list, or None if anything is off (a peer's
         message or a file: trusted no more than any input)."""
-        if type(data) is not list or len(data) not in (9, 10, 11):
+        if type(data) is not list or len(data) not in (9, 10, 11, 17):
             return None
         (queue, max_deliveries, deadletter, base, top, rate, version, origin,
          deleted) = data[:9]
         result_ttl = data[9] if len(data) >= 10 else -1
-        concurrency = data[10] if len(data) == 11 else 0
+        concurrency = data[10] if len(data) >= 11 else 0
         if type(result_ttl) is not int or not -1 <= result_ttl <= MAX_RESULT_TTL or (
                 type(concurrency) is not int or not 0 <= concurrency <= MAX_CONCURRENCY):
             return None
+        defaults, group_concurrency, group_rate = None, 0, 0.0
+        if len(data) == 17:
+            defaults = QueueDefaults.from_wire(data[11:15])
+            group_concurrency, group_rate = data[15], data[16]
+            if defaults is None or type(group_concurrency) is not int or not (
+                    0 <= group_concurrency <= MAX_CONCURRENCY) or (
+                    type(group_rate) is not float or not 0 <= group_rate <= MAX_RATE):
+                return None
+            if defaults.empty():
+                defaults = None
         if not (type(queue) is bytes and 0 < len(queue) <= MAX_QUEUE_NAME_LEN
                 and type(max_deliveries) is int and 0 <= max_deliveries <= 65535
                 and (deadletter is None or type(deadletter) is bytes
                      and 0 < len(deadletter) <= MAX_QUEUE_NAME_LEN and deadletter != queue)
                 and type(base) is int and type(top) is int and 0 <= base <= top < 2**32
-                and type(rate) is float and 0 <= rate <= 1e9
+                and type(rate) is float and 0 <= rate <= MAX_RATE
                 and type(version) is int and type(origin) is str
                 and type(deleted) is bool):
             return None
         return cls(queue, max_deliveries=max_deliveries, deadletter=deadletter,
                    backoff_base=base, backoff_max=top, rate=rate, result_ttl=result_ttl,
-                   concurrency=concurrency, version=version, origin=origin, deleted=deleted)
+                   concurrency=concurrency, defaults=defaults,
+                   group_concurrency=group_concurrency, group_rate=group_rate,
+                   version=version, origin=origin, deleted=deleted)
+
+
+class QueueDefaults:
+    """A queue's ADDJOB defaults (QPOLICY RETRY, TTL, REPLICATE, MAXLEN): what an
+    ADDJOB to the queue gets for an option it does not give, before ADDJOB's own
+    checks run (admission.py), so they are checked as if the ADDJOB had given them."""
+
+    __slots__ = ("retry", "ttl", "replicate", "maxlen")
+
+    def __init__(self, retry: int = -1, ttl: int = 0, replicate: int = 0,
+                 maxlen: int = 0) -> None:
+        self.retry = retry  # s; -1: none (0 is at-most-once)
+        self.ttl = ttl  # s; 0: none
+        self.replicate = replicate  # 0: none
+        self.maxlen = maxlen  # 0: none
+
+    def empty(self) -> bool:
+        return self.retry < 0 and not (self.ttl or self.replicate or self.maxlen)
+
+    def apply(self, request: AddJob) -> None:
+        """Fill in the options `request` does not give (AddJob: None, or 0 for TTL
+        and MAXLEN, which an ADDJOB cannot give as 0)."""
+        if self.retry >= 0 and request.retry is None:
+            request.retry = self.retry
+        if self.ttl and not request.ttl:
+            request.ttl = self.ttl
+        if self.replicate and request.repl is None:
+            request.repl = self.replicate
+        if self.maxlen and not request.maxlen:
+            request.maxlen = self.maxlen
+
+    @classmethod
+    def from_wire(cls, data: list[Any]) -> QueueDefaults | None:
+        retry, ttl, replicate, maxlen = data
+        if not (type(retry) is int and -1 <= retry <= MAX_DEFAULT_SECONDS
+                and type(ttl) is int and 0 <= ttl <= MAX_DEFAULT_SECONDS
+                and type(replicate) is int and 0 <= replicate <= MAX_REPLICATE
+                and type(maxlen) is int and 0 <= maxlen <= MAX_MAXLEN):
+            return None
+        return cls(retry, ttl, replicate, maxlen)
+
+
+NO_DEFAULTS = QueueDefaults()
 
 
 def dead_letter_queue(queue: bytes) -> bytes:

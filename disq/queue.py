@@ -16,7 +16,6 @@ pays nothing for the extensions.
 
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_left, bisect_right, insort
 from collections import OrderedDict, deque
 from collections.abc import Iterator
@@ -27,10 +26,13 @@ from typing import TYPE_CHECKING, Final, Protocol
 from .gcfree import untrack
 from .job import DEFAULT_PRIORITY, Job, job_priority
 from .ratelimit import RateLimiter
+from .turns import turns, turns_reversed
 
 if TYPE_CHECKING:
     from .concurrency import ConcurrencyCap
     from .errors import DisqError
+    from .grouplimits import GroupLimits
+    from .queue_federation import QueueFederation
 
 _LOAD: Final = 512
 _MAX_BLOCK: Final = 2 * _LOAD
@@ -179,14 +181,21 @@ class PriorityJobs:
     Adding, popping and removing cost O(log n) in the group's SortedJobs plus O(1)
     here (the list of non-empty priorities has at most 256 entries); nothing scans
     the groups, however many there are. A job's priority and group must not change
-    while it is queued (they locate it for `remove`)."""
+    while it is queued (they locate it for `remove`).
 
-    __slots__ = ("_levels", "_order", "_len")
+    A group at its GROUP-CONCURRENCY or GROUP-RATE (grouplimits.py) is *parked*: its
+    jobs, at every priority, leave the turns (`park`, O(priorities)) and stay counted,
+    listed and removable; the next pop goes on to the other groups'; `unpark` puts it
+    back in the turns (at the back of each ring)."""
+
+    __slots__ = ("_levels", "_order", "_len", "_parked")
 
     def __init__(self) -> None:
         self._levels: dict[int, Level] = {}  # only non-empty levels
         self._order: list[int] = []  # their priorities, ascending
-        self._len = 0
+        self._len = 0  # parked jobs included
+        # group -> priority -> its jobs there, out of the turns; None: none parked yet
+        self._parked: dict[bytes, dict[int, SortedJobs]] | None = None
 
     @classmethod
     def adopting(cls, plain: SortedJobs) -> PriorityJobs:
@@ -205,6 +214,15 @@ class PriorityJobs:
     def add(self, job: Job) -> None:
         ext = job.ext
         priority, group = (DEFAULT_PRIORITY, None) if ext is None else (ext.priority, ext.group)
+        parked = self._parked
+        if parked is not None and group is not None and group in parked:
+            by_priority = parked[group]
+            jobs = by_priority.get(priority)
+            if jobs is None:
+                by_priority[priority] = jobs = SortedJobs()
+            jobs.add(job)
+            self._len += 1
+            return
         level = self._levels.get(priority)
         if level is None:
             self._levels[priority] = level = OrderedDict()
@@ -220,15 +238,78 @@ class PriorityJobs:
         ext = job.ext
         priority, group = (DEFAULT_PRIORITY, None) if ext is None else (ext.priority, ext.group)
         level = self._levels.get(priority)
-        if level is None:
-            return False
-        jobs = level.get(group)
-        if jobs is None or not jobs.remove(job):
+        jobs = level.get(group) if level is not None else None
+        if jobs is None:
+            return group is not None and self._remove_parked(job, priority, group)
+        if not jobs.remove(job):
             return False
         if not jobs:
+            assert level is not None
             self._drop_group(priority, level, group)
         self._len -= 1
         return True
+
+    def _remove_parked(self, job: Job, priority: int, group: bytes) -> bool:
+        by_priority = self._parked.get(group) if self._parked is not None else None
+        jobs = by_priority.get(priority) if by_priority is not None else None
+        if jobs is None or not jobs.remove(job):
+            return False
+        if not jobs:
+            assert by_priority is not None and self._parked is not None
+            del by_priority[priority]
+            if not by_priority:
+                del self._parked[group]
+        self._len -= 1
+        return True
+
+    def park(self, group: bytes) -> None:
+        """`group`'s jobs out of the turns until `unpark`."""
+        parked = self._parked
+        if parked is None:
+            self._parked = parked = {}
+        by_priority = parked.get(group)
+        if by_priority is None:
+            parked[group] = by_priority = {}
+        for priority in list(self._order):
+            level = self._levels[priority]
+            jobs = level.get(group)
+            if jobs is not None:
+                by_priority[priority] = jobs
+                self._drop_group(priority, level, group)
+        if not by_priority:
+            del parked[group]
+
+    def unpark(self, group: bytes) -> bool:
+        """`group`'s jobs back in the turns, each priority's at the back of its ring.
+        False if it had none parked."""
+        parked = self._parked
+        by_priority = parked.pop(group, None) if parked is not None else None
+        if by_priority is None:
+            return False
+        for priority, jobs in by_priority.items():
+            level = self._levels.get(priority)
+            if level is None:
+                self._levels[priority] = level = OrderedDict()
+                insort(self._order, priority)
+            level[group] = jobs
+        return True
+
+    def pop_admitted(self, limits: GroupLimits, now_ms: int) -> Job | None:
+        """`pop_first`, skipping the groups `limits` holds back now: each one met is
+        parked (the next GETJOB does not meet it again) until `limits` brings it back.
+        Jobs without a group are not held back."""
+        order = self._order
+        while order:
+            level = self._levels[order[0]]
+            group = next(iter(level))
+            if group is not None and not limits.admits(group, now_ms):
+                self.park(group)
+                continue
+            job = self.pop_first()
+            if job is not None and group is not None:
+                limits.started(group, job)
+            return job
+        return None
 
     def _drop_group(self, priority: int, level: Level, group: bytes | None) -> None:
         del level[group]
@@ -237,7 +318,7 @@ class PriorityJobs:
             del self._order[bisect_left(self._order, priority)]
 
     def pop_first(self) -> Job | None:
-        if not self._len:
+        if not self._order:  # (parked groups' jobs only, if any)
             return None
         priority = self._order[0]
         level = self._levels[priority]
@@ -251,7 +332,8 @@ class PriorityJobs:
         return job
 
     def first(self) -> Job | None:
-        if not self._len:
+        """The next job to be delivered (None: none, or only parked groups')."""
+        if not self._order:
             return None
         return next(iter(self._levels[self._order[0]].values())).first()
 
@@ -260,72 +342,43 @@ class PriorityJobs:
         return list(islice(self, max(count, 0)))
 
     def tail(self, count: int) -> list[Job]:
-        """The last `count` jobs to be delivered, the last first."""
-        out: list[Job] = []
+        """The last `count` jobs to be delivered, the last first (the parked groups'
+        after all the others: `__iter__`)."""
+        out = self._parked_tail(count)
         for priority in reversed(self._order):
             if len(out) >= count:
                 break
-            out.extend(_turns_reversed(self._levels[priority], count - len(out)))
+            out.extend(turns_reversed(self._levels[priority], count - len(out)))
         return out
 
     def __iter__(self) -> Iterator[Job]:
-        """All the jobs in delivery order."""
+        """All the jobs in delivery order; the parked groups' last, each group's by
+        priority, then age."""
         levels = self._levels
-        return chain.from_iterable(_turns(levels[p]) for p in self._order)
+        rounds = chain.from_iterable(turns(levels[p]) for p in self._order)
+        return rounds if self._parked is None else chain(rounds, self._parked_jobs())
+
+    def _parked_tail(self, count: int) -> list[Job]:
+        """The last `count` of `_parked_jobs`, the last first: O(parked groups) plus
+        the jobs returned."""
+        out: list[Job] = []
+        for by_priority in reversed(list((self._parked or {}).values())):
+            for priority in sorted(by_priority, reverse=True):
+                if len(out) >= count:
+                    return out
+                out.extend(by_priority[priority].tail(count - len(out)))
+        return out
+
+    def _parked_jobs(self) -> Iterator[Job]:
+        for by_priority in (self._parked or {}).values():
+            for priority in sorted(by_priority):
+                yield from by_priority[priority]
 
     def clear(self) -> None:
         self._levels.clear()
         self._order.clear()
+        self._parked = None
         self._len = 0
-
-
-def _turns(level: Level) -> Iterator[Job]:
-    """A level's jobs in delivery order: the first job of each group in ring order,
-    then the second of each group that has one, and so on. Lazy: the first k jobs
-    cost O(k) whatever the number of groups."""
-    if len(level) == 1:
-        yield from next(iter(level.values()))
-        return
-    turns: deque[Iterator[Job]] = deque()
-    for jobs in level.values():  # the first round, taking each group in
-        group_iter = iter(jobs)
-        yield next(group_iter)  # groups in a level are never empty
-        turns.append(group_iter)
-    while turns:
-        group_iter = turns.popleft()
-        job = next(group_iter, None)
-        if job is not None:
-            yield job
-            turns.append(group_iter)
-
-
-def _turns_reversed(level: Level, count: int) -> list[Job]:
-    """The last `count` jobs of `_turns(level)`, the last first. Round r serves the
-    groups holding at least r jobs, in ring order; so backwards, the groups join the
-    rounds largest first, each giving its jobs from its newest. O(g log g) for g
-    groups, plus the jobs returned."""
-    if count <= 0:
-        return []
-    if len(level) == 1:
-        return next(iter(level.values())).tail(count)
-    groups = list(level.values())
-    largest = [(-len(jobs), index) for index, jobs in enumerate(groups)]
-    heapq.heapify(largest)
-    out: list[Job] = []
-    active: list[tuple[int, Iterator[Job]]] = []  # (-ring index, newest-first jobs)
-    for round_no in range(-largest[0][0], 0, -1):
-        while largest and -largest[0][0] >= round_no:
-            index = heapq.heappop(largest)[1]
-            insort(active, (-index, reversed(groups[index])), key=_first)
-        for _, newest_first in active:  # the round backwards: the ring's last first
-            out.append(next(newest_first))
-            if len(out) >= count:
-                return out
-    return out
-
-
-def _first(item: tuple[int, Iterator[Job]]) -> int:
-    return item[0]
 
 
 class Waiter(Protocol):
@@ -343,66 +396,6 @@ class Waiter(Protocol):
         """How long it still waits, in ms; None: without a timeout."""
 
 
-class QueueFederation:
-    """What federation (replication/federation.py) keeps of one queue: its asks for
-    jobs (when, how many, who answered), the jobs it imported (per-second buckets) and
-    the most urgent priority each peer said it has queued. Made on the queue's first
-    ask or import (`Queue.federation`), so a queue federation never touches, and a
-    node alone, carry none of it; it goes with its queue."""
-
-    __slots__ = ("bcast_time", "asked_time", "bcast_attempt", "adhoc_attempt",
-                 "responders", "import_second", "imported_prev", "imported_curr",
-                 "import_time", "peer_best")
-
-    def __init__(self) -> None:
-        self.bcast_time = 0  # no NEEDJOBS goes out before this (back-off)
-        # when a NEEDJOBS for consumers blocked here went out, 0 once they are gone
-        self.asked_time = 0
-        self.bcast_attempt = 0
-        self.adhoc_attempt = 0  # the size of the next ask (0: the first size)
-        self.responders: dict[str, int] | None = None  # node ID -> its last import
-        self.import_second = 0  # the second `imported_curr` counts
-        self.imported_prev = 0
-        self.imported_curr = 0
-        self.import_time = 0
-        self.peer_best: dict[str, int] | None = None  # node ID -> its most urgent priority
-
-    def note_import(self, now_ms: int) -> None:
-        """Count one job imported by federation (per-second buckets)."""
-        second = now_ms // 1000
-        if second != self.import_second:
-            self.imported_prev = self.imported_curr if second == self.import_second + 1 else 0
-            self.imported_curr = 0
-            self.import_second = second
-        self.imported_curr += 1
-        self.import_time = now_ms
-
-    def import_rate_at(self, now_ms: int) -> int:
-        """Jobs imported per second: this second's and the previous one's count, the
-        larger, as long as the last import is under 5 s old (Disque's window)."""
-        if not self.import_time or now_ms - self.import_time > 5000:
-            return 0
-        second = now_ms // 1000
-        if second == self.import_second:
-            return max(self.imported_curr, self.imported_prev)
-        if second == self.import_second + 1:
-            return self.imported_curr
-        return 1  # imported within 5 s, but not in the last two seconds
-
-    def set_peer_best(self, node_id: str, priority: int) -> int | None:
-        """A peer's most urgent queued priority (NO_PRIORITY: none), as it said: the
-        most urgent of the peers' now, or None if nothing changed."""
-        bests = self.peer_best
-        if priority >= NO_PRIORITY:
-            if bests is None or bests.pop(node_id, None) is None:
-                return None
-        else:
-            if bests is None:
-                self.peer_best = bests = {}
-            bests[node_id] = priority
-        return min(bests.values(), default=NO_PRIORITY)
-
-
 class Queue:
     __slots__ = (
         "name", "jobs", "waiters", "ctime", "atime", "flags", "jobs_in", "jobs_out",
@@ -415,6 +408,7 @@ class Queue:
         "federation",  # QueueFederation once federation asks or imports for it, or None
         "limiter",  # the RateLimiter of a queue with a RATE policy, or None
         "cap",  # the ConcurrencyCap of a queue with a CONCURRENCY policy, or None
+        "groups",  # the GroupLimits of a queue with GROUP-CONCURRENCY / GROUP-RATE, or None
         "ready",  # READY...: in Node.consumers.ready, its consumers to be served
     )
 
@@ -434,6 +428,7 @@ class Queue:
         self.federation: QueueFederation | None = None
         self.limiter: RateLimiter | None = None
         self.cap: ConcurrencyCap | None = None
+        self.groups: GroupLimits | None = None
         self.ready = 0
 
     def __len__(self) -> int:

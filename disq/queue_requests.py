@@ -4,7 +4,7 @@ same option tables, disq_client.spec, and the same number rules)."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Self
+from typing import ClassVar, Final, Self
 
 from disq_client.spec import (
     CRON_ADD,
@@ -188,20 +188,30 @@ class CronAdd:
 
 
 # -- when jobs fail ----------------------------------------------------------------------
+POLICY_FIELDS: Final = ", ".join(option.token for option in QPOLICY_SET.options)
+POLICY_FIELD_CHOICE: Final = " or ".join(POLICY_FIELDS.rsplit(", ", 1))
+
+
 class QPolicySet:
     """QPOLICY queue SET [MAXDELIVERIES n] [DEADLETTER queue] [BACKOFF base-ms max-ms]
-    [RATE jobs-per-second] [CONCURRENCY n] [RESULT-TTL s] (a disq extension): the fields to change in
-    the queue's policy (None: unchanged). At least one."""
+    [RATE jobs-per-second] [CONCURRENCY n] [RESULT-TTL s] [RETRY s] [TTL s]
+    [REPLICATE n] [MAXLEN n] [GROUP-CONCURRENCY n] [GROUP-RATE jobs-per-second] (a disq
+    extension): the fields to change in the queue's policy (None: unchanged). At least
+    one."""
 
     __slots__ = ("queue", "max_deliveries", "deadletter", "backoff", "rate", "result_ttl",
-                 "concurrency")
+                 "concurrency", "retry", "ttl", "replicate", "maxlen", "group_concurrency",
+                 "group_rate")
     OPTIONS: ClassVar[CommandOptions] = QPOLICY_SET
     _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(QPOLICY_SET)
 
     def __init__(self, queue: bytes, max_deliveries: int | None = None,
                  deadletter: bytes | None = None, backoff: tuple[int, int] | None = None,
                  rate: float | None = None, result_ttl: int | None = None,
-                 concurrency: int | None = None) -> None:
+                 concurrency: int | None = None, retry: int | None = None,
+                 ttl: int | None = None, replicate: int | None = None,
+                 maxlen: int | None = None, group_concurrency: int | None = None,
+                 group_rate: float | None = None) -> None:
         self.queue = queue
         self.max_deliveries = max_deliveries
         self.deadletter = deadletter
@@ -209,26 +219,42 @@ class QPolicySet:
         self.rate = rate
         self.result_ttl = result_ttl  # s
         self.concurrency = concurrency
+        self.retry = retry  # s: the ADDJOB defaults
+        self.ttl = ttl  # s
+        self.replicate = replicate
+        self.maxlen = maxlen
+        self.group_concurrency = group_concurrency
+        self.group_rate = group_rate
 
     @classmethod
     def parse(cls, args: list[bytes]) -> QPolicySet:
         """From `QPOLICY queue SET ...` (args[0] is QPOLICY)."""
         request = cls(args[1])
         if len(args) < 4:
-            raise errors.err("QPOLICY SET needs at least one of MAXDELIVERIES, "
-                             "DEADLETTER, BACKOFF, RATE, CONCURRENCY, RESULT-TTL")
+            raise errors.err(f"QPOLICY SET needs at least one of {POLICY_FIELDS}")
         j = 3
         while j < len(args):  # an unknown field is named (a value missing: syntax error)
             parser = cls._PARSERS.get(args[j]) or cls._PARSERS.get(args[j].lower())
             if parser is None:
                 field = args[j].decode(errors="replace")[:64]
-                raise errors.err(f"unknown QPOLICY field '{field}', try MAXDELIVERIES, "
-                                 "DEADLETTER, BACKOFF, RATE, CONCURRENCY or RESULT-TTL")
+                raise errors.err(f"unknown QPOLICY field '{field}', try {POLICY_FIELD_CHOICE}")
             j += 1 + parser.values
         parse_options(request, cls._PARSERS, args, 3)
         if request.deadletter is not None and request.deadletter == request.queue:
             raise errors.err("DEADLETTER must be another queue than the queue itself")
         return request
+
+
+def check_defaults(retry: int, ttl: int, replicate: int) -> None:
+    """A queue's ADDJOB defaults as they would be with this QPOLICY SET (-1 / 0:
+    none): refused if every ADDJOB that takes them would be refused, or would never
+    be retried (QPOLICY SET changes nothing then)."""
+    if retry == 0 and replicate != 1:
+        raise errors.err("With RETRY set to 0 please explicitly set  REPLICATE to 1 "
+                         "(at-most-once delivery)")
+    if retry > 0 and ttl and retry > ttl:
+        raise errors.err("The specified RETRY is greater than TTL: the job would expire "
+                         "before it is queued again")
 
 
 class DeadletterRequeue:

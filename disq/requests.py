@@ -73,7 +73,8 @@ class AddJob:
     """ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
     [MAXLEN n] [ASYNC] [QUEUE-RANDOMLY] [DEDUP key] [UNIQUE key] [DELAY-MS ms] [AT unix-ms]
     [PRIORITY p] [GROUP g] [MAXDELIVERIES n]. `repl` None: the cluster's default (3, or
-    its size if smaller); `retry` None: derived from the TTL. DEDUP and the last five
+    its size if smaller); `retry` None: derived from the TTL; `ttl` 0: not given (the
+    queue's QPOLICY TTL, else DEFAULT_TTL: admission.py). DEDUP and the last five
     are disq's extensions; the last five live in `ext` (an `AddJobExt`, None when none is given:
     the job then gets no `JobExt`, and a plain ADDJOB pays one test in the core). They
     read and set as fields of the request all the same (properties below).
@@ -93,7 +94,7 @@ class AddJob:
     _FIELDS: ClassVar[dict[str, OptionParser]] = parsers_by_field(_PARSERS)
 
     def __init__(self, queue: bytes, body: bytes, timeout: int = 0, repl: int | None = None,
-                 delay: int = 0, retry: int | None = None, ttl: int = DEFAULT_TTL,
+                 delay: int = 0, retry: int | None = None, ttl: int = 0,
                  maxlen: int = 0, async_: bool = False, queue_randomly: bool = False,
                  dedup: bytes | None = None, delay_ms: int | None = None,
                  at: int | None = None, priority: int | None = None,

@@ -78,10 +78,15 @@ class Wakeups:
     def at_next_token(self, queue: Queue, now: int) -> None:
         """`queue` has jobs and waiting consumers but no token: serve them when the
         next token comes (one wake-up per queue at a time)."""
-        limiter = queue.limiter
-        if limiter is None or self.rate_wakeups.get(queue.name, 0) > now:
+        limiter, groups = queue.limiter, queue.groups
+        if (limiter is None and groups is None) or self.rate_wakeups.get(queue.name, 0) > now:
             return
-        when = limiter.next_token_ms(now)
+        when = limiter.next_token_ms(now) if limiter is not None else None
+        group_wake = groups.next_wake_ms() if groups is not None else None
+        if group_wake is not None and (when is None or when == now or group_wake < when):
+            when = group_wake  # (GROUP-RATE: the first group parked for a token gets it)
+        if when is None:
+            return
         self.rate_wakeups[queue.name] = when
         self.node.arm_timer(when)
 

@@ -128,7 +128,9 @@ QPOLICY_SET: Final = 33  # fields: [policy] (policies.QueuePolicy.to_wire): set 
 QPOLICY_SYNC: Final = 34  # fields: [[policy, ...]] every policy the sender knows
 RATE_DEMAND: Final = 35  # fields: [[queue, demand], ...] the sender's demand for rate-limited
 #                  queues (ratelimit.py); [queue, demand, jobs running there] for a
-#                  CONCURRENCY queue (concurrency.py; an older node skips those)
+#                  CONCURRENCY queue (concurrency.py; an older node skips those);
+#                  [queue, demand, running, [[group, running], ...]] for a
+#                  GROUP-CONCURRENCY / GROUP-RATE queue (grouplimits.py; the same)
 DLQ_REQUEUE: Final = 36  # fields: [request id, queue, count (0: all)]: put back your dead letters
 DLQ_REQUEUE_REPLY: Final = 37  # fields: [request id, how many were put back]
 JOBMOVE_ASK: Final = 38  # fields: [job id, generation]: my copy is of this generation; if

@@ -124,7 +124,7 @@ from ..errors import DisqError, fixed
 from ..job import PROVISIONAL, WAIT_REPL, Job
 from ..node import now_ms
 from ..outcomes import Added, OnAdded
-from ..requests import AddJob
+from ..requests import DEFAULT_TTL, AddJob
 from .dedup_queries import BUSY, DedupQueries, KeyQuery
 from .wire import COPY_FIELDS, MAX_TTL_MS
 
@@ -192,7 +192,7 @@ class _Adding:
                 # everywhere; ask again, as a checked add does after a refusal.
                 dedup.conflicts += 1
                 self.job = None
-                dedup.queries.ask(self.key, KeyQuery(self.request.ttl, now_ms()))
+                dedup.queries.ask(self.key, KeyQuery(self.request.ttl or DEFAULT_TTL, now_ms()))
                 return
             dedup.finish(self.key, outcome)
             return
@@ -266,7 +266,7 @@ class Dedup:
             return
         request.dedup_check = False  # (asked again after a checked add was refused)
         self.pending[key] = _Adding(self, key, request, answer)
-        self.queries.ask(key, KeyQuery(request.ttl, now_ms()))
+        self.queries.ask(key, KeyQuery(request.ttl or DEFAULT_TTL, now_ms()))
 
     def adding_here(self, job_id: bytes) -> bool:
         """Whether `job_id`, which a key names here, waits for its copies: another

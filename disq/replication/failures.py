@@ -7,7 +7,9 @@
   sender's generation; a holder with a newer copy answers JOBMOVE).
 - QPOLICY_SET / QPOLICY_SYNC: every node holds every queue policy (tables.py).
 - RATE_DEMAND: every RATE_PERIOD_MS each node tells the others its demand for each
-  rate-limited queue, and takes its share of the rate (disq/ratelimit.py).
+  rate-limited queue, and takes its share of the rate (disq/ratelimit.py), of its
+  CONCURRENCY (disq/concurrency.py), and of each group's GROUP-CONCURRENCY and
+  GROUP-RATE (disq/grouplimits.py).
 - DLQ_REQUEUE / DLQ_REQUEUE_REPLY: DEADLETTER REQUEUE puts back the dead letters
   queued on every node: this node's first, then each reachable node's in turn
   (in turn so that COUNT is the total), each given REQUEUE_TIMEOUT_MS to answer;
@@ -21,15 +23,18 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
+from disq_client.spec import GROUP_MAX_LEN
+
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
 from ..concurrency import ConcurrencyCap, shares
+from ..grouplimits import GroupLimits
 from ..ids import is_valid_job_id
 from ..node import Node, now_ms
 from ..policies import QueuePolicy
-from ..queue import Queue
-from ..ratelimit import share_of
+from ..queue import PriorityJobs, Queue
+from ..ratelimit import RateLimiter, share_of
 from .requeue import send_jobmove
 from .tables import OnHeld, SyncedTable
 from .wire import MAX_GENERATION, MAX_U32, decode_errors
@@ -39,6 +44,7 @@ RATE_REPORT_TTL_MS: Final = 1000  # a node's report counts this long
 REQUEUE_TIMEOUT_MS: Final = 10_000  # a node asked to put back its dead letters: its answer by then
 REQUEUE_SLICE: Final = 10_000  # dead letters put back per loop turn
 MAX_REASON_LEN: Final = 64
+MAX_GROUPS_REPORTED: Final = 10_000  # a queue's groups running in one RATE_DEMAND item
 
 
 class Failures:
@@ -60,6 +66,8 @@ class Failures:
         self._reported: dict[bytes, float] = {}  # what this node said last
         # queue -> node id -> (jobs running there, when reported): CONCURRENCY
         self._running: dict[bytes, dict[str, tuple[int, int]]] = {}
+        # queue -> node id -> (group -> jobs running there, when): GROUP-CONCURRENCY
+        self._group_running: dict[bytes, dict[str, tuple[dict[bytes, int], int]]] = {}
         self._next_rate = 0
         # DLQ_REQUEUE in flight: request id -> (the node asked, what to do with its count)
         self._requeues: dict[int, tuple[str, Callable[[int], None]]] = {}
@@ -98,15 +106,21 @@ class Failures:
         report: list[list[Any]] = []
         limited = set()
         for queue in self.node.queues.values():
-            limiter, cap = queue.limiter, queue.cap
-            if limiter is None and cap is None:
+            limiter, cap, groups = queue.limiter, queue.cap, queue.groups
+            if limiter is None and cap is None and groups is None:
                 continue
             limited.add(queue.name)
-            sampler = limiter if limiter is not None else cap
+            sampler: RateLimiter | ConcurrencyCap | GroupLimits | None = (
+                limiter if limiter is not None else cap if cap is not None else groups)
             assert sampler is not None
             demand = round(sampler.sample(len(queue.waiters), now), 3)
-            if cap is not None:  # and how many run here (never left out: it may fall)
+            if cap is not None:
                 cap.prune()
+            if groups is not None:  # [name, demand, running, [[group, running] ...]]
+                self._refresh_groups(queue, groups, now)
+                report.append([queue.name, demand, len(cap.running) if cap is not None else 0,
+                               groups.report()[:MAX_GROUPS_REPORTED]])
+            elif cap is not None:  # and how many run here (never left out: it may fall)
                 report.append([queue.name, demand, len(cap.running)])
             elif demand or self._reported.get(queue.name):
                 report.append([queue.name, demand])
@@ -117,6 +131,8 @@ class Failures:
             if limiter is not None:
                 limiter.set_rate(limiter.rate, share_of(limiter.rate, demand,
                                                         sum(fresh.values())), now)
+            if groups is not None and groups.rate:
+                groups.rate_share = share_of(groups.rate, demand, sum(fresh.values()))
             if cap is not None:
                 running = sum(r for r, when in self._running.get(queue.name, {}).values()
                               if now - when <= RATE_REPORT_TTL_MS)
@@ -129,6 +145,22 @@ class Failures:
                      if all(now - when > RATE_REPORT_TTL_MS for _, when in reports.values())]:
             del self._demands[name]
             self._running.pop(name, None)
+            self._group_running.pop(name, None)
+
+    def _refresh_groups(self, queue: Queue, groups: GroupLimits, now: int) -> None:
+        """GROUP-CONCURRENCY across nodes (grouplimits.py): what the others reported
+        running of each group, fresh reports only; the groups that have room again
+        back in the turns, and the consumers waiting here served."""
+        elsewhere: dict[bytes, int] = {}
+        for running, when in self._group_running.get(queue.name, {}).values():
+            if now - when <= RATE_REPORT_TTL_MS:
+                for group, count in running.items():
+                    elsewhere[group] = elsewhere.get(group, 0) + count
+        groups.elsewhere = elsewhere
+        jobs = queue.jobs
+        if groups.refresh(jobs if type(jobs) is PriorityJobs else None, now) and (
+                queue.waiters):
+            self.node.consumers.mark_ready(queue)
 
     def _share_cap(self, queue: Queue, cap: ConcurrencyCap, demand: float,
                    theirs: dict[str, float], running_elsewhere: int) -> None:
@@ -145,19 +177,25 @@ class Failures:
             self.node.consumers.mark_ready(queue)
 
     def _on_demand(self, sender: ClusterNode, fields: list[Any]) -> None:
+        """RATE_DEMAND: [[queue, demand] or [queue, demand, running] (CONCURRENCY) or
+        [queue, demand, running, [[group, running] ...]] (GROUP-CONCURRENCY) ...]."""
         if not fields or type(fields[0]) is not list:
             return
         now = now_ms()
         for item in fields[0][:10_000]:
-            if type(item) is not list or len(item) not in (2, 3):
+            if type(item) is not list or len(item) not in (2, 3, 4):
                 continue
             name, demand = item[:2]
             if type(name) is bytes and type(demand) in (int, float) and (
                     math.isfinite(demand) and 0 <= demand <= 1e9):
                 self._demands.setdefault(name, {})[sender.id] = (float(demand), now)
-                if len(item) == 3 and type(item[2]) is int and 0 <= item[2] <= MAX_U32:
+                if len(item) >= 3 and type(item[2]) is int and 0 <= item[2] <= MAX_U32:
                     # a CONCURRENCY queue: the jobs running there
                     self._running.setdefault(name, {})[sender.id] = (item[2], now)
+                if len(item) == 4:  # a GROUP-CONCURRENCY queue: each group's runs there
+                    running = _group_counts(item[3])
+                    if running is not None:
+                        self._group_running.setdefault(name, {})[sender.id] = (running, now)
 
     # -- dead letters -------------------------------------------------------------------
     def _on_jobmove(self, sender: ClusterNode, fields: list[Any]) -> None:
@@ -245,3 +283,18 @@ class Failures:
         if len(fields) >= 2 and type(fields[0]) is int and type(fields[1]) is int and (
                 0 <= fields[1] <= MAX_U32):
             self._answered(fields[0], fields[1], sender.id)
+
+
+def _group_counts(pairs: object) -> dict[bytes, int] | None:
+    """A RATE_DEMAND item's [[group, jobs running] ...], checked; None if anything is
+    off (the item's group counts are ignored then)."""
+    if type(pairs) is not list or len(pairs) > MAX_GROUPS_REPORTED:
+        return None
+    counts: dict[bytes, int] = {}
+    for pair in pairs:
+        if not (type(pair) is list and len(pair) == 2 and type(pair[0]) is bytes
+                and 0 < len(pair[0]) <= GROUP_MAX_LEN and type(pair[1]) is int
+                and 0 < pair[1] <= MAX_U32):
+            return None
+        counts[pair[0]] = pair[1]
+    return counts

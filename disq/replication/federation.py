@@ -41,7 +41,8 @@ from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
 from ..job import ACTIVE, BCAST_QUEUED, job_priority, with_holders
 from ..node import Node, now_ms
-from ..queue import NO_PRIORITY, PAUSED_OUT, Queue, QueueFederation
+from ..queue import NO_PRIORITY, PAUSED_OUT, Queue
+from ..queue_federation import QueueFederation
 from .clock import to_local_ms
 from .wire import decode_job, encode_job
 

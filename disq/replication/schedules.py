@@ -36,7 +36,7 @@ from ..cluster.port import BusPort
 from ..errors import DisqError
 from ..node import Node, now_ms
 from ..outcomes import Added
-from ..requests import AddJob
+from ..requests import DEFAULT_TTL, AddJob
 from ..schedules import CronSchedule
 from .tables import OnHeld, SyncedTable
 from .targets import key_order
@@ -161,8 +161,8 @@ class Recurring:
         request = AddJob(schedule.queue, schedule.body, FIRE_TIMEOUT_MS, repl,
                          retry=schedule.retry, dedup=tick_key(schedule.name, tick),
                          priority=schedule.priority, group=schedule.group)
-        if schedule.ttl is not None:
-            request.ttl = schedule.ttl
+        # (set here: the other nodes keep the tick's key reservation for the job's TTL)
+        request.ttl = schedule.ttl if schedule.ttl is not None else DEFAULT_TTL
         self._firing[name] = tick
 
         def answer(outcome: Added) -> None:

@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from ..node import now_ms
-from ..policies import DEAD_PREFIX, QueuePolicy, format_rate
+from ..policies import DEAD_PREFIX, NO_DEFAULTS, QueueDefaults, QueuePolicy, format_rate
 from ..queue import PAUSE_NAMES, PAUSED_ALL
+from ..queue_requests import check_defaults
 from .later import Later
 
 if TYPE_CHECKING:
     from ..acl import User
+    from ..grouplimits import GroupLimits
     from ..job import Job
     from ..node import Node
     from ..queue import Queue
@@ -36,9 +38,28 @@ QueueField = bytes | int | list[bytes] | list[int] | None
 
 
 def queue_fields(queue: Queue, now: int) -> list[tuple[bytes, QueueField]]:
-    """A queue's counters in QSTAT's order, for QSTAT's reply and the HTTP API alike."""
+    """A queue's counters in QSTAT's order, for QSTAT's reply and the HTTP API alike;
+    a queue with GROUP-CONCURRENCY or GROUP-RATE (grouplimits.py) has three more:
+    the groups held back here now, the jobs of groups running here, and those the other
+    nodes reported running (a report lags up to 200 ms)."""
     federation = queue.federation  # (None: federation never imported for it)
     importers = federation.responders if federation is not None else None
+    groups = queue.groups
+    if groups is not None:
+        return [*_counters(queue, now, importers), *group_fields(groups)]
+    return _counters(queue, now, importers)
+
+
+def group_fields(groups: GroupLimits) -> list[tuple[bytes, QueueField]]:
+    return [
+        (b"groups-held", len(groups.cap_parked) + len(groups.rate_parked)),
+        (b"group-jobs-running", groups.running_here()),
+        (b"group-jobs-running-elsewhere", sum(groups.elsewhere.values())),
+    ]
+
+
+def _counters(queue: Queue, now: int, importers: dict[str, int] | None
+              ) -> list[tuple[bytes, QueueField]]:
     return [
         (b"name", queue.name),
         (b"len", len(queue.jobs)),
@@ -56,7 +77,10 @@ def queue_fields(queue: Queue, now: int) -> list[tuple[bytes, QueueField]]:
 def policy_fields(policy: QueuePolicy) -> list[tuple[bytes, QueueField]]:
     """A policy as QPOLICY GET shows it: queue, maxdeliveries (None: none), deadletter
     (where its dead letters go), backoff ([base-ms, max-ms] or None), rate (jobs per
-    second as text, or None), concurrency (None: no limit), result-ttl (seconds, None: the default hour)."""
+    second as text, or None), concurrency (None: no limit), result-ttl (seconds, None: the default
+    hour), the ADDJOB defaults retry, ttl, replicate, maxlen (None: none), group-concurrency
+    and group-rate (None: no limit; the rate as text)."""
+    defaults = policy.defaults or NO_DEFAULTS
     return [
         (b"queue", policy.queue),
         (b"maxdeliveries", policy.max_deliveries or None),
@@ -66,6 +90,12 @@ def policy_fields(policy: QueuePolicy) -> list[tuple[bytes, QueueField]]:
         (b"rate", format_rate(policy.rate) if policy.rate else None),
         (b"concurrency", policy.concurrency or None),
         (b"result-ttl", policy.result_ttl if policy.result_ttl >= 0 else None),
+        (b"retry", defaults.retry if defaults.retry >= 0 else None),
+        (b"ttl", defaults.ttl or None),
+        (b"replicate", defaults.replicate or None),
+        (b"maxlen", defaults.maxlen or None),
+        (b"group-concurrency", policy.group_concurrency or None),
+        (b"group-rate", format_rate(policy.group_rate) if policy.group_rate else None),
     ]
 
 
@@ -164,6 +194,13 @@ class QueueService:
         now = now_ms()
         base = node.policies.get(request.queue) or QueuePolicy(request.queue)
         backoff = request.backoff or (base.backoff_base, base.backoff_max)
+        old = base.defaults or NO_DEFAULTS
+        defaults = QueueDefaults(
+            old.retry if request.retry is None else request.retry,
+            old.ttl if request.ttl is None else request.ttl,
+            old.replicate if request.replicate is None else request.replicate,
+            old.maxlen if request.maxlen is None else request.maxlen)
+        check_defaults(defaults.retry, defaults.ttl, defaults.replicate)
         policy = QueuePolicy(
             request.queue,
             max_deliveries=base.max_deliveries if request.max_deliveries is None
@@ -174,6 +211,10 @@ class QueueService:
             result_ttl=base.result_ttl if request.result_ttl is None else request.result_ttl,
             concurrency=(base.concurrency if request.concurrency is None
                          else request.concurrency),
+            defaults=None if defaults.empty() else defaults,
+            group_concurrency=(base.group_concurrency if request.group_concurrency is None
+                               else request.group_concurrency),
+            group_rate=base.group_rate if request.group_rate is None else request.group_rate,
             version=self._next_version(request.queue, now), origin=node.id)
         node.merge_policy(policy, now)
         return self._changed(policy)

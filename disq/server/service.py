@@ -34,6 +34,7 @@ from ..job import NO_PROGRESS, STATE_BY_NAME, STATE_NAMES, WAIT_REPL
 from ..node import now_ms
 from ..options import validate_ids
 from ..outcomes import Answer, Answers
+from ..requests import DEFAULT_TTL
 from .guard import NOPERM_KEY, refusal
 from .job_waits import JobWait
 from .queue_service import scan
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from ..end_requests import WaitJob
     from ..job import Job
     from ..node import Node
+    from ..policies import QueuePolicy
     from ..queue import Queue, Waiter
     from ..queue_requests import JScan
     from ..requests import AddJob, AddJobs, GetJob, JobSet
@@ -100,11 +102,13 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
 class JobService:
     """The job operations of one node (`Server.jobs`)."""
 
-    __slots__ = ("server", "node")
+    __slots__ = ("server", "node", "policies")
 
     def __init__(self, server: Server) -> None:
         self.server = server
         self.node: Node = server.node
+        # queue -> its QPOLICY (PolicyTable's dict, never replaced): ADDJOB's defaults
+        self.policies: dict[bytes, QueuePolicy] = server.node.policies.policies
 
     # -- permissions ----------------------------------------------------------------------
     def allowed(self, user: User, ids: list[bytes]) -> list[bytes]:
@@ -250,8 +254,15 @@ class JobService:
     def add(self, user: User, request: AddJob, answers: Answers[A]) -> bytes | A:
         """ADDJOB: the job's ID now, or the front end's answer that comes later
         (`answers.later`: the job waits for its copies, or the other nodes are asked
-        about its DEDUP key first); the core's errors, in Disque's order, are raised."""
+        about its DEDUP key first); the core's errors, in Disque's order, are raised.
+        The options the request does not give take the queue's QPOLICY defaults, if
+        any (a node without policies tests one dict here)."""
         user.jobs_added += 1
+        policies = self.policies
+        if policies:
+            policy = policies.get(request.queue)
+            if policy is not None and policy.defaults is not None and not policy.deleted:
+                policy.defaults.apply(request)
         ext = request.ext
         if ext is not None:
             if ext.batch is not None:  # a member of a batch: counted by CLOSE
@@ -311,6 +322,8 @@ class JobService:
         answers to other nodes."""
         key = request.dedup
         assert key is not None
+        if not request.ttl:  # (the other nodes keep a reservation for the job's TTL)
+            request.ttl = DEFAULT_TTL
         node = self.node
         replication = self.server.replication
         dedup = replication.dedup if replication is not None else None

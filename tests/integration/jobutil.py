@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -172,6 +173,38 @@ def assert_error(client: RawClient, expected: str, *args: Any) -> None:
     reply = client.call(*args)
     assert isinstance(reply, Error), f"{args!r} replied {reply!r}, expected -{expected}"
     assert reply.decode() == expected
+
+
+def fields_of(reply: Any) -> dict[str, Any]:
+    """A reply of field, value pairs (QSTAT, SHOW, QPOLICY GET) as a dict."""
+    return {reply[i].decode(): reply[i + 1] for i in range(0, len(reply), 2)}
+
+
+def ids_of(reply: object) -> list[bytes]:
+    """The job IDs of a GETJOB reply (none: a null)."""
+    return [] if reply in (NULL_BULK, NULL_ARRAY) else [entry[1] for entry in reply]  # type: ignore[union-attr]
+
+
+class BlockedGetjob:
+    """A consumer blocked in `GETJOB TIMEOUT 10000 FROM queue` on its own connection,
+    in a thread, returned once the node counts it blocked (`admin`'s INFO);
+    `reply()` waits for its answer."""
+
+    def __init__(self, port: int, admin: RawClient, queue: str) -> None:
+        self._got: list[object] = []
+
+        def consume() -> None:
+            with RawClient(port) as consumer:
+                self._got.append(consumer.call("GETJOB", "TIMEOUT", 10_000, "FROM", queue))
+
+        self._thread = threading.Thread(target=consume)
+        self._thread.start()
+        wait_for(lambda: int(admin.info_field("blocked_clients")) == 1, 5)
+
+    def reply(self) -> object:
+        self._thread.join(10)
+        assert self._got, "the blocked GETJOB did not answer"
+        return self._got[0]
 
 
 def fake_id(node_id: str = "0" * 40, ttl_hex: str = "05a1") -> bytes:

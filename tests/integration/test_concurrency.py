@@ -3,11 +3,10 @@ a queue delivered and not yet ended at a time, on one node and across three."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import jobutil
-from jobutil import NULL_ARRAY, NULL_BULK, RawClient, assert_error
+from jobutil import NULL_ARRAY, NULL_BULK, BlockedGetjob, RawClient, assert_error, ids_of
 from support import DisqProcess, form_cluster, wait_for
 
 shared_disq = jobutil.shared_disq
@@ -15,29 +14,17 @@ node = jobutil.node
 c = jobutil.c
 
 
-def ids_of(reply: object) -> list[bytes]:
-    return [] if reply in (NULL_BULK, NULL_ARRAY) else [entry[1] for entry in reply]  # type: ignore[union-attr]
-
-
 def test_at_most_n_run_and_an_end_makes_room(node: DisqProcess, c: RawClient) -> None:
     assert c.call("QPOLICY", "capped", "SET", "CONCURRENCY", 2) == b"OK"
-    assert c.call("QPOLICY", "capped", "GET")[-4:-2] == [b"concurrency", 2]
+    fields = c.call("QPOLICY", "capped", "GET")
+    assert fields[fields.index(b"concurrency") + 1] == 2
     added = [c.add("capped", f"job{i}") for i in range(5)]
     running = ids_of(c.call("GETJOB", "NOHANG", "COUNT", 5, "FROM", "capped"))
     assert running == added[:2]
     assert c.call("GETJOB", "NOHANG", "FROM", "capped") is NULL_ARRAY
-    got: list[object] = []
-
-    def blocked() -> None:
-        with RawClient(node.port) as consumer:
-            got.append(consumer.call("GETJOB", "TIMEOUT", 10_000, "FROM", "capped"))
-
-    waiting = threading.Thread(target=blocked)
-    waiting.start()
-    wait_for(lambda: int(c.info_field("blocked_clients")) == 1, 5)
+    waiting = BlockedGetjob(node.port, c, "capped")
     assert c.call("ACKJOB", running[0]) == 1  # one ended: the waiting consumer gets one
-    waiting.join(10)
-    assert ids_of(got[0]) == [added[2]]
+    assert ids_of(waiting.reply()) == [added[2]]
     assert c.call("NACK", running[1]) == 1  # a requeue ends a run too
     assert ids_of(c.call("GETJOB", "NOHANG", "COUNT", 5, "FROM", "capped")) == [running[1]]
     assert c.call("GETJOB", "NOHANG", "FROM", "capped") is NULL_ARRAY

@@ -22,6 +22,10 @@ node = jobutil.node
 c = jobutil.c
 
 OK = Status(b"OK")
+# QPOLICY GET's ADDJOB defaults and group limits, none set (test_queue_defaults.py)
+NO_DEFAULTS_OR_GROUPS = {"retry": NULL_BULK, "ttl": NULL_BULK, "replicate": NULL_BULK,
+                         "maxlen": NULL_BULK, "group-concurrency": NULL_BULK,
+                         "group-rate": NULL_BULK}
 BASE_FIELDS = 30  # SHOW: Disque's 15 pairs
 
 
@@ -52,12 +56,12 @@ def test_a_policy_is_set_merged_shown_and_deleted(c: RawClient) -> None:
     assert c.call("QPOLICY", "pq", "SET", "MAXDELIVERIES", 5, "BACKOFF", 100, 2000) == OK
     assert policy(c, "pq") == {"queue": b"pq", "maxdeliveries": 5, "deadletter": b"dead:pq",
                                "backoff": [100, 2000], "rate": NULL_BULK,
-                               "concurrency": NULL_BULK, "result-ttl": NULL_BULK}
+                               "concurrency": NULL_BULK, "result-ttl": NULL_BULK, **NO_DEFAULTS_OR_GROUPS}
     # SET changes the fields it names, the others stay
     assert c.call("QPOLICY", "pq", "SET", "rate", "2.5", "DEADLETTER", "graveyard") == OK
     assert policy(c, "pq") == {"queue": b"pq", "maxdeliveries": 5,
                                "deadletter": b"graveyard", "backoff": [100, 2000],
-                               "rate": b"2.5", "concurrency": NULL_BULK, "result-ttl": NULL_BULK}
+                               "rate": b"2.5", "concurrency": NULL_BULK, "result-ttl": NULL_BULK, **NO_DEFAULTS_OR_GROUPS}
     assert c.call("QPOLICY", "pq", "DEL") == 1
     assert c.call("QPOLICY", "pq", "DEL") == 0
     assert policy(c, "pq") is None
@@ -65,9 +69,11 @@ def test_a_policy_is_set_merged_shown_and_deleted(c: RawClient) -> None:
 
 @pytest.mark.parametrize(("args", "error"), [
     (("SET",), "ERR QPOLICY SET needs at least one of MAXDELIVERIES, DEADLETTER, BACKOFF, "
-               "RATE, CONCURRENCY, RESULT-TTL"),
+               "RATE, CONCURRENCY, RESULT-TTL, RETRY, TTL, REPLICATE, MAXLEN, "
+               "GROUP-CONCURRENCY, GROUP-RATE"),
     (("SET", "COLOR", "red"), "ERR unknown QPOLICY field 'COLOR', try MAXDELIVERIES, "
-                              "DEADLETTER, BACKOFF, RATE, CONCURRENCY or RESULT-TTL"),
+                              "DEADLETTER, BACKOFF, RATE, CONCURRENCY, RESULT-TTL, RETRY, "
+                              "TTL, REPLICATE, MAXLEN, GROUP-CONCURRENCY or GROUP-RATE"),
     (("SET", "MAXDELIVERIES", 0), "ERR MAXDELIVERIES must be between 1 and 65535"),
     (("SET", "MAXDELIVERIES", 65536), "ERR MAXDELIVERIES must be between 1 and 65535"),
     (("SET", "BACKOFF", -1, 100),
@@ -90,7 +96,7 @@ def test_bad_policies_are_refused_and_nothing_changes(c: RawClient, args: tuple,
     assert_error(c, error, "QPOLICY", "bq", *args)
     assert policy(c, "bq") == {"queue": b"bq", "maxdeliveries": 3, "deadletter": b"dead:bq",
                                "backoff": NULL_BULK, "rate": NULL_BULK,
-                               "concurrency": NULL_BULK, "result-ttl": NULL_BULK}
+                               "concurrency": NULL_BULK, "result-ttl": NULL_BULK, **NO_DEFAULTS_OR_GROUPS}
     assert c.call("PING") == Status(b"PONG")
     c.call("QPOLICY", "bq", "DEL")
 
@@ -289,6 +295,8 @@ def test_policies_and_dead_letters_survive_a_restart(
     node = start_node(*(("--appendonly", "yes") if aof else ()))
     with RawClient(node.port) as c:
         c.call("QPOLICY", "keep", "SET", "MAXDELIVERIES", 2, "BACKOFF", 10, 20, "RATE", 500)
+        c.call("QPOLICY", "more", "SET", "RETRY", 9, "TTL", 99, "REPLICATE", 1, "MAXLEN", 4,
+               "GROUP-CONCURRENCY", 2, "GROUP-RATE", "1.5")
         c.call("QPOLICY", "gone", "SET", "RATE", 1)
         c.call("QPOLICY", "gone", "DEL")
         job = c.add("keep", "x") if aof else b""
@@ -306,7 +314,10 @@ def test_policies_and_dead_letters_survive_a_restart(
         assert policy(c, "keep") == {"queue": b"keep", "maxdeliveries": 2,
                                      "deadletter": b"dead:keep", "backoff": [10, 20],
                                      "rate": b"500", "concurrency": NULL_BULK,
-                                     "result-ttl": NULL_BULK}
+                                     "result-ttl": NULL_BULK, **NO_DEFAULTS_OR_GROUPS}
+        assert {k: v for k, v in policy(c, "more").items() if k in NO_DEFAULTS_OR_GROUPS} == {
+            "retry": 9, "ttl": 99, "replicate": 1, "maxlen": 4, "group-concurrency": 2,
+            "group-rate": b"1.5"}
         assert policy(c, "gone") is None
         if aof:
             fields = show(c, job)

@@ -218,6 +218,30 @@ def test_queues_pause_policy_and_dead_letters(http_node: tuple[DisqProcess, Http
     assert http.get("/api/v1/queues/nosuch")[0] == 404
 
 
+def test_queue_policy_defaults_and_group_limits(http_node: tuple[DisqProcess, Http]) -> None:
+    """The policy route sets and shows the ADDJOB defaults and group limits; a job POSTed
+    without the option takes the queue's, with it keeps its own; bad values change
+    nothing."""
+    node, http = http_node
+    assert resp(node, "GETJOB", "NOHANG", "FROM", "hq") is None  # (the queue, empty)
+    status, updated = http.request("PUT", "/api/v1/queues/hq", {"policy": {
+        "retry": 7, "ttl": 600, "maxlen": 1, "group_concurrency": 2, "group_rate": 2.5}})
+    assert status == 200, updated
+    assert {k: updated["policy"][k] for k in (
+        "retry", "ttl", "replicate", "maxlen", "group_concurrency", "group_rate")} == {
+        "retry": 7, "ttl": 600, "replicate": None, "maxlen": 1, "group_concurrency": 2,
+        "group_rate": "2.5"}
+    status, added = http.post("/api/v1/queues/hq/jobs", {"body": "a"})
+    assert status == 201, added
+    job = resp(node, "SHOW", added["id"])
+    assert job[job.index(b"retry") + 1] == 7
+    status, refused = http.post("/api/v1/queues/hq/jobs", {"body": "b"})  # MAXLEN 1
+    assert status >= 400 and refused["code"] == "MAXLEN", refused
+    status, problem = http.request("PUT", "/api/v1/queues/hq", {"policy": {"ttl": -5}})
+    assert status == 400 and "TTL must be between 1" in problem["detail"]
+    assert http.get("/api/v1/queues/hq")[1]["policy"]["ttl"] == 600
+
+
 def test_cluster_and_cron(start_node: Callable[..., DisqProcess]) -> None:
     port = free_port()
     node = start_node("--http-port", str(port))

@@ -107,7 +107,8 @@ def test_bodies_of_options_come_from_the_commands_declarations(
     assert {"max_deliveries", "priority", "replicate", "async", "body",
             "timeout_ms"} <= set(schemas["NewJob"]["properties"])
     assert {"max_deliveries", "deadletter", "backoff", "rate", "result_ttl",
-            "concurrency"} == set(
+            "concurrency", "retry", "ttl", "replicate", "maxlen", "group_concurrency",
+            "group_rate"} == set(
         schemas["Policy"]["properties"])
 
 

@@ -1,4 +1,4 @@
-"""What federation keeps of a queue (disq/queue.py's QueueFederation): on the queue's
+"""What federation keeps of a queue (disq/queue_federation.py's QueueFederation): on the queue's
 own object, made only once federation asks or imports for it; its import counts and
 the peers' most urgent priorities."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 from disq.config import Config
 from disq.ids import new_node_id
 from disq.node import Node
-from disq.queue import NO_PRIORITY, Queue, QueueFederation
+from disq.queue import NO_PRIORITY, Queue
+from disq.queue_federation import QueueFederation
 from disq.requests import AddJob
 
 from .test_replication import Consumer, add_job, cluster

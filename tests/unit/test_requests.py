@@ -11,7 +11,7 @@ from disq.dedup_table import is_unique, scoped_key, unique_key
 from disq.job import STATE_BY_NAME
 from disq.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
 from disq.queue_requests import JScan, Pause, QScan
-from disq.requests import DEFAULT_TTL, AddJob, AddJobs, GetJob
+from disq.requests import AddJob, AddJobs, GetJob
 
 
 def args(text: str) -> list[bytes]:
@@ -22,7 +22,7 @@ def test_addjob_defaults_and_every_option() -> None:
     plain = AddJob.parse(args("ADDJOB q body 0"))
     assert (plain.queue, plain.body, plain.timeout, plain.repl, plain.delay, plain.retry,
             plain.ttl, plain.maxlen, plain.async_, plain.queue_randomly, plain.dedup) == (
-        b"q", b"body", 0, None, 0, None, DEFAULT_TTL, 0, False, False, None)
+        b"q", b"body", 0, None, 0, None, 0, 0, False, False, None)  # TTL 0: not given
     full = AddJob.parse(args("ADDJOB q body 250 replicate 2 DELAY 5 Retry 30 TTL 600 "
                              "MAXLEN 9 ASYNC queue-randomly DEDUP key-1"))
     assert (full.timeout, full.repl, full.delay, full.retry, full.ttl, full.maxlen,

@@ -455,10 +455,15 @@ class AsyncClient(ClientBase):
                           backoff: tuple[int, int] | None = None,
                           rate: float | None = None,
                           result_ttl: int | None = None,
-                          concurrency: int | None = None) -> str:
+                          concurrency: int | None = None, retry: int | None = None,
+                          ttl: int | None = None, replicate: int | None = None,
+                          maxlen: int | None = None, group_concurrency: int | None = None,
+                          group_rate: float | None = None) -> str:
         """As Client.qpolicy_set."""
-        return await self._run(cmds.qpolicy_set(queue, max_deliveries, deadletter, backoff,
-                                                rate, result_ttl, concurrency))
+        return await self._run(cmds.qpolicy_set(
+            queue, max_deliveries, deadletter, backoff, rate, result_ttl, concurrency,
+            retry=retry, ttl=ttl, replicate=replicate, maxlen=maxlen,
+            group_concurrency=group_concurrency, group_rate=group_rate))
 
     async def qpolicy_get(self, queue: str) -> QueuePolicy | None:
         return await self._run(cmds.qpolicy_get(queue))

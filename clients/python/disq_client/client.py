@@ -610,7 +610,10 @@ class Client(ClientBase):
                     deadletter: str | bytes | None = None,
                     backoff: tuple[int, int] | None = None,
                     rate: float | None = None, result_ttl: int | None = None,
-                    concurrency: int | None = None) -> str:
+                    concurrency: int | None = None, retry: int | None = None,
+                    ttl: int | None = None, replicate: int | None = None,
+                    maxlen: int | None = None, group_concurrency: int | None = None,
+                    group_rate: float | None = None) -> str:
         """QPOLICY queue SET: the fields given replace the queue policy's, the others
         stay. `max_deliveries` (1..65535): deliveries before a job becomes a dead
         letter; `deadletter`: where dead letters go (default `dead:<queue>`);
@@ -618,9 +621,14 @@ class Client(ClientBase):
         base * 2^(n-1)) +-20% after its n-th failure; `rate`: at most that many jobs per
         second delivered from the queue; `concurrency`: at most that many of its jobs
         delivered and not yet ended at a time, cluster-wide; `result_ttl`: seconds a job's result is kept
-        once it ended (default an hour; 0: none). Returns "OK"."""
-        return self._run(cmds.qpolicy_set(queue, max_deliveries, deadletter, backoff, rate,
-                                          result_ttl, concurrency))
+        once it ended (default an hour; 0: none). `retry`, `ttl`, `replicate`, `maxlen`:
+        the defaults of an ADDJOB to the queue that does not give them (its own win);
+        `group_concurrency`, `group_rate`: `concurrency` and `rate` for each GROUP of
+        the queue. Returns "OK"."""
+        return self._run(cmds.qpolicy_set(
+            queue, max_deliveries, deadletter, backoff, rate, result_ttl, concurrency,
+            retry=retry, ttl=ttl, replicate=replicate, maxlen=maxlen,
+            group_concurrency=group_concurrency, group_rate=group_rate))
 
     def qpolicy_get(self, queue: str) -> QueuePolicy | None:
         """QPOLICY queue GET: the queue's policy, None if it has none."""

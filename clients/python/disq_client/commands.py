@@ -526,12 +526,18 @@ def rate_arg(rate: float) -> Arg:
 
 def qpolicy_set(queue: str, max_deliveries: int | None, deadletter: Arg | None,
                 backoff: tuple[int, int] | None, rate: float | None,
-                result_ttl: int | None = None, concurrency: int | None = None) -> Cmd[str]:
+                result_ttl: int | None = None, concurrency: int | None = None, *,
+                retry: int | None = None, ttl: int | None = None,
+                replicate: int | None = None, maxlen: int | None = None,
+                group_concurrency: int | None = None,
+                group_rate: float | None = None) -> Cmd[str]:
     """QPOLICY queue SET: the fields given replace the policy's, the others stay."""
     return Cmd(("QPOLICY", queue, "SET", *_options(QPOLICY_SET, {
         "max_deliveries": max_deliveries, "deadletter": deadletter, "backoff": backoff,
         "rate": None if rate is None else rate_arg(rate), "result_ttl": result_ttl,
-        "concurrency": concurrency})), _str)
+        "concurrency": concurrency, "retry": retry, "ttl": ttl, "replicate": replicate,
+        "maxlen": maxlen, "group_concurrency": group_concurrency,
+        "group_rate": None if group_rate is None else rate_arg(group_rate)})), _str)
 
 
 def _queue_policy(reply: object) -> QueuePolicy | None:
@@ -545,11 +551,16 @@ def _queue_policy(reply: object) -> QueuePolicy | None:
         assert isinstance(pair, list) and len(pair) == 2, pair
         backoff = (_int(pair[0]), _int(pair[1]))
     rate = f["rate"]  # a bulk string: "2.5", "10"
+    group_rate = f.get("group-rate")
     return QueuePolicy(_str(f["queue"]), _optional_int(f["maxdeliveries"]),
                        _str(f["deadletter"]), backoff,
                        None if rate is None else float(_str(rate)),
                        _optional_int(f.get("result-ttl")),
-                       _optional_int(f.get("concurrency")))
+                       _optional_int(f.get("concurrency")),
+                       _optional_int(f.get("retry")), _optional_int(f.get("ttl")),
+                       _optional_int(f.get("replicate")), _optional_int(f.get("maxlen")),
+                       _optional_int(f.get("group-concurrency")),
+                       None if group_rate is None else float(_str(group_rate)))
 
 
 def qpolicy_get(queue: str) -> Cmd[QueuePolicy | None]:

@@ -274,6 +274,8 @@ MAX_BACKOFF_MS = 2**32 - 1  # ~50 days
 MAX_RATE = 1_000_000_000
 MAX_RESULT_TTL = 30 * 24 * 3600  # s: a month
 MAX_CONCURRENCY = 1_000_000
+MAX_DEFAULT_SECONDS = 1_000_000_000  # a queue's default RETRY or TTL: ~31 years
+MAX_MAXLEN = 2**32 - 1
 QPOLICY_SET = CommandOptions("QPOLICY SET", (
     ADDJOB.by_field["max_deliveries"],
     Option("DEADLETTER", "deadletter", BYTES,
@@ -293,6 +295,23 @@ QPOLICY_SET = CommandOptions("QPOLICY SET", (
     Option("RESULT-TTL", "result_ttl", INT,
            f"RESULT-TTL must be between 0 and {MAX_RESULT_TTL} seconds", 0, MAX_RESULT_TTL,
            extension=True),
+    # the defaults of an ADDJOB to the queue that does not give the option
+    Option("RETRY", "retry", INT,
+           f"RETRY must be between 0 and {MAX_DEFAULT_SECONDS} seconds", 0,
+           MAX_DEFAULT_SECONDS, extension=True),
+    Option("TTL", "ttl", INT, f"TTL must be between 1 and {MAX_DEFAULT_SECONDS} seconds",
+           1, MAX_DEFAULT_SECONDS, extension=True),
+    Option("REPLICATE", "replicate", INT, "REPLICATE must be between 1 and 65535", 1, 65535,
+           extension=True),
+    Option("MAXLEN", "maxlen", INT, f"MAXLEN must be between 1 and {MAX_MAXLEN}", 1,
+           MAX_MAXLEN, extension=True),
+    # CONCURRENCY and RATE for each GROUP of the queue
+    Option("GROUP-CONCURRENCY", "group_concurrency", INT,
+           f"GROUP-CONCURRENCY must be between 1 and {MAX_CONCURRENCY}", 1, MAX_CONCURRENCY,
+           extension=True),
+    Option("GROUP-RATE", "group_rate", NUMBER,
+           f"GROUP-RATE must be a number of jobs per second, > 0 and <= {MAX_RATE}", 0,
+           MAX_RATE, extension=True),
 ))
 
 # DEADLETTER REQUEUE dlq [COUNT n]: dead letters back to the queues they came from.

@@ -181,7 +181,10 @@ class QueuePolicy:
     `backoff`: (base ms, max ms) a NACKed or requeued job waits, doubling from base
     (None: none); `rate`: at most that many jobs per second delivered (None: no limit);
     `result_ttl`: seconds a job's result is kept once it ended (None: an hour);
-    `concurrency`: at most that many jobs delivered and not yet ended (None: no limit)."""
+    `concurrency`: at most that many jobs delivered and not yet ended (None: no limit);
+    `retry`, `ttl`, `replicate`, `maxlen`: what an ADDJOB to the queue that does not give
+    the option takes (None: ADDJOB's own default); `group_concurrency`, `group_rate`:
+    `concurrency` and `rate` for each GROUP of the queue (None: no limit)."""
 
     queue: str
     max_deliveries: int | None
@@ -190,6 +193,12 @@ class QueuePolicy:
     rate: float | None
     result_ttl: int | None = None
     concurrency: int | None = None
+    retry: int | None = None
+    ttl: int | None = None
+    replicate: int | None = None
+    maxlen: int | None = None
+    group_concurrency: int | None = None
+    group_rate: float | None = None
 
 
 EndState = Literal["acked", "dead", "queued", "active", "unknown"]

@@ -1,5 +1,6 @@
 """When jobs fail, disq extensions: QPOLICY (a queue's MAXDELIVERIES,
-DEADLETTER, BACKOFF and RATE) and DEADLETTER REQUEUE. The policies are
+DEADLETTER, BACKOFF, RATE, ..., its ADDJOB defaults and group limits) and DEADLETTER
+REQUEUE. The policies are
 `node.policies` (disq/policies.py) and what they do is disq/failures.py; the
 operations are the queue service's (queue_service.py), which tells the other nodes
 through `replication.failures` (disq/replication/failures.py)."""
@@ -25,16 +26,17 @@ if TYPE_CHECKING:
 @command("qpolicy", -3, "wm",
          acl=("write",),
          syntax=('QPOLICY queue SET [MAXDELIVERIES n] [DEADLETTER queue] [BACKOFF base-ms max-ms] '
-                 '[RATE jobs-per-second] [CONCURRENCY n] [RESULT-TTL s] | QPOLICY queue GET | '
-                 'QPOLICY queue DEL'),
-         summary=("A queue's policy (delivery limit, dead letters, back-off, rate), kept by every "
-                  'node.'),
+                 '[RATE jobs-per-second] [CONCURRENCY n] [RESULT-TTL s] [RETRY s] [TTL s] '
+                 '[REPLICATE n] [MAXLEN n] [GROUP-CONCURRENCY n] [GROUP-RATE jobs-per-second] | '
+                 'QPOLICY queue GET | QPOLICY queue DEL'),
+         summary=("A queue's policy (delivery limit, dead letters, back-off, rate, concurrency, "
+                  "ADDJOB defaults, per-group limits), kept by every node."),
          reply='SET: status OK; GET: array of field, value pairs or null; DEL: integer',
          options=(spec.QPOLICY_SET,), queues=Both(At(1), OptionValue(b"DEADLETTER", 3)),
          extension=True)
 def qpolicy(client: Client, args: list[bytes]) -> bytes | Pending:
-    """QPOLICY queue SET [MAXDELIVERIES n] [DEADLETTER queue] [BACKOFF base-ms max-ms]
-    [RATE jobs-per-second] | QPOLICY queue GET | QPOLICY queue DEL"""
+    """QPOLICY queue SET [field value ...] (queue_requests.QPolicySet) | QPOLICY queue
+    GET | QPOLICY queue DEL"""
     sub = args[2].lower()
     if sub == b"set":
         return _set(client, QPolicySet.parse(args))
