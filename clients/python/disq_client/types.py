@@ -50,6 +50,14 @@ class Job:
     def text(self) -> str:
         return bodies.text(self.body)
 
+    def progress(self, progress: int | None = None, data: bodies.Body | None = None) -> None:
+        """From the Worker's handler running this job: report how far it is
+        (`report_progress`: WORKING ... PROGRESS / DATA, sent in the background).
+        RuntimeError for a job no handler of this task runs."""
+        from .work_reports import report_progress_of
+
+        report_progress_of(self.id, progress, data)
+
     def json(self) -> Any:
         return bodies.from_json(self.body)
 

@@ -49,6 +49,14 @@ class Running:
 RUNNING: contextvars.ContextVar[Running] = contextvars.ContextVar("disq_worker_job")
 
 
+def report_progress_of(job_id: str, progress: int | None, data: Body | None) -> None:
+    """`Job.progress`: `report_progress`, for the job the handler runs only."""
+    running = RUNNING.get(None)
+    if running is None or running.job.id != job_id:
+        raise RuntimeError("Job.progress is for the job a Worker's handler runs")
+    report_progress(progress, data)
+
+
 def report_progress(progress: int | None = None, data: Body | None = None) -> None:
     """From a handler the Worker runs (a function or a coroutine): tell the cluster how
     far its job is, `progress` a percentage (0..100) and/or `data` (at most 4096

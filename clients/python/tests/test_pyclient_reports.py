@@ -29,6 +29,8 @@ def test_error_text_and_result_body() -> None:
 def test_report_progress_outside_a_handler() -> None:
     with pytest.raises(RuntimeError):
         report_progress(5)
+    with pytest.raises(RuntimeError):
+        Job("D-00000000-AAAAAAAAAAAAAAAAAAAAAAAA-05a1", "q", b"").progress(5)
 
 
 def test_the_client_reports_errors_and_progress(node: DisqProcess) -> None:
@@ -106,7 +108,7 @@ async def test_handlers_report_progress(node: DisqProcess, is_async: bool) -> No
     if is_async:
         @worker.task("q")
         async def handle(job: Job) -> str:
-            report_progress(60, "60%")
+            job.progress(60, "60%")  # (the same as report_progress, for this job)
             while not seen.is_set():
                 await asyncio.sleep(0.01)
             return "done"
