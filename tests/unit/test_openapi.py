@@ -130,3 +130,21 @@ def test_a_subcommand_is_described_by_its_own_form(document: dict[str, Any]) -> 
 
 def test_the_document_is_valid_openapi(document: dict[str, Any]) -> None:
     validate(document)
+
+
+def test_the_batch_routes_take_batch_new_s_options_and_name_their_errors(
+        document: dict[str, Any]) -> None:
+    paths = document["paths"]
+    new = paths["/api/v1/batches"]["post"]
+    body = new["requestBody"]["content"]["application/json"]["schema"]
+    assert set(body["properties"]) == {"id", "ondone", "onsuccess", "ttl"}
+    assert body["properties"]["ondone"]["minItems"] == 2 and body["additionalProperties"] is False
+    assert "`BATCH NEW bid [ONDONE queue body] [ONSUCCESS queue body] [TTL s]`" in new[
+        "description"]
+    listed = paths["/api/v1/batches"]["get"]
+    assert "`BATCH LIST [STATE open|closed|done]`" in listed["description"]
+    assert [p["name"] for p in listed["parameters"]] == ["state"]
+    close = paths["/api/v1/batches/{bid}/close"]["post"]
+    assert {"404", "409", "503"} <= set(close["responses"])
+    assert [p["name"] for p in close["parameters"]] == ["bid"]
+    assert "404" in paths["/api/v1/batches/{bid}"]["get"]["responses"]
