@@ -157,6 +157,8 @@ def test_three_nodes_fire_once_and_never_before_the_last_ack(
         assert sum(cl.call("QLEN", "done3") for cl in clients) == 1
         callbacks = {tuple(status(cl, "b3")[b"callbacks"]) for cl in clients}  # type: ignore[arg-type]
         assert len(callbacks) == 1
+        for cl in clients:  # every node holds (and lists) every batch
+            assert [e[b"id"] for e in entries(cl.call("BATCH", "LIST", "STATE", "done"))] == [b"b3"]
     finally:
         for client in clients:
             client.close()

@@ -46,6 +46,10 @@ def test_a_batch_made_filled_closed_and_done_over_http(
     assert (status, problem["code"]) == (409, "BATCHCLOSED")
     status, problem = http.post("/api/v1/queues/h-work/jobs", {"body": "late", "batch": "h/1 é"})
     assert (status, problem["code"]) == (409, "BATCHCLOSED")
+    status, added = http.post("/api/v1/queues/h-more/jobs", [
+        {"body": "late", "batch": "h/1 é"}, {"body": "free"}])  # a list: each its outcome
+    assert status == 207 and added["jobs"][0]["error"]["status"] == 409
+    assert added["jobs"][0]["error"]["code"] == "BATCHCLOSED" and "id" in added["jobs"][1]
     for job_id in ids:
         assert call(node, "GETJOB", "NOHANG", "FROM", "h-work")
         assert call(node, "ACKJOB", job_id) == 1
