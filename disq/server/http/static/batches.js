@@ -6,7 +6,7 @@
 // through esc() only, into links through enc().
 
 import { $, duration, enc, esc, num } from "./format.js";
-import { failureReporter } from "./ends.js";
+import { failureReporter, progressHtml } from "./ends.js";
 
 const STATE_NOTES = {
   open: "open: members may still be added",
@@ -24,10 +24,7 @@ function expiresHtml(unixMs) {
 export function batchProgressHtml(batch) {
   const ended = batch.acked + batch.dead;
   const percent = batch.state === "done" ? 100 : batch.members ? Math.floor((100 * ended) / batch.members) : 0;
-  return `<div class="progress-row batch-progress" title="${esc(`${num(ended)} of ${num(batch.members)} jobs ended`)}">
-      <div class="progress" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow="${percent}">
-        <div class="progress-fill" style="width: ${percent}%"></div></div>
-      <b class="progress-value">${percent} %</b></div>`;
+  return `<div class="batch-progress" title="${esc(`${num(ended)} of ${num(batch.members)} jobs ended`)}">${progressHtml(percent)}</div>`;
 }
 
 function callbacksHtml(batch) {
