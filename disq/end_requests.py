@@ -8,7 +8,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
-from disq_client.spec import ACKJOB, BATCH_NEW, MAX_WAITED, WAITJOB, WORKING, CommandOptions
+from disq_client.spec import (
+    ACKJOB,
+    BATCH_LIST,
+    BATCH_NEW,
+    MAX_WAITED,
+    WAITJOB,
+    WORKING,
+    CommandOptions,
+)
 
 from . import errors
 from .batches import DEFAULT_TTL_S, MAX_BID_LEN, Callback
@@ -133,6 +141,32 @@ class BatchNew:
     def from_fields(cls, bid: bytes, values: Mapping[str, object]) -> BatchNew:
         """From typed options (the HTTP API's JSON), checked as `parse` checks them."""
         request = cls(bid)
+        set_fields(request, cls._FIELDS, values)
+        return request
+
+
+class BatchList:
+    """BATCH LIST [STATE open|closed|done]: the batches this node knows (in that state)."""
+
+    __slots__ = ("state",)
+    OPTIONS: ClassVar[CommandOptions] = BATCH_LIST
+    _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(BATCH_LIST)
+    _FIELDS: ClassVar[dict[str, OptionParser]] = parsers_by_field(_PARSERS)
+
+    def __init__(self, state: str | None = None) -> None:
+        self.state = state  # open, closed, done; None: any
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> BatchList:
+        """From BATCH LIST [options] (args[0] BATCH, args[1] LIST)."""
+        request = cls()
+        parse_options(request, cls._PARSERS, args, 2)
+        return request
+
+    @classmethod
+    def from_fields(cls, values: Mapping[str, object]) -> BatchList:
+        """From typed options (the HTTP API's query), checked as `parse` checks them."""
+        request = cls()
         set_fields(request, cls._FIELDS, values)
         return request
 

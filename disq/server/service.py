@@ -63,7 +63,8 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
     for a job that uses them: Disque clients parse fixed layouts), for SHOW's reply and
     the HTTP API's job object alike. After the dead-letter fields: `errors` (NACK ...
     ERROR's, oldest first) when there are some, `progress` and `progress-data` (WORKING
-    ... PROGRESS / DATA) when one was reported."""
+    ... PROGRESS / DATA) when one was reported, `batch` (ADDJOB ... BATCH) for a batch's
+    member."""
     delivered = job.nodes_delivered
     fields: list[tuple[bytes, FieldValue]] = [
         (b"id", job.id), (b"queue", job.queue),
@@ -94,6 +95,8 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
             if notes.progress != NO_PROGRESS or notes.progress_data is not None:
                 fields += [(b"progress", None if notes.progress == NO_PROGRESS
                             else notes.progress), (b"progress-data", notes.progress_data)]
+        if ext.batch is not None:
+            fields.append((b"batch", ext.batch))
         if ext.after is not None:  # a flow's child waiting for these parents
             fields.append((b"after", list(ext.after)))
     return fields

@@ -4,6 +4,7 @@ in the cluster, never before."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import jobutil
@@ -100,8 +101,11 @@ def test_bad_batch_requests_get_clear_errors_and_change_nothing(c: RawClient) ->
     assert_error(c, "ERR TTL must be between 1 and 7776000 seconds", "BATCH", "NEW", "b-x",
                  "TTL", 0)
     assert_error(c, "ERR a batch ID must be 1 to 256 bytes", "BATCH", "NEW", "x" * 257)
-    assert_error(c, "ERR unknown BATCH subcommand, try NEW, CLOSE or STATUS", "BATCH",
+    assert_error(c, "ERR unknown BATCH subcommand, try NEW, CLOSE, STATUS or LIST", "BATCH",
                  "DROP", "b-twice")
+    assert_error(c, "ERR wrong number of arguments for 'batch new'", "BATCH", "NEW")
+    assert_error(c, "ERR wrong number of arguments for 'batch status'", "BATCH", "STATUS")
+    assert_error(c, "ERR wrong number of arguments for 'batch' command", "BATCH")
     assert_error(c, "ERR wrong number of arguments for 'batch close'", "BATCH", "CLOSE",
                  "a", "b")
     assert_error(c, "ERR BATCH needs a synchronous ADDJOB (no ASYNC): its copies are "
@@ -156,6 +160,62 @@ def test_three_nodes_fire_once_and_never_before_the_last_ack(
         assert sum(cl.call("QLEN", "done3") for cl in clients) == 1
         callbacks = {tuple(status(cl, "b3")[b"callbacks"]) for cl in clients}  # type: ignore[arg-type]
         assert len(callbacks) == 1
+        for cl in clients:  # every node holds (and lists) every batch
+            assert [e[b"id"] for e in entries(cl.call("BATCH", "LIST", "STATE", "done"))] == [b"b3"]
     finally:
         for client in clients:
             client.close()
+
+
+def entries(reply: list[list[object]]) -> list[dict[bytes, object]]:
+    return [dict(zip(item[::2], item[1::2], strict=True)) for item in reply]
+
+
+def test_batch_list_shows_the_batches_newest_first_by_state(
+        start_node: Callable[..., DisqProcess]) -> None:
+    with RawClient(start_node().port) as client:
+        assert client.call("BATCH", "LIST") == []
+        # made in this order, a millisecond apart (the IDs' own order is the other way)
+        for bid in ("l-c", "l-b", "l-a"):
+            made = time.time()
+            assert client.call("BATCH", "NEW", bid, "ONDONE", "l-done", bid) == b"OK"
+            wait_for(lambda: time.time() >= made + 0.002, 1)  # noqa: B023
+        member = client.call("ADDJOB", "l-work", "x", 0, "BATCH", "l-b")
+        assert client.call("BATCH", "CLOSE", "l-a") == 0
+        wait_for(lambda: status(client, "l-a")[b"state"] == b"done", 5)
+        assert client.call("BATCH", "CLOSE", "l-b") == 1
+        listed = entries(client.call("BATCH", "LIST"))
+        assert [e[b"id"] for e in listed] == [b"l-a", b"l-b", b"l-c"]
+        assert listed[1] == status(client, "l-b")  # each entry: BATCH STATUS's fields
+        assert (listed[1][b"state"], listed[1][b"members"], listed[1][b"pending"]) == (
+            b"closed", 1, 1)
+        for state, expected in (("open", [b"l-c"]), ("CLOSED", [b"l-b"]), ("done", [b"l-a"])):
+            assert [e[b"id"] for e in entries(client.call("BATCH", "LIST", "STATE", state))
+                    ] == expected, state
+        assert_error(client, "ERR STATE must be open, closed or done", "BATCH", "LIST",
+                     "STATE", "gone")
+        assert_error(client, "ERR syntax error", "BATCH", "LIST", "STATE")
+        # a member's SHOW names its batch; a plain job's SHOW has no such field
+        shown = client.call("SHOW", member)
+        assert shown[shown.index(b"batch") + 1] == b"l-b"
+        assert b"batch" not in client.call("SHOW", client.call("ADDJOB", "l-work", "y", 0))
+
+
+def test_batch_list_shows_a_user_only_the_batches_of_its_queues(
+        start_node: Callable[..., DisqProcess]) -> None:
+    node = start_node()
+    with RawClient(node.port) as admin:
+        assert admin.call("ACL", "SETUSER", "ann", "on", ">ann-pw", "~a:*", "+@all") == b"OK"
+        admin.call("BATCH", "NEW", "mine", "ONDONE", "a:done", "x", "ONSUCCESS", "a:ok", "y")
+        admin.call("BATCH", "NEW", "half", "ONDONE", "a:done", "x", "ONSUCCESS", "b:ok", "y")
+        admin.call("BATCH", "NEW", "theirs", "ONDONE", "b:done", "x")
+        admin.call("BATCH", "NEW", "no-callback")
+    with Client([f"127.0.0.1:{node.port}"]) as client:  # a user of every queue: all
+        assert {b.id for b in client.batch_list()} == {"mine", "half", "theirs", "no-callback"}
+        listed = {b.id: b for b in client.batch_list(state="open")}
+        assert listed["mine"] == client.batch_status("mine")
+        assert client.batch_list(state="done") == []
+    with RawClient(node.port) as ann:
+        assert ann.call("AUTH", "ann", "ann-pw") == b"OK"
+        assert [e[b"id"] for e in entries(ann.call("BATCH", "LIST"))] == [b"mine"]
+        assert_error(ann, "NOPERM No permissions to access a key", "BATCH", "STATUS", "half")

@@ -16,6 +16,7 @@ from disq.server.app import Server
 from disq.server.commands import load_commands
 from disq.server.http.app import API_ROUTES, make_app
 from disq.server.http.openapi import command_of, openapi_document
+from disq.server.http.problems import Problem
 
 METHODS = ("get", "put", "post", "delete", "patch")
 
@@ -131,3 +132,28 @@ def test_a_subcommand_is_described_by_its_own_form(document: dict[str, Any]) -> 
 
 def test_the_document_is_valid_openapi(document: dict[str, Any]) -> None:
     validate(document)
+
+
+def test_the_batch_routes_take_batch_new_s_options_and_name_their_errors(
+        document: dict[str, Any]) -> None:
+    paths = document["paths"]
+    new = paths["/api/v1/batches"]["post"]
+    body = new["requestBody"]["content"]["application/json"]["schema"]
+    assert set(body["properties"]) == {"id", "ondone", "onsuccess", "ttl"}
+    assert body["properties"]["ondone"]["minItems"] == 2 and body["additionalProperties"] is False
+    assert "`BATCH NEW bid [ONDONE queue body] [ONSUCCESS queue body] [TTL s]`" in new[
+        "description"]
+    listed = paths["/api/v1/batches"]["get"]
+    assert "`BATCH LIST [STATE open|closed|done]`" in listed["description"]
+    assert [p["name"] for p in listed["parameters"]] == ["state"]
+    close = paths["/api/v1/batches/{bid}/close"]["post"]
+    assert {"404", "409", "503"} <= set(close["responses"])
+    assert [p["name"] for p in close["parameters"]] == ["bid"]
+    assert "404" in paths["/api/v1/batches/{bid}"]["get"]["responses"]
+
+
+@pytest.mark.parametrize(("code", "status"), [
+    ("NOBATCH", 404), ("BATCHCLOSED", 409), ("BATCHEXISTS", 409), ("NOMAJORITY", 503),
+    ("BATCHFULL", 507)])
+def test_batch_errors_have_their_http_statuses(code: str, status: int) -> None:
+    assert Problem.from_resp(code, "why").status == status

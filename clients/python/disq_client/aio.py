@@ -446,6 +446,12 @@ class AsyncClient(ClientBase):
     async def batch_status(self, bid: str | bytes) -> BatchStatus:
         return await self._run(cmds.batch_status(bid))
 
+    async def batch_list(self, state: str | None = None) -> list[BatchStatus]:
+        """BATCH LIST: the batches the node knows whose callback queues the user may
+        use, each as batch_status gives it, the newest 1,000 (by creation) first;
+        `state`: only those open, closed or done."""
+        return await self._run(cmds.batch_list(state))
+
     async def pause(self, queue: str, *flags: PauseOption, bcast: bool = False) -> str:
         return await self._run(cmds.pause(queue, flags, bcast))
 

@@ -600,6 +600,12 @@ class Client(ClientBase):
     def batch_status(self, bid: str | bytes) -> BatchStatus:
         return self._run(cmds.batch_status(bid))
 
+    def batch_list(self, state: str | None = None) -> list[BatchStatus]:
+        """BATCH LIST: the batches the node knows whose callback queues the user may
+        use, each as batch_status gives it, the newest 1,000 (by creation) first;
+        `state`: only those open, closed or done."""
+        return self._run(cmds.batch_list(state))
+
     def pause(self, queue: str, *flags: PauseOption, bcast: bool = False) -> str:
         """PAUSE queue in|out|all|none; no flag only reads the state. Returns the state;
         `bcast` sends it to every node."""

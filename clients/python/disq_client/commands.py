@@ -15,6 +15,7 @@ from .protocol import Arg, ErrorReply, error_of, to_bytes
 from .spec import (
     ACKJOB,
     ADDJOB,
+    BATCH_LIST,
     BATCH_NEW,
     CRON_ADD,
     DEADLETTER_REQUEUE,
@@ -516,6 +517,16 @@ def _batch_status(reply: object) -> BatchStatus:
 
 def batch_status(bid: Arg) -> Cmd[BatchStatus]:
     return Cmd(("BATCH", "STATUS", bid), _batch_status)
+
+
+def _batch_statuses(reply: object) -> list[BatchStatus]:
+    assert isinstance(reply, list), reply
+    return [_batch_status(item) for item in reply]
+
+
+def batch_list(state: str | None) -> Cmd[list[BatchStatus]]:
+    """BATCH LIST [STATE open|closed|done]."""
+    return Cmd(("BATCH", "LIST", *_options(BATCH_LIST, {"state": state})), _batch_statuses)
 
 
 # -- when jobs fail (disq's extensions) -----------------------------------------------------

@@ -247,6 +247,15 @@ BATCH_NEW = CommandOptions("BATCH NEW", (
            MAX_BATCH_TTL, extension=True),
 ))
 
+# BATCH LIST [STATE open|closed|done] (a disq extension): the batches a node knows, the
+# newest MAX_BATCHES_LISTED (by creation) of those in that state.
+MAX_BATCHES_LISTED = 1000
+BATCH_STATES = ("open", "closed", "done")
+BATCH_LIST = CommandOptions("BATCH LIST", (
+    Option("STATE", "state", CHOICE, "STATE must be open, closed or done",
+           choices=BATCH_STATES, extension=True),
+))
+
 # -- when jobs fail ------------------------------------------------------------------------
 # NACK [DELAY-MS ms] [ERROR reason] id ...: the jobs are queued again after that delay; the
 # reason is kept with each job, its last MAX_ERRORS (disq extensions).

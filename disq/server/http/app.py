@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from ... import tls
-from . import api, api_admin, api_queues
+from . import api, api_admin, api_batches, api_queues
 from .auth import CHALLENGE, Authenticator, AuthRefused
 from .connections import HttpPort
 from .crosssite import content_type_refusal, host_refusal, origin_refusal
@@ -47,7 +47,8 @@ PUBLIC_PREFIXES = ("/docs", "/openapi.json", "/static/", "/favicon")
 STATIC_DIR = Path(__file__).parent / "static"
 # Every route of the API, in the order the router tries them; their declarations make
 # the OpenAPI document.
-API_ROUTES: list[Route] = [*api.ROUTES, *api_queues.ROUTES, *api_admin.ROUTES]
+API_ROUTES: list[Route] = [*api.ROUTES, *api_queues.ROUTES, *api_batches.ROUTES,
+                           *api_admin.ROUTES]
 
 
 @web.middleware

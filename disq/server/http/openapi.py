@@ -160,6 +160,7 @@ PATH_PARAMETERS = {
     "queue": "a queue's name",
     "id": "a job ID (D-...), as it is or with '/' and '+' percent-encoded",
     "name": "a user's name",
+    "bid": "a batch's ID (percent-encoded: '/' as %2F)",
 }
 INFO = ("The HTTP API of a disq node: the same commands, replies and errors as its RESP "
         "port. Each operation runs the commands `x-disq-commands` names, as a RESP "

@@ -27,6 +27,11 @@ STATUS_BY_CODE = {
     "MAXLEN": 409,
     "TOOLATE": 409,
     "NOTIMPLEMENTED": 501,
+    "NOBATCH": 404,
+    "BATCHCLOSED": 409,
+    "BATCHEXISTS": 409,
+    "BATCHFULL": 507,
+    "NOMAJORITY": 503,
 }
 TITLES = {
     400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",

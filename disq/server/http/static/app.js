@@ -8,6 +8,7 @@
 //   #/job/<id>       one job (SHOW), its progress, errors and end, and what can be
 //                    done with it (jobpage.js)
 //   #/finished       the results the node keeps, the last first (ends.js)
+//   #/batches        the batches the node knows, their progress and callbacks (batches.js)
 // With requirepass (or users: ACL), a 401 brings the login form; the user and password
 // stay in sessionStorage and go as basic auth (`Authorization: Bearer <password>` for
 // the default user).
@@ -16,6 +17,7 @@ import { sparkline, timeChart } from "./chart.js";
 import {
   $, bodyPreview, bytes, dlqBadge, duration, enc, esc, num, pauseBadge, rate, shortId, stateBadge,
 } from "./format.js";
+import { batchesPage } from "./batches.js";
 import { failureHtml, finishedPage } from "./ends.js";
 import { jobPage } from "./jobpage.js";
 
@@ -479,6 +481,7 @@ function route() {
   else if (first === "queue" && arg) page = queuePage(root, arg);
   else if (first === "job" && arg) page = jobPage(root, arg, { api, toast });
   else if (first === "finished") page = finishedPage(root, { api, toast });
+  else if (first === "batches") page = batchesPage(root, { api, toast });
   else page = clusterPage(root);
   document.title = `disq · ${first === "queue" || first === "job" ? arg : section}`;
   if (live.stats) page.update?.();
@@ -537,6 +540,14 @@ const actions = {
     await act(async () => {
       await api("POST", `/api/v1/jobs/${enc(id)}/fastack`, {});
       return "Job deleted";
+    }, () => page.loadJobs?.());
+  },
+  async "close-batch"(el) {
+    const id = el.dataset.batch;
+    if (!(await ask(`Close batch ${id}? No job can be added to it any more; its callbacks come once its members ended.`, "Close"))) return;
+    await act(async () => {
+      const { members } = await api("POST", `/api/v1/batches/${enc(id)}/close`, {});
+      return `Batch ${id} closed: ${num(members)} member job${members === 1 ? "" : "s"}`;
     }, () => page.loadJobs?.());
   },
   async "delete-here"(el) {

@@ -1,9 +1,11 @@
 // A job's page (#/job/<id>): what the serving node holds of it (SHOW: its fields, its
-// body, its last errors), its progress, and its end wherever it is held (GET
+// body, its last errors), its batch if it is a member of one (SHOW's `batch`, read with
+// GET /api/v1/batches/{bid}), its progress, and its end wherever it is held (GET
 // /api/v1/jobs/{id}/result without a wait: the nodes are asked), redrawn as the
 // dashboard polls, a part only when what it shows changed (an open base64 view stays
 // open). The buttons' actions are app.js's.
 
+import { BATCH_HEADER, batchRow } from "./batches.js";
 import { endHtml, errorsHtml, failureReporter, linkDownloads, progressHtml } from "./ends.js";
 import { $, enc, esc } from "./format.js";
 
@@ -17,6 +19,7 @@ export function jobPage(root, id, { api, toast }) {
         <button type="button" class="danger" data-action="delete-job" data-job="${esc(id)}">Delete</button>
         <button type="button" class="ghost" data-action="delete-here" data-job="${esc(id)}">Delete this node's copy</button>
       </div></div>
+    <section class="panel" id="job-batch" hidden><h2>Its batch</h2><div class="content"></div></section>
     <section class="panel" id="job-progress" hidden><h2>Progress</h2><div class="content"></div></section>
     <section class="panel" id="job-end" hidden><h2>Its end</h2><div class="content"></div></section>
     <section class="panel" id="job-errors" hidden><h2>Errors <span class="muted">(the last ${MAX_ERRORS}, newest first)</span></h2><div class="content"></div></section>
@@ -47,6 +50,9 @@ export function jobPage(root, id, { api, toast }) {
         api("GET", `/api/v1/jobs/${enc(id)}`).catch((err) => { if (err.status === 404) return null; throw err; }),
         api("GET", `/api/v1/jobs/${enc(id)}/result`).catch((err) => { if (err.status === 403) return null; throw err; }),
       ]);
+      const batch = job?.batch == null ? null : await api("GET", `/api/v1/batches/${enc(job.batch)}`)
+        .catch((err) => { if (err.status === 403 || err.status === 404) return { id: job.batch, refused: err.message }; throw err; });
+      part("#job-batch", batch ? batchHtml(batch) : "");
       const progress = end?.state === "active" ? end : job; // (the result route gives binary data as base64)
       part("#job-progress", progress ? progressHtml(progress.progress, progress.progress_data, progress.progress_data_base64) : "");
       part("#job-end", end ? endHtml(end) : "");
@@ -64,7 +70,17 @@ export function jobPage(root, id, { api, toast }) {
   return { update: load, loadJobs: load };
 }
 
-const SHOWN_APART = ["body", "body_base64", "id", "errors", "progress", "progress_data"];
+const SHOWN_APART = ["body", "body_base64", "id", "errors", "progress", "progress_data", "batch"];
+
+// The member's batch as the Batches page shows it, or why it cannot be read (forgotten
+// past its TTL, or a callback queue the user may not use).
+function batchHtml(batch) {
+  if (batch.refused) {
+    return `<p>Batch <code class="batch-id">${esc(batch.id)}</code>: <span class="muted">${esc(batch.refused)}</span></p>`;
+  }
+  return `<table class="grid" id="batch"><thead>${BATCH_HEADER}</thead><tbody>${batchRow(batch)}</tbody></table>
+    <p><a href="#/batches">Every batch</a></p>`;
+}
 
 function jobHtml(job) {
   const rows = Object.entries(job).filter(([key]) => !SHOWN_APART.includes(key)).map(([key, value]) => {
