@@ -131,7 +131,8 @@ def test_one_callback_per_batch_never_early_under_a_kill_and_a_partition(
             thread.join(30)
         for bid, seen in run.callbacks.items():
             assert len(seen) == 1, f"{bid}: {len(seen)} callbacks"
-            last_ack = max(run.acked_at[m] for m in run.members[bid])
+            # (no member: every ADDJOBS of the batch refused, e.g. on the cut-off node)
+            last_ack = max((run.acked_at[m] for m in run.members[bid]), default=0.0)
             assert seen[0] >= last_ack, f"{bid}: its callback came before its last ack"
     finally:
         run.stop.set()

@@ -416,6 +416,7 @@ DECLARED_QUEUE_USES = {
     "pause": ("PAUSE", "b:q", "state"),
     "qpolicy": ("QPOLICY", "a:q", "SET", "DEADLETTER", "b:dead"),
     "cron": ("CRON", "ADD", "tick", "b:q", "* * * * *", "x"),
+    "batch": ("BATCH", "NEW", "acl-batch", "ONDONE", "a:q", "x", "ONSUCCESS", "b:q", "y"),
     "deadletter": ("DEADLETTER", "REQUEUE", "b:dead"),
 }
 

@@ -18,7 +18,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "disq"
 STATES = (WAIT_REPL, ACTIVE, QUEUED, ACKED, DELETED)
 # Objects of their own with a `state` the module itself keeps: the job record's
 # constructor, and the AOF writer's on/off state.
-OWN_STATE = {"job.py", "aof/writer.py"}
+# (end_requests.py: BATCH LIST's STATE option, a batch's phase, not a job's state)
+OWN_STATE = {"job.py", "aof/writer.py", "end_requests.py"}
 
 
 def job_in(state: int) -> Job:

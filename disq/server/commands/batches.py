@@ -12,7 +12,7 @@ from ...end_requests import BatchList, BatchNew, check_bid
 from ...errors import DisqError
 from .. import reply
 from ..later import reply_held, reply_later
-from ..table import PRODUCE, OptionValue, Subcommand, command
+from ..table import PRODUCE, Both, OptionValue, Subcommand, command
 
 if TYPE_CHECKING:
     from ..connection import Client
@@ -31,7 +31,9 @@ _ONE_BATCH = (b"new", b"close", b"status")  # the subcommands naming one batch
                 'field / value pairs; LIST: array of such arrays, the newest '
                 f'{spec.MAX_BATCHES_LISTED} batches (by creation) the user may read'),
          options=(spec.BATCH_NEW, spec.BATCH_LIST),
-         queues=Subcommand({b"new": OptionValue(b"ondone", 3)}), extension=True)
+         queues=Subcommand({b"new": Both(OptionValue(b"ondone", 3),
+                                         OptionValue(b"onsuccess", 3))}),
+         extension=True)
 def batch(client: Client, args: list[bytes]) -> bytes | Pending:
     """BATCH NEW bid [ONDONE queue body] [ONSUCCESS queue body] [TTL s] | BATCH CLOSE
     bid | BATCH STATUS bid | BATCH LIST [STATE open|closed|done]"""
