@@ -66,6 +66,7 @@ from .results import Ends
 from .scantable import ScanTable
 from .schedules import CronTable
 from .timers import JobTimers
+from .topics import TopicTable
 from .wakeups import Wakeups
 
 # The clock is clock.py's; commands and the cluster layers take it from here too.
@@ -132,6 +133,7 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
         self.failures = FailureStats()
         self.ends = Ends()  # results kept and WAITJOBs' watches (a disq extension)
         self.batches = BatchTable()  # BATCH (a disq extension): batches, members' ends
+        self.topics = TopicTable()  # TOPIC (a disq extension): the queues subscribed
         # A member of a batch ended here: the cluster tells every node (bid, id, how).
         self.on_member_end: Callable[[bytes, bytes, int], None] = _no_member_end
         # A flow's child waiting for its parents came here, or left (ADDJOB ... AFTER:

@@ -195,6 +195,10 @@ BATCH_ENDS_ASK: Final = 66  # fields: [request id, batch id, job id, ...]: which
 #                  members ended?
 BATCH_FETCH: Final = 67  # fields: [batch id]: send me the batch with its members (a
 #               BATCH_SET)
+# disq extension (topics: replication/topics.py). Unknown: ignored.
+TOPIC_SET: Final = 73  # fields: [subscription(, request id)] (topics.Subscription.to_wire)
+TOPIC_SYNC: Final = 74  # fields: [[subscription, ...]] every one the sender knows
+TOPIC_HELD: Final = 75  # fields: [request id]
 
 NAMES: Final = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -218,6 +222,7 @@ NAMES: Final = {
     BATCH_SET: "batch-set", BATCH_SYNC: "batch-sync", BATCH_HELD: "batch-held",
     BATCH_CLOSE: "batch-close", BATCH_MEMBERS: "batch-members", BATCH_ENDED: "batch-ended",
     BATCH_ENDS_ASK: "batch-ends-ask", BATCH_FETCH: "batch-fetch",
+    TOPIC_SET: "topic-set", TOPIC_SYNC: "topic-sync", TOPIC_HELD: "topic-held",
 }
 
 _LEN: Final = struct.Struct(">I")

@@ -20,6 +20,8 @@ each registering its own bus handlers (see README.md):
                 extension; results travel with their SETACKs: acks)
     batches     BATCH_SET / SYNC / HELD / CLOSE / MEMBERS / ENDED / ENDS_ASK / FETCH:
                 batches, their members counted, their callbacks fired (a disq extension)
+    topics      TOPIC_SET / TOPIC_SYNC / TOPIC_HELD: the topics' subscriptions on every
+                node (a disq extension)
 
 Every part only uses the narrow `BusPort`, so an in-memory bus can stand in for the
 network in tests.
@@ -49,6 +51,7 @@ from .queues import QueueMessages
 from .requeue import Requeue
 from .schedules import Recurring
 from .stats import ClusterStats
+from .topics import TopicSync
 
 
 class Replication:
@@ -75,6 +78,7 @@ class Replication:
         self.stats = ClusterStats(node, bus, loop)
         self.ends = JobEnds(node, bus, loop)
         self.batches = Batches(node, bus, self.dedup, loop)
+        self.topics = TopicSync(node, bus, loop)
 
     # -- the server's side ------------------------------------------------------------
     def wait(self, job: Job, on_done: OnAdded) -> None:

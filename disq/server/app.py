@@ -37,6 +37,7 @@ from ..ids import new_node_id
 from ..node import Node, now_ms
 from ..policies import QueuePolicy
 from ..schedules import CronSchedule
+from ..topics import Subscription, subscription_key
 from .access import Access
 from .admin_service import AdminService
 from .auth_throttle import AuthThrottle
@@ -63,6 +64,7 @@ from .service import JobService
 from .shutdown import Shutdown
 from .stats import Stats
 from .table import CATEGORIES, rename_command
+from .topic_service import TopicService
 
 if TYPE_CHECKING:
     from ..replication.replicator import Replication
@@ -137,6 +139,7 @@ class Server:
         self.schedules_service = ScheduleService(self)  # CRON's
         self.batch_service = BatchService(self)  # BATCH's
         self.flows = Flows(self)  # ADDJOB ... AFTER's children waiting here
+        self.topic_service = TopicService(self)  # TOPIC's
         self.admin_service = AdminService(self)  # the cluster's reads, the users
         self.access.load_aclfile(self.node.id)
         self.stats.update_memory_limit()
@@ -329,12 +332,14 @@ class Server:
         self.node.cluster = self.replication
         self.replication.recurring.on_change = self._schedule_changed
         self.replication.batches.on_done = self.flows.batch_done
+        self.replication.topics.on_change = self._subscription_changed
         self.replication.failures.on_policy_change = self._policy_changed
         self.replication.stats.local = self.stats.node_stats
         from ..replication.users import UserSync
         user_sync = self.access.user_sync = UserSync(self.acl, self.bus)
         self.housekeeping.cluster_ticks += [self.replication.recurring.cron,
                                             self.replication.batches.cron,
+                                            self.replication.topics.cron,
                                             self.replication.failures.cron, user_sync.cron]
 
     def _schedule_changed(self, schedule: CronSchedule) -> None:
@@ -343,6 +348,11 @@ class Server:
         self.node.persistence.schedule_stored(schedule)
         self.config_records.changed("cron", schedule.name, schedule.version,
                                     schedule.deleted)
+
+    def _subscription_changed(self, subscription: Subscription) -> None:
+        """TOPIC SUBSCRIBE / UNSUBSCRIBE: kept in nodes.conf, as CRON's schedules are."""
+        self.config_records.changed("topic", subscription_key(subscription),
+                                    subscription.version, subscription.deleted)
 
     def _policy_changed(self, policy: QueuePolicy) -> None:
         """QPOLICY: persisted as CRON's schedules are."""

@@ -33,6 +33,7 @@ SECTIONS = (
     ("queues", "Queues"),
     ("cron", "Recurring jobs"),
     ("batches", "Batches"),
+    ("topics", "Topics"),
     ("policies", "Queue policies and dead letters"),
     ("cluster", "Cluster"),
     ("acl", "Users and permissions"),

@@ -21,6 +21,7 @@ from ..cluster.nodes import read_records
 from ..node import Node, now_ms
 from ..policies import QueuePolicy
 from ..schedules import CronSchedule
+from ..topics import Subscription, subscription_key
 
 log = logging.getLogger("disq")
 
@@ -61,6 +62,8 @@ class ConfigRecords:
                   lambda s: s.name, CronSchedule.from_wire, node.wakeups.load_schedule),
             _Kind("qpolicy", lambda: node.policies.policies.values(),
                   lambda p: p.queue, QueuePolicy.from_wire, node.load_policy),
+            _Kind("topic", lambda: node.topics.entries.values(), subscription_key,
+                  Subscription.from_wire, lambda s, now: node.topics.merge(s)),
         ]
         membership.records = self._records
 

@@ -417,6 +417,7 @@ DECLARED_QUEUE_USES = {
     "qpolicy": ("QPOLICY", "a:q", "SET", "DEADLETTER", "b:dead"),
     "cron": ("CRON", "ADD", "tick", "b:q", "* * * * *", "x"),
     "batch": ("BATCH", "NEW", "acl-batch", "ONDONE", "a:q", "x", "ONSUCCESS", "b:q", "y"),
+    "topic": ("TOPIC", "SUBSCRIBE", "a:topic", "b:q"),
     "deadletter": ("DEADLETTER", "REQUEUE", "b:dead"),
 }
 

@@ -81,6 +81,7 @@ METHODS = [
     (spec.JOBSET, ("set_job",), set()),
     (spec.CRON_ADD, ("cron_add",), set()),
     (spec.BATCH_NEW, ("batch_new",), set()),
+    (spec.TOPIC_PUBLISH, ("topic_publish",), set()),
     (spec.BATCH_LIST, ("batch_list",), set()),
     (spec.QPOLICY_SET, ("qpolicy_set",), set()),
     (spec.DEADLETTER_REQUEUE, ("requeue_dead",), set()),

@@ -581,6 +581,38 @@ class Client(ClientBase):
     def cron_list(self) -> list[CronEntry]:
         return self._run(cmds.cron_list())
 
+    # -- topics (disq's extensions) ------------------------------------------------------
+    def topic_subscribe(self, topic: str | bytes, queue: str | bytes) -> int:
+        """TOPIC SUBSCRIBE: `queue` gets a job for each publish to `topic` (1: new)."""
+        return self._run(cmds.topic_change("SUBSCRIBE", topic, queue))
+
+    def topic_unsubscribe(self, topic: str | bytes, queue: str | bytes) -> int:
+        return self._run(cmds.topic_change("UNSUBSCRIBE", topic, queue))
+
+    def topic_list(self, topic: str | bytes | None = None) -> dict[str, list[str]]:
+        """TOPIC LIST: each topic and its subscribed queues."""
+        return self._run(cmds.topic_list(topic))
+
+    def topic_publish(self, topic: str | bytes, body: Body, *,
+                      msgid: str | bytes | None = None, replicate: int | None = None, delay: int | None = None,
+                      retry: int | None = None, ttl: int | None = None,
+                      maxlen: int | None = None, async_: bool = False,
+                      delay_ms: int | None = None, at: datetime | int | None = None,
+                      priority: int | None = None, group: str | bytes | None = None,
+                      max_deliveries: int | None = None, queue_randomly: bool = False,
+                      batch: str | bytes | None = None,
+                      after: Iterable[str | bytes] | None = None
+                      ) -> dict[str, str | ErrorReply]:
+        """TOPIC PUBLISH: one job in each subscribed queue, with ADDJOB's options;
+        each queue's job ID, or its error. `msgid`: a retried publish with it adds
+        nothing twice to any queue."""
+        return self._run(cmds.topic_publish(topic, body, {
+            "msgid": msgid, "repl": replicate, "delay": delay, "retry": retry, "ttl": ttl,
+            "maxlen": maxlen, "async_": async_, "delay_ms": delay_ms, "at": at,
+            "priority": priority, "group": group, "max_deliveries": max_deliveries,
+            "queue_randomly": queue_randomly, "batch": batch,
+            "after": None if after is None else list(after)}))
+
     # -- batches (disq's extensions) -----------------------------------------------------
     def batch_new(self, bid: str | bytes, *,
                   ondone: tuple[str | bytes, Body] | None = None,

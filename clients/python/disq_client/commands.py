@@ -26,6 +26,7 @@ from .spec import (
     PAUSE,
     QPOLICY_SET,
     QSCAN,
+    TOPIC_PUBLISH,
     WAITJOB,
     WORKING,
     CommandOptions,
@@ -527,6 +528,42 @@ def _batch_statuses(reply: object) -> list[BatchStatus]:
 def batch_list(state: str | None) -> Cmd[list[BatchStatus]]:
     """BATCH LIST [STATE open|closed|done]."""
     return Cmd(("BATCH", "LIST", *_options(BATCH_LIST, {"state": state})), _batch_statuses)
+
+
+# -- topics (disq's extensions) ------------------------------------------------------------
+def topic_change(verb: str, topic: Arg, queue: Arg) -> Cmd[int]:
+    """TOPIC SUBSCRIBE / UNSUBSCRIBE: 1 if it changed something, else 0."""
+    return Cmd(("TOPIC", verb, topic, queue), _int)
+
+
+def _topics(reply: object) -> dict[str, list[str]]:
+    assert isinstance(reply, list), reply
+    out = {}
+    for item in reply:
+        assert isinstance(item, list) and len(item) == 2, item
+        out[_str(item[0])] = _str_list(item[1])
+    return out
+
+
+def topic_list(topic: Arg | None) -> Cmd[dict[str, list[str]]]:
+    return Cmd(("TOPIC", "LIST", *(() if topic is None else (topic,))), _topics)
+
+
+def _published(reply: object) -> dict[str, str | ErrorReply]:
+    assert isinstance(reply, list), reply
+    return {_str(reply[i]): (reply[i + 1] if isinstance(reply[i + 1], ErrorReply)
+                             else _str(reply[i + 1])) for i in range(0, len(reply), 2)}
+
+
+def topic_publish(topic: Arg, body: Body, options: Mapping[str, object]
+                  ) -> Cmd[dict[str, str | ErrorReply]]:
+    """TOPIC PUBLISH; `options`: TOPIC_PUBLISH's fields (msgid, ADDJOB's but dedup and
+    unique). Each subscribed queue and its job's ID, or its error."""
+    values = dict(options)
+    if values.get("at") is not None:
+        values["at"] = unix_ms(values["at"])  # type: ignore[arg-type]
+    return Cmd(("TOPIC", "PUBLISH", topic, to_body(body), *_options(TOPIC_PUBLISH, values)),
+               _published)
 
 
 # -- when jobs fail (disq's extensions) -----------------------------------------------------

@@ -256,6 +256,16 @@ BATCH_LIST = CommandOptions("BATCH LIST", (
            choices=BATCH_STATES, extension=True),
 ))
 
+# TOPIC PUBLISH topic body [MSGID id] [ADDJOB's options but DEDUP, UNIQUE] (a disq
+# extension): one job in each queue subscribed to the topic; a retried publish with the
+# same MSGID adds nothing twice to any queue.
+MSGID_MAX_LEN = 256
+TOPIC_PUBLISH = CommandOptions("TOPIC PUBLISH", (
+    Option("MSGID", "msgid", BYTES, f"MSGID must be 1 to {MSGID_MAX_LEN} bytes",
+           max_len=MSGID_MAX_LEN, extension=True),
+    *(option for option in ADDJOB.options if option.field not in ("dedup", "unique")),
+), exclusive=ADDJOB.exclusive)
+
 # -- when jobs fail ------------------------------------------------------------------------
 # NACK [DELAY-MS ms] [ERROR reason] id ...: the jobs are queued again after that delay; the
 # reason is kept with each job, its last MAX_ERRORS (disq extensions).

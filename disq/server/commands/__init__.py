@@ -4,7 +4,8 @@
   JOBSET
 - queues.py: QLEN QPEEK QSTAT QSCAN JSCAN PAUSE
 - cron.py: CRON (ADD, DEL, LIST; a disq extension)
-- batches.py: BATCH (NEW, CLOSE, STATUS; a disq extension)
+- batches.py: BATCH (NEW, CLOSE, STATUS, LIST; a disq extension)
+- topics.py: TOPIC (SUBSCRIBE, UNSUBSCRIBE, LIST, PUBLISH; a disq extension)
 - policies.py: QPOLICY (SET, GET, DEL), DEADLETTER (REQUEUE) (disq extensions)
 - cluster.py: CLUSTER HELLO
 - acl.py: AUTH ACL (users and permissions)
@@ -24,6 +25,7 @@ from . import (  # noqa: F401  (each registers its commands)
     jobs,
     policies,
     queues,
+    topics,
 )
 
 
