@@ -89,3 +89,28 @@ def test_subscriptions_reach_every_node_and_survive_a_restart(
     nodes[2].start()
     with RawClient(nodes[2].port) as restarted:
         wait_for(lambda: restarted.call("TOPIC", "LIST") == [[b"events", [b"audit"]]], 10)
+
+
+def test_topics_over_http(start_node: Callable[..., DisqProcess]) -> None:
+    from support import free_port
+    from test_http import Http
+
+    port = free_port()
+    start_node("--http-port", str(port))
+    http = Http(port)
+    status, answer = http.post("/api/v1/topics/h-t/subscriptions", {"queue": "h-q1"})
+    assert (status, answer) == (201, {"changed": True}), answer
+    assert http.post("/api/v1/topics/h-t/subscriptions", {"queue": "h-q2"})[0] == 201
+    assert http.post("/api/v1/topics/h-t/subscriptions", {"queue": "h-q2"}) == (
+        200, {"changed": False})
+    assert http.get("/api/v1/topics") == (200, {"topics": {"h-t": ["h-q1", "h-q2"]}})
+    status, published = http.post("/api/v1/topics/h-t/publish",
+                                  {"body": "hi", "msgid": "m", "priority": 7})
+    assert status == 200 and set(published["jobs"]) == {"h-q1", "h-q2"}, published
+    assert http.post("/api/v1/topics/h-t/publish", {"body": "hi", "msgid": "m"})[1] == (
+        published)
+    status, problem = http.post("/api/v1/topics/h-t/publish", {"body": "x", "dedup": "k"})
+    assert status == 400, problem
+    assert http.request("DELETE", "/api/v1/topics/h-t/subscriptions/h-q1") == (
+        200, {"changed": True})
+    assert http.get("/api/v1/topics") == (200, {"topics": {"h-t": ["h-q2"]}})
