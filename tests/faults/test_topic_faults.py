@@ -1,0 +1,105 @@
+"""Topics under a kill: publishes with MSGIDs to random nodes of five while one node is
+killed for good. Every subscribed queue that answered a job ID for a message delivers
+that message at least once (0 lost); a retried publish (same MSGID) adds nothing twice
+where its first answer came back."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from jepsen import Config, FaultCluster, _call, _client
+from support import wait_for
+
+MESSAGES = 400
+QUEUES = (b"t-audit", b"t-billing")
+KILLED = 4
+
+
+class Run:
+    def __init__(self, cluster: FaultCluster) -> None:
+        self.cluster = cluster
+        self.lock = threading.Lock()
+        self.answered: dict[bytes, set[bytes]] = {q: set() for q in QUEUES}  # queue -> bodies
+        self.delivered: dict[bytes, dict[bytes, int]] = {q: {} for q in QUEUES}
+        self.published = 0
+        self.stop = threading.Event()
+
+    def node(self, rng: random.Random, avoid_killed: bool) -> redis.Redis:
+        choices = [i for i in range(5) if not (avoid_killed and i == KILLED)
+                   and self.cluster.nodes[i].alive()]
+        return _client(self.cluster.nodes[rng.choice(choices)], timeout=10)
+
+    def publish(self) -> None:
+        rng = random.Random(1)
+        for n in range(MESSAGES):
+            body = b"m%d" % n
+            for _ in range(5):  # a publish whose answer was lost is sent again
+                try:
+                    client = self.node(rng, avoid_killed=False)
+                    reply = client.execute_command("TOPIC", "PUBLISH", "t-events", body,
+                                                   "MSGID", body, "RETRY", 2)
+                    client.close()
+                except redis.exceptions.RedisError:
+                    time.sleep(0.05)
+                    continue
+                with self.lock:
+                    for queue, job in zip(reply[0::2], reply[1::2], strict=True):
+                        if isinstance(job, bytes):
+                            self.answered[queue].add(body)
+                    self.published += 1
+                break
+
+    def consume(self, seed: int) -> None:
+        rng = random.Random(seed)
+        while not self.stop.is_set():
+            try:
+                client = self.node(rng, avoid_killed=True)
+                got = client.execute_command("GETJOB", "TIMEOUT", 200, "COUNT", 50,
+                                             "FROM", *QUEUES)
+                for queue, job_id, body in got or []:
+                    with self.lock:
+                        seen = self.delivered[queue]
+                        seen[body] = seen.get(body, 0) + 1
+                    client.execute_command("ACKJOB", job_id)
+                client.close()
+            except redis.exceptions.RedisError:
+                time.sleep(0.05)
+
+    def lost(self) -> list[tuple[bytes, bytes]]:
+        with self.lock:
+            return [(q, b) for q in QUEUES for b in self.answered[q]
+                    if b not in self.delivered[q]]
+
+
+@pytest.mark.timeout(180)
+def test_no_subscribed_queue_loses_a_message_it_answered(tmp_path: Path) -> None:
+    cluster = FaultCluster(tmp_path, Config(nodes=5, aof=False, node_timeout=1000))
+    run = Run(cluster)
+    threads = [threading.Thread(target=run.publish)]
+    threads += [threading.Thread(target=run.consume, args=(10 + k,)) for k in range(2)]
+    try:
+        for queue in QUEUES:
+            assert _call(cluster.nodes[0], "TOPIC", "SUBSCRIBE", "t-events", queue) == 1
+        for thread in threads:
+            thread.start()
+        wait_for(lambda: run.published >= MESSAGES // 3, 60, message="a third published")
+        cluster.kill(KILLED)
+        threads[0].join(120)
+        wait_for(lambda: not run.lost(), 60, message="every answered message delivered")
+        with run.lock:
+            for queue in QUEUES:
+                assert len(run.answered[queue]) >= MESSAGES * 9 // 10, (
+                    queue, len(run.answered[queue]))
+                extra = sum(count - 1 for count in run.delivered[queue].values())
+                print(f"{queue.decode()}: {len(run.answered[queue])} answered, "
+                      f"{extra} deliveries beyond the first")
+    finally:
+        run.stop.set()
+        for thread in threads:
+            thread.join(30)
+        cluster.close()
