@@ -9,6 +9,7 @@
 //                    done with it (jobpage.js)
 //   #/finished       the results the node keeps, the last first (ends.js)
 //   #/batches        the batches the node knows, their progress and callbacks (batches.js)
+//   #/topics         the topics, their subscribed queues, subscribe and publish (topics.js)
 // With requirepass (or users: ACL), a 401 brings the login form; the user and password
 // stay in sessionStorage and go as basic auth (`Authorization: Bearer <password>` for
 // the default user).
@@ -18,6 +19,7 @@ import {
   $, bodyPreview, bytes, dlqBadge, duration, enc, esc, num, pauseBadge, rate, shortId, stateBadge,
 } from "./format.js";
 import { batchesPage } from "./batches.js";
+import { topicsPage } from "./topics.js";
 import { failureHtml, finishedPage } from "./ends.js";
 import { jobPage } from "./jobpage.js";
 
@@ -482,6 +484,7 @@ function route() {
   else if (first === "job" && arg) page = jobPage(root, arg, { api, toast });
   else if (first === "finished") page = finishedPage(root, { api, toast });
   else if (first === "batches") page = batchesPage(root, { api, toast });
+  else if (first === "topics") page = topicsPage(root, { api, toast });
   else page = clusterPage(root);
   document.title = `disq · ${first === "queue" || first === "job" ? arg : section}`;
   if (live.stats) page.update?.();
@@ -540,6 +543,14 @@ const actions = {
     await act(async () => {
       await api("POST", `/api/v1/jobs/${enc(id)}/fastack`, {});
       return "Job deleted";
+    }, () => page.loadJobs?.());
+  },
+  async unsubscribe(el) {
+    const { topic, queue } = el.dataset;
+    if (!(await ask(`Unsubscribe ${queue} from ${topic}? It gets no job of the next publishes.`, "Unsubscribe"))) return;
+    await act(async () => {
+      await api("DELETE", `/api/v1/topics/${enc(topic)}/subscriptions/${enc(queue)}`);
+      return `${queue} unsubscribed from ${topic}`;
     }, () => page.loadJobs?.());
   },
   async "close-batch"(el) {
