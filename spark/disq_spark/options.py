@@ -96,6 +96,8 @@ OPTIONS = (
         choices=tuple(ACK_COMMANDS)),
     Opt("keepalive_ms", "int", "read", "> 0: WORKING for the jobs held every keepalive_ms "
         "(set it below the jobs' RETRY if a batch may take longer)"),
+    Opt("topic", "str", "read", "subscribe `queue` to this topic first (TOPIC SUBSCRIBE): "
+        "the query reads every message published to it from then on"),
 )
 BY_NAME = {o.name: o for o in OPTIONS}
 

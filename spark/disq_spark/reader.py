@@ -55,6 +55,7 @@ class ReadOptions(ConnectOptions):
     poll_ms: int = 500  # nothing queued: one GETJOB waits that long for new jobs
     ack: str = "ackjob"  # or "fastack"
     keepalive_ms: int = 0  # > 0: WORKING for the held jobs every keepalive_ms
+    topic: str = ""  # subscribe `queue` to this topic (TOPIC SUBSCRIBE) before reading
 
     def check(self) -> None:
         if not self.nodes:
@@ -172,6 +173,8 @@ class JobTaker:
         self._acks: queue.Queue[list[Taken] | None] = queue.Queue()
         self._acker: threading.Thread | None = None
         self._ack_error: BaseException | None = None
+        if options.topic:  # the queue is the query's consumer group of the topic
+            self.client(options.nodes[0]).topic_subscribe(options.topic, options.queue)
 
     def client(self, node: str, pool: dict[str, Client] | None = None) -> Client:
         """The client that talks to `node` first (and fails over to the others)."""

@@ -207,6 +207,19 @@ def test_rows_as_arrow_batches(trio: list[DisqProcess]) -> None:
         taker.close()
 
 
+def test_a_taker_subscribes_its_queue_to_a_topic(trio: list[DisqProcess]) -> None:
+    taker = JobTaker(ReadOptions(addrs(trio), queue="t-sub", topic="t-feed"))
+    try:
+        with Client(addrs(trio)) as client:
+            assert client.topic_list("t-feed") == {"t-feed": ["t-sub"]}
+            published = client.topic_publish("t-feed", b"news", msgid="n-1")
+        taken = taker.take(10)
+        assert taken is not None and taken.count == 1
+        assert list(published) == ["t-sub"]
+    finally:
+        taker.close()
+
+
 def test_options_are_typed_and_checked() -> None:
     s = write_settings({"NODES": "a:1, b:2", "queue": "q", "replicate": "2", "async": "true",
                         "key": "ID", "at": "when", "checkpointLocation": "/x"},
