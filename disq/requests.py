@@ -17,6 +17,7 @@ from disq_client.spec import (
     GETJOB,
     JOBSET,
     MAX_ADDJOBS,
+    MAX_ATTRS,
     NACK,
     CommandOptions,
 )
@@ -39,6 +40,8 @@ from .options import (
 
 DEFAULT_TTL: Final = 24 * 3600
 
+TOO_MANY_ATTRS: Final = fixed(
+    "TOO_MANY_ATTRS", "ERR", f"ATTR: a job takes at most {MAX_ATTRS} attributes")
 DEDUP_AND_UNIQUE: Final = fixed(
     "DEDUP_AND_UNIQUE", "ERR", "DEDUP and UNIQUE cannot be combined: give one key")
 
@@ -50,7 +53,7 @@ class AddJobExt:
     (`AddJob._take_unique`)."""
 
     __slots__ = ("delay_ms", "at", "priority", "group", "max_deliveries", "unique", "batch",
-                 "after")
+                 "after", "attrs")
 
     def __init__(self) -> None:
         self.delay_ms: int | None = None  # ms, from the ADDJOB
@@ -61,12 +64,13 @@ class AddJobExt:
         self.unique: bytes | None = None  # the client's UNIQUE key, until taken out
         self.batch: bytes | None = None  # BATCH: the batch the job is a member of
         self.after: list[bytes] | None = None  # AFTER: its parents (job or batch IDs)
+        self.attrs: dict[bytes, bytes] | None = None  # ATTR: key -> value, as given
 
     def empty(self) -> bool:
         """Whether no option is set: the job needs no `JobExt`."""
         return (self.delay_ms is None and self.at is None and self.priority is None
                 and self.group is None and self.max_deliveries is None and self.unique is None
-                and self.batch is None and self.after is None)
+                and self.batch is None and self.after is None and self.attrs is None)
 
 
 class AddJob:
@@ -261,6 +265,24 @@ class AddJob:
             ext.after = parents
         else:
             ext.after += parents
+
+    @property
+    def attrs(self) -> list[tuple[bytes, bytes]] | None:
+        return None if self.ext is None or self.ext.attrs is None else list(
+            self.ext.attrs.items())
+
+    @attrs.setter
+    def attrs(self, value: tuple[bytes, bytes] | list[tuple[bytes, bytes]]) -> None:
+        """ATTR is given again for each attribute: each pair adds one (a list: the typed
+        front ends' whole list); a key given again takes the last value. More than
+        MAX_ATTRS keys is an error."""
+        ext = self._ext()
+        attrs = ext.attrs if ext.attrs is not None else {}
+        for key, text in value if isinstance(value, list) else [value]:
+            attrs[key] = text
+        if len(attrs) > MAX_ATTRS:
+            raise TOO_MANY_ATTRS
+        ext.attrs = attrs
 
     def with_job(self, body: bytes, dedup: bytes | None) -> AddJob:
         """The request of one job of an ADDJOBS: this one's options (`ext` shared: it

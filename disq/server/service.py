@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeVar
 
 from .. import errors
+from ..attrs import flat
 from ..errors import DisqError, err
 from ..ids import is_valid_job_id
 from ..job import NO_PROGRESS, STATE_BY_NAME, STATE_NAMES, WAIT_REPL
@@ -99,6 +100,8 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
             fields.append((b"batch", ext.batch))
         if ext.after is not None:  # a flow's child waiting for these parents
             fields.append((b"after", list(ext.after)))
+        if ext.attrs is not None:  # ADDJOB ... ATTR: key, value, key, value...
+            fields.append((b"attrs", flat(ext.attrs)))
     return fields
 
 
