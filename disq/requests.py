@@ -37,6 +37,7 @@ from .options import (
     timeout_ms,
     validate_ids,
 )
+from .where import BAD_WHERE, MAX_CONDITIONS, Condition, parse_condition
 
 DEFAULT_TTL: Final = 24 * 3600
 
@@ -438,24 +439,40 @@ class JobSet:
 
 
 class GetJob:
-    """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue [queue ...]"""
+    """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] [WHERE key op value ...]
+    FROM queue [queue ...]. WHERE (a disq extension, where.py) takes only the jobs
+    whose attributes match; such a GETJOB never blocks: it answers at once, as with
+    NOHANG (a blocked consumer is served any job its queues get)."""
 
-    __slots__ = ("queues", "nohang", "timeout", "count", "with_counters")
+    __slots__ = ("queues", "nohang", "timeout", "count", "with_counters", "where")
     OPTIONS: ClassVar[CommandOptions] = GETJOB
     _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(GETJOB)
 
     def __init__(self, queues: list[bytes], nohang: bool = False, timeout: int = 0,
-                 count: int = 1, with_counters: bool = False) -> None:
+                 count: int = 1, with_counters: bool = False,
+                 where: list[Condition] | None = None) -> None:
         self.queues = queues
-        self.nohang = nohang
+        self.nohang = nohang or where is not None
         self.timeout = timeout  # ms; 0: wait for ever
         self.count = count
         self.with_counters = with_counters
+        self.where = where  # None: every job (the plain path)
 
     @classmethod
     def parse(cls, args: list[bytes]) -> GetJob:
         request = cls([])
-        start = parse_options(request, cls._PARSERS, args, 1, b"from") + 1
+        start = parse_options(request, cls._PARSERS, args, 1, b"from", b"where")
+        while start < len(args) and args[start].lower() == b"where":
+            condition, after = parse_condition(args, start + 1)
+            where = request.where
+            if where is None:
+                where = request.where = []
+            elif len(where) >= MAX_CONDITIONS:
+                raise BAD_WHERE
+            where.append(condition)
+            request.nohang = True
+            start = parse_options(request, cls._PARSERS, args, after, b"from", b"where")
+        start += 1
         if start >= len(args):  # no FROM, or no queue after it
             raise errors.SYNTAX
         request.queues = args[start:]

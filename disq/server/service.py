@@ -220,7 +220,8 @@ class JobService:
         to take: with NOHANG the cluster is asked for some and the answer is empty;
         else the caller parks a consumer (`park`), or gets -LEAVING on a leaving node."""
         node = self.node
-        jobs = node.consumers.get_jobs(request.queues, request.count, hold=not request.nohang)
+        jobs = node.consumers.get_jobs(request.queues, request.count, not request.nohang,
+                                       request.where)
         if jobs:
             user.jobs_consumed += len(jobs)
         elif request.nohang:

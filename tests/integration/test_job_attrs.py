@@ -10,7 +10,7 @@ from typing import Any
 import jobutil
 import pytest
 import test_http
-from jobutil import Error, RawClient
+from jobutil import NULL_ARRAY, Error, RawClient
 from support import DisqProcess, form_cluster
 from test_http import Http
 
@@ -94,3 +94,38 @@ def test_the_http_api_takes_and_shows_attrs(http_node: tuple[DisqProcess, Http])
     assert status == 400 and "'attrs' must be" in problem["detail"]
     peeked = http.get("/api/v1/queues/q/peek?count=5")[1]["jobs"]
     assert peeked[0]["attrs"] == {"tenant": "acme", "size": "3"}
+
+
+# -- GETJOB ... WHERE ---------------------------------------------------------------------
+
+def bodies(reply: object) -> list[bytes]:
+    assert isinstance(reply, list), reply
+    return [entry[2] for entry in reply]
+
+
+def test_getjob_where_takes_only_matching_jobs_and_leaves_the_rest(c: RawClient) -> None:
+    for body, tenant, size in (("a", "acme", "1"), ("b", "other", "50"), ("c", "acme", "30"),
+                               ("d", "acme", "big"), ("e", "acme-eu", "40")):
+        c.add("q", body, "ATTR", "tenant", tenant, "ATTR", "size", size)
+    c.add("q", "plain")
+    assert bodies(c.call("GETJOB", "COUNT", 10, "WHERE", "tenant", "PREFIX", "acme",
+                         "WHERE", "size", ">", 20, "FROM", "q")) == [b"c", b"e"]
+    assert bodies(c.call("GETJOB", "WHERE", "tenant", "!=", "acme", "COUNT", 10,
+                         "FROM", "q")) == [b"b"]
+    assert c.call("GETJOB", "TIMEOUT", 60_000, "WHERE", "size", "<", 0, "FROM", "q") == NULL_ARRAY
+    assert bodies(c.call("GETJOB", "COUNT", 10, "WHERE", "tenant", "EXISTS",
+                         "FROM", "q")) == [b"a", b"d"]
+    assert bodies(c.call("GETJOB", "NOHANG", "COUNT", 10, "FROM", "q")) == [b"plain"]
+
+
+@pytest.mark.parametrize(("where", "error"), [
+    (("WHERE", "k", "~", "v"), "ERR WHERE needs key = value"),
+    (("WHERE", "k"), "ERR WHERE needs key = value"),
+    (("WHERE", "k", "<", "ten"), "ERR WHERE key < n and key > n need a number"),
+])
+def test_a_bad_filter_is_refused_and_takes_nothing(c: RawClient, where: tuple[str, ...],
+                                                  error: str) -> None:
+    c.add("q", "body", "ATTR", "k", "v")
+    reply = c.call("GETJOB", "NOHANG", *where, "FROM", "q")
+    assert isinstance(reply, Error) and reply.decode().startswith(error), reply
+    assert c.call("QLEN", "q") == 1
