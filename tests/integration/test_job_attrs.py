@@ -10,6 +10,7 @@ from typing import Any
 import jobutil
 import pytest
 import test_http
+from disq_client import Client
 from jobutil import NULL_ARRAY, Error, RawClient
 from support import DisqProcess, form_cluster
 from test_http import Http
@@ -129,3 +130,14 @@ def test_a_bad_filter_is_refused_and_takes_nothing(c: RawClient, where: tuple[st
     reply = c.call("GETJOB", "NOHANG", *where, "FROM", "q")
     assert isinstance(reply, Error) and reply.decode().startswith(error), reply
     assert c.call("QLEN", "q") == 1
+
+
+def test_the_python_client_adds_attrs_and_filters(node: DisqProcess) -> None:
+    with Client([f"127.0.0.1:{node.port}"]) as client:
+        acme = client.add_job("q", "a", attrs={"tenant": "acme", "size": "5"})
+        client.add_jobs("q", ["b", "c"], attrs={"tenant": "other"})
+        assert [job.id for job in client.get_jobs(
+            "q", count=10, where=[("tenant", "=", "acme"), ("size", "<", 10)])] == [acme]
+        assert [job.body for job in client.get_jobs(
+            "q", count=10, timeout_ms=60_000, where=[("tenant", "EXISTS")])] == [b"b", b"c"]
+        assert client.get_jobs("q", where=[("tenant", "EXISTS")]) == []

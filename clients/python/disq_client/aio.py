@@ -352,8 +352,10 @@ class AsyncClient(ClientBase):
         return cmds.job_ids(replies)
 
     async def get_jobs(self, *queues: str, count: int = 1, timeout_ms: int = 0,
-                       nohang: bool = False, with_counters: bool = False) -> list[Job]:
-        return await self._run(cmds.get_jobs(queues, count, timeout_ms, nohang, with_counters))
+                       nohang: bool = False, with_counters: bool = False,
+                       where: Sequence[Sequence[str | bytes | int]] = ()) -> list[Job]:
+        return await self._run(cmds.get_jobs(queues, count, timeout_ms, nohang, with_counters,
+                                             where))
 
     async def get_job(self, *queues: str, timeout_ms: int = 0, nohang: bool = False,
                       with_counters: bool = False) -> Job | None:

@@ -491,10 +491,15 @@ class Client(ClientBase):
         return cmds.job_ids(replies)
 
     def get_jobs(self, *queues: str, count: int = 1, timeout_ms: int = 0,
-                 nohang: bool = False, with_counters: bool = False) -> list[Job]:
+                 nohang: bool = False, with_counters: bool = False,
+                 where: Sequence[Sequence[str | bytes | int]] = ()) -> list[Job]:
         """GETJOB: up to `count` jobs, oldest first. Blocks until a job comes unless
-        `nohang`; `timeout_ms` 0 waits for ever; [] when nothing came."""
-        return self._run(cmds.get_jobs(queues, count, timeout_ms, nohang, with_counters))
+        `nohang`; `timeout_ms` 0 waits for ever; [] when nothing came. `where` (a disq
+        extension): only jobs whose attributes (add_job's `attrs`) match every filter,
+        each (key, op, value), op one of =, !=, PREFIX, <, > (numbers), or (key,
+        "EXISTS"); such a GETJOB never blocks."""
+        return self._run(cmds.get_jobs(queues, count, timeout_ms, nohang, with_counters,
+                                       where))
 
     def get_job(self, *queues: str, timeout_ms: int = 0, nohang: bool = False,
                 with_counters: bool = False) -> Job | None:
