@@ -154,8 +154,10 @@ def job_ext(request: AddJob, now: int, ttl: int) -> JobExt:
             "beyond the TTL. Job refused since would never be delivered")
     priority = request.priority
     after = request.after
+    attrs = request.ext.attrs if request.ext is not None else None
     if after:  # a flow's child: due at its expiry until its parents are done (flows.py)
         due = (now // 1000 + ttl) * 1000
     return JobExt(DEFAULT_PRIORITY if priority is None else priority, request.group, due,
                   request.max_deliveries or 0, batch=request.batch,
-                  after=tuple(dict.fromkeys(after)) if after else None)
+                  after=tuple(dict.fromkeys(after)) if after else None,
+                  attrs=tuple(attrs.items()) if attrs else None)

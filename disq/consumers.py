@@ -30,12 +30,14 @@ from .queue import (
     Queue,
     Waiter,
 )
+from .where import WHERE_SCAN_MAX, job_matches
 
 if TYPE_CHECKING:
     from .failures import FailureStats
     from .grouplimits import GroupLimits
     from .node import Node, Stats
     from .scantable import ScanTable
+    from .where import Condition
 
 # A peer said it has more urgent jobs of a queue than this node: its consumers wait
 # this long at most for them (asked for at once) before they get this node's own.
@@ -66,14 +68,16 @@ class Consumers:
         self.on_ready: Callable[[], None] = _nothing
 
     # -- delivery ------------------------------------------------------------------------
-    def take(self, queue: Queue, now: int, hold: bool = True) -> Job | None:
+    def take(self, queue: Queue, now: int, hold: bool = True,
+             where: list[Condition] | None = None) -> Job | None:
         """The one delivery of a queued job to a consumer: GETJOB's pass (get_jobs) and
         every serving of parked consumers (serve_ready) take their jobs here, so a
         queue's pause, its hold for a peer's more urgent jobs, its RATE and its order
         apply alike. The next job: the most urgent, the groups of a priority in turn,
         the oldest of a group (queue.py). None: none now (`failures.tokens_refused`
         counts one more if for lack of a RATE token). `hold` False (NOHANG): no hold
-        for a peer's jobs."""
+        for a peer's jobs. `where` (GETJOB ... WHERE): the next job that matches, among
+        the first WHERE_SCAN_MAX (`_take_where`); a plain GETJOB pays one test."""
         if queue.flags & PAUSED_OUT:
             return None
         if hold and queue.remote_best < NO_PRIORITY and self.held_for_peers(queue, now):
@@ -86,7 +90,9 @@ class Consumers:
             self.failures.tokens_refused += 1  # RATE (failures.py)
             return None
         groups = queue.groups
-        if groups is None:
+        if where is not None:
+            job = self._take_where(queue, where)
+        elif groups is None:
             job = queue.jobs.pop_first()
         else:
             job = self._take_admitted(queue, groups, now)
@@ -122,6 +128,26 @@ class Consumers:
                 queue.limiter.tokens += 1.0
         return job
 
+    def _take_where(self, queue: Queue, where: list[Condition]) -> Job | None:
+        """The first job in delivery order among the queue's first WHERE_SCAN_MAX that
+        matches `where`, out of the queue; None if none (the queue's RATE token, taken,
+        is given back). Never from a queue with GROUP-CONCURRENCY or GROUP-RATE limits:
+        their admission is kept by the plain path alone (grouplimits.py)."""
+        job = None
+        if queue.groups is None:
+            for seen, candidate in enumerate(queue.jobs):
+                if seen >= WHERE_SCAN_MAX:
+                    break
+                if job_matches(candidate, where):
+                    job = candidate
+                    break
+        if job is None:
+            if queue.limiter is not None:
+                queue.limiter.tokens += 1.0
+            return None
+        queue.jobs.remove(job)
+        return job
+
     def held_for_peers(self, queue: Queue, now: int) -> bool:
         """Whether this queue's consumers wait for a peer's more urgent jobs instead of
         taking the ones here: a peer said it has queued a more urgent priority than
@@ -140,11 +166,12 @@ class Consumers:
         queue.forget_peer_best()
         return False
 
-    def get_jobs(self, names: list[bytes], count: int, hold: bool = True) -> list[Job]:
+    def get_jobs(self, names: list[bytes], count: int, hold: bool = True,
+                 where: list[Condition] | None = None) -> list[Job]:
         """GETJOB's non-blocking pass: one job per queue per round, left to right.
         `hold`: a queue whose more urgent jobs are on a peer gives none now
         (`held_for_peers`: a consumer that blocks gets them); False (NOHANG): it
-        gives its own."""
+        gives its own. `where`: only jobs that match (where.py)."""
         now = now_ms()
         queues = []
         for name in names:
@@ -157,7 +184,7 @@ class Consumers:
         while queues and len(out) < count:
             progress = False
             for queue in queues:
-                job = self.take(queue, now, hold)
+                job = self.take(queue, now, hold, where)
                 if job is not None:
                     out.append(job)
                     progress = True

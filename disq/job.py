@@ -121,13 +121,14 @@ class JobExt:
     that missed a move takes the newer state and never goes back to an older one."""
 
     __slots__ = ("priority", "group", "due", "max_deliveries", "dead_from", "dead_reason",
-                 "generation", "notes", "batch", "after", "parent_failed")
+                 "generation", "notes", "batch", "after", "parent_failed", "attrs")
 
     def __init__(self, priority: int = DEFAULT_PRIORITY, group: bytes | None = None,
                  due: int = 0, max_deliveries: int = 0, dead_from: bytes | None = None,
                  dead_reason: bytes | None = None, generation: int = 0,
                  notes: JobNotes | None = None, batch: bytes | None = None,
-                 after: tuple[bytes, ...] | None = None) -> None:
+                 after: tuple[bytes, ...] | None = None,
+                 attrs: tuple[tuple[bytes, bytes], ...] | None = None) -> None:
         self.priority = priority  # 0 (most urgent) .. 255
         self.group = group  # fairness group (<= 256 bytes); None: the queue's no-group
         self.due = due  # Unix ms before which it is never delivered (0: none)
@@ -141,7 +142,10 @@ class JobExt:
         # (None: none, or none left); `parent_failed`: one went dead (this node's view)
         self.after = after
         self.parent_failed = False
-        untrack(self)  # holds only ints, bytes and a JobNotes (see gcfree.py)
+        # ADDJOB ... ATTR: (key, value) pairs, keys distinct, in the order given (None:
+        # none); GETJOB ... WHERE filters on them (consumers.py)
+        self.attrs = attrs
+        untrack(self)  # holds only ints, bytes (tuples of them) and a JobNotes (see gcfree.py)
 
     @property
     def extra(self) -> bool:
@@ -151,7 +155,7 @@ class JobExt:
     def copy(self, **changes: object) -> JobExt:
         ext = JobExt(self.priority, self.group, self.due, self.max_deliveries,
                      self.dead_from, self.dead_reason, self.generation, self.notes,
-                     self.batch, self.after)
+                     self.batch, self.after, self.attrs)
         ext.parent_failed = self.parent_failed
         for name, value in changes.items():
             setattr(ext, name, value)

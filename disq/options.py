@@ -21,6 +21,7 @@ from disq_client.spec import (
     MS,
     NUMBER,
     QUEUE_BODY,
+    STR_PAIR,
     CommandOptions,
     Option,
 )
@@ -117,8 +118,13 @@ class OptionParser:
 
     def pair(self, first: bytes, second: bytes) -> tuple[object, object]:
         """INT_PAIR: two integers in [low, high], the second not below the first;
-        QUEUE_BODY: a queue name of min_len to max_len bytes and a body."""
+        QUEUE_BODY: a queue name of min_len to max_len bytes and a body; STR_PAIR: a
+        key of min_len to max_len bytes and a value of at most `high` bytes."""
         if self.kind == QUEUE_BODY:
+            return self._bytes(first), second
+        if self.kind == STR_PAIR:
+            if len(second) > self.high:
+                raise self.error  # type: ignore[misc]
             return self._bytes(first), second
         low, high = self._int(first), self._int(second)
         if high < low:
@@ -144,7 +150,7 @@ class OptionParser:
             return True
         if self.repeat and isinstance(value, list):  # every value given, as a list
             return [self.typed(item) for item in value]
-        if self.kind == INT_PAIR or self.kind == QUEUE_BODY:
+        if self.kind == INT_PAIR or self.kind == QUEUE_BODY or self.kind == STR_PAIR:
             pair = cast("tuple[object, object]", value)
             return self.pair(*(v if type(v) is bytes else str(v).encode() for v in pair))
         return self.value(value if type(value) is bytes else str(value).encode())

@@ -17,6 +17,7 @@ from disq_client.spec import (
     GETJOB,
     JOBSET,
     MAX_ADDJOBS,
+    MAX_ATTRS,
     NACK,
     CommandOptions,
 )
@@ -36,9 +37,12 @@ from .options import (
     timeout_ms,
     validate_ids,
 )
+from .where import BAD_WHERE, MAX_CONDITIONS, Condition, parse_condition
 
 DEFAULT_TTL: Final = 24 * 3600
 
+TOO_MANY_ATTRS: Final = fixed(
+    "TOO_MANY_ATTRS", "ERR", f"ATTR: a job takes at most {MAX_ATTRS} attributes")
 DEDUP_AND_UNIQUE: Final = fixed(
     "DEDUP_AND_UNIQUE", "ERR", "DEDUP and UNIQUE cannot be combined: give one key")
 
@@ -50,7 +54,7 @@ class AddJobExt:
     (`AddJob._take_unique`)."""
 
     __slots__ = ("delay_ms", "at", "priority", "group", "max_deliveries", "unique", "batch",
-                 "after")
+                 "after", "attrs")
 
     def __init__(self) -> None:
         self.delay_ms: int | None = None  # ms, from the ADDJOB
@@ -61,12 +65,13 @@ class AddJobExt:
         self.unique: bytes | None = None  # the client's UNIQUE key, until taken out
         self.batch: bytes | None = None  # BATCH: the batch the job is a member of
         self.after: list[bytes] | None = None  # AFTER: its parents (job or batch IDs)
+        self.attrs: dict[bytes, bytes] | None = None  # ATTR: key -> value, as given
 
     def empty(self) -> bool:
         """Whether no option is set: the job needs no `JobExt`."""
         return (self.delay_ms is None and self.at is None and self.priority is None
                 and self.group is None and self.max_deliveries is None and self.unique is None
-                and self.batch is None and self.after is None)
+                and self.batch is None and self.after is None and self.attrs is None)
 
 
 class AddJob:
@@ -262,6 +267,24 @@ class AddJob:
         else:
             ext.after += parents
 
+    @property
+    def attrs(self) -> list[tuple[bytes, bytes]] | None:
+        return None if self.ext is None or self.ext.attrs is None else list(
+            self.ext.attrs.items())
+
+    @attrs.setter
+    def attrs(self, value: tuple[bytes, bytes] | list[tuple[bytes, bytes]]) -> None:
+        """ATTR is given again for each attribute: each pair adds one (a list: the typed
+        front ends' whole list); a key given again takes the last value. More than
+        MAX_ATTRS keys is an error."""
+        ext = self._ext()
+        attrs = ext.attrs if ext.attrs is not None else {}
+        for key, text in value if isinstance(value, list) else [value]:
+            attrs[key] = text
+        if len(attrs) > MAX_ATTRS:
+            raise TOO_MANY_ATTRS
+        ext.attrs = attrs
+
     def with_job(self, body: bytes, dedup: bytes | None) -> AddJob:
         """The request of one job of an ADDJOBS: this one's options (`ext` shared: it
         is not changed once parsed), `body` and its DEDUP key (the client's)."""
@@ -416,24 +439,40 @@ class JobSet:
 
 
 class GetJob:
-    """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue [queue ...]"""
+    """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] [WHERE key op value ...]
+    FROM queue [queue ...]. WHERE (a disq extension, where.py) takes only the jobs
+    whose attributes match; such a GETJOB never blocks: it answers at once, as with
+    NOHANG (a blocked consumer is served any job its queues get)."""
 
-    __slots__ = ("queues", "nohang", "timeout", "count", "with_counters")
+    __slots__ = ("queues", "nohang", "timeout", "count", "with_counters", "where")
     OPTIONS: ClassVar[CommandOptions] = GETJOB
     _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(GETJOB)
 
     def __init__(self, queues: list[bytes], nohang: bool = False, timeout: int = 0,
-                 count: int = 1, with_counters: bool = False) -> None:
+                 count: int = 1, with_counters: bool = False,
+                 where: list[Condition] | None = None) -> None:
         self.queues = queues
-        self.nohang = nohang
+        self.nohang = nohang or where is not None
         self.timeout = timeout  # ms; 0: wait for ever
         self.count = count
         self.with_counters = with_counters
+        self.where = where  # None: every job (the plain path)
 
     @classmethod
     def parse(cls, args: list[bytes]) -> GetJob:
         request = cls([])
-        start = parse_options(request, cls._PARSERS, args, 1, b"from") + 1
+        start = parse_options(request, cls._PARSERS, args, 1, b"from", b"where")
+        while start < len(args) and args[start].lower() == b"where":
+            condition, after = parse_condition(args, start + 1)
+            where = request.where
+            if where is None:
+                where = request.where = []
+            elif len(where) >= MAX_CONDITIONS:
+                raise BAD_WHERE
+            where.append(condition)
+            request.nohang = True
+            start = parse_options(request, cls._PARSERS, args, after, b"from", b"where")
+        start += 1
         if start >= len(args):  # no FROM, or no queue after it
             raise errors.SYNTAX
         request.queues = args[start:]

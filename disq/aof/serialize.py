@@ -26,6 +26,8 @@ and an AOF without extended jobs loads in Disque.
     u8 format (4)  format 2's fields, then u8 count (0..5) and the errors as format 3's,
         then u32 + batch (ADDJOB ... BATCH; a length of 0xFFFFFFFF: none), u8 count
         (0..32) and each parent as u32 + ID (ADDJOB ... AFTER)
+    u8 format (5)  format 4's fields, then u8 count (1..16) and each attribute as
+        u32 + key  u32 + value (ADDJOB ... ATTR)
 
 A job's progress (WORKING ... PROGRESS / DATA) is not recorded: the next report
 replaces it.
@@ -44,6 +46,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 
+from ..attrs import Attrs, flat, from_flat
 from ..batches import MAX_BID_LEN, MAX_PARENTS
 from ..ids import is_valid_job_id
 from ..job import (
@@ -78,6 +81,7 @@ EXT_FORMAT = 1
 EXT_FORMAT_2 = 2  # with MAXDELIVERIES and a dead letter's state
 EXT_FORMAT_3 = 3  # format 2, then the errors of NACK ... ERROR
 EXT_FORMAT_4 = 4  # format 2, the errors (maybe none), a batch member's batch
+EXT_FORMAT_5 = 5  # format 4, then the attributes
 _ERROR = struct.Struct("<IQI")  # an error: delivery, unix ms, reason's length
 MAX_GROUP_LEN = 256
 _NONE = 0xFFFFFFFF
@@ -185,10 +189,12 @@ def serialize_ext(ext: JobExt) -> bytes:
     notes = ext.notes
     errors = notes.errors if notes is not None else ()
     batch, after = ext.batch, ext.after
-    linked = batch is not None or after is not None
+    attrs = ext.attrs
+    linked = batch is not None or after is not None or attrs is not None
     if not ext.extra and not errors and not linked:
         return _EXT.pack(EXT_FORMAT, ext.priority, ext.due) + (ext.group or b"")
-    version = EXT_FORMAT_4 if linked else EXT_FORMAT_3 if errors else EXT_FORMAT_2
+    version = (EXT_FORMAT_5 if attrs is not None else EXT_FORMAT_4 if linked
+               else EXT_FORMAT_3 if errors else EXT_FORMAT_2)
     fields = [
         _EXT2.pack(version, ext.priority, ext.due, min(ext.max_deliveries, U16_MAX),
                    ext.generation),
@@ -202,6 +208,9 @@ def serialize_ext(ext: JobExt) -> bytes:
         parents = after or ()
         fields.append(bytes((len(parents),)))
         fields += [_short(parent) for parent in parents]
+    if attrs is not None:
+        fields.append(bytes((len(attrs),)))
+        fields += [_short(item) for item in flat(attrs)]
     return b"".join(fields)
 
 
@@ -211,7 +220,7 @@ def _short(data: bytes | None) -> bytes:
 
 def deserialize_ext(data: bytes) -> JobExt:
     """`serialize_ext`'s JobExt. Raises CorruptJob."""
-    if data[:1] in (bytes((EXT_FORMAT_2,)), bytes((EXT_FORMAT_3,)), bytes((EXT_FORMAT_4,))):
+    if data[:1] and EXT_FORMAT_2 <= data[0] <= EXT_FORMAT_5:
         return _deserialize_ext2(data)
     if len(data) < _EXT.size or len(data) > _EXT.size + MAX_GROUP_LEN:
         raise CorruptJob(f"extended fields of {len(data)} bytes")
@@ -232,18 +241,36 @@ def _deserialize_ext2(data: bytes) -> JobExt:
     if data[0] == EXT_FORMAT_3:
         errors, pos = _deserialize_errors(data, pos)
         notes = JobNotes(errors)
-    batch = after = None
-    if data[0] == EXT_FORMAT_4:
+    batch = after = attrs = None
+    if data[0] >= EXT_FORMAT_4:
         errors, pos = _deserialize_errors(data, pos, 0)
         notes = JobNotes(errors) if errors else None
         batch, pos = _read_short(data, pos, "extended fields")
         if batch is not None and not 0 < len(batch) <= MAX_BID_LEN:
             raise CorruptJob("a batch ID of a wrong length")
         after, pos = _deserialize_parents(data, pos)
+    if data[0] == EXT_FORMAT_5:
+        attrs, pos = _deserialize_attrs(data, pos)
     if pos != len(data) or (group is not None and not 0 < len(group) <= MAX_GROUP_LEN):
         raise CorruptJob("extended fields of a wrong length")
     return JobExt(priority, group, due, max_deliveries, dead_from, reason, generation,
-                  notes, batch, after)
+                  notes, batch, after, attrs)
+
+
+def _deserialize_attrs(data: bytes, pos: int) -> tuple[Attrs, int]:
+    """Format 5's attributes from `pos`, and the position after them."""
+    if pos >= len(data):
+        raise CorruptJob("extended fields' attributes cut short")
+    count = data[pos]
+    pos += 1
+    items: list[bytes | None] = []
+    for _ in range(2 * count):
+        item, pos = _read_short(data, pos, "extended fields' attributes")
+        items.append(item)
+    attrs = from_flat(items)
+    if attrs is None:
+        raise CorruptJob("extended fields' attributes out of bounds")
+    return attrs, pos
 
 
 def _deserialize_parents(data: bytes, pos: int) -> tuple[tuple[bytes, ...] | None, int]:

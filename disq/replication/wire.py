@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from ..attrs import flat, from_flat
 from ..batches import MAX_BID_LEN, MAX_PARENTS
 from ..ids import is_valid_job_id
 from ..job import (
@@ -80,6 +81,10 @@ def encode_copy(job: Job, now: int) -> list[Any]:
 
 
 def encode_ext(ext: JobExt) -> list[Any]:
+    if ext.attrs is not None:  # ATTR: a 10th field (after may be None then)
+        return [ext.priority, ext.group, ext.due, ext.max_deliveries, ext.dead_from,
+                ext.dead_reason, ext.generation, ext.batch,
+                None if ext.after is None else list(ext.after), flat(ext.attrs)]
     if ext.after is not None:
         return [ext.priority, ext.group, ext.due, ext.max_deliveries, ext.dead_from,
                 ext.dead_reason, ext.generation, ext.batch, list(ext.after)]
@@ -210,8 +215,9 @@ def _decode(data: list[Any], now: int) -> Job | None:
 
 def _decode_ext(data: object, peer_id: str, to_local: PeerClock | None) -> JobExt | None:
     """The extended fields [priority, group, due(, max deliveries, dead from, reason,
-    generation)], checked as ADDJOB checks them."""
-    if type(data) is not list or len(data) not in (3, 7, 8, 9):
+    generation(, batch(, parents(, attributes))))], checked as ADDJOB checks them: with
+    attributes (a flat list), the parents may be None."""
+    if type(data) is not list or len(data) not in (3, 7, 8, 9, 10):
         return None
     priority, group, due = data[:3]
     if not (type(priority) is int and 0 <= priority <= MAX_PRIORITY
@@ -233,7 +239,12 @@ def _decode_ext(data: object, peer_id: str, to_local: PeerClock | None) -> JobEx
         if batch is not None and not (type(batch) is bytes and 0 < len(batch) <= MAX_BID_LEN):
             return None
         ext.batch = batch
-    if len(data) == 9:
+    if len(data) == 10:  # ATTR's pairs, and AFTER's parents if any
+        attrs = from_flat(data[9])
+        if attrs is None:
+            return None
+        ext.attrs = attrs
+    if len(data) >= 9 and not (len(data) == 10 and data[8] is None):
         after = data[8]
         if not (type(after) is list and 0 < len(after) <= MAX_PARENTS
                 and all(type(p) is bytes and 0 < len(p) <= MAX_BID_LEN for p in after)):

@@ -20,6 +20,7 @@ from disq_client.spec import (
     MS,
     NUMBER,
     QUEUE_BODY,
+    STR_PAIR,
     CommandOptions,
     Option,
 )
@@ -71,6 +72,9 @@ def _value(option: Option) -> str:
         return f"two integers, {option.low} to {option.high}, the second not below the first"
     if kind == QUEUE_BODY:
         return "a queue name, then a job body"
+    if kind == STR_PAIR:
+        return (f"a key of {option.min_len} to {option.max_len} bytes, then a value of at "
+                f"most {option.high} bytes")
     if kind == MS:
         return "milliseconds, 0 or more"
     if kind == NUMBER:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeVar
 
 from .. import errors
+from ..attrs import flat
 from ..errors import DisqError, err
 from ..ids import is_valid_job_id
 from ..job import NO_PROGRESS, STATE_BY_NAME, STATE_NAMES, WAIT_REPL
@@ -99,6 +100,8 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
             fields.append((b"batch", ext.batch))
         if ext.after is not None:  # a flow's child waiting for these parents
             fields.append((b"after", list(ext.after)))
+        if ext.attrs is not None:  # ADDJOB ... ATTR: key, value, key, value...
+            fields.append((b"attrs", flat(ext.attrs)))
     return fields
 
 
@@ -217,7 +220,8 @@ class JobService:
         to take: with NOHANG the cluster is asked for some and the answer is empty;
         else the caller parks a consumer (`park`), or gets -LEAVING on a leaving node."""
         node = self.node
-        jobs = node.consumers.get_jobs(request.queues, request.count, hold=not request.nohang)
+        jobs = node.consumers.get_jobs(request.queues, request.count, not request.nohang,
+                                       request.where)
         if jobs:
             user.jobs_consumed += len(jobs)
         elif request.nohang:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import TypeVar
@@ -314,14 +314,15 @@ class AsyncClient(ClientBase):
                       max_deliveries: int | None = None, queue_randomly: bool = False,
                       unique: str | bytes | None = None,
                       batch: str | bytes | None = None,
-                      after: Iterable[str | bytes] | None = None) -> str:
+                      after: Iterable[str | bytes] | None = None,
+                attrs: Mapping[str | bytes, str | bytes] | None = None) -> str:
         """As Client.add_job."""
         return await self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry,
                                             ttl, maxlen, async_, dedup, delay_ms=delay_ms,
                                             at=at, priority=priority, group=group,
                                             max_deliveries=max_deliveries,
                                             queue_randomly=queue_randomly, unique=unique,
-                                      batch=batch, after=after))
+                                      batch=batch, after=after, attrs=attrs))
 
     async def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                        timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -333,11 +334,12 @@ class AsyncClient(ClientBase):
                        priority: int | None = None, group: str | bytes | None = None,
                        max_deliveries: int | None = None,
                  queue_randomly: bool = False, batch: str | bytes | None = None,
-                 after: Iterable[str | bytes] | None = None) -> list[str]:
+                 after: Iterable[str | bytes] | None = None,
+                attrs: Mapping[str | bytes, str | bytes] | None = None) -> list[str]:
         plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl, maxlen,
                              async_, batch_size, dedup, delay_ms=delay_ms, at=at,
                              priority=priority, group=group, max_deliveries=max_deliveries,
-                             queue_randomly=queue_randomly, batch=batch, after=after)
+                             queue_randomly=queue_randomly, batch=batch, after=after, attrs=attrs)
         replies: list[object] = []
         for chunk, keys in plan.chunks:
             if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it
@@ -350,8 +352,10 @@ class AsyncClient(ClientBase):
         return cmds.job_ids(replies)
 
     async def get_jobs(self, *queues: str, count: int = 1, timeout_ms: int = 0,
-                       nohang: bool = False, with_counters: bool = False) -> list[Job]:
-        return await self._run(cmds.get_jobs(queues, count, timeout_ms, nohang, with_counters))
+                       nohang: bool = False, with_counters: bool = False,
+                       where: Sequence[Sequence[str | bytes | int]] = ()) -> list[Job]:
+        return await self._run(cmds.get_jobs(queues, count, timeout_ms, nohang, with_counters,
+                                             where))
 
     async def get_job(self, *queues: str, timeout_ms: int = 0, nohang: bool = False,
                       with_counters: bool = False) -> Job | None:

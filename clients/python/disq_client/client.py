@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import TypeVar
@@ -432,7 +432,8 @@ class Client(ClientBase):
                 priority: int | None = None, group: str | bytes | None = None,
                 max_deliveries: int | None = None, queue_randomly: bool = False,
                 unique: str | bytes | None = None, batch: str | bytes | None = None,
-                after: Iterable[str | bytes] | None = None) -> str:
+                after: Iterable[str | bytes] | None = None,
+                attrs: Mapping[str | bytes, str | bytes] | None = None) -> str:
         """ADDJOB; returns the job ID. `timeout_ms` bounds synchronous replication (0:
         no limit); delay, retry and ttl are in seconds. disq's extensions: `dedup`, a
         key: if the cluster added a job with it already, that job's ID, nothing added;
@@ -447,13 +448,14 @@ class Client(ClientBase):
         (QUEUE-RANDOMLY): queued on a random node among those it is replicated to.
         `batch`: a member of that batch (batch_new); `after`: parents, job IDs or batch
         IDs, the job waits until each is acked (a batch: done), and goes to its dead
-        letters if one goes dead."""
+        letters if one goes dead. `attrs`: attributes, key -> value (at most 16, keys
+        of 1 to 64 bytes, values of at most 256), which GETJOB's `where` filters on."""
         return self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry, ttl,
                                       maxlen, async_, dedup, delay_ms=delay_ms, at=at,
                                       priority=priority, group=group,
                                       max_deliveries=max_deliveries,
                                       queue_randomly=queue_randomly, unique=unique,
-                                      batch=batch, after=after))
+                                      batch=batch, after=after, attrs=attrs))
 
     def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                  timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -465,7 +467,8 @@ class Client(ClientBase):
                  group: str | bytes | None = None,
                  max_deliveries: int | None = None,
                  queue_randomly: bool = False, batch: str | bytes | None = None,
-                 after: Iterable[str | bytes] | None = None) -> list[str]:
+                 after: Iterable[str | bytes] | None = None,
+                attrs: Mapping[str | bytes, str | bytes] | None = None) -> list[str]:
         """ADDJOB for each body, `batch_size` jobs per request: one ADDJOBS (disq's batch
         of ADDJOBs), or pipelined ADDJOBs on a server without it (Disque). Returns the
         IDs in order; if any job was refused, raises BatchError once every batch was
@@ -475,7 +478,7 @@ class Client(ClientBase):
         plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl, maxlen,
                              async_, batch_size, dedup, delay_ms=delay_ms, at=at,
                              priority=priority, group=group, max_deliveries=max_deliveries,
-                             queue_randomly=queue_randomly, batch=batch, after=after)
+                             queue_randomly=queue_randomly, batch=batch, after=after, attrs=attrs)
         replies: list[object] = []
         for chunk, keys in plan.chunks:
             if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it
@@ -488,10 +491,15 @@ class Client(ClientBase):
         return cmds.job_ids(replies)
 
     def get_jobs(self, *queues: str, count: int = 1, timeout_ms: int = 0,
-                 nohang: bool = False, with_counters: bool = False) -> list[Job]:
+                 nohang: bool = False, with_counters: bool = False,
+                 where: Sequence[Sequence[str | bytes | int]] = ()) -> list[Job]:
         """GETJOB: up to `count` jobs, oldest first. Blocks until a job comes unless
-        `nohang`; `timeout_ms` 0 waits for ever; [] when nothing came."""
-        return self._run(cmds.get_jobs(queues, count, timeout_ms, nohang, with_counters))
+        `nohang`; `timeout_ms` 0 waits for ever; [] when nothing came. `where` (a disq
+        extension): only jobs whose attributes (add_job's `attrs`) match every filter,
+        each (key, op, value), op one of =, !=, PREFIX, <, > (numbers), or (key,
+        "EXISTS"); such a GETJOB never blocks."""
+        return self._run(cmds.get_jobs(queues, count, timeout_ms, nohang, with_counters,
+                                       where))
 
     def get_job(self, *queues: str, timeout_ms: int = 0, nohang: bool = False,
                 with_counters: bool = False) -> Job | None:

@@ -109,7 +109,8 @@ def addjob_options(timeout_ms: int, replicate: int | None, delay: int | None,
                    at: datetime | int | None = None, priority: int | None = None,
                    group: Arg | None = None, max_deliveries: int | None = None,
                    queue_randomly: bool = False, unique: Arg | None = None,
-                   batch: Arg | None = None, after: Iterable[Arg] | None = None
+                   batch: Arg | None = None, after: Iterable[Arg] | None = None,
+            attrs: Mapping[str | bytes, str | bytes] | None = None
                    ) -> tuple[Arg, ...]:
     """Everything after the body: the timeout, then the options given. `dedup`,
     `unique`, `delay_ms`, `at`, `priority`, `group` and `max_deliveries` are disq's
@@ -120,7 +121,8 @@ def addjob_options(timeout_ms: int, replicate: int | None, delay: int | None,
         "at": None if at is None else unix_ms(at), "priority": priority, "group": group,
         "max_deliveries": max_deliveries, "queue_randomly": queue_randomly,
         "unique": unique, "batch": batch,
-        "after": None if after is None else list(after)}))
+        "after": None if after is None else list(after),
+        "attrs": None if attrs is None else list(attrs.items())}))
 
 
 def addjob_wait(timeout_ms: int, async_: bool) -> float | None:
@@ -136,11 +138,13 @@ def add_job(queue: str, body: Body, timeout_ms: int, replicate: int | None,
             at: datetime | int | None = None, priority: int | None = None,
             group: Arg | None = None, max_deliveries: int | None = None,
             queue_randomly: bool = False, unique: Arg | None = None,
-            batch: Arg | None = None, after: Iterable[Arg] | None = None) -> Cmd[str]:
+            batch: Arg | None = None, after: Iterable[Arg] | None = None,
+            attrs: Mapping[str | bytes, str | bytes] | None = None) -> Cmd[str]:
     options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup,
                              delay_ms=delay_ms, at=at, priority=priority, group=group,
                              max_deliveries=max_deliveries, queue_randomly=queue_randomly,
-                             unique=unique, batch=batch, after=after)
+                             unique=unique, batch=batch, after=after,
+                             attrs=attrs)
     return Cmd(("ADDJOB", queue, to_body(body), *options), _str,
                addjob_wait(timeout_ms, async_))
 
@@ -170,12 +174,13 @@ def add_jobs(queue: str, bodies: Iterable[Body], timeout_ms: int, replicate: int
              delay_ms: int | None = None, at: datetime | int | None = None,
              priority: int | None = None, group: Arg | None = None,
              max_deliveries: int | None = None, queue_randomly: bool = False,
-             batch: Arg | None = None, after: Iterable[Arg] | None = None) -> JobBatches:
+             batch: Arg | None = None, after: Iterable[Arg] | None = None,
+            attrs: Mapping[str | bytes, str | bytes] | None = None) -> JobBatches:
     """A batch of ADDJOBs, `batch_size` jobs a request (see JobBatches)."""
     options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_,
                              delay_ms=delay_ms, at=at, priority=priority, group=group,
                              max_deliveries=max_deliveries, queue_randomly=queue_randomly,
-                             batch=batch, after=after)
+                             batch=batch, after=after, attrs=attrs)
     if dedup is None:
         chunks: Iterator[tuple[list[Body], list[Arg] | None]] = (
             (chunk, None) for chunk in _chunks(bodies, batch_size))
@@ -306,13 +311,17 @@ def _jobs(reply: object) -> list[Job]:
 
 
 def get_jobs(queues: Sequence[str], count: int, timeout_ms: int, nohang: bool,
-             with_counters: bool) -> Cmd[list[Job]]:
+             with_counters: bool, where: Sequence[Sequence[Arg]] = ()) -> Cmd[list[Job]]:
+    """GETJOB; `where` (a disq extension): filters on the jobs' attributes, each
+    (key, op, value) or (key, "EXISTS"); such a GETJOB never blocks."""
     if not queues:
         raise ValueError("get_jobs needs at least one queue")
     options = _options(GETJOB, {"nohang": nohang, "timeout": timeout_ms or None,
                              "count": None if count == 1 else count,
                              "with_counters": with_counters})
-    if nohang:
+    for condition in where:
+        options += ("WHERE", *condition)
+    if nohang or where:
         wait: float | None = 0.0
     else:
         wait = None if timeout_ms == 0 else timeout_ms / 1000

@@ -27,7 +27,9 @@ CHOICE = "choice"  # one of `choices`, in any case: the field is the choice as s
 NUMBER = "number"  # a decimal number (2, 0.5) above low, at most high: a float
 INT_PAIR = "int-pair"  # two integers in [low, high], the second not below the first
 QUEUE_BODY = "queue-body"  # a queue name (min_len to max_len bytes), then a job body
-PAIRS = (INT_PAIR, QUEUE_BODY)  # the kinds followed by two values
+# a key of min_len to max_len bytes, then a value of 0 to `high` bytes (ADDJOB's ATTR)
+STR_PAIR = "str-pair"
+PAIRS = (INT_PAIR, QUEUE_BODY, STR_PAIR)  # the kinds followed by two values
 
 LL_MIN = -(2**63)  # INT: the lowest bound, for a number taken as it is
 
@@ -102,7 +104,11 @@ class CommandOptions:
                 raise TypeError(f"{self.name} has no option {name!r}")
             if value is None or value is False:
                 continue
-            if option.repeat:
+            if option.repeat and option.kind in PAIRS:  # ATTR: pairs (a dict too)
+                items = value.items() if isinstance(value, Mapping) else value
+                for first, second in cast(Iterable[tuple[object, object]], items):
+                    out += (option.token, first, second)
+            elif option.repeat:
                 for item in cast(Iterable[object], value):
                     out += (option.token, item)
             elif option.kind in PAIRS:
@@ -122,6 +128,10 @@ GROUP_MAX_LEN = 256
 BATCH_ID_MAX_LEN = 256
 QUEUE_NAME_MAX_LEN = 1024  # a dead-letter queue's name, a callback's queue
 MIN_PRIORITY, MAX_PRIORITY = 0, 255  # 0 is the most urgent; a job without PRIORITY: 128
+# ADDJOB ... ATTR key value: a few small strings kept with a job (GETJOB ... WHERE)
+MAX_ATTRS = 16
+ATTR_KEY_MAX_LEN = 64
+ATTR_VALUE_MAX_LEN = 256
 
 ADDJOB = CommandOptions("ADDJOB", (
     Option("REPLICATE", "repl", INT, "REPLICATE must be between 1 and 65535", 1, 65535),
@@ -156,6 +166,10 @@ ADDJOB = CommandOptions("ADDJOB", (
     Option("AFTER", "after", BYTES, f"AFTER must be a job ID or a batch ID of 1 to "
            f"{BATCH_ID_MAX_LEN} bytes", max_len=BATCH_ID_MAX_LEN, extension=True,
            repeat=True),
+    # attributes: a key and a value each time (the same key again: the last value)
+    Option("ATTR", "attrs", STR_PAIR, f"ATTR needs a key of 1 to {ATTR_KEY_MAX_LEN} bytes "
+           f"and a value of at most {ATTR_VALUE_MAX_LEN} bytes", high=ATTR_VALUE_MAX_LEN,
+           max_len=ATTR_KEY_MAX_LEN, extension=True, repeat=True),
 ), exclusive=("DELAY", "DELAY-MS", "AT"))
 
 # JOBSET id [options] (a disq extension): change a job not acknowledged yet, wherever

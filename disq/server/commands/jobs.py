@@ -66,9 +66,11 @@ def addjobs(client: Client, args: list[bytes]) -> bytes | Pending:
 
 @command("getjob", -2, "wF",
          acl=CONSUME,
-         syntax='GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue [queue ...]',
+         syntax=('GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] '
+                 '[WHERE key =|!=|PREFIX|<|> value | WHERE key EXISTS ...] FROM queue [queue ...]'),
          summary=('Take jobs from the first queues that have some, waiting up to TIMEOUT (0: for '
-                  'ever) unless NOHANG.'),
+                  'ever) unless NOHANG. WHERE (a disq extension): only jobs whose ATTR '
+                  'attributes match, each WHERE too; such a GETJOB never blocks.'),
          reply=('array of [queue, id, body] (with WITHCOUNTERS: nacks and additional deliveries '
                 'too), or null on timeout'),
          options=(spec.GETJOB,), queues=AfterToken(b"FROM"))

@@ -42,6 +42,7 @@ from .jsonio import (
     MAX_SCAN_COUNT,
     SCAN_CALLS,
     SERVER_KEY,
+    attrs_json,
     body_fields,
     job_body,
     json_object,
@@ -243,6 +244,7 @@ def _job_json(job: Job, node_id: str) -> dict[str, Any]:
     shown = {name.decode().replace("-", "_"): plain(value)
              for name, value in job_fields(job, node_id, now_ms())}
     shown.update(body_fields(job.body))
+    shown.update(attrs_json(job))
     return shown
 
 

@@ -19,7 +19,15 @@ from ...queue_requests import DeadletterRequeue, Pause, QPolicySet, QScan
 from ..queue_service import policy_fields, queue_fields
 from ..service import job_fields
 from .calls import attempt, confirmed, fields_json, gate, run
-from .jsonio import SERVER_KEY, body_fields, json_object, ok, option_tokens, query_int
+from .jsonio import (
+    SERVER_KEY,
+    attrs_json,
+    body_fields,
+    json_object,
+    ok,
+    option_tokens,
+    query_int,
+)
 from .problems import Problem, bad_request
 from .routes import JOBS_ANSWER, Body, Route, answer, count_answer, query_param, ref
 
@@ -153,7 +161,7 @@ def _peeked(job: Job, node: Node) -> dict[str, Any]:
     fields = job_fields(job, node.id, now_ms())
     extensions = fields[[name for name, _ in fields].index(b"body") + 1:]
     return {"queue": (job.queue or b"").decode(errors="replace"), "id": job.id.decode(),
-            **body_fields(job.body), **fields_json(extensions)}
+            **body_fields(job.body), **fields_json(extensions), **attrs_json(job)}
 
 
 async def requeue_dead(request: web.Request) -> web.Response:

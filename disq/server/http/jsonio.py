@@ -19,6 +19,7 @@ from disq_client.spec import (
     MS,
     NUMBER,
     QUEUE_BODY,
+    STR_PAIR,
     CommandOptions,
 )
 
@@ -29,6 +30,7 @@ from .problems import Problem, bad_request
 
 if TYPE_CHECKING:
     from ...acl import User
+    from ...job import Job
     from ..app import Server
 
 SERVER_KEY: web.AppKey[Server] = web.AppKey("server")
@@ -67,6 +69,9 @@ def option_fields(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) 
         if option is None:
             raise bad_request(f"unknown field '{name}'")
         kind = option.kind
+        if kind == STR_PAIR:  # ATTR: an object of strings, or a list of [key, value]
+            values[field] = _str_pairs(name, value)
+            continue
         if option.repeat:  # a list of the values (AFTER's parents)
             if not (type(value) is list and all(type(v) is str for v in value)):
                 raise bad_request(f"'{name}' must be a list of strings")
@@ -94,6 +99,17 @@ def option_fields(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) 
             raise bad_request(f"'{name}' must be {_KIND_NAMES.get(kind, 'a value')}")
         values[field] = value
     return values
+
+
+def _str_pairs(name: str, value: object) -> list[tuple[bytes, bytes]]:
+    items = (list(value.items()) if type(value) is dict
+             else value if type(value) is list else None)
+    if items is None or not all(
+            type(item) in (list, tuple) and len(item) == 2
+            and all(type(v) is str for v in item) for item in items):
+        raise bad_request(f"'{name}' must be an object of strings or a list of "
+                          "[key, value] strings")
+    return [(key.encode(), text.encode()) for key, text in items]
 
 
 _KIND_NAMES = {FLAG: "true or false", INT: "an integer", MS: "an integer (ms)",
@@ -172,6 +188,16 @@ def bytes_fields(name: str, data: bytes | None) -> dict[str, Any]:
         return {name: data.decode()}
     except UnicodeDecodeError:
         return {name: None, name + "_base64": base64.b64encode(data).decode()}
+
+
+def attrs_json(job: Job) -> dict[str, Any]:
+    """{"attrs": {key: value}} for a job with attributes (ADDJOB ... ATTR), else {}:
+    SHOW's flat list as an object."""
+    ext = job.ext
+    if ext is None or ext.attrs is None:
+        return {}
+    return {"attrs": {key.decode(errors="replace"): value.decode(errors="replace")
+                      for key, value in ext.attrs}}
 
 
 def plain(value: Any) -> Any:

@@ -20,6 +20,7 @@ from disq_client.spec import (
     MS,
     NUMBER,
     QUEUE_BODY,
+    STR_PAIR,
     CommandOptions,
 )
 
@@ -46,6 +47,12 @@ def _option_schema(kind: str, low: int, high: int, doc: str) -> dict[str, Any]:
     if kind == QUEUE_BODY:
         return {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2,
                 "description": doc + " (a queue name, then a job body)"}
+    if kind == STR_PAIR:
+        return {"oneOf": [
+            {"type": "object", "additionalProperties": {"type": "string", "maxLength": high}},
+            {"type": "array", "items": {"type": "array", "items": {"type": "string"},
+                                        "minItems": 2, "maxItems": 2}}],
+            "description": doc + " (keys and values: an object, or a list of [key, value])"}
     if kind in (BYTES, CHOICE):
         return {"type": "string", "description": doc}
     return {"description": doc}
@@ -61,7 +68,7 @@ def _options_schema(spec: CommandOptions, extra: dict[str, Any] | None = None,
         if option.error:
             doc += f"; else: {option.error}"
         value = _option_schema(option.kind, option.low, option.high, doc)
-        if option.repeat:  # given again for each value: a list
+        if option.repeat and option.kind != STR_PAIR:  # given again for each value: a list
             value = {"type": "array", "items": value, "description": doc}
         properties[name] = value
     schema: dict[str, Any] = {"type": "object", "properties": properties}
