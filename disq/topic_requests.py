@@ -57,6 +57,11 @@ class TopicPublish:
         request.job(b"-")  # every option checked now, before any queue is asked
         return request
 
+    def attrs(self) -> dict[bytes, bytes] | None:
+        """The publish's attributes (ATTR), which subscriptions' filters look at."""
+        pairs = self.job(b"-").attrs
+        return None if pairs is None else dict(pairs)
+
     def job(self, queue: bytes) -> AddJob:
         """The ADDJOB of `queue`'s job: the options, and the DEDUP key of the MSGID
         (the same for the topic and MSGID, scoped to the queue as every key is)."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 from ..errors import DisqError
 from ..node import now_ms
 from ..outcomes import Answer, Answers
+from ..topics import Filter
 from .guard import check_queue, user_may_see
 from .later import Later
 
@@ -37,13 +38,13 @@ class TopicService:
         self.server = server
         self.node: Node = server.node
 
-    def change(self, user: User, topic: bytes, queue: bytes,
-               unsubscribe: bool) -> Later[list[str]] | None:
-        """SUBSCRIBE / UNSUBSCRIBE: None if it changes nothing here, else answered
-        once every reachable node holds the change."""
+    def change(self, user: User, topic: bytes, queue: bytes, unsubscribe: bool,
+               where: Filter = ()) -> Later[list[str]] | None:
+        """SUBSCRIBE (`where`: its filter) / UNSUBSCRIBE: None if it changes nothing
+        here, else answered once every reachable node holds the change."""
         check_queue(self.server.acl, user, queue)
         subscription = self.node.topics.change(topic, queue, unsubscribe, self.node.id,
-                                               now_ms())
+                                               now_ms(), where)
         if subscription is None:
             return None
         replication = self.server.replication
@@ -51,9 +52,12 @@ class TopicService:
             return Later.now([])
         return Later.of(lambda held: replication.topics.changed(subscription, held))
 
-    def listed(self, user: User, topic: bytes | None) -> list[tuple[bytes, list[bytes]]]:
-        """LIST: each topic (or the one asked) and its queues the user may see."""
-        topics = self.node.topics.topics()
+    def listed(self, user: User, topic: bytes | None
+               ) -> list[tuple[bytes, list[bytes], list[bytes]]]:
+        """LIST: each topic (or the one asked), its queues the user may see, and each
+        one's filter (b"": none) in the same order."""
+        table = self.node.topics
+        topics = table.topics()
         names = [topic] if topic is not None else sorted(topics)
         out = []
         for name in names:
@@ -61,16 +65,26 @@ class TopicService:
                 continue
             queues = [q for q in topics.get(name, []) if user_may_see(user, q)]
             if queues:
-                out.append((name, queues))
+                filters = []
+                for queue in queues:
+                    subscription = table.subscription(name, queue)
+                    filters.append(subscription.filter_text() if subscription else b"")
+                out.append((name, queues, filters))
         return out
 
     def publish(self, user: User, request: TopicPublish, answers: Answers[A]
                 ) -> list[tuple[bytes, bytes | DisqError | A]]:
-        """PUBLISH: each subscribed queue and its job's ADDJOB outcome (its ID, its
-        error, or its answer that comes later), in subscription order."""
+        """PUBLISH: each subscribed queue whose filter the publish's attributes match,
+        and its job's ADDJOB outcome (its ID, its error, or its answer that comes
+        later), in subscription order."""
         jobs = self.server.jobs
+        table = self.node.topics
         out: list[tuple[bytes, bytes | DisqError | A]] = []
-        for queue in list(self.node.topics.subscribers(request.topic)):
+        attrs = request.attrs()
+        for queue in list(table.subscribers(request.topic)):
+            subscription = table.subscription(request.topic, queue)
+            if subscription is not None and not subscription.matches(attrs):
+                continue  # its filter leaves this publish out
             try:
                 out.append((queue, jobs.add(user, request.job(queue), answers)))
             except DisqError as exc:

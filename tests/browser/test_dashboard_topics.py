@@ -25,7 +25,11 @@ def test_the_topics_page_subscribes_publishes_and_unsubscribes(
         start_node: Callable[..., DisqProcess], page: Page) -> None:
     node, url = http_node(start_node)
     assert call(node, "TOPIC", "SUBSCRIBE", "orders", HOSTILE) == 1
+    assert call(node, "TOPIC", "SUBSCRIBE", "other", "eu-only", "WHERE", "region", "=",
+                HOSTILE) == 1
     page.goto(f"{url}#/topics")
+    expect(page.locator('#topics tr[data-topic="other"] .filter')).to_have_text(
+        f"where region = {HOSTILE}")
     row = page.locator('#topics tr[data-topic="orders"]')
     expect(row.locator(".queues code")).to_have_text(HOSTILE)  # as text
     expect(row.locator("td.num")).to_have_text("1 queue")
@@ -53,4 +57,4 @@ def test_the_topics_page_subscribes_publishes_and_unsubscribes(
     page.click("#confirm-yes")
     expect(page.locator(".toast", has_text="shipping unsubscribed from orders")).to_be_visible()
     expect(page.locator('#topics tr[data-topic="orders"] td.num')).to_have_text("1 queue")
-    assert call(node, "TOPIC", "LIST") == [[b"orders", [HOSTILE.encode()]]]
+    assert call(node, "TOPIC", "LIST", "orders") == [[b"orders", [HOSTILE.encode()], [b""]]]

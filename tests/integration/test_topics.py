@@ -21,7 +21,7 @@ def test_a_publish_adds_one_job_to_each_subscribed_queue(c: RawClient) -> None:
     assert c.call("TOPIC", "SUBSCRIBE", "t-orders", "t-billing") == 0  # already
     assert c.call("TOPIC", "SUBSCRIBE", "t-orders", "t-shipping") == 1
     assert c.call("TOPIC", "LIST", "t-orders") == [[b"t-orders", [b"t-billing",
-                                                                  b"t-shipping"]]]
+                                                                  b"t-shipping"], [b"", b""]]]
     published = c.call("TOPIC", "PUBLISH", "t-orders", "order 1", "PRIORITY", 3)
     assert published[0::2] == [b"t-billing", b"t-shipping"]
     for queue, job_id in zip(published[0::2], published[1::2], strict=True):
@@ -33,6 +33,29 @@ def test_a_publish_adds_one_job_to_each_subscribed_queue(c: RawClient) -> None:
     assert c.call("TOPIC", "UNSUBSCRIBE", "t-orders", "t-billing") == 0
     assert c.call("TOPIC", "PUBLISH", "t-orders", "order 2")[0::2] == [b"t-shipping"]
     assert c.call("TOPIC", "PUBLISH", "t-nobody", "x") == []
+
+
+def test_a_subscription_s_filter_picks_the_publishes_it_gets(c: RawClient) -> None:
+    assert c.call("TOPIC", "SUBSCRIBE", "t-f", "t-f-all") == 1
+    assert c.call("TOPIC", "SUBSCRIBE", "t-f", "t-f-eu", "WHERE", "region", "=", "eu",
+                  "WHERE", "amount", ">", "10") == 1
+    assert c.call("TOPIC", "LIST", "t-f") == [
+        [b"t-f", [b"t-f-all", b"t-f-eu"], [b"", b"region = eu AND amount > 10"]]]
+    assert c.call("TOPIC", "PUBLISH", "t-f", "a", "ATTR", "region", "eu", "ATTR",
+                  "amount", "12")[0::2] == [b"t-f-all", b"t-f-eu"]
+    assert c.call("TOPIC", "PUBLISH", "t-f", "b", "ATTR", "region", "us", "ATTR",
+                  "amount", "12")[0::2] == [b"t-f-all"]
+    assert c.call("TOPIC", "PUBLISH", "t-f", "c")[0::2] == [b"t-f-all"]  # no attributes
+    # the same subscription with another filter replaces it
+    assert c.call("TOPIC", "SUBSCRIBE", "t-f", "t-f-eu", "WHERE", "region", "=", "us") == 1
+    assert c.call("TOPIC", "PUBLISH", "t-f", "d", "ATTR", "region", "us")[0::2] == [
+        b"t-f-all", b"t-f-eu"]
+    assert_error(c, "ERR WHERE needs key = value, key != value, key PREFIX p, key < n, "
+                    "key > n or key EXISTS (a key of 1 to 64 bytes, at most 16 WHEREs)",
+                 "TOPIC", "SUBSCRIBE", "t-f", "t-f-x", "WHERE", "k", "~", "v")
+    assert_error(c, "ERR TOPIC SUBSCRIBE takes WHERE key op value conditions after the "
+                    "queue (at most 16)", "TOPIC", "SUBSCRIBE", "t-f", "t-f-x", "k", "=", "v")
+    assert c.call("TOPIC", "LIST", "t-f")[0][1] == [b"t-f-all", b"t-f-eu"]  # nothing added
 
 
 def test_a_msgid_adds_nothing_twice(c: RawClient) -> None:
@@ -78,7 +101,7 @@ def test_subscriptions_reach_every_node_and_survive_a_restart(
         assert first.call("TOPIC", "SUBSCRIBE", "events", "audit") == 1
     for n in nodes[1:]:
         with RawClient(n.port) as other:
-            assert other.call("TOPIC", "LIST") == [[b"events", [b"audit"]]]
+            assert other.call("TOPIC", "LIST") == [[b"events", [b"audit"], [b""]]]
             assert other.call("TOPIC", "PUBLISH", "events", "e", "MSGID", "x")[0] == b"audit"
     total = 0
     for n in nodes:
@@ -88,7 +111,8 @@ def test_subscriptions_reach_every_node_and_survive_a_restart(
     nodes[2].stop()
     nodes[2].start()
     with RawClient(nodes[2].port) as restarted:
-        wait_for(lambda: restarted.call("TOPIC", "LIST") == [[b"events", [b"audit"]]], 10)
+        wait_for(lambda: restarted.call("TOPIC", "LIST") == [[b"events", [b"audit"], [b""]]],
+                 10)
 
 
 def test_topics_over_http(start_node: Callable[..., DisqProcess]) -> None:
@@ -103,7 +127,8 @@ def test_topics_over_http(start_node: Callable[..., DisqProcess]) -> None:
     assert http.post("/api/v1/topics/h-t/subscriptions", {"queue": "h-q2"})[0] == 201
     assert http.post("/api/v1/topics/h-t/subscriptions", {"queue": "h-q2"}) == (
         200, {"changed": False})
-    assert http.get("/api/v1/topics") == (200, {"topics": {"h-t": ["h-q1", "h-q2"]}})
+    assert http.get("/api/v1/topics") == (200, {"topics": {"h-t": ["h-q1", "h-q2"]},
+                                                "filters": {"h-t": {}}})
     status, published = http.post("/api/v1/topics/h-t/publish",
                                   {"body": "hi", "msgid": "m", "priority": 7})
     assert status == 200 and set(published["jobs"]) == {"h-q1", "h-q2"}, published
@@ -113,4 +138,5 @@ def test_topics_over_http(start_node: Callable[..., DisqProcess]) -> None:
     assert status == 400, problem
     assert http.request("DELETE", "/api/v1/topics/h-t/subscriptions/h-q1") == (
         200, {"changed": True})
-    assert http.get("/api/v1/topics") == (200, {"topics": {"h-t": ["h-q2"]}})
+    assert http.get("/api/v1/topics") == (200, {"topics": {"h-t": ["h-q2"]},
+                                                "filters": {"h-t": {}}})

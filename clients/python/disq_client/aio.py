@@ -451,7 +451,8 @@ class AsyncClient(ClientBase):
                       priority: int | None = None, group: str | bytes | None = None,
                       max_deliveries: int | None = None, queue_randomly: bool = False,
                       batch: str | bytes | None = None,
-                      after: Iterable[str | bytes] | None = None
+                      after: Iterable[str | bytes] | None = None,
+                      attrs: Mapping[str | bytes, str | bytes] | None = None
                       ) -> dict[str, str | ErrorReply]:
         """TOPIC PUBLISH: one job in each subscribed queue, with ADDJOB's options;
         each queue's job ID, or its error. `msgid`: a retried publish with it adds
@@ -461,7 +462,8 @@ class AsyncClient(ClientBase):
             "maxlen": maxlen, "async_": async_, "delay_ms": delay_ms, "at": at,
             "priority": priority, "group": group, "max_deliveries": max_deliveries,
             "queue_randomly": queue_randomly, "batch": batch,
-            "after": None if after is None else list(after)}))
+            "after": None if after is None else list(after),
+            "attrs": None if attrs is None else list(attrs.items())}))
 
     # -- batches (disq's extensions) -----------------------------------------------------
     async def batch_new(self, bid: str | bytes, *,

@@ -549,7 +549,7 @@ def _topics(reply: object) -> dict[str, list[str]]:
     assert isinstance(reply, list), reply
     out = {}
     for item in reply:
-        assert isinstance(item, list) and len(item) == 2, item
+        assert isinstance(item, list) and len(item) >= 2, item  # (then the filters)
         out[_str(item[0])] = _str_list(item[1])
     return out
 

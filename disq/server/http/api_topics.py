@@ -37,7 +37,11 @@ async def list_topics(request: web.Request) -> web.Response:
     listed = run(request, "topic", None, lambda: service.listed(user, None))
     return ok({"topics": {name.decode(errors="replace"):
                           [q.decode(errors="replace") for q in queues]
-                          for name, queues in listed}})
+                          for name, queues, _ in listed},
+               "filters": {name.decode(errors="replace"): {
+                   q.decode(errors="replace"): f.decode(errors="replace")
+                   for q, f in zip(queues, filters, strict=True) if f}
+                   for name, queues, filters in listed}})
 
 
 async def subscribe(request: web.Request) -> web.Response:
@@ -107,9 +111,13 @@ def _outcome(outcome: Added | Changed) -> dict[str, Any]:
 ROUTES: list[Route] = [
     Route("GET", "/api/v1/topics", list_topics, ("TOPIC LIST",), tag="topics",
           summary="Every topic and its subscribed queues the user may see",
-          responses={"200": answer({"type": "object", "properties": {"topics": {
-              "type": "object", "additionalProperties": {
-                  "type": "array", "items": {"type": "string"}}}}})}),
+          responses={"200": answer({"type": "object", "properties": {
+              "topics": {"type": "object", "additionalProperties": {
+                  "type": "array", "items": {"type": "string"}}},
+              "filters": {"type": "object", "description": "topic -> queue -> its WHERE "
+                          "filter (subscriptions with one)", "additionalProperties": {
+                              "type": "object", "additionalProperties": {
+                                  "type": "string"}}}}})}),
     Route("POST", "/api/v1/topics/{topic}/subscriptions", subscribe,
           ("TOPIC SUBSCRIBE",), tag="topics",
           summary="Subscribe a queue: it gets a job for each publish to the topic",

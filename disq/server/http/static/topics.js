@@ -8,9 +8,10 @@
 import { $, enc, esc, num } from "./format.js";
 import { failureReporter } from "./ends.js";
 
-function topicRow(topic, queues) {
+function topicRow(topic, queues, filters) {
   const cells = queues.map((queue) => `<span class="subscription">
       <a href="#/queue/${enc(queue)}"><code>${esc(queue)}</code></a>
+      ${filters[queue] ? `<span class="muted filter">where ${esc(filters[queue])}</span>` : ""}
       <button type="button" class="small ghost" data-action="unsubscribe" data-topic="${esc(topic)}"
         data-queue="${esc(queue)}">Unsubscribe</button></span>`).join(" ");
   return `<tr data-topic="${esc(topic)}"><td><code>${esc(topic)}</code></td>
@@ -54,9 +55,9 @@ export function topicsPage(root, { api, toast }) {
     if (loading) return;
     loading = true;
     try {
-      const { topics } = await api("GET", "/api/v1/topics");
+      const { topics, filters = {} } = await api("GET", "/api/v1/topics");
       const names = Object.keys(topics).sort();
-      $("#topics tbody", root).innerHTML = names.map((name) => topicRow(name, topics[name])).join("")
+      $("#topics tbody", root).innerHTML = names.map((name) => topicRow(name, topics[name], filters[name] ?? {})).join("")
         || '<tr><td colspan="3" class="muted empty">No topic has a subscribed queue you may see.</td></tr>';
       report.succeeded();
     } catch (err) {
