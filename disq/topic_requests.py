@@ -18,7 +18,7 @@ from .topics import TOPIC_MAX_LEN
 class TopicPublish:
     """TOPIC PUBLISH topic body [MSGID id] [ADDJOB's options but DEDUP, UNIQUE]."""
 
-    __slots__ = ("topic", "body", "msgid", "options")
+    __slots__ = ("topic", "body", "msgid", "options", "attrs")
     OPTIONS: ClassVar[CommandOptions] = TOPIC_PUBLISH
     _MSGID = compile_options(TOPIC_PUBLISH)[b"msgid"]
 
@@ -28,6 +28,8 @@ class TopicPublish:
         self.body = body
         self.msgid = msgid
         self.options = options  # ADDJOB's, as given (checked by `parse`)
+        # its ATTRs, which subscriptions' filters look at (set by `parse`)
+        self.attrs: dict[bytes, bytes] | None = None
 
     @classmethod
     def parse(cls, args: list[bytes]) -> TopicPublish:
@@ -54,13 +56,9 @@ class TopicPublish:
             options += args[j:j + 1 + parser.values]
             j += 1 + parser.values
         request = cls(args[2], args[3], msgid, options)
-        request.job(b"-")  # every option checked now, before any queue is asked
+        pairs = request.job(b"-").attrs  # every option checked now, before any queue
+        request.attrs = None if pairs is None else dict(pairs)
         return request
-
-    def attrs(self) -> dict[bytes, bytes] | None:
-        """The publish's attributes (ATTR), which subscriptions' filters look at."""
-        pairs = self.job(b"-").attrs
-        return None if pairs is None else dict(pairs)
 
     def job(self, queue: bytes) -> AddJob:
         """The ADDJOB of `queue`'s job: the options, and the DEDUP key of the MSGID

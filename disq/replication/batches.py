@@ -32,7 +32,7 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from ..batches import CLOSED, DEAD, DONE, END_HOWS, MAX_BID_LEN, VOID, Batch, Callback
+from ..batches import CLOSED, DONE, END_HOWS, MAX_BID_LEN, OPEN, Batch, Callback
 from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
@@ -158,7 +158,7 @@ class Batches:
         batch = self.table.get(bid, now)
         if batch is None:
             raise DisqError("NOBATCH", f"no batch '{bid.decode(errors='replace')}'")
-        if batch.phase != 0:
+        if batch.phase != OPEN:
             raise DisqError("BATCHCLOSED",
                             f"batch '{bid.decode(errors='replace')}' is closed already")
         found = self.table.close_here(bid, now)
@@ -455,5 +455,3 @@ def _end(item: object) -> tuple[bytes, int] | None:
         return item[0], item[1]
     return None
 
-
-__all__ = ["DEAD", "VOID", "Batches", "callback_key"]

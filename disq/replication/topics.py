@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from ..cluster import messages as m
 from ..cluster.port import BusPort
-from ..node import Node, now_ms
+from ..node import Node
 from ..topics import Subscription
 from .tables import OnHeld, SyncedTable
 
@@ -48,5 +48,3 @@ class TopicSync:
         if subscription is not None and self.table.merge(subscription):
             self.on_change(subscription)
 
-
-__all__ = ["TopicSync", "now_ms"]

@@ -191,10 +191,14 @@ class Flows:
                 self.by_batch.setdefault(parent, set()).add(child.job_id)
         if job_parents and not child.failed:
             child.jobs_done = False
-            wait = child.wait = JobWait(self.node, self.server.replication, self.user,
-                                        WaitJob(job_parents), self.server.loop)
-            wait.start(0).then(lambda statuses: self._jobs_ended(child, statuses))
+            self._wait_for(child, job_parents)
         self._check(child)
+
+    def _wait_for(self, child: _Child, parents: list[bytes]) -> None:
+        """Watch the job parents (a WAITJOB of its own, without a timeout)."""
+        wait = child.wait = JobWait(self.node, self.server.replication, self.user,
+                                    WaitJob(parents), self.server.loop)
+        wait.start(0).then(lambda statuses: self._jobs_ended(child, statuses))
 
     def _jobs_ended(self, child: _Child, statuses: list[JobStatus]) -> None:
         """Every job parent ended, or is unknown to every reachable node: a partition
@@ -215,9 +219,7 @@ class Flows:
     def _ask_again(self, child: _Child, parents: list[bytes]) -> None:
         if self.children.get(child.job_id) is not child or child.wait is not None:
             return
-        wait = child.wait = JobWait(self.node, self.server.replication, self.user,
-                                    WaitJob(parents), self.server.loop)
-        wait.start(0).then(lambda statuses: self._jobs_ended(child, statuses))
+        self._wait_for(child, parents)
 
     def _check(self, child: _Child) -> None:
         if self.children.get(child.job_id) is not child:

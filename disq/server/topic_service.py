@@ -80,7 +80,7 @@ class TopicService:
         jobs = self.server.jobs
         table = self.node.topics
         out: list[tuple[bytes, bytes | DisqError | A]] = []
-        attrs = request.attrs()
+        attrs = request.attrs
         for queue in list(table.subscribers(request.topic)):
             subscription = table.subscription(request.topic, queue)
             if subscription is not None and not subscription.matches(attrs):
