@@ -42,7 +42,7 @@ from ..node import Node, now_ms
 from ..outcomes import Added
 from ..requests import AddJob
 from .tables import OnHeld, SyncedTable
-from .targets import key_order
+from .targets import first_reachable
 
 if TYPE_CHECKING:
     from .dedup_checks import Dedup
@@ -372,17 +372,13 @@ class Batches:
                 continue
             if self._check(bid) or now - heard < ASK_AFTER_MS:
                 continue
-            if self._first_node(bid) == self.node.id and peers:
+            if first_reachable(bid, self.node.id, self.bus) == self.node.id and peers:
                 self._heard[bid] = now
                 pending = self.table.pending(batch)[:MAX_ASK_IDS]
                 if pending:
                     self._request_id += 1
                     self.bus.broadcast(m.BATCH_ENDS_ASK, self._request_id, bid, *pending,
                                        node_ids=peers)
-
-    def _first_node(self, bid: bytes) -> str:
-        ids = [self.node.id] + [n.id for n in self.bus.reachable_peers()]
-        return key_order(bid, ids)[0]
 
     def _reached(self) -> int:
         return 1 + len(self.bus.reachable_peers())
@@ -393,7 +389,7 @@ class Batches:
         if batch is None or not self.table.complete(batch):
             return False
         if bid not in self._firing and self._reached() * 2 > self.bus.cluster_size and (
-                self._first_node(bid) == self.node.id):
+                first_reachable(bid, self.node.id, self.bus) == self.node.id):
             self._fire(batch)
         return True
 

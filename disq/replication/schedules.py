@@ -39,7 +39,7 @@ from ..outcomes import Added
 from ..requests import DEFAULT_TTL, AddJob
 from ..schedules import CronSchedule
 from .tables import OnHeld, SyncedTable
-from .targets import key_order
+from .targets import first_reachable
 
 if TYPE_CHECKING:
     from .dedup_checks import Dedup
@@ -145,14 +145,10 @@ class Recurring:
                 first[schedule.name] = (schedule, tick)
         for schedule, tick in first.values():
             if schedule.name not in self._firing and (
-                    self._first_node(schedule.name) == self.node.id):
+                    first_reachable(schedule.name, self.node.id, self.bus) == self.node.id):
                 self._fire(schedule, tick)
 
     # -- firing -------------------------------------------------------------------------
-    def _first_node(self, name: bytes) -> str:
-        ids = [self.node.id] + [n.id for n in self.bus.reachable_peers()]
-        return key_order(name, ids)[0]
-
     def _fire(self, schedule: CronSchedule, tick: int) -> None:
         name = schedule.name
         repl = self.tick_replication(schedule)

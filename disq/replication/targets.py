@@ -40,6 +40,13 @@ def key_order(key: bytes, node_ids: Iterable[str]) -> list[str]:
                   key=lambda node_id: key_order_score(key_hash, key_order_salt(node_id)))
 
 
+def first_reachable(key: bytes, my_id: str, bus: BusPort) -> str:
+    """The first of the reachable nodes (this one included) in `key`'s order: the one
+    that acts for the key (fires a CRON tick, a batch's callbacks), the same on every
+    node that sees the same nodes."""
+    return key_order(key, [my_id] + [n.id for n in bus.reachable_peers()])[0]
+
+
 class Targets:
     """`add` picks the targets. `loop`: the picks of a loop turn are shared only when
     set (by the owner, once it has a loop)."""
