@@ -37,6 +37,15 @@ class Admission:
         self._prev_ctime = 0
         self._last_etime = 0
 
+    def stamp(self, now: int) -> int:
+        """A ctime later than every job created here so far and earlier than every
+        job created after (a purge's time: purges.py)."""
+        ctime = now * 1_000_000
+        if ctime <= self._prev_ctime:
+            ctime = self._prev_ctime + 1
+        self._prev_ctime = ctime
+        return ctime
+
     def add_job(self, request: AddJob) -> Job:
         """ADDJOB, its checks in Disque's order. The returned job is WAIT_REPL when the
         caller must wait for synchronous replication (the cluster layer answers later),
@@ -96,7 +105,7 @@ class Admission:
             if queue.flags & PAUSED_IN:
                 raise errors.PAUSED
             queue_name = queue.name  # share one name object between the queue's jobs
-        ctime = now * 1_000_000
+        ctime = now * 1_000_000  # (as `stamp`, inline: this is every ADDJOB's path)
         if ctime <= self._prev_ctime:
             ctime = self._prev_ctime + 1
         self._prev_ctime = ctime

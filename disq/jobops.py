@@ -36,6 +36,7 @@ from .job import (
     node_id_set,
 )
 from .policies import PolicyTable
+from .purges import Purge
 from .results import ACKED_END, Ends
 from .scantable import ScanTable
 
@@ -293,6 +294,24 @@ class JobOperations:
                 self.unregister(job)
                 self.stats.jobs_deleted += 1
                 count += 1
+        return count
+
+    def purge(self, purge: Purge) -> int:
+        """QDEL / QPURGE here: every job of the purge's queue created before it,
+        deleted as DELJOB deletes (the AOF records each); QDEL's also the queue (its
+        pause state), unless jobs added since or blocked consumers keep it. How many.
+        (One pass over the node's jobs: only the queued ones are indexed by queue.)"""
+        name = purge.queue
+        before = purge.at
+        count = self.delete([job.id for job in self.jobs.values()
+                             if job.queue == name and job.ctime < before])
+        if purge.whole:
+            queue = self.queues.get(name)
+            if queue is not None and not queue.jobs:
+                if queue.waiters:
+                    queue.flags = 0
+                else:
+                    self.queues.pop(name)
         return count
 
     def working(self, job_id: bytes, progress: int | None = None,

@@ -29,6 +29,8 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
+from .purges import PurgeTable
+
 if TYPE_CHECKING:
     from .requests import AddJob
 
@@ -207,10 +209,12 @@ def format_rate(rate: float) -> bytes:
 
 
 class PolicyTable:
-    """Every queue policy this node knows (tombstones included)."""
+    """Every queue policy this node knows (tombstones included), and the queues' purges
+    (QDEL, QPURGE: purges.py)."""
 
     def __init__(self) -> None:
         self.policies: dict[bytes, QueuePolicy] = {}
+        self.purges = PurgeTable()
 
     def __len__(self) -> int:
         return sum(1 for p in self.policies.values() if not p.deleted)

@@ -195,6 +195,10 @@ BATCH_ENDS_ASK: Final = 66  # fields: [request id, batch id, job id, ...]: which
 #                  members ended?
 BATCH_FETCH: Final = 67  # fields: [batch id]: send me the batch with its members (a
 #               BATCH_SET)
+# disq extension (QDEL / QPURGE: replication/purges.py). Unknown: ignored.
+PURGE_SET: Final = 70  # fields: [purge(, request id)] (purges.Purge.to_wire)
+PURGE_SYNC: Final = 71  # fields: [[purge, ...]] every one the sender knows
+PURGE_HELD: Final = 72  # fields: [request id]: merged, its jobs deleted here
 # disq extension (topics: replication/topics.py). Unknown: ignored.
 TOPIC_SET: Final = 73  # fields: [subscription(, request id)] (topics.Subscription.to_wire)
 TOPIC_SYNC: Final = 74  # fields: [[subscription, ...]] every one the sender knows
@@ -222,6 +226,7 @@ NAMES: Final = {
     BATCH_SET: "batch-set", BATCH_SYNC: "batch-sync", BATCH_HELD: "batch-held",
     BATCH_CLOSE: "batch-close", BATCH_MEMBERS: "batch-members", BATCH_ENDED: "batch-ended",
     BATCH_ENDS_ASK: "batch-ends-ask", BATCH_FETCH: "batch-fetch",
+    PURGE_SET: "purge-set", PURGE_SYNC: "purge-sync", PURGE_HELD: "purge-held",
     TOPIC_SET: "topic-set", TOPIC_SYNC: "topic-sync", TOPIC_HELD: "topic-held",
 }
 

@@ -140,6 +140,7 @@ class Federation:
         node = self.node
         now = now_ms()
         known = self.bus.known_id_map()
+        purges = node.policies.purges
         for data in fields[0][:MAX_BATCH]:
             job = decode_job(data, now, known, sender.id, node.id, peer_id=sender.id,
                              to_local=self._to_local)
@@ -149,6 +150,8 @@ class Federation:
             assert job.nodes_delivered is not None
             mine = node.lookup(job.id)
             if mine is None:
+                if purges.refuses(job.queue, job.ctime):
+                    continue  # QDEL / QPURGE deleted it: the sender was cut off
                 if not node.store_copy(job, now):
                     continue
                 mine = job

@@ -54,6 +54,8 @@ class IncomingCopies:
         confirmed: list[bytes] = []
         refused: list[bytes] = []  # copies whose DEDUP key another job may have
         dedup_table = node.dedup
+        purges = node.policies.purges
+        purged = bool(purges.before)
         names: dict[bytes, bytes] = {}  # one queue name object per message...
         etime = 0  # ...and one expiry int for a burst (32 bytes a job each)
         for data in fields[2:]:
@@ -66,6 +68,8 @@ class IncomingCopies:
                 data = without_ext(data)  # what follows the job's fields: DEDUP's
                 if ext.batch is not None and not node.batches.accepts(ext.batch, job.id, now):
                     continue  # a new member of a batch closed here (batches.py): no GOTJOB
+            if purged and purges.refuses(job.queue, job.ctime):
+                continue  # QDEL / QPURGE deleted it: a copy come late, no GOTJOB
             job.nodes_delivered = holders
             job.queue = names.setdefault(job.queue, job.queue)  # type: ignore[arg-type]
             if job.etime == etime:

@@ -22,6 +22,8 @@ each registering its own bus handlers (see README.md):
                 batches, their members counted, their callbacks fired (a disq extension)
     topics      TOPIC_SET / TOPIC_SYNC / TOPIC_HELD: the topics' subscriptions on every
                 node (a disq extension)
+    purges      PURGE_SET / PURGE_SYNC / PURGE_HELD: QDEL and QPURGE on every node (a
+                disq extension)
 
 Every part only uses the narrow `BusPort`, so an in-memory bus can stand in for the
 network in tests.
@@ -47,11 +49,12 @@ from .federation import Federation
 from .incoming import IncomingCopies
 from .jobset import JobChanges
 from .provisional import ProvisionalCopies
+from .purges import purge_sync
 from .queues import QueueMessages
 from .requeue import Requeue
 from .schedules import Recurring
 from .stats import ClusterStats
-from .topics import TopicSync
+from .topics import topic_sync
 
 
 class Replication:
@@ -78,7 +81,8 @@ class Replication:
         self.stats = ClusterStats(node, bus, loop)
         self.ends = JobEnds(node, bus, loop)
         self.batches = Batches(node, bus, self.dedup, loop)
-        self.topics = TopicSync(node, bus, loop)
+        self.topics = topic_sync(node, bus, loop)
+        self.purges = purge_sync(node, bus, loop)
 
     # -- the server's side ------------------------------------------------------------
     def wait(self, job: Job, on_done: OnAdded) -> None:

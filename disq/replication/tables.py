@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
@@ -137,6 +137,49 @@ class SyncedTable:
         if fields and type(fields[0]) is list:
             for data in fields[0][:MAX_SYNC_ENTRIES]:
                 self.merge(data)
+
+
+class Entry(Protocol):
+    def to_wire(self) -> list[Any]: ...
+
+
+E = TypeVar("E", bound=Entry)
+
+
+class SpreadTable(Generic[E]):
+    """A table of a node's own (TOPIC's subscriptions, QDEL's purges) spread as a
+    `SyncedTable`: `decode` checks a peer's entry, `merge` takes it if newer (True: it
+    changed), `sweep` forgets the old tombstones every SWEEP_EVERY_MS; `on_change`
+    hears of every change, made here or merged (the server persists them)."""
+
+    SWEEP_EVERY_MS: Final = 60_000
+
+    def __init__(self, bus: BusPort, message_types: tuple[int, int, int],
+                 entries: Callable[[], Iterable[E]], decode: Callable[[object], E | None],
+                 merge: Callable[[E], bool], sweep: Callable[[int], object],
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.decode = decode
+        self.merge = merge
+        self.sweep = sweep
+        self.sync = SyncedTable(bus, *message_types, entries, self._merge, loop)
+        self.on_change: Callable[[E], None] = lambda entry: None
+        self._next_sweep = 0
+
+    def changed(self, entry: E, on_held: OnHeld | None = None) -> None:
+        """An entry changed here: tell every node."""
+        self.sync.changed(entry.to_wire(), on_held)
+        self.on_change(entry)
+
+    def cron(self, now: int) -> None:
+        self.sync.cron(now)
+        if now >= self._next_sweep:
+            self._next_sweep = now + self.SWEEP_EVERY_MS
+            self.sweep(now)
+
+    def _merge(self, data: object) -> None:
+        entry = self.decode(data)
+        if entry is not None and self.merge(entry):
+            self.on_change(entry)
 
 
 def held_reply(missing: list[str], done: bytes) -> bytes:

@@ -36,6 +36,7 @@ from ..gcfree import tune_collector
 from ..ids import new_node_id
 from ..node import Node, now_ms
 from ..policies import QueuePolicy
+from ..purges import Purge
 from ..schedules import CronSchedule
 from ..topics import Subscription, subscription_key
 from .access import Access
@@ -187,6 +188,8 @@ class Server:
         await self._load_data()
         if self.shutdown.stopped.done():
             return
+        for purge in list(self.node.policies.purges.entries.values()):
+            self.node.purge(purge)  # jobs of a purged queue the AOF kept: gone as DELJOB
         if self.config.appendonly:
             try:
                 self.aof.open()
@@ -333,6 +336,7 @@ class Server:
         self.replication.recurring.on_change = self._schedule_changed
         self.replication.batches.on_done = self.flows.batch_done
         self.replication.topics.on_change = self._subscription_changed
+        self.replication.purges.on_change = self._purge_changed
         self.replication.failures.on_policy_change = self._policy_changed
         self.replication.stats.local = self.stats.node_stats
         from ..replication.users import UserSync
@@ -340,6 +344,7 @@ class Server:
         self.housekeeping.cluster_ticks += [self.replication.recurring.cron,
                                             self.replication.batches.cron,
                                             self.replication.topics.cron,
+                                            self.replication.purges.cron,
                                             self.replication.failures.cron, user_sync.cron]
 
     def _schedule_changed(self, schedule: CronSchedule) -> None:
@@ -353,6 +358,11 @@ class Server:
         """TOPIC SUBSCRIBE / UNSUBSCRIBE: kept in nodes.conf, as CRON's schedules are."""
         self.config_records.changed("topic", subscription_key(subscription),
                                     subscription.version, subscription.deleted)
+
+    def _purge_changed(self, purge: Purge) -> None:
+        """QDEL / QPURGE: kept in nodes.conf, so that the jobs an AOF brings back and the
+        copies that come late after a restart are still deleted."""
+        self.config_records.changed("purge", purge.queue, purge.version, purge.deleted)
 
     def _policy_changed(self, policy: QueuePolicy) -> None:
         """QPOLICY: persisted as CRON's schedules are."""

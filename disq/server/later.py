@@ -98,3 +98,23 @@ def reply_held(client: Client, held: Later[list[str]], done: bytes) -> bytes | P
     """The reply of a change every reachable node is to confirm: `done`, or -NOREPL
     naming the nodes that did not (replication/tables.py)."""
     return reply_later(client, held, lambda missing: held_reply(missing, done))
+
+
+def all_held(helds: list[Later[list[str]]]) -> Later[list[str]]:
+    """Changes that each every reachable node is to confirm, as one: done when all
+    are, with every node that did not confirm one of them."""
+    def start(resolve: Callable[[list[str]], None]) -> None:
+        left = [len(helds)]
+        missing: set[str] = set()
+
+        def one_held(names: list[str]) -> None:
+            missing.update(names)
+            left[0] -= 1
+            if not left[0]:
+                resolve(sorted(missing))
+
+        if not helds:
+            resolve([])
+        for held in helds:
+            held.then(one_held)
+    return Later.of(start)

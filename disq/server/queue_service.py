@@ -1,5 +1,5 @@
 """The queue operations every front end runs (`Server.queues_service`): QLEN, GLOBALQLEN,
-QSTAT, QPEEK, QSCAN, PAUSE, QPOLICY and DEADLETTER REQUEUE, typed arguments in, typed
+QSTAT, QPEEK, QSCAN, PAUSE, QPOLICY, DEADLETTER REQUEUE, QDEL and QPURGE, typed arguments in, typed
 results out. A RESP handler is parse -> service -> encode (commands/queues.py,
 commands/policies.py); an HTTP route is JSON -> service -> JSON (http/api_queues.py).
 
@@ -20,7 +20,7 @@ from ..node import now_ms
 from ..policies import DEAD_PREFIX, NO_DEFAULTS, QueueDefaults, QueuePolicy, format_rate
 from ..queue import PAUSE_NAMES, PAUSED_ALL
 from ..queue_requests import check_defaults
-from .later import Later
+from .later import Later, all_held
 
 if TYPE_CHECKING:
     from ..acl import User
@@ -229,6 +229,31 @@ class QueueService:
                                 origin=node.id, deleted=True)
         node.merge_policy(tombstone, now)
         return self._changed(tombstone)
+
+    def purge(self, user: User, queue: bytes, whole: bool) -> tuple[int, Later[list[str]]]:
+        """QPURGE (`whole` False: the queue's jobs) or QDEL (the queue too: its policy,
+        its topics' subscriptions, its pause state): the jobs deleted here, and the
+        change answered once every reachable node deleted theirs (purges.py). ACL: the
+        caller checked the queue."""
+        node = self.node
+        purge = node.policies.purges.make(queue, node.id, node.admission.stamp(now_ms()),
+                                          whole)
+        count = node.purge(purge)
+        replication = self.server.replication
+        helds: list[Later[list[str]]] = [
+            Later.now([]) if replication is None else
+            Later.of(lambda held: replication.purges.changed(purge, held))]
+        if whole:
+            held = self.delete_policy(queue)
+            if held is not None:
+                helds.append(held)
+            topics = self.server.topic_service
+            for topic, queues in list(node.topics.topics().items()):
+                if queue in queues:
+                    held = topics.change(user, topic, queue, unsubscribe=True)
+                    if held is not None:
+                        helds.append(held)
+        return count, all_held(helds)
 
     def _next_version(self, queue: bytes, now: int) -> int:
         old = self.node.policies.policies.get(queue)  # (a tombstone too)

@@ -1,7 +1,8 @@
 """What every node keeps in its cluster config file (nodes.conf) beside the nodes, for
-a node without the AOF: CRON's schedules and the queue policies (QPOLICY), a record
-each after the node lines (disq/cluster/nodes.py), `cron` or `qpolicy` and the
-entry's msgpack (its bus form). Read at start-up; written with the nodes
+a node without the AOF: CRON's schedules, the queue policies (QPOLICY), the topics'
+subscriptions and the queues' purges (QDEL, QPURGE), a record each after the node
+lines (disq/cluster/nodes.py), `cron`, `qpolicy`, `topic` or `purge` and the entry's
+msgpack (its bus form). Read at start-up; written with the nodes
 (Membership.save) at most once a second after a change, and at shutdown. A new or
 changed definition is fsynced; a change of state only (a schedule's fired tick) is
 written without an fsync (a process kill keeps it, the page cache has it): at most a
@@ -20,6 +21,7 @@ from ..cluster.membership import Membership
 from ..cluster.nodes import read_records
 from ..node import Node, now_ms
 from ..policies import QueuePolicy
+from ..purges import Purge
 from ..schedules import CronSchedule
 from ..topics import Subscription, subscription_key
 
@@ -29,10 +31,13 @@ SAVE_PERIOD_MS = 1000
 
 
 class Entry(Protocol):
-    """A schedule or a policy: versioned, with a bus form."""
+    """A schedule, a policy, a subscription or a purge: versioned, with a bus form."""
 
-    version: int
-    deleted: bool
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def deleted(self) -> bool: ...
 
     def to_wire(self) -> list[Any]: ...
 
@@ -64,6 +69,10 @@ class ConfigRecords:
                   lambda p: p.queue, QueuePolicy.from_wire, node.load_policy),
             _Kind("topic", lambda: node.topics.entries.values(), subscription_key,
                   Subscription.from_wire, lambda s, now: node.topics.merge(s)),
+            # applied to the jobs the AOF brings back once it is loaded (Server.start)
+            _Kind("purge", lambda: node.policies.purges.entries.values(),
+                  lambda p: p.queue, Purge.from_wire,
+                  lambda p, now: node.policies.purges.merge(p)),
         ]
         membership.records = self._records
 

@@ -419,6 +419,8 @@ DECLARED_QUEUE_USES = {
     "batch": ("BATCH", "NEW", "acl-batch", "ONDONE", "a:q", "x", "ONSUCCESS", "b:q", "y"),
     "topic": ("TOPIC", "SUBSCRIBE", "a:topic", "b:q"),
     "deadletter": ("DEADLETTER", "REQUEUE", "b:dead"),
+    "qdel": ("QDEL", "b:q"),
+    "qpurge": ("QPURGE", "b:q"),
 }
 
 

@@ -515,6 +515,14 @@ class AsyncClient(ClientBase):
     async def qpolicy_del(self, queue: str) -> bool:
         return await self._run(cmds.qpolicy_del(queue))
 
+    async def qdel(self, queue: str) -> int:
+        """As Client.qdel."""
+        return await self._run(cmds.qdel(queue))
+
+    async def qpurge(self, queue: str) -> int:
+        """As Client.qpurge."""
+        return await self._run(cmds.qpurge(queue))
+
     async def requeue_dead(self, dlq: str, count: int | None = None) -> int:
         """As Client.requeue_dead."""
         return await self._run(cmds.requeue_dead(dlq, count))

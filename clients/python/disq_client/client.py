@@ -686,6 +686,18 @@ class Client(ClientBase):
         """QPOLICY queue DEL: whether the queue had a policy."""
         return self._run(cmds.qpolicy_del(queue))
 
+    def qdel(self, queue: str) -> int:
+        """QDEL (a disq extension): delete the queue on every node: every job of it
+        added before, its policy, its topics' subscriptions; copies that arrive late
+        are refused. Returns the jobs deleted on the node asked, once every reachable
+        node deleted its own (else raises NOREPL)."""
+        return self._run(cmds.qdel(queue))
+
+    def qpurge(self, queue: str) -> int:
+        """QPURGE (a disq extension): as `qdel`, the queue's policy and subscriptions
+        kept."""
+        return self._run(cmds.qpurge(queue))
+
     def requeue_dead(self, dlq: str, count: int | None = None) -> int:
         """DEADLETTER REQUEUE: put up to `count` (None: all) dead letters of the queue
         `dlq` back on the queues they came from, their counters reset, across the

@@ -632,6 +632,16 @@ def qpolicy_del(queue: str) -> Cmd[bool]:
     return Cmd(("QPOLICY", queue, "DEL"), _bool)
 
 
+def qdel(queue: str) -> Cmd[int]:
+    """QDEL queue: the jobs deleted on the node asked."""
+    return Cmd(("QDEL", queue), _int)
+
+
+def qpurge(queue: str) -> Cmd[int]:
+    """QPURGE queue: the jobs deleted on the node asked."""
+    return Cmd(("QPURGE", queue), _int)
+
+
 def requeue_dead(dlq: str, count: int | None) -> Cmd[int]:
     """DEADLETTER REQUEUE dlq [COUNT n]: how many dead letters went back."""
     return Cmd(("DEADLETTER", "REQUEUE", dlq,

@@ -1,4 +1,5 @@
-"""Queue commands: QLEN QPEEK QSTAT QSCAN JSCAN PAUSE."""
+"""Queue commands: QLEN QPEEK QSTAT QSCAN JSCAN PAUSE, and the disq extensions QDEL and
+QPURGE."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from disq_client import spec
 from ... import errors
 from ...node import now_ms
 from ...options import parse_int
+from ...purges import QUEUE_MAX_LEN
 from ...queue import PAUSE_NAMES
 from ...queue_requests import JScan, Pause, QScan
 from .. import reply
-from ..later import reply_later
+from ..later import reply_held, reply_later
 from ..queue_service import queue_fields
 from ..table import At, command
 from .jobs import show_job
@@ -121,3 +123,36 @@ def pause(client: Client, args: list[bytes]) -> bytes:
     Disque: the state asked replaces the queue's, it does not add to it."""
     flags = client.server.queues_service.pause(Pause.parse(args))
     return reply.status(PAUSE_NAMES[flags])
+
+
+@command("qdel", 2, "w",
+         acl=("write", "dangerous"),
+         syntax="QDEL queue",
+         summary=("Delete a queue on every node: every job of it added before, its policy, "
+                  "its topics' subscriptions; copies that arrive late are refused."),
+         reply=("integer: the jobs deleted on this node, once every reachable node deleted "
+                "its own (else -NOREPL naming those that did not confirm)"),
+         queues=At(1), extension=True)
+def qdel(client: Client, args: list[bytes]) -> bytes | Pending:
+    return _purge(client, args[1], whole=True)
+
+
+@command("qpurge", 2, "w",
+         acl=("write", "dangerous"),
+         syntax="QPURGE queue",
+         summary=("Delete every job of a queue added before, on every node; the queue keeps "
+                  "its policy and subscriptions; copies that arrive late are refused."),
+         reply=("integer: the jobs deleted on this node, once every reachable node deleted "
+                "its own (else -NOREPL naming those that did not confirm)"),
+         queues=At(1), extension=True)
+def qpurge(client: Client, args: list[bytes]) -> bytes | Pending:
+    return _purge(client, args[1], whole=False)
+
+
+def _purge(client: Client, queue: bytes, whole: bool) -> bytes | Pending:
+    if not queue:
+        raise errors.err("a queue's name cannot be empty")
+    if len(queue) > QUEUE_MAX_LEN:
+        raise errors.err(f"a queue's name is at most {QUEUE_MAX_LEN} bytes")
+    count, held = client.server.queues_service.purge(client.user, queue, whole)
+    return reply_held(client, held, reply.integer(count))

@@ -18,7 +18,7 @@ from ...queue import PAUSE_NAMES
 from ...queue_requests import DeadletterRequeue, Pause, QPolicySet, QScan
 from ..queue_service import policy_fields, queue_fields
 from ..service import job_fields
-from .calls import attempt, confirmed, fields_json, gate, run
+from .calls import attempt, confirmed, fields_json, gate, run, user_of
 from .jsonio import (
     SERVER_KEY,
     attrs_json,
@@ -178,6 +178,25 @@ async def requeue_dead(request: web.Request) -> web.Response:
     return ok({"requeued": await done.wait()})
 
 
+async def delete_queue(request: web.Request) -> web.Response:
+    """DELETE /queues/{queue}: QDEL."""
+    return await _purged(request, "qdel", whole=True)
+
+
+async def purge_queue(request: web.Request) -> web.Response:
+    """POST /queues/{queue}/purge: QPURGE."""
+    return await _purged(request, "qpurge", whole=False)
+
+
+async def _purged(request: web.Request, command: str, whole: bool) -> web.Response:
+    queue = request.match_info["queue"].encode()
+    service = request.app[SERVER_KEY].queues_service
+    user = user_of(request)
+    count, held = run(request, command, [queue], lambda: service.purge(user, queue, whole))
+    await confirmed(held)
+    return ok({"deleted": count})
+
+
 # What GET /queues/{queue} runs, and PUT's answer: a refusal leaves its part out.
 QUEUE_READS = ("QSTAT", "GLOBALQLEN", "QPOLICY GET")
 QUEUE_FIELDS = ("`length_cluster` is GLOBALQLEN's answer, `policy` QPOLICY GET's fields; "
@@ -210,6 +229,18 @@ ROUTES: list[Route] = [
     Route("GET", "/api/v1/queues/{queue}/peek", peek_queue, ("QPEEK",), tag="queues",
           query=(query_param("count", {"type": "integer", "default": 10}),),
           responses={"200": JOBS_ANSWER}),
+    Route("DELETE", "/api/v1/queues/{queue}", delete_queue, ("QDEL",), tag="queues",
+          summary="Delete a queue on every node: its jobs added before, its policy, its "
+                  "topics' subscriptions",
+          description="Answered once every reachable node deleted its jobs (503 NOREPL "
+                      "naming those that did not confirm: the change reaches them by the "
+                      "periodic sync). `deleted`: the jobs deleted on this node.",
+          responses={"200": count_answer("deleted", "QDEL")}),
+    Route("POST", "/api/v1/queues/{queue}/purge", purge_queue, ("QPURGE",), tag="queues",
+          summary="Delete every job of a queue added before, on every node; the queue "
+                  "keeps its policy",
+          description="As DELETE /api/v1/queues/{queue}, the queue itself kept.",
+          responses={"200": count_answer("deleted", "QPURGE")}),
     Route("POST", "/api/v1/queues/{queue}/requeue-dead", requeue_dead,
           ("DEADLETTER REQUEUE",), tag="queues", body=Body(closed=False, required=False),
           responses={"200": count_answer("requeued", "DEADLETTER REQUEUE")}),

@@ -345,6 +345,8 @@ function queuePage(root, name) {
         </select></label>
         <button type="button" id="requeue-dead" data-action="requeue-dead" data-queue="${esc(name)}" hidden>Requeue dead letters</button>
         <button type="button" data-action="add-job" data-queue="${esc(name)}">Add job</button>
+        <button type="button" class="ghost danger" data-action="purge-queue" data-queue="${esc(name)}">Purge</button>
+        <button type="button" class="ghost danger" data-action="delete-queue" data-queue="${esc(name)}">Delete queue</button>
       </div>
     </div>
     <section class="cards" id="cards"></section>
@@ -530,6 +532,23 @@ const actions = {
       const { requeued } = await api("POST", `/api/v1/queues/${enc(queue)}/requeue-dead`, {});
       return `${num(requeued)} dead letter${requeued === 1 ? "" : "s"} requeued`;
     }, () => page.loadJobs?.());
+  },
+  async "purge-queue"(el) {
+    const queue = el.dataset.queue;
+    if (!(await ask(`Delete every job of ${queue} on every node (QPURGE)? The queue keeps its policy. This cannot be undone.`, "Purge"))) return;
+    await act(async () => {
+      const { deleted } = await api("POST", `/api/v1/queues/${enc(queue)}/purge`);
+      return `Queue ${queue} purged: ${num(deleted)} job${deleted === 1 ? "" : "s"} deleted on this node`;
+    }, () => page.loadJobs?.());
+  },
+  async "delete-queue"(el) {
+    const queue = el.dataset.queue;
+    if (!(await ask(`Delete queue ${queue} on every node (QDEL): every job of it, its policy, its topics' subscriptions? This cannot be undone.`, "Delete"))) return;
+    await act(async () => {
+      const { deleted } = await api("DELETE", `/api/v1/queues/${enc(queue)}`);
+      location.hash = "#/queues";
+      return `Queue ${queue} deleted: ${num(deleted)} job${deleted === 1 ? "" : "s"} on this node`;
+    });
   },
   async enqueue(el) {
     await act(async () => {
