@@ -76,12 +76,17 @@ class TopicService:
                 ) -> list[tuple[bytes, bytes | DisqError | A]]:
         """PUBLISH: each subscribed queue whose filter the publish's attributes match,
         and its job's ADDJOB outcome (its ID, its error, or its answer that comes
-        later), in subscription order."""
+        later), in subscription order. -NOTOPIC if no queue subscribes to the topic."""
         jobs = self.server.jobs
         table = self.node.topics
         out: list[tuple[bytes, bytes | DisqError | A]] = []
         attrs = request.attrs
-        for queue in list(table.subscribers(request.topic)):
+        subscribers = table.subscribers(request.topic)
+        if not subscribers:  # a typo in a topic's name must not lose publishes unseen
+            name = request.topic.decode(errors="replace")[:200]
+            raise DisqError("NOTOPIC", f"no queue subscribes to topic '{name}' (that this "
+                                       "node knows of): nothing was added")
+        for queue in list(subscribers):
             subscription = table.subscription(request.topic, queue)
             if subscription is not None and not subscription.matches(attrs):
                 continue  # its filter leaves this publish out

@@ -32,7 +32,11 @@ def test_a_publish_adds_one_job_to_each_subscribed_queue(c: RawClient) -> None:
     assert c.call("TOPIC", "UNSUBSCRIBE", "t-orders", "t-billing") == 1
     assert c.call("TOPIC", "UNSUBSCRIBE", "t-orders", "t-billing") == 0
     assert c.call("TOPIC", "PUBLISH", "t-orders", "order 2")[0::2] == [b"t-shipping"]
-    assert c.call("TOPIC", "PUBLISH", "t-nobody", "x") == []
+    assert_error(c, "NOTOPIC no queue subscribes to topic 't-nobody' (that this node knows "
+                    "of): nothing was added", "TOPIC", "PUBLISH", "t-nobody", "x")
+    assert c.call("TOPIC", "UNSUBSCRIBE", "t-orders", "t-shipping") == 1
+    assert_error(c, "NOTOPIC no queue subscribes to topic 't-orders' (that this node knows "
+                    "of): nothing was added", "TOPIC", "PUBLISH", "t-orders", "x")
 
 
 def test_a_subscription_s_filter_picks_the_publishes_it_gets(c: RawClient) -> None:

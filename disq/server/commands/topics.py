@@ -32,7 +32,8 @@ if TYPE_CHECKING:
                   'group); subscriptions are kept by every node.'),
          reply=('SUBSCRIBE, UNSUBSCRIBE: integer 1 (changed) or 0; LIST: array of [topic, '
                 '[queue, ...], [filter, ...]]; PUBLISH: array of queue, then its job ID or '
-                'error, for each subscribed queue whose filter matches'),
+                'error, for each subscribed queue whose filter matches (-NOTOPIC if no '
+                'queue subscribes to the topic)'),
          options=(spec.TOPIC_PUBLISH,),
          queues=Subcommand({b"subscribe": Both(At(2), At(3)),
                             b"unsubscribe": Both(At(2), At(3)),

@@ -130,12 +130,13 @@ ROUTES: list[Route] = [
     Route("POST", "/api/v1/topics/{topic}/publish", publish, ("TOPIC PUBLISH",),
           tag="topics", summary="Publish: one job in each subscribed queue",
           description="msgid: a retried publish with it adds nothing twice to any queue. "
-                      "The other fields are ADDJOB's options but dedup and unique.",
+                      "The other fields are ADDJOB's options but dedup and unique. 404 "
+                      "NOTOPIC if no queue subscribes to the topic.",
           body=Body(fields={
               "body": {"type": "string", "description": "the jobs' body, as text"},
               "body_base64": {"type": "string", "format": "byte",
                               "description": "the jobs' body, binary (instead of body)"}}),
           responses={"200": answer({"type": "object", "properties": {"jobs": {
               "type": "object", "additionalProperties": _JOB_OR_ERROR}}},
-              "each subscribed queue's job ID or error")}),
+              "each subscribed queue's job ID or error")}, errors=(404,)),
 ]
