@@ -189,10 +189,11 @@ BATCH_HELD: Final = 62  # fields: [request id]
 BATCH_CLOSE: Final = 63  # fields: [request id, batch id]: take no new member of it, and
 #               say which members you held and which ended
 BATCH_MEMBERS: Final = 64  # fields: [request id, batch id, [job id, ...], [[job id, how],
-#                 ...]]: the answer to BATCH_CLOSE or BATCH_ENDS_ASK
-BATCH_ENDED: Final = 65  # fields: [[batch id, job id, how], ...]: members that ended
+#                 ...]]: the answer to BATCH_CLOSE
+BATCH_ENDED: Final = 65  # fields: [[batch id, job id, how], ...]: members that ended (told
+#               to every node, or the answer to BATCH_ENDS_ASK)
 BATCH_ENDS_ASK: Final = 66  # fields: [request id, batch id, job id, ...]: which of these
-#                  members ended?
+#                  members ended? (answered with a BATCH_ENDED of those that did)
 BATCH_FETCH: Final = 67  # fields: [batch id]: send me the batch with its members (a
 #               BATCH_SET)
 # disq extension (QDEL / QPURGE: replication/purges.py). Unknown: ignored.

@@ -14,8 +14,8 @@ extension). The table and its rules are disq/batches.py; this part moves them.
   succeeded is counted. The batch is then CLOSED with its members, on every node.
 - A member that ends on a node (acked, dead, expired; VOID: its ADDJOB failed) is told
   to every node (BATCH_ENDED, one message per peer per loop turn). The node that fires
-  a closed batch asks the others for the ends it has not heard of (BATCH_ENDS_ASK)
-  when none came for a while.
+  a closed batch asks the others for the ends it has not heard of (BATCH_ENDS_ASK,
+  answered with a BATCH_ENDED of those) when none came for a while.
 - Firing, as a CRON tick: the first reachable node in the batch ID's order, only on a
   side that reaches a majority, adds each callback (ONDONE; ONSUCCESS when no member
   went dead) with the DEDUP key `batch:<id>:done` / `:success`, replicated to a
@@ -286,28 +286,14 @@ class Batches:
                 or type(fields[3]) is not list):
             return
         closing = self._closing.get(fields[0])
-        if closing is not None:
-            if closing.bid != fields[1] or sender.id not in closing.waiting:
-                return
-            closing.waiting.discard(sender.id)
-            closing.answered += 1
-            self._take_answer(closing, fields[2], fields[3])
-            if not closing.waiting:
-                self._finish_close(fields[0])
+        if (closing is None or closing.bid != fields[1]
+                or sender.id not in closing.waiting):
             return
-        # the answer to an ask (BATCH_ENDS_ASK): the ends this node missed
-        bid = fields[1]
-        if not _is_bid(bid):
-            return
-        now = now_ms()
-        news = False
-        for item in fields[3]:
-            end = _end(item)
-            if end is not None and self.table.ended(bid, end[0], end[1], now):
-                news = True
-        if news:
-            self._heard[bid] = now
-            self._check(bid)
+        closing.waiting.discard(sender.id)
+        closing.answered += 1
+        self._take_answer(closing, fields[2], fields[3])
+        if not closing.waiting:
+            self._finish_close(fields[0])
 
     def _on_ends_ask(self, sender: ClusterNode, fields: list[Any]) -> None:
         if len(fields) < 2 or type(fields[0]) is not int or not _is_bid(fields[1]):
@@ -316,10 +302,11 @@ class Batches:
         if records is None:
             return
         ended = records.ended
-        ends = [[i, ended[i]] for i in fields[2:2 + MAX_ASK_IDS]
+        bid = fields[1]
+        ends = [[bid, i, ended[i]] for i in fields[2:2 + MAX_ASK_IDS]
                 if type(i) is bytes and i in ended]
-        if ends:
-            self.bus.send(sender.id, m.BATCH_MEMBERS, 0, fields[1], [], ends)
+        if ends:  # answered as the ends are told (`_on_ended` takes them)
+            self.bus.send(sender.id, m.BATCH_ENDED, ends)
 
     def _on_fetch(self, sender: ClusterNode, fields: list[Any]) -> None:
         if len(fields) != 1 or not _is_bid(fields[0]):
