@@ -1,7 +1,7 @@
 """disq: a multi-master in-memory job broker compatible with Disque.
 
-The hot path may be compiled by mypyc (setup.py's NATIVE; README, "The compiled hot
-path"): extension modules beside their .py files, which stay the one source. Python
+The hot path may be compiled by mypyc (setup.py's NATIVE;
+docs/concepts/compiled-hot-path.md): extension modules beside their .py files, which stay the one source. Python
 imports an extension module before a .py file of the same name; here, when the compiled
 modules are not to be used, every module of disq is imported from its .py file instead
 (`_SourceFinder`): with DISQ_PURE_PYTHON set (to anything but "" or "0"), when the

@@ -192,7 +192,7 @@ def test_readme_prerequisites_then_quick_start_then_reference() -> None:
     prerequisites = text.index("Prerequisites:")
     quick_start = text.index("\n## Quick start\n")
     walkthrough = text.index(f"\n{WALKTHROUGH_HEADING}\n")
-    reference = text.index("\n## Running a node\n")
+    reference = text.index("\n## Documentation\n")
     assert prerequisites < quick_start < walkthrough < reference
     line = " ".join(text[prerequisites:quick_start].split())
     for needed in ("Python ≥ 3.11", "Java", "1 GB", "redis-cli"):

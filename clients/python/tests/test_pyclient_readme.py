@@ -1,4 +1,5 @@
-"""The examples of README.md and clients/python/README.md run as written, against a
+"""The examples of the Python client's guide (docs/guides/python-client.md) and of
+clients/python/README.md run as written, against a
 node of the test's own (its address replaces 127.0.0.1:7711, and 127.0.0.1:7712
 becomes a port where nothing listens)."""
 
@@ -16,7 +17,8 @@ from disq_client import Client
 from support import DisqProcess, free_port, wait_for
 
 REPO = Path(__file__).resolve().parents[3]
-READMES = [REPO / "README.md", REPO / "clients" / "python" / "README.md"]
+READMES = [REPO / "docs" / "guides" / "python-client.md",
+           REPO / "clients" / "python" / "README.md"]
 WORKER_BIN = Path(sys.executable).with_name("disq-worker")
 BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.S)
 
