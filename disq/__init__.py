@@ -4,10 +4,11 @@ The hot path may be compiled by mypyc (setup.py's NATIVE;
 docs/concepts/compiled-hot-path.md): extension modules beside their .py files, which
 stay the one source. Python imports an extension module before a .py file of the same
 name; here, when the compiled modules are not to be used, every module of disq is
-imported from its .py file instead (`_SourceFinder`): with DISQ_PURE_PYTHON set (to anything but "" or "0"), when the
-shared library of the build is missing, or when a compiled module's .py file changed
-since the build (a checkout edited or moved on without `make install`). `pure_python`
-says why ("" when compiled); the node logs it at start-up and INFO shows it.
+imported from its .py file instead (`_SourceFinder`): with DISQ_PURE_PYTHON set (to
+anything but "" or "0"), when the shared library of the build is missing, or when a
+compiled module's .py file changed since the build (a checkout edited or moved on
+without `make install`). `pure_python` says why ("" when compiled); the node logs it
+at start-up and INFO shows it.
 """
 
 from __future__ import annotations
