@@ -41,7 +41,7 @@ class User:
     __slots__ = ("name", "enabled", "nopass", "passwords", "patterns", "all_queues",
                  "command_rules", "allowed", "all_commands", "restricted", "version",
                  "deleted", "_regexes", "_verdicts", "calls", "jobs_added",
-                 "jobs_consumed", "jobs_acked")
+                 "jobs_consumed", "jobs_acked", "bytes_in", "bytes_out")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -63,6 +63,15 @@ class User:
         self.jobs_added = 0
         self.jobs_consumed = 0
         self.jobs_acked = 0
+        # what its connections read and wrote (RESP, and HTTP's bodies)
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+    def usage(self) -> tuple[str, int, int, int, int, int, int]:
+        """Its usage on this node: name, commands, jobs added, consumed, acked, bytes
+        in, bytes out (INFO users, the metrics, every node's stats)."""
+        return (self.name, self.calls, self.jobs_added, self.jobs_consumed,
+                self.jobs_acked, self.bytes_in, self.bytes_out)
 
     # -- checks ------------------------------------------------------------------------
     def check_password(self, password: bytes) -> bool:

@@ -68,19 +68,27 @@ class QueueStats:
         return cls(name, length, jobs_in, jobs_out, blocked, pause, dead)
 
 
+# A user's usage on one node (INFO users): name, commands, jobs added, consumed, acked,
+# bytes in, bytes out
+UserUsage = tuple[str, int, int, int, int, int, int]
+MAX_STATS_USERS: Final = 10_000  # of a node's reply (ACL users are few)
+USER_NAME_MAX: Final = 256
+
+
 class NodeStats:
     """One node: the figures INFO shows (used_memory, used_memory_rss, registered_jobs,
     registered_queues, connected_clients, blocked_clients, instantaneous_ops_per_sec,
-    uptime_in_seconds) and its biggest queues, biggest first."""
+    uptime_in_seconds), its biggest queues, biggest first, and its users' usage."""
 
     __slots__ = ("used_memory", "rss", "jobs", "queue_count", "clients", "blocked_clients",
-                 "ops_per_sec", "uptime", "time", "queues")
+                 "ops_per_sec", "uptime", "time", "queues", "users")
     FIELDS: ClassVar[int] = 9  # the numbers before the queues, on the wire
 
     def __init__(self, used_memory: int = 0, rss: int = 0, jobs: int = 0,
                  queue_count: int = 0, clients: int = 0, blocked_clients: int = 0,
                  ops_per_sec: int = 0, uptime: int = 0, time: int = 0,
-                 queues: list[QueueStats] | None = None) -> None:
+                 queues: list[QueueStats] | None = None,
+                 users: list[UserUsage] | None = None) -> None:
         self.used_memory = used_memory
         self.rss = rss
         self.jobs = jobs
@@ -93,6 +101,7 @@ class NodeStats:
         # are over the time between two of its samples (they are cached a while)
         self.time = time
         self.queues = queues if queues is not None else []
+        self.users = users if users is not None else []
 
     @classmethod
     def of_node(cls, node: Node, limit: int = MAX_STATS_QUEUES) -> NodeStats:
@@ -104,21 +113,33 @@ class NodeStats:
     def to_wire(self) -> list[Any]:
         return [self.used_memory, self.rss, self.jobs, self.queue_count, self.clients,
                 self.blocked_clients, self.ops_per_sec, self.uptime, self.time,
-                [queue.to_wire() for queue in self.queues]]
+                [queue.to_wire() for queue in self.queues], [list(u) for u in self.users]]
 
     @classmethod
     def from_wire(cls, data: object) -> NodeStats | None:
         """A peer's stats, or None if its numbers are off; a malformed queue entry is
         left out, and no more than MAX_STATS_QUEUES are taken."""
-        if type(data) is not list or len(data) != cls.FIELDS + 1:
+        if type(data) is not list or len(data) not in (cls.FIELDS + 1, cls.FIELDS + 2):
             return None
         numbers, queues = data[:cls.FIELDS], data[cls.FIELDS]
-        if not _counts(*numbers) or type(queues) is not list:
+        users = data[cls.FIELDS + 1] if len(data) > cls.FIELDS + 1 else []
+        if not _counts(*numbers) or type(queues) is not list or type(users) is not list:
             return None
         listed = [q for q in map(QueueStats.from_wire, queues[:MAX_STATS_QUEUES])
                   if q is not None]
+        usage = [u for u in map(_user_usage, users[:MAX_STATS_USERS]) if u is not None]
         used, rss, jobs, queue_count, clients, blocked, ops, uptime, time = numbers
-        return cls(used, rss, jobs, queue_count, clients, blocked, ops, uptime, time, listed)
+        return cls(used, rss, jobs, queue_count, clients, blocked, ops, uptime, time, listed,
+                   usage)
+
+
+def _user_usage(data: object) -> UserUsage | None:
+    """A peer's [name, counts...] of a user, checked."""
+    if (type(data) is not list or len(data) != 7 or type(data[0]) is not str
+            or not 0 < len(data[0]) <= USER_NAME_MAX or not _counts(*data[1:])):
+        return None
+    name, calls, added, consumed, acked, bytes_in, bytes_out = data
+    return name, calls, added, consumed, acked, bytes_in, bytes_out
 
 
 def _counts(*values: object) -> bool:

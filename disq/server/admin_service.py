@@ -72,7 +72,7 @@ class AdminService:
         server = self.server
         replication = server.replication
         if replication is None:  # (no cluster layer)
-            return Later.now({server.node.id: server.stats.node_stats()})
+            return Later.now({server.node.id: server.node_stats()})
         return Later.of(replication.stats.gather)
 
     # -- users ----------------------------------------------------------------------------

@@ -69,6 +69,7 @@ from .topic_service import TopicService
 
 if TYPE_CHECKING:
     from ..replication.replicator import Replication
+    from ..replication.stats import NodeStats
 
 log = logging.getLogger("disq")
 
@@ -338,7 +339,7 @@ class Server:
         self.replication.topics.on_change = self._subscription_changed
         self.replication.purges.on_change = self._purge_changed
         self.replication.failures.on_policy_change = self._policy_changed
-        self.replication.stats.local = self.stats.node_stats
+        self.replication.stats.local = self.node_stats
         from ..replication.users import UserSync
         user_sync = self.access.user_sync = UserSync(self.acl, self.bus)
         self.housekeeping.cluster_ticks += [self.replication.recurring.cron,
@@ -346,6 +347,13 @@ class Server:
                                             self.replication.topics.cron,
                                             self.replication.purges.cron,
                                             self.replication.failures.cron, user_sync.cron]
+
+    def node_stats(self) -> NodeStats:
+        """This node's stats as its peers and the dashboard get them: the server's
+        (`Stats.node_stats`) and its users' usage."""
+        stats = self.stats.node_stats()
+        stats.users = [user.usage() for user in self.acl.live()]
+        return stats
 
     def _schedule_changed(self, schedule: CronSchedule) -> None:
         """CRON: persisted with the AOF when it is on, and in nodes.conf (what a node

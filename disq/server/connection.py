@@ -131,6 +131,7 @@ class Client(LaterReplies, asyncio.Protocol):
         hot = self.hot
         self.last_interaction = hot.unixtime
         hot.net_input_bytes += len(data)
+        self.user.bytes_in += len(data)
         parser = self.parser
         if parser.unauthenticated:
             self._received_before_auth(parser, data)
@@ -250,6 +251,7 @@ class Client(LaterReplies, asyncio.Protocol):
         if out and self.transport is not None:  # all bytes: no Pending among them
             data = out[0] if len(out) == 1 else b"".join(out)  # type: ignore[arg-type]
             hot.net_output_bytes += len(data)  # type: ignore[arg-type]
+            self.user.bytes_out += len(data)  # type: ignore[arg-type]
             self.transport.write(data)  # type: ignore[arg-type]
         if self.close_after_reply and self.transport is not None:
             self.transport.close()

@@ -240,7 +240,8 @@ def _users(s: Server) -> list[str]:
     """disq's own section (usage accounting), shown only when asked by
     name: per user, the commands it ran and the jobs it added, consumed and acked."""
     return [f"user_{u.name}:commands={u.calls},jobs_added={u.jobs_added},"
-            f"jobs_consumed={u.jobs_consumed},jobs_acked={u.jobs_acked}"
+            f"jobs_consumed={u.jobs_consumed},jobs_acked={u.jobs_acked},"
+            f"bytes_in={u.bytes_in},bytes_out={u.bytes_out}"
             for u in s.acl.live()]
 
 

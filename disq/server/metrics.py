@@ -53,8 +53,7 @@ def snapshot(server: Server) -> dict[str, Any]:
                        "auth_throttled": server.acl.denied_auth_throttled},
         "auth_pauses": server.auth_throttle.pauses,
         "auth_failing_sources": server.auth_throttle.failing_sources(time.monotonic()),
-        "users": [(u.name, u.calls, u.jobs_added, u.jobs_consumed, u.jobs_acked)
-                  for u in server.acl.live()],
+        "users": [u.usage() for u in server.acl.live()],
         "rejected_commands": {"per_ip": server.clients.rejected_commands_per_ip,
                               "rate": server.clients.rejected_commands_rate},
         "peer_clocks": [(node.id, estimate) for node, estimate in
@@ -168,13 +167,16 @@ class _SnapshotCollector(Collector):
         yield rtt
 
 
-def _user_metrics(users: list[tuple[str, int, int, int, int]]) -> Iterator[Any]:
-    """Usage accounting per user."""
+def _user_metrics(users: list[tuple[str, int, int, int, int, int, int]]) -> Iterator[Any]:
+    """Usage accounting per user, on this node (`sum by (user)` over the nodes gives
+    the cluster's; GET /api/v1/usage sums them too)."""
     families = [CounterMetricFamily(f"disq_user_{name}", text, labels=["user"]) for name, text in (
         ("commands", "Commands the user ran"),
         ("jobs_added", "Jobs the user added (ADDJOB)"),
         ("jobs_consumed", "Jobs the user took (GETJOB)"),
-        ("jobs_acked", "Jobs the user acknowledged (ACKJOB, FASTACK)"))]
+        ("jobs_acked", "Jobs the user acknowledged (ACKJOB, FASTACK)"),
+        ("bytes_in", "Bytes the user's connections sent (RESP; HTTP request bodies)"),
+        ("bytes_out", "Bytes the user's connections received (RESP; HTTP response bodies)"))]
     for name, *counts in users:
         for family, count in zip(families, counts, strict=True):
             family.add_metric([name], count)

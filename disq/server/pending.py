@@ -165,6 +165,7 @@ class LaterReplies:
             self._flush_replies()
         elif self.transport is not None and not self.closing:
             self.hot.net_output_bytes += len(data)
+            self.user.bytes_out += len(data)
             self.transport.write(data)
 
     def pending(self, on_cancel: Callable[[Any], None] | None = None, cancel_arg: Any = None,
@@ -196,6 +197,7 @@ class LaterReplies:
         if ready and self.transport is not None and not self.closing:
             data = b"".join(ready)
             self.hot.net_output_bytes += len(data)
+            self.user.bytes_out += len(data)
             self.transport.write(data)
         if not replies and self.close_after_reply and self.transport is not None:
             self.transport.close()

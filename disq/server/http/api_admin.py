@@ -110,6 +110,25 @@ def _cluster_queues(found: dict[str, NodeStats]) -> list[dict[str, Any]]:
             for name, (length, jobs_in, jobs_out, blocked, pause, dead, nodes) in ordered]
 
 
+USAGE_FIELDS = ("commands", "jobs_added", "jobs_consumed", "jobs_acked", "bytes_in",
+                "bytes_out")
+
+
+async def usage(request: web.Request) -> web.Response:
+    """GET /usage: each user's usage summed over every node that answered (INFO users
+    is one node's), and the nodes it sums."""
+    server = request.app[SERVER_KEY]
+    need(request, "info")
+    found = await server.admin_service.node_stats().wait()
+    users: dict[str, dict[str, int]] = {}
+    for stats in found.values():
+        for name, *counts in stats.users:
+            summed = users.setdefault(name, dict.fromkeys(USAGE_FIELDS, 0))
+            for field, count in zip(USAGE_FIELDS, counts, strict=True):
+                summed[field] += count
+    return ok({"users": dict(sorted(users.items())), "reporting": sorted(found)})
+
+
 async def cluster_stats(request: web.Request) -> web.Response:
     """GET /cluster/stats[?node_queues=false][&queue=q]: the stats of every node that
     answered (asked over the bus, replication/stats.py), each known node with its
@@ -221,6 +240,17 @@ ROUTES: list[Route] = [
           tag="cluster", summary="This node and the nodes it knows",
           description="`myself` (HELLO), `nodes` (CLUSTER NODES) and `info` (INFO's "
                       "fields): what the user may not run is left null or empty."),
+    Route("GET", "/api/v1/usage", usage, ("INFO",), tag="cluster",
+          summary="Each user's usage, summed over every node",
+          description="Commands, jobs added, consumed (GETJOB) and acked, bytes in and out "
+                      "(RESP traffic and HTTP bodies) per ACL user, summed over the nodes "
+                      "that answered within a second (`reporting`: their IDs). Counters "
+                      "since each node started.",
+          responses={"200": answer({"type": "object", "properties": {
+              "users": {"type": "object", "additionalProperties": {
+                  "type": "object", "properties": {
+                      field: {"type": "integer"} for field in USAGE_FIELDS}}},
+              "reporting": {"type": "array", "items": {"type": "string"}}}})}),
     Route("GET", "/api/v1/cluster/stats", cluster_stats, ("CLUSTER NODES",), tag="cluster",
           summary="Every node's stats, asked over the bus",
           description="Each known node (CLUSTER NODES) with its state (ok, fail? (PFAIL), "

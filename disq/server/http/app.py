@@ -66,7 +66,14 @@ async def _problems(request: web.Request, handler: api.Handler) -> web.StreamRes
                     request.headers.get("Authorization", ""), request.remote or "")
         if refusal is not None:
             return refusal.response()
-        return await handler(request)
+        response = await handler(request)
+        user = request.get(USER_KEY)
+        if user is not None:  # usage accounting (INFO users, GET /usage): the bodies
+            user.bytes_in += request.content_length or 0
+            body = getattr(response, "body", None)
+            if type(body) is bytes:
+                user.bytes_out += len(body)
+        return response
     except AuthRefused as refused:
         headers = {"WWW-Authenticate": CHALLENGE} if refused.status == 401 else None
         return Problem(refused.status, refused.message, refused.code).response(headers)
