@@ -20,10 +20,21 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
+from ..clock import now_ms
+
 if TYPE_CHECKING:
+    from ..queue import Queue
     from .app import Server
 
 MAX_QUEUES_EXPORTED = 10_000
+
+
+def _head_age(queue: Queue, now: int) -> float | None:
+    """Seconds since the job GETJOB takes next was created (in a queue without
+    priorities or groups, the oldest queued: jobs are in creation order), None if the
+    queue is empty."""
+    job = queue.jobs.first()
+    return None if job is None else max(0, now - job.ctime // 1_000_000) / 1000
 
 
 def snapshot(server: Server) -> dict[str, Any]:
@@ -31,12 +42,19 @@ def snapshot(server: Server) -> dict[str, Any]:
     node = server.node
     stats = node.stats
     queues = sorted(node.queues.values(), key=lambda q: -len(q.jobs))[:MAX_QUEUES_EXPORTED]
+    now = now_ms()
+    ends = node.ends
+    phases = [0, 0, 0]
+    for batch in node.batches.batches.values():
+        phases[batch.phase] += 1
     return {
         "jobs": stats.counters(),
         "registered_jobs": len(node.jobs),
         "registered_queues": len(node.queues),
-        "queues": [(q.name.decode("utf-8", "replace"), len(q.jobs), len(q.waiters))
-                   for q in queues],
+        "queues": [(q.name.decode("utf-8", "replace"), len(q.jobs), len(q.waiters),
+                    _head_age(q, now)) for q in queues],
+        "results": (len(ends), ends.bytes, ends.expired, ends.evicted),
+        "batches": phases,
         "clients": len(server.clients.connected),
         "blocked_clients": node.blocked_clients,
         "commands": [(spec.name, spec.calls, spec.usec) for spec in server.commands.values()
@@ -90,11 +108,33 @@ class _SnapshotCollector(Collector):
         length = GaugeMetricFamily("disq_queue_length", "Jobs queued (QLEN)", labels=["queue"])
         blocked = GaugeMetricFamily("disq_queue_blocked_clients",
                                     "Consumers blocked on the queue", labels=["queue"])
-        for name, qlen, waiting in snap["queues"]:
+        age = GaugeMetricFamily(
+            "disq_queue_oldest_job_age_seconds",
+            "Age of the job GETJOB takes next, since its ADDJOB (the oldest queued, "
+            "unless priorities or groups order the queue); empty queues have none",
+            labels=["queue"])
+        for name, qlen, waiting, head_age in snap["queues"]:
             length.add_metric([name], qlen)
             blocked.add_metric([name], waiting)
+            if head_age is not None:
+                age.add_metric([name], head_age)
         yield length
         yield blocked
+        yield age
+        kept, kept_bytes, expired, evicted = snap["results"]
+        yield GaugeMetricFamily("disq_results_kept", "Results kept (ACKJOB ... RESULT)",
+                                value=kept)
+        yield GaugeMetricFamily("disq_results_bytes", "Memory the results kept take",
+                                value=kept_bytes)
+        yield CounterMetricFamily("disq_results_expired", "Results gone by their RESULT-TTL",
+                                  value=expired)
+        yield CounterMetricFamily("disq_results_evicted", "Results dropped for memory",
+                                  value=evicted)
+        phases = GaugeMetricFamily("disq_batches", "Batches this node holds, by phase",
+                                   labels=["phase"])
+        for phase, count in zip(("open", "closed", "done"), snap["batches"], strict=True):
+            phases.add_metric([phase], count)
+        yield phases
         dead = CounterMetricFamily("disq_dead_lettered_jobs",
                                    "Jobs that became dead letters here, by the queue they "
                                    "came from", labels=["queue"])
@@ -193,6 +233,11 @@ class _Scrapes:
     def __init__(self) -> None:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="disq-metrics")
         self.running: asyncio.Future[bytes] | None = None
+
+
+def snapshot_collector(snap: dict[str, Any]) -> Collector:
+    """The metric families of a snapshot (the reference page lists an empty one's)."""
+    return _SnapshotCollector(snap)
 
 
 def _text_of(snap: dict[str, Any]) -> bytes:

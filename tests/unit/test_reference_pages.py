@@ -10,7 +10,7 @@ import pytest
 from disq.server.referencedocs import PAGES
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference"
-FILES = {"directives": "directives.md", "http": "http-api.md"}
+FILES = {"directives": "directives.md", "http": "http-api.md", "metrics": "metrics.md"}
 
 
 @pytest.mark.parametrize("page", sorted(PAGES))
