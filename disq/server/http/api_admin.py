@@ -1,4 +1,4 @@
-"""The HTTP API's routes on the node itself (/api/v1/cluster, /cron, /users): the
+"""The HTTP API's routes on the node itself (/api/v1/cluster, /usage, /users): the
 admin service (admin_service.py: HELLO, CLUSTER NODES, INFO, every node's stats, the
 users) and the schedule service (cron_service.py: CRON LIST) -> JSON, each operation
 gated as its command would be over RESP (calls.py)."""
@@ -12,8 +12,7 @@ from aiohttp import web
 from ...acl import AclError, split_rules
 from ...node import now_ms
 from ...queue import PAUSE_NAMES
-from ..cron_service import schedule_fields
-from .calls import attempt, confirmed, fields_json, gate, run
+from .calls import attempt, confirmed, run
 from .jsonio import SERVER_KEY, json_object, need, ok, query_bool
 from .problems import Problem, bad_request
 from .routes import Body, Route, answer, count_answer, query_param, ref
@@ -155,15 +154,6 @@ async def cluster_stats(request: web.Request) -> web.Response:
                 "queues": _cluster_queues(found)})
 
 
-async def cron_list(request: web.Request) -> web.Response:
-    """GET /cron: the schedules of the queues the user may see (CRON LIST)."""
-    user = gate(request, "cron")
-    now = now_ms()
-    return ok({"schedules": [
-        fields_json(schedule_fields(schedule, tick_replicate, now)) for schedule, tick_replicate
-        in request.app[SERVER_KEY].schedules_service.listed(user)]})
-
-
 # -- users: ACL LIST / SETUSER / DELUSER ------------------------------------------------------
 def _user_json(user: User) -> dict[str, Any]:
     """A user as {"name", "enabled", "rules"} (the rules that rebuild it, as ACL LIST
@@ -264,10 +254,6 @@ ROUTES: list[Route] = [
                  query_param("queue", {"type": "string"},
                              "each node's list of queues has only this one")),
           responses={"200": answer(ref("ClusterStats"))}),
-    Route("GET", "/api/v1/cron", cron_list, ("CRON LIST",), tag="cluster",
-          summary="The recurring jobs of the queues the user may see",
-          responses={"200": answer({"type": "object", "properties": {
-              "schedules": {"type": "array", "items": {"type": "object"}}}})}),
     Route("GET", "/api/v1/users", list_users, ("ACL LIST",), tag="users",
           summary="Every user and its rules",
           responses={"200": answer({"type": "object", "properties": {

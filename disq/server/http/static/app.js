@@ -10,6 +10,7 @@
 //   #/finished       the results the node keeps, the last first (ends.js)
 //   #/batches        the batches the node knows, their progress and callbacks (batches.js)
 //   #/topics         the topics, their subscribed queues, subscribe and publish (topics.js)
+//   #/cron           the recurring jobs: next and last tick, define, delete (cron.js)
 // With requirepass (or users: ACL), a 401 brings the login form; the user and password
 // stay in sessionStorage and go as basic auth (`Authorization: Bearer <password>` for
 // the default user).
@@ -20,6 +21,7 @@ import {
 } from "./format.js";
 import { batchesPage } from "./batches.js";
 import { topicsPage } from "./topics.js";
+import { cronPage } from "./cron.js";
 import { failureHtml, finishedPage } from "./ends.js";
 import { jobPage } from "./jobpage.js";
 
@@ -487,6 +489,7 @@ function route() {
   else if (first === "finished") page = finishedPage(root, { api, toast });
   else if (first === "batches") page = batchesPage(root, { api, toast });
   else if (first === "topics") page = topicsPage(root, { api, toast });
+  else if (first === "cron") page = cronPage(root, { api, toast });
   else page = clusterPage(root);
   document.title = `disq · ${first === "queue" || first === "job" ? arg : section}`;
   if (live.stats) page.update?.();
@@ -562,6 +565,14 @@ const actions = {
     await act(async () => {
       await api("POST", `/api/v1/jobs/${enc(id)}/fastack`, {});
       return "Job deleted";
+    }, () => page.loadJobs?.());
+  },
+  async "delete-cron"(el) {
+    const { name } = el.dataset;
+    if (!(await ask(`Delete the schedule ${name} on every node? Its ticks stop; the jobs it added stay.`, "Delete"))) return;
+    await act(async () => {
+      await api("DELETE", `/api/v1/cron/${enc(name)}`);
+      return `Schedule ${name} deleted`;
     }, () => page.loadJobs?.());
   },
   async unsubscribe(el) {

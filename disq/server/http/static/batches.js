@@ -6,7 +6,7 @@
 // through esc() only, into links through enc().
 
 import { $, duration, enc, esc, num } from "./format.js";
-import { failureReporter, progressHtml } from "./ends.js";
+import { progressHtml, reloader } from "./ends.js";
 
 const STATE_NOTES = {
   open: "open: members may still be added",
@@ -65,27 +65,14 @@ export function batchesPage(root, { api, toast }) {
       <table class="grid" id="batches"><thead>${BATCH_HEADER}</thead><tbody></tbody></table>
     </section>`;
   $("#batch-state", root).addEventListener("change", () => load());
-  const report = failureReporter(toast);
-  let loading = false;
-
-  async function load() {
-    if (loading) return;
-    loading = true;
+  const load = reloader(toast, "list the batches", async () => {
     const state = $("#batch-state", root).value;
-    try {
-      const data = await api("GET", `/api/v1/batches${state ? `?state=${enc(state)}` : ""}`);
-      render(data, state);
-      report.succeeded();
-    } catch (err) {
-      if (err.status === 401) return;
-      const text = `Could not list the batches: ${err.message}`;
-      report.failed(text);
-      $("#batches-note", root).textContent = text;
-      $("#batches tbody", root).innerHTML = "";
-    } finally {
-      loading = false;
-    }
-  }
+    const data = await api("GET", `/api/v1/batches${state ? `?state=${enc(state)}` : ""}`);
+    render(data, state);
+  }, (text) => {
+    $("#batches-note", root).textContent = text;
+    $("#batches tbody", root).innerHTML = "";
+  });
 
   function render(data, state) {
     $("#batches-note", root).textContent = "The batches this node knows (every node holds every batch) whose "

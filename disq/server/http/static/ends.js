@@ -19,11 +19,35 @@ const STATE_NOTES = {
 
 // A page redrawn at each poll says a failure once, not at every poll: again once it
 // changed, or failed anew after a success.
-export function failureReporter(toast) {
+function failureReporter(toast) {
   let last = "";
   return {
     failed(text) { if (text !== last) toast(text, "error"); last = text; },
     succeeded() { last = ""; },
+  };
+}
+
+// A page's load(): `work()` reads and renders; one at a time (a poll that comes while
+// one runs is dropped); a failure is told once (failureReporter), `"Could not
+// ${what}: ..."`, and given to `onFailure(text)` to clear what the page showed; a 401
+// is the login form's business.
+export function reloader(toast, what, work, onFailure = () => {}) {
+  const report = failureReporter(toast);
+  let loading = false;
+  return async function load() {
+    if (loading) return;
+    loading = true;
+    try {
+      await work();
+      report.succeeded();
+    } catch (err) {
+      if (err.status === 401) return;
+      const text = `Could not ${what}: ${err.message}`;
+      report.failed(text);
+      onFailure(text);
+    } finally {
+      loading = false;
+    }
   };
 }
 
@@ -123,28 +147,15 @@ export function finishedPage(root, { api, toast }) {
         <th class="num">Size</th><th class="num">Kept for</th></tr></thead><tbody></tbody></table>
     </section>`;
   for (const id of ["#results-queue", "#results-limit"]) $(id, root).addEventListener("change", () => load());
-  const report = failureReporter(toast);
-  let loading = false;
-
-  async function load() {
-    if (loading) return;
-    loading = true;
+  const load = reloader(toast, "list the finished jobs", async () => {
     const queue = $("#results-queue", root).value.trim();
     const limit = $("#results-limit", root).value;
-    try {
-      const data = await api("GET", `/api/v1/results?limit=${enc(limit)}${queue ? `&queue=${enc(queue)}` : ""}`);
-      render(data, queue);
-      report.succeeded();
-    } catch (err) {
-      if (err.status === 401) return;
-      const text = `Could not list the finished jobs: ${err.message}`;
-      report.failed(text);
-      $("#results-note", root).textContent = text; // (not the last answer's rows, as if they were these)
-      $("#results tbody", root).innerHTML = "";
-    } finally {
-      loading = false;
-    }
-  }
+    const data = await api("GET", `/api/v1/results?limit=${enc(limit)}${queue ? `&queue=${enc(queue)}` : ""}`);
+    render(data, queue);
+  }, (text) => {
+    $("#results-note", root).textContent = text; // (not the last answer's rows, as if they were these)
+    $("#results tbody", root).innerHTML = "";
+  });
 
   function render(data, queue) {
     const now = Date.now();

@@ -6,7 +6,7 @@
 // open). The buttons' actions are app.js's.
 
 import { BATCH_HEADER, batchRow } from "./batches.js";
-import { endHtml, errorsHtml, failureReporter, linkDownloads, progressHtml } from "./ends.js";
+import { endHtml, errorsHtml, linkDownloads, progressHtml, reloader } from "./ends.js";
 import { $, enc, esc } from "./format.js";
 
 const MAX_ERRORS = 5; // errors a job keeps (NACK ... ERROR)
@@ -38,34 +38,23 @@ export function jobPage(root, id, { api, toast }) {
     section.hidden = !html;
     fill($(".content", section), html);
   }
-  const report = failureReporter(toast);
-  let loading = false;
-  async function load() {
-    if (loading) return;
-    loading = true;
-    try {
-      // SHOW: the job this node holds (404: none); its end wherever it is held (WAITJOB
-      // without a wait: the nodes are asked), unless the user may not read ends.
-      const [job, end] = await Promise.all([
-        api("GET", `/api/v1/jobs/${enc(id)}`).catch((err) => { if (err.status === 404) return null; throw err; }),
-        api("GET", `/api/v1/jobs/${enc(id)}/result`).catch((err) => { if (err.status === 403) return null; throw err; }),
-      ]);
-      const batch = job?.batch == null ? null : await api("GET", `/api/v1/batches/${enc(job.batch)}`)
-        .catch((err) => { if (err.status === 403 || err.status === 404) return { id: job.batch, refused: err.message }; throw err; });
-      part("#job-batch", batch ? batchHtml(batch) : "");
-      const progress = end?.state === "active" ? end : job; // (the result route gives binary data as base64)
-      part("#job-progress", progress ? progressHtml(progress.progress, progress.progress_data, progress.progress_data_base64) : "");
-      part("#job-end", end ? endHtml(end) : "");
-      part("#job-errors", errorsHtml(job?.errors));
-      fill($("#job", root), job ? jobHtml(job)
-        : '<p class="muted">This node does not hold this job (acknowledged, deleted, or held only by other nodes).</p>');
-      report.succeeded();
-    } catch (err) {
-      if (err.status !== 401) report.failed(`Could not read the job: ${err.message}`);
-    } finally {
-      loading = false;
-    }
-  }
+  const load = reloader(toast, "read the job", async () => {
+    // SHOW: the job this node holds (404: none); its end wherever it is held (WAITJOB
+    // without a wait: the nodes are asked), unless the user may not read ends.
+    const [job, end] = await Promise.all([
+      api("GET", `/api/v1/jobs/${enc(id)}`).catch((err) => { if (err.status === 404) return null; throw err; }),
+      api("GET", `/api/v1/jobs/${enc(id)}/result`).catch((err) => { if (err.status === 403) return null; throw err; }),
+    ]);
+    const batch = job?.batch == null ? null : await api("GET", `/api/v1/batches/${enc(job.batch)}`)
+      .catch((err) => { if (err.status === 403 || err.status === 404) return { id: job.batch, refused: err.message }; throw err; });
+    part("#job-batch", batch ? batchHtml(batch) : "");
+    const progress = end?.state === "active" ? end : job; // (the result route gives binary data as base64)
+    part("#job-progress", progress ? progressHtml(progress.progress, progress.progress_data, progress.progress_data_base64) : "");
+    part("#job-end", end ? endHtml(end) : "");
+    part("#job-errors", errorsHtml(job?.errors));
+    fill($("#job", root), job ? jobHtml(job)
+      : '<p class="muted">This node does not hold this job (acknowledged, deleted, or held only by other nodes).</p>');
+  });
   load();
   return { update: load, loadJobs: load };
 }

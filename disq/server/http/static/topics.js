@@ -6,7 +6,7 @@
 // esc() only, into links through enc().
 
 import { $, enc, esc, num } from "./format.js";
-import { failureReporter } from "./ends.js";
+import { reloader } from "./ends.js";
 
 function topicRow(topic, queues, filters) {
   const cells = queues.map((queue) => `<span class="subscription">
@@ -48,25 +48,12 @@ export function topicsPage(root, { api, toast }) {
       </form>
       <ul id="published" class="plain"></ul>
     </section>`;
-  const report = failureReporter(toast);
-  let loading = false;
-
-  async function load() {
-    if (loading) return;
-    loading = true;
-    try {
-      const { topics, filters = {} } = await api("GET", "/api/v1/topics");
-      const names = Object.keys(topics).sort();
-      $("#topics tbody", root).innerHTML = names.map((name) => topicRow(name, topics[name], filters[name] ?? {})).join("")
-        || '<tr><td colspan="3" class="muted empty">No topic has a subscribed queue you may see.</td></tr>';
-      report.succeeded();
-    } catch (err) {
-      if (err.status === 401) return;
-      report.failed(`Could not list the topics: ${err.message}`);
-    } finally {
-      loading = false;
-    }
-  }
+  const load = reloader(toast, "list the topics", async () => {
+    const { topics, filters = {} } = await api("GET", "/api/v1/topics");
+    const names = Object.keys(topics).sort();
+    $("#topics tbody", root).innerHTML = names.map((name) => topicRow(name, topics[name], filters[name] ?? {})).join("")
+      || '<tr><td colspan="3" class="muted empty">No topic has a subscribed queue you may see.</td></tr>';
+  });
 
   $("#subscribe-form", root).addEventListener("submit", async (event) => {
     event.preventDefault();
