@@ -282,6 +282,20 @@ class QueueService:
         return Later.of(lambda done: replication.failures.requeue_dead(
             queue, request.count, done))
 
+    def requeue_dead_jobs(self, user: User, ids: list[bytes]) -> int:
+        """DEADLETTER REQUEUE-JOB: the dead letters among these jobs that this node holds
+        back to the queues they came from, their counters reset, their holders told;
+        how many (a job not held here, or no dead letter, counts for nothing)."""
+        node = self.node
+        now = now_ms()
+        count = 0
+        for job_id in self.server.jobs.allowed(user, ids):
+            job = node.lookup(job_id)
+            if job is not None and job.ext is not None and job.ext.dead_from is not None:
+                node.revive(job, now)
+                count += 1
+        return count
+
     def is_dead_letter_queue(self, queue: bytes) -> bool:
         node = self.node
         return queue.startswith(DEAD_PREFIX) or node.holds_dead_letters(queue) or any(

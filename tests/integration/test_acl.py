@@ -71,7 +71,8 @@ def test_disjoint_queue_patterns_over_resp(two_teams: tuple[DisqProcess, Any]) -
                  ("PAUSE", "a:orders", "all"), ("QPOLICY", "a:orders", "GET"),
                  ("JOBSET", job, "PRIORITY", 1),
                  ("QPOLICY", "b:mail", "SET", "DEADLETTER", "a:dead"),
-                 ("CRON", "ADD", "c1", "a:orders", "* * * * *", "x")):
+                 ("CRON", "ADD", "c1", "a:orders", "* * * * *", "x"),
+                 ("DEADLETTER", "REQUEUE-JOB", mine, job)):
         assert error(bob, *args) == NOPERM_KEY, args
     # the whole multi-ID command was refused: bob's own job is still there
     assert bob.execute_command("QLEN", "b:mail") == 1

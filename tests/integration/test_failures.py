@@ -112,7 +112,9 @@ def test_bad_policies_are_refused_and_nothing_changes(c: RawClient, args: tuple,
      "prefix, no dead letters in it)"),
     (("DEADLETTER", "REQUEUE", "dead:q", "COUNT", 0),
      "ERR COUNT must be a number greater than zero"),
-    (("DEADLETTER", "BURY", "dead:q"), "ERR unknown DEADLETTER subcommand, try REQUEUE"),
+    (("DEADLETTER", "BURY", "dead:q"), "ERR unknown DEADLETTER subcommand, try REQUEUE or "
+                                       "REQUEUE-JOB"),
+    (("DEADLETTER", "REQUEUE-JOB", "not-an-id"), "BADID Invalid Job ID format."),
 ])
 def test_bad_commands_get_clear_errors(c: RawClient, args: tuple, error: str) -> None:
     assert_error(c, error, *args)
@@ -189,6 +191,20 @@ def test_deadletter_requeue_puts_them_back_with_counters_reset(c: RawClient) -> 
     c.call("NACK", deliver(c, "rq")[1])
     assert c.call("QLEN", "dead:rq") == 1
     assert c.call("DEADLETTER", "REQUEUE", "dead:rq") == 1
+
+
+def test_deadletter_requeue_job_puts_the_named_ones_back(c: RawClient) -> None:
+    jobs = [c.add("rj", f"j{i}", "MAXDELIVERIES", 1) for i in range(3)]
+    for _ in jobs:
+        c.call("NACK", deliver(c, "rj")[1])
+    plain = c.add("rj-other", "x")
+    assert c.call("QLEN", "dead:rj") == 3
+    assert c.call("DEADLETTER", "REQUEUE-JOB", jobs[0], jobs[2], plain,
+                  "D-00000000-AAAAAAAAAAAAAAAAAAAAAAAA-05a1") == 2  # (no dead letter, unknown)
+    assert c.call("QLEN", "rj") == 2 and c.call("QLEN", "dead:rj") == 1
+    fields = show(c, jobs[0])
+    assert (fields["queue"], fields["nacks"], fields["dead-from"]) == (b"rj", 0, NULL_BULK)
+    assert show(c, plain)["queue"] == b"rj-other"
 
 
 # -- back-off --------------------------------------------------------------------------------

@@ -527,6 +527,10 @@ class AsyncClient(ClientBase):
         """As Client.requeue_dead."""
         return await self._run(cmds.requeue_dead(dlq, count))
 
+    async def requeue_dead_jobs(self, ids: Iterable[str]) -> int:
+        """As Client.requeue_dead_jobs."""
+        return await self._run(cmds.requeue_dead_jobs(ids))
+
     async def _scan(self, make: Callable[[int], Cmd[tuple[int, list[object]]]]
                     ) -> AsyncIterator[list[object]]:
         scan = self.core.scan()

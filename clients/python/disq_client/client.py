@@ -704,6 +704,11 @@ class Client(ClientBase):
         cluster; returns how many."""
         return self._run(cmds.requeue_dead(dlq, count))
 
+    def requeue_dead_jobs(self, ids: Iterable[str]) -> int:
+        """DEADLETTER REQUEUE-JOB: these dead letters (those the node asked holds) back
+        on the queues they came from, their counters reset; returns how many."""
+        return self._run(cmds.requeue_dead_jobs(ids))
+
     def _scan(self, make: Callable[[int], Cmd[tuple[int, list[object]]]]
               ) -> Iterator[list[object]]:
         """Follow a cursor to its end (see core.ScanCursor)."""

@@ -648,6 +648,11 @@ def requeue_dead(dlq: str, count: int | None) -> Cmd[int]:
                 *_options(DEADLETTER_REQUEUE, {"count": count})), _int)
 
 
+def requeue_dead_jobs(ids: Iterable[str]) -> Cmd[int]:
+    """DEADLETTER REQUEUE-JOB id...: how many of these dead letters went back."""
+    return Cmd(("DEADLETTER", "REQUEUE-JOB", *ids), _int)
+
+
 def _scan_page(reply: object) -> tuple[int, list[object]]:
     assert isinstance(reply, list) and len(reply) == 2, reply
     cursor, items = reply

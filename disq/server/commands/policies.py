@@ -16,7 +16,7 @@ from ...queue_requests import DeadletterRequeue, QPolicySet
 from .. import reply
 from ..later import reply_held, reply_later
 from ..queue_service import policy_fields
-from ..table import CONSUME, At, Both, OptionValue, Subcommand, command
+from ..table import CONSUME, At, Both, From, OptionValue, Subcommand, command
 
 if TYPE_CHECKING:
     from ..connection import Client
@@ -71,15 +71,23 @@ def _get(client: Client, queue: bytes) -> bytes:
 
 @command("deadletter", -3, "wm",
          acl=CONSUME,
-         syntax='DEADLETTER REQUEUE queue [COUNT n]',
-         summary='The dead letters of a queue, on any node, back to the queues they came from.',
+         syntax='DEADLETTER REQUEUE queue [COUNT n] | DEADLETTER REQUEUE-JOB id [id ...]',
+         summary=('Dead letters back to the queues they came from: a queue\'s, on any node, or '
+                  'the jobs named that this node holds.'),
          reply='integer: the jobs requeued',
-         options=(spec.DEADLETTER_REQUEUE,), queues=Subcommand({b"requeue": At(2)}), extension=True)
+         options=(spec.DEADLETTER_REQUEUE,), queues=Subcommand({b"requeue": At(2)}),
+         jobs=Subcommand({b"requeue-job": From(2)}), extension=True)
 def deadletter(client: Client, args: list[bytes]) -> bytes | Pending:
     """DEADLETTER REQUEUE queue [COUNT n]: the dead letters of `queue` (queued on any
-    node) back to the queues they came from, their counters reset; how many."""
-    if args[1].lower() != b"requeue":
-        raise errors.err("unknown DEADLETTER subcommand, try REQUEUE")
+    node) back to the queues they came from, their counters reset; how many.
+    DEADLETTER REQUEUE-JOB id [id ...]: those of these jobs this node holds that are
+    dead letters, the same way (their other holders told)."""
+    sub = args[1].lower()
+    if sub == b"requeue-job":
+        return reply.integer(client.server.queues_service.requeue_dead_jobs(
+            client.user, args[2:]))
+    if sub != b"requeue":
+        raise errors.err("unknown DEADLETTER subcommand, try REQUEUE or REQUEUE-JOB")
     request = DeadletterRequeue.parse(args)
     return reply_later(client, client.server.queues_service.requeue_dead(request),
                        reply.integer)

@@ -178,6 +178,23 @@ async def requeue_dead(request: web.Request) -> web.Response:
     return ok({"requeued": await done.wait()})
 
 
+MAX_IDS = 10_000  # job IDs in one request
+
+
+async def requeue_dead_jobs(request: web.Request) -> web.Response:
+    """POST /dead-letters/requeue {"ids": [...]}: DEADLETTER REQUEUE-JOB."""
+    data = await json_object(request)
+    ids = data.get("ids")
+    if (type(ids) is not list or not 0 < len(ids) <= MAX_IDS
+            or not all(type(i) is str for i in ids)):
+        raise bad_request(f"'ids' must be a list of 1 to {MAX_IDS} job IDs")
+    service = request.app[SERVER_KEY].queues_service
+    user = user_of(request)
+    count = run(request, "deadletter", None,
+                lambda: service.requeue_dead_jobs(user, [i.encode() for i in ids]))
+    return ok({"requeued": count})
+
+
 async def delete_queue(request: web.Request) -> web.Response:
     """DELETE /queues/{queue}: QDEL."""
     return await _purged(request, "qdel", whole=True)
@@ -241,6 +258,16 @@ ROUTES: list[Route] = [
                   "keeps its policy",
           description="As DELETE /api/v1/queues/{queue}, the queue itself kept.",
           responses={"200": count_answer("deleted", "QPURGE")}),
+    Route("POST", "/api/v1/dead-letters/requeue", requeue_dead_jobs,
+          ("DEADLETTER REQUEUE-JOB",), tag="queues",
+          summary="These dead letters back to the queues they came from",
+          description="Those of the jobs this node holds that are dead letters, their "
+                      "counters reset, their other holders told; a job not held here or "
+                      "not a dead letter counts for nothing.",
+          body=Body({"type": "object", "required": ["ids"], "properties": {
+              "ids": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                      "maxItems": MAX_IDS}}, "additionalProperties": False}),
+          responses={"200": count_answer("requeued", "DEADLETTER REQUEUE-JOB")}),
     Route("POST", "/api/v1/queues/{queue}/requeue-dead", requeue_dead,
           ("DEADLETTER REQUEUE",), tag="queues", body=Body(closed=False, required=False),
           responses={"200": count_answer("requeued", "DEADLETTER REQUEUE")}),

@@ -337,7 +337,8 @@ function queuesPage(root) {
 
 function queuePage(root, name) {
   const path = `/api/v1/queues/${enc(name)}`;
-  const view = { tab: "peek", peekPage: 0, cursors: [0], nextCursor: 0, state: "", jobs: [], total: null };
+  const view = { tab: "peek", peekPage: 0, cursors: [0], nextCursor: 0, state: "", jobs: [], total: null,
+    selected: new Set() }; // the jobs picked for a bulk action (kept across redraws)
   root.innerHTML = `
     <div class="page-head">
       <h1><a href="#/queues" class="up">Queues</a> / <span id="qname"></span> <span id="qbadges"></span></h1>
@@ -377,7 +378,13 @@ function queuePage(root, name) {
         </div>
       </div>
       <p class="muted" id="jobs-note"></p>
-      <table class="grid" id="jobs"><thead><tr><th>Job</th><th>State</th><th>Body</th><th class="num">Nacks</th>
+      <div class="bulk" id="bulk" hidden><span id="bulk-count"></span>
+        <button type="button" class="small" data-action="requeue-selected">Requeue the dead letters</button>
+        <button type="button" class="small ghost danger" data-action="delete-selected">Delete</button>
+        <button type="button" class="small ghost" data-action="clear-selection">Clear</button></div>
+      <table class="grid" id="jobs"><thead><tr>
+        <th><input type="checkbox" data-action="pick-all" aria-label="Select the jobs of this page"></th>
+        <th>Job</th><th>State</th><th>Body</th><th class="num">Nacks</th>
         <th class="num">Extra deliveries</th><th>Failure <span class="muted">(newest error first)</span></th>
         <th class="actions">Actions</th></tr></thead><tbody></tbody></table>
       <div class="pager"><button type="button" class="small ghost" data-action="page" data-step="-1">← Previous</button>
@@ -412,6 +419,12 @@ function queuePage(root, name) {
     }
   }
 
+  function showSelection() {
+    const n = view.selected.size;
+    $("#bulk", root).hidden = n === 0;
+    $("#bulk-count", root).textContent = `${num(n)} job${n === 1 ? "" : "s"} selected`;
+  }
+
   function renderJobs() {
     for (const tab of root.querySelectorAll("[data-tab]")) tab.classList.toggle("active", tab.dataset.tab === view.tab);
     $("#state-filter", root).hidden = view.tab !== "scan";
@@ -427,15 +440,20 @@ function queuePage(root, name) {
     root.querySelector('[data-step="-1"]').disabled = view.tab === "peek" ? view.peekPage === 0 : view.cursors.length === 1;
     root.querySelector('[data-step="1"]').disabled = !view.more;
     $("#jobs tbody", root).innerHTML = view.jobs.map((job) => `<tr data-job="${esc(job.id)}">
+        <td><input type="checkbox" data-action="pick" data-job="${esc(job.id)}" ${view.selected.has(job.id) ? "checked" : ""}
+          aria-label="Select ${esc(job.id)}"></td>
         <td><a href="#/job/${enc(job.id)}"><code>${esc(job.id)}</code></a></td>
         <td>${esc(job.state || "queued")}</td><td class="body">${bodyPreview(job)}</td>
         <td class="num">${num(job.nacks)}</td><td class="num">${num(job.additional_deliveries)}</td>
         <td class="failure">${failureHtml(job)}</td>
         <td class="actions">
-          <button type="button" class="small ghost" data-action="enqueue" data-job="${esc(job.id)}">Requeue</button>
+          ${job.dead_from != null
+            ? `<button type="button" class="small ghost" data-action="requeue-dead-job" data-job="${esc(job.id)}"
+                title="back to ${esc(job.dead_from)}, its counters reset">Requeue to ${esc(job.dead_from)}</button>`
+            : `<button type="button" class="small ghost" data-action="enqueue" data-job="${esc(job.id)}">Requeue</button>`}
           <button type="button" class="small ghost danger" data-action="delete-job" data-job="${esc(job.id)}">Delete</button>
         </td></tr>`).join("")
-      || `<tr><td colspan="7" class="muted empty">${view.tab === "peek" ? "No job queued here." : "No job on this page."}</td></tr>`;
+      || `<tr><td colspan="8" class="muted empty">${view.tab === "peek" ? "No job queued here." : "No job on this page."}</td></tr>`;
   }
 
   loadJobs();
@@ -465,6 +483,10 @@ function queuePage(root, name) {
       if (view.tab === "peek") await loadJobs(); // the next jobs change as they go
     },
     loadJobs,
+    selection() { return [...view.selected]; },
+    pick(id, on) { if (on) view.selected.add(id); else view.selected.delete(id); showSelection(); },
+    pickPage(on) { for (const job of view.jobs) this.pick(job.id, on); renderJobs(); },
+    clearSelection() { view.selected.clear(); showSelection(); renderJobs(); },
     setTab(tab) { view.tab = tab; view.peekPage = 0; view.cursors = [0]; loadJobs(); },
     step(delta) {
       if (view.tab === "peek") view.peekPage = Math.max(0, view.peekPage + delta);
@@ -553,6 +575,31 @@ const actions = {
       return `Queue ${queue} deleted: ${num(deleted)} job${deleted === 1 ? "" : "s"} on this node`;
     });
   },
+  async "requeue-dead-job"(el) {
+    await act(async () => {
+      const { requeued } = await api("POST", "/api/v1/dead-letters/requeue", { ids: [el.dataset.job] });
+      return requeued ? "Dead letter requeued to the queue it came from" : "Not a dead letter held by this node";
+    }, () => page.loadJobs?.());
+  },
+  async "requeue-selected"() {
+    const ids = page.selection?.() ?? [];
+    if (!(await ask(`Put the dead letters among the ${num(ids.length)} selected jobs back in the queues they came from?`, "Requeue"))) return;
+    await act(async () => {
+      const { requeued } = await api("POST", "/api/v1/dead-letters/requeue", { ids });
+      page.clearSelection();
+      return `${num(requeued)} dead letter${requeued === 1 ? "" : "s"} requeued`;
+    }, () => page.loadJobs?.());
+  },
+  async "delete-selected"() {
+    const ids = page.selection?.() ?? [];
+    if (!(await ask(`Delete the ${num(ids.length)} selected jobs on every node that holds them (FASTACK)?`, "Delete"))) return;
+    await act(async () => {
+      for (const id of ids) await api("POST", `/api/v1/jobs/${enc(id)}/fastack`, {});
+      page.clearSelection();
+      return `${num(ids.length)} job${ids.length === 1 ? "" : "s"} deleted`;
+    }, () => page.loadJobs?.());
+  },
+  "clear-selection"() { page.clearSelection?.(); },
   async enqueue(el) {
     await act(async () => {
       const { queued } = await api("POST", `/api/v1/jobs/${enc(el.dataset.job)}/enqueue`, {});
@@ -630,7 +677,9 @@ document.addEventListener("click", (event) => {
 
 document.addEventListener("change", (event) => {
   const el = event.target;
-  if (el.dataset?.action === "pause-select") {
+  if (el.dataset?.action === "pick") page.pick?.(el.dataset.job, el.checked);
+  else if (el.dataset?.action === "pick-all") page.pickPage?.(el.checked);
+  else if (el.dataset?.action === "pause-select") {
     const name = $("#qname")?.textContent;
     actions.pause({ dataset: { queue: name, pause: el.value } });
   }

@@ -15,7 +15,7 @@ export function jobPage(root, id, { api, toast }) {
   root.innerHTML = `
     <div class="page-head"><h1><span class="up">Job</span> <code id="job-id"></code></h1>
       <div class="tools">
-        <button type="button" data-action="enqueue" data-job="${esc(id)}">Requeue</button>
+        <button type="button" id="requeue" data-action="enqueue" data-job="${esc(id)}">Requeue</button>
         <button type="button" class="danger" data-action="delete-job" data-job="${esc(id)}">Delete</button>
         <button type="button" class="ghost" data-action="delete-here" data-job="${esc(id)}">Delete this node's copy</button>
       </div></div>
@@ -52,6 +52,9 @@ export function jobPage(root, id, { api, toast }) {
     part("#job-progress", progress ? progressHtml(progress.progress, progress.progress_data, progress.progress_data_base64) : "");
     part("#job-end", end ? endHtml(end) : "");
     part("#job-errors", errorsHtml(job?.errors));
+    const requeue = $("#requeue", root); // a dead letter goes back to the queue it came from
+    requeue.dataset.action = job?.dead_from != null ? "requeue-dead-job" : "enqueue";
+    requeue.textContent = job?.dead_from != null ? `Requeue to ${job.dead_from}` : "Requeue";
     fill($("#job", root), job ? jobHtml(job)
       : '<p class="muted">This node does not hold this job (acknowledged, deleted, or held only by other nodes).</p>');
   });
