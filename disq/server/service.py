@@ -25,6 +25,7 @@ in the command's statistics as the dispatch does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from .. import errors
@@ -240,9 +241,11 @@ class JobService:
         self.node.consumers.want_jobs(request.queues)
         return queues
 
-    def scan(self, user: User, request: JScan) -> tuple[int, list[Job]]:
+    def scan(self, user: User, request: JScan, also: Callable[[Job], bool] | None = None
+             ) -> tuple[int, list[Job]]:
         """JSCAN: the next cursor (0: done) and the jobs of the request's queue and
-        states this step found, the ones the user may see (not a dummy ack)."""
+        states this step found, the ones the user may see (not a dummy ack); `also`:
+        what else a job must match (the HTTP API's search)."""
         queue_name = request.queue
         states = {STATE_BY_NAME[name] for name in request.states}
         everything = user.all_queues  # (ACL: else only the user's queues)
@@ -253,6 +256,7 @@ class JobService:
                 and (everything or (job.queue is not None and user.may_use(job.queue)))
                 and (queue_name is None or job.queue == queue_name)
                 and (not states or job.state in states)
+                and (also is None or also(job))
             )
 
         return scan(self.node.jobs, request, keep)

@@ -141,3 +141,28 @@ def test_the_python_client_adds_attrs_and_filters(node: DisqProcess) -> None:
         assert [job.body for job in client.get_jobs(
             "q", count=10, timeout_ms=60_000, where=[("tenant", "EXISTS")])] == [b"b", b"c"]
         assert client.get_jobs("q", where=[("tenant", "EXISTS")]) == []
+
+
+def test_the_http_job_list_searches_attributes_and_bodies(
+        start_node: Callable[..., DisqProcess]) -> None:
+    from support import free_port
+
+    port = free_port()
+    n = start_node("--http-port", str(port))
+    http = Http(port)
+    with RawClient(n.port) as raw:
+        eu = raw.call("ADDJOB", "s-q", "hello eu", 0, "ATTR", "region", "eu")
+        raw.call("ADDJOB", "s-q", "hello us", 0, "ATTR", "region", "us")
+        raw.call("ADDJOB", "s-other", "bye", 0)
+    status, found = http.get("/api/v1/jobs?where=region%20%3D%20eu")
+    assert status == 200 and [j["id"] for j in found["jobs"]] == [eu.decode()], found
+    status, found = http.get("/api/v1/jobs?text=hello&queue=s-q")
+    assert sorted(j["body"] for j in found["jobs"]) == ["hello eu", "hello us"]
+    status, found = http.get("/api/v1/jobs?text=hello&where=region%20exists&where=region"
+                             "%20!%3D%20eu")
+    assert [j["body"] for j in found["jobs"]] == ["hello us"]
+    status, problem = http.get("/api/v1/jobs?where=region%20~%20eu")
+    assert status == 400 and "WHERE needs" in problem["detail"], problem
+    status, problem = http.get("/api/v1/jobs?where=a%20%3D%20b%20c")
+    assert status == 400 and "one condition each" in problem["detail"], problem
+    assert http.get("/api/v1/jobs?text=" + "x" * 1025)[0] == 400

@@ -31,6 +31,7 @@ from ...node import now_ms
 from ...outcomes import Added, Changed, HeldAnswer, HeldAnswers
 from ...queue_requests import JScan
 from ...requests import AddJob, GetJob, JobSet, Nack
+from ...where import MAX_CONDITIONS, job_matches, parse_condition
 from ..limits import TokenBucket
 from ..service import JobService, job_fields
 from . import api_results
@@ -197,6 +198,36 @@ def _taken_job(job: Job) -> dict[str, Any]:
     return taken
 
 
+MAX_TEXT = 1024  # a body search's text, in bytes
+
+
+def _search(request: web.Request) -> Callable[[Job], bool] | None:
+    """The search of GET /jobs: `where` (each "key op value", GETJOB's WHERE, all to
+    match) and `text` (in the body, as bytes, case sensitive); None: no search."""
+    conditions = []
+    for where in request.query.getall("where", [])[:MAX_CONDITIONS + 1]:
+        words = [w.encode() for w in where.split()]
+        try:
+            condition, end = parse_condition(words, 0)
+        except DisqError as exc:
+            raise problem(exc) from None
+        if end != len(words):
+            raise bad_request(f"'where' takes one condition each (key op value): {where!r}")
+        conditions.append(condition)
+    if len(conditions) > MAX_CONDITIONS:
+        raise bad_request(f"at most {MAX_CONDITIONS} 'where' conditions")
+    text = request.query.get("text", "").encode()
+    if len(text) > MAX_TEXT:
+        raise bad_request(f"'text' is at most {MAX_TEXT} bytes")
+    if not conditions and not text:
+        return None
+
+    def matches(job: Job) -> bool:
+        return ((not text or text in (job.body or b""))
+                and (not conditions or job_matches(job, conditions)))
+    return matches
+
+
 async def list_jobs(request: web.Request) -> web.Response:
     """GET /jobs?queue=&state=&cursor=&count=: a page of the jobs this node holds
     (JSCAN ... REPLY ALL: SHOW's fields), and the cursor of the next page (0: done).
@@ -214,13 +245,14 @@ async def list_jobs(request: web.Request) -> web.Response:
         filters += [b"STATE", state.encode()]
     server = request.app[SERVER_KEY]
     user = user_of(request)
+    also = _search(request)
 
     def pages() -> tuple[int, list[dict[str, Any]]]:
         jobs: list[dict[str, Any]] = []
         scan = JScan.parse([b"JSCAN", b"%d" % cursor, b"COUNT", b"%d" % count, *filters])
         for _ in range(SCAN_CALLS):
             scan.count = count - len(jobs)
-            scan.cursor, page = server.jobs.scan(user, scan)
+            scan.cursor, page = server.jobs.scan(user, scan, also)
             jobs += [_job_json(job, server.node.id) for job in page]
             if scan.cursor == 0 or len(jobs) >= count:
                 break
@@ -378,6 +410,12 @@ ROUTES: list[Route] = [
                  {**query_param("state", {"type": "array", "items": {
                      "type": "string", "enum": ["wait-repl", "active", "queued", "acked"]}},
                      "any of these states"), "style": "form", "explode": True},
+                 {**query_param("where", {"type": "array", "items": {"type": "string"}},
+                                "a job's attribute, `key op value` (GETJOB's WHERE: =, !=, "
+                                "PREFIX, <, >, EXISTS), each to match"),
+                  "style": "form", "explode": True},
+                 query_param("text", {"type": "string", "maxLength": MAX_TEXT},
+                             "text the body contains (case sensitive)"),
                  query_param("cursor", {"type": "integer", "minimum": 0, "default": 0}),
                  query_param("count", {"type": "integer", "minimum": 1,
                                  "maximum": MAX_SCAN_COUNT, "default": 50})),

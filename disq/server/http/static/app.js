@@ -11,6 +11,7 @@
 //   #/batches        the batches the node knows, their progress and callbacks (batches.js)
 //   #/topics         the topics, their subscribed queues, subscribe and publish (topics.js)
 //   #/cron           the recurring jobs: next and last tick, define, delete (cron.js)
+//   #/search/<q>     the jobs this node holds whose attributes or body match (search.js)
 // With requirepass (or users: ACL), a 401 brings the login form; the user and password
 // stay in sessionStorage and go as basic auth (`Authorization: Bearer <password>` for
 // the default user).
@@ -22,6 +23,7 @@ import {
 import { batchesPage } from "./batches.js";
 import { topicsPage } from "./topics.js";
 import { cronPage } from "./cron.js";
+import { JOB_ID, searchPage } from "./search.js";
 import { failureHtml, finishedPage } from "./ends.js";
 import { jobPage } from "./jobpage.js";
 
@@ -512,6 +514,7 @@ function route() {
   else if (first === "batches") page = batchesPage(root, { api, toast });
   else if (first === "topics") page = topicsPage(root, { api, toast });
   else if (first === "cron") page = cronPage(root, { api, toast });
+  else if (first === "search") page = searchPage(root, arg, { api, toast });
   else page = clusterPage(root);
   document.title = `disq · ${first === "queue" || first === "job" ? arg : section}`;
   if (live.stats) page.update?.();
@@ -683,6 +686,13 @@ document.addEventListener("change", (event) => {
     const name = $("#qname")?.textContent;
     actions.pause({ dataset: { queue: name, pause: el.value } });
   }
+});
+
+$("#search-box").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const query = event.target.elements.q.value.trim();
+  if (!query) return;
+  location.hash = JOB_ID.test(query) ? `#/job/${enc(query)}` : `#/search/${enc(query)}`;
 });
 
 $("#add-form").addEventListener("submit", async (event) => {
