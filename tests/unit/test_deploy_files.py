@@ -7,15 +7,18 @@ ports, paths, peer names, and the probe script, run here against a real node."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from support import free_port
 
 from disq import tls
 from disq.config import Config
@@ -209,3 +212,48 @@ def test_kubernetes_probes_against_a_real_node(
     secrets.write_text("requirepass wrong\n")
     with pytest.raises(RuntimeError, match="invalid password"):
         module.main("ping")
+
+
+# -- monitoring (docs/operations/monitoring.md) -----------------------------------------
+MONITORING = ROOT / "docs" / "operations" / "monitoring.md"
+
+
+def alert_rules() -> str:
+    """The Prometheus rules file the page shows (its only YAML block with `groups:`)."""
+    blocks = MONITORING.read_text().split("```yaml\n")[1:]
+    rules = [block.split("\n```")[0] for block in blocks if block.startswith("groups:")]
+    assert len(rules) == 1
+    return rules[0] + "\n"
+
+
+def test_the_alert_rules_pass_promtool(tmp_path: Path) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed")
+    rules = tmp_path / "disq-rules.yml"
+    rules.write_text(alert_rules())
+    done = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_series_the_page_names_is_served(start_node: Callable[..., Any]) -> None:
+    """Each `disq_...` name on the monitoring page (tables, PromQL, rules) is a metric
+    family or a sample of a real node's /metrics, even with no sample yet."""
+    port = free_port()
+    node = start_node("--metrics-port", str(port))
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    served = set()
+    for line in text.splitlines():
+        words = line.split()
+        if line.startswith("# TYPE ") or line.startswith("# HELP "):
+            served.add(words[2])
+        elif words:
+            served.add(words[0].split("{")[0])
+    # a counter family without samples shows its name without _total in HELP/TYPE
+    served |= {f"{name}_total" for name in served}
+    named = set(re.findall(r"\bdisq_[a-z0-9_]+", MONITORING.read_text()))
+    named -= {"disq_compiled"}  # an INFO field, not a metric
+    assert named and named <= served, sorted(named - served)
+    assert node.alive()
