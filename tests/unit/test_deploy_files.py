@@ -1,8 +1,9 @@
 """The deploy files (deploy/systemd, deploy/kubernetes) are what the docs
 (docs/operations/) tell operators to copy: systemd accepts the unit, the server's own
 config parser accepts both configs (every directive known, every value valid), a node
-starts with the systemd config, and the Kubernetes manifest agrees with its config:
-ports, paths, peer names, and the probe script, run here against a real node."""
+starts with the systemd config, the Kubernetes manifest agrees with its config:
+ports, paths, peer names, and the probe script, run here against a real node; and the
+monitoring page's alert rules pass promtool and name only series a node serves."""
 
 from __future__ import annotations
 
