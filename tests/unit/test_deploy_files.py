@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from support import free_port
+from support import DisqProcess, cluster_nodes, free_port, myid, wait_for
 
 from disq import tls
 from disq.config import Config
@@ -258,3 +258,37 @@ def test_every_series_the_page_names_is_served(start_node: Callable[..., Any]) -
     named -= {"disq_compiled"}  # an INFO field, not a metric
     assert named and named <= served, sorted(named - served)
     assert node.alive()
+
+
+def test_the_peers_script_meets_pods_and_follows_a_new_address(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`disq-k8s.py peers`, one round at a time, on nodes that share a port on three
+    loopback addresses as pods do on theirs: it meets the peers its names resolve to,
+    and when a node comes back at another address with its nodes.conf (a recreated
+    pod), it forgets and meets it again there (a node keeps a peer's first address)."""
+    port = free_port()
+    monkeypatch.setenv("DISQ_PORT", str(port))
+    monkeypatch.setenv("DISQ_SECRETS", str(tmp_path / "none"))  # no password
+    module = probe_script()
+    nodes = [DisqProcess(tmp_path / f"pod{i}", port=port, host=f"127.0.0.{i + 1}")
+             for i in range(3)]
+    moved = DisqProcess(tmp_path / "pod2", port=port, host="127.0.0.4")
+    try:
+        for node in nodes:
+            node.start()
+        local, other, third = nodes  # the script talks to the node on 127.0.0.1
+        monkeypatch.setenv("DISQ_PEERS", "127.0.0.2 127.0.0.3 127.0.0.1")
+        module.meet_peers()
+        wait_for(lambda: {n.addr for n in cluster_nodes(other).values()
+                          if n.link == "connected"}
+                 >= {f"127.0.0.1:{port}", f"127.0.0.3:{port}"}, timeout=15)
+        third_id = myid(third)
+        third.stop()
+        moved.start()
+        monkeypatch.setenv("DISQ_PEERS", "127.0.0.2 127.0.0.4")
+        module.meet_peers()
+        wait_for(lambda: cluster_nodes(local)[third_id].addr == f"127.0.0.4:{port}"
+                 and cluster_nodes(local)[third_id].link == "connected", timeout=15)
+    finally:
+        for node in [*nodes, moved]:
+            node.stop()
