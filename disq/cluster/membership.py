@@ -261,7 +261,13 @@ class Membership:
             self._changed()
             self._connect(sender, now, actions)
         if mtype in (m.PING, m.MEET):
-            if not self.myself.ip and origin.local_ip:
+            # A MEET names this node at the address it came to (as Redis Cluster): a
+            # node restarted elsewhere with its nodes.conf learns its new address.
+            if origin.local_ip and (not self.myself.ip or mtype == m.MEET):
+                if self.myself.ip and self.myself.ip != origin.local_ip:
+                    log.info("This node's address is now %s (was %s).", origin.local_ip,
+                             self.myself.ip)
+                    self._changed()
                 self.myself.ip = origin.local_ip
             # One PONG a turn on a link answers all its PINGs (a frame of 3-byte
             # PINGs would queue ~1 KB of PONG each).
@@ -325,8 +331,9 @@ class Membership:
             return
         existing = nodes.get(real_id)
         if existing is not None and existing is not node:  # known already by its name
-            if not existing.ip:
-                existing.ip, existing.port = node.ip, node.port
+            if (existing.ip, existing.port) != (node.ip, node.port):
+                # it answered at the address met: it lives there now
+                self._moved(existing, node.ip, node.port, actions)
             self._forget(node, actions)
             return
         del nodes[node.id]
@@ -334,6 +341,17 @@ class Membership:
         node.flags &= ~(NodeFlag.HANDSHAKE | NodeFlag.MEET)
         nodes[real_id] = node
         log.info("Handshake with node %s completed (%s:%d).", real_id, node.ip, node.port)
+        self._changed()
+
+    def _moved(self, node: ClusterNode, ip: str, port: int, actions: list[Action]) -> None:
+        """A known node is at another address now: its link to the old one is closed,
+        the next tick dials the new one (as Redis Cluster's nodeUpdateAddressIfNeeded)."""
+        log.info("Node %s is now at %s:%d (was %s:%d).", node.id, ip, port, node.ip or "-",
+                 node.port)
+        node.ip, node.port = ip, port
+        node.flags &= ~NodeFlag.NOADDR
+        if node.linked:
+            actions.append(Close(node))
         self._changed()
 
     def _address_taken_over(self, node: ClusterNode, actions: list[Action]) -> None:

@@ -539,3 +539,27 @@ def test_clock_skew_is_logged_once_per_crossing(net: Net, caplog: pytest.LogCapt
     limit[0] = 100
     net.advance(2000)
     assert len(clock_lines("over")) == 2 and "-900 ms" in clock_lines("over")[1]
+
+
+def test_a_node_met_at_a_new_address_is_dialled_there(net: Net) -> None:
+    """A node restarted elsewhere with its nodes.conf (a pod given a new IP): its peers
+    keep its ID at the old address, failing (its PINGs carry its port, not its IP),
+    until a CLUSTER MEET of the new one; its handshake names the known ID, which takes
+    the new address."""
+    a, b, c = mesh(net, 3)
+    moved_id = b.myself.id
+    net.kill(b)
+    net.advance(4 * TIMEOUT)
+    assert flags_of(a, b) & NodeFlag.FAIL
+    del net.by_addr[(IP, 7712)]
+    net.by_addr[("127.0.0.2", 7712)] = b
+    b.myself.ip = "127.0.0.2"
+    net.down.discard(id(b))
+    net.advance(2 * TIMEOUT)
+    assert flags_of(a, b) & NodeFlag.FAIL  # still dialled at the old address
+    net.meet(a, b)  # the operator (or a Kubernetes sidecar) meets the new address
+    node = a.nodes[moved_id]
+    assert (node.ip, node.port) == ("127.0.0.2", 7712)
+    assert known(a) == {a.myself.id, moved_id, c.myself.id}  # no second entry for it
+    net.advance(2 * TIMEOUT)
+    assert not flags_of(a, b) & (NodeFlag.FAIL | NodeFlag.PFAIL)
