@@ -90,6 +90,10 @@ class Client(LaterReplies, asyncio.Protocol):
         self.blocked_queues: list[Queue] = []
         self.block_timer: asyncio.TimerHandle | None = None
         self.block_with_counters = False
+        # what the dashboard's Workers page shows: jobs this connection took (GETJOB)
+        # and settled itself (ACKJOB, FASTACK, NACK); the rest are in its hands
+        self.jobs_taken = 0
+        self.jobs_settled = 0
         # client limits (limits.py): `limited` is the one test a request pays when
         # none applies: over maxclients-per-ip, or a client-rate-limit bucket.
         self.limited = False

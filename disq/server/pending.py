@@ -148,6 +148,7 @@ class LaterReplies:
     _flush_scheduled: bool
     reads: ReadPause  # when the connection reads its client
     blocked: bool
+    jobs_taken: int
     _parked: Pending | None
     blocked_queues: list[Queue]
     block_timer: asyncio.TimerHandle | None
@@ -221,6 +222,7 @@ class LaterReplies:
         entry = (reply.job_entry_with_counters(job) if self.block_with_counters
                  else reply.job_entry(job))
         self.user.jobs_consumed += 1
+        self.jobs_taken += 1
         self.unblock(b"*1\r\n" + entry)
 
     def give_up(self, error: DisqError | None) -> None:

@@ -79,6 +79,7 @@ def getjob(client: Client, args: list[bytes]) -> bytes | Pending:
     request = GetJob.parse(args)
     service = client.server.jobs
     jobs = service.get(client.user, request)
+    client.jobs_taken += len(jobs)
     if jobs:
         encode = reply.job_entry_with_counters if request.with_counters else reply.job_entry
         if len(jobs) == 1:
@@ -102,8 +103,9 @@ def getjob(client: Client, args: list[bytes]) -> bytes | Pending:
 def ackjob(client: Client, args: list[bytes]) -> bytes:
     if Ack.has_result(args):
         request = Ack.parse(args)
-        return reply.integer(client.server.jobs.ack(client.user, request.ids, request.result))
-    return reply.integer(client.server.jobs.ack(client.user, args[1:], None))
+        return reply.integer(_settled(client, client.server.jobs.ack(
+            client.user, request.ids, request.result)))
+    return reply.integer(_settled(client, client.server.jobs.ack(client.user, args[1:], None)))
 
 
 @command("waitjob", -2, "r",
@@ -132,7 +134,7 @@ def waitjob(client: Client, args: list[bytes]) -> bytes | Pending:
          reply='integer: the jobs known and not already acknowledged',
          jobs=From(1))
 def fastack(client: Client, args: list[bytes]) -> bytes:
-    return reply.integer(client.server.jobs.fast_ack(client.user, args[1:]))
+    return reply.integer(_settled(client, client.server.jobs.fast_ack(client.user, args[1:])))
 
 
 @command("nack", -1, "mwF",
@@ -148,8 +150,14 @@ def nack(client: Client, args: list[bytes]) -> bytes:
     policy, if any. A job at its MAXDELIVERIES becomes a dead letter instead
     (disq/failures.py). ERROR (a disq extension): kept with each job requeued."""
     request = Nack.parse(args)
-    return reply.integer(client.server.jobs.nack(client.user, request.ids, request.delay_ms,
-                                                 request.error))
+    return reply.integer(_settled(client, client.server.jobs.nack(
+        client.user, request.ids, request.delay_ms, request.error)))
+
+
+def _settled(client: Client, count: int) -> int:
+    """`count` jobs this client acked or put back: no longer in its hands."""
+    client.jobs_settled += count
+    return count
 
 
 @command("enqueue", -1, "mwF",

@@ -5,6 +5,7 @@ gated as its command would be over RESP (calls.py)."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -107,6 +108,30 @@ def _cluster_queues(found: dict[str, NodeStats]) -> list[dict[str, Any]]:
              "pause": "mixed" if pause == MIXED else _PAUSE_TEXT[pause],
              "dead_letter_queue": dead, "nodes": nodes}
             for name, (length, jobs_in, jobs_out, blocked, pause, dead, nodes) in ordered]
+
+
+MAX_CLIENTS_LISTED = 1000
+
+
+async def list_clients(request: web.Request) -> web.Response:
+    """GET /clients: the RESP connections of this node (CLIENT LIST's), with what each
+    took and settled: the consumers, and the jobs in their hands."""
+    server = request.app[SERVER_KEY]
+    need(request, "client")
+    now = time.time()
+    clients = []
+    for client in list(server.clients.connected.values())[:MAX_CLIENTS_LISTED]:
+        clients.append({
+            "id": client.id, "addr": client.addr, "name": client.name.decode(errors="replace"),
+            "user": client.user.name, "age_s": int(now - client.ctime),
+            "idle_s": int(now - client.last_interaction),
+            "last_command": client.last_command.decode(errors="replace").lower(),
+            "blocked_on": [q.name.decode(errors="replace") for q in client.blocked_queues]
+            if client.blocked else [],
+            "jobs_taken": client.jobs_taken, "jobs_settled": client.jobs_settled,
+            "jobs_in_hand": max(0, client.jobs_taken - client.jobs_settled)})
+    return ok({"clients": clients, "complete": len(server.clients.connected)
+               <= MAX_CLIENTS_LISTED})
 
 
 USAGE_FIELDS = ("commands", "jobs_added", "jobs_consumed", "jobs_acked", "bytes_in",
@@ -230,6 +255,17 @@ ROUTES: list[Route] = [
           tag="cluster", summary="This node and the nodes it knows",
           description="`myself` (HELLO), `nodes` (CLUSTER NODES) and `info` (INFO's "
                       "fields): what the user may not run is left null or empty."),
+    Route("GET", "/api/v1/clients", list_clients, ("CLIENT LIST",), tag="cluster",
+          summary="This node's RESP connections: who consumes what",
+          description=f"Up to {MAX_CLIENTS_LISTED} connections (complete: false when there "
+                      "are more): address, name (CLIENT SETNAME), user, age and idle time "
+                      "in seconds, the queues a blocked GETJOB waits on, the jobs the "
+                      "connection took (GETJOB) and settled itself (ACKJOB, FASTACK, NACK), "
+                      "and the difference, the jobs in its hands (a job settled by another "
+                      "connection stays counted here).",
+          responses={"200": answer({"type": "object", "properties": {
+              "clients": {"type": "array", "items": {"type": "object"}},
+              "complete": {"type": "boolean"}}})}),
     Route("GET", "/api/v1/usage", usage, ("INFO",), tag="cluster",
           summary="Each user's usage, summed over every node",
           description="Commands, jobs added, consumed (GETJOB) and acked, bytes in and out "

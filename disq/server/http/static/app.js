@@ -11,6 +11,7 @@
 //   #/batches        the batches the node knows, their progress and callbacks (batches.js)
 //   #/topics         the topics, their subscribed queues, subscribe and publish (topics.js)
 //   #/cron           the recurring jobs: next and last tick, define, delete (cron.js)
+//   #/workers        the connections: consumers, what they wait on and hold (workers.js)
 //   #/search/<q>     the jobs this node holds whose attributes or body match (search.js)
 // With requirepass (or users: ACL), a 401 brings the login form; the user and password
 // stay in sessionStorage and go as basic auth (`Authorization: Bearer <password>` for
@@ -23,6 +24,7 @@ import {
 import { batchesPage } from "./batches.js";
 import { topicsPage } from "./topics.js";
 import { cronPage } from "./cron.js";
+import { workersPage } from "./workers.js";
 import { JOB_ID, searchPage } from "./search.js";
 import { failureHtml, finishedPage } from "./ends.js";
 import { jobPage } from "./jobpage.js";
@@ -514,6 +516,7 @@ function route() {
   else if (first === "batches") page = batchesPage(root, { api, toast });
   else if (first === "topics") page = topicsPage(root, { api, toast });
   else if (first === "cron") page = cronPage(root, { api, toast });
+  else if (first === "workers") page = workersPage(root, { api, toast });
   else if (first === "search") page = searchPage(root, arg, { api, toast });
   else page = clusterPage(root);
   document.title = `disq · ${first === "queue" || first === "job" ? arg : section}`;
