@@ -65,6 +65,7 @@ NATIVE = [
     "disq/server/request_parser.py",
     "disq/server/read_pause.py",
     "disq/server/pending.py",
+    "disq/server/histograms.py",  # ADDJOB's and GETJOB's latencies, observed per request
     "disq/server/connection.py",
     "disq/server/commands/jobs.py",
     "disq/server/service.py",  # the job service ADDJOB's handler calls

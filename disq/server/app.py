@@ -48,6 +48,7 @@ from .commands import load_commands
 from .connection import Client
 from .cron_service import ScheduleService
 from .flows import Flows
+from .histograms import Latencies
 from .hotstate import HotState
 from .housekeeping import Housekeeping
 from .info import rss_bytes
@@ -91,6 +92,9 @@ class Server:
         self.argv = list(argv or [])
         schedules.on_spec_converted = _log_spec_converted
         self.commands = load_commands()
+        self.latencies = Latencies()  # ADDJOB, GETJOB, delivery lag: /metrics
+        self.commands[b"addjob"].histogram = self.latencies.addjob
+        self.commands[b"getjob"].histogram = self.latencies.getjob
         for name, new_name in config.renamed_commands:
             rename_command(name, new_name)
         self.loop: asyncio.AbstractEventLoop | None = None

@@ -300,6 +300,12 @@ class Client(LaterReplies, asyncio.Protocol):
         spec.calls += 1
         user.calls += 1
         spec.usec += usec
+        histogram = spec.histogram
+        if histogram is not None:  # ADDJOB, GETJOB: until answered, replies that wait too
+            if type(rep) is Pending:
+                rep.timed(histogram, start)
+            else:
+                histogram.observe(usec)
         if usec >= hot.slow_usec:  # for SLOWLOG or LATENCY
             server.stats.slow_command(usec, args)
         return rep

@@ -17,16 +17,34 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    SummaryMetricFamily,
+)
 from prometheus_client.registry import Collector
 
 from ..clock import now_ms
+from .histograms import BOUNDS_US
 
 if TYPE_CHECKING:
     from ..queue import Queue
     from .app import Server
 
 MAX_QUEUES_EXPORTED = 10_000
+# The latency histograms (histograms.py): their metric names and what they measure
+LATENCY_HELP = {
+    "addjob": ("disq_addjob_duration_seconds",
+               "ADDJOB from its request to its answer, its synchronous replication "
+               "included"),
+    "getjob": ("disq_getjob_duration_seconds",
+               "GETJOB from its request to its answer, a blocked consumer's wait included "
+               "(until a job or its timeout)"),
+    "delivery_lag": ("disq_job_delivery_lag_seconds",
+                     "A job's first delivery after it was due (its ADDJOB, or its AT / "
+                     "DELAY-MS time; a job added on another node: across the clocks)"),
+}
 
 
 def _head_age(queue: Queue, now: int) -> float | None:
@@ -54,6 +72,8 @@ def snapshot(server: Server) -> dict[str, Any]:
         "queues": [(q.name.decode("utf-8", "replace"), len(q.jobs), len(q.waiters),
                     _head_age(q, now)) for q in queues],
         "results": (len(ends), ends.bytes, ends.expired, ends.evicted),
+        "latencies": {name: getattr(server.latencies, name).snapshot()
+                      for name in LATENCY_HELP},
         "batches": phases,
         "clients": len(server.clients.connected),
         "blocked_clients": node.blocked_clients,
@@ -121,6 +141,13 @@ class _SnapshotCollector(Collector):
         yield length
         yield blocked
         yield age
+        for name, (metric, help_text) in LATENCY_HELP.items():
+            counts, sum_us = snap["latencies"][name]
+            buckets = [(str(bound / 1e6), count)
+                       for bound, count in zip(BOUNDS_US, counts[:-1], strict=True)]
+            buckets.append(("+Inf", counts[-1]))
+            yield HistogramMetricFamily(metric, help_text, buckets=buckets,
+                                        sum_value=sum_us / 1e6)
         kept, kept_bytes, expired, evicted = snap["results"]
         yield GaugeMetricFamily("disq_results_kept", "Results kept (ACKJOB ... RESULT)",
                                 value=kept)

@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
+from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from mypy_extensions import mypyc_attr, trait
 
+from ..clock import now_ms
 from ..errors import DisqError
 from ..outcomes import OnCancel, when_durable
 from . import reply
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from ..node import Node
     from ..queue import Queue
     from .app import Server
+    from .histograms import Histogram
     from .hotstate import HotState
 
 class Pending:
@@ -39,7 +42,7 @@ class Pending:
     of an ADDJOBS goes to its `batch` (`BatchReplies`), not to the client."""
 
     __slots__ = ("client", "reply", "on_cancel", "cancel_arg", "holds", "durable", "batch",
-                 "index")
+                 "index", "histogram", "started")
 
     def __init__(self, client: LaterReplies, on_cancel: Callable[[Any], None] | None,
                  cancel_arg: Any, holds: bool) -> None:
@@ -51,6 +54,13 @@ class Pending:
         self.durable = False
         self.batch: BatchReplies | None = None
         self.index = 0  # in `batch`
+        self.histogram: Histogram | None = None  # timed until answered (`timed`)
+        self.started = 0
+
+    def timed(self, histogram: Histogram, started_ns: int) -> None:
+        """The request's time until answered goes to `histogram` (ADDJOB, GETJOB)."""
+        self.histogram = histogram
+        self.started = started_ns
 
     def added(self, outcome: bytes | DisqError) -> None:
         """An ADDJOB's outcome (disq/outcomes.py), as its reply: +<id>, or the error."""
@@ -74,6 +84,9 @@ class Pending:
             return
         client = self.client
         self.reply = data
+        histogram = self.histogram
+        if histogram is not None:
+            histogram.observe((perf_counter_ns() - self.started) // 1000)
         batch = self.batch
         if batch is not None:
             batch.fill(self.index, data)
@@ -223,6 +236,7 @@ class LaterReplies:
                  else reply.job_entry(job))
         self.user.jobs_consumed += 1
         self.jobs_taken += 1
+        self.server.latencies.delivered(job, now_ms())
         self.unblock(b"*1\r\n" + entry)
 
     def give_up(self, error: DisqError | None) -> None:

@@ -22,9 +22,10 @@ from typing import Any
 
 from ..directives import DIRECTIVES, SPECIAL_DOCS, default_lines
 from ..node import Stats
+from .histograms import Histogram
 from .http.app import API_ROUTES
 from .http.openapi import openapi_document
-from .metrics import snapshot_collector
+from .metrics import LATENCY_HELP, snapshot_collector
 
 DIRECTIVES_HEADER = """\
 # Configuration directives
@@ -179,6 +180,7 @@ def _empty_snapshot() -> dict[str, Any]:
     """What `metrics.snapshot` reads on a node with nothing in it."""
     return {"jobs": Stats().counters(), "registered_jobs": 0, "registered_queues": 0,
             "queues": [], "results": (0, 0, 0, 0), "batches": [0, 0, 0], "clients": 0,
+            "latencies": {name: Histogram().snapshot() for name in LATENCY_HELP},
             "blocked_clients": 0, "commands": [], "memory": 0, "used_memory": 0,
             "connections_received": 0, "dead_lettered": [], "backoff_requeues": 0,
             "rate_limited": 0, "acl_denied": {"auth": 0, "cmd": 0, "key": 0,

@@ -225,6 +225,10 @@ class JobService:
                                        request.where)
         if jobs:
             user.jobs_consumed += len(jobs)
+            latencies = self.server.latencies
+            now = now_ms()
+            for job in jobs:
+                latencies.delivered(job, now)
         elif request.nohang:
             node.consumers.want_jobs(request.queues)
         elif node.leaving:

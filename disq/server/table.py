@@ -32,6 +32,7 @@ from disq_client.spec import CommandOptions
 
 if TYPE_CHECKING:
     from .connection import Client
+    from .histograms import Histogram
     from .pending import Pending
 
 Handler = Callable[["Client", list[bytes]], "bytes | Pending"]
@@ -179,7 +180,8 @@ class CommandSpec:
 
     __slots__ = ("name", "handler", "arity", "flags", "calls", "usec", "bname", "noauth",
                  "while_loading", "denyoom", "shown_arity", "shown_flags", "categories",
-                 "syntax", "summary", "reply", "options", "queues", "jobs", "extension")
+                 "syntax", "summary", "reply", "options", "queues", "jobs", "extension",
+                 "histogram")
 
     def __init__(self, name: str, handler: Handler, arity: int, flags: str,
                  shown: tuple[int, str] | None = None, *,
@@ -206,6 +208,8 @@ class CommandSpec:
         self.queues = queues
         self.jobs = jobs
         self.extension = extension
+        # ADDJOB's and GETJOB's latencies until answered (the server installs them)
+        self.histogram: Histogram | None = None
 
 
 COMMANDS: Final[dict[bytes, CommandSpec]] = {}

@@ -20,6 +20,7 @@ def test_the_metrics_are_clean(start_node: Callable[..., DisqProcess]) -> None:
     node = start_node("--http-port", str(port))
     call(node, "ADDJOB", "lint-q", "x", 0)
     job = call(node, "ADDJOB", "lint-done", "y", 0)
+    time.sleep(0.02)  # its delivery lag: a measurable figure (whole ms)
     call(node, "GETJOB", "FROM", "lint-done")
     call(node, "ACKJOB", job, "RESULT", "42")
     call(node, "BATCH", "NEW", "lint-batch")
@@ -28,6 +29,7 @@ def test_the_metrics_are_clean(start_node: Callable[..., DisqProcess]) -> None:
     assert status == 200
     families = {f.name: f for f in text_string_to_metric_families(text.decode())}
     for name in ("disq_queue_oldest_job_age_seconds", "disq_results_kept", "disq_batches",
+                 "disq_addjob_duration_seconds",
                  "disq_user_bytes_in", "disq_jobs_added"):
         assert name in families, sorted(families)
     ages = {s.labels["queue"]: s.value for s in families[
@@ -35,6 +37,13 @@ def test_the_metrics_are_clean(start_node: Callable[..., DisqProcess]) -> None:
     assert ages["lint-q"] > 0 and "lint-done" not in ages  # (emptied: no age)
     assert families["disq_results_kept"].samples[0].value == 1
     assert {s.labels["phase"]: s.value for s in families["disq_batches"].samples}["open"] == 1
+    # ADDJOB and GETJOB timed until answered, the first delivery's lag after due
+    for name, count in (("disq_addjob_duration_seconds", 2), ("disq_getjob_duration_seconds", 1),
+                        ("disq_job_delivery_lag_seconds", 1)):
+        samples = {s.name: s.value for s in families[name].samples
+                   if s.labels.get("le") in (None, "+Inf")}
+        assert samples[name + "_count"] == count, (name, samples)
+        assert samples[name + "_sum"] > 0, (name, samples)
     for family in families.values():
         if family.type == "counter":
             assert all(s.name.endswith(("_total", "_created")) for s in family.samples), (
