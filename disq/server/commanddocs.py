@@ -88,11 +88,11 @@ def _value(option: Option) -> str:
 
 def _options(table: CommandOptions) -> list[str]:
     lines = [f"Options of `{table.name}`:", "",
-             "| option | value | |", "|---|---|---|"]
+             "| option | value | what it does |", "|---|---|---|"]
     if table.positional is not None:
         lines.append(f"| ({table.positional.field}, first) | {_value(table.positional)} | |")
     for option in table.options:
-        notes = []
+        notes = [option.doc] if option.doc else []
         if option.extension:
             notes.append("disq extension")
         if option.repeat:

@@ -47,6 +47,7 @@ class Option:
     extension: bool = False  # a disq extension: Disque has no such option
     choices: tuple[str, ...] = ()  # CHOICE: the values taken, lower case
     repeat: bool = False  # may be given again: the field is the list of the values
+    doc: str = ""  # what it does, its unit (the command reference, the OpenAPI bodies)
 
     @property
     def takes_value(self) -> bool:
@@ -134,42 +135,59 @@ ATTR_KEY_MAX_LEN = 64
 ATTR_VALUE_MAX_LEN = 256
 
 ADDJOB = CommandOptions("ADDJOB", (
-    Option("REPLICATE", "repl", INT, "REPLICATE must be between 1 and 65535", 1, 65535),
-    Option("DELAY", "delay", INT, "DELAY time must be a non negative number", 0),
-    Option("RETRY", "retry", INT, "RETRY time must be a non negative number", 0),
-    Option("TTL", "ttl", INT, "TTL must be a number > 0", 1),
-    Option("MAXLEN", "maxlen", INT, "MAXLEN must be a positive number", 1),
-    Option("ASYNC", "async_", FLAG),
-    Option("QUEUE-RANDOMLY", "queue_randomly", FLAG),
+    Option("REPLICATE", "repl", INT, "REPLICATE must be between 1 and 65535", 1, 65535,
+           doc="copies of the job in the cluster, this node's included, before the reply (default: 3, or the cluster's size if smaller)"),
+    Option("DELAY", "delay", INT, "DELAY time must be a non negative number", 0,
+           doc="seconds before the job is queued (delivered no earlier)"),
+    Option("RETRY", "retry", INT, "RETRY time must be a non negative number", 0,
+           doc="seconds after a delivery before the job, not acknowledged, is queued again (0: at most once; default 300, or a tenth of TTL if that is smaller, at least 1)"),
+    Option("TTL", "ttl", INT, "TTL must be a number > 0", 1,
+           doc="seconds the job lives, delivered or not (default a day)"),
+    Option("MAXLEN", "maxlen", INT, "MAXLEN must be a positive number", 1,
+           doc="refuse the job (-MAXLEN) if the queue has this many jobs here already"),
+    Option("ASYNC", "async_", FLAG,
+           doc="answer once this node has the job; the copies are made in the background"),
+    Option("QUEUE-RANDOMLY", "queue_randomly", FLAG,
+           doc="queue the job on a random node among its holders, not this one"),
     Option("DEDUP", "dedup", BYTES, f"DEDUP key must be 1 to {DEDUP_KEY_MAX_LEN} bytes",
-           max_len=DEDUP_KEY_MAX_LEN, extension=True),
+           max_len=DEDUP_KEY_MAX_LEN, extension=True,
+           doc="a key: if the cluster added a job with it already, that job's ID is answered and nothing is added"),
     # at most one job with the key in the queue while one is queued or running
     Option("UNIQUE", "unique", BYTES, f"UNIQUE key must be 1 to {DEDUP_KEY_MAX_LEN} bytes",
-           max_len=DEDUP_KEY_MAX_LEN, extension=True),
+           max_len=DEDUP_KEY_MAX_LEN, extension=True,
+           doc="a key: while a job added with it to the queue is queued or running, that job's ID is answered and nothing is added"),
     # scheduling to the millisecond, priorities and fairness groups
     Option("DELAY-MS", "delay_ms", INT, "DELAY-MS time must be a non negative number", 0,
-           extension=True),
-    Option("AT", "at", INT, "AT must be a Unix time in milliseconds", 0, extension=True),
+           extension=True,
+           doc="milliseconds before the job is queued (delivered no earlier)"),
+    Option("AT", "at", INT, "AT must be a Unix time in milliseconds", 0, extension=True,
+           doc="Unix time in milliseconds at which the job is queued (delivered no earlier)"),
     Option("PRIORITY", "priority", INT,
            f"PRIORITY must be between {MIN_PRIORITY} and {MAX_PRIORITY}", MIN_PRIORITY,
-           MAX_PRIORITY, extension=True),
+           MAX_PRIORITY, extension=True,
+           doc="0 (most urgent) to 255; default 128: a lower one is delivered first"),
     Option("GROUP", "group", BYTES, f"GROUP must be 1 to {GROUP_MAX_LEN} bytes",
-           max_len=GROUP_MAX_LEN, extension=True),
+           max_len=GROUP_MAX_LEN, extension=True,
+           doc="a fairness group: a queue's groups are served in turn"),
     # deliveries before the job becomes a dead letter (wins over QPOLICY's)
     Option("MAXDELIVERIES", "max_deliveries", INT,
            f"MAXDELIVERIES must be between 1 and {MAX_DELIVERIES}", 1, MAX_DELIVERIES,
-           extension=True),
+           extension=True,
+           doc="deliveries after which a failed job becomes a dead letter (wins over QPOLICY's)"),
     # a member of a batch (BATCH NEW): its callback waits for the job's end
     Option("BATCH", "batch", BYTES, f"BATCH must be 1 to {BATCH_ID_MAX_LEN} bytes",
-           max_len=BATCH_ID_MAX_LEN, extension=True),
+           max_len=BATCH_ID_MAX_LEN, extension=True,
+           doc="the batch (BATCH NEW) the job is a member of"),
     # a flow: the job waits until each parent (a job ID, or a batch ID) is acked or done
     Option("AFTER", "after", BYTES, f"AFTER must be a job ID or a batch ID of 1 to "
            f"{BATCH_ID_MAX_LEN} bytes", max_len=BATCH_ID_MAX_LEN, extension=True,
-           repeat=True),
+           repeat=True,
+           doc="a parent job or batch ID: the job waits until it is acknowledged or done (a flow)"),
     # attributes: a key and a value each time (the same key again: the last value)
     Option("ATTR", "attrs", STR_PAIR, f"ATTR needs a key of 1 to {ATTR_KEY_MAX_LEN} bytes "
            f"and a value of at most {ATTR_VALUE_MAX_LEN} bytes", high=ATTR_VALUE_MAX_LEN,
-           max_len=ATTR_KEY_MAX_LEN, extension=True, repeat=True),
+           max_len=ATTR_KEY_MAX_LEN, extension=True, repeat=True,
+           doc="an attribute, key then value: GETJOB ... WHERE and topic filters match on them"),
 ), exclusive=("DELAY", "DELAY-MS", "AT"))
 
 # JOBSET id [options] (a disq extension): change a job not acknowledged yet, wherever
@@ -180,10 +198,14 @@ JOBSET = CommandOptions("JOBSET", tuple(
 
 # GETJOB's options come before FROM; every argument after FROM is a queue name.
 GETJOB = CommandOptions("GETJOB", (
-    Option("NOHANG", "nohang", FLAG),
-    Option("TIMEOUT", "timeout", MS),
-    Option("COUNT", "count", INT, "COUNT must be a number greater than zero", 1),
-    Option("WITHCOUNTERS", "with_counters", FLAG),
+    Option("NOHANG", "nohang", FLAG,
+           doc="answer at once, an empty reply if no job is queued"),
+    Option("TIMEOUT", "timeout", MS,
+           doc="milliseconds to wait for a job (0: for ever; default 0)"),
+    Option("COUNT", "count", INT, "COUNT must be a number greater than zero", 1,
+           doc="jobs to take at most (default 1)"),
+    Option("WITHCOUNTERS", "with_counters", FLAG,
+           doc="each job with its nacks and additional deliveries"),
 ))
 
 # -- the SCAN commands: [cursor] [COUNT n] [BUSYLOOP] and each one's filters --------------
@@ -224,29 +246,38 @@ PAUSE = CommandOptions("PAUSE", tuple(
 # each tick adds, as ADDJOB's, and the time zone the spec is read in.
 CRON_NAME_MAX_LEN = 256
 CRON_ADD = CommandOptions("CRON ADD", (
-    Option("REPLICATE", "repl", INT, "REPLICATE must be between 1 and 65535", 1, 65535),
-    Option("RETRY", "retry", INT, "RETRY time must be a non negative number", 0),
-    Option("TTL", "ttl", INT, "TTL must be a number > 0", 1),
+    Option("REPLICATE", "repl", INT, "REPLICATE must be between 1 and 65535", 1, 65535,
+           doc="copies of each tick's job (as ADDJOB's)"),
+    Option("RETRY", "retry", INT, "RETRY time must be a non negative number", 0,
+           doc="each tick's job's RETRY, seconds"),
+    Option("TTL", "ttl", INT, "TTL must be a number > 0", 1,
+           doc="each tick's job's TTL, seconds"),
     Option("PRIORITY", "priority", INT, "PRIORITY must be between 0 and 255", 0, 255,
-           extension=True),
+           extension=True,
+           doc="each tick's job's PRIORITY"),
     Option("GROUP", "group", BYTES, "GROUP must be 1 to 256 bytes", max_len=256,
-           extension=True),
-    Option("TZ", "tz", BYTES, "TZ must be a time zone name", max_len=64, extension=True),
+           extension=True,
+           doc="each tick's job's GROUP"),
+    Option("TZ", "tz", BYTES, "TZ must be a time zone name", max_len=64, extension=True,
+           doc="the time zone the schedule is read in (an IANA name; default UTC)"),
 ))
 
 # -- how jobs end ----------------------------------------------------------------------------
 # ACKJOB id RESULT blob (a disq extension): one job acknowledged with its result, kept on
 # its holders for its queue's RESULT-TTL. Plain ACKJOB id [id ...] takes no option.
 ACKJOB = CommandOptions("ACKJOB", (
-    Option("RESULT", "result", BYTES, min_len=0, extension=True),
+    Option("RESULT", "result", BYTES, min_len=0, extension=True,
+           doc="the job's result, kept for its queue's RESULT-TTL (WAITJOB returns it)"),
 ))
 
 # WAITJOB [TIMEOUT ms] [ANY] id [id ...] (a disq extension): until every job (ANY: one)
 # ended, or the timeout (0 or none: no timeout).
 MAX_WAITED = 10_000  # job IDs in one WAITJOB
 WAITJOB = CommandOptions("WAITJOB", (
-    Option("TIMEOUT", "timeout", MS, extension=True),
-    Option("ANY", "any", FLAG, extension=True),
+    Option("TIMEOUT", "timeout", MS, extension=True,
+           doc="milliseconds to wait at most (0 or none: no limit)"),
+    Option("ANY", "any", FLAG, extension=True,
+           doc="answer once one of the jobs ended, not all"),
 ))
 
 # BATCH NEW bid [ONDONE queue body] [ONSUCCESS queue body] [TTL s] (a disq extension): a
@@ -254,11 +285,14 @@ WAITJOB = CommandOptions("WAITJOB", (
 MAX_BATCH_TTL = 90 * 24 * 3600
 BATCH_NEW = CommandOptions("BATCH NEW", (
     Option("ONDONE", "ondone", QUEUE_BODY, "ONDONE needs a queue name and a job body",
-           max_len=QUEUE_NAME_MAX_LEN, extension=True),
+           max_len=QUEUE_NAME_MAX_LEN, extension=True,
+           doc="a queue and a body: the job added once every member ended"),
     Option("ONSUCCESS", "onsuccess", QUEUE_BODY, "ONSUCCESS needs a queue name and a job body",
-           max_len=QUEUE_NAME_MAX_LEN, extension=True),
+           max_len=QUEUE_NAME_MAX_LEN, extension=True,
+           doc="a queue and a body: the job added once every member ended, none dead"),
     Option("TTL", "ttl", INT, f"TTL must be between 1 and {MAX_BATCH_TTL} seconds", 1,
-           MAX_BATCH_TTL, extension=True),
+           MAX_BATCH_TTL, extension=True,
+           doc="seconds the batch is kept (default a week)"),
 ))
 
 # BATCH LIST [STATE open|closed|done] (a disq extension): the batches a node knows, the
@@ -276,7 +310,8 @@ BATCH_LIST = CommandOptions("BATCH LIST", (
 MSGID_MAX_LEN = 256
 TOPIC_PUBLISH = CommandOptions("TOPIC PUBLISH", (
     Option("MSGID", "msgid", BYTES, f"MSGID must be 1 to {MSGID_MAX_LEN} bytes",
-           max_len=MSGID_MAX_LEN, extension=True),
+           max_len=MSGID_MAX_LEN, extension=True,
+           doc="a message ID: a publish retried with it adds nothing twice to any queue"),
     *(option for option in ADDJOB.options if option.field not in ("dedup", "unique")),
 ), exclusive=ADDJOB.exclusive)
 
@@ -288,7 +323,8 @@ MAX_ERRORS = 5  # errors a job keeps
 NACK = CommandOptions("NACK", (
     ADDJOB.by_field["delay_ms"],
     Option("ERROR", "error", BYTES, f"ERROR must be a reason of 1 to {MAX_ERROR_LEN} bytes",
-           max_len=MAX_ERROR_LEN, extension=True),
+           max_len=MAX_ERROR_LEN, extension=True,
+           doc="why it failed: kept with the job (its last 5), shown by SHOW"),
 ))
 
 # WORKING id [PROGRESS 0-100] [DATA blob] (disq extensions): the job's progress, kept with it
@@ -296,9 +332,11 @@ NACK = CommandOptions("NACK", (
 MAX_PROGRESS_DATA = 4096
 WORKING = CommandOptions("WORKING", (
     Option("PROGRESS", "progress", INT, "PROGRESS must be between 0 and 100", 0, 100,
-           extension=True),
+           extension=True,
+           doc="how far the job is, 0 to 100 (shown by SHOW and WAITJOB)"),
     Option("DATA", "data", BYTES, f"DATA must be at most {MAX_PROGRESS_DATA} bytes",
-           min_len=0, max_len=MAX_PROGRESS_DATA, extension=True),
+           min_len=0, max_len=MAX_PROGRESS_DATA, extension=True,
+           doc="progress data, as the worker wants it"),
 ))
 
 # QPOLICY queue SET [options]: a queue's policy, every node's. The fields given replace
@@ -313,41 +351,53 @@ QPOLICY_SET = CommandOptions("QPOLICY SET", (
     ADDJOB.by_field["max_deliveries"],
     Option("DEADLETTER", "deadletter", BYTES,
            f"DEADLETTER must be a queue name of 1 to {QUEUE_NAME_MAX_LEN} bytes",
-           max_len=QUEUE_NAME_MAX_LEN, extension=True),
+           max_len=QUEUE_NAME_MAX_LEN, extension=True,
+           doc="the dead-letter queue (default dead:<queue>)"),
     Option("BACKOFF", "backoff", INT_PAIR,
            f"BACKOFF needs base-ms and max-ms, 1 <= base-ms <= max-ms <= {MAX_BACKOFF_MS}",
-           1, MAX_BACKOFF_MS, extension=True),
+           1, MAX_BACKOFF_MS, extension=True,
+           doc="base and maximum milliseconds: a failed job waits min(max, base * 2^(n-1)) before it is queued again"),
     Option("RATE", "rate", NUMBER,
            f"RATE must be a number of jobs per second, > 0 and <= {MAX_RATE}", 0, MAX_RATE,
-           extension=True),
+           extension=True,
+           doc="jobs delivered per second at most, across the cluster"),
     # jobs delivered and not yet ended at a time, cluster-wide
     Option("CONCURRENCY", "concurrency", INT,
            f"CONCURRENCY must be between 1 and {MAX_CONCURRENCY}", 1, MAX_CONCURRENCY,
-           extension=True),
+           extension=True,
+           doc="jobs delivered and not ended at once at most, across the cluster"),
     # how long results are kept once a job ended (0: none)
     Option("RESULT-TTL", "result_ttl", INT,
            f"RESULT-TTL must be between 0 and {MAX_RESULT_TTL} seconds", 0, MAX_RESULT_TTL,
-           extension=True),
+           extension=True,
+           doc="seconds a job's result is kept"),
     # the defaults of an ADDJOB to the queue that does not give the option
     Option("RETRY", "retry", INT,
            f"RETRY must be between 0 and {MAX_DEFAULT_SECONDS} seconds", 0,
-           MAX_DEFAULT_SECONDS, extension=True),
+           MAX_DEFAULT_SECONDS, extension=True,
+           doc="the RETRY, in seconds, of the queue's jobs added without one"),
     Option("TTL", "ttl", INT, f"TTL must be between 1 and {MAX_DEFAULT_SECONDS} seconds",
-           1, MAX_DEFAULT_SECONDS, extension=True),
+           1, MAX_DEFAULT_SECONDS, extension=True,
+           doc="the TTL, in seconds, of the queue's jobs added without one"),
     Option("REPLICATE", "replicate", INT, "REPLICATE must be between 1 and 65535", 1, 65535,
-           extension=True),
+           extension=True,
+           doc="the REPLICATE of the queue's jobs added without one"),
     Option("MAXLEN", "maxlen", INT, f"MAXLEN must be between 1 and {MAX_MAXLEN}", 1,
-           MAX_MAXLEN, extension=True),
+           MAX_MAXLEN, extension=True,
+           doc="the MAXLEN of ADDJOBs without one"),
     # CONCURRENCY and RATE for each GROUP of the queue
     Option("GROUP-CONCURRENCY", "group_concurrency", INT,
            f"GROUP-CONCURRENCY must be between 1 and {MAX_CONCURRENCY}", 1, MAX_CONCURRENCY,
-           extension=True),
+           extension=True,
+           doc="jobs of one GROUP delivered and not ended at once at most"),
     Option("GROUP-RATE", "group_rate", NUMBER,
            f"GROUP-RATE must be a number of jobs per second, > 0 and <= {MAX_RATE}", 0,
-           MAX_RATE, extension=True),
+           MAX_RATE, extension=True,
+           doc="jobs of one GROUP delivered per second at most"),
 ))
 
 # DEADLETTER REQUEUE dlq [COUNT n]: dead letters back to the queues they came from.
 DEADLETTER_REQUEUE = CommandOptions("DEADLETTER REQUEUE", (
-    Option("COUNT", "count", INT, "COUNT must be a number greater than zero", 1),
+    Option("COUNT", "count", INT, "COUNT must be a number greater than zero", 1,
+           doc="dead letters to requeue at most (default all)"),
 ))

@@ -65,6 +65,8 @@ def _options_schema(spec: CommandOptions, extra: dict[str, Any] | None = None,
         name = JSON_NAMES.get(option.field, option.field)
         doc = f"{spec.name} {option.token}" + (" (a disq extension)" if option.extension
                                                else "")
+        if option.doc:
+            doc += f": {option.doc}"
         if option.error:
             doc += f"; else: {option.error}"
         value = _option_schema(option.kind, option.low, option.high, doc)
