@@ -221,3 +221,18 @@ def test_a_client_does_not_import_opentelemetry_until_it_adds_a_job() -> None:
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(CLIENT_ROOT)})
     assert out.stdout.strip() == "[]"
+
+
+async def test_the_context_crosses_nodes(cluster: list[DisqProcess], provider: TracerProvider,
+                                         exporter: InMemorySpanExporter) -> None:
+    """Added on one node with one copy, processed by a worker of another node (which
+    takes the job over from the first): the worker's SHOW finds the attributes there."""
+    with Client(addr(cluster[0]), tracer_provider=provider) as producer:
+        job_id = producer.add_job("q", b"x", replicate=1, attrs={"tenant": "acme"})
+    worker = Worker(addr(cluster[1]), poll_ms=100, tracer_provider=provider)
+    seen: list[str] = []
+    worker.task("q")(lambda job: seen.append(job.id))
+    await run_until(worker, lambda: worker.acked == 1, timeout=15)
+    assert seen == [job_id]
+    publish, process = only(exporter, "publish q"), only(exporter, "process q")
+    assert process.parent is not None and process.parent.span_id == publish.context.span_id
