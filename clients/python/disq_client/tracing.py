@@ -126,6 +126,7 @@ class JobTracing:
         tracer = self.tracer()
         if tracer is None:
             return Processing(None)
+        from opentelemetry.context import Context
         from opentelemetry.trace import Link, SpanKind, get_current_span
 
         parent = await carried_context(client, job)
@@ -134,6 +135,8 @@ class JobTracing:
             carried = get_current_span(parent).get_span_context()
             if carried.is_valid:
                 links.append(Link(carried))
+        else:  # a new trace: not under whatever span was current when serve() began
+            parent = Context()
         attributes: dict[str, str | int] = {
             "messaging.system": SYSTEM, "messaging.destination.name": job.queue,
             "messaging.operation": "process", "messaging.operation.type": "process",
