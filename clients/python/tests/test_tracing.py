@@ -163,7 +163,7 @@ def test_attributes_the_caller_set_are_kept(node: DisqProcess, provider: TracerP
                                             exporter: InMemorySpanExporter) -> None:
     with Client(addr(node), tracer_provider=provider) as producer:
         own = producer.add_job("q", b"x", attrs={b"traceparent": "mine"})
-        full = {f"k{i}": "v" for i in range(16)}  # ATTR's limit: no room for the context
+        full: dict[str | bytes, str | bytes] = {f"k{i}": "v" for i in range(16)}  # at ATTR's limit
         crowded = producer.add_job("q", b"x", attrs=full)
     assert attrs_of(node, own) == {"traceparent": "mine"}
     assert attrs_of(node, crowded) == full
