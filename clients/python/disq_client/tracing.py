@@ -17,6 +17,7 @@ have attributes, costs nothing)."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from types import TracebackType
@@ -41,6 +42,8 @@ SYSTEM = "disq"
 # rather than making the ADDJOB fail
 MAX_ATTRS = 16
 MAX_VALUE = 256
+
+log = logging.getLogger("disq_client.tracing")
 
 Attrs = Mapping[str | bytes, str | bytes]
 R = TypeVar("R")
@@ -175,11 +178,10 @@ async def carried_context(client: AsyncClient, job: Job) -> Context | None:
     no request for it. A failed SHOW only loses the link."""
     if job.priority is None:
         return None
-    from .errors import DisqError
-
     try:
         info = await client.show(job.id)
-    except DisqError:
+    except Exception as exc:  # tracing never keeps a job from its handler
+        log.debug("SHOW %s for its trace context failed: %s", job.id, exc)
         return None
     if info is None or not info.attrs or TRACEPARENT not in info.attrs:
         return None

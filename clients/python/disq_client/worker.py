@@ -390,12 +390,12 @@ class Worker:
                        job: Job) -> None:
         task = self.tasks[job.queue]
         loop = asyncio.get_running_loop()
+        traced = await self.tracing.processing(client, job)  # (a SHOW, if traced)
         heartbeat: list[asyncio.Task[None]] = []  # started only if the job runs long
         timer = None
         if not is_at_most_once(job.id):
             timer = loop.call_later(self.heartbeat_after, lambda: heartbeat.append(
                 loop.create_task(self._heartbeat(client, job))))
-        traced = await self.tracing.processing(client, job)
         token = RUNNING.set(Running(client, job, loop))  # (this task's context)
         returned: object = None
         try:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import addr
-from disq_client import AsyncClient, Client, Job, Worker, tracing
+from disq_client import AsyncClient, Client, DisqConnectionError, Job, Worker, tracing
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -238,3 +238,17 @@ async def test_the_context_crosses_nodes(cluster: list[DisqProcess], provider: T
     assert seen == [job_id]
     publish, process = only(exporter, "publish q"), only(exporter, "process q")
     assert process.parent is not None and process.parent.span_id == publish.context.span_id
+
+
+async def test_a_failed_show_only_loses_the_link(
+        node: DisqProcess, provider: TracerProvider, exporter: InMemorySpanExporter,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    async def show(self: AsyncClient, job_id: str) -> object:
+        raise DisqConnectionError("no node answered")
+    monkeypatch.setattr(AsyncClient, "show", show)
+    with Client(addr(node), tracer_provider=provider) as producer:
+        producer.add_job("q", b"x")
+    worker = await serve(node, provider, lambda job: None, lambda w: w.acked == 1)
+    assert worker.nacked == 0
+    process = only(exporter, "process q")
+    assert process.parent is None and not process.links
