@@ -18,7 +18,14 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    StatusCode,
+    TraceFlags,
+    TraceState,
+)
 from support import DisqProcess
 from test_pyclient_worker import run_until
 
@@ -252,3 +259,20 @@ async def test_a_failed_show_only_loses_the_link(
     assert worker.nacked == 0
     process = only(exporter, "process q")
     assert process.parent is None and not process.links
+
+
+async def test_tracestate_travels_with_the_job(
+        node: DisqProcess, provider: TracerProvider, exporter: InMemorySpanExporter) -> None:
+    remote = SpanContext(trace_id=0x0AF7651916CD43DD8448EB211C80319C, span_id=0xB7AD6B7169203331,
+                         is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED),
+                         trace_state=TraceState([("vendor", "v1")]))
+    with trace.use_span(NonRecordingSpan(remote)), \
+            Client(addr(node), tracer_provider=provider) as producer:
+        job_id = producer.add_job("q", b"x")
+    carried = attrs_of(node, job_id)
+    assert carried["tracestate"] == "vendor=v1"
+    assert carried["traceparent"].startswith("00-0af7651916cd43dd8448eb211c80319c-")
+    await serve(node, provider, lambda job: None, lambda w: w.acked == 1)
+    process = only(exporter, "process q")
+    assert process.context.trace_id == remote.trace_id
+    assert process.context.trace_state == remote.trace_state
