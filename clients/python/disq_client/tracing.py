@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
@@ -42,6 +43,8 @@ SYSTEM = "disq"
 # rather than making the ADDJOB fail
 MAX_ATTRS = 16
 MAX_VALUE = 256
+# a client without a tracer provider looks for one again after this many seconds
+UNSET_RECHECK = 1.0
 
 log = logging.getLogger("disq_client.tracing")
 
@@ -73,7 +76,7 @@ class JobTracing:
     """A client's (or worker's) tracing: whether it is on, and its tracer, found again
     when the provider changes (the global one may be set after the client is made)."""
 
-    __slots__ = ("enabled", "provider", "_tracer", "_tracer_of")
+    __slots__ = ("enabled", "provider", "_tracer", "_tracer_of", "_unset_until")
 
     def __init__(self, tracing: bool | None = None,
                  tracer_provider: TracerProvider | None = None) -> None:
@@ -82,6 +85,7 @@ class JobTracing:
         self.provider = tracer_provider
         self._tracer: Tracer | None = None
         self._tracer_of: object = None
+        self._unset_until = 0.0  # (monotonic) no global provider was set, until then
 
     def tracer(self) -> Tracer | None:
         """The tracer to use now, or None: off, opentelemetry not installed, or no
@@ -91,10 +95,15 @@ class JobTracing:
         if not installed():
             self.enabled = False
             return None
+        if self.provider is None and time.monotonic() < self._unset_until:
+            return None
         from opentelemetry import trace
 
+        # (get_tracer_provider reads the environment each time while none is set: 1.5
+        # us; asked again a second later, a call without a provider pays ~0.1 us)
         provider = self.provider or trace.get_tracer_provider()
         if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+            self._unset_until = time.monotonic() + UNSET_RECHECK
             return None
         if provider is not self._tracer_of:
             from . import __version__

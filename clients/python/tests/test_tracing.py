@@ -210,6 +210,9 @@ def test_the_global_provider_is_used_once_set(
     with Client(addr(node)) as c:
         assert attrs_of(node, c.add_job("q", b"x")) == {}  # no provider set: nothing
         monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+        # looked for again only UNSET_RECHECK seconds later (it costs 1.5 us a call)
+        assert attrs_of(node, c.add_job("q", b"x")) == {}
+        c.tracing._unset_until = 0.0  # (as a second later)
         assert "traceparent" in attrs_of(node, c.add_job("q", b"x"))
     assert len(spans(exporter, "publish q")) == 1
 
