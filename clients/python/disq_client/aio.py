@@ -317,12 +317,12 @@ class AsyncClient(ClientBase):
                       after: Iterable[str | bytes] | None = None,
                 attrs: Mapping[str | bytes, str | bytes] | None = None) -> str:
         """As Client.add_job."""
-        return await self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry,
-                                            ttl, maxlen, async_, dedup, delay_ms=delay_ms,
-                                            at=at, priority=priority, group=group,
-                                            max_deliveries=max_deliveries,
-                                            queue_randomly=queue_randomly, unique=unique,
-                                      batch=batch, after=after, attrs=attrs))
+        with self.tracing.publish(queue, attrs) as traced:
+            return traced.published(await self._run(cmds.add_job(
+                queue, body, timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup,
+                delay_ms=delay_ms, at=at, priority=priority, group=group,
+                max_deliveries=max_deliveries, queue_randomly=queue_randomly, unique=unique,
+                batch=batch, after=after, attrs=traced.attrs)))
 
     async def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                        timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -336,20 +336,23 @@ class AsyncClient(ClientBase):
                  queue_randomly: bool = False, batch: str | bytes | None = None,
                  after: Iterable[str | bytes] | None = None,
                 attrs: Mapping[str | bytes, str | bytes] | None = None) -> list[str]:
-        plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl, maxlen,
-                             async_, batch_size, dedup, delay_ms=delay_ms, at=at,
-                             priority=priority, group=group, max_deliveries=max_deliveries,
-                             queue_randomly=queue_randomly, batch=batch, after=after, attrs=attrs)
-        replies: list[object] = []
-        for chunk, keys in plan.chunks:
-            if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it
-                reply = (await self._run_pipeline(plan.bulk(chunk, keys), plan.wait))[0]
-                if not cmds.unknown_command(reply):
-                    replies += cmds.each_job(reply, len(chunk))
-                    continue
-                self.bulk_adds = False
-            replies += await self._run_pipeline(plan.pipelined(chunk, keys), plan.wait)
-        return cmds.job_ids(replies)
+        """As Client.add_jobs."""
+        with self.tracing.publish(queue, attrs, operation="ADDJOBS") as traced:
+            plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl,
+                                 maxlen, async_, batch_size, dedup, delay_ms=delay_ms, at=at,
+                                 priority=priority, group=group,
+                                 max_deliveries=max_deliveries, queue_randomly=queue_randomly,
+                                 batch=batch, after=after, attrs=traced.attrs)
+            replies: list[object] = []
+            for chunk, keys in plan.chunks:
+                if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it
+                    reply = (await self._run_pipeline(plan.bulk(chunk, keys), plan.wait))[0]
+                    if not cmds.unknown_command(reply):
+                        replies += cmds.each_job(reply, len(chunk))
+                        continue
+                    self.bulk_adds = False
+                replies += await self._run_pipeline(plan.pipelined(chunk, keys), plan.wait)
+            return traced.published(cmds.job_ids(replies))
 
     async def get_jobs(self, *queues: str, count: int = 1, timeout_ms: int = 0,
                        nohang: bool = False, with_counters: bool = False,
@@ -456,14 +459,15 @@ class AsyncClient(ClientBase):
                       ) -> dict[str, str | ErrorReply]:
         """TOPIC PUBLISH: one job in each subscribed queue, with ADDJOB's options;
         each queue's job ID, or its error. `msgid`: a retried publish with it adds
-        nothing twice to any queue."""
-        return await self._run(cmds.topic_publish(topic, body, {
-            "msgid": msgid, "repl": replicate, "delay": delay, "retry": retry, "ttl": ttl,
-            "maxlen": maxlen, "async_": async_, "delay_ms": delay_ms, "at": at,
-            "priority": priority, "group": group, "max_deliveries": max_deliveries,
-            "queue_randomly": queue_randomly, "batch": batch,
-            "after": None if after is None else list(after),
-            "attrs": None if attrs is None else list(attrs.items())}))
+        nothing twice to any queue. Traced as add_job (the topic as the destination)."""
+        with self.tracing.publish(topic, attrs, operation="TOPIC PUBLISH") as traced:
+            return traced.published(await self._run(cmds.topic_publish(topic, body, {
+                "msgid": msgid, "repl": replicate, "delay": delay, "retry": retry,
+                "ttl": ttl, "maxlen": maxlen, "async_": async_, "delay_ms": delay_ms,
+                "at": at, "priority": priority, "group": group,
+                "max_deliveries": max_deliveries, "queue_randomly": queue_randomly,
+                "batch": batch, "after": None if after is None else list(after),
+                "attrs": None if traced.attrs is None else list(traced.attrs.items())})))
 
     # -- batches (disq's extensions) -----------------------------------------------------
     async def batch_new(self, bid: str | bytes, *,

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from . import commands as cmds
 from .bodies import Body
@@ -40,6 +40,7 @@ from .protocol import (
 )
 from .retry import CONNECTION_ERRORS
 from .tls import SSLOption, ssl_context
+from .tracing import JobTracing
 from .types import (
     BatchStatus,
     CronEntry,
@@ -51,6 +52,9 @@ from .types import (
     QueuePolicy,
     QueueStat,
 )
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 __all__ = ["ADD_TIMEOUT_MS", "BATCH_SIZE", "DEFAULT_NODE", "Client", "ClientBase",
            "Connection", "ConnectionSettings", "Nodes", "seed_list"]
@@ -66,7 +70,9 @@ class ClientBase:
                  timeout: float | None = 5.0, connect_timeout: float | None = 2.0,
                  switch_after_jobs: int = 100, retries: int = 3, ssl: SSLOption = None,
                  ssl_ca_certs: str | None = None, ssl_certfile: str | None = None,
-                 ssl_keyfile: str | None = None, ssl_check_hostname: bool = True) -> None:
+                 ssl_keyfile: str | None = None, ssl_check_hostname: bool = True,
+                 tracing: bool | None = None,
+                 tracer_provider: TracerProvider | None = None) -> None:
         self.core = ClientCore(nodes, switch_after_jobs=switch_after_jobs, retries=retries)
         # add_jobs sends a batch as one ADDJOBS (disq's) until a server does not know it
         # (Disque): pipelined ADDJOBs from then on
@@ -74,6 +80,9 @@ class ClientBase:
         self.settings = ConnectionSettings(timeout, connect_timeout, password, ssl_context(
             ssl, ca_certs=ssl_ca_certs, certfile=ssl_certfile, keyfile=ssl_keyfile,
             check_hostname=ssl_check_hostname))
+        # OpenTelemetry (tracing.py): spans and trace context in jobs when it is
+        # installed and a tracer provider is set; `tracing=False` switches it off
+        self.tracing = JobTracing(tracing, tracer_provider)
         self._setup()
 
     def _setup(self) -> None:
@@ -449,13 +458,15 @@ class Client(ClientBase):
         `batch`: a member of that batch (batch_new); `after`: parents, job IDs or batch
         IDs, the job waits until each is acked (a batch: done), and goes to its dead
         letters if one goes dead. `attrs`: attributes, key -> value (at most 16, keys
-        of 1 to 64 bytes, values of at most 256), which GETJOB's `where` filters on."""
-        return self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry, ttl,
-                                      maxlen, async_, dedup, delay_ms=delay_ms, at=at,
-                                      priority=priority, group=group,
-                                      max_deliveries=max_deliveries,
-                                      queue_randomly=queue_randomly, unique=unique,
-                                      batch=batch, after=after, attrs=attrs))
+        of 1 to 64 bytes, values of at most 256), which GETJOB's `where` filters on.
+        With OpenTelemetry tracing (tracing.py) the job also carries its trace context
+        as `traceparent` (and `tracestate`), unless `attrs` has them."""
+        with self.tracing.publish(queue, attrs) as traced:
+            return traced.published(self._run(cmds.add_job(
+                queue, body, timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup,
+                delay_ms=delay_ms, at=at, priority=priority, group=group,
+                max_deliveries=max_deliveries, queue_randomly=queue_randomly, unique=unique,
+                batch=batch, after=after, attrs=traced.attrs)))
 
     def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                  timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -474,21 +485,24 @@ class Client(ClientBase):
         IDs in order; if any job was refused, raises BatchError once every batch was
         sent, with each job's ID or exception in `results`. `dedup`: one DEDUP key per
         body (see add_job), which also makes sending a batch again after a broken
-        connection add nothing twice."""
-        plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl, maxlen,
-                             async_, batch_size, dedup, delay_ms=delay_ms, at=at,
-                             priority=priority, group=group, max_deliveries=max_deliveries,
-                             queue_randomly=queue_randomly, batch=batch, after=after, attrs=attrs)
-        replies: list[object] = []
-        for chunk, keys in plan.chunks:
-            if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it
-                reply = (self._run_pipeline(plan.bulk(chunk, keys), plan.wait))[0]
-                if not cmds.unknown_command(reply):
-                    replies += cmds.each_job(reply, len(chunk))
-                    continue
-                self.bulk_adds = False
-            replies += self._run_pipeline(plan.pipelined(chunk, keys), plan.wait)
-        return cmds.job_ids(replies)
+        connection add nothing twice. Traced as one span for all the jobs, which all
+        carry its context (see add_job)."""
+        with self.tracing.publish(queue, attrs, operation="ADDJOBS") as traced:
+            plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl,
+                                 maxlen, async_, batch_size, dedup, delay_ms=delay_ms, at=at,
+                                 priority=priority, group=group,
+                                 max_deliveries=max_deliveries, queue_randomly=queue_randomly,
+                                 batch=batch, after=after, attrs=traced.attrs)
+            replies: list[object] = []
+            for chunk, keys in plan.chunks:
+                if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it
+                    reply = (self._run_pipeline(plan.bulk(chunk, keys), plan.wait))[0]
+                    if not cmds.unknown_command(reply):
+                        replies += cmds.each_job(reply, len(chunk))
+                        continue
+                    self.bulk_adds = False
+                replies += self._run_pipeline(plan.pipelined(chunk, keys), plan.wait)
+            return traced.published(cmds.job_ids(replies))
 
     def get_jobs(self, *queues: str, count: int = 1, timeout_ms: int = 0,
                  nohang: bool = False, with_counters: bool = False,
@@ -614,14 +628,15 @@ class Client(ClientBase):
                       ) -> dict[str, str | ErrorReply]:
         """TOPIC PUBLISH: one job in each subscribed queue, with ADDJOB's options;
         each queue's job ID, or its error. `msgid`: a retried publish with it adds
-        nothing twice to any queue."""
-        return self._run(cmds.topic_publish(topic, body, {
-            "msgid": msgid, "repl": replicate, "delay": delay, "retry": retry, "ttl": ttl,
-            "maxlen": maxlen, "async_": async_, "delay_ms": delay_ms, "at": at,
-            "priority": priority, "group": group, "max_deliveries": max_deliveries,
-            "queue_randomly": queue_randomly, "batch": batch,
-            "after": None if after is None else list(after),
-            "attrs": None if attrs is None else list(attrs.items())}))
+        nothing twice to any queue. Traced as add_job (the topic as the destination)."""
+        with self.tracing.publish(topic, attrs, operation="TOPIC PUBLISH") as traced:
+            return traced.published(self._run(cmds.topic_publish(topic, body, {
+                "msgid": msgid, "repl": replicate, "delay": delay, "retry": retry,
+                "ttl": ttl, "maxlen": maxlen, "async_": async_, "delay_ms": delay_ms,
+                "at": at, "priority": priority, "group": group,
+                "max_deliveries": max_deliveries, "queue_randomly": queue_randomly,
+                "batch": batch, "after": None if after is None else list(after),
+                "attrs": None if traced.attrs is None else list(traced.attrs.items())})))
 
     # -- batches (disq's extensions) -----------------------------------------------------
     def batch_new(self, bid: str | bytes, *,

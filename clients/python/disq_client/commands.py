@@ -433,6 +433,9 @@ def job_info(reply: object) -> JobInfo | None:
     )
     _ext_fields(info, f)
     _notes(info, f)
+    if "attrs" in f:  # key, value, key, value...
+        flat = cast("list[bytes]", f["attrs"])
+        info.attrs = {_str(k): _str(v) for k, v in zip(flat[::2], flat[1::2], strict=True)}
     return info
 
 

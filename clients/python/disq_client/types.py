@@ -98,6 +98,8 @@ class JobInfo:
     errors: list[JobError] | None = None
     progress: int | None = None
     progress_data: bytes | None = None
+    # ADDJOB ... ATTR's attributes (None: none), as str (UTF-8, surrogateescape)
+    attrs: dict[str, str] | None = None
 
 
 @dataclass(slots=True)

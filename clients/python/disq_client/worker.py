@@ -35,6 +35,10 @@ functions run in a thread pool of `concurrency` threads. Then:
   Jobs still running then are given back with ENQUEUE (queued again now, counted as an
   additional delivery) and `run()` returns. Their threads cannot be stopped: the
   `disq-worker` command then exits without waiting for them.
+- with OpenTelemetry installed and a tracer provider set (tracing.py), each handler
+  runs in a CONSUMER span, child of the producer's span whose context the job
+  carries (`traceparent`); a handler that raises leaves its exception and an error
+  status on the span. `tracing=False` (or DISQ_TRACING=0) switches it off.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from .aio import AsyncClient
 from .core import DEFAULT_NODE, Nodes
@@ -59,8 +63,12 @@ from .errors import DisqError, NoJobError, TooLateError
 from .retry import RetryPolicy, is_transient
 from .spec import QPOLICY_SET
 from .tls import SSLOption
+from .tracing import JobTracing
 from .types import Job, QueuePolicy, is_at_most_once
 from .work_reports import RUNNING, Running, error_text, report_progress, result_body
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 __all__ = ["Worker", "report_progress"]
 
@@ -193,7 +201,9 @@ class Worker:
                  heartbeat_after: float = 0.5, heartbeat_fraction: float = 0.5,
                  timeout: float | None = 5.0, ssl: SSLOption = None,
                  delivery_limit: int | None = DELIVERY_LIMIT,
-                 retry_backoff: tuple[int, int] | None = RETRY_BACKOFF) -> None:
+                 retry_backoff: tuple[int, int] | None = RETRY_BACKOFF,
+                 tracing: bool | None = None,
+                 tracer_provider: TracerProvider | None = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         check_retry_options(delivery_limit, retry_backoff)
@@ -208,6 +218,9 @@ class Worker:
         self.heartbeat_after = heartbeat_after
         self.heartbeat_fraction = heartbeat_fraction
         self.timeout = timeout
+        # OpenTelemetry (tracing.py): each handler in a CONSUMER span, child of the
+        # producer's context carried in the job, when a tracer provider is set
+        self.tracing = JobTracing(tracing, tracer_provider)
         self.tasks: dict[str, _Task] = {}
         self.acked = 0  # jobs acknowledged after their handler returned
         self.nacked = 0  # jobs given back after their handler raised
@@ -269,7 +282,8 @@ class Worker:
                 loop.add_signal_handler(sig, self.stop)
         executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="disq-worker")
         client = AsyncClient(self.nodes, password=self.password, timeout=self.timeout,
-                             ssl=self.ssl)
+                             ssl=self.ssl, tracing=self.tracing.enabled,
+                             tracer_provider=self.tracing.provider)
         running: set[asyncio.Task[None]] = set()
         jobs_of: dict[asyncio.Task[None], Job] = {}
         try:
@@ -376,6 +390,7 @@ class Worker:
                        job: Job) -> None:
         task = self.tasks[job.queue]
         loop = asyncio.get_running_loop()
+        traced = await self.tracing.processing(client, job)  # (a SHOW, if traced)
         heartbeat: list[asyncio.Task[None]] = []  # started only if the job runs long
         timer = None
         if not is_at_most_once(job.id):
@@ -384,15 +399,18 @@ class Worker:
         token = RUNNING.set(Running(client, job, loop))  # (this task's context)
         returned: object = None
         try:
-            if task.is_async:
-                returned = await cast(Awaitable[object], task.handler(job))
-            else:
-                returned = await loop.run_in_executor(
-                    executor, contextvars.copy_context().run, task.handler, job)
-        except Exception as exc:
-            failure: BaseException | None = exc
-        else:
-            failure = None
+            with traced:  # the span is current in the handler's context (copied below)
+                try:
+                    if task.is_async:
+                        returned = await cast(Awaitable[object], task.handler(job))
+                    else:
+                        returned = await loop.run_in_executor(
+                            executor, contextvars.copy_context().run, task.handler, job)
+                except Exception as exc:
+                    traced.failed(exc)
+                    failure: BaseException | None = exc
+                else:
+                    failure = None
         finally:
             RUNNING.reset(token)
             if timer is not None:
