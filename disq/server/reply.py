@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..attrs import flat
 from ..job import Job, JobExt
 
 OK: Final = b"+OK\r\n"
@@ -92,8 +93,10 @@ _NO_COUNTS: Final = b"\r\n$5\r\nnacks\r\n:0\r\n$21\r\nadditional-deliveries\r\n:
 
 def job_entry_with_counters(job: Job) -> bytes:
     """GETJOB WITHCOUNTERS: [queue, id, body, "nacks", n, "additional-deliveries", n],
-    then `ext_fields` for a job using disq's extensions. (Joined, not %-formatted: a
-    streaming reader takes every job this way; most have no NACK and no redelivery.)"""
+    then, for a job using disq's extensions, `ext_fields` and "attrs", [key, value, ...]
+    (ADDJOB ... ATTR; empty: none; a worker reads a trace context there). (Joined, not
+    %-formatted: a streaming reader takes every job this way; most have no NACK and no
+    redelivery.)"""
     ext, nacks, deliveries = job.ext, job.nacks, job.deliveries
     entry = _entry(b"*7\r\n", job, _NO_COUNTS if not (nacks or deliveries) else
                    b"\r\n$5\r\nnacks\r\n:%d\r\n$21\r\nadditional-deliveries\r\n:%d\r\n"
@@ -101,7 +104,10 @@ def job_entry_with_counters(job: Job) -> bytes:
     if ext is None:
         return entry
     count, fields = ext_fields(ext)
-    return b"*%d%s%s" % (7 + count, entry[2:], fields)
+    attrs = ext.attrs
+    fields += b"$5\r\nattrs\r\n" + (b"*0\r\n" if attrs is None else
+                                     array([bulk(item) for item in flat(attrs)]))
+    return b"*%d%s%s" % (9 + count, entry[2:], fields)
 
 
 def job_entry_peek(job: Job) -> bytes:

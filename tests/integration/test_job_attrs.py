@@ -166,3 +166,16 @@ def test_the_http_job_list_searches_attributes_and_bodies(
     status, problem = http.get("/api/v1/jobs?where=a%20%3D%20b%20c")
     assert status == 400 and "one condition each" in problem["detail"], problem
     assert http.get("/api/v1/jobs?text=" + "x" * 1025)[0] == 400
+
+
+def test_getjob_withcounters_gives_the_attributes(c: RawClient) -> None:
+    with_attrs = c.call("ADDJOB", "wc-q", "a", 0, "ATTR", "k", "v", "ATTR", "n", "1")
+    extended = c.call("ADDJOB", "wc-q", "b", 0, "PRIORITY", 3)
+    plain = c.call("ADDJOB", "wc-q", "c", 0)
+    got = c.call("GETJOB", "WITHCOUNTERS", "COUNT", 3, "FROM", "wc-q")
+    by_id = {entry[1]: entry for entry in got}
+    fields = dict(zip(by_id[with_attrs][3::2], by_id[with_attrs][4::2], strict=True))
+    assert fields[b"attrs"] == [b"k", b"v", b"n", b"1"] and fields[b"priority"] == 128
+    fields = dict(zip(by_id[extended][3::2], by_id[extended][4::2], strict=True))
+    assert fields[b"attrs"] == [] and fields[b"priority"] == 3
+    assert len(by_id[plain]) == 7  # Disque's layout, untouched

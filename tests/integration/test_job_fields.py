@@ -132,9 +132,9 @@ def test_extended_jobs_show_priority_group_and_due(node: DisqProcess, c: RawClie
     [item] = c.call("JSCAN", "0", "BUSYLOOP", "REPLY", "ALL")[1]
     assert item[::2] == [*DISQUE_SHOW_FIELDS, b"priority", b"group", b"due-ms"]
     assert item[31::2] == [7, b"g1", due]
-    assert raw_reply(node.port, "GETJOB", "WITHCOUNTERS", "FROM", "q") == (
-        b"*1\r\n*13\r\n$1\r\nq\r\n$40\r\n%s\r\n$4\r\nbody\r\n$5\r\nnacks\r\n:0\r\n"
-        b"$21\r\nadditional-deliveries\r\n:0\r\n%s" % (job_id, ext))
+    assert raw_reply(node.port, "GETJOB", "WITHCOUNTERS", "FROM", "q") == (  # (attrs: none)
+        b"*1\r\n*15\r\n$1\r\nq\r\n$40\r\n%s\r\n$4\r\nbody\r\n$5\r\nnacks\r\n:0\r\n"
+        b"$21\r\nadditional-deliveries\r\n:0\r\n%s$5\r\nattrs\r\n*0\r\n" % (job_id, ext))
     no_group = c.add("q", "body", "PRIORITY", 1)
     assert c.call("QPEEK", "q", 1) == [[b"q", no_group, b"body", b"priority", 1, b"group",
                                          NULL_BULK, b"due-ms", 0]]
@@ -173,8 +173,8 @@ def test_scheduled_jobs_are_never_delivered_early(node: DisqProcess, c: RawClien
     got = consume(node.port, 300)
     assert len({entry[1] for _, entry in got}) == 300
     for received, entry in got:
-        body, due = entry[2].decode(), entry[-1]
-        assert entry[-2] == b"due-ms"
+        body, due = entry[2].decode(), entry[-3]
+        assert entry[-4] == b"due-ms" and entry[-2:] == [b"attrs", []]
         if body.startswith("at"):
             assert due == ats[int(body[2:])]
         else:
@@ -234,6 +234,6 @@ def test_a_copy_keeps_the_fields_and_is_requeued_not_before_the_due_time(
     origin.kill()
     assert now_ms() < due, "the origin must die before the due time for this test"
     [(received, entry)] = consume(replicas[0].port, 1)
-    assert entry[1] == job_id and entry[-6:-1] == [b"priority", 9, b"group", b"g", b"due-ms"]
-    assert due <= entry[-1] <= due + LATE_MAX_MS  # this node's clock: never early
+    assert entry[1] == job_id and entry[-8:-3] == [b"priority", 9, b"group", b"g", b"due-ms"]
+    assert due <= entry[-3] <= due + LATE_MAX_MS  # this node's clock: never early
     assert received >= due

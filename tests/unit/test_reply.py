@@ -21,10 +21,10 @@ def test_an_entry_with_counters_is_each_field_formatted(nacks: int, deliveries: 
     job.nacks, job.deliveries, job.ext = nacks, deliveries, ext
     expected = (b"*%d\r\n$5\r\nqueue\r\n$40\r\n%s\r\n$300\r\n%s\r\n$5\r\nnacks\r\n:%d\r\n"
                 b"$21\r\nadditional-deliveries\r\n:%d\r\n" % (
-                    7 if ext is None else 13, JOB_ID, b"b" * 300, nacks, deliveries))
-    if ext is not None:
+                    7 if ext is None else 15, JOB_ID, b"b" * 300, nacks, deliveries))
+    if ext is not None:  # (and its attributes: none)
         expected += b"$8\r\npriority\r\n:7\r\n$5\r\ngroup\r\n$1\r\ng\r\n$6\r\ndue-ms\r\n" \
-            b":1700000000000\r\n"
+            b":1700000000000\r\n$5\r\nattrs\r\n*0\r\n"
     entry = reply.job_entry_with_counters(job)
     assert entry == expected
     parsed = hiredis.Reader()

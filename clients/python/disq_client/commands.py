@@ -272,7 +272,15 @@ def _job(entry: object) -> Job:
         job.nacks = _optional_int(fields.get("nacks"))
         job.additional_deliveries = _optional_int(fields.get("additional-deliveries"))
         _ext_fields(job, fields)
+        if "attrs" in fields:
+            job.attrs = _attrs(fields["attrs"])
     return job
+
+
+def _attrs(value: object) -> dict[str, str]:
+    """key, value, key, value... (SHOW's and GETJOB WITHCOUNTERS' "attrs")."""
+    flat = cast("list[bytes]", value)
+    return {_str(k): _str(v) for k, v in zip(flat[::2], flat[1::2], strict=True)}
 
 
 def _ext_fields(job: Job | JobInfo, fields: dict[str, object]) -> None:
@@ -433,9 +441,8 @@ def job_info(reply: object) -> JobInfo | None:
     )
     _ext_fields(info, f)
     _notes(info, f)
-    if "attrs" in f:  # key, value, key, value...
-        flat = cast("list[bytes]", f["attrs"])
-        info.attrs = {_str(k): _str(v) for k, v in zip(flat[::2], flat[1::2], strict=True)}
+    if "attrs" in f:
+        info.attrs = _attrs(f["attrs"])
     return info
 
 

@@ -181,22 +181,25 @@ def with_context(span: Span, attrs: Attrs | None) -> Attrs | None:
 
 
 async def carried_context(client: AsyncClient, job: Job) -> Context | None:
-    """The trace context the producer put in `job`'s attributes, read with SHOW
-    (GETJOB does not give attributes). A job without disq's extensions has no
-    attributes (GETJOB WITHCOUNTERS gives `priority` for every job that has them):
-    no request for it. A failed SHOW only loses the link."""
-    if job.priority is None:
-        return None
-    try:
-        info = await client.show(job.id)
-    except Exception as exc:  # tracing never keeps a job from its handler
-        log.debug("SHOW %s for its trace context failed: %s", job.id, exc)
-        return None
-    if info is None or not info.attrs or TRACEPARENT not in info.attrs:
+    """The trace context the producer put in `job`'s attributes: GETJOB WITHCOUNTERS
+    gives them for a job using disq's extensions (`job.attrs`); a job without has no
+    attributes (no `priority` either): nothing to read. A server that does not give
+    them there (an older disq) is asked with SHOW; a failed SHOW only loses the link."""
+    attrs = job.attrs
+    if attrs is None:
+        if job.priority is None:
+            return None
+        try:
+            info = await client.show(job.id)
+        except Exception as exc:  # tracing never keeps a job from its handler
+            log.debug("SHOW %s for its trace context failed: %s", job.id, exc)
+            return None
+        attrs = None if info is None else info.attrs
+    if not attrs or TRACEPARENT not in attrs:
         return None
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-    carrier = {key: info.attrs[key] for key in (TRACEPARENT, TRACESTATE) if key in info.attrs}
+    carrier = {key: attrs[key] for key in (TRACEPARENT, TRACESTATE) if key in attrs}
     return TraceContextTextMapPropagator().extract(carrier)
 
 

@@ -42,6 +42,9 @@ class Job:
     max_deliveries: int | None = None
     dead_from: str | None = None  # the queue a dead letter came from
     dead_reason: str | None = None  # why it is one: "max-deliveries"
+    # ADDJOB ... ATTR, given by GETJOB WITHCOUNTERS for a job using disq's extensions
+    # ({}: none); None: not given (no counters asked, a plain job, an older server)
+    attrs: dict[str, str] | None = None
 
     @property
     def node_prefix(self) -> str:

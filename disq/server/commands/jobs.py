@@ -71,8 +71,9 @@ def addjobs(client: Client, args: list[bytes]) -> bytes | Pending:
          summary=('Take jobs from the first queues that have some, waiting up to TIMEOUT (0: for '
                   'ever) unless NOHANG. WHERE (a disq extension): only jobs whose ATTR '
                   'attributes match, each WHERE too; such a GETJOB never blocks.'),
-         reply=('array of [queue, id, body] (with WITHCOUNTERS: nacks and additional deliveries '
-                'too), or null on timeout'),
+         reply=('array of [queue, id, body] (with WITHCOUNTERS: "nacks", n, '
+                '"additional-deliveries", n too, then for a job using extensions its '
+                'fields and "attrs", [key, value...]), or null on timeout'),
          options=(spec.GETJOB,), queues=AfterToken(b"FROM"))
 def getjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue [queue ...]"""
