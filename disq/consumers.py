@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 from . import errors, lifecycle
 from .clock import now_ms
-from .job import DELIVERED, Job
+from .job import DELIVERED, QUEUED, Job
 from .queue import (
     NO_PRIORITY,
     PAUSED_OUT,
@@ -56,7 +56,8 @@ class Consumers:
     told when the first one is marked: it has `serve_ready` run at the end of the loop
     turn."""
 
-    __slots__ = ("node", "queues", "stats", "failures", "count", "ready", "on_ready")
+    __slots__ = ("node", "queues", "stats", "failures", "count", "filtered", "arrivals", "ready",
+                 "on_ready")
 
     def __init__(self, node: Node) -> None:
         self.node = node
@@ -64,12 +65,18 @@ class Consumers:
         self.stats: Stats = node.stats
         self.failures: FailureStats = node.failures
         self.count = 0
+        # Blocked consumers with GETJOB ... WHERE, and the jobs queued since, per queue
+        # that has them (only while there are such consumers): each arriving job is
+        # checked against their filters, never the whole queue again.
+        self.filtered = 0
+        self.arrivals: dict[Queue, list[Job]] = {}
         self.ready: list[Queue] = []
         self.on_ready: Callable[[], None] = _nothing
 
     # -- delivery ------------------------------------------------------------------------
     def take(self, queue: Queue, now: int, hold: bool = True,
-             where: list[Condition] | None = None) -> Job | None:
+             where: list[Condition] | None = None,
+             candidates: list[Job] | None = None) -> Job | None:
         """The one delivery of a queued job to a consumer: GETJOB's pass (get_jobs) and
         every serving of parked consumers (serve_ready) take their jobs here, so a
         queue's pause, its hold for a peer's more urgent jobs, its RATE and its order
@@ -77,7 +84,8 @@ class Consumers:
         the oldest of a group (queue.py). None: none now (`failures.tokens_refused`
         counts one more if for lack of a RATE token). `hold` False (NOHANG): no hold
         for a peer's jobs. `where` (GETJOB ... WHERE): the next job that matches, among
-        the first WHERE_SCAN_MAX (`_take_where`); a plain GETJOB pays one test."""
+        the first WHERE_SCAN_MAX (`_take_where`), or among `candidates` (jobs that
+        arrived for a blocked filtered consumer); a plain GETJOB pays one test."""
         if queue.flags & PAUSED_OUT:
             return None
         if hold and queue.remote_best < NO_PRIORITY and self.held_for_peers(queue, now):
@@ -91,7 +99,7 @@ class Consumers:
             return None
         groups = queue.groups
         if where is not None:
-            job = self._take_where(queue, where)
+            job = self._take_where(queue, where, candidates)
         elif groups is None:
             job = queue.jobs.pop_first()
         else:
@@ -128,24 +136,32 @@ class Consumers:
                 queue.limiter.tokens += 1.0
         return job
 
-    def _take_where(self, queue: Queue, where: list[Condition]) -> Job | None:
-        """The first job in delivery order among the queue's first WHERE_SCAN_MAX that
-        matches `where`, out of the queue; None if none (the queue's RATE token, taken,
-        is given back). Never from a queue with GROUP-CONCURRENCY or GROUP-RATE limits:
-        their admission is kept by the plain path alone (grouplimits.py)."""
+    def _take_where(self, queue: Queue, where: list[Condition],
+                    candidates: list[Job] | None = None) -> Job | None:
+        """The first job in delivery order among the queue's first WHERE_SCAN_MAX (or
+        among `candidates` still queued in it) that matches `where`, out of the queue;
+        None if none (the queue's RATE token, taken, is given back). Never from a queue
+        with GROUP-CONCURRENCY or GROUP-RATE limits: their admission is kept by the
+        plain path alone (grouplimits.py)."""
         job = None
         if queue.groups is None:
-            for seen, candidate in enumerate(queue.jobs):
-                if seen >= WHERE_SCAN_MAX:
-                    break
-                if job_matches(candidate, where):
-                    job = candidate
-                    break
-        if job is None:
+            if candidates is not None:
+                for candidate in candidates:
+                    if (candidate.state == QUEUED and candidate.queue == queue.name
+                            and job_matches(candidate, where)):
+                        job = candidate
+                        break
+            else:
+                for seen, candidate in enumerate(queue.jobs):
+                    if seen >= WHERE_SCAN_MAX:
+                        break
+                    if job_matches(candidate, where):
+                        job = candidate
+                        break
+        if job is None or not queue.jobs.remove(job):
             if queue.limiter is not None:
                 queue.limiter.tokens += 1.0
             return None
-        queue.jobs.remove(job)
         return job
 
     def held_for_peers(self, queue: Queue, now: int) -> bool:
@@ -222,6 +238,8 @@ class Consumers:
             queues.append(queue)
             if (queue.limiter is not None or queue.groups is not None) and queue.jobs:
                 node.wakeups.at_next_token(queue, now)  # jobs, but no token: RATE
+        if waiter.where is not None:
+            self.filtered += 1
         self.count += 1
         return queues
 
@@ -235,6 +253,10 @@ class Consumers:
             if federation is not None and federation.asked_time and not queue.waiters:
                 self.node.cluster.jobs_not_needed(queue)  # the last one left: stop the pushes
         self.count -= 1
+        if waiter.where is not None:
+            self.filtered -= 1
+            if not self.filtered:
+                self.arrivals.clear()
 
     def end_waits(self, error: errors.DisqError | None = None) -> None:
         """Every blocked consumer stops waiting, without a job (`Waiter.give_up`):
@@ -264,12 +286,51 @@ class Consumers:
             for queue in ready:
                 why, queue.ready = queue.ready, 0
                 if queue.waiters and queue.jobs:
-                    self._serve_waiters(queue, now)
+                    if self.filtered:
+                        self._serve_filtered(queue, now, self.arrivals.pop(queue, None))
+                    else:
+                        self._serve_waiters(queue, now)
+                elif self.arrivals:
+                    self.arrivals.pop(queue, None)
                 if why & READY_QUEUED:  # Node._into_queue's end, for the jobs left
                     if queue.remote_wanted and queue.jobs:
                         self.node.cluster.jobs_available(queue, bool(why & READY_REQUEUED))
                     if why & READY_EXT:
                         self.node.tell_best(queue, now)
+
+    def arrived(self, queue: Queue, job: Job) -> None:
+        """A job queued in `queue` while filtered consumers wait (Node._into_queue)."""
+        arrivals = self.arrivals.get(queue)
+        if arrivals is None:
+            self.arrivals[queue] = [job]
+        else:
+            arrivals.append(job)
+
+    def _serve_filtered(self, queue: Queue, now: int, arrived: list[Job] | None) -> None:
+        """`_serve_waiters` with consumers blocked with WHERE among them: each, in the
+        order they came, a plain one the next job, a filtered one the first of the jobs
+        that `arrived` since the queue was last served which matches its filter (a job
+        that matches none stays queued for the others)."""
+        failures = self.failures
+        refused = failures.tokens_refused
+        for waiter in list(queue.waiters):
+            if not queue.jobs:
+                break
+            if waiter not in queue.waiters:
+                continue  # served meanwhile (it left every queue)
+            where = waiter.where
+            if where is None:
+                job = self.take(queue, now)
+            elif arrived:
+                job = self.take(queue, now, True, where, arrived)
+            else:
+                continue
+            if job is None:
+                if failures.tokens_refused != refused:
+                    self.node.wakeups.at_next_token(queue, now)
+                    break
+                continue
+            waiter.serve_job(job)
 
     def _serve_waiters(self, queue: Queue, now: int) -> None:
         waiters = queue.waiters

@@ -336,7 +336,10 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
                 why |= READY_REQUEUED
             if job.ext is not None:
                 why |= READY_EXT
-            self.consumers.mark_ready(queue, why)
+            consumers = self.consumers
+            if consumers.filtered:  # consumers blocked with GETJOB ... WHERE look at it
+                consumers.arrived(queue, job)
+            consumers.mark_ready(queue, why)
             return
         if queue.remote_wanted and queue.jobs:
             self.cluster.jobs_available(queue, requeued)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .errors import DisqError
     from .grouplimits import GroupLimits
     from .queue_federation import QueueFederation
+    from .where import Condition
 
 _LOAD: Final = 512
 _MAX_BLOCK: Final = 2 * _LOAD
@@ -382,7 +383,10 @@ class PriorityJobs:
 
 
 class Waiter(Protocol):
-    """A consumer blocked in GETJOB (a RESP client, an HTTP long poll)."""
+    """A consumer blocked in GETJOB (a RESP client, an HTTP long poll); `where`: its
+    GETJOB's WHERE conditions (None: any job), constant while it waits."""
+
+    where: list[Condition] | None
 
     def serve_job(self, job: Job) -> None:
         """Its job (one): it takes it and leaves every queue it waits on

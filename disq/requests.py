@@ -441,8 +441,8 @@ class JobSet:
 class GetJob:
     """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] [WHERE key op value ...]
     FROM queue [queue ...]. WHERE (a disq extension, where.py) takes only the jobs
-    whose attributes match; such a GETJOB never blocks: it answers at once, as with
-    NOHANG (a blocked consumer is served any job its queues get)."""
+    whose attributes match; blocked, it is served only the jobs queued later that
+    match (Consumers: each arriving job is checked against the filtered consumers)."""
 
     __slots__ = ("queues", "nohang", "timeout", "count", "with_counters", "where")
     OPTIONS: ClassVar[CommandOptions] = GETJOB
@@ -452,7 +452,7 @@ class GetJob:
                  count: int = 1, with_counters: bool = False,
                  where: list[Condition] | None = None) -> None:
         self.queues = queues
-        self.nohang = nohang or where is not None
+        self.nohang = nohang
         self.timeout = timeout  # ms; 0: wait for ever
         self.count = count
         self.with_counters = with_counters
@@ -470,7 +470,6 @@ class GetJob:
             elif len(where) >= MAX_CONDITIONS:
                 raise BAD_WHERE
             where.append(condition)
-            request.nohang = True
             start = parse_options(request, cls._PARSERS, args, after, b"from", b"where")
         start += 1
         if start >= len(args):  # no FROM, or no queue after it

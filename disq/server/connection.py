@@ -42,6 +42,7 @@ from .request_parser import RequestParser
 from .table import COMMANDS, LOOKUP
 
 if TYPE_CHECKING:
+    from ..where import Condition
     from .app import Server
 
 _perf_ns: Final = time.perf_counter_ns
@@ -90,6 +91,7 @@ class Client(LaterReplies, asyncio.Protocol):
         self.blocked_queues: list[Queue] = []
         self.block_timer: asyncio.TimerHandle | None = None
         self.block_with_counters = False
+        self.where: list[Condition] | None = None  # a blocked GETJOB ... WHERE's
         # what the dashboard's Workers page shows: jobs this connection took (GETJOB)
         # and settled itself (ACKJOB, FASTACK, NACK); the rest are in its hands
         self.jobs_taken = 0

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..job import Job
     from ..node import Node
     from ..queue import Queue
+    from ..where import Condition
     from .app import Server
     from .histograms import Histogram
     from .hotstate import HotState
@@ -162,6 +163,7 @@ class LaterReplies:
     reads: ReadPause  # when the connection reads its client
     blocked: bool
     jobs_taken: int
+    where: list[Condition] | None
     _parked: Pending | None
     blocked_queues: list[Queue]
     block_timer: asyncio.TimerHandle | None
@@ -264,6 +266,7 @@ class LaterReplies:
             self.node.consumers.unblock(self, self.blocked_queues)
             self.blocked_queues = []
         self.blocked = False
+        self.where = None
 
     def unblock(self, data: bytes) -> None:
         """Answer the parked request and resume the requests that queued behind it."""

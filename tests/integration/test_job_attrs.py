@@ -113,7 +113,7 @@ def test_getjob_where_takes_only_matching_jobs_and_leaves_the_rest(c: RawClient)
                          "WHERE", "size", ">", 20, "FROM", "q")) == [b"c", b"e"]
     assert bodies(c.call("GETJOB", "WHERE", "tenant", "!=", "acme", "COUNT", 10,
                          "FROM", "q")) == [b"b"]
-    assert c.call("GETJOB", "TIMEOUT", 60_000, "WHERE", "size", "<", 0, "FROM", "q") == NULL_ARRAY
+    assert c.call("GETJOB", "TIMEOUT", 50, "WHERE", "size", "<", 0, "FROM", "q") == NULL_ARRAY
     assert bodies(c.call("GETJOB", "COUNT", 10, "WHERE", "tenant", "EXISTS",
                          "FROM", "q")) == [b"a", b"d"]
     assert bodies(c.call("GETJOB", "NOHANG", "COUNT", 10, "FROM", "q")) == [b"plain"]
@@ -140,7 +140,7 @@ def test_the_python_client_adds_attrs_and_filters(node: DisqProcess) -> None:
             "q", count=10, where=[("tenant", "=", "acme"), ("size", "<", 10)])] == [acme]
         assert [job.body for job in client.get_jobs(
             "q", count=10, timeout_ms=60_000, where=[("tenant", "EXISTS")])] == [b"b", b"c"]
-        assert client.get_jobs("q", where=[("tenant", "EXISTS")]) == []
+        assert client.get_jobs("q", timeout_ms=50, where=[("tenant", "EXISTS")]) == []
 
 
 def test_the_http_job_list_searches_attributes_and_bodies(
@@ -179,3 +179,38 @@ def test_getjob_withcounters_gives_the_attributes(c: RawClient) -> None:
     fields = dict(zip(by_id[extended][3::2], by_id[extended][4::2], strict=True))
     assert fields[b"attrs"] == [] and fields[b"priority"] == 3
     assert len(by_id[plain]) == 7  # Disque's layout, untouched
+
+
+def test_a_filtered_getjob_blocks_for_a_job_that_matches(node: DisqProcess, c: RawClient
+                                                        ) -> None:
+    with RawClient(node.port) as eu, RawClient(node.port) as us, \
+            RawClient(node.port) as plain:
+        eu.send("GETJOB", "TIMEOUT", 10_000, "WHERE", "region", "=", "eu", "FROM", "bq")
+        us.send("GETJOB", "TIMEOUT", 10_000, "WHERE", "region", "=", "us", "FROM", "bq")
+        wait_blocked(c, 2)
+        other = c.add("bq", "asia", "ATTR", "region", "asia")  # no filtered one matches
+        assert c.call("QLEN", "bq") == 1  # it stays queued
+        plain.send("GETJOB", "TIMEOUT", 10_000, "FROM", "bq")
+        assert plain.read()[0][1] == other  # a plain consumer takes it
+        c.add("bq", "for us", "ATTR", "region", "us")
+        assert us.read()[0][2] == b"for us"
+        c.add("bq", "for eu", "ATTR", "region", "eu")
+        assert eu.read()[0][2] == b"for eu"
+        assert c.call("QLEN", "bq") == 0
+        # the timeout answers as a plain GETJOB's
+        eu.send("GETJOB", "TIMEOUT", 100, "WHERE", "region", "=", "eu", "FROM", "bq")
+        assert eu.read() == NULL_ARRAY
+    # a consumer gone while blocked leaves nothing behind: the next job stays queued
+    with RawClient(node.port) as gone:
+        gone.send("GETJOB", "WHERE", "region", "=", "eu", "FROM", "bq")
+        wait_blocked(c, 1)
+    wait_blocked(c, 0)
+    c.add("bq", "later", "ATTR", "region", "eu")
+    assert c.call("QLEN", "bq") == 1
+
+
+def wait_blocked(c: RawClient, count: int) -> None:
+    from support import wait_for
+
+    wait_for(lambda: f"blocked_clients:{count}\r" in c.call("INFO", "clients").decode(), 5,
+             message=f"{count} blocked consumer(s)")

@@ -511,7 +511,7 @@ class Client(ClientBase):
         `nohang`; `timeout_ms` 0 waits for ever; [] when nothing came. `where` (a disq
         extension): only jobs whose attributes (add_job's `attrs`) match every filter,
         each (key, op, value), op one of =, !=, PREFIX, <, > (numbers), or (key,
-        "EXISTS"); such a GETJOB never blocks."""
+        "EXISTS"); blocked, it gets only the jobs queued later that match."""
         return self._run(cmds.get_jobs(queues, count, timeout_ms, nohang, with_counters,
                                        where))
 

@@ -321,7 +321,8 @@ def _jobs(reply: object) -> list[Job]:
 def get_jobs(queues: Sequence[str], count: int, timeout_ms: int, nohang: bool,
              with_counters: bool, where: Sequence[Sequence[Arg]] = ()) -> Cmd[list[Job]]:
     """GETJOB; `where` (a disq extension): filters on the jobs' attributes, each
-    (key, op, value) or (key, "EXISTS"); such a GETJOB never blocks."""
+    (key, op, value) or (key, "EXISTS"); blocked, such a GETJOB gets only the jobs
+    queued later that match."""
     if not queues:
         raise ValueError("get_jobs needs at least one queue")
     options = _options(GETJOB, {"nohang": nohang, "timeout": timeout_ms or None,
@@ -329,7 +330,7 @@ def get_jobs(queues: Sequence[str], count: int, timeout_ms: int, nohang: bool,
                              "with_counters": with_counters})
     for condition in where:
         options += ("WHERE", *condition)
-    if nohang or where:
+    if nohang:
         wait: float | None = 0.0
     else:
         wait = None if timeout_ms == 0 else timeout_ms / 1000

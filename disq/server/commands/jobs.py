@@ -70,7 +70,8 @@ def addjobs(client: Client, args: list[bytes]) -> bytes | Pending:
                  '[WHERE key =|!=|PREFIX|<|> value | WHERE key EXISTS ...] FROM queue [queue ...]'),
          summary=('Take jobs from the first queues that have some, waiting up to TIMEOUT (0: for '
                   'ever) unless NOHANG. WHERE (a disq extension): only jobs whose ATTR '
-                  'attributes match, each WHERE too; such a GETJOB never blocks.'),
+                  'attributes match, each WHERE too; blocked, it gets only the jobs queued '
+                  'later that match.'),
          reply=('array of [queue, id, body] (with WITHCOUNTERS: "nacks", n, '
                 '"additional-deliveries", n too, then for a job using extensions its '
                 'fields and "attrs", [key, value...]), or null on timeout'),
@@ -88,6 +89,7 @@ def getjob(client: Client, args: list[bytes]) -> bytes | Pending:
         return b"*%d\r\n" % len(jobs) + b"".join(map(encode, jobs))
     if request.nohang:
         return reply.NULL_ARRAY
+    client.where = request.where  # (a filtered consumer: served only the jobs that match)
     parked = client.park(request.timeout, request.with_counters)  # its timeout first:
     client.blocked_queues = service.park(client, request)  # NEEDJOBS says how long it waits
     return parked

@@ -14,19 +14,21 @@ if TYPE_CHECKING:
     from ...job import Job
     from ...node import Node
     from ...queue import Queue
+    from ...where import Condition
 
 
 class LongPoll:
     """A blocked consumer (the node's `Waiter`) for one HTTP request: `done` gets its
     job, None at its timeout, or the error that ended the wait (-LEAVING)."""
 
-    __slots__ = ("node", "user", "loop", "done", "queues", "timer")
+    __slots__ = ("node", "user", "loop", "done", "queues", "timer", "where")
 
     def __init__(self, node: Node, user: User, loop: asyncio.AbstractEventLoop,
                  timeout_ms: int) -> None:
         self.node = node
         self.user = user
         self.loop = loop
+        self.where: list[Condition] | None = None  # (its GETJOB's WHERE: not over HTTP)
         self.done: asyncio.Future[Job | None] = loop.create_future()
         self.queues: list[Queue] = []  # the node's, while it waits (JobService.park)
         self.timer = (loop.call_later(timeout_ms / 1000, self.give_up, None)
