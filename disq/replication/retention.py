@@ -33,7 +33,7 @@ class WindowReader(Protocol):
 
     def window(self, queue: bytes, start_ms: int, end_ms: int, after: Key | None,
                count: int, where: list[Condition] | None = None,
-               owners: list[str] | None = None) -> Awaitable[Page]: ...
+               shard: tuple[int, int] | None = None) -> Awaitable[Page]: ...
 
 
 def parse_where(args: list[bytes]) -> list[Condition]:

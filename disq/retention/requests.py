@@ -15,6 +15,7 @@ from ..options import OptionParser, compile_options, parse_options
 from ..where import BAD_WHERE, MAX_CONDITIONS, Condition, parse_condition
 
 Key = tuple[int, bytes]
+MAX_SHARDS = 65536
 
 
 def _parse_tail(request: Replay | Retained, parsers: dict[bytes, OptionParser],
@@ -77,10 +78,11 @@ class Replay:
 
 
 class Retained:
-    """RETAINED queue FROM unix-ms [TO unix-ms] [AFTER cursor] [COUNT n] [OWNERS
-    id,...] [WHERE ...]: this node's retained jobs of the window, COUNT at a time."""
+    """RETAINED queue FROM unix-ms [TO unix-ms] [AFTER cursor] [COUNT n] [SHARD
+    i/n] [WHERE ...]: this node's retained jobs of the window, COUNT at a time; with
+    SHARD, only those whose ID falls in shard i of n (retention/store.py `shard_of`)."""
 
-    __slots__ = ("queue", "start", "end", "after", "count", "owners", "where", "where_args")
+    __slots__ = ("queue", "start", "end", "after", "count", "shard", "where", "where_args")
     OPTIONS: ClassVar[CommandOptions] = RETAINED
     _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(RETAINED)
 
@@ -90,7 +92,7 @@ class Retained:
         self.end = -1
         self.after: bytes | None = None
         self.count = 1000
-        self.owners: bytes | None = None
+        self.shard: bytes | None = None
         self.where: list[Condition] = []
         self.where_args: list[bytes] = []
 
@@ -99,6 +101,7 @@ class Retained:
         request = cls(args[1])
         _parse_tail(request, cls._PARSERS, args)
         request.cursor()  # checked now
+        request.shard_pair()
         return request
 
     def cursor(self) -> Key | None:
@@ -110,10 +113,14 @@ class Retained:
             raise errors.err("AFTER must be a cursor a RETAINED reply gave")
         return int(ctime), job_id
 
-    def owner_list(self) -> list[str] | None:
-        if self.owners is None:
+    def shard_pair(self) -> tuple[int, int] | None:
+        if self.shard is None:
             return None
-        return [o for o in self.owners.decode(errors="replace").split(",") if o]
+        index, _, count = self.shard.partition(b"/")
+        if not (index.isdigit() and count.isdigit()
+                and 0 <= int(index) < int(count) <= MAX_SHARDS):
+            raise errors.err(f"SHARD must be i/n, 0 <= i < n <= {MAX_SHARDS}")
+        return int(index), int(count)
 
 
 def cursor_of(key: Key) -> bytes:

@@ -31,6 +31,7 @@ import logging
 import os
 import shutil
 import time
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -311,12 +312,13 @@ class RetentionStore:
     # -- reads --------------------------------------------------------------------------
     async def window(self, queue: bytes, start_ms: int, end_ms: int, after: Key | None,
                      count: int, where: list[Condition] | None = None,
-                     owners: list[str] | None = None) -> tuple[list[RetainedJob], bool]:
+                     shard: tuple[int, int] | None = None
+                     ) -> tuple[list[RetainedJob], bool]:
         """This node's retained jobs of `queue` created from `start_ms` to `end_ms`
         (inclusive), after `after` in the replay order, the first `count` of them in
         that order, and whether there may be more. `where`: those whose attributes
-        match; `owners`: those this node is the first holder of among `owners` (a
-        cluster read that must not read a job twice: Spark's partitions)."""
+        match; `shard` (i, n): those whose ID is in shard i of n (`shard_of`: a
+        cluster read split in n parts, each reading every node, merged by ID)."""
         files = self.queues.get(queue)
         if files is None:
             return [], False
@@ -329,7 +331,6 @@ class RetentionStore:
                             key=lambda s: s.min_ctime)
         found: list[RetainedJob] = []
         more = False
-        me = self.node.id
         for i, segment in enumerate(candidates):
             if len(found) >= count:
                 found = heapq.nsmallest(count, found, key=RetainedJob.key)
@@ -340,7 +341,7 @@ class RetentionStore:
                 ctime = job.ctime
                 if ctime < low or ctime > high or (after is not None and job.key() <= after):
                     continue
-                if owners is not None and _owner(job, owners, me) != me:
+                if shard is not None and shard_of(job.id, shard[1]) != shard[0]:
                     continue
                 if where and not _matches(job, where):
                     continue
@@ -415,11 +416,10 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _owner(job: RetainedJob, owners: list[str], me: str) -> str:
-    """The node that answers `job` in a read over `owners`: the first of its holders
-    among them (this node if none is)."""
-    holders = [n for n in job.nodes if n in owners]
-    return min(holders) if holders else me
+def shard_of(job_id: bytes, shards: int) -> int:
+    """The shard of a job in a read split in `shards` parts: by its ID alone, so every
+    holder puts its copy in the same one."""
+    return zlib.crc32(job_id) % shards
 
 
 def _matches(job: RetainedJob, where: list[Condition]) -> bool:

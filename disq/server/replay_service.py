@@ -8,7 +8,8 @@ pages are merged: the jobs up to the smallest last key of the pages that may hav
 are safe to add (no node has a smaller one left), the rest is read again with the
 next page; several holders' copies of a job are one (same ID). So the memory is a page
 per node, and the jobs are added in creation order (across nodes: within their clocks'
-skew). Each job is added to INTO (the queue by default) with the DEDUP key
+skew). Each job is added with as many copies as it had (fewer if fewer nodes are
+reachable) to INTO (the queue by default) with the DEDUP key
 `replay:<digest of queue, window, INTO, WHERE>:<its ID>`, a few at a time: a retried
 REPLAY adds none twice (as long as the DEDUP keys live: the replayed jobs' TTL). A peer
 that does not answer a page is left out of the rest of the replay (counted).
@@ -82,7 +83,7 @@ class ReplayService:
         self.check(request.queue)
         return await self.server.retention.window(
             request.queue, request.start, request.end, request.cursor(), request.count,
-            request.where or None, request.owner_list())
+            request.where or None, request.shard_pair())
 
     async def _replay(self, user: User, request: Replay) -> ReplayResult:
         result = ReplayResult()
@@ -136,10 +137,13 @@ class _Adder:
         self.answers = HeldAnswers(server.node)
         self.waiting: set[asyncio.Future[object]] = set()
         self.logged = False
+        self.mine = server.node.id[:8].encode()  # what the IDs of jobs made here hold
 
     async def add(self, job: RetainedJob) -> None:
         node = self.server.node
-        request = AddJob(self.request.target, job.body,
+        # as many copies as the job had, as far as the nodes reachable now allow
+        repl = min(max(1, len(job.nodes)), 1 + node.cluster.reachable_peers())
+        request = AddJob(self.request.target, job.body, repl=repl,
                          dedup=self.request.dedup_key(job.id))
         if request.dedup is not None and node.dedup.get(request.dedup, now_ms()):
             self.result.skipped += 1
@@ -171,6 +175,8 @@ class _Adder:
         value = future.result()
         if isinstance(value, errors.DisqError):
             self._failed(value)
+        elif isinstance(value, bytes) and value[2:10] != self.mine:
+            self.result.skipped += 1  # another node's job: the cluster knew the key
         else:
             self.result.added += 1
 

@@ -13,7 +13,7 @@ import pytest
 from disq.aof.frames import Codec
 from disq.policies import QueuePolicy
 from disq.retention.segments import RetainedJob, encode_record, read_segment
-from disq.retention.store import RetentionStore, index_segment
+from disq.retention.store import RetentionStore, index_segment, shard_of
 from disq.where import parse_condition
 
 KEY = bytes(range(32))
@@ -108,13 +108,12 @@ class _Node:
 
 def test_window_reads_order_filter_and_page(tmp_path: Path) -> None:
     """Two segments whose jobs interleave in creation time: a window is read in
-    creation order, a page at a time, WHERE and OWNERS applied."""
+    creation order, a page at a time, WHERE and SHARD applied."""
     queue_dir = tmp_path / "retain" / "x"
     queue_dir.mkdir(parents=True)
     (queue_dir / "QUEUE").write_bytes(b"q")
     evens = [job(i, attrs=[b"n", b"%d" % i]) for i in range(0, 20, 2)]
     odds = [job(i, attrs=[b"n", b"%d" % i]) for i in range(1, 20, 2)]
-    odds[0].nodes = ["0" * 40, "a" * 40]  # "0..." answers it
     write(queue_dir / "1700000000001-a.seg", evens)
     write(queue_dir / "1700000000002-b.seg", odds)
 
@@ -130,9 +129,12 @@ def test_window_reads_order_filter_and_page(tmp_path: Path) -> None:
             where = [parse_condition([b"n", b">", b"15"], 0)[0]]
             found, _ = await store.window(b"q", 0, 2**42, None, 100, where)
             assert [j.id for j in found] == [job(i).id for i in range(16, 20)]
-            owned, _ = await store.window(b"q", 0, 2**42, None, 100,
-                                          owners=["a" * 40, "0" * 40])
-            assert job(1).id not in [j.id for j in owned] and len(owned) == 19
+            shards = [[j.id for j in (await store.window(b"q", 0, 2**42, None, 100,
+                                                         shard=(i, 3)))[0]]
+                      for i in range(3)]
+            assert sorted(sum(shards, [])) == [job(i).id for i in range(20)]
+            assert all(shards) and all(shard_of(i, 3) == n for n, s in enumerate(shards)
+                                       for i in s)
             none, more = await store.window(b"q", 0, 1_600_000_000_000, None, 100)
             assert none == [] and not more
         finally:

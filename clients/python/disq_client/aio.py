@@ -534,10 +534,11 @@ class AsyncClient(ClientBase):
 
     async def retained(self, queue: str, start: int, end: int | None = None,
                  after: str | None = None, count: int | None = None,
-                 owners: Sequence[str] | None = None, where: Sequence[Sequence[Arg]] = ()
+                 shard: tuple[int, int] | None = None,
+                 where: Sequence[Sequence[Arg]] = ()
                  ) -> tuple[str, list[RetainedJob]]:
         """As Client.retained."""
-        return await self._run(cmds.retained(queue, start, end, after, count, owners, where))
+        return await self._run(cmds.retained(queue, start, end, after, count, shard, where))
 
     async def requeue_dead(self, dlq: str, count: int | None = None) -> int:
         """As Client.requeue_dead."""

@@ -714,13 +714,14 @@ class Client(ClientBase):
 
     def retained(self, queue: str, start: int, end: int | None = None,
                  after: str | None = None, count: int | None = None,
-                 owners: Sequence[str] | None = None, where: Sequence[Sequence[Arg]] = ()
+                 shard: tuple[int, int] | None = None,
+                 where: Sequence[Sequence[Arg]] = ()
                  ) -> tuple[str, list[RetainedJob]]:
         """RETAINED: a page of the connected node's retained jobs of the window, and
-        the cursor of the next page (give it as `after`; "" after the last). `owners`:
-        node IDs; only the jobs this node is the first holder of among them (one
-        partition per node of a cluster-wide read)."""
-        return self._run(cmds.retained(queue, start, end, after, count, owners, where))
+        the cursor of the next page (give it as `after`; "" after the last). `shard`:
+        (i, n): only the jobs whose ID is in shard i of n (one part of a read split
+        in n, each part reading every node and merging by ID)."""
+        return self._run(cmds.retained(queue, start, end, after, count, shard, where))
 
     def requeue_dead(self, dlq: str, count: int | None = None) -> int:
         """DEADLETTER REQUEUE: put up to `count` (None: all) dead letters of the queue

@@ -749,13 +749,13 @@ def _replay_result(reply: object) -> dict[str, int]:
 
 
 def retained(queue: str, start: int, end: int | None, after: str | None, count: int | None,
-             owners: Sequence[str] | None, where: Sequence[Sequence[Arg]] = ()
+             shard: tuple[int, int] | None, where: Sequence[Sequence[Arg]] = ()
              ) -> Cmd[tuple[str, list[RetainedJob]]]:
     """RETAINED queue FROM start ... (a disq extension): a page of one node's retained
     jobs, and the cursor of the next page ("" after the last)."""
     options = _options(RETAINED, {"start": start, "end": end, "after": after,
                                   "count": count,
-                                  "owners": None if owners is None else ",".join(owners)})
+                                  "shard": None if shard is None else f"{shard[0]}/{shard[1]}"})
     for condition in where:
         options += ("WHERE", *condition)
     return Cmd(("RETAINED", queue, *options), _retained_page)

@@ -374,7 +374,7 @@ REPLAY = CommandOptions("REPLAY", (
     Option("INTO", "into", BYTES, f"INTO must be a queue name of 1 to {QUEUE_NAME_MAX_LEN} bytes",
            max_len=QUEUE_NAME_MAX_LEN, extension=True),
 ))
-# RETAINED queue FROM unix-ms [TO unix-ms] [AFTER cursor] [COUNT n] [OWNERS id,id,...]
+# RETAINED queue FROM unix-ms [TO unix-ms] [AFTER cursor] [COUNT n] [SHARD i/n]
 # [WHERE ...]: one node's retained jobs of a window, a page at a time.
 MAX_RETAINED_COUNT = 100_000
 RETAINED = CommandOptions("RETAINED", (
@@ -383,6 +383,6 @@ RETAINED = CommandOptions("RETAINED", (
            max_len=128, extension=True),
     Option("COUNT", "count", INT, f"COUNT must be between 1 and {MAX_RETAINED_COUNT}", 1,
            MAX_RETAINED_COUNT, extension=True),
-    Option("OWNERS", "owners", BYTES, "OWNERS must be node IDs separated by commas",
-           max_len=64 * 1024, extension=True),
+    Option("SHARD", "shard", BYTES, "SHARD must be i/n, 0 <= i < n <= 65536", max_len=16,
+           extension=True),
 ))

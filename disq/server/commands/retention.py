@@ -44,10 +44,10 @@ def encode_result(result: ReplayResult) -> bytes:
 @command("retained", -4, "rm",
          acl=("read",),
          syntax=('RETAINED queue FROM unix-ms [TO unix-ms] [AFTER cursor] [COUNT n] '
-                 '[OWNERS node-id,...] [WHERE key op value ...]'),
+                 '[SHARD i/n] [WHERE key op value ...]'),
          summary=("This node's retained jobs of a queue created in a window, in creation "
-                  "order, COUNT at a time; with OWNERS, only those this node is the first "
-                  "holder of among those nodes."),
+                  "order, COUNT at a time; with SHARD i/n, only those whose ID is in shard i "
+                  "of n."),
          reply=('array: the cursor of the next page (empty: the last page), then one array '
                 'per job: id, queue, body, created unix-ms, acked unix-ms, holders, '
                 'attributes'),
