@@ -19,9 +19,9 @@ MAX_SHARDS = 65536
 
 
 def _parse_tail(request: Replay | Retained, parsers: dict[bytes, OptionParser],
-                args: list[bytes]) -> None:
+                args: list[bytes]) -> bool:
     """The options from args[2] on, WHERE conditions among them; then the window's
-    checks."""
+    checks. Whether TO was given."""
     start = parse_options(request, parsers, args, 2, b"where")
     while start < len(args):
         if len(request.where) >= MAX_CONDITIONS:
@@ -32,16 +32,18 @@ def _parse_tail(request: Replay | Retained, parsers: dict[bytes, OptionParser],
         start = parse_options(request, parsers, args, after, b"where")
     if request.start < 0:
         raise errors.err(f"{args[0].decode().upper()} needs FROM unix-ms")
-    if request.end < 0:
+    end_given = request.end >= 0
+    if not end_given:
         request.end = int(time.time() * 1000)
     if request.start > request.end:
         raise errors.err(f"FROM {request.start} is after TO {request.end}: an empty window")
+    return end_given
 
 
 class Replay:
     """REPLAY queue FROM unix-ms [TO unix-ms] [INTO queue] [WHERE key op value ...]."""
 
-    __slots__ = ("queue", "start", "end", "into", "where", "where_args")
+    __slots__ = ("queue", "start", "end", "into", "where", "where_args", "end_given")
     OPTIONS: ClassVar[CommandOptions] = REPLAY
     _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(REPLAY)
 
@@ -53,11 +55,12 @@ class Replay:
         self.into = into  # None: the queue itself
         self.where: list[Condition] = []
         self.where_args: list[bytes] = []  # as given: what peers are sent
+        self.end_given = end >= 0
 
     @classmethod
     def parse(cls, args: list[bytes]) -> Replay:
         request = cls(args[1])
-        _parse_tail(request, cls._PARSERS, args)
+        request.end_given = _parse_tail(request, cls._PARSERS, args)
         return request
 
     @property
@@ -66,9 +69,11 @@ class Replay:
 
     def digest(self) -> bytes:
         """Names this replay (queue, window, target, filters): a retried REPLAY adds
-        its jobs with the same DEDUP keys."""
+        its jobs with the same DEDUP keys (without TO, "now" is not part of it: the
+        retry adds the jobs acked since, and none twice)."""
         h = hashlib.sha256()
-        for part in (self.queue, b"%d" % self.start, b"%d" % self.end, self.target,
+        end = b"%d" % self.end if self.end_given else b"now"
+        for part in (self.queue, b"%d" % self.start, end, self.target,
                      *self.where_args):
             h.update(b"%d:" % len(part) + part)
         return h.hexdigest()[:24].encode()

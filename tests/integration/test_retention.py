@@ -148,3 +148,72 @@ def test_a_queue_without_retain_keeps_nothing(node: DisqProcess) -> None:
         assert c.call("QPOLICY", "other", "SET", "RATE", 100) == OK
         add_and_ack(c, "other", ["a"])
         assert int(info(c)["retained_records_appended"]) == before
+
+
+def test_http_replay_retained_and_the_queue_page(start_node: Callable[..., DisqProcess]) -> None:
+    import json
+    import urllib.request
+
+    from support import free_port
+    http_port = free_port()
+    node = start_node("--http-port", str(http_port))
+
+    def http(method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{http_port}{path}", data=data,
+                                     method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    with RawClient(node.port) as c:
+        assert c.call("QPOLICY", "hq", "SET", "RETAIN", 60) == OK
+        t0 = int(time.time() * 1000)
+        add_and_ack(c, "hq", ["one", "two"], "ATTR", "k", "v")
+        wait_for(lambda: retained_jobs(c, "hq") == 2, message="retained")
+    status, queue = http("PUT", "/api/v1/queues/hq", {"policy": {"retain": 600,
+                                                                "retain_bytes": 10**6}})
+    assert status == 200 and queue["policy"]["retain"] == 600, queue
+    assert queue["policy"]["retain_bytes"] == 10**6
+    assert queue["retention"]["jobs"] == 2 and queue["retention"]["oldest_ms"] >= t0
+    status, page = http("GET", f"/api/v1/queues/hq/retained?start={t0}&count=1")
+    assert status == 200 and page["jobs"][0]["body"] == "one" and page["cursor"], page
+    first = page
+    assert page["jobs"][0]["attrs"] == {"k": "v"}
+    status, page = http("GET", f"/api/v1/queues/hq/retained?start={t0}&after={page['cursor']}")
+    assert status == 200 and [j["body"] for j in page["jobs"]] == ["two"] and not page["cursor"], (
+        first, page)
+    status, result = http("POST", "/api/v1/queues/hq/replay",
+                          {"start": t0, "into": "hq2", "where": [["k", "=", "v"]]})
+    assert status == 200 and result["added"] == 2, result
+    status, problem = http("POST", "/api/v1/queues/hq/replay", {"start": t0, "end": t0 - 1})
+    assert status == 400 and "is after TO" in problem["detail"], problem
+    status, problem = http("GET", "/api/v1/queues/nope/retained?start=0")
+    assert status == 400 and "no RETAIN policy" in problem["detail"], problem
+
+
+def test_the_python_client_replays_and_reads(node: DisqProcess) -> None:
+    from disq_client import Client
+    client = Client([f"127.0.0.1:{node.port}"])
+    try:
+        assert client.qpolicy_set("pq", retain=120, retain_bytes=10**6) == "OK"
+        policy = client.qpolicy_get("pq")
+        assert policy is not None and (policy.retain, policy.retain_bytes) == (120, 10**6)
+        t0 = int(time.time() * 1000)
+        with RawClient(node.port) as c:
+            add_and_ack(c, "pq", ["a", "b", "c"], "ATTR", "n", "1")
+            wait_for(lambda: retained_jobs(c, "pq") == 3, message="retained")
+        cursor, jobs = client.retained("pq", t0, count=2)
+        assert cursor and [j.body for j in jobs] == [b"a", b"b"] and jobs[0].attrs == {"n": "1"}
+        cursor, jobs = client.retained("pq", t0, after=cursor, shard=(0, 1))
+        assert cursor == "" and [j.body for j in jobs] == [b"c"]
+        result = client.replay("pq", t0, into="pq2", where=[("n", "=", "1")])
+        assert result["added"] == 3 and result["skipped"] == 0
+        # retried without TO ("now" later): nothing twice
+        again = client.replay("pq", t0, into="pq2", where=[("n", "=", "1")])
+        assert again["added"] == 0 and again["skipped"] == 3
+    finally:
+        client.close()
