@@ -309,6 +309,16 @@ class RetentionStore:
             await self._submit(self._writer.close_all)
         self._executor.shutdown(wait=False)
 
+    def close(self) -> None:
+        """At shutdown, the loop done: what is queued written, every segment fsynced
+        and closed (blocking: nothing else runs)."""
+        if self._tick is not None:
+            self._tick.cancel()
+        if self.loop is not None:
+            self._flush()
+            self._executor.submit(self._writer.close_all)
+        self._executor.shutdown(wait=True)
+
     # -- reads --------------------------------------------------------------------------
     async def window(self, queue: bytes, start_ms: int, end_ms: int, after: Key | None,
                      count: int, where: list[Condition] | None = None,

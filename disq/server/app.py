@@ -227,6 +227,7 @@ class Server:
         try:
             await self.shutdown.stopped
         finally:
+            self.retention.close()  # its last records written and fsynced
             if self._http is not None:
                 await self._http.cleanup()
             if self._metrics is not None:
