@@ -9,6 +9,7 @@ unreachable: `ask` gives None.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable
 from typing import Any, Final, Protocol
 
@@ -19,6 +20,8 @@ from ..cluster.port import BusPort
 from ..policies import MAX_QUEUE_NAME_LEN
 from ..retention.segments import RetainedJob
 from ..where import Condition, parse_condition
+
+log = logging.getLogger("disq")
 
 ASK_TIMEOUT_MS: Final = 10_000  # a page's reading may wait for the disk
 PAGE_BYTES: Final = 16 * 1024 * 1024
@@ -118,8 +121,14 @@ class RetainedReads:
     async def _answer(self, peer: str, request_id: int, queue: bytes, start_ms: int,
                       end_ms: int, after: Key | None, count: int,
                       where: list[Condition]) -> None:
-        jobs, more = trim_page(*await self.store.window(queue, start_ms, end_ms, after,
-                                                        count, where or None))
+        try:
+            jobs, more = trim_page(*await self.store.window(queue, start_ms, end_ms, after,
+                                                            count, where or None))
+        except Exception as exc:  # (an unreadable disk: said at once, not a timeout)
+            log.warning("RETAINED_ASK of %r: %s", queue, exc)
+            self.bus.send(peer, m.RETAINED_PAGE, request_id, f"read failed: {exc}", False,
+                          [])
+            return
         self.bus.send(peer, m.RETAINED_PAGE, request_id, "", more,
                       [job.to_wire() for job in jobs])
 
