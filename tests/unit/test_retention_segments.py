@@ -142,3 +142,52 @@ def test_window_reads_order_filter_and_page(tmp_path: Path) -> None:
 
     asyncio.run(run())
     assert os.path.exists(queue_dir / "1700000000001-a.seg")
+
+
+def test_expiry_by_age_by_size_and_by_a_deleted_policy(tmp_path: Path) -> None:
+    """Segments wholly older than RETAIN go; then the oldest while over RETAIN-BYTES;
+    a queue whose policy was deleted loses them all; an unknown queue keeps them."""
+    now = 1_700_000_100_000
+    root = tmp_path / "retain"
+    for name, queue in (("a", b"q"), ("b", b"gone"), ("c", b"unknown")):
+        (root / name).mkdir(parents=True)
+        (root / name / "QUEUE").write_bytes(queue)
+    old = [RetainedJob(b"D-old%035d" % i, b"q", b"x", 1, now - 100_000, [], [])
+           for i in range(3)]
+    mid = [RetainedJob(b"D-mid%035d" % i, b"q", b"x" * 500, 2, now - 5_000, [], [])
+           for i in range(3)]
+    new = [RetainedJob(b"D-new%035d" % i, b"q", b"x" * 500, 3, now - 1_000, [], [])
+           for i in range(3)]
+    write(root / "a" / "1-a.seg", old)
+    write(root / "a" / "2-b.seg", mid)
+    write(root / "a" / "3-c.seg", new)
+    write(root / "b" / "1-a.seg", mid)
+    write(root / "c" / "1-a.seg", mid)
+
+    class Node:
+        id = "n" * 40
+
+        class policies:  # noqa: N801
+            policies = {b"q": QueuePolicy(b"q", retain=60),
+                        b"gone": QueuePolicy(b"gone", deleted=True)}
+
+    async def run() -> None:
+        store = RetentionStore(Node(), str(root))  # type: ignore[arg-type]
+        await store.start(asyncio.get_running_loop())
+        try:
+            store.expire(now)  # RETAIN 60 s: the segment acked 100 s ago goes
+            assert [s.path[-7:] for s in store.queues[b"q"].segments] == ["2-b.seg",
+                                                                           "3-c.seg"]
+            assert b"gone" not in store.queues and store.queues[b"unknown"].segments
+            size = store.queues[b"q"].size
+            Node.policies.policies[b"q"] = QueuePolicy(b"q", retain=60,
+                                                       retain_bytes=size - 1)
+            store.expire(now)  # over RETAIN-BYTES: the oldest goes
+            assert [s.path[-7:] for s in store.queues[b"q"].segments] == ["3-c.seg"]
+            assert store.expired_segments == 3
+        finally:
+            await store.stop()
+
+    asyncio.run(run())
+    assert sorted(p.name for p in (root / "a").iterdir()) == ["3-c.seg", "QUEUE"]
+    assert not (root / "b").exists() and (root / "c" / "1-a.seg").exists()
