@@ -172,7 +172,8 @@ class RetentionStore:
         self.key = load_key(key_file) if key_file else None
         self.codec = Codec(self.key)
         self.queues: dict[bytes, QueueFiles] = {}
-        self.loaded = False
+        self.loaded = False  # the files found on start are indexed
+        self._indexed: asyncio.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="disq-retain")
         self._writer = Writer()
@@ -254,8 +255,21 @@ class RetentionStore:
 
     # -- start, expiry, stop ------------------------------------------------------------
     async def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Index what the files hold (cutting torn tails), then expire every TICK_S."""
+        """Take records from now on, and index what the files hold (cutting torn
+        tails) in the thread meanwhile: the node does not wait for it to serve (reads
+        do); then expire every TICK_S."""
         self.loop = loop
+        self._indexed = asyncio.Event()
+        loop.create_task(self._index())
+
+    async def indexed(self) -> None:
+        """Once the files found on start are indexed."""
+        if not self.loaded and self._indexed is not None:
+            await self._indexed.wait()
+
+    async def _index(self) -> None:
+        loop = self.loop
+        assert loop is not None and self._indexed is not None
         found = await loop.run_in_executor(self._executor, _scan_all, self.directory,
                                            self.key)
         for queue, directory, segments, damaged in found:
@@ -264,6 +278,7 @@ class RetentionStore:
             files.segments[:0] = segments  # (before any written since the start)
             self.damaged += damaged
         self.loaded = True
+        self._indexed.set()
         self._tick = loop.call_later(TICK_S, self._on_tick)
 
     def _on_tick(self) -> None:
@@ -329,6 +344,7 @@ class RetentionStore:
         that order, and whether there may be more. `where`: those whose attributes
         match; `shard` (i, n): those whose ID is in shard i of n (`shard_of`: a
         cluster read split in n parts, each reading every node, merged by ID)."""
+        await self.indexed()
         files = self.queues.get(queue)
         if files is None:
             return [], False

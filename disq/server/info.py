@@ -256,7 +256,8 @@ def _retention(s: Server) -> list[str]:
              f"retained_records_appended:{store.appended}",
              f"retained_segments_expired:{store.expired_segments}",
              f"retained_write_errors:{store.write_errors}",
-             f"retained_damaged_segments:{len(store.damaged)}"]
+             f"retained_damaged_segments:{len(store.damaged)}",
+             f"retained_indexing:{int(not store.loaded)}"]
     for i, queue in enumerate(sorted(store.queues)):
         info = store.queue_info(queue)
         if info is not None:

@@ -120,6 +120,7 @@ def test_window_reads_order_filter_and_page(tmp_path: Path) -> None:
     async def run() -> None:
         store = RetentionStore(_Node(), str(tmp_path / "retain"))  # type: ignore[arg-type]
         await store.start(asyncio.get_running_loop())
+        await store.indexed()
         try:
             assert store.queue_info(b"q") is not None and store.queue_info(b"q")[1] == 20
             first, more = await store.window(b"q", 0, 2**42, None, 7)
@@ -174,6 +175,7 @@ def test_expiry_by_age_by_size_and_by_a_deleted_policy(tmp_path: Path) -> None:
     async def run() -> None:
         store = RetentionStore(Node(), str(root))  # type: ignore[arg-type]
         await store.start(asyncio.get_running_loop())
+        await store.indexed()
         try:
             store.expire(now)  # RETAIN 60 s: the segment acked 100 s ago goes
             assert [s.path[-7:] for s in store.queues[b"q"].segments] == ["2-b.seg",
