@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Final
 
 from .. import errors
-from ..aof.frames import HEADER_SIZE, Codec, KeyFileError, load_key
+from ..aof.frames import HEADER_SIZE, Codec, load_key
 from ..where import Condition
 from .segments import (
     QUEUE_FILE,
@@ -529,5 +529,3 @@ def index_segment(path: str, key: bytes | None) -> tuple[Segment | None, str]:
     segment.sealed = True
     return segment, problem
 
-
-__all__ = ["KeyFileError", "RetentionStore", "Segment", "index_segment"]

@@ -25,6 +25,7 @@ from .. import pure_python, schedules, tls
 from ..acl import AclTable
 from ..aof.disk import OFF, ON
 from ..aof.fileformat import RecordEncoder
+from ..aof.frames import KeyFileError
 from ..aof.loader import AofLoader, AofLoadError
 from ..aof.writer import AppendOnlyFile
 from ..cluster.bus import ClusterBus
@@ -37,7 +38,7 @@ from ..ids import new_node_id
 from ..node import Node, now_ms
 from ..policies import QueuePolicy
 from ..purges import Purge
-from ..retention.store import RETAIN_DIR, KeyFileError, RetentionStore
+from ..retention.store import RETAIN_DIR, RetentionStore
 from ..schedules import CronSchedule
 from ..topics import Subscription, subscription_key
 from .access import Access
