@@ -38,18 +38,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Final
 
 from .. import errors
-from ..aof.frames import HEADER_SIZE, Codec, load_key
+from ..aof.frames import Codec, load_key
 from ..where import Condition
-from .segments import (
-    QUEUE_FILE,
-    SUFFIX,
-    RetainedJob,
-    cut_tail,
-    encode_record,
-    queue_digest,
-    read_segment,
-    segment_name,
+from .files import (
+    QueueFiles,
+    Segment,
+    Writer,
+    make_queue_dir,
+    remove_queue_dir,
+    scan_all,
 )
+from .segments import RetainedJob, encode_record, queue_digest, read_segment, segment_name
 
 if TYPE_CHECKING:
     from ..job import Job
@@ -63,104 +62,6 @@ SEGMENT_MS: Final = 3600 * 1000  # ... or age
 TICK_S: Final = 1.0  # expiry and fsync
 CACHE_SEGMENTS: Final = 8  # segments whose records stay decoded between two reads
 Key = tuple[int, bytes]  # (ctime, id): the replay order
-
-
-class Segment:
-    """One segment file and its index."""
-
-    __slots__ = ("path", "first_ms", "count", "size", "queued", "min_ctime", "max_ctime",
-                 "last_ack", "sealed")
-
-    def __init__(self, path: str, first_ms: int) -> None:
-        self.path = path
-        self.first_ms = first_ms
-        self.count = 0
-        self.size = 0  # bytes in the file once what is queued is written
-        self.queued = 0  # ... of which not handed to the thread yet
-        self.min_ctime = 2**63
-        self.max_ctime = 0
-        self.last_ack = 0
-        self.sealed = False  # no more records (rolled, or found on start)
-
-    def add(self, job: RetainedJob, size: int) -> None:
-        self.count += 1
-        self.size += size
-        self.min_ctime = min(self.min_ctime, job.ctime)
-        self.max_ctime = max(self.max_ctime, job.ctime)
-        self.last_ack = max(self.last_ack, job.acked)
-
-
-class QueueFiles:
-    """One queue's segments, oldest first, and the frames waiting for the thread."""
-
-    __slots__ = ("queue", "directory", "segments", "current", "pending")
-
-    def __init__(self, queue: bytes, directory: str) -> None:
-        self.queue = queue
-        self.directory = directory
-        self.segments: list[Segment] = []
-        self.current: Segment | None = None
-        self.pending: list[bytes] = []
-
-    @property
-    def size(self) -> int:
-        return sum(s.size for s in self.segments)
-
-    @property
-    def count(self) -> int:
-        return sum(s.count for s in self.segments)
-
-
-class Writer:
-    """The worker thread's side: open files, appends, fsyncs (only it touches them)."""
-
-    def __init__(self) -> None:
-        self.fds: dict[str, int] = {}
-        self.dirty: set[str] = set()
-        self.errors = 0
-
-    def append(self, path: str, data: bytes) -> None:
-        try:
-            fd = self.fds.get(path)
-            if fd is None:
-                fd = self.fds[path] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT,
-                                              0o600)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            self.dirty.add(path)
-        except OSError as exc:
-            self.errors += 1
-            log.warning("Can't write the retained jobs' segment %s: %s", path, exc.strerror)
-
-    def close(self, path: str) -> None:
-        fd = self.fds.pop(path, None)
-        if fd is not None:
-            if path in self.dirty:
-                self.dirty.discard(path)
-                os.fsync(fd)
-            os.close(fd)
-
-    def sync(self) -> None:
-        for path in list(self.dirty):
-            fd = self.fds.get(path)
-            if fd is not None:
-                try:
-                    os.fsync(fd)
-                except OSError as exc:
-                    log.warning("Can't fsync %s: %s", path, exc.strerror)
-        self.dirty.clear()
-
-    def delete(self, path: str) -> None:
-        self.close(path)
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-
-    def close_all(self) -> None:
-        for path in list(self.fds):
-            self.close(path)
 
 
 class RetentionStore:
@@ -213,7 +114,7 @@ class RetentionStore:
         if files is None:
             directory = os.path.join(self.directory, queue_digest(queue))
             files = self.queues[queue] = QueueFiles(queue, directory)
-            self._submit(_make_queue_dir, directory, queue)
+            self._submit(make_queue_dir, directory, queue)
         return files
 
     def _segment(self, files: QueueFiles, now: int, cap: int) -> Segment:
@@ -270,7 +171,7 @@ class RetentionStore:
     async def _index(self) -> None:
         loop = self.loop
         assert loop is not None and self._indexed is not None
-        found = await loop.run_in_executor(self._executor, _scan_all, self.directory,
+        found = await loop.run_in_executor(self._executor, scan_all, self.directory,
                                            self.key)
         for queue, directory, segments, damaged in found:
             files = self.queues.get(queue) or QueueFiles(queue, directory)
@@ -298,7 +199,7 @@ class RetentionStore:
                     self._drop(files, segment)
                 if not files.pending:
                     del self.queues[queue]
-                    self._submit(_remove_queue_dir, files.directory)
+                    self._submit(remove_queue_dir, files.directory)
                 continue
             cutoff = now - policy.retain * 1000
             for segment in list(files.segments):
@@ -451,81 +352,3 @@ def shard_of(job_id: bytes, shards: int) -> int:
 def _matches(job: RetainedJob, where: list[Condition]) -> bool:
     attrs = job.attr_dict()
     return all(condition.matches(attrs) for condition in where)
-
-
-# -- the thread's work on start ---------------------------------------------------------
-def _make_queue_dir(directory: str, queue: bytes) -> None:
-    try:
-        os.makedirs(directory, exist_ok=True)
-        name = os.path.join(directory, QUEUE_FILE)
-        if not os.path.exists(name):
-            with open(name, "wb") as fh:
-                fh.write(queue)
-    except OSError as exc:
-        log.warning("Can't make the retained jobs' directory %s: %s", directory,
-                    exc.strerror)
-
-
-def _remove_queue_dir(directory: str) -> None:
-    shutil.rmtree(directory, ignore_errors=True)
-
-
-ScanResult = list[tuple[bytes, str, list[Segment], list[str]]]
-
-
-def _scan_all(directory: str, key: bytes | None) -> ScanResult:
-    """Every queue directory's segments, indexed (torn tails cut)."""
-    out: ScanResult = []
-    try:
-        names = sorted(os.listdir(directory))
-    except FileNotFoundError:
-        return out
-    for name in names:
-        queue_dir = os.path.join(directory, name)
-        try:
-            with open(os.path.join(queue_dir, QUEUE_FILE), "rb") as fh:
-                queue = fh.read()
-            files = sorted(f for f in os.listdir(queue_dir) if f.endswith(SUFFIX))
-        except OSError:
-            continue
-        segments, damaged = [], []
-        for file_name in files:
-            path = os.path.join(queue_dir, file_name)
-            segment, problem = index_segment(path, key)
-            if problem:
-                damaged.append(f"{path}: {problem}")
-                log.warning("Retained jobs' segment %s: %s", path, problem)
-            if segment is not None:
-                segments.append(segment)
-        out.append((queue, queue_dir, segments, damaged))
-    return out
-
-
-def index_segment(path: str, key: bytes | None) -> tuple[Segment | None, str]:
-    """A segment file's index (None: nothing readable, the file deleted), and what
-    was wrong with it ("": nothing). A torn tail is cut off the file."""
-    try:
-        first_ms = int(os.path.basename(path).split("-", 1)[0])
-    except ValueError:
-        return None, "not a segment's name"
-    scan = read_segment(path, key)
-    problem = scan.damage or ""
-    if scan.cut_off is not None and not scan.damage:
-        problem = f"torn tail cut ({scan.cut_off})"
-        try:
-            cut_tail(path, scan.end)
-        except OSError as exc:
-            problem += f", can't truncate: {exc.strerror}"
-    if not scan.jobs and scan.end <= HEADER_SIZE and not scan.damage:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-        return None, problem
-    segment = Segment(path, first_ms)
-    for job in scan.jobs:
-        segment.add(job, 0)
-    segment.size = scan.end if scan.end else scan.size
-    segment.sealed = True
-    return segment, problem
-

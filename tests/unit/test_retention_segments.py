@@ -12,8 +12,9 @@ import pytest
 
 from disq.aof.frames import Codec
 from disq.policies import QueuePolicy
+from disq.retention.files import index_segment
 from disq.retention.segments import RetainedJob, encode_record, read_segment
-from disq.retention.store import RetentionStore, index_segment, shard_of
+from disq.retention.store import RetentionStore, shard_of
 from disq.where import parse_condition
 
 KEY = bytes(range(32))
