@@ -63,8 +63,8 @@ def test_acked_jobs_are_retained_and_replayed_in_order(
         stats = info(c)
         assert int(stats["retained_bytes"]) > 50 * 5
         assert int(stats["retained_oldest_ms"]) >= t0
-        files = list(Path(node.dir, "retain").glob("*/*.seg"))
-        assert files, "a segment file"
+        wait_for(lambda: list(Path(node.dir, "retain").glob("*/*.seg")),
+                 message="a segment file")  # (written by the thread in a moment)
         # the whole window, into another queue, in creation order
         t1 = int(time.time() * 1000)
         result = fields(c.call("REPLAY", "rq", "FROM", t0, "TO", t1, "INTO", "rq2"))
@@ -224,3 +224,26 @@ def test_the_python_client_replays_and_reads(node: DisqProcess) -> None:
         assert again["added"] == 0 and again["skipped"] == 3
     finally:
         client.close()
+
+
+def test_segments_are_encrypted_with_the_aofs_key(
+        start_node: Callable[..., DisqProcess], tmp_path: Path) -> None:
+    key_file = tmp_path / "aof.key"
+    key_file.write_text("ab" * 32 + "\n")
+    node = start_node("--aof-encryption-key-file", str(key_file))
+    with RawClient(node.port) as c:
+        assert c.call("QPOLICY", "sq", "SET", "RETAIN", 60) == OK
+        t0 = int(time.time() * 1000)
+        add_and_ack(c, "sq", ["SECRET-BODY-1", "SECRET-BODY-2"])
+        wait_for(lambda: retained_jobs(c, "sq") == 2, timeout=20, message="retained")
+
+        def written() -> list[Path]:  # (the thread writes them in a moment)
+            files = list(Path(node.dir, "retain").glob("*/*.seg"))
+            return files if files and all(f.stat().st_size > 200 for f in files) else []
+
+        files = wait_for(written, message="the segment written")
+        assert not any(b"SECRET-BODY" in f.read_bytes() for f in files)
+        assert files[0].read_bytes()[:8] == b"DISQAOF\x01"  # the AOF's framed format
+        result = fields(c.call("REPLAY", "sq", "FROM", t0, "INTO", "sq2"))
+        assert result["added"] == 2
+        assert drain(c, "sq2") == [b"SECRET-BODY-1", b"SECRET-BODY-2"]
