@@ -43,7 +43,7 @@ from .scantable import ScanTable
 if TYPE_CHECKING:
     from .consumers import Consumers
     from .node import Stats
-    from .ports import ClusterPort, Persistence
+    from .ports import ClusterPort, Persistence, Retention
     from .queue import Queue
 
 # An end kept for the WAITJOBs told of it, even where results are not kept (RESULT-TTL 0)
@@ -62,6 +62,7 @@ class JobOperations:
     queues: ScanTable[bytes, Queue]
     cluster: ClusterPort
     persistence: Persistence
+    retention: Retention
     recording: bool
     stats: Stats
     leaving: bool
@@ -139,8 +140,9 @@ class JobOperations:
         lifecycle.acked(job)
         job.nodes_confirmed = None
         self.stats.jobs_acked += 1
-        if self.policies.policies:
+        if self.policies.policies:  # (a RETAIN queue has a policy)
             self.slot_freed(job.queue, job)
+            self.retention.job_acked(job)
         if job.ext is not None:  # (a batch's member)
             self.member_ended(job, MEMBER_ACKED)
         if self.ends.watchers and job.id in self.ends.watchers:
@@ -194,6 +196,8 @@ class JobOperations:
             if job is not None:
                 if job.state != ACKED:
                     self.stats.jobs_acked += 1
+                    if self.policies.policies:
+                        self.retention.job_acked(job)
                     if self.ends.watchers and job.id in self.ends.watchers:
                         self._acked_for_watchers(job)  # (not just gone: acked)
                 self.unregister(job)

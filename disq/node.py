@@ -52,7 +52,14 @@ from .job import (
 from .jobops import JobOperations
 from .memory import JOB_FOOTPRINT, NO_MEMORY_LIMIT, MemoryBounds
 from .policies import PolicyTable
-from .ports import NO_PERSISTENCE, ClusterPort, Persistence, SoloCluster
+from .ports import (
+    NO_PERSISTENCE,
+    NO_RETENTION,
+    ClusterPort,
+    Persistence,
+    Retention,
+    SoloCluster,
+)
 from .queue import (
     PAUSED_ALL,
     PAUSED_OUT,
@@ -147,6 +154,8 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
         # commit) test `recording` first: a call to the null persistence costs ~700
         # instructions from compiled code, 4% of a compiled ADDJOB; this test, ~20.
         self.persistence: Persistence = NO_PERSISTENCE
+        # RETAIN queues' acked jobs (retention/store.py: the server installs it)
+        self.retention: Retention = NO_RETENTION
         self.recording = False  # persistence.recording, as a plain field
         self.leaving = False
         self.arm_timer: Callable[[int], None] = lambda when_ms: None

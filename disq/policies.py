@@ -18,6 +18,8 @@ reaches every node is replication/policies.py, what the node does with it node.p
   does not give the option (`QueueDefaults`); the ADDJOB's own option wins.
 - GROUP-CONCURRENCY n, GROUP-RATE r: CONCURRENCY and RATE for each GROUP of the queue
   (grouplimits.py).
+- RETAIN s [RETAIN-BYTES n]: each holder keeps the queue's acknowledged jobs on disk for
+  s seconds (at most n bytes of them), for REPLAY (disq/retention/).
 
 As CRON's schedules (schedules.py), changes are ordered by `version` (ms, node ID):
 the newest wins everywhere, and QPOLICY DEL is a version too (a tombstone, kept a
@@ -47,19 +49,22 @@ MAX_DEFAULT_SECONDS = 1_000_000_000  # ~31 years
 MAX_REPLICATE = 65535
 MAX_MAXLEN = 2**32 - 1
 MAX_RATE = 1e9
+MAX_RETAIN = 10 * 365 * 24 * 3600  # s: ten years (disq_client.spec's)
+MAX_RETAIN_BYTES = 2**62
 
 
 class QueuePolicy:
     __slots__ = ("queue", "max_deliveries", "deadletter", "backoff_base", "backoff_max",
                  "rate", "result_ttl", "concurrency", "defaults", "group_concurrency",
-                 "group_rate", "version", "origin", "deleted")
+                 "group_rate", "retain", "retain_bytes", "version", "origin", "deleted")
 
     def __init__(self, queue: bytes, *, max_deliveries: int = 0,
                  deadletter: bytes | None = None, backoff_base: int = 0,
                  backoff_max: int = 0, rate: float = 0.0, result_ttl: int = -1,
                  concurrency: int = 0, defaults: QueueDefaults | None = None,
-                 group_concurrency: int = 0, group_rate: float = 0.0, version: int = 0,
-                 origin: str = "", deleted: bool = False) -> None:
+                 group_concurrency: int = 0, group_rate: float = 0.0, retain: int = 0,
+                 retain_bytes: int = 0, version: int = 0, origin: str = "",
+                 deleted: bool = False) -> None:
         self.queue = queue
         self.max_deliveries = max_deliveries  # 0: none
         self.deadletter = deadletter  # None: dead:<queue>
@@ -73,6 +78,8 @@ class QueuePolicy:
         self.defaults = defaults
         self.group_concurrency = group_concurrency  # each group's CONCURRENCY; 0: none
         self.group_rate = group_rate  # each group's RATE; 0: none
+        self.retain = retain  # s acked jobs are kept on disk (retention/); 0: none
+        self.retain_bytes = retain_bytes  # the most bytes of them on each node; 0: no cap
         self.version = version  # ms of the change, `origin` (a node ID) as tiebreak
         self.origin = origin
         self.deleted = deleted
@@ -94,11 +101,14 @@ class QueuePolicy:
         an eleventh (CONCURRENCY) when set; all seventeen when an ADDJOB default or a
         group limit is set (RETRY, TTL, REPLICATE, MAXLEN, GROUP-CONCURRENCY,
         GROUP-RATE; -1 or 0: none), which nodes older than those refuse, as they
-        refuse any policy they cannot apply whole."""
+        refuse any policy they cannot apply whole; nineteen with RETAIN (RETAIN,
+        RETAIN-BYTES)."""
         wire = [self.queue, self.max_deliveries, self.deadletter, self.backoff_base,
                 self.backoff_max, float(self.rate), self.version, self.origin, self.deleted]
         defaults = self.defaults
-        extended = defaults is not None or self.group_concurrency or self.group_rate
+        retained = self.retain > 0
+        extended = (defaults is not None or self.group_concurrency or self.group_rate
+                    or retained)
         if self.result_ttl >= 0 or self.concurrency or extended:
             wire.append(self.result_ttl)
         if self.concurrency or extended:
@@ -108,13 +118,15 @@ class QueuePolicy:
                 defaults = NO_DEFAULTS
             wire += (defaults.retry, defaults.ttl, defaults.replicate, defaults.maxlen,
                      self.group_concurrency, float(self.group_rate))
+        if retained:
+            wire += (self.retain, self.retain_bytes)
         return wire
 
     @classmethod
     def from_wire(cls, data: object) -> QueuePolicy | None:
         """A policy from `to_wire`'s list, or None if anything is off (a peer's
         message or a file: trusted no more than any input)."""
-        if type(data) is not list or len(data) not in (9, 10, 11, 17):
+        if type(data) is not list or len(data) not in (9, 10, 11, 17, 19):
             return None
         (queue, max_deliveries, deadletter, base, top, rate, version, origin,
          deleted) = data[:9]
@@ -123,8 +135,14 @@ class QueuePolicy:
         if type(result_ttl) is not int or not -1 <= result_ttl <= MAX_RESULT_TTL or (
                 type(concurrency) is not int or not 0 <= concurrency <= MAX_CONCURRENCY):
             return None
-        defaults, group_concurrency, group_rate = None, 0, 0.0
-        if len(data) == 17:
+        defaults, group_concurrency, group_rate, retain, retain_bytes = None, 0, 0.0, 0, 0
+        if len(data) == 19:
+            retain, retain_bytes = data[17], data[18]
+            if (type(retain) is not int or not 0 < retain <= MAX_RETAIN
+                    or type(retain_bytes) is not int
+                    or not 0 <= retain_bytes <= MAX_RETAIN_BYTES):
+                return None
+        if len(data) >= 17:
             defaults = QueueDefaults.from_wire(data[11:15])
             group_concurrency, group_rate = data[15], data[16]
             if defaults is None or type(group_concurrency) is not int or not (
@@ -146,7 +164,7 @@ class QueuePolicy:
                    backoff_base=base, backoff_max=top, rate=rate, result_ttl=result_ttl,
                    concurrency=concurrency, defaults=defaults,
                    group_concurrency=group_concurrency, group_rate=group_rate,
-                   version=version, origin=origin, deleted=deleted)
+                   retain=retain, retain_bytes=retain_bytes, version=version, origin=origin, deleted=deleted)
 
 
 class QueueDefaults:

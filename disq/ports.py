@@ -160,3 +160,20 @@ class NoPersistence:
 
 
 NO_PERSISTENCE: Final = NoPersistence()
+
+
+class Retention(Protocol):
+    """Where a RETAIN queue's acknowledged jobs go (retention/store.py): told of each
+    job this node marks acked, with its body still there."""
+
+    def job_acked(self, job: Job) -> None: ...
+
+
+class NoRetention:
+    """No retention (a node without a server: tests, tools)."""
+
+    def job_acked(self, job: Job) -> None:
+        pass
+
+
+NO_RETENTION: Final = NoRetention()

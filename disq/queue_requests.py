@@ -201,7 +201,7 @@ class QPolicySet:
 
     __slots__ = ("queue", "max_deliveries", "deadletter", "backoff", "rate", "result_ttl",
                  "concurrency", "retry", "ttl", "replicate", "maxlen", "group_concurrency",
-                 "group_rate")
+                 "group_rate", "retain", "retain_bytes")
     OPTIONS: ClassVar[CommandOptions] = QPOLICY_SET
     _PARSERS: ClassVar[dict[bytes, OptionParser]] = compile_options(QPOLICY_SET)
 
@@ -211,7 +211,8 @@ class QPolicySet:
                  concurrency: int | None = None, retry: int | None = None,
                  ttl: int | None = None, replicate: int | None = None,
                  maxlen: int | None = None, group_concurrency: int | None = None,
-                 group_rate: float | None = None) -> None:
+                 group_rate: float | None = None, retain: int | None = None,
+                 retain_bytes: int | None = None) -> None:
         self.queue = queue
         self.max_deliveries = max_deliveries
         self.deadletter = deadletter
@@ -225,6 +226,8 @@ class QPolicySet:
         self.maxlen = maxlen
         self.group_concurrency = group_concurrency
         self.group_rate = group_rate
+        self.retain = retain  # s (retention/)
+        self.retain_bytes = retain_bytes
 
     @classmethod
     def parse(cls, args: list[bytes]) -> QPolicySet:
@@ -242,6 +245,8 @@ class QPolicySet:
         parse_options(request, cls._PARSERS, args, 3)
         if request.deadletter is not None and request.deadletter == request.queue:
             raise errors.err("DEADLETTER must be another queue than the queue itself")
+        if request.retain_bytes is not None and request.retain is None:
+            raise errors.err("RETAIN-BYTES needs RETAIN seconds in the same QPOLICY SET")
         return request
 
 

@@ -204,6 +204,11 @@ PURGE_HELD: Final = 72  # fields: [request id]: merged, its jobs deleted here
 TOPIC_SET: Final = 73  # fields: [subscription(, request id)] (topics.Subscription.to_wire)
 TOPIC_SYNC: Final = 74  # fields: [[subscription, ...]] every one the sender knows
 TOPIC_HELD: Final = 75  # fields: [request id]
+# disq extension (REPLAY's reads of retained jobs: replication/retention.py). Unknown:
+# ignored (the asker counts the node as not answering).
+RETAINED_ASK: Final = 80  # fields: [request id, queue, from ms, to ms, after ctime, after
+#                id, count, [where key, op, value, ...]]
+RETAINED_PAGE: Final = 81  # fields: [request id, error or "", more, [retained job, ...]]
 
 NAMES: Final = {
     PING: "ping", PONG: "pong", MEET: "meet", FAIL: "fail", REPLJOB: "repljob",
@@ -229,6 +234,7 @@ NAMES: Final = {
     BATCH_ENDS_ASK: "batch-ends-ask", BATCH_FETCH: "batch-fetch",
     PURGE_SET: "purge-set", PURGE_SYNC: "purge-sync", PURGE_HELD: "purge-held",
     TOPIC_SET: "topic-set", TOPIC_SYNC: "topic-sync", TOPIC_HELD: "topic-held",
+    RETAINED_ASK: "retained-ask", RETAINED_PAGE: "retained-page",
 }
 
 _LEN: Final = struct.Struct(">I")

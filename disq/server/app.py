@@ -25,6 +25,7 @@ from .. import pure_python, schedules, tls
 from ..acl import AclTable
 from ..aof.disk import OFF, ON
 from ..aof.fileformat import RecordEncoder
+from ..aof.frames import KeyFileError
 from ..aof.loader import AofLoader, AofLoadError
 from ..aof.writer import AppendOnlyFile
 from ..cluster.bus import ClusterBus
@@ -37,6 +38,7 @@ from ..ids import new_node_id
 from ..node import Node, now_ms
 from ..policies import QueuePolicy
 from ..purges import Purge
+from ..retention.store import RETAIN_DIR, RetentionStore
 from ..schedules import CronSchedule
 from ..topics import Subscription, subscription_key
 from .access import Access
@@ -62,6 +64,7 @@ from .process import (
 from .queue_service import QueueService
 from .reactions import bind_reactions, reacts_to
 from .records import ConfigRecords
+from .replay_service import ReplayService
 from .service import JobService
 from .shutdown import Shutdown
 from .stats import Stats
@@ -147,6 +150,13 @@ class Server:
         self.flows = Flows(self)  # ADDJOB ... AFTER's children waiting here
         self.topic_service = TopicService(self)  # TOPIC's
         self.admin_service = AdminService(self)  # the cluster's reads, the users
+        try:  # RETAIN queues' acked jobs, under `dir` (the AOF's key, if any)
+            self.retention = RetentionStore(self.node, RETAIN_DIR,
+                                            self.config.aof_encryption_key_file)
+        except KeyFileError as exc:
+            raise SystemExit(exc.strerror) from None
+        self.node.retention = self.retention
+        self.replays = ReplayService(self)  # REPLAY, RETAINED
         self.access.load_aclfile(self.node.id)
         self.stats.update_memory_limit()
         self.node.leaving = self.membership.leaving  # kept in nodes.conf
@@ -193,6 +203,7 @@ class Server:
         await self._load_data()
         if self.shutdown.stopped.done():
             return
+        await self.retention.start(loop)
         for purge in list(self.node.policies.purges.entries.values()):
             self.node.purge(purge)  # jobs of a purged queue the AOF kept: gone as DELJOB
         if self.config.appendonly:
@@ -221,6 +232,7 @@ class Server:
         try:
             await self.shutdown.stopped
         finally:
+            self.retention.close()  # its last records written and fsynced
             if self._http is not None:
                 await self._http.cleanup()
             if self._metrics is not None:
@@ -344,6 +356,8 @@ class Server:
         self.replication.purges.on_change = self._purge_changed
         self.replication.failures.on_policy_change = self._policy_changed
         self.replication.stats.local = self.node_stats
+        from ..replication.retention import RetainedReads
+        self.replays.reads = RetainedReads(self.bus, self.loop, self.retention)
         from ..replication.users import UserSync
         user_sync = self.access.user_sync = UserSync(self.acl, self.bus)
         self.housekeeping.cluster_ticks += [self.replication.recurring.cron,

@@ -36,6 +36,7 @@ SECTIONS = (
     ("batches", "Batches"),
     ("topics", "Topics"),
     ("policies", "Queue policies and dead letters"),
+    ("retention", "Retained jobs and replay"),
     ("cluster", "Cluster"),
     ("acl", "Users and permissions"),
     ("admin", "Server"),

@@ -245,6 +245,28 @@ def _users(s: Server) -> list[str]:
             for u in s.acl.live()]
 
 
+def _retention(s: Server) -> list[str]:
+    """disq's own section (QPOLICY ... RETAIN), shown only when asked by name: the
+    acked jobs this node keeps on disk, in all and per queue (bytes, jobs, the oldest
+    segment's first ack time, Unix ms; 0: none)."""
+    store = s.retention
+    size, count, oldest = store.totals()
+    lines = [f"retained_bytes:{size}", f"retained_jobs:{count}",
+             f"retained_oldest_ms:{oldest}", f"retained_queues:{len(store.queues)}",
+             f"retained_records_appended:{store.appended}",
+             f"retained_segments_expired:{store.expired_segments}",
+             f"retained_write_errors:{store.write_errors}",
+             f"retained_damaged_segments:{len(store.damaged)}",
+             f"retained_indexing:{int(not store.loaded)}"]
+    for i, queue in enumerate(sorted(store.queues)):
+        info = store.queue_info(queue)
+        if info is not None:
+            name = queue.decode("utf-8", "replace")
+            lines.append(f"rq{i}:queue={name},bytes={info[0]},jobs={info[1]},"
+                         f"oldest_ms={info[2]}")
+    return lines
+
+
 _SECTIONS = {
     "server": ("Server", _server),
     "clients": ("Clients", _clients),
@@ -262,6 +284,7 @@ _SECTIONS = {
     "users": ("Users", _users),
     "results": ("Results", _results),
     "batches": ("Batches", _batches),
+    "retention": ("Retention", _retention),
 }
 
 

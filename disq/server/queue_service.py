@@ -79,7 +79,8 @@ def policy_fields(policy: QueuePolicy) -> list[tuple[bytes, QueueField]]:
     (where its dead letters go), backoff ([base-ms, max-ms] or None), rate (jobs per
     second as text, or None), concurrency (None: no limit), result-ttl (seconds, None: the default
     hour), the ADDJOB defaults retry, ttl, replicate, maxlen (None: none), group-concurrency
-    and group-rate (None: no limit; the rate as text)."""
+    and group-rate (None: no limit; the rate as text), retain and retain-bytes (None:
+    acked jobs are not kept)."""
     defaults = policy.defaults or NO_DEFAULTS
     return [
         (b"queue", policy.queue),
@@ -96,6 +97,8 @@ def policy_fields(policy: QueuePolicy) -> list[tuple[bytes, QueueField]]:
         (b"maxlen", defaults.maxlen or None),
         (b"group-concurrency", policy.group_concurrency or None),
         (b"group-rate", format_rate(policy.group_rate) if policy.group_rate else None),
+        (b"retain", policy.retain or None),
+        (b"retain-bytes", policy.retain_bytes or None),
     ]
 
 
@@ -215,7 +218,12 @@ class QueueService:
             group_concurrency=(base.group_concurrency if request.group_concurrency is None
                                else request.group_concurrency),
             group_rate=base.group_rate if request.group_rate is None else request.group_rate,
+            retain=base.retain if request.retain is None else request.retain,
+            retain_bytes=(base.retain_bytes if request.retain is None
+                          else request.retain_bytes or 0),
             version=self._next_version(request.queue, now), origin=node.id)
+        if request.retain_bytes is not None:
+            self.server.retention.check_disk(request.retain_bytes)
         node.merge_policy(policy, now)
         return self._changed(policy)
 

@@ -98,6 +98,10 @@ OPTIONS = (
         "(set it below the jobs' RETRY if a batch may take longer)"),
     Opt("topic", "str", "read", "subscribe `queue` to this topic first (TOPIC SUBSCRIBE): "
         "the query reads every message published to it from then on"),
+    # -- batch reads of retained jobs (QPOLICY ... RETAIN) -----------------------------------
+    Opt("from", "int", "read", "a batch read (spark.read): the queue's retained jobs created "
+        "from this Unix ms on (RETAINED)", field="start"),
+    Opt("to", "int", "read", "... up to this Unix ms (default: now)", field="end"),
 )
 BY_NAME = {o.name: o for o in OPTIONS}
 

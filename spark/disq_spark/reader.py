@@ -56,6 +56,8 @@ class ReadOptions(ConnectOptions):
     ack: str = "ackjob"  # or "fastack"
     keepalive_ms: int = 0  # > 0: WORKING for the held jobs every keepalive_ms
     topic: str = ""  # subscribe `queue` to this topic (TOPIC SUBSCRIBE) before reading
+    start: int = -1  # a batch read of retained jobs (retained.py): from this Unix ms
+    end: int = -1  # ... to this one (-1: now)
 
     def check(self) -> None:
         if not self.nodes:

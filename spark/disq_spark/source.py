@@ -57,6 +57,7 @@ from pyspark.sql.types import StructType
 
 from .options import WriteSettings, read_options, write_settings
 from .reader import READ_SCHEMA, JobTaker, ReadOptions
+from .retained import RETAINED_SCHEMA, Shard, read_shard, shards, window
 from .writer import PartitionWriter, WriteStats, row_key_prefix
 
 log = logging.getLogger("disq_spark")
@@ -81,14 +82,15 @@ def register(spark: Any = None) -> None:
 
 
 class DisqDataSource(DataSource):
-    """`format("disq")`: batch and streaming writes, streaming reads."""
+    """`format("disq")`: batch and streaming writes, streaming reads, batch reads of
+    retained jobs (retained.py)."""
 
     @classmethod
     def name(cls) -> str:
         return NAME
 
     def schema(self) -> str:
-        return READ_SCHEMA
+        return RETAINED_SCHEMA if "from" in self.options else READ_SCHEMA
 
     def writer(self, schema: StructType, overwrite: bool) -> DisqWriter:
         if overwrite:
@@ -102,10 +104,13 @@ class DisqDataSource(DataSource):
         return DisqStreamReader(read_options(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        raise ValueError(
-            "disq: batch reads are not supported: a queue is consumed with "
-            "spark.readStream.format('disq') (jobs acknowledged when a batch commits); "
-            "use .trigger(availableNow=True) to take what is queued and stop")
+        if "from" not in self.options:
+            raise ValueError(
+                "disq: a batch read reads a queue's retained jobs (QPOLICY ... RETAIN): "
+                "give the option from (Unix ms); a queue is consumed with "
+                "spark.readStream.format('disq') (jobs acknowledged when a batch "
+                "commits); use .trigger(availableNow=True) to take what is queued and stop")
+        return RetainedReader(read_options(self.options))
 
     def _settings(self, schema: StructType) -> WriteSettings:
         return write_settings(self.options, schema.fieldNames())
@@ -206,6 +211,28 @@ class DisqStreamWriter(DataSourceStreamArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None],
               batchId: int) -> None:  # noqa: N803
         """The batch runs again (now or after a restart) with the same keys."""
+
+
+# -- batch reads: retained jobs (retained.py) -----------------------------------------------
+class ShardPartition(InputPartition):
+    def __init__(self, shard: Shard) -> None:
+        super().__init__(None)
+        self.shard = shard
+
+
+class RetainedReader(DataSourceReader):
+    """The retained jobs of a window, one partition per shard of the job IDs."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        self.end = window(options)[1]
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [ShardPartition(shard) for shard in shards(self.options)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, ShardPartition)
+        yield from read_shard(self.options, partition.shard, self.end)
 
 
 # -- streaming reads -----------------------------------------------------------------------

@@ -25,7 +25,8 @@ OK = Status(b"OK")
 # QPOLICY GET's ADDJOB defaults and group limits, none set (test_queue_defaults.py)
 NO_DEFAULTS_OR_GROUPS = {"retry": NULL_BULK, "ttl": NULL_BULK, "replicate": NULL_BULK,
                          "maxlen": NULL_BULK, "group-concurrency": NULL_BULK,
-                         "group-rate": NULL_BULK}
+                         "group-rate": NULL_BULK, "retain": NULL_BULK,
+                         "retain-bytes": NULL_BULK}
 BASE_FIELDS = 30  # SHOW: Disque's 15 pairs
 
 
@@ -70,10 +71,14 @@ def test_a_policy_is_set_merged_shown_and_deleted(c: RawClient) -> None:
 @pytest.mark.parametrize(("args", "error"), [
     (("SET",), "ERR QPOLICY SET needs at least one of MAXDELIVERIES, DEADLETTER, BACKOFF, "
                "RATE, CONCURRENCY, RESULT-TTL, RETRY, TTL, REPLICATE, MAXLEN, "
-               "GROUP-CONCURRENCY, GROUP-RATE"),
+               "GROUP-CONCURRENCY, GROUP-RATE, RETAIN, RETAIN-BYTES"),
     (("SET", "COLOR", "red"), "ERR unknown QPOLICY field 'COLOR', try MAXDELIVERIES, "
                               "DEADLETTER, BACKOFF, RATE, CONCURRENCY, RESULT-TTL, RETRY, "
-                              "TTL, REPLICATE, MAXLEN, GROUP-CONCURRENCY or GROUP-RATE"),
+                              "TTL, REPLICATE, MAXLEN, GROUP-CONCURRENCY, GROUP-RATE, "
+                              "RETAIN or RETAIN-BYTES"),
+    (("SET", "RETAIN", 0), "ERR RETAIN must be between 1 and 315360000 seconds"),
+    (("SET", "RETAIN-BYTES", 100), "ERR RETAIN-BYTES needs RETAIN seconds in the same "
+                                   "QPOLICY SET"),
     (("SET", "MAXDELIVERIES", 0), "ERR MAXDELIVERIES must be between 1 and 65535"),
     (("SET", "MAXDELIVERIES", 65536), "ERR MAXDELIVERIES must be between 1 and 65535"),
     (("SET", "BACKOFF", -1, 100),
@@ -333,7 +338,7 @@ def test_policies_and_dead_letters_survive_a_restart(
                                      "result-ttl": NULL_BULK, **NO_DEFAULTS_OR_GROUPS}
         assert {k: v for k, v in policy(c, "more").items() if k in NO_DEFAULTS_OR_GROUPS} == {
             "retry": 9, "ttl": 99, "replicate": 1, "maxlen": 4, "group-concurrency": 2,
-            "group-rate": b"1.5"}
+            "group-rate": b"1.5", "retain": NULL_BULK, "retain-bytes": NULL_BULK}
         assert policy(c, "gone") is None
         if aof:
             fields = show(c, job)

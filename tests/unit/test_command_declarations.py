@@ -52,6 +52,8 @@ def _where(name: bytes, kind: str, *args: bytes) -> list[bytes]:
     (b"cron", "queues", (b"ADD", b"tick", b"q", b"* * * * *", b"x"), [b"q"]),
     (b"cron", "queues", (b"LIST",), []),
     (b"deadletter", "queues", (b"requeue", b"dead:q"), [b"dead:q"]),
+    (b"replay", "queues", (b"q", b"FROM", b"1", b"INTO", b"q2"), [b"q", b"q2"]),
+    (b"retained", "queues", (b"q", b"FROM", b"1"), [b"q"]),
     (b"ackjob", "jobs", (b"D-1", b"D-2"), [b"D-1", b"D-2"]),
     (b"nack", "jobs", (b"delay-ms", b"100", b"D-1"), [b"D-1"]),
     (b"nack", "jobs", (b"D-1", b"D-2"), [b"D-1", b"D-2"]),
@@ -85,6 +87,8 @@ METHODS = [
     (spec.BATCH_LIST, ("batch_list",), set()),
     (spec.QPOLICY_SET, ("qpolicy_set",), set()),
     (spec.DEADLETTER_REQUEUE, ("requeue_dead",), set()),
+    (spec.REPLAY, ("replay",), set()),
+    (spec.RETAINED, ("retained",), set()),
     (spec.QSCAN, ("qscan",), {"cursor", "busyloop"}),
     (spec.JSCAN, ("jscan", "jscan_info"), {"cursor", "busyloop", "reply"}),
 ]

@@ -109,7 +109,7 @@ def test_bodies_of_options_come_from_the_commands_declarations(
             "timeout_ms"} <= set(schemas["NewJob"]["properties"])
     assert {"max_deliveries", "deadletter", "backoff", "rate", "result_ttl",
             "concurrency", "retry", "ttl", "replicate", "maxlen", "group_concurrency",
-            "group_rate"} == set(
+            "group_rate", "retain", "retain_bytes"} == set(
         schemas["Policy"]["properties"])
 
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         JobInfo,
         QueuePolicy,
         QueueStat,
+        RetainedJob,
     )
     from .worker import Worker, report_progress
 
@@ -74,6 +75,7 @@ __all__ = [
     "QueueFullError",
     "QueuePolicy",
     "QueueStat",
+    "RetainedJob",
     "BatchStatus",
     "CronEntry",
     "ResponseError",
@@ -95,7 +97,8 @@ _HOMES = {
     **{name: "bodies" for name in ("from_json", "from_msgpack", "json_body", "msgpack_body",
                                    "to_body")},
     **{name: "types" for name in ("BatchStatus", "CronEntry", "Hello", "HelloNode", "Job", "JobEnd", "JobError",
-                                  "JobInfo", "QueuePolicy", "QueueStat")},
+                                  "JobInfo", "QueuePolicy", "QueueStat",
+                                  "RetainedJob")},
 }
 
 

@@ -44,6 +44,7 @@ from .types import (
     PauseOption,
     QueuePolicy,
     QueueStat,
+    RetainedJob,
 )
 
 T = TypeVar("T")
@@ -506,12 +507,14 @@ class AsyncClient(ClientBase):
                           concurrency: int | None = None, retry: int | None = None,
                           ttl: int | None = None, replicate: int | None = None,
                           maxlen: int | None = None, group_concurrency: int | None = None,
-                          group_rate: float | None = None) -> str:
+                          group_rate: float | None = None, retain: int | None = None,
+                      retain_bytes: int | None = None) -> str:
         """As Client.qpolicy_set."""
         return await self._run(cmds.qpolicy_set(
             queue, max_deliveries, deadletter, backoff, rate, result_ttl, concurrency,
             retry=retry, ttl=ttl, replicate=replicate, maxlen=maxlen,
-            group_concurrency=group_concurrency, group_rate=group_rate))
+            group_concurrency=group_concurrency, group_rate=group_rate, retain=retain,
+            retain_bytes=retain_bytes))
 
     async def qpolicy_get(self, queue: str) -> QueuePolicy | None:
         return await self._run(cmds.qpolicy_get(queue))
@@ -526,6 +529,20 @@ class AsyncClient(ClientBase):
     async def qpurge(self, queue: str) -> int:
         """As Client.qpurge."""
         return await self._run(cmds.qpurge(queue))
+
+    async def replay(self, queue: str, start: int, end: int | None = None,
+               into: str | None = None, where: Sequence[Sequence[Arg]] = ()
+               ) -> dict[str, int]:
+        """As Client.replay."""
+        return await self._run(cmds.replay(queue, start, end, into, where))
+
+    async def retained(self, queue: str, start: int, end: int | None = None,
+                 after: str | None = None, count: int | None = None,
+                 shard: tuple[int, int] | None = None,
+                 where: Sequence[Sequence[Arg]] = ()
+                 ) -> tuple[str, list[RetainedJob]]:
+        """As Client.retained."""
+        return await self._run(cmds.retained(queue, start, end, after, count, shard, where))
 
     async def requeue_dead(self, dlq: str, count: int | None = None) -> int:
         """As Client.requeue_dead."""

@@ -51,6 +51,7 @@ from .types import (
     PauseOption,
     QueuePolicy,
     QueueStat,
+    RetainedJob,
 )
 
 if TYPE_CHECKING:
@@ -676,7 +677,8 @@ class Client(ClientBase):
                     concurrency: int | None = None, retry: int | None = None,
                     ttl: int | None = None, replicate: int | None = None,
                     maxlen: int | None = None, group_concurrency: int | None = None,
-                    group_rate: float | None = None) -> str:
+                    group_rate: float | None = None, retain: int | None = None,
+                retain_bytes: int | None = None) -> str:
         """QPOLICY queue SET: the fields given replace the queue policy's, the others
         stay. `max_deliveries` (1..65535): deliveries before a job becomes a dead
         letter; `deadletter`: where dead letters go (default `dead:<queue>`);
@@ -687,11 +689,13 @@ class Client(ClientBase):
         once it ended (default an hour; 0: none). `retry`, `ttl`, `replicate`, `maxlen`:
         the defaults of an ADDJOB to the queue that does not give them (its own win);
         `group_concurrency`, `group_rate`: `concurrency` and `rate` for each GROUP of
-        the queue. Returns "OK"."""
+        the queue. `retain`: seconds its acked jobs are kept on disk for `replay`, at
+        most `retain_bytes` of them on each node. Returns "OK"."""
         return self._run(cmds.qpolicy_set(
             queue, max_deliveries, deadletter, backoff, rate, result_ttl, concurrency,
             retry=retry, ttl=ttl, replicate=replicate, maxlen=maxlen,
-            group_concurrency=group_concurrency, group_rate=group_rate))
+            group_concurrency=group_concurrency, group_rate=group_rate, retain=retain,
+            retain_bytes=retain_bytes))
 
     def qpolicy_get(self, queue: str) -> QueuePolicy | None:
         """QPOLICY queue GET: the queue's policy, None if it has none."""
@@ -712,6 +716,27 @@ class Client(ClientBase):
         """QPURGE (a disq extension): as `qdel`, the queue's policy and subscriptions
         kept."""
         return self._run(cmds.qpurge(queue))
+
+    def replay(self, queue: str, start: int, end: int | None = None,
+               into: str | None = None, where: Sequence[Sequence[Arg]] = ()
+               ) -> dict[str, int]:
+        """REPLAY: the retained jobs of `queue` (QPOLICY ... RETAIN) created from
+        `start` to `end` (Unix ms; None: now), on every reachable node, added again to
+        `into` (default: the queue) in creation order, those matching `where` ((key, op,
+        value) as get_jobs'); a retry adds none twice. Returns added, skipped, failed,
+        nodes, unreached."""
+        return self._run(cmds.replay(queue, start, end, into, where))
+
+    def retained(self, queue: str, start: int, end: int | None = None,
+                 after: str | None = None, count: int | None = None,
+                 shard: tuple[int, int] | None = None,
+                 where: Sequence[Sequence[Arg]] = ()
+                 ) -> tuple[str, list[RetainedJob]]:
+        """RETAINED: a page of the connected node's retained jobs of the window, and
+        the cursor of the next page (give it as `after`; "" after the last). `shard`:
+        (i, n): only the jobs whose ID is in shard i of n (one part of a read split
+        in n, each part reading every node and merging by ID)."""
+        return self._run(cmds.retained(queue, start, end, after, count, shard, where))
 
     def requeue_dead(self, dlq: str, count: int | None = None) -> int:
         """DEADLETTER REQUEUE: put up to `count` (None: all) dead letters of the queue

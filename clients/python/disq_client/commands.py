@@ -26,6 +26,8 @@ from .spec import (
     PAUSE,
     QPOLICY_SET,
     QSCAN,
+    REPLAY,
+    RETAINED,
     TOPIC_PUBLISH,
     WAITJOB,
     WORKING,
@@ -44,6 +46,7 @@ from .types import (
     PauseOption,
     QueuePolicy,
     QueueStat,
+    RetainedJob,
 )
 
 T = TypeVar("T")
@@ -598,14 +601,16 @@ def qpolicy_set(queue: str, max_deliveries: int | None, deadletter: Arg | None,
                 retry: int | None = None, ttl: int | None = None,
                 replicate: int | None = None, maxlen: int | None = None,
                 group_concurrency: int | None = None,
-                group_rate: float | None = None) -> Cmd[str]:
+                group_rate: float | None = None, retain: int | None = None,
+                retain_bytes: int | None = None) -> Cmd[str]:
     """QPOLICY queue SET: the fields given replace the policy's, the others stay."""
     return Cmd(("QPOLICY", queue, "SET", *_options(QPOLICY_SET, {
         "max_deliveries": max_deliveries, "deadletter": deadletter, "backoff": backoff,
         "rate": None if rate is None else rate_arg(rate), "result_ttl": result_ttl,
         "concurrency": concurrency, "retry": retry, "ttl": ttl, "replicate": replicate,
         "maxlen": maxlen, "group_concurrency": group_concurrency,
-        "group_rate": None if group_rate is None else rate_arg(group_rate)})), _str)
+        "group_rate": None if group_rate is None else rate_arg(group_rate),
+        "retain": retain, "retain_bytes": retain_bytes})), _str)
 
 
 def _queue_policy(reply: object) -> QueuePolicy | None:
@@ -628,7 +633,8 @@ def _queue_policy(reply: object) -> QueuePolicy | None:
                        _optional_int(f.get("retry")), _optional_int(f.get("ttl")),
                        _optional_int(f.get("replicate")), _optional_int(f.get("maxlen")),
                        _optional_int(f.get("group-concurrency")),
-                       None if group_rate is None else float(_str(group_rate)))
+                       None if group_rate is None else float(_str(group_rate)),
+                       _optional_int(f.get("retain")), _optional_int(f.get("retain-bytes")))
 
 
 def qpolicy_get(queue: str) -> Cmd[QueuePolicy | None]:
@@ -740,3 +746,48 @@ def info(section: str | None) -> Cmd[dict[str, dict[str, str | int | float]]]:
 
 def ping() -> Cmd[str]:
     return Cmd(("PING",), _str)
+
+
+def replay(queue: str, start: int, end: int | None, into: str | None,
+           where: Sequence[Sequence[Arg]] = ()) -> Cmd[dict[str, int]]:
+    """REPLAY queue FROM start [TO end] [INTO queue] [WHERE ...] (a disq extension):
+    the retained jobs of the window added again; what came of it (added, skipped,
+    failed, nodes, unreached)."""
+    options = _options(REPLAY, {"start": start, "end": end, "into": into})
+    for condition in where:
+        options += ("WHERE", *condition)
+    return Cmd(("REPLAY", queue, *options), _replay_result)
+
+
+def _replay_result(reply: object) -> dict[str, int]:
+    assert isinstance(reply, list), reply
+    return {k: _int(v) for k, v in _pairs(reply).items()}
+
+
+def retained(queue: str, start: int, end: int | None, after: str | None, count: int | None,
+             shard: tuple[int, int] | None, where: Sequence[Sequence[Arg]] = ()
+             ) -> Cmd[tuple[str, list[RetainedJob]]]:
+    """RETAINED queue FROM start ... (a disq extension): a page of one node's retained
+    jobs, and the cursor of the next page ("" after the last)."""
+    options = _options(RETAINED, {"start": start, "end": end, "after": after,
+                                  "count": count,
+                                  "shard": None if shard is None else f"{shard[0]}/{shard[1]}"})
+    for condition in where:
+        options += ("WHERE", *condition)
+    return Cmd(("RETAINED", queue, *options), _retained_page)
+
+
+def _retained_page(reply: object) -> tuple[str, list[RetainedJob]]:
+    assert isinstance(reply, list) and len(reply) == 2, reply
+    cursor, items = reply
+    assert isinstance(items, list), items
+    jobs = []
+    for item in items:
+        assert isinstance(item, list) and len(item) == 7, item
+        job_id, queue, body, created, acked, nodes, attrs = item
+        assert isinstance(body, bytes) and isinstance(nodes, list) and isinstance(attrs, list)
+        jobs.append(RetainedJob(_str(job_id), _str(queue), body, _int(created), _int(acked),
+                                [_str(n) for n in nodes],
+                                {_str(attrs[i]): _str(attrs[i + 1])
+                                 for i in range(0, len(attrs) - 1, 2)}))
+    return _str(cursor), jobs

@@ -347,6 +347,8 @@ MAX_RESULT_TTL = 30 * 24 * 3600  # s: a month
 MAX_CONCURRENCY = 1_000_000
 MAX_DEFAULT_SECONDS = 1_000_000_000  # a queue's default RETRY or TTL: ~31 years
 MAX_MAXLEN = 2**32 - 1
+MAX_RETAIN = 10 * 365 * 24 * 3600  # s: ten years
+MAX_RETAIN_BYTES = 2**62
 QPOLICY_SET = CommandOptions("QPOLICY SET", (
     ADDJOB.by_field["max_deliveries"],
     Option("DEADLETTER", "deadletter", BYTES,
@@ -394,10 +396,44 @@ QPOLICY_SET = CommandOptions("QPOLICY SET", (
            f"GROUP-RATE must be a number of jobs per second, > 0 and <= {MAX_RATE}", 0,
            MAX_RATE, extension=True,
            doc="jobs of one GROUP delivered per second at most"),
+    # acked jobs kept on disk this long, for REPLAY (at most RETAIN-BYTES of them a node)
+    Option("RETAIN", "retain", INT, f"RETAIN must be between 1 and {MAX_RETAIN} seconds",
+           1, MAX_RETAIN, extension=True,
+           doc="seconds the queue's acknowledged jobs are kept on disk, for REPLAY"),
+    Option("RETAIN-BYTES", "retain_bytes", INT,
+           f"RETAIN-BYTES must be between 1 and {MAX_RETAIN_BYTES}", 1, MAX_RETAIN_BYTES,
+           extension=True, doc="bytes of retained jobs a node keeps at most (the oldest go)"),
 ))
 
 # DEADLETTER REQUEUE dlq [COUNT n]: dead letters back to the queues they came from.
 DEADLETTER_REQUEUE = CommandOptions("DEADLETTER REQUEUE", (
     Option("COUNT", "count", INT, "COUNT must be a number greater than zero", 1,
            doc="dead letters to requeue at most (default all)"),
+))
+
+# REPLAY queue FROM unix-ms [TO unix-ms] [INTO queue] [WHERE key op value ...]: the
+# retained jobs of a window added again (QPOLICY ... RETAIN keeps them).
+MAX_UNIX_MS = 2**47 - 1
+_WINDOW = (
+    Option("FROM", "start", INT, f"FROM must be a Unix time in ms, 0 to {MAX_UNIX_MS}", 0,
+           MAX_UNIX_MS, extension=True),
+    Option("TO", "end", INT, f"TO must be a Unix time in ms, 0 to {MAX_UNIX_MS}", 0,
+           MAX_UNIX_MS, extension=True),
+)
+REPLAY = CommandOptions("REPLAY", (
+    *_WINDOW,
+    Option("INTO", "into", BYTES, f"INTO must be a queue name of 1 to {QUEUE_NAME_MAX_LEN} bytes",
+           max_len=QUEUE_NAME_MAX_LEN, extension=True),
+))
+# RETAINED queue FROM unix-ms [TO unix-ms] [AFTER cursor] [COUNT n] [SHARD i/n]
+# [WHERE ...]: one node's retained jobs of a window, a page at a time.
+MAX_RETAINED_COUNT = 100_000
+RETAINED = CommandOptions("RETAINED", (
+    *_WINDOW,
+    Option("AFTER", "after", BYTES, "AFTER must be a cursor a RETAINED reply gave",
+           max_len=128, extension=True),
+    Option("COUNT", "count", INT, f"COUNT must be between 1 and {MAX_RETAINED_COUNT}", 1,
+           MAX_RETAINED_COUNT, extension=True),
+    Option("SHARD", "shard", BYTES, "SHARD must be i/n, 0 <= i < n <= 65536", max_len=16,
+           extension=True),
 ))

@@ -197,7 +197,9 @@ class QueuePolicy:
     `concurrency`: at most that many jobs delivered and not yet ended (None: no limit);
     `retry`, `ttl`, `replicate`, `maxlen`: what an ADDJOB to the queue that does not give
     the option takes (None: ADDJOB's own default); `group_concurrency`, `group_rate`:
-    `concurrency` and `rate` for each GROUP of the queue (None: no limit)."""
+    `concurrency` and `rate` for each GROUP of the queue (None: no limit); `retain`:
+    seconds its acked jobs are kept on disk for REPLAY, `retain_bytes` the most bytes of
+    them on each node (None: none, no cap)."""
 
     queue: str
     max_deliveries: int | None
@@ -212,6 +214,22 @@ class QueuePolicy:
     maxlen: int | None = None
     group_concurrency: int | None = None
     group_rate: float | None = None
+    retain: int | None = None
+    retain_bytes: int | None = None
+
+
+@dataclass(slots=True)
+class RetainedJob:
+    """RETAINED's (a disq extension): an acked job a node keeps (QPOLICY ... RETAIN):
+    `created` and `acked` are Unix ms, `nodes` its holders, `attrs` its ATTRs."""
+
+    id: str
+    queue: str
+    body: bytes
+    created: int
+    acked: int
+    nodes: list[str]
+    attrs: dict[str, str]
 
 
 EndState = Literal["acked", "dead", "queued", "active", "unknown"]

@@ -25,6 +25,7 @@ from . import (  # noqa: F401  (each registers its commands)
     jobs,
     policies,
     queues,
+    retention,
     topics,
 )
 

@@ -27,10 +27,12 @@ if TYPE_CHECKING:
          acl=("write",),
          syntax=('QPOLICY queue SET [MAXDELIVERIES n] [DEADLETTER queue] [BACKOFF base-ms max-ms] '
                  '[RATE jobs-per-second] [CONCURRENCY n] [RESULT-TTL s] [RETRY s] [TTL s] '
-                 '[REPLICATE n] [MAXLEN n] [GROUP-CONCURRENCY n] [GROUP-RATE jobs-per-second] | '
+                 '[REPLICATE n] [MAXLEN n] [GROUP-CONCURRENCY n] [GROUP-RATE jobs-per-second] '
+                 '[RETAIN s [RETAIN-BYTES n]] | '
                  'QPOLICY queue GET | QPOLICY queue DEL'),
          summary=("A queue's policy (delivery limit, dead letters, back-off, rate, concurrency, "
-                  "ADDJOB defaults, per-group limits), kept by every node."),
+                  "ADDJOB defaults, per-group limits, retention of acked jobs), kept by every "
+                  "node."),
          reply='SET: status OK; GET: array of field, value pairs or null; DEL: integer',
          options=(spec.QPOLICY_SET,), queues=Both(At(1), OptionValue(b"DEADLETTER", 3)),
          extension=True)

@@ -73,6 +73,9 @@ async def _queue_info(request: web.Request, name: bytes) -> dict[str, Any] | Non
     info = fields_json(queue_fields(queue, now_ms()))
     info["length_cluster"] = length_cluster
     info["policy"] = None if policy is None else fields_json(policy_fields(policy))
+    retained = None if policy is None else request.app[SERVER_KEY].retention.queue_info(name)
+    info["retention"] = None if retained is None else dict(
+        zip(("bytes", "jobs", "oldest_ms"), retained, strict=True))
     return info
 
 
@@ -217,7 +220,8 @@ async def _purged(request: web.Request, command: str, whole: bool) -> web.Respon
 # What GET /queues/{queue} runs, and PUT's answer: a refusal leaves its part out.
 QUEUE_READS = ("QSTAT", "GLOBALQLEN", "QPOLICY GET")
 QUEUE_FIELDS = ("`length_cluster` is GLOBALQLEN's answer, `policy` QPOLICY GET's fields; "
-                "either is null where the user may not run its command.")
+                "either is null where the user may not run its command. `retention`: the "
+                "acked jobs this node keeps of a RETAIN queue (bytes, jobs, oldest_ms).")
 
 ROUTES: list[Route] = [
     Route("GET", "/api/v1/queues", list_queues, ("QSCAN",), optional=QUEUE_READS,

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from ... import tls
-from . import api, api_admin, api_batches, api_cron, api_queues, api_topics
+from . import api, api_admin, api_batches, api_cron, api_queues, api_retention, api_topics
 from .auth import CHALLENGE, Authenticator, AuthRefused
 from .connections import HttpPort
 from .crosssite import content_type_refusal, host_refusal, origin_refusal
@@ -48,7 +48,8 @@ STATIC_DIR = Path(__file__).parent / "static"
 # Every route of the API, in the order the router tries them; their declarations make
 # the OpenAPI document.
 API_ROUTES: list[Route] = [*api.ROUTES, *api_queues.ROUTES, *api_batches.ROUTES,
-                           *api_topics.ROUTES, *api_cron.ROUTES, *api_admin.ROUTES]
+                           *api_topics.ROUTES, *api_cron.ROUTES, *api_admin.ROUTES,
+                           *api_retention.ROUTES]
 
 
 @web.middleware

@@ -19,7 +19,7 @@
 
 import { sparkline, timeChart } from "./chart.js";
 import {
-  $, bodyPreview, bytes, dlqBadge, duration, enc, esc, num, pauseBadge, rate, shortId, stateBadge,
+  $, bodyPreview, bytes, dlqBadge, duration, enc, esc, num, pauseBadge, rate, shortId, stateBadge, when,
 } from "./format.js";
 import { batchesPage } from "./batches.js";
 import { topicsPage } from "./topics.js";
@@ -357,6 +357,7 @@ function queuePage(root, name) {
       </div>
     </div>
     <section class="cards" id="cards"></section>
+    <section class="cards" id="retention" hidden></section>
     <div class="columns">
       <section class="panel">
         <div class="panel-head"><h2>Jobs in and out</h2><div class="legend" id="legend"></div></div>
@@ -460,6 +461,24 @@ function queuePage(root, name) {
       || `<tr><td colspan="8" class="muted empty">${view.tab === "peek" ? "No job queued here." : "No job on this page."}</td></tr>`;
   }
 
+  // QPOLICY ... RETAIN: what this node keeps of the queue's acked jobs (REPLAY's)
+  async function showRetention() {
+    let info;
+    try { info = await api("GET", path); } catch { return; }
+    const box = $("#retention", root);
+    const retain = info.policy?.retain;
+    box.hidden = !retain;
+    if (!retain) return;
+    const kept = info.retention || { jobs: 0, bytes: 0, oldest_ms: 0 };
+    const cap = info.policy.retain_bytes;
+    box.innerHTML = [
+      ["Acked jobs retained for", duration(retain)],
+      ["Retained here", num(kept.jobs)],
+      ["Retained bytes here", bytes(kept.bytes) + (cap ? ` of ${bytes(cap)}` : "")],
+      ["Oldest retained", kept.oldest_ms ? when(kept.oldest_ms) : "none"],
+    ].map(([label, value]) => `<div class="card-stat"><div class="label">${label}</div><div class="value">${value}</div></div>`).join("");
+  }
+
   loadJobs();
   return {
     async update() {
@@ -484,6 +503,7 @@ function queuePage(root, name) {
         return `<tr><td>${stateBadge(n.state)} <code title="${esc(n.id)}">${esc(shortId(n.id))}</code></td>
           ${cells.map((c, i) => `<td class="${i < 4 ? "num" : ""}">${c}</td>`).join("")}</tr>`;
       }).join("");
+      await showRetention();
       if (view.tab === "peek") await loadJobs(); // the next jobs change as they go
     },
     loadJobs,

@@ -1,0 +1,2 @@
+"""QPOLICY ... RETAIN: a queue's acknowledged jobs kept on disk (segments.py, store.py)
+for REPLAY and RETAINED."""
