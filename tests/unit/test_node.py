@@ -52,6 +52,7 @@ class FakeWaiter:
     def __init__(self, node: Node, names: list[bytes]) -> None:
         self.node = node
         self.jobs: list[Job] = []
+        self.where = None  # (GETJOB ... WHERE's conditions: none)
         self.queues: list[Queue] = node.consumers.block(self, names)
 
     def serve_job(self, job: Job) -> None:

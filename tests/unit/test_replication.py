@@ -636,6 +636,7 @@ class Consumer:
         self.node = member.node
         self.wait_ms = wait_ms
         self.jobs: list[Job] = []
+        self.where = None  # (GETJOB ... WHERE's conditions: none)
         self.queues = self.node.consumers.block(self, [b"q"])
         self.node.consumers.want_jobs([b"q"])  # GETJOB asks once parked
 

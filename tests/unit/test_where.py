@@ -34,11 +34,12 @@ def test_a_plain_getjob_has_no_filter() -> None:
     assert request.where is None and not request.nohang
 
 
-def test_wheres_anywhere_before_from_and_they_make_it_nohang() -> None:
+def test_wheres_anywhere_before_from() -> None:
     request = getjob(b"WHERE", b"k", b"=", b"v", b"COUNT", b"3", b"where", b"n", b"EXISTS",
                      b"WHERE", b"size", b">", b"2.5", b"FROM", b"q", b"r")
     assert request.where is not None and len(request.where) == 3
-    assert request.count == 3 and request.nohang and request.queues == [b"q", b"r"]
+    assert request.count == 3 and request.queues == [b"q", b"r"]
+    assert not request.nohang  # it blocks as a plain GETJOB does
 
 
 @pytest.mark.parametrize("args", [
