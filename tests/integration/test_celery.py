@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from disq_client import Client
 
 from tests.support import ROOT, DisqProcess, wait_for
 
@@ -77,6 +78,17 @@ def flaky(self, key):
     return tries + 1
 
 
+@app.task(name="hang_once")
+def hang_once(key):
+    with open(LOG, "a+") as log:
+        log.seek(0)
+        tries = sum(1 for line in log if line.startswith(f"hang {key} "))
+    record("hang", key, os.getpid())
+    if tries == 0:
+        time.sleep(120)  # the first worker is killed meanwhile
+    return tries + 1
+
+
 @app.task(name="step")
 def step(i):
     time.sleep(0.05)
@@ -97,47 +109,64 @@ def load_app(path: Path) -> ModuleType:
     return module
 
 
-@pytest.fixture
-def celery_run(tmp_path: Path) -> Iterator[Callable[..., tuple[ModuleType, Path]]]:
-    """celery_run(nodes, visibility=5): the test app (its module, loaded here too) and
-    a worker process on those nodes; returns (app module, task log). The worker is
-    stopped at the end."""
-    workers: list[subprocess.Popen[bytes]] = []
-    apps: list[ModuleType] = []
+class CeleryRun:
+    """The test app (its module, loaded in this process too, to send tasks and read
+    results) and its worker processes, on the nodes given."""
 
-    def run(nodes: list[DisqProcess], visibility: int = 5) -> tuple[ModuleType, Path]:
-        app_dir = tmp_path / "app"
-        app_dir.mkdir()
-        (app_dir / "disqtest.py").write_text(APP_SOURCE)
-        log = tmp_path / "tasks.log"
-        log.touch()
+    def __init__(self, tmp_path: Path, nodes: list[DisqProcess], visibility: int) -> None:
+        self.app_dir = tmp_path / "app"
+        self.app_dir.mkdir()
+        (self.app_dir / "disqtest.py").write_text(APP_SOURCE)
+        self.log = tmp_path / "tasks.log"
+        self.log.touch()
+        self.worker_log = tmp_path / "worker.log"
         url = broker_url(nodes)
-        env = dict(os.environ, DISQ_BROKER=url, DISQ_BACKEND=url,
-                   DISQ_VISIBILITY=str(visibility), DISQ_TASK_LOG=str(log),
-                   PYTHONPATH=os.pathsep.join([str(app_dir), str(ROOT / "clients" / "python"),
-                                               str(ROOT), os.environ.get("PYTHONPATH", "")]))
-        os.environ.update({k: env[k] for k in ("DISQ_BROKER", "DISQ_BACKEND",
-                                               "DISQ_VISIBILITY", "DISQ_TASK_LOG")})
-        module = load_app(app_dir / "disqtest.py")
-        apps.append(module)
-        with open(tmp_path / "worker.log", "ab") as out:
-            workers.append(subprocess.Popen(
+        settings = {"DISQ_BROKER": url, "DISQ_BACKEND": url,
+                    "DISQ_VISIBILITY": str(visibility), "DISQ_TASK_LOG": str(self.log)}
+        os.environ.update(settings)  # read by the app module loaded here
+        self.env = dict(os.environ, **settings, PYTHONPATH=os.pathsep.join(
+            [str(self.app_dir), str(ROOT / "clients" / "python"), str(ROOT),
+             os.environ.get("PYTHONPATH", "")]))
+        self.module = load_app(self.app_dir / "disqtest.py")
+        self.workers: list[subprocess.Popen[bytes]] = []
+
+    def start_worker(self) -> subprocess.Popen[bytes]:
+        with open(self.worker_log, "ab") as out:
+            worker = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "disqtest", "worker", "--pool=solo",
                  "--without-mingle", "--without-gossip", "--without-heartbeat",
-                 "--loglevel=INFO"], cwd=app_dir, env=env, stdout=out,
-                stderr=subprocess.STDOUT))
-        return module, log
+                 "--loglevel=INFO"], cwd=self.app_dir, env=self.env, stdout=out,
+                stderr=subprocess.STDOUT)
+        self.workers.append(worker)
+        return worker
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            if worker.poll() is not None:
+                continue
+            worker.send_signal(signal.SIGTERM)
+            try:
+                worker.wait(10)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait(5)
+        self.module.app.close()
+
+
+@pytest.fixture
+def celery_run(tmp_path: Path) -> Iterator[Callable[..., CeleryRun]]:
+    """celery_run(nodes, visibility=5): the app and one worker started; every worker
+    is stopped at the end."""
+    runs: list[CeleryRun] = []
+
+    def run(nodes: list[DisqProcess], visibility: int = 5) -> CeleryRun:
+        runs.append(CeleryRun(tmp_path, nodes, visibility))
+        runs[-1].start_worker()
+        return runs[-1]
 
     yield run
-    for worker in workers:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(10)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait(5)
-    for module in apps:
-        module.app.close()
+    for started in runs:
+        started.stop()
 
 
 def lines(log: Path, kind: str) -> list[list[str]]:
@@ -146,10 +175,11 @@ def lines(log: Path, kind: str) -> list[list[str]]:
 
 
 def test_tasks_retry_eta_and_chord(make_cluster: Callable[..., list[DisqProcess]],
-                                   celery_run: Callable[..., tuple[ModuleType, Path]]) -> None:
+                                   celery_run: Callable[..., CeleryRun]) -> None:
     from celery import chord
     nodes = make_cluster(3)
-    module, log = celery_run(nodes)
+    run = celery_run(nodes)
+    module, log = run.module, run.log
     # plain tasks and their results
     assert module.add.delay(2, 3).get(timeout=30) == 5
     results = [module.add.delay(i, 1) for i in range(5)]
@@ -171,12 +201,21 @@ def test_tasks_retry_eta_and_chord(make_cluster: Callable[..., list[DisqProcess]
     assert outcome.get(timeout=40) == sum(2 * i for i in range(8))
     assert lines(log, "total") == [["56"]]
 
+    # priorities and ETAs reach the broker: a queue no worker reads shows them
+    client = Client(f"127.0.0.1:{nodes[0].port}")
+    module.add.apply_async((1, 1), queue="idle", priority=9)
+    module.add.apply_async((1, 2), queue="idle", priority=0)
+    module.add.apply_async((1, 3), queue="idle", countdown=3600)
+    assert sorted(job.priority for job in client.qpeek("idle", 10)) == [0, 255]
+    client.close()
+
 
 def test_node_killed_mid_run_loses_no_task(
         make_cluster: Callable[..., list[DisqProcess]],
-        celery_run: Callable[..., tuple[ModuleType, Path]]) -> None:
+        celery_run: Callable[..., CeleryRun]) -> None:
     nodes = make_cluster(3)
-    module, log = celery_run(nodes, visibility=3)
+    run = celery_run(nodes, visibility=3)
+    module, log = run.module, run.log
     count = 40
     results: list[Any] = [module.step.delay(i) for i in range(count)]
     wait_for(lambda: len(lines(log, "step")) >= 5, 30, 0.05, "the worker to run tasks")
@@ -184,3 +223,22 @@ def test_node_killed_mid_run_loses_no_task(
     wait_for(lambda: {int(f[0]) for f in lines(log, "step")} == set(range(count)), 45, 0.1,
              "every task to run despite the killed node")
     assert sorted(r.get(timeout=30) for r in results) == list(range(count))
+
+
+def test_worker_killed_mid_task_is_run_again(
+        make_cluster: Callable[..., list[DisqProcess]],
+        celery_run: Callable[..., CeleryRun]) -> None:
+    """acks_late: the job of a task whose worker died (kill -9) is not acked, and its
+    RETRY (the visibility timeout) hands it to another worker."""
+    nodes = make_cluster(3)
+    run = celery_run(nodes, visibility=2)
+    module, log = run.module, run.log
+    result = module.hang_once.delay("w")
+    wait_for(lambda: lines(log, "hang"), 30, 0.05, "the first worker to start the task")
+    first = run.workers[0]
+    first.kill()
+    first.wait(10)
+    run.start_worker()
+    assert result.get(timeout=30) == 2
+    pids = [fields[1] for fields in lines(log, "hang")]
+    assert len(pids) == 2 and pids[0] != pids[1]
