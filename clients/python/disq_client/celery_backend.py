@@ -32,6 +32,7 @@ incremented per part could count a part twice when a task runs twice.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -42,10 +43,13 @@ from celery.exceptions import TimeoutError as CeleryTimeoutError
 from kombu.utils.encoding import bytes_to_str
 
 from .client import Client
+from .errors import ResponseError
 from .kombu_transport import seed_nodes
 from .types import JobEnd
 
 __all__ = ["DisqBackend", "RESULTS_QUEUE"]
+
+logger = logging.getLogger(__name__)
 
 RESULTS_QUEUE = "celery-results"
 # a non-blocking read still gives the job's holders a moment to answer
@@ -75,8 +79,14 @@ class DisqBackend(KeyValueStoreBackend):  # type: ignore[misc]
         """Connected on first use (a backend is made per thread, often unused)."""
         if self._client is None:
             self._client = Client(self._seeds(), password=self._password())
-            # the results live as long as the placeholder jobs that find them
-            self._client.qpolicy_set(self.queue, result_ttl=self.ttl)
+            # the results live as long as the placeholder jobs that find them; a user
+            # the ACL does not allow QPOLICY keeps the queue's RESULT-TTL (an hour
+            # unless an operator set it)
+            try:
+                self._client.qpolicy_set(self.queue, result_ttl=self.ttl)
+            except ResponseError as exc:
+                logger.warning("disq result backend: RESULT-TTL of %s not set: %s",
+                               self.queue, exc)
         return self._client
 
     def _seeds(self) -> list[str]:

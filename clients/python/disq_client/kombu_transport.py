@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterable
 from datetime import datetime
 from queue import Empty
@@ -50,6 +51,7 @@ DEFAULT_PORT = 7711
 # then, so that kombu's loop can see the channel closed and heartbeats
 MAX_BLOCK_MS = 1000
 CELERY_MAX_PRIORITY = 9
+DEFAULT_JOB_TTL = 86400  # seconds: the server's default TTL
 DISQ_MAX_PRIORITY = 255
 
 
@@ -129,12 +131,20 @@ class Channel(virtual.Channel):  # type: ignore[misc]
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
         headers = message.get("headers") or {}
         eta = headers.get("eta")
+        at = eta_to_unix_ms(eta) if eta else None
         priority = self._get_message_priority(message)
         retry = None if self.visibility_timeout is None else max(1, int(self.visibility_timeout))
         self.client.add_job(queue, json.dumps(message), replicate=self.replicate,
-                            retry=retry, ttl=self.job_ttl,
-                            at=eta_to_unix_ms(eta) if eta else None,
+                            retry=retry, ttl=self._ttl(at), at=at,
                             priority=celery_priority_to_disq(priority))
+
+    def _ttl(self, at: int | None) -> int | None:
+        """A job's TTL counts from when it is added, and disq refuses a job due after
+        it: an ETA job lives `job_ttl` (default a day) past its ETA."""
+        if at is None:
+            return self.job_ttl
+        until_due = max(0, math.ceil(at / 1000 - time.time()))
+        return (self.job_ttl or DEFAULT_JOB_TTL) + until_due
 
     # -- consuming ----------------------------------------------------------------------
     def _message(self, body: bytes, job_id: str) -> dict[str, Any]:
