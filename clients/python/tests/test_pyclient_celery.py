@@ -49,3 +49,18 @@ def test_the_disq_scheme_is_registered_for_both() -> None:
     comma = DisqBackend(app=app, url="disq://:secret@h1:7001,h2")
     assert comma.as_uri() == "disq://h1:7001;disq://h2:7711"
     assert "secret" in comma.as_uri(include_password=True)
+
+
+def test_the_package_declares_the_result_backend_entry_point() -> None:
+    """Celery reads `celery.result_backends` entry points; an installed disq-client
+    declares `disq` there (its pyproject), pointing at the backend class."""
+    import tomllib
+    from pathlib import Path
+
+    from kombu.utils.imports import symbol_by_name
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    project = tomllib.loads(pyproject.read_text())["project"]
+    target = project["entry-points"]["celery.result_backends"]["disq"]
+    assert symbol_by_name(target) is DisqBackend
+    assert any(dep.startswith("celery") for dep in project["optional-dependencies"]["celery"])
