@@ -33,6 +33,7 @@ incremented per part could count a part twice when a task runs twice.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -71,13 +72,18 @@ class DisqBackend(KeyValueStoreBackend):  # type: ignore[misc]
         self.replicate: int | None = options.get("replicate")
         self.url = url
         self._client: Client | None = None
+        self._client_pid = os.getpid()
         expires = self.expires
         self.ttl = int(expires) if expires else DEFAULT_EXPIRES
 
     @property
     def client(self) -> Client:
         """Connected on first use (a backend is made per thread, often unused)."""
+        if self._client is not None and self._client_pid != os.getpid():
+            # a forked pool process: the parent's sockets are not its own
+            self._client = None
         if self._client is None:
+            self._client_pid = os.getpid()
             self._client = Client(self._seeds(), password=self._password())
             # the results live as long as the placeholder jobs that find them; a user
             # the ACL does not allow QPOLICY keeps the queue's RESULT-TTL (an hour
