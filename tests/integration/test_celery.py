@@ -224,6 +224,7 @@ def test_node_killed_mid_run_loses_no_task(
     results: list[Any] = [module.step.delay(i) for i in range(count)]
     wait_for(lambda: len(lines(log, "step")) >= 5, 30, 0.05, "the worker to run tasks")
     nodes[0].kill()  # the first seed: where the worker and this producer started
+    assert len(lines(log, "step")) < count, "the node was killed after the run, not in it"
     wait_for(lambda: {int(f[0]) for f in lines(log, "step")} == set(range(count)), 45, 0.1,
              "every task to run despite the killed node")
     assert sorted(r.get(timeout=30) for r in results) == list(range(count))
