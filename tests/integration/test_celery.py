@@ -113,7 +113,8 @@ class CeleryRun:
     """The test app (its module, loaded in this process too, to send tasks and read
     results) and its worker processes, on the nodes given."""
 
-    def __init__(self, tmp_path: Path, nodes: list[DisqProcess], visibility: int) -> None:
+    def __init__(self, tmp_path: Path, nodes: list[DisqProcess], visibility: int,
+                 monkeypatch: pytest.MonkeyPatch) -> None:
         self.app_dir = tmp_path / "app"
         self.app_dir.mkdir()
         (self.app_dir / "disqtest.py").write_text(APP_SOURCE)
@@ -123,7 +124,8 @@ class CeleryRun:
         url = broker_url(nodes)
         settings = {"DISQ_BROKER": url, "DISQ_BACKEND": url,
                     "DISQ_VISIBILITY": str(visibility), "DISQ_TASK_LOG": str(self.log)}
-        os.environ.update(settings)  # read by the app module loaded here
+        for name, value in settings.items():  # read by the app module loaded here
+            monkeypatch.setenv(name, value)
         self.env = dict(os.environ, **settings, PYTHONPATH=os.pathsep.join(
             [str(self.app_dir), str(ROOT / "clients" / "python"), str(ROOT),
              os.environ.get("PYTHONPATH", "")]))
@@ -154,13 +156,14 @@ class CeleryRun:
 
 
 @pytest.fixture
-def celery_run(tmp_path: Path) -> Iterator[Callable[..., CeleryRun]]:
+def celery_run(tmp_path: Path,
+               monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., CeleryRun]]:
     """celery_run(nodes, visibility=5): the app and one worker started; every worker
     is stopped at the end."""
     runs: list[CeleryRun] = []
 
     def run(nodes: list[DisqProcess], visibility: int = 5) -> CeleryRun:
-        runs.append(CeleryRun(tmp_path, nodes, visibility))
+        runs.append(CeleryRun(tmp_path, nodes, visibility, monkeypatch))
         runs[-1].start_worker()
         return runs[-1]
 
