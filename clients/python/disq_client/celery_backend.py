@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import OrderedDict
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -58,6 +59,8 @@ PEEK_MS = 50
 # one WAITJOB blocks at most this long, so a Client's reply timeout is never reached
 WAIT_SLICE_MS = 2000
 DEFAULT_EXPIRES = 86400
+# result jobs' IDs remembered per backend (one per thread)
+JOB_ID_CACHE = 10_000
 
 
 class DisqBackend(KeyValueStoreBackend):  # type: ignore[misc]
@@ -73,6 +76,7 @@ class DisqBackend(KeyValueStoreBackend):  # type: ignore[misc]
         self.url = url
         self._client: Client | None = None
         self._client_pid = os.getpid()
+        self._job_ids: OrderedDict[str, tuple[str, float]] = OrderedDict()
         expires = self.expires
         self.ttl = int(expires) if expires else DEFAULT_EXPIRES
 
@@ -113,10 +117,22 @@ class DisqBackend(KeyValueStoreBackend):  # type: ignore[misc]
 
     # -- the key-value store ----------------------------------------------------------
     def _result_job(self, key: bytes | str) -> str:
-        """The result job of `key`: the one the cluster knows, or a new one."""
+        """The result job of `key`: the one the cluster knows, or a new one. Remembered
+        (a bounded cache) so that polling a result (chord_unlock, `state`) is one
+        WAITJOB, not an ADDJOB each time; for half the TTL at most, so that a
+        remembered job has not expired."""
         text = bytes_to_str(key)
-        return self.client.add_job(self.queue, text, dedup=text, ttl=self.ttl,
-                                   replicate=self.replicate)
+        now = time.monotonic()
+        known = self._job_ids.get(text)
+        if known is not None and now - known[1] < self.ttl / 2:
+            return known[0]
+        job_id = self.client.add_job(self.queue, text, dedup=text, ttl=self.ttl,
+                                     replicate=self.replicate)
+        self._job_ids[text] = (job_id, now)
+        self._job_ids.move_to_end(text)
+        if len(self._job_ids) > JOB_ID_CACHE:
+            self._job_ids.popitem(last=False)
+        return job_id
 
     def _wait(self, key: bytes | str, timeout_ms: int) -> JobEnd:
         return self.client.wait(self._result_job(key), timeout_ms=timeout_ms)[0]
