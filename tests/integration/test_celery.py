@@ -250,3 +250,25 @@ def test_worker_killed_mid_task_is_run_again(
     assert result.get(timeout=30) == 2
     pids = [fields[1] for fields in lines(log, "hang")]
     assert len(pids) == 2 and pids[0] != pids[1]
+
+
+def test_the_first_ready_result_stored_is_kept(
+        start_node: Callable[..., DisqProcess]) -> None:
+    """A task run twice (its worker lost before the ack) stores twice: the first result
+    stays; states before a ready one are not stored (they read as PENDING)."""
+    import disq_client.celery_backend  # noqa: F401  (registers disq://, as the app does)
+    from celery import Celery
+
+    node = start_node()
+    app = Celery("results", backend=f"disq://127.0.0.1:{node.port}")
+    backend = app.backend
+    backend.store_result("t1", None, "STARTED")
+    assert backend.get_state("t1") == "PENDING"
+    backend.store_result("t1", 1, "SUCCESS")
+    backend.store_result("t1", 2, "SUCCESS")
+    fresh = Celery("reader", backend=f"disq://127.0.0.1:{node.port}").backend
+    assert fresh.get_task_meta("t1")["result"] == 1
+    assert fresh.wait_for("t1", timeout=5)["status"] == "SUCCESS"
+    with pytest.raises(Exception, match="timed out"):
+        fresh.wait_for("never-run", timeout=0.3)
+    app.close()
