@@ -68,6 +68,8 @@ class Admission:
                 "be delivered"
             )
         ext = None if request.ext is None else job_ext(request, now, ttl)
+        if ext is not None and ext.order_strict and not node.orderkeys.has_majority():
+            raise errors.NOMAJORITY
         if retry is None:
             retry = DEFAULT_RETRY_MAX if ttl >= 10 * DEFAULT_RETRY_MAX else (ttl // 10 or 1)
         # Leaving, or short of memory: keep no copy here (Disque's external replication).
@@ -123,6 +125,8 @@ class Admission:
             raise errors.err("Internal error creating the job, check server logs")
         node.job_bytes += size  # Node.register(), inlined: hot path
         if ext is not None:
+            if ext.orderkey is not None:
+                node.orderkeys.joined(job, ext)
             if ext.batch is not None:
                 node.batches.held(ext.batch, job.id)
             if ext.after is not None:
@@ -160,4 +164,5 @@ def job_ext(request: AddJob, now: int, ttl: int) -> JobExt:
     return JobExt(DEFAULT_PRIORITY if priority is None else priority, request.group, due,
                   request.max_deliveries or 0, batch=request.batch,
                   after=tuple(dict.fromkeys(after)) if after else None,
-                  attrs=tuple(attrs.items()) if attrs else None)
+                  attrs=tuple(attrs.items()) if attrs else None,
+                  orderkey=request.orderkey, order_strict=request.strict)

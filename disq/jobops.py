@@ -42,6 +42,7 @@ from .scantable import ScanTable
 if TYPE_CHECKING:
     from .consumers import Consumers
     from .node import Stats
+    from .orderkeys import OrderKeys
     from .ports import ClusterPort, Persistence
     from .queue import Queue
 
@@ -66,6 +67,7 @@ class JobOperations:
     leaving: bool
     ends: Ends
     consumers: Consumers
+    orderkeys: OrderKeys
     policies: PolicyTable
     job_bytes: int
 
@@ -449,4 +451,7 @@ class JobOperations:
         if self.recording:
             self.persistence.job_stored(job)
         self.update_awake(job)
+        ext = job.ext
+        if ext is not None and ext.orderkey is not None:  # the owner may queue it now
+            self.orderkeys.copy_arrived(job, ext, now or now_ms())
         return True

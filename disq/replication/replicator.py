@@ -22,6 +22,8 @@ each registering its own bus handlers (see README.md):
                 batches, their members counted, their callbacks fired (a disq extension)
     topics      TOPIC_SET / TOPIC_SYNC / TOPIC_HELD: the topics' subscriptions on every
                 node (a disq extension)
+    orderkeys   no message: who acts for an ORDERKEY (its owner), a strict key's
+                majority watched (a disq extension)
 
 Every part only uses the narrow `BusPort`, so an in-memory bus can stand in for the
 network in tests.
@@ -46,6 +48,7 @@ from .failures import Failures
 from .federation import Federation
 from .incoming import IncomingCopies
 from .jobset import JobChanges
+from .orderkeys import OrderOwners
 from .provisional import ProvisionalCopies
 from .queues import QueueMessages
 from .requeue import Requeue
@@ -79,6 +82,7 @@ class Replication:
         self.ends = JobEnds(node, bus, loop)
         self.batches = Batches(node, bus, self.dedup, loop)
         self.topics = TopicSync(node, bus, loop)
+        self.orderkeys = OrderOwners(node, bus, self.copies, loop)
 
     # -- the server's side ------------------------------------------------------------
     def wait(self, job: Job, on_done: OnAdded) -> None:
@@ -114,6 +118,7 @@ class Replication:
 
     def close(self) -> None:
         self.copies.close()
+        self.orderkeys.close()
 
     # -- ClusterPort: what the core tells the cluster -----------------------------------
     def size(self) -> int:

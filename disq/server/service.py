@@ -102,6 +102,8 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
             fields.append((b"after", list(ext.after)))
         if ext.attrs is not None:  # ADDJOB ... ATTR: key, value, key, value...
             fields.append((b"attrs", flat(ext.attrs)))
+        if ext.orderkey is not None:  # ADDJOB ... ORDERKEY k [STRICT]
+            fields += [(b"orderkey", ext.orderkey), (b"orderkey-strict", int(ext.order_strict))]
     return fields
 
 

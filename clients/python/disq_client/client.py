@@ -433,7 +433,8 @@ class Client(ClientBase):
                 max_deliveries: int | None = None, queue_randomly: bool = False,
                 unique: str | bytes | None = None, batch: str | bytes | None = None,
                 after: Iterable[str | bytes] | None = None,
-                attrs: Mapping[str | bytes, str | bytes] | None = None) -> str:
+                attrs: Mapping[str | bytes, str | bytes] | None = None,
+                orderkey: str | bytes | None = None, strict: bool = False) -> str:
         """ADDJOB; returns the job ID. `timeout_ms` bounds synchronous replication (0:
         no limit); delay, retry and ttl are in seconds. disq's extensions: `dedup`, a
         key: if the cluster added a job with it already, that job's ID, nothing added;
@@ -449,13 +450,18 @@ class Client(ClientBase):
         `batch`: a member of that batch (batch_new); `after`: parents, job IDs or batch
         IDs, the job waits until each is acked (a batch: done), and goes to its dead
         letters if one goes dead. `attrs`: attributes, key -> value (at most 16, keys
-        of 1 to 64 bytes, values of at most 256), which GETJOB's `where` filters on."""
+        of 1 to 64 bytes, values of at most 256), which GETJOB's `where` filters on.
+        `orderkey`: the jobs of one key in the queue are delivered one at a time, in
+        the order they were added (the next once the one before is acked, dead or its
+        RETRY ran out); `strict`: never on a side of a partition without a majority
+        (ADDJOB there fails with NOMAJORITY)."""
         return self._run(cmds.add_job(queue, body, timeout_ms, replicate, delay, retry, ttl,
                                       maxlen, async_, dedup, delay_ms=delay_ms, at=at,
                                       priority=priority, group=group,
                                       max_deliveries=max_deliveries,
                                       queue_randomly=queue_randomly, unique=unique,
-                                      batch=batch, after=after, attrs=attrs))
+                                      batch=batch, after=after, attrs=attrs,
+                                      orderkey=orderkey, strict=strict))
 
     def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                  timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -468,7 +474,8 @@ class Client(ClientBase):
                  max_deliveries: int | None = None,
                  queue_randomly: bool = False, batch: str | bytes | None = None,
                  after: Iterable[str | bytes] | None = None,
-                attrs: Mapping[str | bytes, str | bytes] | None = None) -> list[str]:
+                attrs: Mapping[str | bytes, str | bytes] | None = None,
+                orderkey: str | bytes | None = None, strict: bool = False) -> list[str]:
         """ADDJOB for each body, `batch_size` jobs per request: one ADDJOBS (disq's batch
         of ADDJOBs), or pipelined ADDJOBs on a server without it (Disque). Returns the
         IDs in order; if any job was refused, raises BatchError once every batch was
@@ -478,7 +485,8 @@ class Client(ClientBase):
         plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl, maxlen,
                              async_, batch_size, dedup, delay_ms=delay_ms, at=at,
                              priority=priority, group=group, max_deliveries=max_deliveries,
-                             queue_randomly=queue_randomly, batch=batch, after=after, attrs=attrs)
+                             queue_randomly=queue_randomly, batch=batch, after=after, attrs=attrs,
+                             orderkey=orderkey, strict=strict)
         replies: list[object] = []
         for chunk, keys in plan.chunks:
             if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it

@@ -132,6 +132,7 @@ MIN_PRIORITY, MAX_PRIORITY = 0, 255  # 0 is the most urgent; a job without PRIOR
 MAX_ATTRS = 16
 ATTR_KEY_MAX_LEN = 64
 ATTR_VALUE_MAX_LEN = 256
+ORDERKEY_MAX_LEN = 256
 
 ADDJOB = CommandOptions("ADDJOB", (
     Option("REPLICATE", "repl", INT, "REPLICATE must be between 1 and 65535", 1, 65535),
@@ -170,6 +171,11 @@ ADDJOB = CommandOptions("ADDJOB", (
     Option("ATTR", "attrs", STR_PAIR, f"ATTR needs a key of 1 to {ATTR_KEY_MAX_LEN} bytes "
            f"and a value of at most {ATTR_VALUE_MAX_LEN} bytes", high=ATTR_VALUE_MAX_LEN,
            max_len=ATTR_KEY_MAX_LEN, extension=True, repeat=True),
+    # the jobs of one key in the queue delivered one at a time, in order (SQS FIFO's
+    # message groups); STRICT: never on a side of a partition without a majority
+    Option("ORDERKEY", "orderkey", BYTES, f"ORDERKEY must be 1 to {ORDERKEY_MAX_LEN} bytes",
+           max_len=ORDERKEY_MAX_LEN, extension=True),
+    Option("STRICT", "strict", FLAG, extension=True),
 ), exclusive=("DELAY", "DELAY-MS", "AT"))
 
 # JOBSET id [options] (a disq extension): change a job not acknowledged yet, wherever
@@ -270,14 +276,15 @@ BATCH_LIST = CommandOptions("BATCH LIST", (
            choices=BATCH_STATES, extension=True),
 ))
 
-# TOPIC PUBLISH topic body [MSGID id] [ADDJOB's options but DEDUP, UNIQUE] (a disq
-# extension): one job in each queue subscribed to the topic; a retried publish with the
-# same MSGID adds nothing twice to any queue.
+# TOPIC PUBLISH topic body [MSGID id] [ADDJOB's options but DEDUP, UNIQUE, ORDERKEY,
+# STRICT] (a disq extension): one job in each queue subscribed to the topic; a retried
+# publish with the same MSGID adds nothing twice to any queue.
 MSGID_MAX_LEN = 256
 TOPIC_PUBLISH = CommandOptions("TOPIC PUBLISH", (
     Option("MSGID", "msgid", BYTES, f"MSGID must be 1 to {MSGID_MAX_LEN} bytes",
            max_len=MSGID_MAX_LEN, extension=True),
-    *(option for option in ADDJOB.options if option.field not in ("dedup", "unique")),
+    *(option for option in ADDJOB.options
+      if option.field not in ("dedup", "unique", "orderkey", "strict")),
 ), exclusive=ADDJOB.exclusive)
 
 # -- when jobs fail ------------------------------------------------------------------------
