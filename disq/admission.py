@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from .node import Node
 
 DEFAULT_RETRY_MAX: Final = 300
+STRICT_ASYNC: Final = errors.fixed(
+    "STRICT_ASYNC", "ERR", "STRICT and ASYNC cannot be combined: a strict key's job is "
+    "replicated to a majority before ADDJOB answers")
 
 
 class Admission:
@@ -57,6 +60,10 @@ class Admission:
         if repl is None:
             size = node.cluster.size()
             repl = size if size < 3 else 3
+        if request.ext is not None and request.ext.strict:  # ORDERKEY k STRICT: its copies
+            repl = max(repl, node.cluster.size() // 2 + 1)  # on a majority, never ASYNC
+            if request.async_:
+                raise STRICT_ASYNC
         if retry == 0 and repl > 1:
             raise errors.err(
                 "With RETRY set to 0 please explicitly set  REPLICATE to 1 "

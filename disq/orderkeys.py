@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 OWNER: Final = 0
 OTHER: Final = 1
 NO_MAJORITY: Final = 2
+NOT_YET: Final = 3  # this node took the key over just now: the copies it lacks first
 
 LineKey = tuple[bytes, bytes]  # (queue, order key)
 
@@ -53,6 +54,10 @@ def _majority() -> bool:
     return True
 
 
+def _no_grace() -> int:
+    return 0
+
+
 def line_key(job: Job, ext: JobExt) -> LineKey:
     """The line of a job with an order key: its queue's, or for a dead letter the queue
     it came from."""
@@ -65,7 +70,7 @@ class OrderKeys:
     """The lines of the order keys held here, and the gate of their queueing."""
 
     __slots__ = ("node", "lines", "in_line", "released", "acts_for", "hand_off",
-                 "has_majority")
+                 "has_majority", "grace_left")
 
     def __init__(self, node: Node) -> None:
         self.node = node
@@ -81,6 +86,7 @@ class OrderKeys:
         self.hand_off: Callable[[Job], None] = _no_hand_off
         # whether this node reaches a majority of the nodes (STRICT keys)
         self.has_majority: Callable[[], bool] = _majority
+        self.grace_left: Callable[[], int] = _no_grace  # ms a takeover still waits
 
     # -- the lines ----------------------------------------------------------------------
     def joined(self, job: Job, ext: JobExt) -> None:
@@ -152,6 +158,9 @@ class OrderKeys:
         self._wait(job, now)
         if role == OTHER:
             self.hand_off(job)
+        elif role == NOT_YET:
+            job.qtime = now + self.grace_left()
+            self.node.update_awake(job)
         return False
 
     def copy_arrived(self, job: Job, ext: JobExt, now: int) -> None:
@@ -173,7 +182,7 @@ class OrderKeys:
                 head.qtime = 0
                 self.node.update_awake(head)
         elif not head.qtime:
-            self._wait(head, now)
+            self._wait(head, now)  # (NOT_YET: the same; RETRY 0: its owner's copy)
 
     def _wait(self, job: Job, now: int) -> None:
         """Held on this node: look again after its RETRY (never for RETRY 0: the

@@ -2,12 +2,22 @@
 the first reachable node (this one included) in the order of the key within its
 queue (targets.py's rendezvous hashing, `key_order`), the same on every node that sees
 the same nodes. The copies of a key's new jobs go to the first nodes of that order
-(Copies.replicate), so the owner, and the nodes next in line to take over from it,
-hold them. A held copy whose owner has none (a REPLICATE 1 job added on another node,
-an owner that came back without it) is sent to it (`hand_off`). A strict key has no
-owner on a side that does not reach a majority of the known nodes: the jobs of strict
-keys queued here leave their queues when this node loses its majority (checked every
-MAJORITY_CHECK_MS), and its ADDJOBs of strict keys are refused (-NOMAJORITY)."""
+(Copies.replicate), so the owner, and with REPLICATE 3 or more the next in line,
+hold them all.
+
+A takeover: when the reachable nodes change, every node sends the copies it holds of
+keyed jobs to their key's owner if it may have none (`hand_off`, also done for a held
+copy whose RETRY ran out), and a node that became a key's owner then waits
+a grace (the cluster node timeout: the others notice the change within it) before it
+queues anything of the key, so that the copies it lacks reach it first and the order
+it releases is the key's whole order. When a peer comes back (a healed partition, a
+restart) every key waits so: the peer may hold jobs of any key this node lacks.
+
+A strict key has no owner on a side that does not reach a majority of the known nodes:
+the jobs of strict keys queued here leave their queues when this node loses its
+majority (checked every MAJORITY_CHECK_MS), and its ADDJOBs of strict keys are refused
+(-NOMAJORITY; admission.py also replicates them to a majority, so a side without one
+cannot add any even before it notices)."""
 
 from __future__ import annotations
 
@@ -17,11 +27,12 @@ from typing import Final
 from ..cluster.port import BusPort
 from ..job import Job, with_holders
 from ..node import Node, now_ms
-from ..orderkeys import NO_MAJORITY, OTHER, OWNER
+from ..orderkeys import NO_MAJORITY, NOT_YET, OTHER, OWNER
 from .copies import Copies
 from .targets import key_order, owner_key
 
 MAJORITY_CHECK_MS: Final = 100
+MIN_GRACE_MS: Final = 500  # a takeover waits the node timeout, this long at least
 MAX_OWNERS_KEPT: Final = 100_000  # owners looked up since the last topology change
 
 
@@ -36,12 +47,19 @@ class OrderOwners:
         self._loop = loop
         self._timer: asyncio.TimerHandle | None = None
         self._peers: object = None  # the reachable list the owners below were found for
+        self._peer_ids: frozenset[str] | None = None  # ... and its IDs
         self._owners: dict[tuple[bytes, bytes], str] = {}
         self._had_majority = True
+        # the reachable peers before the last change, and until when a key this node
+        # owns since then (and did not before) waits for the copies it lacks
+        self._before: list[str] | None = None
+        self._grace_until = 0
+        self._grace_all = False  # ... or every key (a peer came back)
         orderkeys = node.orderkeys
         orderkeys.acts_for = self.acts_for
         orderkeys.hand_off = self.hand_off
         orderkeys.has_majority = self.has_majority
+        orderkeys.grace_left = self.grace_left
 
     def has_majority(self) -> bool:
         """Whether this node reaches a majority of the known nodes, itself included."""
@@ -51,6 +69,9 @@ class OrderOwners:
         peers = self.bus.reachable_peers()  # a new list when the topology changes
         owners = self._owners
         if peers is not self._peers or len(owners) > MAX_OWNERS_KEPT:
+            ids = frozenset(n.id for n in peers)
+            if ids != self._peer_ids:  # (a new list may list the same nodes)
+                self._topology_changed(ids)
             owners.clear()
             self._peers = peers
         owner = owners.get((queue, key))
@@ -64,7 +85,44 @@ class OrderOwners:
         self._watch()
         if strict and not self.has_majority():
             return NO_MAJORITY
-        return OWNER if self.owner(queue, key) == self.node.id else OTHER
+        my_id = self.node.id
+        if self.owner(queue, key) != my_id:
+            return OTHER
+        if self._grace_until and self._before is not None:
+            if now_ms() >= self._grace_until:
+                self._grace_until = 0
+                self._grace_all = False
+            elif self._grace_all or key_order(owner_key(queue, key),
+                                              [my_id] + self._before)[0] != my_id:
+                return NOT_YET  # a takeover: the copies this node lacks first
+        return OWNER
+
+    def grace_left(self) -> int:
+        """Ms until a key taken over may be released (0: none waits)."""
+        return max(self._grace_until - now_ms(), 0) if self._grace_until else 0
+
+    def _topology_changed(self, ids: frozenset[str]) -> None:
+        """The reachable peers changed: a takeover's grace starts (the old ones are
+        kept to tell the keys this node owns since), and the copies held here go to
+        their keys' owners that may lack them."""
+        old = self._peer_ids
+        self._peer_ids = ids
+        if old is not None:
+            now = now_ms()
+            before = set(old)
+            if self._grace_until > now and self._before is not None:
+                before.update(self._before)  # (changes in a row: one takeover)
+            self._before = list(before)
+            # A peer that came back (a healed partition, a restart) may hold jobs this
+            # node lacks, of any key: every key waits then, not only those taken over.
+            self._grace_all = self._grace_all and self._grace_until > now or not (
+                ids <= before)
+            self._grace_until = now + max(self.node.config.cluster_node_timeout,
+                                          MIN_GRACE_MS)
+        self._owners.clear()
+        for line in list(self.node.orderkeys.lines.values()):
+            for job in list(line):
+                self.hand_off(job)
 
     def hand_off(self, job: Job) -> None:
         """A copy held here for an owner that may have none: it gets one (NOREPLY)."""
@@ -92,6 +150,8 @@ class OrderOwners:
 
     def _on_timer(self) -> None:
         self._timer = None
+        if self.bus.reachable_peers() is not self._peers:
+            self.owner(b"", b"")  # (notices the change: hand-offs, a takeover's grace)
         majority = self.has_majority()
         if self._had_majority and not majority:
             self.node.orderkeys.withhold_strict(now_ms())

@@ -226,7 +226,12 @@ class JobService:
                                        request.where)
         if jobs:
             user.jobs_consumed += len(jobs)
-        elif request.nohang:
+            return jobs
+        orderkeys = node.orderkeys
+        if orderkeys.lines and not orderkeys.has_majority() and (
+                not orderkeys.strict_queues().isdisjoint(request.queues)):
+            raise errors.NOMAJORITY  # nothing here, and strict keys' jobs wait for one
+        if request.nohang:
             node.consumers.want_jobs(request.queues)
         elif node.leaving:
             raise errors.LEAVING

@@ -166,3 +166,33 @@ def test_three_nodes_retry_expiry_redelivers_the_head_first(
         assert b.call("ACKJOB", first) == 1
         assert ids_of(a.call("GETJOB", "TIMEOUT", 5000, "FROM", "o3r")) == [second]
         wait_for(lambda: not isinstance(a.call("SHOW", second), Error), 2)
+
+
+def test_strict_needs_a_majority_to_add_and_to_deliver(
+        start_node: Callable[..., DisqProcess]) -> None:
+    """STRICT: its copies on a majority (REPLICATE 1 asked: 2 of 3), never ASYNC; on
+    a node cut off from the others (they are killed) its ADDJOB and, once nothing else
+    is to be had, its GETJOB are refused (-NOMAJORITY), and the strict jobs queued there
+    leave the queue."""
+    nodes = form_cluster([start_node("--cluster-node-timeout", "1000") for _ in range(3)])
+    with RawClient(nodes[0].port) as c:
+        assert_error(c, "ERR STRICT and ASYNC cannot be combined: a strict key's job is "
+                     "replicated to a majority before ADDJOB answers", "ADDJOB", "o3s", "b",
+                     0, "ORDERKEY", "k", "STRICT", "ASYNC", "REPLICATE", 1, "RETRY", 1)
+        jobs = [c.add("o3s", f"j{i}", "ORDERKEY", f"k{i}", "STRICT", "REPLICATE", 1,
+                      "RETRY", 1) for i in range(2)]
+        for job in jobs:
+            assert len(fields_of(c.call("SHOW", job))["nodes-delivered"]) >= 2
+        plain = c.add("o3s", "plain", "REPLICATE", 1)
+        for other in nodes[1:]:
+            other.kill()
+        wait_for(lambda: isinstance(c.call("ADDJOB", "o3s", "x", 0, "ORDERKEY", "k",
+                                           "STRICT", "REPLICATE", 1), Error), 10, 0.1,
+                 "the node to see it has no majority")
+        assert_error(c, "NOMAJORITY This node does not reach a majority of the cluster: a "
+                     "STRICT order key waits", "ADDJOB", "o3s", "x", 0, "ORDERKEY", "k2",
+                     "STRICT", "REPLICATE", 1)
+        assert take(c, "o3s") == [plain]  # what is not strict goes on
+        reply = c.call("GETJOB", "NOHANG", "FROM", "o3s")
+        assert isinstance(reply, Error) and reply.startswith(b"NOMAJORITY"), reply
+        assert c.call("QLEN", "o3s") == 0  # the strict jobs left the queue
