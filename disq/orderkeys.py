@@ -58,6 +58,10 @@ def _no_grace() -> int:
     return 0
 
 
+def _seen(job: Job) -> int:
+    return 0
+
+
 def line_key(job: Job, ext: JobExt) -> LineKey:
     """The line of a job with an order key: its queue's, or for a dead letter the queue
     it came from."""
@@ -70,7 +74,7 @@ class OrderKeys:
     """The lines of the order keys held here, and the gate of their queueing."""
 
     __slots__ = ("node", "lines", "in_line", "released", "acts_for", "hand_off",
-                 "has_majority", "grace_left")
+                 "has_majority", "grace_left", "unseen_wait")
 
     def __init__(self, node: Node) -> None:
         self.node = node
@@ -87,6 +91,8 @@ class OrderKeys:
         # whether this node reaches a majority of the nodes (STRICT keys)
         self.has_majority: Callable[[], bool] = _majority
         self.grace_left: Callable[[], int] = _no_grace  # ms a takeover still waits
+        # ms a copy whose holders this node does not all see waits (0: none)
+        self.unseen_wait: Callable[[Job], int] = _seen
 
     # -- the lines ----------------------------------------------------------------------
     def joined(self, job: Job, ext: JobExt) -> None:
@@ -165,9 +171,17 @@ class OrderKeys:
 
     def copy_arrived(self, job: Job, ext: JobExt, now: int) -> None:
         """A copy came from another node (stored, active): the owner queues it now if
-        it heads its line (its creator does not queue it)."""
+        it heads its line (its creator does not queue it), unless it comes from nodes
+        this node does not see (`unseen_wait`: a healed partition this node has yet to
+        notice; the copies of its other jobs are on their way too): then after that
+        wait, through its timer."""
         if job.id in self.in_line and self.lines[line_key(job, ext)].first() is job:
-            self._head_changed(job, line_key(job, ext), now)
+            wait = self.unseen_wait(job)
+            if wait:
+                job.qtime = now + wait
+                self.node.update_awake(job)
+            else:
+                self._head_changed(job, line_key(job, ext), now)
 
     def _head_changed(self, head: Job, key: LineKey, now: int) -> None:
         """`head` now heads its line: the owner queues it; another node looks again

@@ -8,7 +8,7 @@ hold them all.
 A takeover: when the reachable nodes change, every node sends the copies it holds of
 keyed jobs to their key's owner if it may have none (`hand_off`, also done for a held
 copy whose RETRY ran out), and a node that became a key's owner then waits
-a grace (the cluster node timeout: the others notice the change within it) before it
+a grace (twice the cluster node timeout: the others notice the change within it) before it
 queues anything of the key, so that the copies it lacks reach it first and the order
 it releases is the key's whole order. When a peer comes back (a healed partition, a
 restart) every key waits so: the peer may hold jobs of any key this node lacks.
@@ -32,7 +32,11 @@ from .copies import Copies
 from .targets import key_order, owner_key
 
 MAJORITY_CHECK_MS: Final = 100
-MIN_GRACE_MS: Final = 500  # a takeover waits the node timeout, this long at least
+# A takeover waits twice the node timeout (the other nodes notice a change within about
+# one and a half: a node is flagged once a ping waited the timeout, and pings go out
+# every half of it at the least), this long at least.
+GRACE_NODE_TIMEOUTS: Final = 2
+MIN_GRACE_MS: Final = 500
 MAX_OWNERS_KEPT: Final = 100_000  # owners looked up since the last topology change
 
 
@@ -60,6 +64,7 @@ class OrderOwners:
         orderkeys.hand_off = self.hand_off
         orderkeys.has_majority = self.has_majority
         orderkeys.grace_left = self.grace_left
+        orderkeys.unseen_wait = self.unseen_wait
 
     def has_majority(self) -> bool:
         """Whether this node reaches a majority of the known nodes, itself included."""
@@ -101,6 +106,25 @@ class OrderOwners:
         """Ms until a key taken over may be released (0: none waits)."""
         return max(self._grace_until - now_ms(), 0) if self._grace_until else 0
 
+    def unseen_wait(self, job: Job) -> int:
+        """How long a copy that arrived waits before its owner queues it: a grace if
+        one of its holders is a node this node does not reach (it came across a
+        partition that healed before this node noticed, or from a takeover), else 0."""
+        holders = job.nodes_delivered
+        if holders is None:
+            return 0
+        self.owner(b"", b"")  # (the reachable peers up to date)
+        seen = self._peer_ids or frozenset()
+        my_id = self.node.id
+        for node_id in holders:
+            if node_id != my_id and node_id not in seen:
+                return self._grace_ms()
+        return 0
+
+    def _grace_ms(self) -> int:
+        return max(GRACE_NODE_TIMEOUTS * self.node.config.cluster_node_timeout,
+                   MIN_GRACE_MS)
+
     def _topology_changed(self, ids: frozenset[str]) -> None:
         """The reachable peers changed: a takeover's grace starts (the old ones are
         kept to tell the keys this node owns since), and the copies held here go to
@@ -117,8 +141,7 @@ class OrderOwners:
             # node lacks, of any key: every key waits then, not only those taken over.
             self._grace_all = self._grace_all and self._grace_until > now or not (
                 ids <= before)
-            self._grace_until = now + max(self.node.config.cluster_node_timeout,
-                                          MIN_GRACE_MS)
+            self._grace_until = now + self._grace_ms()
         self._owners.clear()
         for line in list(self.node.orderkeys.lines.values()):
             for job in list(line):
