@@ -11,12 +11,16 @@ import time
 from collections.abc import Callable
 
 import jobutil
+import test_http
+from disq_client import Client
 from jobutil import NULL_ARRAY, Error, RawClient, assert_error, fields_of, ids_of
 from support import DisqProcess, form_cluster, wait_for
+from test_http import Http
 
 shared_disq = jobutil.shared_disq
 node = jobutil.node
 c = jobutil.c
+http_node = test_http.http_node
 
 
 def take(c: RawClient, queue: str, count: int = 10) -> list[bytes]:
@@ -89,6 +93,27 @@ def test_strict_alone_has_its_majority(c: RawClient) -> None:
     job = c.add("oks", "j", "ORDERKEY", "k", "STRICT")
     assert take(c, "oks") == [job]
     assert fields_of(c.call("SHOW", job))["orderkey-strict"] == 1
+
+
+def test_the_http_api_and_the_python_client_take_and_show_the_key(
+        http_node: tuple[DisqProcess, Http]) -> None:
+    node, http = http_node
+    status, added = http.post("/api/v1/queues/okh/jobs", [
+        {"body": "a", "orderkey": "k", "retry": 30}, {"body": "b", "orderkey": "k"},
+        {"body": "c", "strict": True}])
+    assert status == 207
+    first, second, bad = added["jobs"]
+    assert bad["error"]["status"] == 400 and "STRICT needs" in bad["error"]["detail"]
+    shown = http.get(f"/api/v1/jobs/{first['id']}")[1]
+    assert (shown["orderkey"], shown["orderkey_strict"]) == ("k", 0)
+    peeked = http.get("/api/v1/queues/okh/peek?count=5")[1]["jobs"]
+    assert [job["id"] for job in peeked] == [first["id"]]  # the second is held
+    with Client(f"127.0.0.1:{node.port}") as client:
+        job_id = client.add_job("okp", "x", orderkey="k2", strict=True)
+        later = client.add_job("okp", "y", orderkey="k2")
+        assert [job.id for job in client.get_jobs("okp", count=5, nohang=True)] == [job_id]
+        client.ack(job_id)
+        assert [job.id for job in client.get_jobs("okp", count=5, nohang=True)] == [later]
 
 
 # -- three nodes ---------------------------------------------------------------------
