@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from .node import Node
 
 DEFAULT_RETRY_MAX: Final = 300
+STRICT_ASYNC: Final = errors.fixed(
+    "STRICT_ASYNC", "ERR", "STRICT and ASYNC cannot be combined: a strict key's job is "
+    "replicated to a majority before ADDJOB answers")
 
 
 class Admission:
@@ -66,6 +69,10 @@ class Admission:
         if repl is None:
             size = node.cluster.size()
             repl = size if size < 3 else 3
+        if request.ext is not None and request.ext.strict:  # ORDERKEY k STRICT: its copies
+            repl = max(repl, node.cluster.size() // 2 + 1)  # on a majority, never ASYNC
+            if request.async_:
+                raise STRICT_ASYNC
         if retry == 0 and repl > 1:
             raise errors.err(
                 "With RETRY set to 0 please explicitly set  REPLICATE to 1 "
@@ -77,6 +84,8 @@ class Admission:
                 "be delivered"
             )
         ext = None if request.ext is None else job_ext(request, now, ttl)
+        if ext is not None and ext.order_strict and not node.orderkeys.has_majority():
+            raise errors.NOMAJORITY
         if retry is None:
             retry = DEFAULT_RETRY_MAX if ttl >= 10 * DEFAULT_RETRY_MAX else (ttl // 10 or 1)
         # Leaving, or short of memory: keep no copy here (Disque's external replication).
@@ -132,6 +141,8 @@ class Admission:
             raise errors.err("Internal error creating the job, check server logs")
         node.job_bytes += size  # Node.register(), inlined: hot path
         if ext is not None:
+            if ext.orderkey is not None:
+                node.orderkeys.joined(job, ext)
             if ext.batch is not None:
                 node.batches.held(ext.batch, job.id)
             if ext.after is not None:
@@ -169,4 +180,5 @@ def job_ext(request: AddJob, now: int, ttl: int) -> JobExt:
     return JobExt(DEFAULT_PRIORITY if priority is None else priority, request.group, due,
                   request.max_deliveries or 0, batch=request.batch,
                   after=tuple(dict.fromkeys(after)) if after else None,
-                  attrs=tuple(attrs.items()) if attrs else None)
+                  attrs=tuple(attrs.items()) if attrs else None,
+                  orderkey=request.orderkey, order_strict=request.strict)

@@ -20,6 +20,7 @@ from .scantable import ScanTable
 
 if TYPE_CHECKING:
     from .consumers import Consumers
+    from .orderkeys import OrderKeys
     from .ports import Persistence
     from .queue import Queue
 
@@ -40,6 +41,7 @@ class JobEndings:
     job_bytes: int
     full_bytes: int
     batches: BatchTable
+    orderkeys: OrderKeys
     on_member_end: Callable[[bytes, bytes, int], None]
 
     def slot_freed(self, name: bytes | None, job: Job) -> None:
@@ -62,6 +64,8 @@ class JobEndings:
         """`job` ended here (batches.ACKED, DEAD or VOID): if it is a batch's member,
         its batch learns it, and the cluster tells every node (the first end stays)."""
         ext = job.ext
+        if ext is not None and ext.orderkey is not None:  # the next of its key may go
+            self.orderkeys.ended(job)
         if ext is not None and ext.batch is not None and self.batches.ended(
                 ext.batch, job.id, how, now_ms()):
             self.on_member_end(ext.batch, job.id, how)

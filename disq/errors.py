@@ -89,6 +89,9 @@ NOREPL_OOM = fixed(
     "unable to hold a copy of the message for the following reason: I'm out of memory")
 MAXLEN = fixed("MAXLEN", "MAXLEN", "Queue is already longer than the specified MAXLEN count")
 PAUSED = fixed("PAUSED", "PAUSED", "Queue paused in input, try later")
+NOMAJORITY = fixed(
+    "NOMAJORITY", "NOMAJORITY",
+    "This node does not reach a majority of the cluster: a STRICT order key waits")
 LEAVING = fixed(
     "LEAVING", "LEAVING",
     "This node is leaving the cluster, please connect to a different one")

@@ -121,14 +121,16 @@ class JobExt:
     that missed a move takes the newer state and never goes back to an older one."""
 
     __slots__ = ("priority", "group", "due", "max_deliveries", "dead_from", "dead_reason",
-                 "generation", "notes", "batch", "after", "parent_failed", "attrs")
+                 "generation", "notes", "batch", "after", "parent_failed", "attrs",
+                 "orderkey", "order_strict")
 
     def __init__(self, priority: int = DEFAULT_PRIORITY, group: bytes | None = None,
                  due: int = 0, max_deliveries: int = 0, dead_from: bytes | None = None,
                  dead_reason: bytes | None = None, generation: int = 0,
                  notes: JobNotes | None = None, batch: bytes | None = None,
                  after: tuple[bytes, ...] | None = None,
-                 attrs: tuple[tuple[bytes, bytes], ...] | None = None) -> None:
+                 attrs: tuple[tuple[bytes, bytes], ...] | None = None,
+                 orderkey: bytes | None = None, order_strict: bool = False) -> None:
         self.priority = priority  # 0 (most urgent) .. 255
         self.group = group  # fairness group (<= 256 bytes); None: the queue's no-group
         self.due = due  # Unix ms before which it is never delivered (0: none)
@@ -145,6 +147,10 @@ class JobExt:
         # ADDJOB ... ATTR: (key, value) pairs, keys distinct, in the order given (None:
         # none); GETJOB ... WHERE filters on them (consumers.py)
         self.attrs = attrs
+        # ADDJOB ... ORDERKEY k [STRICT]: the jobs of k in this queue are delivered one
+        # at a time in their order (orderkeys.py); None: none
+        self.orderkey = orderkey
+        self.order_strict = order_strict
         untrack(self)  # holds only ints, bytes (tuples of them) and a JobNotes (see gcfree.py)
 
     @property
@@ -155,7 +161,7 @@ class JobExt:
     def copy(self, **changes: object) -> JobExt:
         ext = JobExt(self.priority, self.group, self.due, self.max_deliveries,
                      self.dead_from, self.dead_reason, self.generation, self.notes,
-                     self.batch, self.after, self.attrs)
+                     self.batch, self.after, self.attrs, self.orderkey, self.order_strict)
         ext.parent_failed = self.parent_failed
         for name, value in changes.items():
             setattr(ext, name, value)
@@ -246,6 +252,12 @@ def job_batch(job: Job) -> bytes | None:
     """The batch the job is a member of (ADDJOB ... BATCH), if any."""
     ext = job.ext
     return None if ext is None else ext.batch
+
+
+def job_orderkey(job: Job) -> bytes | None:
+    """The job's ORDERKEY, if any."""
+    ext = job.ext
+    return None if ext is None else ext.orderkey
 
 
 def job_group(job: Job) -> bytes | None:

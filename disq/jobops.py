@@ -43,6 +43,7 @@ from .scantable import ScanTable
 if TYPE_CHECKING:
     from .consumers import Consumers
     from .node import Stats
+    from .orderkeys import OrderKeys
     from .ports import ClusterPort, Persistence, Retention
     from .queue import Queue
 
@@ -68,6 +69,7 @@ class JobOperations:
     leaving: bool
     ends: Ends
     consumers: Consumers
+    orderkeys: OrderKeys
     policies: PolicyTable
     job_bytes: int
 
@@ -472,4 +474,7 @@ class JobOperations:
         if self.recording:
             self.persistence.job_stored(job)
         self.update_awake(job)
+        ext = job.ext
+        if ext is not None and ext.orderkey is not None:  # the owner may queue it now
+            self.orderkeys.copy_arrived(job, ext, now or now_ms())
         return True

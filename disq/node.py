@@ -51,6 +51,7 @@ from .job import (
 )
 from .jobops import JobOperations
 from .memory import JOB_FOOTPRINT, NO_MEMORY_LIMIT, MemoryBounds
+from .orderkeys import OrderKeys
 from .policies import PolicyTable
 from .ports import (
     NO_PERSISTENCE,
@@ -163,6 +164,7 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
         # (In pure Python a node of 30 attributes or more reads each one slower:
         # ~900 instructions more per ADDJOB, measured; so one object for these.)
         self.consumers = Consumers(self)
+        self.orderkeys = OrderKeys(self)  # ADDJOB ... ORDERKEY's lines
         # maxmemory's marks in job bytes (see set_memory_limit): above `warn_bytes`
         # (75%) new jobs are placed on other nodes, above `full_bytes` (95%) nothing
         # new is taken that eviction cannot make room for.
@@ -205,6 +207,8 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
         ext = job.ext
         if ext is not None:  # (a job loaded with its errors)
             self.job_bytes += notes_size(job)
+            if ext.orderkey is not None:
+                self.orderkeys.joined(job, ext)
             if ext.batch is not None:  # a copy of a batch's member kept here
                 self.batches.held(ext.batch, job.id)
             if ext.after is not None:  # a flow's child, waiting for its parents
@@ -226,6 +230,8 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
         ext = job.ext
         if ext is not None:  # its errors, progress
             self.job_bytes -= notes_size(job)
+            if ext.orderkey is not None:
+                self.orderkeys.ended(job)
             if ext.after is not None:
                 self.on_flow_gone(job)
         if body_len >= RELEASED_BODY:  # the timers keep the job until its next time
@@ -267,19 +273,26 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
 
     def enqueue(self, job: Job, nack: bool, now: int | None = None,
                 queue: Queue | None = None, delay_ms: int | None = None,
-                policy: bool = True) -> bool:
+                policy: bool = True, sent: bool = False) -> bool:
         """Disque's enqueueJob: put an active job in its queue. False if not allowed
         (already queued, never to be requeued, or an at-most-once job already
         delivered). `queue`: the job's queue if the caller looked it up already.
 
         A requeue (a NACK, a RETRY) under a queue policy or with MAXDELIVERIES may
         make the job a dead letter or wait for a back-off (`failed_delivery`), as a
-        NACK DELAY-MS (`delay_ms`) waits; `policy` False: an ENQUEUE, queued now."""
+        NACK DELAY-MS (`delay_ms`) waits; `policy` False: an ENQUEUE, queued now.
+        A job with an ORDERKEY is queued only as its line allows (orderkeys.py; `sent`:
+        federation brought it here, its owner queued it)."""
         retry, flags = job.retry, job.flags
         if job.state == QUEUED or job.qtime == 0 or (retry == 0 and flags & DELIVERED):
             return False
         if now is None:
             now = now_ms()
+        ext = job.ext
+        if ext is not None and ext.orderkey is not None and ext.dead_from is None and (
+                not self.orderkeys.admits(job, ext, nack or sent, now)):
+            return True
+        flags = job.flags  # (the gate may have changed them)
         after_backoff = False
         if flags & BACKOFF_WAIT:  # its back-off is over: counted when it began
             flags &= ~BACKOFF_WAIT
@@ -362,7 +375,8 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
         if queue.best_priority() < queue.told_best and not queue.import_rate_at(now):
             self.cluster.best_changed(queue)
 
-    def queue_when_due(self, job: Job, now: int, not_before: int = 0) -> bool:
+    def queue_when_due(self, job: Job, now: int, not_before: int = 0,
+                       sent: bool = False) -> bool:
         """Queue an active copy now, or schedule it for `not_before` or its due time
         (AT / DELAY-MS) if that is still ahead: a job another node queued, or asked
         this node to queue, is never delivered here before its due time. True if
@@ -373,7 +387,7 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
             job.qtime = at
             self.update_awake(job)
             return False
-        return self.enqueue(job, nack=False, now=now)
+        return self.enqueue(job, nack=False, now=now, sent=sent)
 
     def _requeue_time(self, now: int, retry: int) -> int:
         """now + RETRY, spread by a random error. The jobs queued in the same
@@ -420,6 +434,13 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
             self.update_awake(job)
             if self.recording:
                 self.persistence.job_stored(job)
+            return
+        if ext is not None and ext.orderkey is not None:  # queued as its line allows
+            lifecycle.replicated(job)
+            job.qtime = now
+            if self.recording:
+                self.persistence.job_stored(job)
+            self.enqueue(job, nack=False, now=now, queue=queue)
             return
         # enqueue() and update_awake() for a job never queued before, inlined: this
         # is ADDJOB's hot path. The first queueing is not broadcast (BCAST_QUEUED).
@@ -501,6 +522,7 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
             self.queues.add(queue.name, queue)
         self.timers.clear()
         self.dedup.clear()
+        self.orderkeys.clear()
         if self.ends.kept:
             persistence.results_flushed()  # or a restart would bring them back
         self.ends.clear()

@@ -43,6 +43,8 @@ DEFAULT_TTL: Final = 24 * 3600
 
 TOO_MANY_ATTRS: Final = fixed(
     "TOO_MANY_ATTRS", "ERR", f"ATTR: a job takes at most {MAX_ATTRS} attributes")
+STRICT_WITHOUT_ORDERKEY: Final = fixed(
+    "STRICT_WITHOUT_ORDERKEY", "ERR", "STRICT needs an ORDERKEY")
 DEDUP_AND_UNIQUE: Final = fixed(
     "DEDUP_AND_UNIQUE", "ERR", "DEDUP and UNIQUE cannot be combined: give one key")
 
@@ -54,7 +56,7 @@ class AddJobExt:
     (`AddJob._take_unique`)."""
 
     __slots__ = ("delay_ms", "at", "priority", "group", "max_deliveries", "unique", "batch",
-                 "after", "attrs")
+                 "after", "attrs", "orderkey", "strict")
 
     def __init__(self) -> None:
         self.delay_ms: int | None = None  # ms, from the ADDJOB
@@ -66,12 +68,15 @@ class AddJobExt:
         self.batch: bytes | None = None  # BATCH: the batch the job is a member of
         self.after: list[bytes] | None = None  # AFTER: its parents (job or batch IDs)
         self.attrs: dict[bytes, bytes] | None = None  # ATTR: key -> value, as given
+        self.orderkey: bytes | None = None  # ORDERKEY: delivered in order, one at a time
+        self.strict = False  # ... STRICT: only on a side with a majority
 
     def empty(self) -> bool:
         """Whether no option is set: the job needs no `JobExt`."""
         return (self.delay_ms is None and self.at is None and self.priority is None
                 and self.group is None and self.max_deliveries is None and self.unique is None
-                and self.batch is None and self.after is None and self.attrs is None)
+                and self.batch is None and self.after is None and self.attrs is None
+                and self.orderkey is None and not self.strict)
 
 
 class AddJob:
@@ -142,6 +147,8 @@ class AddJob:
                 ext = request._take_unique(ext.unique)
             if ext is not None and (ext.delay_ms is not None or ext.at is not None):
                 request._check_exclusive(cls._tokens(args, 4))
+            if ext is not None and ext.strict and ext.orderkey is None:
+                raise STRICT_WITHOUT_ORDERKEY
         timeout = args[3]
         if timeout != b"0":  # options first, then the timeout: Disque's order of errors
             request.timeout = timeout_ms(timeout)
@@ -163,6 +170,8 @@ class AddJob:
         if ext is not None and (ext.delay_ms is not None or ext.at is not None):
             by_field = cls.OPTIONS.by_field
             request._check_exclusive({by_field[field].token for field in given})
+        if ext is not None and ext.strict and ext.orderkey is None:
+            raise STRICT_WITHOUT_ORDERKEY
         if timeout:
             request.timeout = timeout_ms(b"%d" % timeout)
         return request
@@ -285,6 +294,22 @@ class AddJob:
             raise TOO_MANY_ATTRS
         ext.attrs = attrs
 
+    @property
+    def orderkey(self) -> bytes | None:
+        return None if self.ext is None else self.ext.orderkey
+
+    @orderkey.setter
+    def orderkey(self, value: bytes) -> None:
+        self._ext().orderkey = value
+
+    @property
+    def strict(self) -> bool:
+        return self.ext is not None and self.ext.strict
+
+    @strict.setter
+    def strict(self, value: bool) -> None:
+        self._ext().strict = value
+
     def with_job(self, body: bytes, dedup: bytes | None) -> AddJob:
         """The request of one job of an ADDJOBS: this one's options (`ext` shared: it
         is not changed once parsed), `body` and its DEDUP key (the client's)."""
@@ -359,6 +384,8 @@ class AddJobs:
             raise ADDJOBS_UNIQUE
         if ext is not None and (ext.delay_ms is not None or ext.at is not None):
             options._check_exclusive(AddJob._tokens(args, 3, end))
+        if ext is not None and ext.strict and ext.orderkey is None:
+            raise STRICT_WITHOUT_ORDERKEY
         keyed = args[end].lower() == b"dedup-jobs"
         first = end + 1
         if keyed:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Generator, Iterator, Mapping
 
 from .. import lifecycle
-from ..job import ACTIVE, BCAST_WILLQUEUE, QUEUED, with_holders
+from ..job import ACTIVE, BCAST_WILLQUEUE, QUEUED, job_orderkey, with_holders
 from ..node import Node, now_ms
 from ..policies import QueuePolicy
 from .fileformat import (
@@ -205,6 +205,8 @@ class AofLoader:
         if not node.register(job):
             return  # known already: the first record wins, as in Disque
         self.jobs_loaded += 1
+        if job_orderkey(job) is not None:
+            enqueue = False  # an ORDERKEY's: its owner is not known yet (after its RETRY)
         if not (enqueue and node.enqueue(job, nack=False, now=now)):
             node.update_awake(job)
 

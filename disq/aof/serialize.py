@@ -28,6 +28,8 @@ and an AOF without extended jobs loads in Disque.
         (0..32) and each parent as u32 + ID (ADDJOB ... AFTER)
     u8 format (5)  format 4's fields, then u8 count (1..16) and each attribute as
         u32 + key  u32 + value (ADDJOB ... ATTR)
+    u8 format (6)  format 5's fields, the attributes' count 0..16 (0: none), then
+        u32 + order key  u8 strict (0 or 1) (ADDJOB ... ORDERKEY k [STRICT])
 
 A job's progress (WORKING ... PROGRESS / DATA) is not recorded: the next report
 replaces it.
@@ -82,6 +84,7 @@ EXT_FORMAT_2 = 2  # with MAXDELIVERIES and a dead letter's state
 EXT_FORMAT_3 = 3  # format 2, then the errors of NACK ... ERROR
 EXT_FORMAT_4 = 4  # format 2, the errors (maybe none), a batch member's batch
 EXT_FORMAT_5 = 5  # format 4, then the attributes
+EXT_FORMAT_6 = 6  # format 5 (attributes maybe none), then the order key
 _ERROR = struct.Struct("<IQI")  # an error: delivery, unix ms, reason's length
 MAX_GROUP_LEN = 256
 _NONE = 0xFFFFFFFF
@@ -189,12 +192,13 @@ def serialize_ext(ext: JobExt) -> bytes:
     notes = ext.notes
     errors = notes.errors if notes is not None else ()
     batch, after = ext.batch, ext.after
-    attrs = ext.attrs
-    linked = batch is not None or after is not None or attrs is not None
+    attrs, orderkey = ext.attrs, ext.orderkey
+    linked = batch is not None or after is not None or attrs is not None or (
+        orderkey is not None)
     if not ext.extra and not errors and not linked:
         return _EXT.pack(EXT_FORMAT, ext.priority, ext.due) + (ext.group or b"")
-    version = (EXT_FORMAT_5 if attrs is not None else EXT_FORMAT_4 if linked
-               else EXT_FORMAT_3 if errors else EXT_FORMAT_2)
+    version = (EXT_FORMAT_6 if orderkey is not None else EXT_FORMAT_5 if attrs is not None
+               else EXT_FORMAT_4 if linked else EXT_FORMAT_3 if errors else EXT_FORMAT_2)
     fields = [
         _EXT2.pack(version, ext.priority, ext.due, min(ext.max_deliveries, U16_MAX),
                    ext.generation),
@@ -208,9 +212,11 @@ def serialize_ext(ext: JobExt) -> bytes:
         parents = after or ()
         fields.append(bytes((len(parents),)))
         fields += [_short(parent) for parent in parents]
-    if attrs is not None:
-        fields.append(bytes((len(attrs),)))
-        fields += [_short(item) for item in flat(attrs)]
+    if attrs is not None or orderkey is not None:
+        fields.append(bytes((len(attrs or ()),)))
+        fields += [_short(item) for item in flat(attrs or ())]
+    if orderkey is not None:
+        fields += [_short(orderkey), bytes((int(ext.order_strict),))]
     return b"".join(fields)
 
 
@@ -220,7 +226,7 @@ def _short(data: bytes | None) -> bytes:
 
 def deserialize_ext(data: bytes) -> JobExt:
     """`serialize_ext`'s JobExt. Raises CorruptJob."""
-    if data[:1] and EXT_FORMAT_2 <= data[0] <= EXT_FORMAT_5:
+    if data[:1] and EXT_FORMAT_2 <= data[0] <= EXT_FORMAT_6:
         return _deserialize_ext2(data)
     if len(data) < _EXT.size or len(data) > _EXT.size + MAX_GROUP_LEN:
         raise CorruptJob(f"extended fields of {len(data)} bytes")
@@ -249,12 +255,22 @@ def _deserialize_ext2(data: bytes) -> JobExt:
         if batch is not None and not 0 < len(batch) <= MAX_BID_LEN:
             raise CorruptJob("a batch ID of a wrong length")
         after, pos = _deserialize_parents(data, pos)
-    if data[0] == EXT_FORMAT_5:
+    if data[0] == EXT_FORMAT_5 or data[0] == EXT_FORMAT_6 and data[pos:pos + 1] != b"\0":
         attrs, pos = _deserialize_attrs(data, pos)
+    elif data[0] == EXT_FORMAT_6:
+        pos += 1  # no attribute
+    orderkey, strict = None, False
+    if data[0] == EXT_FORMAT_6:
+        orderkey, pos = _read_short(data, pos, "extended fields' order key")
+        if orderkey is None or not 0 < len(orderkey) <= MAX_GROUP_LEN or (
+                data[pos:pos + 1] not in (b"\0", b"\1")):
+            raise CorruptJob("an order key out of bounds")
+        strict = data[pos] == 1
+        pos += 1
     if pos != len(data) or (group is not None and not 0 < len(group) <= MAX_GROUP_LEN):
         raise CorruptJob("extended fields of a wrong length")
     return JobExt(priority, group, due, max_deliveries, dead_from, reason, generation,
-                  notes, batch, after, attrs)
+                  notes, batch, after, attrs, orderkey, strict)
 
 
 def _deserialize_attrs(data: bytes, pos: int) -> tuple[Attrs, int]:

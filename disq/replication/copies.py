@@ -28,7 +28,7 @@ from .acks import delete_everywhere
 from .bigcopies import BIG_COPY, BigCopies
 from .dedup_checks import CONFLICT, Dedup, joined
 from .placement import Placements
-from .targets import Targets
+from .targets import Targets, owner_key
 from .wire import encode_copy
 
 log = logging.getLogger("disq")
@@ -187,8 +187,13 @@ class Copies:
         now = now or now_ms()
         key = request.dedup  # DEDUP: the copies record the key
         readd = request if request.dedup_check else None  # ... and check it: placed in
-        targets = self.targets.add(job, job.repl if external else job.repl - 1,  # the
-                                   key if readd is not None else None)  # key's order
+        ext = job.ext  # the key's order; an ORDERKEY's copies in its key's order (its
+        if ext is not None and ext.orderkey is not None and readd is None:  # owner first)
+            targets = self.targets.add(job, job.repl if external else job.repl - 1,
+                                       owner_key(request.queue, ext.orderkey), True)
+        else:
+            targets = self.targets.add(job, job.repl if external else job.repl - 1,
+                                       key if readd is not None else None)
         if not sync and external and targets:
             self._send_copies(job, now, True, targets, key)
             self.bus.send(random.choice(targets), m.ENQUEUE, job.id, job.delay)
@@ -221,6 +226,11 @@ class Copies:
         self._send_copies(job, now, not sync, targets, key, readd is not None, deadline)
         if entry is not None and entry.big is not None:
             entry.big.record(self.bus, targets, now)
+
+    def send_copy(self, job: Job, node_id: str, now: int) -> None:
+        """One more copy of a job held here, to `node_id` (NOREPLY): an ORDERKEY's owner
+        that has none (replication/orderkeys.py)."""
+        self._send_copies(job, now, True, [node_id])
 
     def abort_checked(self, job_id: bytes) -> None:
         """A node refused a copy of a waiting DEDUP ADDJOB (its copies check the key,

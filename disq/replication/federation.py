@@ -187,7 +187,7 @@ class Federation:
             # pushed as it came due there is due here a little later: the clock
             # offset's uncertainty). Counted as an import first: what the consumers
             # here do not take at once stays here for them (jobs_available).
-            node.queue_when_due(mine, now)
+            node.queue_when_due(mine, now, sent=True)
 
     # -- provider side -----------------------------------------------------------------
     def _on_needjobs(self, sender: ClusterNode, fields: list[Any]) -> None:

@@ -24,6 +24,8 @@ each registering its own bus handlers (see README.md):
                 node (a disq extension)
     purges      PURGE_SET / PURGE_SYNC / PURGE_HELD: QDEL and QPURGE on every node (a
                 disq extension)
+    orderkeys   no message: who acts for an ORDERKEY (its owner), a strict key's
+                majority watched (a disq extension)
 
 Every part only uses the narrow `BusPort`, so an in-memory bus can stand in for the
 network in tests.
@@ -48,6 +50,7 @@ from .failures import Failures
 from .federation import Federation
 from .incoming import IncomingCopies
 from .jobset import JobChanges
+from .orderkeys import OrderOwners
 from .provisional import ProvisionalCopies
 from .purges import purge_sync
 from .queues import QueueMessages
@@ -83,6 +86,7 @@ class Replication:
         self.batches = Batches(node, bus, self.dedup, loop)
         self.topics = topic_sync(node, bus, loop)
         self.purges = purge_sync(node, bus, loop)
+        self.orderkeys = OrderOwners(node, bus, self.copies, loop)
 
     # -- the server's side ------------------------------------------------------------
     def wait(self, job: Job, on_done: OnAdded) -> None:
@@ -118,6 +122,7 @@ class Replication:
 
     def close(self) -> None:
         self.copies.close()
+        self.orderkeys.close()
 
     # -- ClusterPort: what the core tells the cluster -----------------------------------
     def size(self) -> int:

@@ -40,6 +40,12 @@ def key_order(key: bytes, node_ids: Iterable[str]) -> list[str]:
                   key=lambda node_id: key_order_score(key_hash, key_order_salt(node_id)))
 
 
+def owner_key(queue: bytes, key: bytes) -> bytes:
+    """The bytes whose order ranks the nodes for an ORDERKEY of a queue (its owner
+    first: replication/orderkeys.py)."""
+    return queue + b"\n" + key
+
+
 def first_reachable(key: bytes, my_id: str, bus: BusPort) -> str:
     """The first of the reachable nodes (this one included) in `key`'s order: the one
     that acts for the key (fires a CRON tick, a batch's callbacks), the same on every
@@ -62,7 +68,8 @@ class Targets:
         self._last: tuple[Any, ...] = (None, None, [], NO_HOLDERS, [], {}, {})
         self._salts: dict[str, int] = {}  # node ID -> key_order_salt(node ID)
 
-    def add(self, job: Job, count: int, key: bytes | None = None) -> list[str]:
+    def add(self, job: Job, count: int, key: bytes | None = None,
+            key_first: bool = False) -> list[str]:
         """Add up to `count` random reachable nodes that do not hold the job yet to
         its `nodes_delivered`; returns them (a list that may be shared: read only).
         The jobs of one loop turn get the same random pick: their copies travel in
@@ -70,7 +77,8 @@ class Targets:
         client's pipeline leave in one write (a pick per job spread them over the
         GOTJOBs of several peers). Over many turns the load is spread as evenly.
         With the DEDUP `key` its copies check, the first nodes in the key's order
-        instead when the cluster has more than REPLICATE+1 nodes (`_first_in_key_order`)."""
+        instead when the cluster has more than REPLICATE+1 nodes (`_first_in_key_order`),
+        or always when `key_first` (an ORDERKEY's copies: its owner first)."""
         delivered = job.nodes_delivered
         if delivered is None:
             job.nodes_delivered = delivered = self.node.only_me
@@ -95,7 +103,7 @@ class Targets:
             if candidates:
                 job.nodes_delivered = everyone
             return candidates
-        if key is not None and self.bus.cluster_size > job.repl + 1:  # (_first_in_key_order)
+        if key is not None and (key_first or self.bus.cluster_size > job.repl + 1):
             return self._first_in_key_order(job, count, key, candidates, one_more,
                                             in_key_order)
         pick = picks.get(count)

@@ -52,6 +52,7 @@ MAX_NODES: Final = 10_000  # node IDs in one job's list
 MAX_FLAGS: Final = 0xFF
 MAX_PRIORITY: Final = 255
 MAX_GROUP_LEN: Final = 256
+MAX_ORDERKEY_LEN: Final = 256  # ADDJOB ... ORDERKEY (spec.py ORDERKEY_MAX_LEN)
 MAX_DUE_MS: Final = 2**63 - 1
 MAX_DELIVERIES: Final = 65535
 MAX_GENERATION: Final = 2**32 - 1
@@ -81,6 +82,12 @@ def encode_copy(job: Job, now: int) -> list[Any]:
 
 
 def encode_ext(ext: JobExt) -> list[Any]:
+    if ext.orderkey is not None:  # ORDERKEY: an 11th field [key, strict] (after and
+        return [ext.priority, ext.group, ext.due, ext.max_deliveries,  # attrs may be
+                ext.dead_from, ext.dead_reason, ext.generation, ext.batch,  # None then)
+                None if ext.after is None else list(ext.after),
+                None if ext.attrs is None else flat(ext.attrs),
+                [ext.orderkey, ext.order_strict]]
     if ext.attrs is not None:  # ATTR: a 10th field (after may be None then)
         return [ext.priority, ext.group, ext.due, ext.max_deliveries, ext.dead_from,
                 ext.dead_reason, ext.generation, ext.batch,
@@ -215,9 +222,10 @@ def _decode(data: list[Any], now: int) -> Job | None:
 
 def _decode_ext(data: object, peer_id: str, to_local: PeerClock | None) -> JobExt | None:
     """The extended fields [priority, group, due(, max deliveries, dead from, reason,
-    generation(, batch(, parents(, attributes))))], checked as ADDJOB checks them: with
-    attributes (a flat list), the parents may be None."""
-    if type(data) is not list or len(data) not in (3, 7, 8, 9, 10):
+    generation(, batch(, parents(, attributes(, [orderkey, strict]))))))], checked as
+    ADDJOB checks them: with attributes (a flat list), the parents may be None; with
+    the order key, both may be."""
+    if type(data) is not list or len(data) not in (3, 7, 8, 9, 10, 11):
         return None
     priority, group, due = data[:3]
     if not (type(priority) is int and 0 <= priority <= MAX_PRIORITY
@@ -239,12 +247,18 @@ def _decode_ext(data: object, peer_id: str, to_local: PeerClock | None) -> JobEx
         if batch is not None and not (type(batch) is bytes and 0 < len(batch) <= MAX_BID_LEN):
             return None
         ext.batch = batch
-    if len(data) == 10:  # ATTR's pairs, and AFTER's parents if any
+    if len(data) == 11:  # ORDERKEY
+        order = data[10]
+        if not (type(order) is list and len(order) == 2 and type(order[0]) is bytes
+                and 0 < len(order[0]) <= MAX_ORDERKEY_LEN and type(order[1]) is bool):
+            return None
+        ext.orderkey, ext.order_strict = order
+    if len(data) >= 10 and not (len(data) == 11 and data[9] is None):  # ATTR's pairs
         attrs = from_flat(data[9])
         if attrs is None:
             return None
         ext.attrs = attrs
-    if len(data) >= 9 and not (len(data) == 10 and data[8] is None):
+    if len(data) >= 9 and not (len(data) >= 10 and data[8] is None):
         after = data[8]
         if not (type(after) is list and 0 < len(after) <= MAX_PARENTS
                 and all(type(p) is bytes and 0 < len(p) <= MAX_BID_LEN for p in after)):

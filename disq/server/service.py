@@ -103,6 +103,8 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
             fields.append((b"after", list(ext.after)))
         if ext.attrs is not None:  # ADDJOB ... ATTR: key, value, key, value...
             fields.append((b"attrs", flat(ext.attrs)))
+        if ext.orderkey is not None:  # ADDJOB ... ORDERKEY k [STRICT]
+            fields += [(b"orderkey", ext.orderkey), (b"orderkey-strict", int(ext.order_strict))]
     return fields
 
 
@@ -229,7 +231,12 @@ class JobService:
             now = now_ms()
             for job in jobs:
                 latencies.delivered(job, now)
-        elif request.nohang:
+            return jobs
+        orderkeys = node.orderkeys
+        if orderkeys.lines and not orderkeys.has_majority() and (
+                not orderkeys.strict_queues().isdisjoint(request.queues)):
+            raise errors.NOMAJORITY  # nothing here, and strict keys' jobs wait for one
+        if request.nohang:
             node.consumers.want_jobs(request.queues)
         elif node.leaving:
             raise errors.LEAVING

@@ -423,6 +423,8 @@ DECLARED_QUEUE_USES = {
     "batch": ("BATCH", "NEW", "acl-batch", "ONDONE", "a:q", "x", "ONSUCCESS", "b:q", "y"),
     "topic": ("TOPIC", "SUBSCRIBE", "a:topic", "b:q"),
     "deadletter": ("DEADLETTER", "REQUEUE", "b:dead"),
+    "replay": ("REPLAY", "a:q", "FROM", 0, "INTO", "b:q"),
+    "retained": ("RETAINED", "b:q", "FROM", 0),
     "qdel": ("QDEL", "b:q"),
     "qpurge": ("QPURGE", "b:q"),
 }

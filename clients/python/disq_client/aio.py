@@ -316,14 +316,16 @@ class AsyncClient(ClientBase):
                       unique: str | bytes | None = None,
                       batch: str | bytes | None = None,
                       after: Iterable[str | bytes] | None = None,
-                attrs: Mapping[str | bytes, str | bytes] | None = None) -> str:
+                attrs: Mapping[str | bytes, str | bytes] | None = None,
+                orderkey: str | bytes | None = None, strict: bool = False) -> str:
         """As Client.add_job."""
         with self.tracing.publish(queue, attrs) as traced:
             return traced.published(await self._run(cmds.add_job(
                 queue, body, timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup,
                 delay_ms=delay_ms, at=at, priority=priority, group=group,
                 max_deliveries=max_deliveries, queue_randomly=queue_randomly, unique=unique,
-                batch=batch, after=after, attrs=traced.attrs)))
+                batch=batch, after=after, attrs=traced.attrs, orderkey=orderkey,
+                strict=strict)))
 
     async def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                        timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -336,14 +338,16 @@ class AsyncClient(ClientBase):
                        max_deliveries: int | None = None,
                  queue_randomly: bool = False, batch: str | bytes | None = None,
                  after: Iterable[str | bytes] | None = None,
-                attrs: Mapping[str | bytes, str | bytes] | None = None) -> list[str]:
+                attrs: Mapping[str | bytes, str | bytes] | None = None,
+                orderkey: str | bytes | None = None, strict: bool = False) -> list[str]:
         """As Client.add_jobs."""
         with self.tracing.publish(queue, attrs, operation="ADDJOBS") as traced:
             plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl,
                                  maxlen, async_, batch_size, dedup, delay_ms=delay_ms, at=at,
                                  priority=priority, group=group,
                                  max_deliveries=max_deliveries, queue_randomly=queue_randomly,
-                                 batch=batch, after=after, attrs=traced.attrs)
+                                 batch=batch, after=after, attrs=traced.attrs,
+                                 orderkey=orderkey, strict=strict)
             replies: list[object] = []
             for chunk, keys in plan.chunks:
                 if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it

@@ -443,7 +443,8 @@ class Client(ClientBase):
                 max_deliveries: int | None = None, queue_randomly: bool = False,
                 unique: str | bytes | None = None, batch: str | bytes | None = None,
                 after: Iterable[str | bytes] | None = None,
-                attrs: Mapping[str | bytes, str | bytes] | None = None) -> str:
+                attrs: Mapping[str | bytes, str | bytes] | None = None,
+                orderkey: str | bytes | None = None, strict: bool = False) -> str:
         """ADDJOB; returns the job ID. `timeout_ms` bounds synchronous replication (0:
         no limit); delay, retry and ttl are in seconds. disq's extensions: `dedup`, a
         key: if the cluster added a job with it already, that job's ID, nothing added;
@@ -460,14 +461,19 @@ class Client(ClientBase):
         IDs, the job waits until each is acked (a batch: done), and goes to its dead
         letters if one goes dead. `attrs`: attributes, key -> value (at most 16, keys
         of 1 to 64 bytes, values of at most 256), which GETJOB's `where` filters on.
-        With OpenTelemetry tracing (tracing.py) the job also carries its trace context
-        as `traceparent` (and `tracestate`), unless `attrs` has them."""
+        `orderkey`: the jobs of one key in the queue are delivered one at a time, in
+        the order they were added (the next once the one before is acked, dead or its
+        RETRY ran out); `strict`: never on a side of a partition without a majority
+        (ADDJOB there fails with NOMAJORITY). With OpenTelemetry tracing (tracing.py)
+        the job also carries its trace context as `traceparent` (and `tracestate`),
+        unless `attrs` has them."""
         with self.tracing.publish(queue, attrs) as traced:
             return traced.published(self._run(cmds.add_job(
                 queue, body, timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup,
                 delay_ms=delay_ms, at=at, priority=priority, group=group,
                 max_deliveries=max_deliveries, queue_randomly=queue_randomly, unique=unique,
-                batch=batch, after=after, attrs=traced.attrs)))
+                batch=batch, after=after, attrs=traced.attrs, orderkey=orderkey,
+                strict=strict)))
 
     def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                  timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
@@ -480,7 +486,8 @@ class Client(ClientBase):
                  max_deliveries: int | None = None,
                  queue_randomly: bool = False, batch: str | bytes | None = None,
                  after: Iterable[str | bytes] | None = None,
-                attrs: Mapping[str | bytes, str | bytes] | None = None) -> list[str]:
+                attrs: Mapping[str | bytes, str | bytes] | None = None,
+                orderkey: str | bytes | None = None, strict: bool = False) -> list[str]:
         """ADDJOB for each body, `batch_size` jobs per request: one ADDJOBS (disq's batch
         of ADDJOBs), or pipelined ADDJOBs on a server without it (Disque). Returns the
         IDs in order; if any job was refused, raises BatchError once every batch was
@@ -493,7 +500,8 @@ class Client(ClientBase):
                                  maxlen, async_, batch_size, dedup, delay_ms=delay_ms, at=at,
                                  priority=priority, group=group,
                                  max_deliveries=max_deliveries, queue_randomly=queue_randomly,
-                                 batch=batch, after=after, attrs=traced.attrs)
+                                 batch=batch, after=after, attrs=traced.attrs,
+                                 orderkey=orderkey, strict=strict)
             replies: list[object] = []
             for chunk, keys in plan.chunks:
                 if self.bulk_adds:  # one ADDJOBS a batch, until a server does not know it

@@ -113,7 +113,8 @@ def addjob_options(timeout_ms: int, replicate: int | None, delay: int | None,
                    group: Arg | None = None, max_deliveries: int | None = None,
                    queue_randomly: bool = False, unique: Arg | None = None,
                    batch: Arg | None = None, after: Iterable[Arg] | None = None,
-            attrs: Mapping[str | bytes, str | bytes] | None = None
+            attrs: Mapping[str | bytes, str | bytes] | None = None,
+                   orderkey: Arg | None = None, strict: bool = False
                    ) -> tuple[Arg, ...]:
     """Everything after the body: the timeout, then the options given. `dedup`,
     `unique`, `delay_ms`, `at`, `priority`, `group` and `max_deliveries` are disq's
@@ -125,7 +126,8 @@ def addjob_options(timeout_ms: int, replicate: int | None, delay: int | None,
         "max_deliveries": max_deliveries, "queue_randomly": queue_randomly,
         "unique": unique, "batch": batch,
         "after": None if after is None else list(after),
-        "attrs": None if attrs is None else list(attrs.items())}))
+        "attrs": None if attrs is None else list(attrs.items()),
+        "orderkey": orderkey, "strict": strict}))
 
 
 def addjob_wait(timeout_ms: int, async_: bool) -> float | None:
@@ -142,12 +144,13 @@ def add_job(queue: str, body: Body, timeout_ms: int, replicate: int | None,
             group: Arg | None = None, max_deliveries: int | None = None,
             queue_randomly: bool = False, unique: Arg | None = None,
             batch: Arg | None = None, after: Iterable[Arg] | None = None,
-            attrs: Mapping[str | bytes, str | bytes] | None = None) -> Cmd[str]:
+            attrs: Mapping[str | bytes, str | bytes] | None = None,
+            orderkey: Arg | None = None, strict: bool = False) -> Cmd[str]:
     options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup,
                              delay_ms=delay_ms, at=at, priority=priority, group=group,
                              max_deliveries=max_deliveries, queue_randomly=queue_randomly,
                              unique=unique, batch=batch, after=after,
-                             attrs=attrs)
+                             attrs=attrs, orderkey=orderkey, strict=strict)
     return Cmd(("ADDJOB", queue, to_body(body), *options), _str,
                addjob_wait(timeout_ms, async_))
 
@@ -178,12 +181,14 @@ def add_jobs(queue: str, bodies: Iterable[Body], timeout_ms: int, replicate: int
              priority: int | None = None, group: Arg | None = None,
              max_deliveries: int | None = None, queue_randomly: bool = False,
              batch: Arg | None = None, after: Iterable[Arg] | None = None,
-            attrs: Mapping[str | bytes, str | bytes] | None = None) -> JobBatches:
+            attrs: Mapping[str | bytes, str | bytes] | None = None,
+             orderkey: Arg | None = None, strict: bool = False) -> JobBatches:
     """A batch of ADDJOBs, `batch_size` jobs a request (see JobBatches)."""
     options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_,
                              delay_ms=delay_ms, at=at, priority=priority, group=group,
                              max_deliveries=max_deliveries, queue_randomly=queue_randomly,
-                             batch=batch, after=after, attrs=attrs)
+                             batch=batch, after=after, attrs=attrs, orderkey=orderkey,
+                             strict=strict)
     if dedup is None:
         chunks: Iterator[tuple[list[Body], list[Arg] | None]] = (
             (chunk, None) for chunk in _chunks(bodies, batch_size))

@@ -133,6 +133,7 @@ MIN_PRIORITY, MAX_PRIORITY = 0, 255  # 0 is the most urgent; a job without PRIOR
 MAX_ATTRS = 16
 ATTR_KEY_MAX_LEN = 64
 ATTR_VALUE_MAX_LEN = 256
+ORDERKEY_MAX_LEN = 256
 
 ADDJOB = CommandOptions("ADDJOB", (
     Option("REPLICATE", "repl", INT, "REPLICATE must be between 1 and 65535", 1, 65535,
@@ -188,6 +189,13 @@ ADDJOB = CommandOptions("ADDJOB", (
            f"and a value of at most {ATTR_VALUE_MAX_LEN} bytes", high=ATTR_VALUE_MAX_LEN,
            max_len=ATTR_KEY_MAX_LEN, extension=True, repeat=True,
            doc="an attribute, key then value: GETJOB ... WHERE and topic filters match on them"),
+    # the jobs of one key in the queue delivered one at a time, in order (SQS FIFO's
+    # message groups); STRICT: never on a side of a partition without a majority
+    Option("ORDERKEY", "orderkey", BYTES, f"ORDERKEY must be 1 to {ORDERKEY_MAX_LEN} bytes",
+           max_len=ORDERKEY_MAX_LEN, extension=True,
+           doc="a key: the queue's jobs of one key are delivered one at a time, in the order they were added"),
+    Option("STRICT", "strict", FLAG, extension=True,
+           doc="with ORDERKEY: refused (-NOMAJORITY) on a side of a partition without a majority"),
 ), exclusive=("DELAY", "DELAY-MS", "AT"))
 
 # JOBSET id [options] (a disq extension): change a job not acknowledged yet, wherever
@@ -304,15 +312,16 @@ BATCH_LIST = CommandOptions("BATCH LIST", (
            choices=BATCH_STATES, extension=True),
 ))
 
-# TOPIC PUBLISH topic body [MSGID id] [ADDJOB's options but DEDUP, UNIQUE] (a disq
-# extension): one job in each queue subscribed to the topic; a retried publish with the
-# same MSGID adds nothing twice to any queue.
+# TOPIC PUBLISH topic body [MSGID id] [ADDJOB's options but DEDUP, UNIQUE, ORDERKEY,
+# STRICT] (a disq extension): one job in each queue subscribed to the topic; a retried
+# publish with the same MSGID adds nothing twice to any queue.
 MSGID_MAX_LEN = 256
 TOPIC_PUBLISH = CommandOptions("TOPIC PUBLISH", (
     Option("MSGID", "msgid", BYTES, f"MSGID must be 1 to {MSGID_MAX_LEN} bytes",
            max_len=MSGID_MAX_LEN, extension=True,
            doc="a message ID: a publish retried with it adds nothing twice to any queue"),
-    *(option for option in ADDJOB.options if option.field not in ("dedup", "unique")),
+    *(option for option in ADDJOB.options
+      if option.field not in ("dedup", "unique", "orderkey", "strict")),
 ), exclusive=ADDJOB.exclusive)
 
 # -- when jobs fail ------------------------------------------------------------------------

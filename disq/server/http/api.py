@@ -192,6 +192,8 @@ def _taken_job(job: Job) -> dict[str, Any]:
     ext = job.ext
     if ext is not None:
         taken.update(priority=ext.priority, group=plain(ext.group), due_ms=ext.due)
+        if ext.orderkey is not None:
+            taken.update(orderkey=plain(ext.orderkey), orderkey_strict=ext.order_strict)
         if ext.extra:
             taken.update(max_deliveries=ext.max_deliveries, dead_from=plain(ext.dead_from),
                          dead_reason=plain(ext.dead_reason))
