@@ -42,7 +42,7 @@ from ..node import Node, now_ms
 from ..outcomes import Added
 from ..requests import AddJob
 from .tables import OnHeld, SyncedTable
-from .targets import first_reachable
+from .targets import first_reachable, majority_replication
 
 if TYPE_CHECKING:
     from .dedup_checks import Dedup
@@ -404,9 +404,8 @@ class Batches:
                 self.on_done(bid)
             return
         (queue, body), which = todo[0]
-        size = self.bus.cluster_size
-        repl = min(max(min(size, 3), size // 2 + 1), self._reached())
-        if repl * 2 <= size:
+        repl = majority_replication(None, self.bus.cluster_size, self._reached())
+        if not repl:  # no majority reached: the majority side fires it
             self._firing.discard(bid)
             return
         request = AddJob(queue, body, FIRE_TIMEOUT_MS, repl, dedup=callback_key(bid, which))

@@ -39,7 +39,7 @@ from ..outcomes import Added
 from ..requests import DEFAULT_TTL, AddJob
 from ..schedules import CronSchedule
 from .tables import OnHeld, SyncedTable
-from .targets import first_reachable
+from .targets import first_reachable, majority_replication
 
 if TYPE_CHECKING:
     from .dedup_checks import Dedup
@@ -123,14 +123,10 @@ class Recurring:
         majority reachable): its REPLICATE (the default when none: 3, or every node if
         fewer), raised to a majority of the known nodes and lowered to the nodes
         reachable. At-most-once schedules (REPLICATE 1 RETRY 0) keep 1 copy."""
-        size = self.bus.cluster_size
-        reached = self._reached()
-        if reached * 2 <= size:
-            return 0
-        if schedule.repl == 1 and schedule.retry == 0:
+        repl = majority_replication(schedule.repl, self.bus.cluster_size, self._reached())
+        if repl and schedule.repl == 1 and schedule.retry == 0:
             return 1
-        wanted = schedule.repl if schedule.repl is not None else min(size, 3)
-        return min(max(wanted, size // 2 + 1), reached)
+        return repl
 
     def fire_due(self, due: list[tuple[CronSchedule, int]]) -> None:
         """Fire the oldest due tick of each schedule this node fires (the others follow

@@ -53,6 +53,19 @@ def first_reachable(key: bytes, my_id: str, bus: BusPort) -> str:
     return key_order(key, [my_id] + [n.id for n in bus.reachable_peers()])[0]
 
 
+def majority_replication(wanted: int | None, size: int, reached: int) -> int:
+    """The copies of a job one node adds for the whole cluster (a CRON tick, a batch's
+    callback): `wanted` (None: 3, or every node if fewer) raised to a majority of the
+    `size` known nodes, so that a second firer's copy meets one of them, and lowered
+    to the `reached` nodes (this one included), which are all it can place copies on;
+    0 when those are no majority (the majority side adds the job, or nobody)."""
+    if reached * 2 <= size:
+        return 0
+    if wanted is None:
+        wanted = min(size, 3)
+    return min(max(wanted, size // 2 + 1), reached)
+
+
 class Targets:
     """`add` picks the targets. `loop`: the picks of a loop turn are shared only when
     set (by the owner, once it has a loop)."""
