@@ -8,15 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import test_dashboard
 from support import DisqProcess, call, wait_for
 from test_dashboard import (  # (its import skips these tests without Playwright or Chromium)
     HOSTILE,
     Page,
+    browser,  # noqa: F401 (the fixture)
     expect,
     http_node,
     job_url,
     no_injected_markup,
 )
+
+page = test_dashboard.page  # the fixture, found by the name it has here
 
 
 def _added(node: DisqProcess, queue: str, bid: str, count: int) -> list[bytes]:

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import test_dashboard
 from support import DisqProcess, call, wait_for
 from test_dashboard import (  # (its import skips these tests without Playwright or Chromium)
     Page,
+    browser,  # noqa: F401 (the fixture)
     expect,
     http_node,
 )
+
+page = test_dashboard.page  # the fixture, found by the name it has here
 
 
 def test_dead_letters_are_requeued_and_deleted_in_bulk(start_node: Callable[..., DisqProcess],

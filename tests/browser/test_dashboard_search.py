@@ -6,14 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import test_dashboard
 from support import DisqProcess, call
 from test_dashboard import (  # (its import skips these tests without Playwright or Chromium)
     HOSTILE,
     Page,
+    browser,  # noqa: F401 (the fixture)
     expect,
     http_node,
     no_injected_markup,
 )
+
+page = test_dashboard.page  # the fixture, found by the name it has here
 
 
 def test_search_by_id_attributes_and_text(start_node: Callable[..., DisqProcess],

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import test_dashboard
 from support import DisqProcess, call
 from test_dashboard import (  # (its import skips these tests without Playwright or Chromium)
     HOSTILE,
     Page,
+    browser,  # noqa: F401 (the fixture)
     expect,
     http_node,
     no_injected_markup,
 )
+
+page = test_dashboard.page  # the fixture, found by the name it has here
 
 
 def test_the_topics_page_subscribes_publishes_and_unsubscribes(

@@ -7,14 +7,17 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable
 
+import test_dashboard
 from support import DisqProcess, call, wait_for
 from test_dashboard import (  # (its import skips these tests without Playwright or Chromium)
     Page,
+    browser,  # noqa: F401 (the fixture)
     expect,
     http_node,
     no_injected_markup,
 )
 
+page = test_dashboard.page  # the fixture, found by the name it has here
 MARKUP = "<i>idle</i>"  # (a client name has no spaces)
 
 
