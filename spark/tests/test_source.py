@@ -58,7 +58,7 @@ def test_batch_write(spark: Any, trio: list[DisqProcess], tmp_path: Path) -> Non
     assert (counts["added"], counts["bad_rows"]) == (100, 3)
     with pytest.raises(Exception, match="use mode"):
         writer.mode("overwrite").save()
-    with pytest.raises(Exception, match="batch reads are not supported"):
+    with pytest.raises(Exception, match="a batch read reads a queue's retained jobs"):
         spark.read.format("disq").option("nodes", nodes_option(trio)).option(
             "queue", "batch").load().collect()
 

@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 from disq_client import Client
-
-from tests.support import ROOT, DisqProcess, wait_for
+from support import ROOT, DisqProcess, wait_for
 
 pytest.importorskip("celery")
 
