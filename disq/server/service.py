@@ -223,6 +223,11 @@ class JobService:
         to take: with NOHANG the cluster is asked for some and the answer is empty;
         else the caller parks a consumer (`park`), or gets -LEAVING on a leaving node."""
         node = self.node
+        orderkeys = node.orderkeys
+        if orderkeys.lines and not orderkeys.has_majority():
+            # the majority may be gone since the last check (every MAJORITY_CHECK_MS):
+            # no strict key's job may leave this node now
+            orderkeys.withhold_strict(now_ms())
         jobs = node.consumers.get_jobs(request.queues, request.count, not request.nohang,
                                        request.where)
         if jobs:
@@ -232,7 +237,6 @@ class JobService:
             for job in jobs:
                 latencies.delivered(job, now)
             return jobs
-        orderkeys = node.orderkeys
         if orderkeys.lines and not orderkeys.has_majority() and (
                 not orderkeys.strict_queues().isdisjoint(request.queues)):
             raise errors.NOMAJORITY  # nothing here, and strict keys' jobs wait for one
