@@ -55,6 +55,7 @@ NATIVE = [
     "disq/failures.py",
     "disq/admission.py",  # ADDJOB's checks and the new job (Node.admission)
     "disq/consumers.py",  # GETJOB and the blocked consumers (Node.consumers)
+    "disq/orderkeys.py",  # ORDERKEY's lines (Node.orderkeys: every GETJOB looks at it)
     "disq/wakeups.py",  # what the node's timer does (Node.wakeups)
     "disq/node.py",
     "disq/acl.py",  # the user each request checks (restricted, calls)

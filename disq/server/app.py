@@ -95,9 +95,6 @@ class Server:
         self.argv = list(argv or [])
         schedules.on_spec_converted = _log_spec_converted
         self.commands = load_commands()
-        self.latencies = Latencies()  # ADDJOB, GETJOB, delivery lag: /metrics
-        self.commands[b"addjob"].histogram = self.latencies.addjob
-        self.commands[b"getjob"].histogram = self.latencies.getjob
         for name, new_name in config.renamed_commands:
             rename_command(name, new_name)
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -105,6 +102,9 @@ class Server:
         self.run_id = os.urandom(20).hex()
         # What every request reads or counts, compiled (hotstate.py).
         self.hot = HotState(config)
+        self.latencies: Latencies = self.hot.latencies  # ADDJOB, GETJOB, delivery lag
+        self.commands[b"addjob"].histogram = self.latencies.addjob
+        self.commands[b"getjob"].histogram = self.latencies.getjob
         config.listeners.append(self.hot.config_changed)
         self.loading = False
         self.loader: AofLoader | None = None  # while loading: the progress for INFO

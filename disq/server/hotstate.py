@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .histograms import Latencies
 from .request_parser import RequestLimits
 
 
@@ -39,6 +40,9 @@ class HotState:
         self.slow_usec = 0
         # What every client's request parser reads (one object: CONFIG SET changes it,
         # through `config_changed`).
+        # ADDJOB's, GETJOB's and the delivery lag's histograms (/metrics), here where
+        # compiled code reaches them as a field (the Server is a Python object)
+        self.latencies = Latencies()
         self.request_limits = RequestLimits(config.proto_max_bulk_len,
                                             config.proto_max_multibulk_len,
                                             config.client_query_buffer_limit)

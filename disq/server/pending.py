@@ -238,7 +238,7 @@ class LaterReplies:
                  else reply.job_entry(job))
         self.user.jobs_consumed += 1
         self.jobs_taken += 1
-        self.server.latencies.delivered(job, now_ms())
+        self.hot.latencies.delivered(job, now_ms())
         self.unblock(b"*1\r\n" + entry)
 
     def give_up(self, error: DisqError | None) -> None:

@@ -111,11 +111,12 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
 class JobService:
     """The job operations of one node (`Server.jobs`)."""
 
-    __slots__ = ("server", "node", "policies")
+    __slots__ = ("server", "node", "policies", "latencies")
 
     def __init__(self, server: Server) -> None:
         self.server = server
         self.node: Node = server.node
+        self.latencies = server.hot.latencies  # (a field: the Server's are looked up by name)
         # queue -> its QPOLICY (PolicyTable's dict, never replaced): ADDJOB's defaults
         self.policies: dict[bytes, QueuePolicy] = server.node.policies.policies
 
@@ -232,7 +233,7 @@ class JobService:
                                        request.where)
         if jobs:
             user.jobs_consumed += len(jobs)
-            latencies = self.server.latencies
+            latencies = self.latencies
             now = now_ms()
             for job in jobs:
                 latencies.delivered(job, now)
