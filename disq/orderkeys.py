@@ -174,14 +174,19 @@ class OrderKeys:
         it heads its line (its creator does not queue it), unless it comes from nodes
         this node does not see (`unseen_wait`: a healed partition this node has yet to
         notice; the copies of its other jobs are on their way too): then after that
-        wait, through its timer."""
-        if job.id in self.in_line and self.lines[line_key(job, ext)].first() is job:
+        wait, through its timer. Another node hands it to an owner that lacks it at
+        once (its creator saw other owners: a topology change), not after its RETRY:
+        the owner's grace may be over by then, and a later job of the key released."""
+        if job.id not in self.in_line:
+            return
+        if self.lines[line_key(job, ext)].first() is job:
             wait = self.unseen_wait(job)
             if wait:
                 job.qtime = now + wait
                 self.node.update_awake(job)
             else:
                 self._head_changed(job, line_key(job, ext), now)
+        self.hand_off(job)  # (nothing if this node is the owner, or the owner has it)
 
     def _head_changed(self, head: Job, key: LineKey, now: int) -> None:
         """`head` now heads its line: the owner queues it; another node looks again

@@ -27,7 +27,7 @@ from .actions import Abort, Action, Close, Connect, Reply, Send
 from .clocks import to_ms
 from .link import Link, Outbox
 from .membership import ClusterNode, Membership
-from .nodes import HANDSHAKE_BIT, LEAVING_BIT, NodeFlag
+from .nodes import FAILING_BITS, HANDSHAKE_BIT, LEAVING_BIT, NodeFlag
 from .port import Handler
 
 __all__ = ["BUS_PORT_OFFSET", "CRON_MS", "ClusterBus", "Link", "now_ms"]
@@ -92,6 +92,10 @@ class ClusterBus:
         # Known nodes not in handshake, myself included (Disque's cluster size): a
         # plain int, asked on every ADDJOB.
         self.cluster_size = membership.size()
+        # Frames received from nodes flagged failing here (PFAIL / FAIL): they talk
+        # again, which this node's membership tells only once one answers its PING
+        # (ORDERKEY's owners take it as a topology change under way)
+        self.failing_heard = 0
         # frame_prefix's cache, and what it was made of
         self._prefix = b""
         self._prefix_id = ""
@@ -493,6 +497,8 @@ class ClusterBus:
                         continue  # not (yet) a member: ignored, as Redis Cluster does
                     if membership.note_sender(sender, sender_port, sender_flags):
                         self._carry_out([])
+                    if sender.flag_bits & FAILING_BITS:  # it talks: a heal, before the
+                        self.failing_heard += 1  # PONG that clears its flag here
                 handler = handlers.get(mtype)
                 if handler is not None:
                     handler(sender, message[1:])

@@ -47,6 +47,7 @@ _BY_NAME: Final = {name: flag for flag, name in FLAG_NAMES}
 MYSELF_BIT: Final = NodeFlag.MYSELF.value
 HANDSHAKE_BIT: Final = NodeFlag.HANDSHAKE.value
 LEAVING_BIT: Final = NodeFlag.LEAVING.value
+FAILING_BITS: Final = NodeFlag.PFAIL.value | NodeFlag.FAIL.value
 
 
 def flag_names(flags: NodeFlag) -> list[str]:

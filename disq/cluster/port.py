@@ -19,6 +19,8 @@ class BusPort(Protocol):
     # Known nodes not in handshake, myself included (Disque's cluster size), kept up
     # to date by the bus (read on every ADDJOB).
     cluster_size: int
+    # Frames received so far from nodes counted failing (a heal noticed early)
+    failing_heard: int
 
     def on(self, mtype: int, handler: Handler) -> None:
         """Register the handler of a message type (one per type)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 from typing import Any, Final
 
 from .. import errors, lifecycle
@@ -32,6 +33,10 @@ from .targets import Targets, owner_key
 from .wire import encode_copy
 
 log = logging.getLogger("disq")
+
+
+def _no_former_owner(queue: bytes, key: bytes) -> str | None:
+    return None
 
 ADD_NODE_PERIOD_MS: Final = 50  # a waiting ADDJOB tries one more node this often (Disque)
 MAX_PATIENCE_MS: Final = 1000  # ...later when its nodes are slow to confirm (_targets_behind)
@@ -100,6 +105,9 @@ class Copies:
         self.targets = Targets(node, bus, loop)
         self.dedup = Dedup(self, loop)
         self.placements = Placements(bus)  # the ENQUEUEs of jobs placed elsewhere
+        # (queue, ORDERKEY) -> the key's owner before a topology change this node saw
+        # just now, if it is another (replication/orderkeys.py installs it)
+        self.former_owner: Callable[[bytes, bytes], str | None] = _no_former_owner
         bus.on(m.GOTJOB, self._on_gotjob)
 
     # -- the server's side (through Replication) ----------------------------------------
@@ -191,6 +199,14 @@ class Copies:
         if ext is not None and ext.orderkey is not None and readd is None:  # owner first)
             targets = self.targets.add(job, job.repl if external else job.repl - 1,
                                        owner_key(request.queue, ext.orderkey), True)
+            former = self.former_owner(request.queue, ext.orderkey)
+            if former is not None and former not in (job.nodes_delivered or ()):
+                # A node that has not seen the change yet still acts for the key as
+                # its owner: it gets the job too, or it could release a later job of
+                # the key, placed by such a node, before this one
+                job.nodes_delivered = with_holders(job.nodes_delivered or NO_HOLDERS,
+                                                   (former,))
+                targets = [*targets, former]
         else:
             targets = self.targets.add(job, job.repl if external else job.repl - 1,
                                        key if readd is not None else None)

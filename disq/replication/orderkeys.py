@@ -11,7 +11,13 @@ copy whose RETRY ran out), and a node that became a key's owner then waits
 a grace (twice the cluster node timeout: the others notice the change within it) before it
 queues anything of the key, so that the copies it lacks reach it first and the order
 it releases is the key's whole order. When a peer comes back (a healed partition, a
-restart) every key waits so: the peer may hold jobs of any key this node lacks.
+restart) every key waits so: the peer may hold jobs of any key this node lacks. A
+node does not notice a heal when the other side does: until it does it acts for keys
+as before, while nodes that noticed hand their copies to the new owners, move released
+jobs to it by federation or ack jobs it holds. So a frame from a node counted failing
+here (`bus.failing_heard`) starts that grace for every key at once, and while a grace
+runs here the copies of a new keyed job go to the key's former owner too (a node still
+acting as that owner gets every job it could release: `former_owner`).
 
 A strict key has no owner on a side that does not reach a majority of the known nodes:
 the jobs of strict keys queued here leave their queues when this node loses its
@@ -59,18 +65,22 @@ class OrderOwners:
         self._before: list[str] | None = None
         self._grace_until = 0
         self._grace_all = False  # ... or every key (a peer came back)
+        self._failing_heard = bus.failing_heard
         orderkeys = node.orderkeys
         orderkeys.acts_for = self.acts_for
         orderkeys.hand_off = self.hand_off
         orderkeys.has_majority = self.has_majority
         orderkeys.grace_left = self.grace_left
         orderkeys.unseen_wait = self.unseen_wait
+        copies.former_owner = self.former_owner
 
     def has_majority(self) -> bool:
         """Whether this node reaches a majority of the known nodes, itself included."""
         return 2 * (1 + len(self.bus.reachable_peers())) > self.bus.cluster_size
 
     def owner(self, queue: bytes, key: bytes) -> str:
+        if self.bus.failing_heard != self._failing_heard:
+            self._failing_talks()
         peers = self.bus.reachable_peers()  # a new list when the topology changes
         owners = self._owners
         if peers is not self._peers or len(owners) > MAX_OWNERS_KEPT:
@@ -102,6 +112,19 @@ class OrderOwners:
                 return NOT_YET  # a takeover: the copies this node lacks first
         return OWNER
 
+    def former_owner(self, queue: bytes, key: bytes) -> str | None:
+        """While a takeover's grace runs here: the key's owner before the change, if it
+        is another node than now and still reachable (a node that has not noticed the
+        change acts as before: the copies of a new job go to it too, Copies.replicate)."""
+        owner = self.owner(queue, key)  # (notices a change first)
+        if not self._grace_until or self._before is None or now_ms() >= self._grace_until:
+            return None
+        my_id = self.node.id
+        former = key_order(owner_key(queue, key), [my_id] + self._before)[0]
+        if former == owner or former == my_id or former not in (self._peer_ids or ()):
+            return None
+        return former
+
     def grace_left(self) -> int:
         """Ms until a key taken over may be released (0: none waits)."""
         return max(self._grace_until - now_ms(), 0) if self._grace_until else 0
@@ -124,6 +147,19 @@ class OrderOwners:
     def _grace_ms(self) -> int:
         return max(GRACE_NODE_TIMEOUTS * self.node.config.cluster_node_timeout,
                    MIN_GRACE_MS)
+
+    def _failing_talks(self) -> None:
+        """A node this one counts failing sent it something: a partition healing, seen
+        here before the failure detector clears its flag. Until then this node still
+        acts for keys as before, while the other side may already act on the new view
+        (hand its copies over, move a released job here by federation, ack a job and
+        so release the next): every key waits a grace, as for a peer that came back."""
+        self._failing_heard = self.bus.failing_heard
+        now = now_ms()
+        if self._before is None or self._grace_until <= now:
+            self._before = list(self._peer_ids or ())
+        self._grace_all = True
+        self._grace_until = max(self._grace_until, now + self._grace_ms())
 
     def _topology_changed(self, ids: frozenset[str]) -> None:
         """The reachable peers changed: a takeover's grace starts (the old ones are

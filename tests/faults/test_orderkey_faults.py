@@ -175,15 +175,8 @@ def test_kill_of_a_keys_owner_keeps_every_keys_order(tmp_path: Path) -> None:
     assert len(run.answered) > 6 * KEYS
 
 
-# Known limit, not understood yet: in about one run of five, a key written on the
-# majority side only has one to a few jobs delivered out of order at the instant the
-# partition heals (README: ORDERKEY). The strict run has shown none.
-PLAIN_HEAL = pytest.mark.xfail(strict=False, reason="rare inversions of one-side keys at "
-                               "the heal (README, ORDERKEY)")
-
-
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize("strict", [pytest.param(False, marks=PLAIN_HEAL), True],
+@pytest.mark.parametrize("strict", [False, True],
                          ids=["plain", "strict"])
 def test_a_partition_breaks_order_only_for_keys_written_on_both_sides(
         tmp_path: Path, strict: bool) -> None:

@@ -15,11 +15,14 @@ from disq.aof.serialize import (
     deserialize_ext,
     serialize_ext,
 )
+from disq.cluster.nodes import ClusterNode, NodeFlag
 from disq.config import Config
 from disq.ids import new_node_id
 from disq.job import ACTIVE, QUEUED, Job, JobExt
 from disq.node import Node, now_ms
-from disq.orderkeys import NO_MAJORITY, OTHER
+from disq.orderkeys import NO_MAJORITY, NOT_YET, OTHER, OWNER
+from disq.replication.orderkeys import OrderOwners
+from disq.replication.targets import key_order, owner_key
 from disq.replication.wire import decode_copy, encode_copy
 from disq.requests import AddJob
 
@@ -125,3 +128,67 @@ def test_a_strict_key_without_a_majority_is_refused_and_withheld() -> None:
     assert node.orderkeys.withhold_strict(now_ms()) == 1
     assert job.state == ACTIVE and node.qlen(b"q") == 0
     assert node.orderkeys.strict_queues() == {b"q"}
+
+
+class _Peers:
+    """The bus as OrderOwners reads it: the reachable peers, the cluster's size and the
+    frames heard from nodes counted failing."""
+
+    def __init__(self, ids: list[str]) -> None:
+        self.peers = [ClusterNode(i, "127.0.0.1", 7711, NodeFlag(0)) for i in ids]
+        self.cluster_size = len(ids) + 1
+        self.failing_heard = 0
+
+    def reachable_peers(self) -> list[ClusterNode]:
+        return self.peers
+
+
+class _NoCopies:
+    def __init__(self) -> None:
+        self.former_owner: object = None
+        self.sent: list[tuple[bytes, str]] = []
+
+    def send_copy(self, job: Job, node_id: str, now: int) -> None:
+        self.sent.append((job.id, node_id))
+
+
+def _owned_key(my_id: str, peers: list[str]) -> bytes:
+    """A key this node comes first for among `peers` (it owns it)."""
+    for n in range(1000):
+        key = b"k%d" % n
+        if key_order(owner_key(b"q", key), [my_id, *peers])[0] == my_id:
+            return key
+    raise AssertionError("no key found")
+
+
+def test_a_frame_from_a_node_counted_failing_holds_every_key_for_a_grace() -> None:
+    node = Node(Config(), new_node_id())
+    peers = [new_node_id() for _ in range(2)]
+    bus = _Peers(peers)
+    owners = OrderOwners(node, bus, _NoCopies())  # type: ignore[arg-type]
+    key = _owned_key(node.id, peers)
+    assert owners.acts_for(b"q", key, False) == OWNER
+    bus.failing_heard += 1  # a peer this node counts failing talks: a heal under way
+    assert owners.acts_for(b"q", key, False) == NOT_YET
+    assert owners.grace_left() > 0
+
+
+def test_during_a_takeover_a_new_jobs_copies_also_go_to_the_former_owner() -> None:
+    node = Node(Config(), new_node_id())
+    peers = [new_node_id() for _ in range(3)]
+    bus = _Peers(peers)
+    owners = OrderOwners(node, bus, _NoCopies())  # type: ignore[arg-type]
+    # a key another peer owns once a node came back, whose owner was a third node before
+    came_back = bus.peers.pop()
+    for n in range(5000):
+        key = b"k%d" % n
+        before = key_order(owner_key(b"q", key), [node.id, *peers[:2]])[0]
+        after = key_order(owner_key(b"q", key), [node.id, *peers])[0]
+        if before != node.id and after == came_back.id:
+            break
+    else:
+        raise AssertionError("no key found")
+    assert owners.former_owner(b"q", key) is None  # no change seen: none
+    bus.peers = [*bus.peers, came_back]  # the peer is back
+    assert owners.owner(b"q", key) == came_back.id
+    assert owners.former_owner(b"q", key) == before

@@ -94,6 +94,7 @@ class FakeBus:
         # Peers this node has no link to (sends fail), as just after it started: ID ->
         # whether its dial failed (False: not tried yet, or dialled again after a drop).
         self.unlinked: dict[str, bool] = {}
+        self.failing_heard = 0  # (no failure detector here)
         network.add(self)
 
     def on(self, mtype: int, handler: object) -> None:
