@@ -74,7 +74,7 @@ class OrderKeys:
     """The lines of the order keys held here, and the gate of their queueing."""
 
     __slots__ = ("node", "lines", "in_line", "released", "acts_for", "hand_off",
-                 "has_majority", "grace_left", "unseen_wait")
+                 "has_majority", "grace_left", "unseen_wait", "withheld")
 
     def __init__(self, node: Node) -> None:
         self.node = node
@@ -93,6 +93,9 @@ class OrderKeys:
         self.grace_left: Callable[[], int] = _no_grace  # ms a takeover still waits
         # ms a copy whose holders this node does not all see waits (0: none)
         self.unseen_wait: Callable[[Job], int] = _seen
+        # the strict keys' queued jobs were taken out of their queues since this node
+        # last had a majority (`check_majority`): none is queued again until it has one
+        self.withheld = False
 
     # -- the lines ----------------------------------------------------------------------
     def joined(self, job: Job, ext: JobExt) -> None:
@@ -150,6 +153,8 @@ class OrderKeys:
         queue, key = line_key(job, ext)
         role = self.acts_for(queue, key, ext.order_strict)
         if role == OWNER:
+            if ext.order_strict:
+                self.withheld = False  # (a majority: a loss withholds this one too)
             line = self.lines[(queue, key)]
             if line.first() is job:
                 if job.id not in self.released:  # its first queueing: no delivery
@@ -210,6 +215,19 @@ class OrderKeys:
         self.node.update_awake(job)
 
     # -- strict keys ------------------------------------------------------------------
+    def check_majority(self, now: int) -> int:
+        """Whether this node reaches a majority, checked (the cluster's periodic check,
+        and every GETJOB while keyed jobs are held): when it lost it, the strict keys'
+        queued jobs leave their queues, once per loss (`acts_for` queues none
+        meanwhile), so a GETJOB pays a walk of the keyed jobs only the first time.
+        How many it withheld."""
+        if self.has_majority():
+            self.withheld = False
+        elif not self.withheld:
+            self.withheld = True
+            return self.withhold_strict(now)
+        return 0
+
     def withhold_strict(self, now: int) -> int:
         """This node no longer reaches a majority: the strict keys' jobs queued here
         leave their queues (active, looked at again after their RETRY), so that no

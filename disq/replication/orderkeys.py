@@ -59,7 +59,6 @@ class OrderOwners:
         self._peers: object = None  # the reachable list the owners below were found for
         self._peer_ids: frozenset[str] | None = None  # ... and its IDs
         self._owners: dict[tuple[bytes, bytes], str] = {}
-        self._had_majority = True
         # the reachable peers before the last change, and until when a key this node
         # owns since then (and did not before) waits for the copies it lacks
         self._before: list[str] | None = None
@@ -211,10 +210,7 @@ class OrderOwners:
         self._timer = None
         if self.bus.reachable_peers() is not self._peers:
             self.owner(b"", b"")  # (notices the change: hand-offs, a takeover's grace)
-        majority = self.has_majority()
-        if self._had_majority and not majority:
-            self.node.orderkeys.withhold_strict(now_ms())
-        self._had_majority = majority
+        self.node.orderkeys.check_majority(now_ms())
         if len(self.node.orderkeys):
             self._watch()
 

@@ -225,10 +225,9 @@ class JobService:
         else the caller parks a consumer (`park`), or gets -LEAVING on a leaving node."""
         node = self.node
         orderkeys = node.orderkeys
-        if orderkeys.lines and not orderkeys.has_majority():
-            # the majority may be gone since the last check (every MAJORITY_CHECK_MS):
-            # no strict key's job may leave this node now
-            orderkeys.withhold_strict(now_ms())
+        if orderkeys.lines:  # the majority may be gone since the last check (every
+            orderkeys.check_majority(now_ms())  # MAJORITY_CHECK_MS): no strict key's
+            # job may leave this node then
         jobs = node.consumers.get_jobs(request.queues, request.count, not request.nohang,
                                        request.where)
         if jobs:

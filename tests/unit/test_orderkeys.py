@@ -192,3 +192,20 @@ def test_during_a_takeover_a_new_jobs_copies_also_go_to_the_former_owner() -> No
     bus.peers = [*bus.peers, came_back]  # the peer is back
     assert owners.owner(b"q", key) == came_back.id
     assert owners.former_owner(b"q", key) == before
+
+
+def test_the_strict_keys_are_withheld_once_per_loss_of_the_majority() -> None:
+    node = Node(Config(), new_node_id())
+    majority = [True]
+    node.orderkeys.has_majority = lambda: majority[0]
+    first = node.admission.add_job(request(b"ORDERKEY", b"a", b"STRICT", b"RETRY", b"10"))
+    assert first.state == QUEUED
+    majority[0] = False
+    checks = [node.orderkeys.check_majority(now_ms()) for _ in range(3)]  # GETJOBs, say
+    assert checks == [1, 0, 0] and first.state == ACTIVE  # one walk for the loss
+    majority[0] = True
+    assert node.orderkeys.check_majority(now_ms()) == 0
+    assert node.enqueue(first, nack=False) and first.state == QUEUED
+    majority[0] = False
+    assert node.orderkeys.check_majority(now_ms()) == 1  # a new loss: withheld again
+    assert first.state == ACTIVE
