@@ -57,7 +57,7 @@ class Consumers:
     turn."""
 
     __slots__ = ("node", "queues", "stats", "failures", "count", "filtered", "arrivals", "ready",
-                 "on_ready")
+                 "on_ready", "unblocked")
 
     def __init__(self, node: Node) -> None:
         self.node = node
@@ -65,6 +65,7 @@ class Consumers:
         self.stats: Stats = node.stats
         self.failures: FailureStats = node.failures
         self.count = 0
+        self.unblocked = 0  # waits ended so far (`_serve_filtered` counts them)
         # Blocked consumers with GETJOB ... WHERE, and the jobs queued since, per queue
         # that has them (only while there are such consumers): each arriving job is
         # checked against their filters, never the whole queue again.
@@ -253,6 +254,7 @@ class Consumers:
             if federation is not None and federation.asked_time and not queue.waiters:
                 self.node.cluster.jobs_not_needed(queue)  # the last one left: stop the pushes
         self.count -= 1
+        self.unblocked += 1
         if waiter.where is not None:
             self.filtered -= 1
             if not self.filtered:
@@ -313,11 +315,16 @@ class Consumers:
         that matches none stays queued for the others)."""
         failures = self.failures
         refused = failures.tokens_refused
-        for waiter in list(queue.waiters):
+        waiters = queue.waiters
+        # Whether a waiter of the list below still waits: each one served here leaves
+        # (one `unblock`); when more left meanwhile (a served client's next requests
+        # ended another's wait), the set of those still waiting, made then, says.
+        still: set[Waiter] | None = None
+        for waiter in list(waiters):
             if not queue.jobs:
                 break
-            if waiter not in queue.waiters:
-                continue  # served meanwhile (it left every queue)
+            if still is not None and waiter not in still:
+                continue  # served or gone meanwhile
             where = waiter.where
             if where is None:
                 job = self.take(queue, now)
@@ -330,7 +337,12 @@ class Consumers:
                     self.node.wakeups.at_next_token(queue, now)
                     break
                 continue
+            unblocked = self.unblocked
             waiter.serve_job(job)
+            if self.unblocked != unblocked + 1:
+                still = set(waiters)
+            elif still is not None:
+                still.discard(waiter)
 
     def _serve_waiters(self, queue: Queue, now: int) -> None:
         waiters = queue.waiters
