@@ -195,6 +195,12 @@ class Server:
         if self.config.metrics_port:
             from .http.metricsport import start_metrics_port
             self._metrics = await start_metrics_port(self)
+        if self.config.appendonly or self.config.aof_enqueue_jobs_once:
+            # Loading from before the first client can connect: a PING answered in the
+            # turn between listening and the load's start would say "loaded" (INFO
+            # loading:0) of a node that may yet refuse its AOF (a wrong key) and exit
+            self.loading = True
+            self._update_refusing()
         await self._listen()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.shutdown.on_signal, sig)
