@@ -103,9 +103,12 @@ def nodes_of(checkout: Path, count: int, extra: list[str],
 
 
 def bench(port: int, requests: int, pipeline: int, *args: str) -> None:
-    subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "1",
-                    "-n", str(requests), "-P", str(pipeline), "-q", *args],
-                   capture_output=True, check=True, timeout=3600)
+    done = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "1",
+                           "-n", str(requests), "-P", str(pipeline), "-q", *args],
+                          capture_output=True, text=True, timeout=3600)
+    if done.returncode:  # (what it printed: the reason is in it)
+        raise RuntimeError(f"redis-benchmark exited with {done.returncode}: "
+                           f"{done.stdout[-500:]!r} {done.stderr[-500:]!r}")
 
 
 def cycle(port: int, requests: int) -> None:
