@@ -35,6 +35,8 @@ from .failures import (
     FailurePolicies,
     FailureStats,
 )
+from .history import QUEUED as HISTORY_QUEUED
+from .history import record as record_history
 from .ids import JobIdGenerator
 from .job import (
     ACKED,
@@ -307,6 +309,8 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
                              REASON_PARENT_FAILED)
             return True
         lifecycle.queued(job)
+        if ext is not None:  # (a plain job has no history: history.py)
+            record_history(job, now, HISTORY_QUEUED)
         if retry:
             flags |= BCAST_WILLQUEUE
             job.qtime = self._requeue_time(now, retry)

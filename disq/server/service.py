@@ -28,11 +28,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from .. import errors
+from .. import errors, history
 from ..attrs import flat
 from ..errors import DisqError, err
 from ..ids import is_valid_job_id
-from ..job import NO_PROGRESS, STATE_BY_NAME, STATE_NAMES, WAIT_REPL
+from ..job import (
+    DEFAULT_PRIORITY,
+    NO_PROGRESS,
+    STATE_BY_NAME,
+    STATE_NAMES,
+    WAIT_REPL,
+    JobExt,
+)
 from ..node import now_ms
 from ..options import validate_ids
 from ..outcomes import Answer, Answers
@@ -84,7 +91,9 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
     ]
     ext = job.ext
     if ext is not None:
-        fields += [(b"priority", ext.priority), (b"group", ext.group), (b"due-ms", ext.due)]
+        if not _only_history(ext):  # (a NACKed Disque job shows Disque's fields, then it)
+            fields += [(b"priority", ext.priority), (b"group", ext.group),
+                       (b"due-ms", ext.due)]
         if ext.extra:
             fields += [(b"max-deliveries", ext.max_deliveries),
                        (b"dead-from", ext.dead_from), (b"dead-reason", ext.dead_reason)]
@@ -97,6 +106,10 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
             if notes.progress != NO_PROGRESS or notes.progress_data is not None:
                 fields += [(b"progress", None if notes.progress == NO_PROGRESS
                             else notes.progress), (b"progress-data", notes.progress_data)]
+            if notes.history is not None:  # this node's view (history.py)
+                events: list[list[int | bytes]] = [
+                    [when, event, detail] for when, event, detail in notes.history.events]
+                fields.append((b"history", events))
         if ext.batch is not None:
             fields.append((b"batch", ext.batch))
         if ext.after is not None:  # a flow's child waiting for these parents
@@ -106,6 +119,16 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
         if ext.orderkey is not None:  # ADDJOB ... ORDERKEY k [STRICT]
             fields += [(b"orderkey", ext.orderkey), (b"orderkey-strict", int(ext.order_strict))]
     return fields
+
+
+def _only_history(ext: JobExt) -> bool:
+    """Whether a job's JobExt holds nothing but its history (a Disque job that failed
+    a delivery: history.py)."""
+    notes = ext.notes
+    return (notes is not None and notes.history is not None and not notes.errors
+            and notes.progress == NO_PROGRESS and notes.progress_data is None
+            and ext.priority == DEFAULT_PRIORITY and ext.group is None and not ext.due
+            and ext.batch is None and ext.attrs is None and ext.orderkey is None)
 
 
 class JobService:
@@ -219,7 +242,8 @@ class JobService:
             self._check_job(user, job)
         return job
 
-    def get(self, user: User, request: GetJob) -> list[Job]:
+    def get(self, user: User, request: GetJob,
+            consumer: history.Consumer | None = None) -> list[Job]:
         """GETJOB: the jobs taken now (`Consumers.get_jobs`), counted as the user's. None
         to take: with NOHANG the cluster is asked for some and the answer is empty;
         else the caller parks a consumer (`park`), or gets -LEAVING on a leaving node."""
@@ -237,6 +261,8 @@ class JobService:
             now = now_ms()
             for job in jobs:
                 latencies.delivered(job, now)
+                if job.ext is not None:  # (a plain job has no history: history.py)
+                    history.delivered(job, now, node.id, consumer)
             return jobs
         if orderkeys.lines and not orderkeys.has_majority() and (
                 not orderkeys.strict_queues().isdisjoint(request.queues)):
