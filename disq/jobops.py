@@ -34,6 +34,7 @@ from .job import (
     JobNotes,
     job_notes,
     node_id_set,
+    notes_size,
 )
 from .policies import PolicyTable
 from .purges import Purge
@@ -220,6 +221,7 @@ class JobOperations:
             job = self.jobs.get(job_id)
             if job is None or job.state != ACTIVE:
                 continue
+            ext, notes_bytes = job.ext, notes_size(job)
             if nack:  # a failed delivery: the job's history begins, if not yet
                 self._nack_recorded(job, error, now)
             if (self.enqueue(job, nack, now, delay_ms=delay_ms, policy=nack)
@@ -227,8 +229,8 @@ class JobOperations:
                 count += 1
                 if nack:
                     self.stats.jobs_nacked += 1
-            elif nack:  # nothing done (never requeued): not a NACK of its history
-                self.history_retracted(job)
+            elif nack:  # nothing done (never requeued): its history as it was
+                self._history_undone(job, ext, notes_bytes)
         return count
 
     def _nack_recorded(self, job: Job, error: bytes | None, now: int) -> None:
@@ -256,19 +258,24 @@ class JobOperations:
         back-off, already recorded)."""
         if not job.retry or job.flags & BACKOFF_WAIT:
             return self.enqueue(job, False, now)
+        ext, notes_bytes = job.ext, notes_size(job)
         self.begin_history(job)
         history.record(job, now, history.REQUEUED, b"no ACK within its RETRY (%d s)" % job.retry)
         if self.enqueue(job, False, now):
             return True
-        self.history_retracted(job)
+        self._history_undone(job, ext, notes_bytes)
         return False
 
-    def history_retracted(self, job: Job) -> None:
-        """The last event recorded did not happen after all (the NACK of a job that
-        cannot be requeued)."""
-        events = history.history_of(job)
-        if events is not None and events.events:
-            events.events.pop()
+    def _history_undone(self, job: Job, ext: JobExt | None, notes_bytes: int) -> None:
+        """The failure just recorded did not happen after all (the NACK of a job that
+        is never requeued): the job as it was before, its event and a history begun
+        for it gone (a history already there had the event: it is taken back)."""
+        if ext is not None and ext.notes is not None and ext.notes.history is not None:
+            events = ext.notes.history.events
+            if events:
+                events.pop()
+        self.job_bytes += notes_bytes - notes_size(job)
+        job.ext = ext
 
     def _nack_with_error(self, job: Job, error: bytes, delay_ms: int | None,
                          now: int) -> bool:
