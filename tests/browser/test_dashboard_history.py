@@ -4,6 +4,7 @@ with their times; the queues' and the node's figures carry their units."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import test_dashboard
@@ -42,3 +43,27 @@ def test_a_job_s_history_on_its_page(start_node: Callable[..., DisqProcess],
     expect(rows.nth(3)).to_contain_text("ago")  # its time
     expect(page.locator("#job-history h2")).to_contain_text("this node's view")
     no_injected_markup(page)
+
+
+def test_every_figure_carries_its_unit(start_node: Callable[..., DisqProcess],
+                                       page: Page) -> None:
+    node, url = http_node(start_node)
+    job_id = call(node, "ADDJOB", "units", "work", 0, "RETRY", 60)
+    assert isinstance(job_id, bytes)
+    page.goto(url)
+    row = page.locator("#nodes tbody tr[data-node]")
+    expect(row).to_have_count(1)
+    memory = row.locator("td.num").first  # Memory used: in B / KiB / MiB
+    expect(memory).to_have_text(re.compile(r"^[\d.]+ (B|KiB|MiB|GiB)$"))
+    expect(row).to_contain_text("1 job")
+    expect(page.locator("#cards")).to_contain_text("/s")  # Ops/s: a rate
+    page.click('nav a[data-nav="queues"]')
+    queue = page.locator('#queues tr[data-queue="units"]')
+    expect(queue.locator("td.length")).to_have_text("1 job")
+    expect(queue.locator("td.num").nth(1)).to_have_text(re.compile(r"/s$"))
+    assert call(node, "GETJOB", "NOHANG", "FROM", "units")
+    page.goto(job_url(url, job_id))  # its requeue within 60 s: "59.9 s" or "59s"
+    requeue = page.locator("#job .fields tr", has_text="next_requeue_within").locator("td")
+    expect(requeue).to_have_text(re.compile(r"^[\d.]+ ?(ms|s)$|^\dm \d+s$"))
+    expect(page.locator("#job .fields tr", has_text="retry").first.locator("td")).to_contain_text(
+        "60 s")
