@@ -72,8 +72,10 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
     for a job that uses them: Disque clients parse fixed layouts), for SHOW's reply and
     the HTTP API's job object alike. After the dead-letter fields: `errors` (NACK ...
     ERROR's, oldest first) when there are some, `progress` and `progress-data` (WORKING
-    ... PROGRESS / DATA) when one was reported, `batch` (ADDJOB ... BATCH) for a batch's
-    member."""
+    ... PROGRESS / DATA) when one was reported, then `history` ([unix ms, event,
+    detail], this node's view: history.py) for a job that failed a delivery, `batch`
+    (ADDJOB ... BATCH) for a batch's member. A job whose JobExt holds only its history
+    (a Disque job that failed) shows Disque's fields, then its history alone."""
     delivered = job.nodes_delivered
     fields: list[tuple[bytes, FieldValue]] = [
         (b"id", job.id), (b"queue", job.queue),
