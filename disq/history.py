@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Final, Protocol
 
-from .job import Job, JobHistory
+from .job import DEFAULT_PRIORITY, NO_PROGRESS, Job, JobExt, JobHistory
 
 ADDED: Final = b"added"
 QUEUED: Final = b"queued"
@@ -64,3 +64,14 @@ def delivered(job: Job, when: int, node_id: str, consumer: Consumer | None) -> N
     if history is not None:
         to = consumer.consumer_name() if consumer is not None else b"an HTTP consumer"
         history.add(when, DELIVERED, b"by node " + node_id[:8].encode() + b" to " + to)
+
+
+def only_history(ext: JobExt) -> bool:
+    """Whether a job's JobExt holds nothing but its history (a Disque job that failed
+    a delivery): SHOW gives Disque's fields then the history, the AOF Disque's record."""
+    notes = ext.notes
+    return (notes is not None and notes.history is not None and not notes.errors
+            and notes.progress == NO_PROGRESS and notes.progress_data is None
+            and ext.priority == DEFAULT_PRIORITY and ext.group is None and not ext.due
+            and not ext.extra and ext.batch is None and ext.after is None
+            and ext.attrs is None and ext.orderkey is None)

@@ -32,14 +32,7 @@ from .. import errors, history
 from ..attrs import flat
 from ..errors import DisqError, err
 from ..ids import is_valid_job_id
-from ..job import (
-    DEFAULT_PRIORITY,
-    NO_PROGRESS,
-    STATE_BY_NAME,
-    STATE_NAMES,
-    WAIT_REPL,
-    JobExt,
-)
+from ..job import NO_PROGRESS, STATE_BY_NAME, STATE_NAMES, WAIT_REPL
 from ..node import now_ms
 from ..options import validate_ids
 from ..outcomes import Answer, Answers
@@ -93,7 +86,7 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
     ]
     ext = job.ext
     if ext is not None:
-        if not _only_history(ext):  # (a NACKed Disque job shows Disque's fields, then it)
+        if not history.only_history(ext):  # (a NACKed Disque job shows Disque's fields, then it)
             fields += [(b"priority", ext.priority), (b"group", ext.group),
                        (b"due-ms", ext.due)]
         if ext.extra:
@@ -121,16 +114,6 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
         if ext.orderkey is not None:  # ADDJOB ... ORDERKEY k [STRICT]
             fields += [(b"orderkey", ext.orderkey), (b"orderkey-strict", int(ext.order_strict))]
     return fields
-
-
-def _only_history(ext: JobExt) -> bool:
-    """Whether a job's JobExt holds nothing but its history (a Disque job that failed
-    a delivery: history.py)."""
-    notes = ext.notes
-    return (notes is not None and notes.history is not None and not notes.errors
-            and notes.progress == NO_PROGRESS and notes.progress_data is None
-            and ext.priority == DEFAULT_PRIORITY and ext.group is None and not ext.due
-            and ext.batch is None and ext.attrs is None and ext.orderkey is None)
 
 
 class JobService:

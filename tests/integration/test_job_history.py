@@ -70,3 +70,20 @@ def test_a_dead_letter_and_a_plain_nack(start_node: Callable[..., DisqProcess]) 
         assert taken(c) == other and c.call("NACK", other) == 1
         reply = c.call("SHOW", other)
         assert reply[30] == b"history" and len(reply) == 32
+
+
+def test_the_history_is_not_stored(start_node: Callable[..., DisqProcess]) -> None:
+    """In memory only: a rewritten AOF keeps a NACKed Disque job as Disque's record
+    (no extended fields), and a restart starts it without a history."""
+    node = start_node("--appendonly", "yes")
+    with RawClient(node.port) as c:
+        job_id = c.add("q", "work", "RETRY", 60)
+        assert taken(c) == job_id and c.call("NACK", job_id) == 1
+        assert events(shown(c, job_id)) == [b"added", b"nacked", b"queued"]
+        assert c.call("BGREWRITEAOF") == b"Background append only file rewriting started"
+        wait_for(lambda: c.info_field("aof_rewrite_in_progress") == "0", 10)
+    node.stop()
+    node.start()
+    with RawClient(node.port) as c:
+        fields = shown(c, job_id)
+        assert fields[b"nacks"] == 1 and len(fields) == 15  # Disque's fields alone
