@@ -75,3 +75,10 @@ def only_history(ext: JobExt) -> bool:
             and ext.priority == DEFAULT_PRIORITY and ext.group is None and not ext.due
             and not ext.extra and ext.batch is None and ext.after is None
             and ext.attrs is None and ext.orderkey is None)
+
+
+def shown_ext(job: Job) -> JobExt | None:
+    """The job's JobExt as other nodes, the AOF and Disque's replies see it: None for a
+    plain job and for one whose JobExt holds only this node's history."""
+    ext = job.ext
+    return None if ext is None or only_history(ext) else ext

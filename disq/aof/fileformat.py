@@ -136,8 +136,8 @@ class RecordEncoder(JobEncoder):
         self._etime_ms = self._etime_s = 0  # a burst of jobs shares one etime object
 
     def loadjob_record(self, job: Job) -> bytes:
-        ext = job.ext  # disq's extensions: Disque's record plus their fields (not for a
-        if ext is not None and not only_history(ext):  # history alone: never stored)
+        ext = job.ext  # disq's extensions: Disque's record plus their fields (not for
+        if ext is not None and not only_history(ext):  # a history alone: never stored)
             return loadjob_ext_record(self.serialize(job), serialize_ext(ext))
         queue = job.queue or b""
         body = job.body or b""

@@ -70,6 +70,11 @@ def test_a_dead_letter_and_a_plain_nack(start_node: Callable[..., DisqProcess]) 
         assert taken(c) == other and c.call("NACK", other) == 1
         reply = c.call("SHOW", other)
         assert reply[30] == b"history" and len(reply) == 32
+        # ... and GETJOB WITHCOUNTERS / QPEEK give it as Disque's entry
+        [peeked] = c.call("QPEEK", "q", 1)
+        assert peeked[1] == other and len(peeked) == 3
+        [entry] = c.call("GETJOB", "NOHANG", "WITHCOUNTERS", "FROM", "q")
+        assert entry[1] == other and entry[3:] == [b"nacks", 1, b"additional-deliveries", 0]
 
 
 def test_the_history_is_not_stored(start_node: Callable[..., DisqProcess]) -> None:
