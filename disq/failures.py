@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import trait
 
-from . import lifecycle
+from . import history, lifecycle
 from .batches import DEAD as MEMBER_DEAD
 from .clock import ms_after, random_time_error
 from .concurrency import ConcurrencyCap
@@ -90,6 +90,9 @@ class FailurePolicies:
         raise NotImplementedError
 
     def _requeue_time(self, now: int, retry: int) -> int:
+        raise NotImplementedError
+
+    def begin_history(self, job: Job) -> None:
         raise NotImplementedError
 
     def slot_freed(self, name: bytes | None, job: Job) -> None:
@@ -185,6 +188,7 @@ class FailurePolicies:
             job.deliveries += 1
             self.stats.jobs_requeued += 1
         until = ms_after(now, delay_ms)
+        history.record(job, now, history.BACKING_OFF, b"%d ms" % delay_ms)
         lifecycle.backing_off(job)
         job.qtime = until
         job.flags |= BACKOFF_WAIT | BCAST_WILLQUEUE | BCAST_QUEUED
@@ -198,6 +202,8 @@ class FailurePolicies:
         """Move `job` to its dead-letter queue, queued there, and tell its holders."""
         origin: bytes = job.queue  # type: ignore[assignment]  # a queued job is named
         target = policy.deadletter_queue if policy is not None else dead_letter_queue(origin)
+        self.begin_history(job)
+        history.record(job, now, history.DEAD_LETTERED, reason + b" to " + target)
         ext = job.ext or JobExt()
         generation = ext.generation + 1 if ext.generation % 2 == 0 else ext.generation + 2
         job.ext = ext.copy(dead_from=origin, dead_reason=reason, generation=generation)
@@ -218,6 +224,7 @@ class FailurePolicies:
         origin = ext.dead_from
         job.ext = ext.copy(dead_from=None, dead_reason=None, generation=ext.generation + 1)
         job.nacks = job.deliveries = 0
+        history.record(job, now, history.REVIVED, b"to " + origin)
         self.failures.revived += 1
         self._move(job, origin, now)
         self.cluster.job_moved(job)

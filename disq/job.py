@@ -178,20 +178,49 @@ NO_PROGRESS: Final = -1
 MIN_PROGRESS, MAX_PROGRESS = 0, 100
 NOTE_OVERHEAD: Final = 64  # memory counted per error kept, beyond its reason
 
+# One event of a job's history on this node (history.py): (unix ms, event, detail).
+JobEvent = tuple[int, bytes, bytes]
+MAX_HISTORY: Final = 16  # a job keeps its last events only
+MAX_EVENT_DETAIL: Final = 128  # bytes of one event's detail (an error is cut there)
+# Memory counted for a history, at its bound from the start: it grows in place, and a
+# fixed amount keeps the node's job bytes right when the job goes (notes_size).
+HISTORY_BYTES: Final = MAX_HISTORY * (NOTE_OVERHEAD + MAX_EVENT_DETAIL)
+
+
+class JobHistory:
+    """A job's lifecycle events on this node, oldest first, the last MAX_HISTORY.
+    Unlike the JobNotes that hold it, it grows in place: it is this one job's log
+    (each JobNotes of the job passes the same one on), never sent nor stored."""
+
+    __slots__ = ("events",)
+
+    def __init__(self) -> None:
+        self.events: list[JobEvent] = []
+        untrack(self)
+
+    def add(self, when: int, event: bytes, detail: bytes) -> None:
+        events = self.events
+        if len(events) >= MAX_HISTORY:
+            del events[0]
+        events.append((when, event, detail[:MAX_EVENT_DETAIL]))
+
 
 class JobNotes:
     """What a job's consumers reported of their work (disq extensions): the last
     MAX_ERRORS errors of NACK ... ERROR, oldest first, and the last WORKING ...
-    PROGRESS / DATA. Never changed in place (a JobExt may be copied with it): a change
-    is a new JobNotes (`with_error`, `with_progress`)."""
+    PROGRESS / DATA; and the job's `history` here once it began (history.py). Never
+    changed in place (a JobExt may be copied with it): a change is a new JobNotes
+    (`with_error`, `with_progress`), which keeps the history (the one mutable part)."""
 
-    __slots__ = ("errors", "progress", "progress_data")
+    __slots__ = ("errors", "progress", "progress_data", "history")
 
     def __init__(self, errors: tuple[JobError, ...] = (), progress: int = NO_PROGRESS,
-                 progress_data: bytes | None = None) -> None:
+                 progress_data: bytes | None = None,
+                 history: JobHistory | None = None) -> None:
         self.errors = errors
         self.progress = progress  # 0..100, NO_PROGRESS: none reported
         self.progress_data = progress_data
+        self.history = history
         untrack(self)
 
     def with_error(self, error: JobError) -> JobNotes:
@@ -203,7 +232,7 @@ class JobNotes:
         if error in self.errors:
             return self
         errors = tuple(sorted((*self.errors, error), key=_error_order))[-MAX_ERRORS:]
-        return JobNotes(errors, self.progress, self.progress_data)
+        return JobNotes(errors, self.progress, self.progress_data, self.history)
 
     def with_errors(self, errors: Iterable[JobError]) -> JobNotes:
         notes = self
@@ -214,7 +243,13 @@ class JobNotes:
     def with_progress(self, progress: int | None, data: bytes | None) -> JobNotes:
         """None leaves that part as it was."""
         return JobNotes(self.errors, self.progress if progress is None else progress,
-                        self.progress_data if data is None else data)
+                        self.progress_data if data is None else data, self.history)
+
+    def with_history(self) -> JobNotes:
+        """These notes with a history begun (themselves if it has one)."""
+        if self.history is not None:
+            return self
+        return JobNotes(self.errors, self.progress, self.progress_data, JobHistory())
 
     @property
     def last_error(self) -> bytes | None:
@@ -224,7 +259,8 @@ class JobNotes:
     def size(self) -> int:
         """Memory counted for them in the node's job bytes."""
         return (sum(NOTE_OVERHEAD + len(error[2]) for error in self.errors)
-                + len(self.progress_data or b""))
+                + len(self.progress_data or b"")
+                + (HISTORY_BYTES if self.history is not None else 0))
 
 
 def _error_order(error: JobError) -> int:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import trait
 
-from . import errors, lifecycle
+from . import errors, history, lifecycle
 from .batches import ACKED as MEMBER_ACKED
 from .clock import now_ms
 from .clock import random_time_error as _time_error
@@ -34,6 +34,7 @@ from .job import (
     JobNotes,
     job_notes,
     node_id_set,
+    notes_size,
 )
 from .policies import PolicyTable
 from .purges import Purge
@@ -145,7 +146,8 @@ class JobOperations:
         if self.policies.policies:  # (a RETAIN queue has a policy)
             self.slot_freed(job.queue, job)
             self.retention.job_acked(job)
-        if job.ext is not None:  # (a batch's member)
+        if job.ext is not None:  # (a batch's member; a job with a history)
+            history.record(job, now_ms(), history.ACKED)
             self.member_ended(job, MEMBER_ACKED)
         if self.ends.watchers and job.id in self.ends.watchers:
             self._acked_for_watchers(job)
@@ -217,13 +219,63 @@ class JobOperations:
         now = now_ms()
         for job_id in ids:
             job = self.jobs.get(job_id)
-            if job is not None and job.state == ACTIVE and (
-                    self.enqueue(job, nack, now, delay_ms=delay_ms, policy=nack)
+            if job is None or job.state != ACTIVE:
+                continue
+            ext, notes_bytes = job.ext, notes_size(job)
+            if nack:  # a failed delivery: the job's history begins, if not yet
+                self._nack_recorded(job, error, now)
+            if (self.enqueue(job, nack, now, delay_ms=delay_ms, policy=nack)
                     if error is None else self._nack_with_error(job, error, delay_ms, now)):
                 count += 1
                 if nack:
                     self.stats.jobs_nacked += 1
+            elif nack:  # nothing done (never requeued): its history as it was
+                self._history_undone(job, ext, notes_bytes)
         return count
+
+    def _nack_recorded(self, job: Job, error: bytes | None, now: int) -> None:
+        """The NACK in the job's history (begun now if it has none): its delivery
+        number and its ERROR reason. Recorded first, as the events it leads to
+        (queued, backing off, dead-lettered) follow it."""
+        self.begin_history(job)
+        detail = b"delivery %d" % (job.nacks + job.deliveries + 1)
+        history.record(job, now, history.NACKED,
+                       detail if error is None else detail + b": " + error)
+
+    def begin_history(self, job: Job) -> None:
+        """The job's history on this node from now on (history.py), in its notes,
+        which count its bytes; it starts with the job's addition."""
+        notes = job_notes(job)
+        if notes is not None and notes.history is not None:
+            return
+        new_notes = (notes or JobNotes()).with_history()
+        history.seed(new_notes.history, job)  # type: ignore[arg-type]  # just begun
+        self._set_notes(job, notes, new_notes)
+
+    def requeue_after_retry(self, job: Job, now: int) -> bool:
+        """A job this node delivered is due again (`enqueue`): past its RETRY without
+        an ACK, a failed delivery that begins its history (not so at the end of a
+        back-off, already recorded)."""
+        if not job.retry or job.flags & BACKOFF_WAIT:
+            return self.enqueue(job, False, now)
+        ext, notes_bytes = job.ext, notes_size(job)
+        self.begin_history(job)
+        history.record(job, now, history.REQUEUED, b"no ACK within its RETRY (%d s)" % job.retry)
+        if self.enqueue(job, False, now):
+            return True
+        self._history_undone(job, ext, notes_bytes)
+        return False
+
+    def _history_undone(self, job: Job, ext: JobExt | None, notes_bytes: int) -> None:
+        """The failure just recorded did not happen after all (the NACK of a job that
+        is never requeued): the job as it was before, its event and a history begun
+        for it gone (a history already there had the event: it is taken back)."""
+        if ext is not None and ext.notes is not None and ext.notes.history is not None:
+            events = ext.notes.history.events
+            if events:
+                events.pop()
+        self.job_bytes += notes_bytes - notes_size(job)
+        job.ext = ext
 
     def _nack_with_error(self, job: Job, error: bytes, delay_ms: int | None,
                          now: int) -> bool:

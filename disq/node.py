@@ -35,6 +35,9 @@ from .failures import (
     FailurePolicies,
     FailureStats,
 )
+from .history import QUEUED as HISTORY_QUEUED
+from .history import only_history as history_only
+from .history import record as record_history
 from .ids import JobIdGenerator
 from .job import (
     ACKED,
@@ -307,6 +310,8 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
                              REASON_PARENT_FAILED)
             return True
         lifecycle.queued(job)
+        if ext is not None:  # (a plain job has no history: history.py)
+            record_history(job, now, HISTORY_QUEUED)
         if retry:
             flags |= BCAST_WILLQUEUE
             job.qtime = self._requeue_time(now, retry)
@@ -340,7 +345,11 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
             queue = self.queues.get(job.queue)
             if queue is None:
                 queue = self.queue(job.queue, now)  # type: ignore[arg-type]  # queued: named
-        if job.ext is None:
+        ext = job.ext
+        # a job whose JobExt holds only its history (a Disque job that failed a delivery:
+        # history.py) is queued and told as a plain job (no priority for the peers)
+        plain = ext is None or history_only(ext)
+        if ext is None:
             queue.jobs.add(job)
         else:
             jobs = queue.jobs_for(job)  # priority, group: may switch the queue's order
@@ -356,7 +365,7 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
             why = READY_QUEUED
             if requeued:
                 why |= READY_REQUEUED
-            if job.ext is not None:
+            if not plain:
                 why |= READY_EXT
             consumers = self.consumers
             if consumers.filtered:  # consumers blocked with GETJOB ... WHERE look at it
@@ -365,7 +374,7 @@ class Node(JobEndings, JobOperations, FailurePolicies, MemoryBounds):
             return
         if queue.remote_wanted and queue.jobs:
             self.cluster.jobs_available(queue, requeued)
-        if job.ext is not None:
+        if not plain:
             self.tell_best(queue, now)
 
     def tell_best(self, queue: Queue, now: int) -> None:

@@ -20,6 +20,7 @@ from .job import (
     ACTIVE,
     BCAST_WILLQUEUE,
     DELETED,
+    DELIVERED,
     PROVISIONAL,
     PROVISIONAL_RECHECK_MS,
     QUEUED,
@@ -156,7 +157,8 @@ class Wakeups:
             queue = node.queues.get(job.queue)
             if job.retry and queue is not None and queue.flags & PAUSED_IN:
                 job.qtime = now + job.retry * 1000 + random_time_error()
-            elif not node.enqueue(job, nack=False, now=now):
+            elif not (node.requeue_after_retry(job, now) if job.flags & DELIVERED
+                      else node.enqueue(job, nack=False, now=now)):
                 job.qtime = 0  # never requeued again (at-most-once, already delivered)
         elif job.state == QUEUED and job.qtime and job.qtime <= now and job.retry:
             job.flags |= BCAST_WILLQUEUE

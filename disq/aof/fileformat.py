@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgpack
 
+from ..history import only_history
 from ..job import Job
 from ..policies import QueuePolicy
 from ..results import JobEnd
@@ -135,8 +136,9 @@ class RecordEncoder(JobEncoder):
         self._etime_ms = self._etime_s = 0  # a burst of jobs shares one etime object
 
     def loadjob_record(self, job: Job) -> bytes:
-        if job.ext is not None:  # disq's extensions: Disque's record plus their fields
-            return loadjob_ext_record(self.serialize(job), serialize_ext(job.ext))
+        ext = job.ext  # disq's extensions: Disque's record plus their fields (not for
+        if ext is not None and not only_history(ext):  # a history alone: never stored)
+            return loadjob_ext_record(self.serialize(job), serialize_ext(ext))
         queue = job.queue or b""
         body = job.body or b""
         delivered = job.nodes_delivered

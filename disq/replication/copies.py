@@ -21,6 +21,7 @@ from ..cluster import messages as m
 from ..cluster.membership import ClusterNode
 from ..cluster.port import BusPort
 from ..errors import DisqError
+from ..history import shown_ext
 from ..job import DELETED, NO_HOLDERS, WAIT_REPL, Job, with_holders
 from ..node import Node, now_ms
 from ..outcomes import Added, OnAdded
@@ -397,7 +398,7 @@ class Copies:
         head = (noreply, job.nodes_delivered or NO_HOLDERS)  # a frozenset: packed as a list
         copy = encode_copy(job, now)
         if dedup_key is not None:
-            ext = copy.pop() if job.ext is not None else None  # the extended fields end it
+            ext = copy.pop() if shown_ext(job) is not None else None  # the extended fields end it
             copy.append(dedup_key)
             if deadline is not None:
                 copy.append(check)

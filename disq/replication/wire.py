@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from ..attrs import flat, from_flat
 from ..batches import MAX_BID_LEN, MAX_PARENTS
+from ..history import only_history
 from ..ids import is_valid_job_id
 from ..job import (
     ACKED,
@@ -76,7 +77,7 @@ def encode_copy(job: Job, now: int) -> list[Any]:
     extended fields, if any, end the list: DEDUP's fields go before them."""
     data = _encode_fields(job, now)
     ext = job.ext
-    if ext is not None:
+    if ext is not None and not only_history(ext):  # (a history is this node's alone)
         data.append(encode_ext(ext))
     return data
 
@@ -116,7 +117,7 @@ def encode_job(job: Job, my_id: str, now: int) -> list[Any]:
     delivered = job.nodes_delivered
     data.append(list(delivered) if delivered is not None else [my_id])
     ext = job.ext
-    if ext is not None:
+    if ext is not None and not only_history(ext):  # (a history is this node's alone)
         data.append(encode_ext(ext))
     return data
 

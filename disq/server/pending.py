@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from mypy_extensions import mypyc_attr, trait
 
+from .. import history
 from ..clock import now_ms
 from ..errors import DisqError
 from ..outcomes import OnCancel, when_durable
@@ -169,6 +170,12 @@ class LaterReplies:
     block_timer: asyncio.TimerHandle | None
     block_with_counters: bool
     user: User
+    id: int
+    addr: str
+
+    def consumer_name(self) -> bytes:
+        """This client as a job's history names who took it (history.Consumer)."""
+        return f"client id={self.id} addr={self.addr}".encode()
 
     # Client's own method, which these call (a trait declares it: Client defines it).
     def _execute(self, requests: list[list[bytes]]) -> None:
@@ -238,7 +245,10 @@ class LaterReplies:
                  else reply.job_entry(job))
         self.user.jobs_consumed += 1
         self.jobs_taken += 1
-        self.hot.latencies.delivered(job, now_ms())
+        now = now_ms()
+        self.hot.latencies.delivered(job, now)
+        if job.ext is not None:  # (a plain job has no history: history.py)
+            history.delivered(job, now, self.node.id, self)
         self.unblock(b"*1\r\n" + entry)
 
     def give_up(self, error: DisqError | None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from ..attrs import flat
+from ..history import only_history, shown_ext
 from ..job import Job, JobExt
 
 OK: Final = b"+OK\r\n"
@@ -98,6 +99,8 @@ def job_entry_with_counters(job: Job) -> bytes:
     %-formatted: a streaming reader takes every job this way; most have no NACK and no
     redelivery.)"""
     ext, nacks, deliveries = job.ext, job.nacks, job.deliveries
+    if ext is not None and only_history(ext):  # a Disque job that failed: Disque's entry
+        ext = None
     entry = _entry(b"*7\r\n", job, _NO_COUNTS if not (nacks or deliveries) else
                    b"\r\n$5\r\nnacks\r\n:%d\r\n$21\r\nadditional-deliveries\r\n:%d\r\n"
                    % (nacks, deliveries))
@@ -112,7 +115,7 @@ def job_entry_with_counters(job: Job) -> bytes:
 
 def job_entry_peek(job: Job) -> bytes:
     """QPEEK: `job_entry`, then `ext_fields` for a job using disq's extensions."""
-    ext = job.ext
+    ext = shown_ext(job)
     if ext is None:
         return job_entry(job)
     count, fields = ext_fields(ext)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from .. import errors
+from .. import errors, history
 from ..attrs import flat
 from ..errors import DisqError, err
 from ..ids import is_valid_job_id
@@ -65,8 +65,10 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
     for a job that uses them: Disque clients parse fixed layouts), for SHOW's reply and
     the HTTP API's job object alike. After the dead-letter fields: `errors` (NACK ...
     ERROR's, oldest first) when there are some, `progress` and `progress-data` (WORKING
-    ... PROGRESS / DATA) when one was reported, `batch` (ADDJOB ... BATCH) for a batch's
-    member."""
+    ... PROGRESS / DATA) when one was reported, then `history` ([unix ms, event,
+    detail], this node's view: history.py) for a job that failed a delivery, `batch`
+    (ADDJOB ... BATCH) for a batch's member. A job whose JobExt holds only its history
+    (a Disque job that failed) shows Disque's fields, then its history alone."""
     delivered = job.nodes_delivered
     fields: list[tuple[bytes, FieldValue]] = [
         (b"id", job.id), (b"queue", job.queue),
@@ -84,7 +86,9 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
     ]
     ext = job.ext
     if ext is not None:
-        fields += [(b"priority", ext.priority), (b"group", ext.group), (b"due-ms", ext.due)]
+        if not history.only_history(ext):  # (a NACKed Disque job shows Disque's fields, then it)
+            fields += [(b"priority", ext.priority), (b"group", ext.group),
+                       (b"due-ms", ext.due)]
         if ext.extra:
             fields += [(b"max-deliveries", ext.max_deliveries),
                        (b"dead-from", ext.dead_from), (b"dead-reason", ext.dead_reason)]
@@ -97,6 +101,10 @@ def job_fields(job: Job, my_id: str, now: int) -> list[tuple[bytes, FieldValue]]
             if notes.progress != NO_PROGRESS or notes.progress_data is not None:
                 fields += [(b"progress", None if notes.progress == NO_PROGRESS
                             else notes.progress), (b"progress-data", notes.progress_data)]
+            if notes.history is not None:  # this node's view (history.py)
+                events: list[list[int | bytes]] = [
+                    [when, event, detail] for when, event, detail in notes.history.events]
+                fields.append((b"history", events))
         if ext.batch is not None:
             fields.append((b"batch", ext.batch))
         if ext.after is not None:  # a flow's child waiting for these parents
@@ -219,7 +227,8 @@ class JobService:
             self._check_job(user, job)
         return job
 
-    def get(self, user: User, request: GetJob) -> list[Job]:
+    def get(self, user: User, request: GetJob,
+            consumer: history.Consumer | None = None) -> list[Job]:
         """GETJOB: the jobs taken now (`Consumers.get_jobs`), counted as the user's. None
         to take: with NOHANG the cluster is asked for some and the answer is empty;
         else the caller parks a consumer (`park`), or gets -LEAVING on a leaving node."""
@@ -236,6 +245,8 @@ class JobService:
             now = now_ms()
             for job in jobs:
                 latencies.delivered(job, now)
+                if job.ext is not None:  # (a plain job has no history: history.py)
+                    history.delivered(job, now, node.id, consumer)
             return jobs
         if orderkeys.lines and not orderkeys.has_majority() and (
                 not orderkeys.strict_queues().isdisjoint(request.queues)):

@@ -95,7 +95,7 @@ def test_the_dashboard_shows_and_acts_on_a_cluster(
     # a queue appears after an ADDJOB on another node, with its cluster-wide length
     call(nodes[1], "ADDJOB", "browser-q", "from node 1", 0)
     page.click('nav a[data-nav="queues"]')
-    expect(queue_row(page, "browser-q").locator("td.length")).to_have_text("1")
+    expect(queue_row(page, "browser-q").locator("td.length")).to_have_text("1 job")
 
     # paused from the page, on every node (PAUSE ... BCAST); then resumed
     queue_row(page, "browser-q").get_by_role("button", name="Pause").click()
@@ -116,14 +116,14 @@ def test_the_dashboard_shows_and_acts_on_a_cluster(
     assert call(nodes[0], "QLEN", "dead:work") == 1
     dead_row = queue_row(page, "dead:work")
     expect(dead_row.locator("td.status")).to_contain_text("dead letters")
-    expect(dead_row.locator("td.length")).to_have_text("1")
+    expect(dead_row.locator("td.length")).to_have_text("1 job")
     dead_row.get_by_role("button", name="Requeue dead letters").click()
     page.click("#confirm-yes")
     expect(page.locator(".toast", has_text="1 dead letter requeued")).to_be_visible()
     assert call(nodes[0], "QLEN", "dead:work") == 0
     assert [entry[1] for entry in call(nodes[0], "QPEEK", "work", 10)] == [dead_id]
-    expect(dead_row.locator("td.length")).to_have_text("0")
-    expect(queue_row(page, "work").locator("td.length")).to_have_text("1")
+    expect(dead_row.locator("td.length")).to_have_text("0 jobs")
+    expect(queue_row(page, "work").locator("td.length")).to_have_text("1 job")
 
     # the queue page: a job added with the form, next to deliver (QPEEK), then SHOW
     page.click('#queues a:text-is("browser-q")')
@@ -266,7 +266,7 @@ def test_a_job_s_progress_errors_and_result(start_node: Callable[..., DisqProces
     assert call(node, "GETJOB", "NOHANG", "FROM", "ends")
     assert call(node, "ACKJOB", binary_id, "RESULT", b"\xff\x00\x01") == 1
     page.goto(job_url(url, binary_id))
-    expect(page.locator("#job-end .binary-size")).to_have_text("binary, 3 bytes")
+    expect(page.locator("#job-end .binary-size")).to_have_text("binary, 3 B")
     expect(page.locator("#job-end pre.base64")).to_be_hidden()
     page.click("#job-end details summary")
     expect(page.locator("#job-end pre.base64")).to_have_text("/wAB")
@@ -326,7 +326,7 @@ def test_the_finished_jobs_of_the_queues_a_user_may_read(
     rows = page.locator("#results tbody tr[data-job]")
     expect(rows).to_have_count(3)  # not the result of "other"
     expect(rows.nth(0)).to_have_attribute("data-job", ended[b"\x89PNG\xff"])  # newest first
-    expect(rows.nth(0).locator("td.result")).to_have_text("binary, 5 bytes")
+    expect(rows.nth(0).locator("td.result")).to_have_text("binary, 5 B")
     expect(rows.nth(1).locator("td.result")).to_have_text(HOSTILE)
     expect(rows.nth(2).locator("td.result")).to_have_text("sent: 3 messages")
     expect(rows.nth(2)).to_contain_text("16 B")  # its size

@@ -151,7 +151,8 @@ class RawClient:
         reply = self.call("SHOW", job_id)
         if reply is NULL_BULK:
             return None
-        assert isinstance(reply, list) and len(reply) == 30, reply
+        # Disque's 15 fields; a job that failed a delivery has its `history` after
+        assert isinstance(reply, list) and len(reply) in (30, 32), reply
         return {reply[i].decode(): reply[i + 1] for i in range(0, 30, 2)}
 
     def qstat(self, queue: str) -> dict[str, Any] | None:

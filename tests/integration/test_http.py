@@ -521,6 +521,8 @@ def _state(node: DisqProcess, job_id: str) -> dict[str, Any] | None:
     for name in (b"id", b"ctime", b"ttl", b"next-requeue-within", b"next-awake-within",
                  b"due-ms"):
         fields.pop(name, None)
+    if b"history" in fields:  # its events (their times and details differ)
+        fields[b"history"] = [event for _, event, _ in fields[b"history"]]
     return fields
 
 

@@ -11,7 +11,16 @@ from disq.aof.serialize import CorruptJob, deserialize_ext, serialize_ext
 from disq.cluster import messages as m
 from disq.config import Config
 from disq.ids import new_node_id
-from disq.job import ACTIVE, MAX_ERRORS, QUEUED, JobExt, JobNotes, notes_size
+from disq.job import (
+    ACTIVE,
+    HISTORY_BYTES,
+    MAX_ERRORS,
+    MAX_HISTORY,
+    QUEUED,
+    JobExt,
+    JobNotes,
+    notes_size,
+)
 from disq.memory import JOB_FOOTPRINT
 from disq.node import Node
 from disq.replication.wire import decode_error, decode_errors
@@ -78,14 +87,40 @@ def test_a_nack_that_requeues_nothing_keeps_no_error() -> None:
     assert job is not None and job.ext is None and job.nacks == 0
 
 
-def test_a_plain_nack_and_working_leave_a_plain_job_plain() -> None:
+def test_working_leaves_a_plain_job_plain_a_nack_begins_its_history() -> None:
     node = fresh_node()
     job_id = delivered(node)
     job = node.lookup(job_id)
     assert node.working(job_id) == 60
-    assert node.requeue([job_id], nack=True) == 1
     assert job is not None and job.ext is None
     assert node.job_bytes == JOB_FOOTPRINT + len(b"body")
+    # a failed delivery: its history (history.py), counted at its bound
+    assert node.requeue([job_id], nack=True) == 1
+    assert job.ext is not None and job.ext.notes is not None
+    history = job.ext.notes.history
+    assert history is not None and [e for _, e, _ in history.events] == [
+        b"added", b"nacked", b"queued"]
+    assert node.job_bytes == JOB_FOOTPRINT + len(b"body") + HISTORY_BYTES
+    node.delete([job_id])
+    assert node.job_bytes == 0
+
+
+def test_the_history_keeps_the_last_events_to_the_ack() -> None:
+    node = fresh_node()
+    job_id = delivered(node)
+    job = node.lookup(job_id)
+    assert job is not None
+    for _ in range(10):  # 2 events a round (a delivery is the server's to record)
+        assert node.requeue([job_id], nack=True) == 1
+        assert node.consumers.get_jobs([b"q"], 1) == [job]
+    assert job.ext is not None and job.ext.notes is not None
+    history = job.ext.notes.history
+    assert history is not None and len(history.events) == MAX_HISTORY
+    assert history.events[0][1] != b"added"
+    assert node.job_bytes == JOB_FOOTPRINT + len(b"body") + HISTORY_BYTES  # (its bound)
+    assert node.ack([job_id]) == 1  # (then gone: no other holder)
+    assert [e for _, e, _ in history.events[-3:]] == [b"nacked", b"queued", b"acked"]
+    assert node.job_bytes == 0
 
 
 def test_job_end_of_a_dead_letter_and_of_an_active_job() -> None:

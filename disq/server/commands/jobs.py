@@ -80,7 +80,7 @@ def getjob(client: Client, args: list[bytes]) -> bytes | Pending:
     """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue [queue ...]"""
     request = GetJob.parse(args)
     service = client.server.jobs
-    jobs = service.get(client.user, request)
+    jobs = service.get(client.user, request, client)
     client.jobs_taken += len(jobs)
     if jobs:
         encode = reply.job_entry_with_counters if request.with_counters else reply.job_entry

@@ -8,6 +8,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from ... import history
+from ...clock import now_ms
+
 if TYPE_CHECKING:
     from ...acl import User
     from ...errors import DisqError
@@ -36,6 +39,8 @@ class LongPoll:
 
     def serve_job(self, job: Job) -> None:
         self.user.jobs_consumed += 1
+        if job.ext is not None:  # (a plain job has no history: history.py)
+            history.delivered(job, now_ms(), self.node.id, None)
         self.leave()
         self.done.set_result(job)
 

@@ -19,7 +19,8 @@
 
 import { sparkline, timeChart } from "./chart.js";
 import {
-  $, bodyPreview, bytes, dlqBadge, duration, enc, esc, num, pauseBadge, rate, shortId, stateBadge, when,
+  $, bodyPreview, bytes, count, dlqBadge, duration, enc, esc, jobs, num, pauseBadge, perSecond, rate, shortId,
+  stateBadge, when,
 } from "./format.js";
 import { batchesPage } from "./batches.js";
 import { topicsPage } from "./topics.js";
@@ -260,11 +261,11 @@ function clusterPage(root) {
       const last = live.history[live.history.length - 1];
       $("#cards", root).innerHTML = [
         ["Nodes", `${ok} / ${nodes.length} ok`, states.some((s) => s !== "ok") ? "warn" : ""],
-        ["Jobs queued", num(queued), ""],
-        ["Job copies held", num(sum("registered_jobs")), ""],
-        ["Queues", num(stats.queues.length), ""],
-        ["Ops/s", num(sum("instantaneous_ops_per_sec")), ""],
-        ["Clients", num(sum("connected_clients")), ""],
+        ["Jobs queued", jobs(queued), ""],
+        ["Job copies held", jobs(sum("registered_jobs")), ""],
+        ["Queues", count(stats.queues.length, "queue"), ""],
+        ["Ops/s", perSecond(sum("instantaneous_ops_per_sec")), ""],
+        ["Clients", count(sum("connected_clients"), "client"), ""],
         ["Memory used", bytes(sum("used_memory")), ""],
       ].map(([label, value, cls]) => `<div class="card-stat ${cls}"><div class="label">${label}</div><div class="value">${value}</div></div>`).join("");
       $("#legend", root).innerHTML = legend(last?.in, last?.out);
@@ -274,8 +275,9 @@ function clusterPage(root) {
         const me = n.id === stats.myself ? ' <span class="badge me">this node</span>' : "";
         const leaving = n.flags.includes("leaving") ? ' <span class="badge paused">leaving</span>' : "";
         const cells = st
-          ? [bytes(st.used_memory), bytes(st.used_memory_rss), num(st.registered_jobs), num(st.registered_queues),
-            num(st.connected_clients), num(st.blocked_clients), num(st.instantaneous_ops_per_sec), duration(st.uptime_in_seconds)]
+          ? [bytes(st.used_memory), bytes(st.used_memory_rss), jobs(st.registered_jobs), count(st.registered_queues, "queue"),
+            count(st.connected_clients, "client"), count(st.blocked_clients, "client"),
+            perSecond(st.instantaneous_ops_per_sec), duration(st.uptime_in_seconds)]
           : Array(8).fill('<span class="muted">—</span>');
         return `<tr data-node="${esc(n.id)}" class="${st ? "" : "unreachable"}">
           <td class="state">${stateBadge(n.state)}</td>
@@ -322,8 +324,8 @@ function queuesPage(root) {
         const paused = q.pause !== "none";
         return `<tr data-queue="${esc(q.name)}">
           <td><a href="#/queue/${enc(q.name)}">${esc(q.name)}</a></td>
-          <td class="num length">${num(q.len)}</td><td class="num">${rate(rIn)}</td><td class="num">${rate(rOut)}</td>
-          <td class="trend">${trend}</td><td class="num">${num(q.blocked)}</td>
+          <td class="num length">${jobs(q.len)}</td><td class="num">${perSecond(rIn)}</td><td class="num">${perSecond(rOut)}</td>
+          <td class="trend">${trend}</td><td class="num">${count(q.blocked, "consumer")}</td>
           <td class="status">${pauseBadge(q.pause)} ${dlqBadge(q.dead_letter_queue)}</td>
           <td class="actions">
             <button type="button" class="small ghost" data-action="pause" data-queue="${esc(q.name)}" data-pause="${paused ? "none" : "all"}">${paused ? "Resume" : "Pause"}</button>
@@ -436,7 +438,7 @@ function queuePage(root, name) {
     const here = live.stats?.nodes.find((n) => n.id === live.stats.myself)?.stats?.queues?.find((q) => q.name === name);
     const node = live.stats ? shortId(live.stats.myself) : "";
     $("#jobs-note", root).textContent = view.tab === "peek"
-      ? `The jobs queued on this node (${node}), in the order GETJOB delivers them: ${num(here?.len ?? 0)} in all.`
+      ? `The jobs queued on this node (${node}), in the order GETJOB delivers them: ${num(here?.len ?? 0)} jobs in all.`
       : `Every job of the queue this node (${node}) holds a copy of, queued or not, a page at a time.`;
     const first = view.tab === "peek" ? view.peekPage * PAGE_SIZE : null;
     $("#page-label", root).textContent = view.tab === "peek"
@@ -449,7 +451,7 @@ function queuePage(root, name) {
           aria-label="Select ${esc(job.id)}"></td>
         <td><a href="#/job/${enc(job.id)}"><code>${esc(job.id)}</code></a></td>
         <td>${esc(job.state || "queued")}</td><td class="body">${bodyPreview(job)}</td>
-        <td class="num">${num(job.nacks)}</td><td class="num">${num(job.additional_deliveries)}</td>
+        <td class="num">${count(job.nacks, "nack")}</td><td class="num">${count(job.additional_deliveries, "delivery", "deliveries")}</td>
         <td class="failure">${failureHtml(job)}</td>
         <td class="actions">
           ${job.dead_from != null
@@ -473,7 +475,7 @@ function queuePage(root, name) {
     const cap = info.policy.retain_bytes;
     box.innerHTML = [
       ["Acked jobs retained for", duration(retain)],
-      ["Retained here", num(kept.jobs)],
+      ["Retained here", jobs(kept.jobs)],
       ["Retained bytes here", bytes(kept.bytes) + (cap ? ` of ${bytes(cap)}` : "")],
       ["Oldest retained", kept.oldest_ms ? when(kept.oldest_ms) : "none"],
     ].map(([label, value]) => `<div class="card-stat"><div class="label">${label}</div><div class="value">${value}</div></div>`).join("");
@@ -490,8 +492,8 @@ function queuePage(root, name) {
       const select = $("#pause-select", root);
       if (document.activeElement !== select) select.value = merged && merged.pause !== "mixed" ? merged.pause : "none";
       $("#cards", root).innerHTML = [
-        ["Length, cluster-wide", num(merged?.len ?? 0)], ["In/s", rate(rIn)], ["Out/s", rate(rOut)],
-        ["Consumers waiting", num(merged?.blocked ?? 0)], ["Nodes with it", num(merged?.nodes ?? 0)],
+        ["Length, cluster-wide", jobs(merged?.len ?? 0)], ["In/s", perSecond(rIn)], ["Out/s", perSecond(rOut)],
+        ["Consumers waiting", count(merged?.blocked ?? 0, "consumer")], ["Nodes with it", count(merged?.nodes ?? 0, "node")],
       ].map(([label, value]) => `<div class="card-stat"><div class="label">${label}</div><div class="value">${value}</div></div>`).join("");
       $("#legend", root).innerHTML = legend(rIn, rOut);
       const points = live.history.map((h) => { const r = h.queues.get(name) || [0, 0]; return { t: h.t, in: r[0], out: r[1] }; });
@@ -499,7 +501,8 @@ function queuePage(root, name) {
       $("#per-node tbody", root).innerHTML = stats.nodes.map((n) => {
         const q = n.stats?.queues?.find((item) => item.name === name);
         const cells = !n.stats ? ['<span class="muted">no answer</span>', "", "", "", ""]
-          : q ? [num(q.len), num(q.jobs_in), num(q.jobs_out), num(q.blocked), esc(q.pause)] : ["0", "", "", "", ""];
+          : q ? [jobs(q.len), jobs(q.jobs_in), jobs(q.jobs_out), count(q.blocked, "consumer"), esc(q.pause)]
+            : [jobs(0), "", "", "", ""];
         return `<tr><td>${stateBadge(n.state)} <code title="${esc(n.id)}">${esc(shortId(n.id))}</code></td>
           ${cells.map((c, i) => `<td class="${i < 4 ? "num" : ""}">${c}</td>`).join("")}</tr>`;
       }).join("");

@@ -5,7 +5,7 @@
 // shows its batch the same way (jobpage.js). Values from the server go into markup
 // through esc() only, into links through enc().
 
-import { $, duration, enc, esc, num } from "./format.js";
+import { $, duration, enc, esc, jobs, num } from "./format.js";
 import { progressHtml, reloader } from "./ends.js";
 
 const STATE_NOTES = {
@@ -37,7 +37,6 @@ export const BATCH_HEADER = `<tr><th>Batch</th><th>State</th><th class="num">Mem
   <th class="actions">Actions</th></tr>`;
 
 export function batchRow(batch) {
-  const jobs = (n) => `${num(n)} <span class="muted">${n === 1 ? "job" : "jobs"}</span>`;
   const close = batch.state === "open"
     ? `<button type="button" class="small ghost" data-action="close-batch" data-batch="${esc(batch.id)}">Close</button>` : "";
   return `<tr data-batch="${esc(batch.id)}">

@@ -65,7 +65,7 @@ export function progressHtml(progress, data, dataBase64) {
     html += '<p class="muted">No percentage reported.</p>';
   }
   if (data != null) html += `<pre class="body progress-data">${esc(data)}</pre>`;
-  else if (dataBase64 != null) html += `<p class="progress-data muted">binary data, ${num(base64Bytes(dataBase64))} bytes</p>`;
+  else if (dataBase64 != null) html += `<p class="progress-data muted">binary data, ${bytes(base64Bytes(dataBase64))}</p>`;
   return html;
 }
 
@@ -96,7 +96,7 @@ export function endHtml(end) {
 }
 
 function binaryHtml(encoded, name) {
-  return `<div class="binary"><p><span class="binary-size">binary, ${num(base64Bytes(encoded))} bytes</span>
+  return `<div class="binary"><p><span class="binary-size">binary, ${bytes(base64Bytes(encoded))}</span>
       <a class="download" data-base64="${esc(encoded)}" download="${esc(name)}">Download</a></p>
     <details><summary>base64</summary><pre class="body base64">${esc(encoded)}</pre></details></div>`;
 }
@@ -129,7 +129,7 @@ export function failureHtml(job) {
 function resultPreview(item) {
   if (item.state === "dead") return `<code class="end-error">${esc(item.error)}</code>`;
   if (item.result != null) return `<code>${esc(item.result)}${item.truncated ? "…" : ""}</code>`;
-  if (item.result_base64 != null) return `<span class="muted binary-size">binary, ${num(item.bytes)} bytes</span>`;
+  if (item.result_base64 != null) return `<span class="muted binary-size">binary, ${bytes(item.bytes)}</span>`;
   return '<span class="muted">no result (a plain ACK)</span>';
 }
 

@@ -1,6 +1,8 @@
-// The dashboard's formatting, shared by its pages (app.js, ends.js): every value from
-// the server goes into markup through esc() (as text, never as markup), and every figure
-// carries its unit.
+// The dashboard's formatting, shared by its pages (app.js, ends.js, ...): every value
+// from the server goes into markup through esc() (as text, never as markup), and every
+// figure carries its unit, formatted here: bytes as B / KiB / MiB (bytes), durations as
+// ms / s / minutes... (millis, duration), counts with what they count (count, jobs),
+// rates per second (perSecond).
 
 export const $ = (selector, root = document) => root.querySelector(selector);
 export const enc = encodeURIComponent;
@@ -20,6 +22,21 @@ export function bytes(n) {
   while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
   return `${n.toFixed(i && n < 10 ? 1 : 0)} ${units[i]}`;
 }
+// A figure with its unit, the unit muted: `count(3, "job")` is 3 jobs (markup).
+export function count(n, unit, plural = `${unit}s`) {
+  if (n == null) return "—";
+  return `${num(n)} <span class="muted unit">${n === 1 ? unit : plural}</span>`;
+}
+export const jobs = (n) => count(n, "job");
+// A rate with its unit (markup).
+export const perSecond = (n) => (n == null ? "—" : `${rate(n)} <span class="muted unit">/s</span>`);
+// A duration given in ms: "850 ms", "4.2 s", then duration()'s "3m 20s".
+export function millis(ms) {
+  if (ms == null) return "—";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 10_000) return `${(ms / 1000).toFixed(1)} s`;
+  return duration(Math.round(ms / 1000));
+}
 export function duration(seconds) {
   if (seconds == null) return "—";
   const d = Math.floor(seconds / 86400), h = Math.floor((seconds % 86400) / 3600);
@@ -31,7 +48,7 @@ export function duration(seconds) {
 export const shortId = (id) => id.slice(0, 8);
 export function bodyPreview(job, length = 80) {
   if (job.body == null) {
-    return job.body_base64 != null ? `<span class="muted">binary, ${num(atob(job.body_base64).length)} bytes</span>` : "";
+    return job.body_base64 != null ? `<span class="muted">binary, ${bytes(atob(job.body_base64).length)}</span>` : "";
   }
   const text = job.body.length > length ? `${job.body.slice(0, length)}…` : job.body;
   return `<code>${esc(text)}</code>`;

@@ -1,5 +1,5 @@
 // A job's page (#/job/<id>): what the serving node holds of it (SHOW: its fields, its
-// body, its last errors), its batch if it is a member of one (SHOW's `batch`, read with
+// body, its last errors, its history on this node), its batch if it is a member of one (SHOW's `batch`, read with
 // GET /api/v1/batches/{bid}), its progress, and its end wherever it is held (GET
 // /api/v1/jobs/{id}/result without a wait: the nodes are asked), redrawn as the
 // dashboard polls, a part only when what it shows changed (an open base64 view stays
@@ -7,9 +7,10 @@
 
 import { BATCH_HEADER, batchRow } from "./batches.js";
 import { endHtml, errorsHtml, linkDownloads, progressHtml, reloader } from "./ends.js";
-import { $, enc, esc } from "./format.js";
+import { $, count, duration, enc, esc, millis, when } from "./format.js";
 
 const MAX_ERRORS = 5; // errors a job keeps (NACK ... ERROR)
+const MAX_HISTORY = 16; // events a job's history keeps (disq/job.py MAX_HISTORY)
 
 export function jobPage(root, id, { api, toast }) {
   root.innerHTML = `
@@ -23,6 +24,7 @@ export function jobPage(root, id, { api, toast }) {
     <section class="panel" id="job-progress" hidden><h2>Progress</h2><div class="content"></div></section>
     <section class="panel" id="job-end" hidden><h2>Its end</h2><div class="content"></div></section>
     <section class="panel" id="job-errors" hidden><h2>Errors <span class="muted">(the last ${MAX_ERRORS}, newest first)</span></h2><div class="content"></div></section>
+    <section class="panel" id="job-history" hidden><h2>History <span class="muted">(this node's view: its last ${MAX_HISTORY} events, oldest first; kept from the job's first failed delivery on)</span></h2><div class="content"></div></section>
     <section class="panel" id="job"><p class="muted">Loading…</p></section>`;
   $("#job-id", root).textContent = id;
   const shown = new WeakMap(); // what each part shows: redrawn only when it changes
@@ -52,6 +54,7 @@ export function jobPage(root, id, { api, toast }) {
     part("#job-progress", progress ? progressHtml(progress.progress, progress.progress_data, progress.progress_data_base64) : "");
     part("#job-end", end ? endHtml(end) : "");
     part("#job-errors", errorsHtml(job?.errors));
+    part("#job-history", historyHtml(job?.history));
     const requeue = $("#requeue", root); // a dead letter goes back to the queue it came from
     requeue.dataset.action = job?.dead_from != null ? "requeue-dead-job" : "enqueue";
     requeue.textContent = job?.dead_from != null ? `Requeue to ${job.dead_from}` : "Requeue";
@@ -62,7 +65,15 @@ export function jobPage(root, id, { api, toast }) {
   return { update: load, loadJobs: load };
 }
 
-const SHOWN_APART = ["body", "body_base64", "id", "errors", "progress", "progress_data", "batch"];
+const SHOWN_APART = ["body", "body_base64", "id", "errors", "progress", "progress_data", "batch", "history"];
+
+// SHOW's `history`: [unix ms, event, detail] oldest first, as a table with times.
+function historyHtml(history) {
+  if (!history?.length) return "";
+  const rows = history.map(([ms, event, detail]) => `<tr class="event"><td>${when(ms)}</td>
+    <td><span class="badge event-${esc(event)}">${esc(event)}</span></td><td>${esc(detail)}</td></tr>`).join("");
+  return `<table class="grid" id="history"><thead><tr><th>Time</th><th>Event</th><th>Detail</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
 
 // The member's batch as the Batches page shows it, or why it cannot be read (forgotten
 // past its TTL, or a callback queue the user may not use).
@@ -79,8 +90,12 @@ function jobHtml(job) {
     let shown = Array.isArray(value) ? value.map((v) => `<code>${esc(v)}</code>`).join(" ") : esc(value);
     if (key === "queue") shown = `<a href="#/queue/${enc(value)}">${esc(value)}</a>`;
     if (key === "ctime") shown += ` <span class="muted">(${esc(new Date(value / 1e6).toLocaleString())})</span>`;
-    if (key === "ttl" || key === "retry" || key === "delay") shown += " s";
-    if (key.endsWith("_within") && value != null) shown += " ms";
+    if ((key === "ttl" || key === "retry" || key === "delay") && value != null) shown = `${esc(duration(value))} <span class="muted">(${esc(value)} s)</span>`;
+    if (key.endsWith("_within") && value != null) shown = esc(millis(value));
+    if (key === "due_ms" && value) shown = when(value);
+    if ((key === "nacks" || key === "additional_deliveries" || key === "repl") && value != null) {
+      shown = key === "repl" ? count(value, "copy", "copies") : key === "nacks" ? count(value, "nack") : count(value, "delivery", "deliveries");
+    }
     return `<tr><th>${esc(key)}</th><td>${shown}</td></tr>`;
   }).join("");
   const body = job.body != null ? esc(job.body) : `(binary, base64) ${esc(job.body_base64)}`;

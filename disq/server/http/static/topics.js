@@ -5,7 +5,7 @@
 // the answer lists each queue's job). Values from the server go into markup through
 // esc() only, into links through enc().
 
-import { $, enc, esc, num } from "./format.js";
+import { $, count, enc, esc, num } from "./format.js";
 import { reloader } from "./ends.js";
 
 function topicRow(topic, queues, filters) {
@@ -15,7 +15,7 @@ function topicRow(topic, queues, filters) {
       <button type="button" class="small ghost" data-action="unsubscribe" data-topic="${esc(topic)}"
         data-queue="${esc(queue)}">Unsubscribe</button></span>`).join(" ");
   return `<tr data-topic="${esc(topic)}"><td><code>${esc(topic)}</code></td>
-    <td class="num">${num(queues.length)} <span class="muted">${queues.length === 1 ? "queue" : "queues"}</span></td>
+    <td class="num">${count(queues.length, "queue")}</td>
     <td class="queues">${cells}</td></tr>`;
 }
 

@@ -3,7 +3,7 @@
 // waits on, the jobs each took and settled itself, and those still in its hands.
 // Values from the server go into markup through esc() only, into links through enc().
 
-import { $, duration, enc, esc, num } from "./format.js";
+import { $, duration, enc, esc, jobs, num } from "./format.js";
 import { reloader } from "./ends.js";
 
 function clientRow(c) {
@@ -12,9 +12,9 @@ function clientRow(c) {
     <td><code>${esc(c.name || c.addr)}</code>${c.name ? ` <span class="muted">${esc(c.addr)}</span>` : ""}</td>
     <td>${esc(c.user)}</td>
     <td>${queues ? `waiting on ${queues}` : `<span class="muted">${esc(c.last_command)}</span>`}</td>
-    <td class="num in-hand">${num(c.jobs_in_hand)} <span class="muted">jobs</span></td>
-    <td class="num">${num(c.jobs_taken)} <span class="muted">jobs</span></td>
-    <td class="num">${num(c.jobs_settled)} <span class="muted">jobs</span></td>
+    <td class="num in-hand">${jobs(c.jobs_in_hand)}</td>
+    <td class="num">${jobs(c.jobs_taken)}</td>
+    <td class="num">${jobs(c.jobs_settled)}</td>
     <td class="num">${esc(duration(c.idle_s))}</td><td class="num">${esc(duration(c.age_s))}</td></tr>`;
 }
 
