@@ -1,8 +1,8 @@
 """Latency histograms for /metrics: how long ADDJOB takes until it answers (its
 replication included), how long GETJOB takes (a blocked consumer's wait included), and
 how late a job is delivered after it became due. Cumulative bucket counts, as
-Prometheus's histograms: `observe` is a short scan and two additions, cheap enough for
-every command of a kind (a command's time is measured anyway: connection.py)."""
+Prometheus's histograms: `observe` is a few comparisons with constants and two
+additions, cheap enough for every command of a kind (a command's time is measured anyway: connection.py)."""
 
 from __future__ import annotations
 
