@@ -48,6 +48,11 @@ class Option:
     choices: tuple[str, ...] = ()  # CHOICE: the values taken, lower case
     repeat: bool = False  # may be given again: the field is the list of the values
     doc: str = ""  # what it does, its unit (the command reference, the OpenAPI bodies)
+    # The value on the wire is whole seconds (Disque's unit for DELAY, RETRY, TTL), but the
+    # Python client and the HTTP API take milliseconds for it, as for every other duration:
+    # `<field>_ms` (an int, or a timedelta under `<field>` in the client), rounded up to
+    # whole seconds when sent, so that a job is never retried or expired early.
+    seconds: bool = False
 
     @property
     def takes_value(self) -> bool:
@@ -139,11 +144,11 @@ ADDJOB = CommandOptions("ADDJOB", (
     Option("REPLICATE", "repl", INT, "REPLICATE must be between 1 and 65535", 1, 65535,
            doc="copies of the job in the cluster, this node's included, before the reply (default: 3, or the cluster's size if smaller)"),
     Option("DELAY", "delay", INT, "DELAY time must be a non negative number", 0,
-           doc="seconds before the job is queued (delivered no earlier)"),
+           seconds=True, doc="seconds before the job is queued (delivered no earlier)"),
     Option("RETRY", "retry", INT, "RETRY time must be a non negative number", 0,
-           doc="seconds after a delivery before the job, not acknowledged, is queued again (0: at most once; default 300, or a tenth of TTL if that is smaller, at least 1)"),
+           seconds=True, doc="seconds after a delivery before the job, not acknowledged, is queued again (0: at most once; default 300, or a tenth of TTL if that is smaller, at least 1)"),
     Option("TTL", "ttl", INT, "TTL must be a number > 0", 1,
-           doc="seconds the job lives, delivered or not (default a day)"),
+           seconds=True, doc="seconds the job lives, delivered or not (default a day)"),
     Option("MAXLEN", "maxlen", INT, "MAXLEN must be a positive number", 1,
            doc="refuse the job (-MAXLEN) if the queue has this many jobs here already"),
     Option("ASYNC", "async_", FLAG,
@@ -257,9 +262,9 @@ CRON_ADD = CommandOptions("CRON ADD", (
     Option("REPLICATE", "repl", INT, "REPLICATE must be between 1 and 65535", 1, 65535,
            doc="copies of each tick's job (as ADDJOB's)"),
     Option("RETRY", "retry", INT, "RETRY time must be a non negative number", 0,
-           doc="each tick's job's RETRY, seconds"),
+           seconds=True, doc="each tick's job's RETRY, seconds"),
     Option("TTL", "ttl", INT, "TTL must be a number > 0", 1,
-           doc="each tick's job's TTL, seconds"),
+           seconds=True, doc="each tick's job's TTL, seconds"),
     Option("PRIORITY", "priority", INT, "PRIORITY must be between 0 and 255", 0, 255,
            extension=True,
            doc="each tick's job's PRIORITY"),
@@ -300,7 +305,7 @@ BATCH_NEW = CommandOptions("BATCH NEW", (
            doc="a queue and a body: the job added once every member ended, none dead"),
     Option("TTL", "ttl", INT, f"TTL must be between 1 and {MAX_BATCH_TTL} seconds", 1,
            MAX_BATCH_TTL, extension=True,
-           doc="seconds the batch is kept (default a week)"),
+           seconds=True, doc="seconds the batch is kept (default a week)"),
 ))
 
 # BATCH LIST [STATE open|closed|done] (a disq extension): the batches a node knows, the
@@ -381,15 +386,15 @@ QPOLICY_SET = CommandOptions("QPOLICY SET", (
     Option("RESULT-TTL", "result_ttl", INT,
            f"RESULT-TTL must be between 0 and {MAX_RESULT_TTL} seconds", 0, MAX_RESULT_TTL,
            extension=True,
-           doc="seconds a job's result is kept"),
+           seconds=True, doc="seconds a job's result is kept"),
     # the defaults of an ADDJOB to the queue that does not give the option
     Option("RETRY", "retry", INT,
            f"RETRY must be between 0 and {MAX_DEFAULT_SECONDS} seconds", 0,
            MAX_DEFAULT_SECONDS, extension=True,
-           doc="the RETRY, in seconds, of the queue's jobs added without one"),
+           seconds=True, doc="the RETRY, in seconds, of the queue's jobs added without one"),
     Option("TTL", "ttl", INT, f"TTL must be between 1 and {MAX_DEFAULT_SECONDS} seconds",
            1, MAX_DEFAULT_SECONDS, extension=True,
-           doc="the TTL, in seconds, of the queue's jobs added without one"),
+           seconds=True, doc="the TTL, in seconds, of the queue's jobs added without one"),
     Option("REPLICATE", "replicate", INT, "REPLICATE must be between 1 and 65535", 1, 65535,
            extension=True,
            doc="the REPLICATE of the queue's jobs added without one"),
@@ -408,7 +413,7 @@ QPOLICY_SET = CommandOptions("QPOLICY SET", (
     # acked jobs kept on disk this long, for REPLAY (at most RETAIN-BYTES of them a node)
     Option("RETAIN", "retain", INT, f"RETAIN must be between 1 and {MAX_RETAIN} seconds",
            1, MAX_RETAIN, extension=True,
-           doc="seconds the queue's acknowledged jobs are kept on disk, for REPLAY"),
+           seconds=True, doc="seconds the queue's acknowledged jobs are kept on disk, for REPLAY"),
     Option("RETAIN-BYTES", "retain_bytes", INT,
            f"RETAIN-BYTES must be between 1 and {MAX_RETAIN_BYTES}", 1, MAX_RETAIN_BYTES,
            extension=True, doc="bytes of retained jobs a node keeps at most (the oldest go)"),
@@ -446,3 +451,9 @@ RETAINED = CommandOptions("RETAINED", (
     Option("SHARD", "shard", BYTES, "SHARD must be i/n, 0 <= i < n <= 65536", max_len=16,
            extension=True),
 ))
+
+
+def wire_seconds(ms: int) -> int:
+    """A duration in milliseconds as an option in seconds takes it (`Option.seconds`):
+    rounded up, so that a job is never retried, expired or forgotten early."""
+    return -(-ms // 1000)
