@@ -1,7 +1,9 @@
 """The data source's options: Spark passes them as strings (`.option("replicate", 2)`
 arrives as "2"); they become the typed `WriteOptions` and `ReadOptions` here, on the
 driver, where a wrong option fails the query before any task runs. Every option is
-listed once in OPTIONS, with its kind and what it does (README.md shows the table)."""
+listed once in OPTIONS, with its kind and what it does (README.md shows the table).
+Every duration is an option named `*_ms`, whole milliseconds; the options that took
+seconds are gone, and giving one is an error that names the new one (RENAMED)."""
 
 from __future__ import annotations
 
@@ -17,11 +19,16 @@ SPARK_OPTIONS = frozenset({"path", "paths", "checkpointlocation"})
 
 BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
+# Options that took seconds, and the option in milliseconds that replaced each: a job
+# retried or a socket timed out 1000 times too soon is worse than an error.
+RENAMED = {"retry": "retry_ms", "ttl": "ttl_ms", "delay": "delay_ms",
+           "socket_timeout_s": "socket_timeout_ms"}
+
 
 @dataclass(frozen=True)
 class Opt:
     name: str  # as given to .option(), any case
-    kind: str  # str, int, float, bool, column, choice
+    kind: str  # str, int, ms (a duration: whole milliseconds >= 0), bool, column, choice
     side: str  # "both", "write" or "read"
     doc: str
     field: str = ""  # the WriteOptions / ReadOptions field (default: the name)
@@ -43,7 +50,10 @@ OPTIONS = (
     Opt("ssl_keyfile", "str", "both", "its key"),
     Opt("ssl_check_hostname", "bool", "both", "check the certificate names the host "
         "(default true)"),
-    Opt("socket_timeout_s", "float", "both", "bound on every wait for a reply (30)"),
+    Opt("socket_timeout_ms", "ms", "both", "bound on every wait for a reply, ms (30000; "
+        "0: none)"),
+    Opt("connect_timeout_ms", "ms", "both", "bound on connecting to a node, ms (5000; "
+        "0: none)"),
     # -- writes ----------------------------------------------------------------------------
     Opt("body", "column", "write", "the column of the job bodies (default body): binary as "
         "it is, string as UTF-8, anything else as JSON"),
@@ -54,10 +64,11 @@ OPTIONS = (
     Opt("dedup", "bool", "write", "send DEDUP keys (default true); false: plain ADDJOBs, "
         "at least once"),
     Opt("replicate", "int", "write", "ADDJOB REPLICATE: copies of each job"),
-    Opt("retry", "int", "write", "ADDJOB RETRY, seconds"),
-    Opt("ttl", "int", "write", "ADDJOB TTL, seconds"),
-    Opt("delay", "int", "write", "ADDJOB DELAY, seconds"),
-    Opt("delay_ms", "int", "write", "ADDJOB DELAY-MS, milliseconds"),
+    Opt("retry_ms", "ms", "write", "ADDJOB RETRY, ms: sent in whole seconds, rounded up "
+        "(1500: RETRY 2)"),
+    Opt("ttl_ms", "ms", "write", "ADDJOB TTL, ms: sent in whole seconds, rounded up"),
+    Opt("delay_ms", "ms", "write", "ADDJOB DELAY, ms: sent as DELAY when whole seconds, "
+        "else as DELAY-MS"),
     Opt("at", "column", "write", "a column of timestamps or Unix ms: each job's ADDJOB AT"),
     Opt("priority", "int", "write", "ADDJOB PRIORITY, 0 (most urgent) .. 255"),
     Opt("priority_column", "column", "write", "each row's PRIORITY (a null: `priority`)",
@@ -70,8 +81,8 @@ OPTIONS = (
         "is that long"),
     Opt("async", "bool", "write", "ADDJOB ASYNC: answered before the copies are made",
         field="async_"),
-    Opt("timeout_ms", "int", "write", "ADDJOB's timeout: how long the copies may take "
-        "(10000)"),
+    Opt("timeout_ms", "ms", "write", "ADDJOB's timeout: how long the copies may take, "
+        "ms (10000)"),
     Opt("batch_size", "int", "write", "jobs per pipelined write (1000, at most 10000)"),
     Opt("bulk", "bool", "write", "true (default): a write is one ADDJOBS (disq's batch "
         "of ADDJOBs); false: one ADDJOB a row (always so with per-row AT, PRIORITY or "
@@ -79,6 +90,9 @@ OPTIONS = (
     Opt("pipeline", "int", "write", "such writes in flight per task (2)"),
     Opt("max_body_bytes", "int", "write", "larger bodies are bad rows (1 MiB)"),
     Opt("max_attempts", "int", "write", "sends of a batch before the task fails (10)"),
+    Opt("backoff_ms", "ms", "write", "the wait before a batch is sent again, ms (50), "
+        "doubled each time (with jitter) up to backoff_max_ms (2000)"),
+    Opt("backoff_max_ms", "ms", "write", "the longest such wait, ms (2000)"),
     Opt("bad_rows", "choice", "write", "fail (default): the write fails after the other "
         "rows were added, naming the bad ones; log: a warning, and the count in stats_file",
         choices=("fail", "log")),
@@ -90,11 +104,11 @@ OPTIONS = (
     Opt("fetch_count", "int", "read", "jobs per GETJOB (1000)"),
     Opt("num_partitions", "int", "read", "partitions of a micro-batch (default: one per "
         "node)"),
-    Opt("poll_ms", "int", "read", "with nothing queued, how long one GETJOB waits for "
-        "jobs (500)"),
+    Opt("poll_ms", "ms", "read", "with nothing queued, how long one GETJOB waits for "
+        "jobs, ms (500)"),
     Opt("ack", "choice", "read", "ackjob (default) or fastack, at commit",
         choices=tuple(ACK_COMMANDS)),
-    Opt("keepalive_ms", "int", "read", "> 0: WORKING for the jobs held every keepalive_ms "
+    Opt("keepalive_ms", "ms", "read", "> 0: WORKING for the jobs held every keepalive_ms "
         "(set it below the jobs' RETRY if a batch may take longer)"),
     Opt("topic", "str", "read", "subscribe `queue` to this topic first (TOPIC SUBSCRIBE): "
         "the query reads every message published to it from then on"),
@@ -118,6 +132,11 @@ class WriteSettings:
 
 def _value(opt: Opt, raw: str) -> Any:
     text = str(raw).strip()
+    if opt.kind == "ms":
+        if not (text.isascii() and text.isdigit()):
+            raise ValueError(f"disq: option {opt.name} takes whole milliseconds (an "
+                             f"integer >= 0), not {raw!r}")
+        return int(text)
     try:
         if opt.kind == "int":
             return int(text)
@@ -147,6 +166,8 @@ def parse(options: Mapping[str, str], side: str) -> dict[str, Any]:
         if name in SPARK_OPTIONS:
             continue
         opt = BY_NAME.get(name)
+        if opt is None and name in RENAMED:
+            raise ValueError(renamed(name, raw))
         if opt is None:
             raise ValueError(f"disq: unknown option {raw_name!r} (options: "
                              f"{', '.join(o.name for o in OPTIONS)})")
@@ -158,6 +179,17 @@ def parse(options: Mapping[str, str], side: str) -> dict[str, Any]:
             raise ValueError(f"disq: option {required} is required")
     values["nodes"] = [n.strip() for n in values["nodes"].split(",") if n.strip()]
     return values
+
+
+def renamed(name: str, raw: str) -> str:
+    """The error for an option that took seconds (RENAMED), with the value it means in
+    milliseconds when it is a number."""
+    new = RENAMED[name]
+    try:
+        hint = f": {raw} s is {new}={round(float(str(raw)) * 1000)}"
+    except (ValueError, OverflowError):
+        hint = ""
+    return f"disq: option {name!r} is gone: give {new} (milliseconds){hint}"
 
 
 def write_settings(options: Mapping[str, str], columns: list[str] | None = None

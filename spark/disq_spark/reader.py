@@ -64,6 +64,7 @@ class ReadOptions(ConnectOptions):
             raise ValueError("disq: give at least one node (option nodes)")
         if not self.queue:
             raise ValueError("disq: give the queue to read (option queue)")
+        self.check_ms()
         if self.max_jobs_per_batch < 1 or self.fetch_count < 1:
             raise ValueError("disq: max_jobs_per_batch and fetch_count must be at least 1")
         if self.ack not in ACK_COMMANDS:

@@ -35,8 +35,9 @@ class _StatsParam(AccumulatorParam[WriteStats]):
 
 def write_jobs(data: Any, queue: str, nodes: Sequence[str] | str, *,
                body: Body = "body", key: Key = None, job_name: str | None = None,
-               dedup: bool = True, replicate: int | None = None, retry: int | None = None,
-               ttl: int | None = None, delay: int | None = None, async_: bool = False,
+               dedup: bool = True, replicate: int | None = None,
+               retry_ms: int | None = None, ttl_ms: int | None = None,
+               delay_ms: int | None = None, async_: bool = False,
                batch_size: int = 1000, pipeline: int = 2, timeout_ms: int = 10_000,
                max_body_bytes: int = 1 << 20, password: str | None = None,
                max_attempts: int = 10, **options: Any) -> WriteStats:
@@ -50,19 +51,21 @@ def write_jobs(data: Any, queue: str, nodes: Sequence[str] | str, *,
     when Spark re-runs a task over the same input. `job_name`: names this write for its
     keys; give the same name to make re-running the whole write add nothing (default: a
     new name per call). `dedup=False` sends plain ADDJOBs (at least once: a retried
-    task may add jobs twice). `replicate`, `retry`, `ttl`, `delay`, `async_`,
-    `timeout_ms`: ADDJOB's options; `**options`: any other option of the data source
-    (README.md: delay_ms, priority, group, ssl, ...). `batch_size` ADDJOBs per write,
-    `pipeline` such batches in flight per task. Raises (through Spark) if a partition
-    cannot be written after its retries."""
+    task may add jobs twice). `replicate`, `retry_ms`, `ttl_ms`, `delay_ms`, `async_`,
+    `timeout_ms`: ADDJOB's options, every duration in milliseconds (RETRY and TTL are
+    sent in whole seconds, rounded up); `**options`: any other option of the data
+    source (README.md: priority, group, ssl, ...; `retry`, `ttl` and `delay`, which
+    took seconds, are an error naming their `_ms` option). `batch_size` ADDJOBs per
+    write, `pipeline` such batches in flight per task. Raises (through Spark) if a
+    partition cannot be written after its retries."""
     from pyspark.sql import DataFrame, SparkSession
 
     if not isinstance(nodes, str):
         nodes = ",".join(nodes)
     given = {
         "nodes": nodes, "queue": queue, "job_name": job_name or uuid.uuid4().hex,
-        "dedup": dedup, "replicate": replicate, "retry": retry, "ttl": ttl, "delay": delay,
-        "async": async_, "batch_size": batch_size, "pipeline": pipeline,
+        "dedup": dedup, "replicate": replicate, "retry_ms": retry_ms, "ttl_ms": ttl_ms,
+        "delay_ms": delay_ms, "async": async_, "batch_size": batch_size, "pipeline": pipeline,
         "timeout_ms": timeout_ms, "max_body_bytes": max_body_bytes, "password": password,
         "max_attempts": max_attempts, "bad_rows": "log", **options}
     accumulator = None

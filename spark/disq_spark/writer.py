@@ -25,9 +25,9 @@ import operator
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from disq_client.client import Client, Connection
 from disq_client.commands import addjob_options, each_job, unix_ms
@@ -39,7 +39,7 @@ from disq_client.retry import (
     RetryPolicy,
     error_code,
 )
-from disq_client.spec import MAX_ADDJOBS, MAX_PRIORITY, MIN_PRIORITY
+from disq_client.spec import MAX_ADDJOBS, MAX_PRIORITY, MIN_PRIORITY, wire_seconds
 
 from disq_spark.batches import Batch, Job, rows_of
 
@@ -99,7 +99,8 @@ class WriteStats:
 @dataclass
 class ConnectOptions:
     """How the executors and the driver reach the nodes: the `disq_client.Client`
-    options (`password`, TLS) and its timeouts."""
+    options (`password`, TLS) and its timeouts. Every duration, here and in the
+    options that extend these, is an int of milliseconds named `*_ms` (`check_ms`)."""
 
     nodes: Sequence[str]
     password: str | None = None
@@ -108,20 +109,32 @@ class ConnectOptions:
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
     ssl_check_hostname: bool = True
-    socket_timeout_s: float = 30.0
-    connect_timeout_s: float = 5.0
+    socket_timeout_ms: int = 30_000  # 0: no limit
+    connect_timeout_ms: int = 5_000  # 0: no limit
 
     def client(self, seeds: Sequence[str] | None = None, *,
                switch_after_jobs: int = 0) -> Client:
         """A Client of `seeds` (all the nodes by default) that fails over to any node
         of the cluster: as many retries as nodes given."""
         nodes = list(seeds if seeds is not None else self.nodes)
-        return Client(nodes, password=self.password, timeout=self.socket_timeout_s,
-                      connect_timeout=self.connect_timeout_s,
+        return Client(nodes, password=self.password,
+                      timeout=self.socket_timeout_ms / 1000 or None,
+                      connect_timeout=self.connect_timeout_ms / 1000 or None,
                       switch_after_jobs=switch_after_jobs, retries=max(len(self.nodes), 1),
                       ssl=self.ssl, ssl_ca_certs=self.ssl_ca_certs,
                       ssl_certfile=self.ssl_certfile, ssl_keyfile=self.ssl_keyfile,
                       ssl_check_hostname=self.ssl_check_hostname)
+
+    def check_ms(self) -> None:
+        """ValueError for a duration (a field named `*_ms`) that is not a whole number
+        of milliseconds >= 0 (None: not given)."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not f.name.endswith("_ms") or value is None:
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"disq: {f.name} must be a whole number of milliseconds "
+                                 f">= 0, not {value!r}")
 
 
 @dataclass
@@ -137,10 +150,9 @@ class WriteOptions(ConnectOptions):
     job_name: str = ""
     dedup: bool = True
     replicate: int | None = None
-    retry: int | None = None
-    ttl: int | None = None
-    delay: int | None = None
-    delay_ms: int | None = None
+    retry_ms: int | None = None  # sent as RETRY, whole seconds rounded up (wire_seconds)
+    ttl_ms: int | None = None  # sent as TTL, the same way
+    delay_ms: int | None = None  # DELAY if whole seconds, else DELAY-MS (WireDurations)
     priority: int | None = None
     group: str | None = None
     max_deliveries: int | None = None
@@ -155,14 +167,15 @@ class WriteOptions(ConnectOptions):
     bulk: bool = True  # a batch as one ADDJOBS (not with per-row options)
     max_body_bytes: int = 1 << 20
     max_attempts: int = 10  # per batch, over every node
-    backoff_s: float = 0.05  # first back-off, doubled each time up to backoff_max_s
-    backoff_max_s: float = 2.0
+    backoff_ms: int = 50  # first back-off, doubled each time up to backoff_max_ms
+    backoff_max_ms: int = 2_000
 
     def retry_policy(self) -> RetryPolicy:
         """Resending a batch: `max_attempts` sends in all, exponential back-off between
-        them (from backoff_s to backoff_max_s, ±50 % jitter)."""
-        return RetryPolicy(max_attempts=max(self.max_attempts, 1), base_delay=self.backoff_s,
-                           max_delay=self.backoff_max_s)
+        them (from backoff_ms to backoff_max_ms, ±50 % jitter)."""
+        return RetryPolicy(max_attempts=max(self.max_attempts, 1),
+                           base_delay=self.backoff_ms / 1000,
+                           max_delay=self.backoff_max_ms / 1000)
 
     def check(self) -> None:
         """Raise ValueError for options that cannot work (on the driver, before any
@@ -171,14 +184,33 @@ class WriteOptions(ConnectOptions):
             raise ValueError("disq: give at least one node (option nodes)")
         if not self.queue:
             raise ValueError("disq: give the queue (option queue)")
-        given = [name for name, value in (("delay", self.delay), ("delay_ms", self.delay_ms),
-                                          ("at", self.at)) if value is not None]
-        if len(given) > 1:
-            raise ValueError(f"disq: {' and '.join(given)} are mutually exclusive")
+        self.check_ms()
+        if self.delay_ms is not None and self.at is not None:
+            raise ValueError("disq: delay_ms and at are mutually exclusive")
         if not 1 <= self.batch_size <= MAX_ADDJOBS:
             raise ValueError(f"disq: batch_size must be 1..{MAX_ADDJOBS}")
         if self.priority is not None and not MIN_PRIORITY <= self.priority <= MAX_PRIORITY:
             raise ValueError(f"disq: priority must be {MIN_PRIORITY}..{MAX_PRIORITY}")
+
+
+class WireDurations(NamedTuple):
+    """A write's durations as ADDJOB takes them (`addjob_options`' arguments)."""
+
+    delay: int | None  # DELAY, seconds
+    delay_ms: int | None  # DELAY-MS
+    retry: int | None  # RETRY, seconds
+    ttl: int | None  # TTL, seconds
+
+    @classmethod
+    def of(cls, o: WriteOptions) -> WireDurations:
+        """RETRY and TTL in whole seconds, rounded up (a job is never retried or
+        expired early); the delay as DELAY when it is whole seconds (which Disque
+        knows too), else as DELAY-MS."""
+        delay = o.delay_ms
+        seconds = delay // 1000 if delay is not None and delay % 1000 == 0 else None
+        return cls(seconds, delay if seconds is None else None,
+                   None if o.retry_ms is None else wire_seconds(o.retry_ms),
+                   None if o.ttl_ms is None else wire_seconds(o.ttl_ms))
 
 
 def encode_body(value: Any) -> bytes | None:
@@ -251,9 +283,10 @@ class PartitionWriter:
         self.stats = WriteStats(partitions=1)
         self.key_prefix = key_prefix if key_prefix is not None else row_key_prefix(
             options.job_name, options.queue, partition)
+        wire = WireDurations.of(options)
         tail = [to_bytes(a) for a in addjob_options(
-            options.timeout_ms, options.replicate, options.delay, options.retry,
-            options.ttl, options.maxlen, options.async_, delay_ms=options.delay_ms,
+            options.timeout_ms, options.replicate, wire.delay, wire.retry, wire.ttl,
+            options.maxlen, options.async_, delay_ms=wire.delay_ms,
             priority=options.priority if options.priority_field is None else None,
             group=options.group if options.group_field is None else None,
             max_deliveries=options.max_deliveries)]

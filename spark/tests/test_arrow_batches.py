@@ -17,7 +17,8 @@ from support import DisqProcess, call
 def options(**kwargs: Any) -> WriteOptions:
     kwargs = {"nodes": ["127.0.0.1:1"],  # nothing is sent but in the last test
               "replicate": 2, "body": 0, **kwargs}
-    return WriteOptions(queue="q", job_name="t", retry=30, max_body_bytes=10, **kwargs)
+    return WriteOptions(queue="q", job_name="t", retry_ms=30_000, max_body_bytes=10,
+                        **kwargs)
 
 
 def record_batches(values: list[Any], kind: Any, sizes: list[int]) -> list[Any]:
@@ -87,7 +88,7 @@ def test_an_arrow_write_into_a_node(node: DisqProcess, bulk: bool) -> None:
     values[10] = None
     for _ in range(2):
         writer = PartitionWriter(options(nodes=[f"127.0.0.1:{node.port}"], batch_size=64,
-                                         replicate=1, socket_timeout_s=5.0, bulk=bulk), 0)
+                                         replicate=1, socket_timeout_ms=5000, bulk=bulk), 0)
         stats = writer.write_arrow(record_batches(values, pa.binary(), [0, 200, 300, 0, 1]))
         assert (stats.added, stats.bad_rows, stats.retries) == (499, 2, 0)
         assert writer.client.core.failovers == 0  # (no wait for the replies of nothing)

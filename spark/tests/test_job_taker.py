@@ -237,7 +237,7 @@ def test_options_are_typed_and_checked() -> None:
                          ({"nodes": "a:1", "queue": "q", "max_jobs_per_batch": "1"},
                           "for reads"),
                          ({"nodes": "a:1", "queue": "q", "key": "nope"}, "column 'nope'"),
-                         ({"nodes": "a:1", "queue": "q", "delay": "1", "delay_ms": "5"},
+                         ({"nodes": "a:1", "queue": "q", "at": "id", "delay_ms": "5"},
                           "mutually exclusive"),
                          ({"nodes": "a:1", "queue": "q", "bad_rows": "drop"}, "one of")]:
         with pytest.raises(ValueError, match=message):

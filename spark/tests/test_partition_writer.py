@@ -15,7 +15,7 @@ from support import DisqProcess, call, free_port, wait_for
 
 
 def options(nodes: list[str], **kwargs: Any) -> WriteOptions:
-    kwargs.setdefault("backoff_s", 0.01)
+    kwargs.setdefault("backoff_ms", 10)
     return WriteOptions(queue="q", nodes=nodes, body="body", job_name="t", **kwargs)
 
 
@@ -117,9 +117,9 @@ def test_retries_are_bounded(node: DisqProcess) -> None:
 
 def test_the_back_off_is_the_clients_retry_policy() -> None:
     """Resends follow disq_client.retry's policy: max_attempts sends in all (at least
-    one), from backoff_s doubling up to backoff_max_s, with jitter."""
-    policy = options(["127.0.0.1:1"], max_attempts=4, backoff_s=0.1,
-                     backoff_max_s=0.3).retry_policy()
+    one), from backoff_ms doubling up to backoff_max_ms, with jitter."""
+    policy = options(["127.0.0.1:1"], max_attempts=4, backoff_ms=100,
+                     backoff_max_ms=300).retry_policy()
     assert [policy.allows(n) for n in (3, 4)] == [True, False]
     assert [policy.delay(n, lambda: 0.5) for n in (1, 2, 3)] == [0.1, 0.2, 0.3]
     assert policy.delay(1, lambda: 0.0) == 0.05 and policy.jitter == 0.5
