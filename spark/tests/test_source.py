@@ -31,17 +31,23 @@ def nodes_option(nodes: list[DisqProcess]) -> str:
 
 
 def test_batch_write(spark: Any, trio: list[DisqProcess], tmp_path: Path) -> None:
-    """20,000 rows are 20,000 jobs with the options given; bad rows fail the write
-    (after the good ones were added), or are counted with bad_rows=log."""
+    """20,000 rows are 20,000 jobs with the options given (durations in ms: RETRY and
+    TTL rounded up to whole seconds); bad rows fail the write (after the good ones were
+    added), or are counted with bad_rows=log; an option that took seconds is refused."""
     df = spark.range(20_000, numPartitions=4).selectExpr("id", "concat('row-', id) AS body")
     (df.write.format("disq").mode("append").option("nodes", nodes_option(trio))
      .option("queue", "batch").option("replicate", 2).option("priority", 9)
-     .option("ttl", 3600).save())
+     .option("retry_ms", 120_500).option("ttl_ms", 3_600_000).save())
     assert queued(trio, "batch") == 20_000
     with Client(addrs(trio)) as client:
         job = client.get_job("batch", with_counters=True, nohang=True)
         assert job is not None and job.priority == 9
+        shown = client.show(job.id)  # on the node that delivered it
+        assert shown is not None and shown.retry == 121 and 3000 < shown.ttl <= 3600
         client.nack(job.id)
+    with pytest.raises(Exception, match=r"option 'retry' is gone: give retry_ms"):
+        (df.write.format("disq").mode("append").option("nodes", nodes_option(trio))
+         .option("queue", "batch").option("retry", 60).save())
     assert all(int(call(n, "QLEN", "batch")) > 0 for n in trio)  # type: ignore[arg-type]
 
     rows = [(f"ok-{i}",) for i in range(100)] + [(None,)] * 3

@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
+from disq_client import Client
 from disq_spark import write_jobs
 from support import DisqProcess, call, wait_for
 
@@ -62,6 +64,23 @@ def test_bad_rows_are_reported(spark: Any, trio: list[DisqProcess]) -> None:
     reasons = sorted({reason.split(" ")[0] for _, reason in result.bad_examples})
     assert reasons == ["body", "null"] and len(result.bad_examples) == 5
     assert queued(trio, "bad") == 200
+
+
+def test_durations_in_ms(spark: Any, trio: list[DisqProcess]) -> None:
+    """retry_ms and ttl_ms reach the jobs as whole seconds, rounded up; `retry`, which
+    took seconds, is refused with the name of its replacement."""
+    df = spark.range(20, numPartitions=2).selectExpr("concat('row-', id) AS body")
+    result = write_jobs(df, "durations", addrs(trio), body="body", replicate=2,
+                        retry_ms=60_500, ttl_ms=7_200_500)
+    assert result.added == 20
+    infos = []  # every copy, on every node
+    for node in addrs(trio):
+        with Client(node) as client:
+            infos += client.jscan_info(queue="durations", count=100)
+    assert len({i.id for i in infos}) == 20 and {i.retry for i in infos} == {61}
+    assert all(6000 < i.ttl <= 7201 for i in infos)
+    with pytest.raises(Exception, match=r"option 'retry' is gone: give retry_ms"):
+        write_jobs(df, "durations", addrs(trio), body="body", retry=60)
 
 
 def test_a_body_function_and_a_key_column(spark: Any, trio: list[DisqProcess]) -> None:
