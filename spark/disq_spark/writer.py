@@ -116,8 +116,9 @@ class ConnectOptions:
         """A Client of `seeds` (all the nodes by default) that fails over to any node
         of the cluster: as many retries as nodes given."""
         nodes = list(seeds if seeds is not None else self.nodes)
-        return Client(nodes, password=self.password, timeout=self.socket_timeout_s,
-                      connect_timeout=self.connect_timeout_s,
+        return Client(nodes, password=self.password,
+                      timeout_ms=round(self.socket_timeout_s * 1000),
+                      connect_timeout_ms=round(self.connect_timeout_s * 1000),
                       switch_after_jobs=switch_after_jobs, retries=max(len(self.nodes), 1),
                       ssl=self.ssl, ssl_ca_certs=self.ssl_ca_certs,
                       ssl_certfile=self.ssl_certfile, ssl_keyfile=self.ssl_keyfile,

@@ -126,7 +126,7 @@ def test_the_python_clients_set_and_read_the_new_fields(node: DisqProcess) -> No
 
     from disq_client import AsyncClient, Client
     with Client(f"127.0.0.1:{node.port}") as client:
-        assert client.qpolicy_set("pyq", retry=5, ttl=50, replicate=1, maxlen=3,
+        assert client.qpolicy_set("pyq", retry_ms=5000, ttl_ms=50_000, replicate=1, maxlen=3,
                                   group_concurrency=2, group_rate=0.5) == "OK"
         got = client.qpolicy_get("pyq")
         assert got is not None

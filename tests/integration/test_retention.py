@@ -206,7 +206,7 @@ def test_the_python_client_replays_and_reads(node: DisqProcess) -> None:
     from disq_client import Client
     client = Client([f"127.0.0.1:{node.port}"])
     try:
-        assert client.qpolicy_set("pq", retain=120, retain_bytes=10**6) == "OK"
+        assert client.qpolicy_set("pq", retain_ms=120_000, retain_bytes=10**6) == "OK"
         policy = client.qpolicy_get("pq")
         assert policy is not None and (policy.retain, policy.retain_bytes) == (120, 10**6)
         t0 = int(time.time() * 1000)

@@ -10,6 +10,7 @@ from itertools import islice
 from typing import Generic, TypeVar, cast
 
 from .bodies import Body, to_body
+from .durations import JobDurations
 from .errors import BatchError, ProtocolError
 from .protocol import Arg, ErrorReply, error_of, to_bytes
 from .spec import (
@@ -138,16 +139,16 @@ def addjob_wait(timeout_ms: int, async_: bool) -> float | None:
 
 
 def add_job(queue: str, body: Body, timeout_ms: int, replicate: int | None,
-            delay: int | None, retry: int | None, ttl: int | None, maxlen: int | None,
-            async_: bool, dedup: Arg | None, *, delay_ms: int | None = None,
-            at: datetime | int | None = None, priority: int | None = None,
+            durations: JobDurations, maxlen: int | None, async_: bool, dedup: Arg | None,
+            *, at: datetime | int | None = None, priority: int | None = None,
             group: Arg | None = None, max_deliveries: int | None = None,
             queue_randomly: bool = False, unique: Arg | None = None,
             batch: Arg | None = None, after: Iterable[Arg] | None = None,
             attrs: Mapping[str | bytes, str | bytes] | None = None,
             orderkey: Arg | None = None, strict: bool = False) -> Cmd[str]:
-    options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup,
-                             delay_ms=delay_ms, at=at, priority=priority, group=group,
+    options = addjob_options(timeout_ms, replicate, durations.delay, durations.retry,
+                             durations.ttl, maxlen, async_, dedup,
+                             delay_ms=durations.delay_ms, at=at, priority=priority, group=group,
                              max_deliveries=max_deliveries, queue_randomly=queue_randomly,
                              unique=unique, batch=batch, after=after,
                              attrs=attrs, orderkey=orderkey, strict=strict)
@@ -175,17 +176,17 @@ class JobBatches:
 
 
 def add_jobs(queue: str, bodies: Iterable[Body], timeout_ms: int, replicate: int | None,
-             delay: int | None, retry: int | None, ttl: int | None, maxlen: int | None,
-             async_: bool, batch_size: int, dedup: Iterable[Arg] | None, *,
-             delay_ms: int | None = None, at: datetime | int | None = None,
+             durations: JobDurations, maxlen: int | None, async_: bool, batch_size: int,
+             dedup: Iterable[Arg] | None, *, at: datetime | int | None = None,
              priority: int | None = None, group: Arg | None = None,
              max_deliveries: int | None = None, queue_randomly: bool = False,
              batch: Arg | None = None, after: Iterable[Arg] | None = None,
             attrs: Mapping[str | bytes, str | bytes] | None = None,
              orderkey: Arg | None = None, strict: bool = False) -> JobBatches:
     """A batch of ADDJOBs, `batch_size` jobs a request (see JobBatches)."""
-    options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_,
-                             delay_ms=delay_ms, at=at, priority=priority, group=group,
+    options = addjob_options(timeout_ms, replicate, durations.delay, durations.retry,
+                             durations.ttl, maxlen, async_,
+                             delay_ms=durations.delay_ms, at=at, priority=priority, group=group,
                              max_deliveries=max_deliveries, queue_randomly=queue_randomly,
                              batch=batch, after=after, attrs=attrs, orderkey=orderkey,
                              strict=strict)
