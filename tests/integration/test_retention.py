@@ -180,9 +180,9 @@ def test_http_replay_retained_and_the_queue_page(start_node: Callable[..., DisqP
         t0 = int(time.time() * 1000)
         add_and_ack(c, "hq", ["one", "two"], "ATTR", "k", "v")
         wait_for(lambda: retained_jobs(c, "hq") == 2, timeout=20, message="retained")
-    status, queue = http("PUT", "/api/v1/queues/hq", {"policy": {"retain": 600,
+    status, queue = http("PUT", "/api/v1/queues/hq", {"policy": {"retain_ms": 600_000,
                                                                 "retain_bytes": 10**6}})
-    assert status == 200 and queue["policy"]["retain"] == 600, queue
+    assert status == 200 and queue["policy"]["retain_ms"] == 600_000, queue
     assert queue["policy"]["retain_bytes"] == 10**6
     assert queue["retention"]["jobs"] == 2 and queue["retention"]["oldest_ms"] >= t0
     status, page = http("GET", f"/api/v1/queues/hq/retained?start={t0}&count=1")
