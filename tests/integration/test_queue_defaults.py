@@ -130,8 +130,8 @@ def test_the_python_clients_set_and_read_the_new_fields(node: DisqProcess) -> No
                                   group_concurrency=2, group_rate=0.5) == "OK"
         got = client.qpolicy_get("pyq")
         assert got is not None
-        assert (got.retry, got.ttl, got.replicate, got.maxlen, got.group_concurrency,
-                got.group_rate, got.concurrency) == (5, 50, 1, 3, 2, 0.5, None)
+        assert (got.retry_ms, got.ttl_ms, got.replicate, got.maxlen, got.group_concurrency,
+                got.group_rate, got.concurrency) == (5000, 50_000, 1, 3, 2, 0.5, None)
 
     async def change() -> None:
         async with AsyncClient(f"127.0.0.1:{node.port}") as aclient:

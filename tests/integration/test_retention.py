@@ -208,7 +208,7 @@ def test_the_python_client_replays_and_reads(node: DisqProcess) -> None:
     try:
         assert client.qpolicy_set("pq", retain_ms=120_000, retain_bytes=10**6) == "OK"
         policy = client.qpolicy_get("pq")
-        assert policy is not None and (policy.retain, policy.retain_bytes) == (120, 10**6)
+        assert policy is not None and (policy.retain_ms, policy.retain_bytes) == (120_000, 10**6)
         t0 = int(time.time() * 1000)
         with RawClient(node.port) as c:
             add_and_ack(c, "pq", ["a", "b", "c"], "ATTR", "n", "1")

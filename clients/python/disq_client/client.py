@@ -582,7 +582,7 @@ class Client(ClientBase):
 
     def working(self, job_id: str, *, progress: int | None = None,
                 data: Body | None = None) -> int:
-        """WORKING: postpone the next requeue by the job's RETRY, which it returns (s).
+        """WORKING: postpone the next requeue by the job's RETRY, which it returns (ms).
         `progress` (0..100) and `data` (at most 4096 bytes), disq extensions, are kept
         with the job on its holders: SHOW's `progress`, and `wait`'s `progress_data`
         for a job still active."""

@@ -395,11 +395,12 @@ def nack(ids: Sequence[str], delay_ms: int | None, error: str | bytes | None = N
 
 
 def working(job_id: str, progress: int | None = None, data: Body | None = None) -> Cmd[int]:
-    """WORKING id [PROGRESS 0-100] [DATA blob] (both disq extensions)."""
+    """WORKING id [PROGRESS 0-100] [DATA blob] (both disq extensions): the job's RETRY,
+    in ms."""
     if progress is None and data is None:
-        return Cmd(("WORKING", job_id), _int)
+        return Cmd(("WORKING", job_id), _seconds)
     return Cmd(("WORKING", job_id, *_options(WORKING, {
-        "progress": progress, "data": None if data is None else to_body(data)})), _int)
+        "progress": progress, "data": None if data is None else to_body(data)})), _seconds)
 
 
 def _ok(value: object) -> None:
@@ -416,6 +417,15 @@ def set_job(job_id: str, priority: int | None, at: datetime | int | None,
 
 def _optional_int(value: object) -> int | None:
     return None if value is None else _int(value)
+
+
+def _seconds(value: object) -> int:
+    """A duration a reply gives in whole seconds (Disque's SHOW, QSTAT), in ms."""
+    return _int(value) * 1000
+
+
+def _optional_seconds(value: object) -> int | None:
+    return None if value is None else _seconds(value)
 
 
 def _optional_str(value: object) -> str | None:
@@ -440,8 +450,8 @@ def job_info(reply: object) -> JobInfo | None:
     assert body is None or isinstance(body, bytes)
     info = JobInfo(
         id=_str(f["id"]), queue=_str(f["queue"]), state=_str(f["state"]),
-        repl=_int(f["repl"]), ttl=_int(f["ttl"]), ctime=_int(f["ctime"]),
-        delay=_int(f["delay"]), retry=_int(f["retry"]), nacks=_int(f["nacks"]),
+        repl=_int(f["repl"]), ttl_ms=_seconds(f["ttl"]), ctime=_int(f["ctime"]),
+        delay_ms=_seconds(f["delay"]), retry_ms=_seconds(f["retry"]), nacks=_int(f["nacks"]),
         additional_deliveries=_int(f["additional-deliveries"]),
         nodes_delivered=_str_list(f["nodes-delivered"]),
         nodes_confirmed=_str_list(f["nodes-confirmed"]),
@@ -475,7 +485,8 @@ def _queue_stat(reply: object) -> QueueStat | None:
     assert isinstance(reply, list), reply
     f = _pairs(reply)
     return QueueStat(
-        name=_str(f["name"]), len=_int(f["len"]), age=_int(f["age"]), idle=_int(f["idle"]),
+        name=_str(f["name"]), len=_int(f["len"]), age_ms=_seconds(f["age"]),
+        idle_ms=_seconds(f["idle"]),
         blocked=_int(f["blocked"]), import_from=_str_list(f["import-from"]),
         import_rate=_int(f["import-rate"]), jobs_in=_int(f["jobs-in"]),
         jobs_out=_int(f["jobs-out"]), pause=_str(f["pause"]),
@@ -634,13 +645,14 @@ def _queue_policy(reply: object) -> QueuePolicy | None:
     return QueuePolicy(_str(f["queue"]), _optional_int(f["maxdeliveries"]),
                        _str(f["deadletter"]), backoff,
                        None if rate is None else float(_str(rate)),
-                       _optional_int(f.get("result-ttl")),
+                       _optional_seconds(f.get("result-ttl")),
                        _optional_int(f.get("concurrency")),
-                       _optional_int(f.get("retry")), _optional_int(f.get("ttl")),
+                       _optional_seconds(f.get("retry")), _optional_seconds(f.get("ttl")),
                        _optional_int(f.get("replicate")), _optional_int(f.get("maxlen")),
                        _optional_int(f.get("group-concurrency")),
                        None if group_rate is None else float(_str(group_rate)),
-                       _optional_int(f.get("retain")), _optional_int(f.get("retain-bytes")))
+                       _optional_seconds(f.get("retain")),
+                       _optional_int(f.get("retain-bytes")))
 
 
 def qpolicy_get(queue: str) -> Cmd[QueuePolicy | None]:

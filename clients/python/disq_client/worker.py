@@ -182,9 +182,10 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def heartbeat_interval(retry: int, fraction: float) -> float:
+def heartbeat_interval(retry_ms: int, fraction: float) -> float:
     """Seconds between WORKINGs for a job with this RETRY: a fraction of it, and early
     enough for the ±0.5 s the node adds to every requeue time."""
+    retry = retry_ms / 1000
     return max(0.1, min(retry * fraction, retry - 0.75))
 
 
@@ -535,7 +536,7 @@ class Worker:
         if info is not None:
             if info.state == "acked":
                 return
-            delay = heartbeat_interval(info.retry, self.heartbeat_fraction)
+            delay = heartbeat_interval(info.retry_ms, self.heartbeat_fraction)
             if info.next_requeue_within is not None:
                 delay = min(delay, max(info.next_requeue_within / 1000 - 0.75, 0.0))
             await asyncio.sleep(delay)
@@ -548,6 +549,6 @@ class Worker:
                 return
             except DisqError as exc:
                 log.warning("WORKING %s failed: %s", job.id, exc)
-                retry = 1
+                retry = 1000
             delay = heartbeat_interval(retry, self.heartbeat_fraction)
             await asyncio.sleep(max(delay - (time.monotonic() - started), 0.0))

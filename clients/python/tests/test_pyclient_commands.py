@@ -68,17 +68,18 @@ def test_add_get_ack(node: DisqProcess, connect: Connect) -> None:
 
 def test_add_job_options(node: DisqProcess, connect: Connect) -> None:
     c = connect(addr(node))
-    job_id = c.add_job("q", b"x", timeout_ms=0, replicate=1, delay_ms=30_000, retry_ms=7000, ttl_ms=3_600_000,
-                       maxlen=10)
+    job_id = c.add_job("q", b"x", timeout_ms=0, replicate=1, delay_ms=30_000, retry_ms=6001,
+                       ttl_ms=3_600_000, maxlen=10)
     info = c.show(job_id)
     assert info is not None
-    assert (info.queue, info.state, info.repl, info.delay, info.retry) == ("q", "active", 1,
-                                                                          30, 7)
-    assert 3590 <= info.ttl <= 3600 and info.body == b"x"
+    # RETRY is whole seconds on the wire: 6.001 s rounded up, never early
+    assert (info.queue, info.state, info.repl, info.delay_ms, info.retry_ms) == (
+        "q", "active", 1, 30_000, 7000)
+    assert 3_590_000 <= info.ttl_ms <= 3_600_000 and info.body == b"x"
     assert c.qlen("q") == 0  # delayed
     at_most_once = c.add_job("q", b"y", retry_ms=0, async_=True)
     assert int(at_most_once[-1], 16) % 2 == 0  # RETRY 0 shows in the ID
-    assert c.show(at_most_once).retry == 0
+    assert c.show(at_most_once).retry_ms == 0
 
 
 def test_add_job_extensions(node: DisqProcess, connect: Connect) -> None:
@@ -95,7 +96,7 @@ def test_add_job_extensions(node: DisqProcess, connect: Connect) -> None:
     soon = c.add_job("q", b"y", delay=timedelta(hours=1, milliseconds=1))
     assert c.show(soon).due_ms >= time.time() * 1000 + 3_500_000  # type: ignore[union-attr]
     plain = c.show(c.add_job("q", b"y", delay_ms=3_600_000))
-    assert plain is not None and plain.due_ms is None and plain.delay == 3600
+    assert plain is not None and plain.due_ms is None and plain.delay_ms == 3_600_000
     ready = c.add_job("q", b"z", priority=0, at=0)  # a due time in the past: now
     [peeked] = c.qpeek("q", 1)
     assert (peeked.id, peeked.priority, peeked.group) == (ready, 0, None)
@@ -160,7 +161,7 @@ def test_job_lifecycle_commands(node: DisqProcess, connect: Connect) -> None:
     assert c.dequeue(a) == 1 and c.qlen("q") == 1
     assert c.enqueue(a) == 1 and c.qlen("q") == 2
     [job] = c.get_jobs("q")
-    assert c.working(job.id) == 10  # WORKING answers the job's RETRY
+    assert c.working(job.id) == 10_000  # WORKING answers the job's RETRY (in ms)
     assert c.show(job.id).state == "active"
     assert c.fast_ack(job.id) == 1
     assert c.show(job.id) is None

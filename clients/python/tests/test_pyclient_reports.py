@@ -37,7 +37,7 @@ def test_the_client_reports_errors_and_progress(node: DisqProcess) -> None:
     with Client(addr(node)) as c:
         job_id = c.add_job("q", b"x", retry_ms=60_000)
         [job] = c.get_jobs("q")
-        assert c.working(job.id, progress=25, data=b"quarter") == 60
+        assert c.working(job.id, progress=25, data=b"quarter") == 60_000
         info = c.show(job_id)
         assert info is not None
         assert (info.progress, info.progress_data, info.errors) == (25, b"quarter", None)

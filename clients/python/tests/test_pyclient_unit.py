@@ -232,6 +232,12 @@ def test_queue_policy_parsing() -> None:
         "q", 5, "dead:q", (100, 2000), 2.5)
     assert parse([b"queue", b"q", b"maxdeliveries", None, b"deadletter", b"g",
                   b"backoff", None, b"rate", b"10"]) == QueuePolicy("q", None, "g", None, 10.0)
+    # QPOLICY GET's seconds, in ms as every duration the client gives
+    policy = parse([b"queue", b"q", b"maxdeliveries", None, b"deadletter", b"g",
+                    b"backoff", None, b"rate", None, b"result-ttl", 3600, b"retry", 0,
+                    b"ttl", 60, b"retain", None])
+    assert (policy.result_ttl_ms, policy.retry_ms, policy.ttl_ms, policy.retain_ms) == (
+        3_600_000, 0, 60_000, None)
 
 
 def test_worker_tells_the_last_delivery() -> None:
