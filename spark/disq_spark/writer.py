@@ -27,10 +27,11 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from disq_client.client import Client, Connection
 from disq_client.commands import addjob_options, each_job, unix_ms
+from disq_client.durations import job_durations
 from disq_client.protocol import ErrorReply, to_bytes
 from disq_client.retry import (
     CONNECTION_ERRORS,
@@ -39,7 +40,7 @@ from disq_client.retry import (
     RetryPolicy,
     error_code,
 )
-from disq_client.spec import MAX_ADDJOBS, MAX_PRIORITY, MIN_PRIORITY, wire_seconds
+from disq_client.spec import MAX_ADDJOBS, MAX_PRIORITY, MIN_PRIORITY
 
 from disq_spark.batches import Batch, Job, rows_of
 
@@ -118,8 +119,8 @@ class ConnectOptions:
         of the cluster: as many retries as nodes given."""
         nodes = list(seeds if seeds is not None else self.nodes)
         return Client(nodes, password=self.password,
-                      timeout=self.socket_timeout_ms / 1000 or None,
-                      connect_timeout=self.connect_timeout_ms / 1000 or None,
+                      timeout_ms=self.socket_timeout_ms,
+                      connect_timeout_ms=self.connect_timeout_ms,
                       switch_after_jobs=switch_after_jobs, retries=max(len(self.nodes), 1),
                       ssl=self.ssl, ssl_ca_certs=self.ssl_ca_certs,
                       ssl_certfile=self.ssl_certfile, ssl_keyfile=self.ssl_keyfile,
@@ -152,7 +153,7 @@ class WriteOptions(ConnectOptions):
     replicate: int | None = None
     retry_ms: int | None = None  # sent as RETRY, whole seconds rounded up (wire_seconds)
     ttl_ms: int | None = None  # sent as TTL, the same way
-    delay_ms: int | None = None  # DELAY if whole seconds, else DELAY-MS (WireDurations)
+    delay_ms: int | None = None  # DELAY if whole seconds, else DELAY-MS (disq_client.durations)
     priority: int | None = None
     group: str | None = None
     max_deliveries: int | None = None
@@ -191,26 +192,6 @@ class WriteOptions(ConnectOptions):
             raise ValueError(f"disq: batch_size must be 1..{MAX_ADDJOBS}")
         if self.priority is not None and not MIN_PRIORITY <= self.priority <= MAX_PRIORITY:
             raise ValueError(f"disq: priority must be {MIN_PRIORITY}..{MAX_PRIORITY}")
-
-
-class WireDurations(NamedTuple):
-    """A write's durations as ADDJOB takes them (`addjob_options`' arguments)."""
-
-    delay: int | None  # DELAY, seconds
-    delay_ms: int | None  # DELAY-MS
-    retry: int | None  # RETRY, seconds
-    ttl: int | None  # TTL, seconds
-
-    @classmethod
-    def of(cls, o: WriteOptions) -> WireDurations:
-        """RETRY and TTL in whole seconds, rounded up (a job is never retried or
-        expired early); the delay as DELAY when it is whole seconds (which Disque
-        knows too), else as DELAY-MS."""
-        delay = o.delay_ms
-        seconds = delay // 1000 if delay is not None and delay % 1000 == 0 else None
-        return cls(seconds, delay if seconds is None else None,
-                   None if o.retry_ms is None else wire_seconds(o.retry_ms),
-                   None if o.ttl_ms is None else wire_seconds(o.ttl_ms))
 
 
 def encode_body(value: Any) -> bytes | None:
@@ -283,7 +264,8 @@ class PartitionWriter:
         self.stats = WriteStats(partitions=1)
         self.key_prefix = key_prefix if key_prefix is not None else row_key_prefix(
             options.job_name, options.queue, partition)
-        wire = WireDurations.of(options)
+        wire = job_durations(delay_ms=options.delay_ms, retry_ms=options.retry_ms,
+                             ttl_ms=options.ttl_ms)
         tail = [to_bytes(a) for a in addjob_options(
             options.timeout_ms, options.replicate, wire.delay, wire.retry, wire.ttl,
             options.maxlen, options.async_, delay_ms=wire.delay_ms,

@@ -46,7 +46,7 @@ def _wait(condition, timeout: float, what: str) -> None:  # type: ignore[no-unty
 
 def _answers(port: int) -> bool:
     try:
-        with Client(f"127.0.0.1:{port}", timeout=1) as c:
+        with Client(f"127.0.0.1:{port}", timeout_ms=1000) as c:
             return c.ping() == "PONG"
     except Exception:
         return False

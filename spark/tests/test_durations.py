@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from disq_client.durations import JobDurations, job_durations
 from disq_spark import PartitionWriter, ReadOptions, WriteOptions
 from disq_spark.options import RENAMED, read_options, write_settings
-from disq_spark.writer import WireDurations
 
 BASE = {"nodes": "127.0.0.1:1", "queue": "q"}  # nothing is sent
 
@@ -28,6 +28,11 @@ def wire(**options: str) -> bytes:
         writer.close()
 
 
+def _durations(o: WriteOptions) -> JobDurations:
+    """What the writer sends for the write's durations."""
+    return job_durations(delay_ms=o.delay_ms, retry_ms=o.retry_ms, ttl_ms=o.ttl_ms)
+
+
 def arg(*tokens: str) -> bytes:
     return b"".join(b"$%d\r\n%s\r\n" % (len(t), t.encode()) for t in tokens)
 
@@ -37,18 +42,18 @@ def arg(*tokens: str) -> bytes:
 def test_retry_and_ttl_are_sent_in_whole_seconds_rounded_up(ms: int, seconds: int) -> None:
     o = written(retry_ms=str(ms), ttl_ms=str(ms))
     assert (o.retry_ms, o.ttl_ms) == (ms, ms)
-    assert WireDurations.of(o) == WireDurations(None, None, seconds, seconds)
+    assert _durations(o) == JobDurations(None, None, seconds, seconds)
     sent = wire(retry_ms=str(ms), ttl_ms=str(ms))
     assert arg("RETRY", str(seconds)) in sent and arg("TTL", str(seconds)) in sent
 
 
 def test_a_delay_is_delay_in_whole_seconds_else_delay_ms() -> None:
-    assert WireDurations.of(written(delay_ms="3000")) == WireDurations(3, None, None, None)
-    assert WireDurations.of(written(delay_ms="1500")) == WireDurations(None, 1500, None, None)
+    assert _durations(written(delay_ms="3000")) == JobDurations(3, None, None, None)
+    assert _durations(written(delay_ms="1500")) == JobDurations(None, 1500, None, None)
     assert arg("DELAY", "3") in wire(delay_ms="3000")
     sent = wire(delay_ms="1500")
     assert arg("DELAY-MS", "1500") in sent and b"$5\r\nDELAY\r\n" not in sent
-    assert WireDurations.of(written()) == WireDurations(None, None, None, None)
+    assert _durations(written()) == JobDurations(None, None, None, None)
     assert b"RETRY" not in wire() and b"TTL" not in wire() and b"DELAY" not in wire()
 
 

@@ -65,7 +65,7 @@ def test_a_reply_lost_in_a_take_and_its_jobs_back_after_retry(
     its RETRY passed, so that on a slow machine a job could move to the node whose
     reply is lost before the first take.)"""
     for node in trio:
-        add(node, "t9", 5, retry=1, replicate=1)
+        add(node, "t9", 5, retry_ms=1000, replicate=1)
     taker = JobTaker(ReadOptions(addrs(trio), queue="t9", fetch_count=100, poll_ms=50))
     try:
         conn = taker.client(addrs(trio)[0]).connection()
@@ -128,7 +128,7 @@ def test_the_last_batch_is_acknowledged_before_the_source_says_no_more(
     from disq_spark.source import DisqStreamReader
     from pyspark.sql.streaming.datasource import ReadMaxRows
 
-    add(trio[0], "t6", 3000, replicate=2, retry=300)
+    add(trio[0], "t6", 3000, replicate=2, retry_ms=300_000)
     reader = DisqStreamReader(ReadOptions(addrs(trio), queue="t6", fetch_count=500))
     try:
         reader.prepareForTriggerAvailableNow()
@@ -164,7 +164,7 @@ def test_an_idle_take_waits_then_a_job_comes(trio: list[DisqProcess]) -> None:
 def test_keepalive_keeps_held_jobs_from_coming_back(trio: list[DisqProcess]) -> None:
     """RETRY 1 s: held 2.5 s with WORKING every 300 ms, the jobs are not queued again;
     without it they are."""
-    add(trio[0], "t3", 5, replicate=2, retry=1)
+    add(trio[0], "t3", 5, replicate=2, retry_ms=1000)
     kept = JobTaker(ReadOptions(addrs(trio), queue="t3", keepalive_ms=300))
     try:
         taken = kept.take(10)
@@ -174,7 +174,7 @@ def test_keepalive_keeps_held_jobs_from_coming_back(trio: list[DisqProcess]) -> 
         kept.ack_through(taken.seq)
     finally:
         kept.close()
-    add(trio[0], "t3", 5, replicate=2, retry=1)
+    add(trio[0], "t3", 5, replicate=2, retry_ms=1000)
     plain = JobTaker(ReadOptions(addrs(trio), queue="t3"))
     try:
         taken = plain.take(10)

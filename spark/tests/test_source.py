@@ -43,7 +43,7 @@ def test_batch_write(spark: Any, trio: list[DisqProcess], tmp_path: Path) -> Non
         job = client.get_job("batch", with_counters=True, nohang=True)
         assert job is not None and job.priority == 9
         shown = client.show(job.id)  # on the node that delivered it
-        assert shown is not None and shown.retry == 121 and 3000 < shown.ttl <= 3600
+        assert shown is not None and shown.retry_ms == 121_000 and 3_000_000 < shown.ttl_ms <= 3_600_000
         client.nack(job.id)
     with pytest.raises(Exception, match=r"option 'retry' is gone: give retry_ms"):
         (df.write.format("disq").mode("append").option("nodes", nodes_option(trio))
@@ -155,7 +155,7 @@ def test_streaming_read_with_a_failing_batch(spark: Any, trio: list[DisqProcess]
     the RETRY (a loaded machine) does not see its jobs delivered again."""
     expected = {f"job-{i}".encode() for i in range(3000)}
     with Client(addrs(trio)) as client:
-        client.add_jobs("read", sorted(expected), replicate=2, retry=3)
+        client.add_jobs("read", sorted(expected), replicate=2, retry_ms=3000)
     seen: list[bytes] = []
     failed = threading.Event()
 
@@ -198,7 +198,7 @@ def test_available_now_reads_and_acknowledges_every_job(spark: Any, trio: list[D
     process without waiting for `stop`), not left to come back after its RETRY."""
     expected = {f"now-{i}".encode() for i in range(2500)}
     with Client(addrs(trio)) as client:
-        client.add_jobs("now", sorted(expected), replicate=2, retry=300)
+        client.add_jobs("now", sorted(expected), replicate=2, retry_ms=300_000)
     seen: list[bytes] = []
     query = (spark.readStream.format("disq").option("nodes", nodes_option(trio))
              .option("queue", "now").option("max_jobs_per_batch", 1000).load()
@@ -221,7 +221,7 @@ def test_pipeline_between_two_queues_with_a_node_killed(
     total = 4000
     with Client(addrs(nodes)) as client:
         client.add_jobs("orders", [f"order-{i}".encode() for i in range(total)],
-                        replicate=2, retry=2)
+                        replicate=2, retry_ms=2000)
     victim, survivors = nodes[1], [nodes[0], nodes[2]]
     query = (spark.readStream.format("disq").option("nodes", nodes_option(nodes))
              .option("queue", "orders").option("max_jobs_per_batch", 500).load()

@@ -77,8 +77,8 @@ def test_durations_in_ms(spark: Any, trio: list[DisqProcess]) -> None:
     for node in addrs(trio):
         with Client(node) as client:
             infos += client.jscan_info(queue="durations", count=100)
-    assert len({i.id for i in infos}) == 20 and {i.retry for i in infos} == {61}
-    assert all(6000 < i.ttl <= 7201 for i in infos)
+    assert len({i.id for i in infos}) == 20 and {i.retry_ms for i in infos} == {61_000}
+    assert all(6_000_000 < i.ttl_ms <= 7_201_000 for i in infos)
     with pytest.raises(Exception, match=r"option 'retry' is gone: give retry_ms"):
         write_jobs(df, "durations", addrs(trio), body="body", retry=60)
 

@@ -131,6 +131,7 @@ def test_the_dashboard_shows_and_acts_on_a_cluster(
     page.get_by_role("button", name="Add job").last.click()
     page.fill("#add-form textarea[name=body]", "added from the page")
     page.fill("#add-form input[name=priority]", "7")
+    page.fill("#add-form input[name=retry]", "90")  # seconds, sent as retry_ms
     page.click('#add-form button[type=submit]')
     toast = page.locator(".toast", has_text="added to browser-q")
     expect(toast).to_be_visible()
@@ -138,6 +139,8 @@ def test_the_dashboard_shows_and_acts_on_a_cluster(
     assert added is not None
     job_id = added[1]
     assert call(nodes[0], "QLEN", "browser-q") == 1
+    shown = call(nodes[0], "SHOW", job_id)
+    assert shown[shown.index(b"retry") + 1] == 90
     job_row = page.locator(f'#jobs tr[data-job="{job_id}"]')
     expect(job_row).to_contain_text("added from the page")
     page.click('[data-tab="scan"]')  # every job held here: the one of node 1 too (a copy)
@@ -145,6 +148,8 @@ def test_the_dashboard_shows_and_acts_on_a_cluster(
     page.locator(f'#jobs tr[data-job="{job_id}"] a').click()  # (its ID has '/' or '+')
     expect(page.locator("#job")).to_contain_text("added from the page")
     expect(page.locator("#job table.fields")).to_contain_text("priority")
+    retry = page.locator("#job .fields tr", has_text="retry_ms").locator("td")
+    expect(retry).to_have_text("1m 30s")
     expect(page.locator("#job a", has_text="browser-q")).to_be_visible()
 
     # requeued: taken by a consumer, then queued again from the page

@@ -115,7 +115,7 @@ def test_bad_batch_requests_get_clear_errors_and_change_nothing(c: RawClient) ->
 
 def test_the_python_client_runs_a_batch(node: DisqProcess) -> None:
     with Client([f"127.0.0.1:{node.port}"]) as client:
-        assert client.batch_new("b-client", ondone=("done-c", b"finished"), ttl=60) == "OK"
+        assert client.batch_new("b-client", ondone=("done-c", b"finished"), ttl_ms=60_000) == "OK"
         ids = [client.add_job("work-c", f"j{i}", batch="b-client") for i in range(2)]
         ids += client.add_jobs("work-c", ["j2", "j3"], batch="b-client")
         assert client.batch_close("b-client") == 4

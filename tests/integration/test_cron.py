@@ -227,7 +227,7 @@ def test_the_python_client_defines_lists_and_deletes_schedules(tmp_path: Path) -
     try:
         with Client(f"127.0.0.1:{node.port}") as client:
             assert client.cron_add("report", "reports", "0 9 * * 1-5", b"go",
-                                   ttl=3600, tz="Europe/Paris") == "OK"
+                                   ttl_ms=3_600_000, tz="Europe/Paris") == "OK"
             (entry,) = client.cron_list()
             assert (entry.name, entry.queue, entry.spec, entry.tz) == (
                 "report", "reports", "0 9 * * 1-5", "Europe/Paris")

@@ -78,19 +78,21 @@ def resp(node: DisqProcess, *args: Any) -> Any:
 
 def test_add_take_show_and_acknowledge_a_job(http_node: tuple[DisqProcess, Http]) -> None:
     node, http = http_node
-    status, added = http.post("/api/v1/queues/q/jobs", {"body": "hello", "ttl": 100,
-                                                        "replicate": 1, "retry": 5})
+    status, added = http.post("/api/v1/queues/q/jobs", {"body": "hello", "ttl_ms": 100_000,
+                                                        "replicate": 1, "retry_ms": 4500})
     assert status == 201 and added["id"].startswith("D-")
     job_id = added["id"]
     assert resp(node, "QLEN", "q") == 1  # the RESP side sees it
     status, shown = http.get(f"/api/v1/jobs/{job_id}")
     assert status == 200 and (shown["id"], shown["queue"], shown["body"]) == (job_id, "q",
                                                                               "hello")
-    assert (shown["retry"], shown["state"]) == (5, "queued")
+    # durations in ms (RETRY is whole seconds on the wire: 4.5 s rounded up, never early)
+    assert (shown["retry_ms"], shown["state"]) == (5000, "queued")
+    assert 99_000 <= shown["ttl_ms"] <= 100_000 and "retry" not in shown
     status, taken = http.get("/api/v1/queues/q/jobs?count=10&timeout_ms=1000")
     assert status == 200 and [j["id"] for j in taken["jobs"]] == [job_id]
     assert taken["jobs"][0]["nacks"] == 0
-    assert http.post(f"/api/v1/jobs/{job_id}/working") == (200, {"retry_s": 5})
+    assert http.post(f"/api/v1/jobs/{job_id}/working") == (200, {"retry_ms": 5000})
     assert http.post(f"/api/v1/jobs/{job_id}/nack", {"delay_ms": 10}) == (200, {"requeued": 1})
     wait_for(lambda: resp(node, "QLEN", "q") == 1, 5, message="back after 10 ms")
     assert http.post(f"/api/v1/jobs/{job_id}/dequeue") == (200, {"dequeued": 1})
@@ -141,10 +143,10 @@ def test_http_and_resp_give_the_same_results(http_node: tuple[DisqProcess, Http]
     """The same request, over both front ends: the same reply or the same error."""
     node, http = http_node
     cases = [  # (JSON job, ADDJOB options)
-        ({"body": "x", "ttl": 0}, ["TTL", 0]),
-        ({"body": "x", "retry": 0}, ["RETRY", 0]),
-        ({"body": "x", "delay": 10, "ttl": 5}, ["DELAY", 10, "TTL", 5]),
-        ({"body": "x", "delay": 1, "at": 5}, ["DELAY", 1, "AT", 5]),
+        ({"body": "x", "ttl_ms": 0}, ["TTL", 0]),
+        ({"body": "x", "retry_ms": 0}, ["RETRY", 0]),
+        ({"body": "x", "delay_ms": 10_000, "ttl_ms": 4001}, ["DELAY-MS", 10_000, "TTL", 5]),
+        ({"body": "x", "delay_ms": 1, "at": 5}, ["DELAY-MS", 1, "AT", 5]),
         ({"body": "x", "max_deliveries": 0}, ["MAXDELIVERIES", 0]),
         ({"body": "x", "replicate": 3}, ["REPLICATE", 3]),
         ({"body": "x", "group": "g" * 257}, ["GROUP", "g" * 257]),
@@ -171,6 +173,8 @@ def test_http_and_resp_give_the_same_results(http_node: tuple[DisqProcess, Http]
             continue  # they move with time
         expected = value.decode() if isinstance(value, bytes) else (
             [v.decode() for v in value] if isinstance(value, list) else value)
+        if key in ("delay", "retry"):  # seconds over RESP (Disque's), ms over HTTP
+            key, expected = f"{key}_ms", value * 1000
         assert shown[key] == expected, key
 
 
@@ -225,21 +229,25 @@ def test_queue_policy_defaults_and_group_limits(http_node: tuple[DisqProcess, Ht
     node, http = http_node
     assert resp(node, "GETJOB", "NOHANG", "FROM", "hq") is None  # (the queue, empty)
     status, updated = http.request("PUT", "/api/v1/queues/hq", {"policy": {
-        "retry": 7, "ttl": 600, "maxlen": 1, "group_concurrency": 2, "group_rate": 2.5}})
+        "retry_ms": 7000, "ttl_ms": 599_001, "maxlen": 1, "group_concurrency": 2,
+        "group_rate": 2.5}})
     assert status == 200, updated
     assert {k: updated["policy"][k] for k in (
-        "retry", "ttl", "replicate", "maxlen", "group_concurrency", "group_rate")} == {
-        "retry": 7, "ttl": 600, "replicate": None, "maxlen": 1, "group_concurrency": 2,
-        "group_rate": "2.5"}
+        "retry_ms", "ttl_ms", "replicate", "maxlen", "group_concurrency", "group_rate")} == {
+        "retry_ms": 7000, "ttl_ms": 600_000, "replicate": None, "maxlen": 1,
+        "group_concurrency": 2, "group_rate": "2.5"}
     status, added = http.post("/api/v1/queues/hq/jobs", {"body": "a"})
     assert status == 201, added
     job = resp(node, "SHOW", added["id"])
     assert job[job.index(b"retry") + 1] == 7
     status, refused = http.post("/api/v1/queues/hq/jobs", {"body": "b"})  # MAXLEN 1
     assert status >= 400 and refused["code"] == "MAXLEN", refused
-    status, problem = http.request("PUT", "/api/v1/queues/hq", {"policy": {"ttl": -5}})
+    status, problem = http.request("PUT", "/api/v1/queues/hq", {"policy": {"ttl_ms": 0}})
     assert status == 400 and "TTL must be between 1" in problem["detail"]
-    assert http.get("/api/v1/queues/hq")[1]["policy"]["ttl"] == 600
+    status, problem = http.request("PUT", "/api/v1/queues/hq", {"policy": {"ttl": 5}})
+    assert (status, problem["detail"]) == (
+        400, "'ttl' (seconds) is gone: give 'ttl_ms' (milliseconds)")
+    assert http.get("/api/v1/queues/hq")[1]["policy"]["ttl_ms"] == 600_000
 
 
 def test_cluster_and_cron(start_node: Callable[..., DisqProcess]) -> None:
@@ -417,8 +425,14 @@ def test_an_add_whose_client_leaves_while_it_waits_for_its_copies_is_deleted(
      "the request body must be a job object or a non-empty list of them"),
     ("POST", "/api/v1/queues/q/jobs", b"[]", 400,
      "the request body must be a job object or a non-empty list of them"),
-    ("POST", "/api/v1/queues/q/jobs", b'{"body": "x", "ttl": "long"}', 400,
-     "'ttl' must be an integer"),
+    ("POST", "/api/v1/queues/q/jobs", b'{"body": "x", "ttl_ms": "long"}', 400,
+     "'ttl_ms' must be an integer >= 0 (milliseconds)"),
+    ("POST", "/api/v1/queues/q/jobs", b'{"body": "x", "retry_ms": -1}', 400,
+     "'retry_ms' must be an integer >= 0 (milliseconds)"),
+    ("POST", "/api/v1/queues/q/jobs", b'{"body": "x", "retry": 30}', 400,
+     "'retry' (seconds) is gone: give 'retry_ms' (milliseconds)"),
+    ("POST", "/api/v1/queues/q/jobs", b'{"body": "x", "delay": 5}', 400,
+     "'delay' (seconds) is gone: give 'delay_ms' (milliseconds)"),
     ("POST", "/api/v1/queues/q/jobs", b'{"body": "x", "async": 1}', 400,
      "'async' must be true or false"),
     ("POST", "/api/v1/queues/q/jobs", b'{"body": "x", "colour": "red"}', 400,
@@ -533,7 +547,7 @@ def _state(node: DisqProcess, job_id: str) -> dict[str, Any] | None:
     (("POST", "nack", {"delay_ms": 5000}), ("NACK", "DELAY-MS", 5000), "requeued"),
     (("POST", "enqueue", None), ("ENQUEUE",), "queued"),
     (("POST", "dequeue", None), ("DEQUEUE",), "dequeued"),
-    (("POST", "working", None), ("WORKING",), "retry_s"),
+    (("POST", "working", None), ("WORKING",), "retry_ms"),
     (("DELETE", "", None), ("DELJOB",), "deleted"),
     (("PATCH", "", {"priority": 9, "delay_ms": 60_000}),
      ("JOBSET", "PRIORITY", 9, "DELAY-MS", 60_000), "ok"),
@@ -559,6 +573,8 @@ def test_each_job_command_does_the_same_over_http_and_resp(
         assert status >= 400 and str(exc).endswith(answer["detail"]), (answer, exc)
         return
     assert status == 200, answer
+    if key == "retry_ms":  # WORKING's seconds (Disque's), in ms as every HTTP duration
+        expected *= 1000
     assert answer[key] == (True if expected == b"OK" or expected is True else expected)
     http_state, resp_state = _state(node, over_http), _state(node, over_resp)
     if http_state is not None and resp_state is not None:

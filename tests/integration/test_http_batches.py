@@ -29,7 +29,7 @@ def test_a_batch_made_filled_closed_and_done_over_http(
         start_node: Callable[..., DisqProcess]) -> None:
     node, http = _node(start_node)
     status, made = http.post("/api/v1/batches", {"id": "h/1 é", "ondone": ["h-done", "fin"],
-                                                 "onsuccess": ["h-ok", "good"], "ttl": 60})
+                                                 "onsuccess": ["h-ok", "good"], "ttl_ms": 60_000})
     assert status == 201, made
     assert made["state"] == "open" and made["members"] == 0 and made["callbacks"] == []
     path = "/api/v1/batches/" + quote("h/1 é", safe="")
@@ -74,7 +74,8 @@ def test_bad_batch_requests_get_problems_and_change_nothing(
             ({"id": ""}, "a batch ID must be 1 to 256 bytes"),
             ({"id": "b", "ondone": "q"}, "'ondone' must be a list of two strings (a queue and a body)"),
             ({"id": "b", "ondone": ["", "x"]}, "ONDONE needs a queue name and a job body"),
-            ({"id": "b", "ttl": 0}, "TTL must be between 1 and 7776000 seconds"),
+            ({"id": "b", "ttl_ms": 0}, "TTL must be between 1 and 7776000 seconds"),
+            ({"id": "b", "ttl": 60}, "'ttl' (seconds) is gone: give 'ttl_ms' (milliseconds)"),
             ({"id": "b", "color": "red"}, "unknown field 'color'")):
         status, problem = http.post("/api/v1/batches", body)
         assert (status, problem["detail"]) == (400, detail), body

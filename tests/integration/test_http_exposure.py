@@ -300,9 +300,9 @@ def test_a_host_name_that_is_not_the_nodes_is_refused(http_node: Callable[..., N
 @pytest.mark.parametrize(("raw", "detail"), [
     (b"[" * 200_000 + b"]" * 200_000, "nested deeper than 64"),
     (b'{"body": "x", "a": ' + b"[" * 100 + b"]" * 100 + b"}", "nested deeper than 64"),
-    (b'{"body": "x", "ttl": ' + b"9" * 100_000 + b"}", "more than 40 digits"),
-    (b'{"body": "x", "ttl": 1' + b"0" * 5000 + b".5}", "more than 40 digits"),
-    (b'{"body": "x", "ttl": 1e' + b"9" * 100_000 + b"}", "more than 40 digits"),
+    (b'{"body": "x", "ttl_ms": ' + b"9" * 100_000 + b"}", "more than 40 digits"),
+    (b'{"body": "x", "ttl_ms": 1' + b"0" * 5000 + b".5}", "more than 40 digits"),
+    (b'{"body": "x", "ttl_ms": 1e' + b"9" * 100_000 + b"}", "more than 40 digits"),
     (b'{"body": "\\ud800"}', "surrogate"),  # the job's body could not be encoded
 ])
 def test_json_made_to_cost_the_node_gets_400(http_node: Callable[..., Node], raw: bytes,
@@ -315,6 +315,6 @@ def test_json_made_to_cost_the_node_gets_400(http_node: Callable[..., Node], raw
     assert detail in problem["detail"]
     # what looks deep or long inside a string is only text
     text = '"' + "[" * 1000 + "\\" + "9" * 1000
-    status, added = post_json(port, "/api/v1/queues/q/jobs", {"body": text, "ttl": 100})
+    status, added = post_json(port, "/api/v1/queues/q/jobs", {"body": text, "ttl_ms": 100_000})
     assert status == 201, added
     assert node.client().execute_command("QLEN", "q") == 1

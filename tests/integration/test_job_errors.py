@@ -223,7 +223,7 @@ def test_progress_seen_from_a_node_that_does_not_hold_the_job(
     # over HTTP: WORKING's progress, then the job's end with its result
     assert Http(ports[nodes.index(owners[0])]).post(
         f"/api/v1/jobs/{job_id.decode()}/working", {"progress": 90, "data": "almost"}) == (
-        200, {"retry_s": 60})
+        200, {"retry_ms": 60_000})
     # (the holders answer what they have: the other one, once told, says 90 too)
     wait_for(lambda: http.get(path)[1]["progress"] == 90, 10)
     with RawClient(owners[0].port) as c:
@@ -241,8 +241,9 @@ def test_errors_and_progress_over_http(start_node: Callable[..., DisqProcess]) -
         job_id = c.add("q", "work", "RETRY", 60)
         assert taken(c) == job_id
     path = f"/api/v1/jobs/{job_id.decode()}"
-    assert http.post(path + "/working", {"progress": 10, "data": "a"}) == (200, {"retry_s": 60})
-    assert http.post(path + "/working") == (200, {"retry_s": 60})  # plain
+    assert http.post(path + "/working", {"progress": 10, "data": "a"}) == (
+        200, {"retry_ms": 60_000})
+    assert http.post(path + "/working") == (200, {"retry_ms": 60_000})  # plain
     status, problem = http.post(path + "/working", {"progress": 101})
     assert status == 400 and "PROGRESS must be between 0 and 100" in problem["detail"]
     status, problem = http.post(path + "/nack", {"error": "x" * 1025})

@@ -99,7 +99,7 @@ def test_the_http_api_and_the_python_client_take_and_show_the_key(
         http_node: tuple[DisqProcess, Http]) -> None:
     node, http = http_node
     status, added = http.post("/api/v1/queues/okh/jobs", [
-        {"body": "a", "orderkey": "k", "retry": 30}, {"body": "b", "orderkey": "k"},
+        {"body": "a", "orderkey": "k", "retry_ms": 30_000}, {"body": "b", "orderkey": "k"},
         {"body": "c", "strict": True}])
     assert status == 207
     first, second, bad = added["jobs"]

@@ -126,12 +126,12 @@ def test_the_python_clients_set_and_read_the_new_fields(node: DisqProcess) -> No
 
     from disq_client import AsyncClient, Client
     with Client(f"127.0.0.1:{node.port}") as client:
-        assert client.qpolicy_set("pyq", retry=5, ttl=50, replicate=1, maxlen=3,
+        assert client.qpolicy_set("pyq", retry_ms=5000, ttl_ms=50_000, replicate=1, maxlen=3,
                                   group_concurrency=2, group_rate=0.5) == "OK"
         got = client.qpolicy_get("pyq")
         assert got is not None
-        assert (got.retry, got.ttl, got.replicate, got.maxlen, got.group_concurrency,
-                got.group_rate, got.concurrency) == (5, 50, 1, 3, 2, 0.5, None)
+        assert (got.retry_ms, got.ttl_ms, got.replicate, got.maxlen, got.group_concurrency,
+                got.group_rate, got.concurrency) == (5000, 50_000, 1, 3, 2, 0.5, None)
 
     async def change() -> None:
         async with AsyncClient(f"127.0.0.1:{node.port}") as aclient:

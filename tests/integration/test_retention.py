@@ -180,9 +180,9 @@ def test_http_replay_retained_and_the_queue_page(start_node: Callable[..., DisqP
         t0 = int(time.time() * 1000)
         add_and_ack(c, "hq", ["one", "two"], "ATTR", "k", "v")
         wait_for(lambda: retained_jobs(c, "hq") == 2, timeout=20, message="retained")
-    status, queue = http("PUT", "/api/v1/queues/hq", {"policy": {"retain": 600,
+    status, queue = http("PUT", "/api/v1/queues/hq", {"policy": {"retain_ms": 600_000,
                                                                 "retain_bytes": 10**6}})
-    assert status == 200 and queue["policy"]["retain"] == 600, queue
+    assert status == 200 and queue["policy"]["retain_ms"] == 600_000, queue
     assert queue["policy"]["retain_bytes"] == 10**6
     assert queue["retention"]["jobs"] == 2 and queue["retention"]["oldest_ms"] >= t0
     status, page = http("GET", f"/api/v1/queues/hq/retained?start={t0}&count=1")
@@ -206,9 +206,9 @@ def test_the_python_client_replays_and_reads(node: DisqProcess) -> None:
     from disq_client import Client
     client = Client([f"127.0.0.1:{node.port}"])
     try:
-        assert client.qpolicy_set("pq", retain=120, retain_bytes=10**6) == "OK"
+        assert client.qpolicy_set("pq", retain_ms=120_000, retain_bytes=10**6) == "OK"
         policy = client.qpolicy_get("pq")
-        assert policy is not None and (policy.retain, policy.retain_bytes) == (120, 10**6)
+        assert policy is not None and (policy.retain_ms, policy.retain_bytes) == (120_000, 10**6)
         t0 = int(time.time() * 1000)
         with RawClient(node.port) as c:
             add_and_ack(c, "pq", ["a", "b", "c"], "ATTR", "n", "1")

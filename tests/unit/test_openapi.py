@@ -105,11 +105,15 @@ def test_bodies_of_options_come_from_the_commands_declarations(
     requeue = body("/api/v1/queues/{queue}/requeue-dead", "post")
     assert set(requeue["properties"]) == {"count"} and "additionalProperties" not in requeue
     schemas = document["components"]["schemas"]
-    assert {"max_deliveries", "priority", "replicate", "async", "body",
-            "timeout_ms"} <= set(schemas["NewJob"]["properties"])
-    assert {"max_deliveries", "deadletter", "backoff", "rate", "result_ttl",
-            "concurrency", "retry", "ttl", "replicate", "maxlen", "group_concurrency",
-            "group_rate", "retain", "retain_bytes"} == set(
+    new_job = schemas["NewJob"]["properties"]
+    assert {"max_deliveries", "priority", "replicate", "async", "body", "timeout_ms",
+            "delay_ms", "retry_ms", "ttl_ms"} <= set(new_job)
+    assert not {"delay", "retry", "ttl"} & set(new_job)  # every duration in ms
+    assert new_job["retry_ms"]["type"] == "integer" and new_job["retry_ms"]["minimum"] == 0
+    assert "rounded up to whole seconds" in new_job["retry_ms"]["description"]
+    assert {"max_deliveries", "deadletter", "backoff", "rate", "result_ttl_ms",
+            "concurrency", "retry_ms", "ttl_ms", "replicate", "maxlen", "group_concurrency",
+            "group_rate", "retain_ms", "retain_bytes"} == set(
         schemas["Policy"]["properties"])
 
 
@@ -139,7 +143,7 @@ def test_the_batch_routes_take_batch_new_s_options_and_name_their_errors(
     paths = document["paths"]
     new = paths["/api/v1/batches"]["post"]
     body = new["requestBody"]["content"]["application/json"]["schema"]
-    assert set(body["properties"]) == {"id", "ondone", "onsuccess", "ttl"}
+    assert set(body["properties"]) == {"id", "ondone", "onsuccess", "ttl_ms"}
     assert body["properties"]["ondone"]["minItems"] == 2 and body["additionalProperties"] is False
     assert "`BATCH NEW bid [ONDONE queue body] [ONSUCCESS queue body] [TTL s]`" in new[
         "description"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TypeVar
 
@@ -20,6 +20,7 @@ from .bodies import Body
 from .client import ClientBase
 from .commands import Cmd
 from .core import ADD_TIMEOUT_MS, BATCH_SIZE, DEFAULT_SETTINGS, HELLO_REQUEST, ConnectionSettings
+from .durations import job_durations, to_seconds
 from .errors import DisqConnectionError, DisqTimeoutError, ProtocolError
 from .protocol import (
     FEED_PIECE,
@@ -306,10 +307,11 @@ class AsyncClient(ClientBase):
 
     # -- jobs ---------------------------------------------------------------------------
     async def add_job(self, queue: str, body: Body, *, timeout_ms: int = ADD_TIMEOUT_MS,
-                      replicate: int | None = None, delay: int | None = None,
-                      retry: int | None = None, ttl: int | None = None,
-                      maxlen: int | None = None, async_: bool = False,
-                      dedup: str | bytes | None = None, delay_ms: int | None = None,
+                      replicate: int | None = None, delay: timedelta | None = None,
+                      delay_ms: int | None = None, retry: timedelta | None = None,
+                      retry_ms: int | None = None, ttl: timedelta | None = None,
+                      ttl_ms: int | None = None, maxlen: int | None = None,
+                      async_: bool = False, dedup: str | bytes | None = None,
                       at: datetime | int | None = None, priority: int | None = None,
                       group: str | bytes | None = None,
                       max_deliveries: int | None = None, queue_randomly: bool = False,
@@ -321,19 +323,22 @@ class AsyncClient(ClientBase):
         """As Client.add_job."""
         with self.tracing.publish(queue, attrs) as traced:
             return traced.published(await self._run(cmds.add_job(
-                queue, body, timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup,
-                delay_ms=delay_ms, at=at, priority=priority, group=group,
+                queue, body, timeout_ms, replicate, job_durations(
+                    delay=delay, delay_ms=delay_ms, retry=retry, retry_ms=retry_ms, ttl=ttl,
+                    ttl_ms=ttl_ms), maxlen, async_, dedup, at=at, priority=priority, group=group,
                 max_deliveries=max_deliveries, queue_randomly=queue_randomly, unique=unique,
                 batch=batch, after=after, attrs=traced.attrs, orderkey=orderkey,
                 strict=strict)))
 
     async def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                        timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
-                       delay: int | None = None, retry: int | None = None,
-                       ttl: int | None = None, maxlen: int | None = None,
+                       delay: timedelta | None = None, delay_ms: int | None = None,
+                       retry: timedelta | None = None, retry_ms: int | None = None,
+                       ttl: timedelta | None = None, ttl_ms: int | None = None,
+                       maxlen: int | None = None,
                        async_: bool = False, batch_size: int = BATCH_SIZE,
                        dedup: Iterable[str | bytes] | None = None,
-                       delay_ms: int | None = None, at: datetime | int | None = None,
+                       at: datetime | int | None = None,
                        priority: int | None = None, group: str | bytes | None = None,
                        max_deliveries: int | None = None,
                  queue_randomly: bool = False, batch: str | bytes | None = None,
@@ -342,8 +347,9 @@ class AsyncClient(ClientBase):
                 orderkey: str | bytes | None = None, strict: bool = False) -> list[str]:
         """As Client.add_jobs."""
         with self.tracing.publish(queue, attrs, operation="ADDJOBS") as traced:
-            plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl,
-                                 maxlen, async_, batch_size, dedup, delay_ms=delay_ms, at=at,
+            plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, job_durations(
+                delay=delay, delay_ms=delay_ms, retry=retry, retry_ms=retry_ms, ttl=ttl,
+                ttl_ms=ttl_ms), maxlen, async_, batch_size, dedup, at=at,
                                  priority=priority, group=group,
                                  max_deliveries=max_deliveries, queue_randomly=queue_randomly,
                                  batch=batch, after=after, attrs=traced.attrs,
@@ -424,14 +430,15 @@ class AsyncClient(ClientBase):
         return await self._run(cmds.qstat(queue))
 
     async def cron_add(self, name: str, queue: str, spec: str, body: Body, *,
-                       replicate: int | None = None, retry: int | None = None,
-                       ttl: int | None = None, priority: int | None = None,
+                       replicate: int | None = None, retry: timedelta | None = None,
+                       retry_ms: int | None = None, ttl: timedelta | None = None,
+                       ttl_ms: int | None = None, priority: int | None = None,
                        group: str | bytes | None = None, tz: str | None = None) -> str:
-        """CRON ADD (a disq extension): `spec` in cron syntax (six fields: seconds first);
-        each tick adds a job with these options (`tz`: the zone `spec` is read in)."""
+        """As Client.cron_add."""
         return await self._run(cmds.cron_add(name, queue, spec, body, {
-            "repl": replicate, "retry": retry, "ttl": ttl, "priority": priority,
-            "group": group, "tz": tz}))
+            "repl": replicate, "retry": to_seconds("retry", retry, retry_ms),
+            "ttl": to_seconds("ttl", ttl, ttl_ms), "priority": priority, "group": group,
+            "tz": tz}))
 
     async def cron_del(self, name: str) -> int:
         return await self._run(cmds.cron_del(name))
@@ -452,24 +459,24 @@ class AsyncClient(ClientBase):
         return await self._run(cmds.topic_list(topic))
 
     async def topic_publish(self, topic: str | bytes, body: Body, *,
-                      msgid: str | bytes | None = None, replicate: int | None = None, delay: int | None = None,
-                      retry: int | None = None, ttl: int | None = None,
+                      msgid: str | bytes | None = None, replicate: int | None = None,
+                      delay: timedelta | None = None, delay_ms: int | None = None,
+                      retry: timedelta | None = None, retry_ms: int | None = None,
+                      ttl: timedelta | None = None, ttl_ms: int | None = None,
                       maxlen: int | None = None, async_: bool = False,
-                      delay_ms: int | None = None, at: datetime | int | None = None,
+                      at: datetime | int | None = None,
                       priority: int | None = None, group: str | bytes | None = None,
                       max_deliveries: int | None = None, queue_randomly: bool = False,
                       batch: str | bytes | None = None,
                       after: Iterable[str | bytes] | None = None,
                       attrs: Mapping[str | bytes, str | bytes] | None = None
                       ) -> dict[str, str | ErrorReply]:
-        """TOPIC PUBLISH: one job in each subscribed queue, with ADDJOB's options;
-        each queue's job ID, or its error. `msgid`: a retried publish with it adds
-        nothing twice to any queue. Traced as add_job (the topic as the destination)."""
+        """As Client.topic_publish."""
         with self.tracing.publish(topic, attrs, operation="TOPIC PUBLISH") as traced:
             return traced.published(await self._run(cmds.topic_publish(topic, body, {
-                "msgid": msgid, "repl": replicate, "delay": delay, "retry": retry,
-                "ttl": ttl, "maxlen": maxlen, "async_": async_, "delay_ms": delay_ms,
-                "at": at, "priority": priority, "group": group,
+                "msgid": msgid, "repl": replicate, **job_durations(
+                    delay=delay, delay_ms=delay_ms, retry=retry, retry_ms=retry_ms, ttl=ttl,
+                    ttl_ms=ttl_ms).fields(), "maxlen": maxlen, "async_": async_, "at": at, "priority": priority, "group": group,
                 "max_deliveries": max_deliveries, "queue_randomly": queue_randomly,
                 "batch": batch, "after": None if after is None else list(after),
                 "attrs": None if traced.attrs is None else list(traced.attrs.items())})))
@@ -478,13 +485,10 @@ class AsyncClient(ClientBase):
     async def batch_new(self, bid: str | bytes, *,
                   ondone: tuple[str | bytes, Body] | None = None,
                   onsuccess: tuple[str | bytes, Body] | None = None,
-                  ttl: int | None = None) -> str:
-        """BATCH NEW: a batch; add its jobs with add_job(..., batch=bid), then
-        batch_close(bid). Once every member ended, `ondone` (queue, body) is added as a
-        job, once in the cluster, and `onsuccess` too if none went dead. `ttl`: seconds
-        the batch is kept (default a week)."""
-        return await self._run(cmds.batch_new(bid, {"ondone": ondone, "onsuccess": onsuccess,
-                                                 "ttl": ttl}))
+                  ttl: timedelta | None = None, ttl_ms: int | None = None) -> str:
+        """As Client.batch_new."""
+        return await self._run(cmds.batch_new(bid, {
+            "ondone": ondone, "onsuccess": onsuccess, "ttl": to_seconds("ttl", ttl, ttl_ms)}))
 
     async def batch_close(self, bid: str | bytes) -> int:
         """BATCH CLOSE: no more members; returns how many the cluster counted."""
@@ -507,17 +511,22 @@ class AsyncClient(ClientBase):
                           deadletter: str | bytes | None = None,
                           backoff: tuple[int, int] | None = None,
                           rate: float | None = None,
-                          result_ttl: int | None = None,
-                          concurrency: int | None = None, retry: int | None = None,
-                          ttl: int | None = None, replicate: int | None = None,
-                          maxlen: int | None = None, group_concurrency: int | None = None,
-                          group_rate: float | None = None, retain: int | None = None,
-                      retain_bytes: int | None = None) -> str:
+                          result_ttl: timedelta | None = None,
+                          result_ttl_ms: int | None = None, concurrency: int | None = None,
+                          retry: timedelta | None = None, retry_ms: int | None = None,
+                          ttl: timedelta | None = None, ttl_ms: int | None = None,
+                          replicate: int | None = None, maxlen: int | None = None,
+                          group_concurrency: int | None = None,
+                          group_rate: float | None = None, retain: timedelta | None = None,
+                          retain_ms: int | None = None, retain_bytes: int | None = None
+                          ) -> str:
         """As Client.qpolicy_set."""
         return await self._run(cmds.qpolicy_set(
-            queue, max_deliveries, deadletter, backoff, rate, result_ttl, concurrency,
-            retry=retry, ttl=ttl, replicate=replicate, maxlen=maxlen,
-            group_concurrency=group_concurrency, group_rate=group_rate, retain=retain,
+            queue, max_deliveries, deadletter, backoff, rate,
+            to_seconds("result_ttl", result_ttl, result_ttl_ms), concurrency,
+            retry=to_seconds("retry", retry, retry_ms), ttl=to_seconds("ttl", ttl, ttl_ms),
+            replicate=replicate, maxlen=maxlen, group_concurrency=group_concurrency,
+            group_rate=group_rate, retain=to_seconds("retain", retain, retain_ms),
             retain_bytes=retain_bytes))
 
     async def qpolicy_get(self, queue: str) -> QueuePolicy | None:

@@ -93,7 +93,7 @@ class DisqBackend(KeyValueStoreBackend):  # type: ignore[misc]
             # the ACL does not allow QPOLICY keeps the queue's RESULT-TTL (an hour
             # unless an operator set it)
             try:
-                self._client.qpolicy_set(self.queue, result_ttl=self.ttl)
+                self._client.qpolicy_set(self.queue, result_ttl_ms=self.ttl * 1000)
             except ResponseError as exc:
                 logger.warning("disq result backend: RESULT-TTL of %s not set: %s",
                                self.queue, exc)
@@ -126,7 +126,7 @@ class DisqBackend(KeyValueStoreBackend):  # type: ignore[misc]
         known = self._job_ids.get(text)
         if known is not None and now - known[1] < self.ttl / 2:
             return known[0]
-        job_id = self.client.add_job(self.queue, text, dedup=text, ttl=self.ttl,
+        job_id = self.client.add_job(self.queue, text, dedup=text, ttl_ms=self.ttl * 1000,
                                      replicate=self.replicate)
         self._job_ids[text] = (job_id, now)
         self._job_ids.move_to_end(text)

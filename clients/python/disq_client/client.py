@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
@@ -25,6 +25,7 @@ from .core import (
     Nodes,
     seed_list,
 )
+from .durations import job_durations, socket_wait, to_seconds
 from .errors import DisqConnectionError, DisqTimeoutError
 from .protocol import (
     FEED_PIECE,
@@ -68,8 +69,9 @@ class ClientBase:
     view and every choice, core.py). They differ only in how they send and wait."""
 
     def __init__(self, nodes: Nodes = DEFAULT_NODE, *, password: str | None = None,
-                 timeout: float | None = 5.0, connect_timeout: float | None = 2.0,
-                 switch_after_jobs: int = 100, retries: int = 3, ssl: SSLOption = None,
+                 timeout_ms: int | None = None, timeout: timedelta | None = None,
+                 connect_timeout_ms: int | None = None,
+                 connect_timeout: timedelta | None = None, switch_after_jobs: int = 100, retries: int = 3, ssl: SSLOption = None,
                  ssl_ca_certs: str | None = None, ssl_certfile: str | None = None,
                  ssl_keyfile: str | None = None, ssl_check_hostname: bool = True,
                  tracing: bool | None = None,
@@ -78,7 +80,10 @@ class ClientBase:
         # add_jobs sends a batch as one ADDJOBS (disq's) until a server does not know it
         # (Disque): pipelined ADDJOBs from then on
         self.bulk_adds = True
-        self.settings = ConnectionSettings(timeout, connect_timeout, password, ssl_context(
+        self.settings = ConnectionSettings(
+            socket_wait("timeout", timeout, timeout_ms, DEFAULT_SETTINGS.timeout),
+            socket_wait("connect_timeout", connect_timeout, connect_timeout_ms,
+                        DEFAULT_SETTINGS.connect_timeout), password, ssl_context(
             ssl, ca_certs=ssl_ca_certs, certfile=ssl_certfile, keyfile=ssl_keyfile,
             check_hostname=ssl_check_hostname))
         # OpenTelemetry (tracing.py): spans and trace context in jobs when it is
@@ -435,10 +440,12 @@ class Client(ClientBase):
 
     # -- jobs ---------------------------------------------------------------------------
     def add_job(self, queue: str, body: Body, *, timeout_ms: int = ADD_TIMEOUT_MS,
-                replicate: int | None = None, delay: int | None = None,
-                retry: int | None = None, ttl: int | None = None, maxlen: int | None = None,
+                replicate: int | None = None, delay: timedelta | None = None,
+                delay_ms: int | None = None, retry: timedelta | None = None,
+                retry_ms: int | None = None, ttl: timedelta | None = None,
+                ttl_ms: int | None = None, maxlen: int | None = None,
                 async_: bool = False, dedup: str | bytes | None = None,
-                delay_ms: int | None = None, at: datetime | int | None = None,
+                at: datetime | int | None = None,
                 priority: int | None = None, group: str | bytes | None = None,
                 max_deliveries: int | None = None, queue_randomly: bool = False,
                 unique: str | bytes | None = None, batch: str | bytes | None = None,
@@ -446,12 +453,15 @@ class Client(ClientBase):
                 attrs: Mapping[str | bytes, str | bytes] | None = None,
                 orderkey: str | bytes | None = None, strict: bool = False) -> str:
         """ADDJOB; returns the job ID. `timeout_ms` bounds synchronous replication (0:
-        no limit); delay, retry and ttl are in seconds. disq's extensions: `dedup`, a
+        no limit). Durations (durations.py) in ms as `delay_ms`, `retry_ms`, `ttl_ms`,
+        or as timedeltas under `delay`, `retry`, `ttl`; RETRY and TTL are whole seconds
+        on the wire, rounded up; a delay not of whole seconds is sent as DELAY-MS (a disq
+        extension). disq's extensions: `dedup`, a
         key: if the cluster added a job with it already, that job's ID, nothing added;
         `unique`, a key: if a job added with it is still queued or running (not acked,
         not a dead letter, not deleted or expired), that job's ID, nothing added
         (not with `dedup`);
-        `delay_ms`, a delay in ms, or `at`, when to deliver it (a datetime, naive: local
+        `at` (not with a delay), when to deliver it (a datetime, naive: local
         time, or Unix ms; never before it); `priority` 0 (most urgent) .. 255 (default
         128); `group`, a fairness group (ready jobs are handed out round-robin by group);
         `max_deliveries` (1..65535), deliveries after which the job is not queued again
@@ -469,18 +479,21 @@ class Client(ClientBase):
         unless `attrs` has them."""
         with self.tracing.publish(queue, attrs) as traced:
             return traced.published(self._run(cmds.add_job(
-                queue, body, timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup,
-                delay_ms=delay_ms, at=at, priority=priority, group=group,
+                queue, body, timeout_ms, replicate, job_durations(
+                    delay=delay, delay_ms=delay_ms, retry=retry, retry_ms=retry_ms, ttl=ttl,
+                    ttl_ms=ttl_ms), maxlen, async_, dedup, at=at, priority=priority, group=group,
                 max_deliveries=max_deliveries, queue_randomly=queue_randomly, unique=unique,
                 batch=batch, after=after, attrs=traced.attrs, orderkey=orderkey,
                 strict=strict)))
 
     def add_jobs(self, queue: str, bodies: Iterable[Body], *,
                  timeout_ms: int = ADD_TIMEOUT_MS, replicate: int | None = None,
-                 delay: int | None = None, retry: int | None = None, ttl: int | None = None,
+                 delay: timedelta | None = None, delay_ms: int | None = None,
+                 retry: timedelta | None = None, retry_ms: int | None = None,
+                 ttl: timedelta | None = None, ttl_ms: int | None = None,
                  maxlen: int | None = None, async_: bool = False,
                  batch_size: int = BATCH_SIZE,
-                 dedup: Iterable[str | bytes] | None = None, delay_ms: int | None = None,
+                 dedup: Iterable[str | bytes] | None = None,
                  at: datetime | int | None = None, priority: int | None = None,
                  group: str | bytes | None = None,
                  max_deliveries: int | None = None,
@@ -496,8 +509,9 @@ class Client(ClientBase):
         connection add nothing twice. Traced as one span for all the jobs, which all
         carry its context (see add_job)."""
         with self.tracing.publish(queue, attrs, operation="ADDJOBS") as traced:
-            plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, delay, retry, ttl,
-                                 maxlen, async_, batch_size, dedup, delay_ms=delay_ms, at=at,
+            plan = cmds.add_jobs(queue, bodies, timeout_ms, replicate, job_durations(
+                delay=delay, delay_ms=delay_ms, retry=retry, retry_ms=retry_ms, ttl=ttl,
+                ttl_ms=ttl_ms), maxlen, async_, batch_size, dedup, at=at,
                                  priority=priority, group=group,
                                  max_deliveries=max_deliveries, queue_randomly=queue_randomly,
                                  batch=batch, after=after, attrs=traced.attrs,
@@ -568,7 +582,7 @@ class Client(ClientBase):
 
     def working(self, job_id: str, *, progress: int | None = None,
                 data: Body | None = None) -> int:
-        """WORKING: postpone the next requeue by the job's RETRY, which it returns (s).
+        """WORKING: postpone the next requeue by the job's RETRY, which it returns (ms).
         `progress` (0..100) and `data` (at most 4096 bytes), disq extensions, are kept
         with the job on its holders: SHOW's `progress`, and `wait`'s `progress_data`
         for a job still active."""
@@ -597,14 +611,17 @@ class Client(ClientBase):
         return self._run(cmds.qstat(queue))
 
     def cron_add(self, name: str, queue: str, spec: str, body: Body, *,
-                 replicate: int | None = None, retry: int | None = None,
-                 ttl: int | None = None, priority: int | None = None,
+                 replicate: int | None = None, retry: timedelta | None = None,
+                 retry_ms: int | None = None, ttl: timedelta | None = None,
+                 ttl_ms: int | None = None, priority: int | None = None,
                  group: str | bytes | None = None, tz: str | None = None) -> str:
         """CRON ADD (a disq extension): `spec` in cron syntax (six fields: seconds first);
-        each tick adds a job with these options (`tz`: the zone `spec` is read in)."""
+        each tick adds a job with these options, as add_job's (`tz`: the zone `spec` is
+        read in)."""
         return self._run(cmds.cron_add(name, queue, spec, body, {
-            "repl": replicate, "retry": retry, "ttl": ttl, "priority": priority,
-            "group": group, "tz": tz}))
+            "repl": replicate, "retry": to_seconds("retry", retry, retry_ms),
+            "ttl": to_seconds("ttl", ttl, ttl_ms), "priority": priority, "group": group,
+            "tz": tz}))
 
     def cron_del(self, name: str) -> int:
         return self._run(cmds.cron_del(name))
@@ -625,10 +642,12 @@ class Client(ClientBase):
         return self._run(cmds.topic_list(topic))
 
     def topic_publish(self, topic: str | bytes, body: Body, *,
-                      msgid: str | bytes | None = None, replicate: int | None = None, delay: int | None = None,
-                      retry: int | None = None, ttl: int | None = None,
+                      msgid: str | bytes | None = None, replicate: int | None = None,
+                      delay: timedelta | None = None, delay_ms: int | None = None,
+                      retry: timedelta | None = None, retry_ms: int | None = None,
+                      ttl: timedelta | None = None, ttl_ms: int | None = None,
                       maxlen: int | None = None, async_: bool = False,
-                      delay_ms: int | None = None, at: datetime | int | None = None,
+                      at: datetime | int | None = None,
                       priority: int | None = None, group: str | bytes | None = None,
                       max_deliveries: int | None = None, queue_randomly: bool = False,
                       batch: str | bytes | None = None,
@@ -640,9 +659,9 @@ class Client(ClientBase):
         nothing twice to any queue. Traced as add_job (the topic as the destination)."""
         with self.tracing.publish(topic, attrs, operation="TOPIC PUBLISH") as traced:
             return traced.published(self._run(cmds.topic_publish(topic, body, {
-                "msgid": msgid, "repl": replicate, "delay": delay, "retry": retry,
-                "ttl": ttl, "maxlen": maxlen, "async_": async_, "delay_ms": delay_ms,
-                "at": at, "priority": priority, "group": group,
+                "msgid": msgid, "repl": replicate, **job_durations(
+                    delay=delay, delay_ms=delay_ms, retry=retry, retry_ms=retry_ms, ttl=ttl,
+                    ttl_ms=ttl_ms).fields(), "maxlen": maxlen, "async_": async_, "at": at, "priority": priority, "group": group,
                 "max_deliveries": max_deliveries, "queue_randomly": queue_randomly,
                 "batch": batch, "after": None if after is None else list(after),
                 "attrs": None if traced.attrs is None else list(traced.attrs.items())})))
@@ -651,13 +670,14 @@ class Client(ClientBase):
     def batch_new(self, bid: str | bytes, *,
                   ondone: tuple[str | bytes, Body] | None = None,
                   onsuccess: tuple[str | bytes, Body] | None = None,
-                  ttl: int | None = None) -> str:
+                  ttl: timedelta | None = None, ttl_ms: int | None = None) -> str:
         """BATCH NEW: a batch; add its jobs with add_job(..., batch=bid), then
         batch_close(bid). Once every member ended, `ondone` (queue, body) is added as a
-        job, once in the cluster, and `onsuccess` too if none went dead. `ttl`: seconds
-        the batch is kept (default a week)."""
+        job, once in the cluster, and `onsuccess` too if none went dead. `ttl` (a
+        timedelta) or `ttl_ms`: how long the batch is kept (default a week; whole
+        seconds, rounded up)."""
         return self._run(cmds.batch_new(bid, {"ondone": ondone, "onsuccess": onsuccess,
-                                                 "ttl": ttl}))
+                                                 "ttl": to_seconds("ttl", ttl, ttl_ms)}))
 
     def batch_close(self, bid: str | bytes) -> int:
         """BATCH CLOSE: no more members; returns how many the cluster counted."""
@@ -681,28 +701,33 @@ class Client(ClientBase):
     def qpolicy_set(self, queue: str, *, max_deliveries: int | None = None,
                     deadletter: str | bytes | None = None,
                     backoff: tuple[int, int] | None = None,
-                    rate: float | None = None, result_ttl: int | None = None,
-                    concurrency: int | None = None, retry: int | None = None,
-                    ttl: int | None = None, replicate: int | None = None,
-                    maxlen: int | None = None, group_concurrency: int | None = None,
-                    group_rate: float | None = None, retain: int | None = None,
-                retain_bytes: int | None = None) -> str:
+                    rate: float | None = None, result_ttl: timedelta | None = None,
+                    result_ttl_ms: int | None = None, concurrency: int | None = None,
+                    retry: timedelta | None = None, retry_ms: int | None = None,
+                    ttl: timedelta | None = None, ttl_ms: int | None = None,
+                    replicate: int | None = None, maxlen: int | None = None,
+                    group_concurrency: int | None = None, group_rate: float | None = None,
+                    retain: timedelta | None = None, retain_ms: int | None = None,
+                    retain_bytes: int | None = None) -> str:
         """QPOLICY queue SET: the fields given replace the queue policy's, the others
         stay. `max_deliveries` (1..65535): deliveries before a job becomes a dead
         letter; `deadletter`: where dead letters go (default `dead:<queue>`);
         `backoff` (base_ms, max_ms): a NACKed or requeued job waits min(max,
         base * 2^(n-1)) +-20% after its n-th failure; `rate`: at most that many jobs per
         second delivered from the queue; `concurrency`: at most that many of its jobs
-        delivered and not yet ended at a time, cluster-wide; `result_ttl`: seconds a job's result is kept
-        once it ended (default an hour; 0: none). `retry`, `ttl`, `replicate`, `maxlen`:
-        the defaults of an ADDJOB to the queue that does not give them (its own win);
-        `group_concurrency`, `group_rate`: `concurrency` and `rate` for each GROUP of
-        the queue. `retain`: seconds its acked jobs are kept on disk for `replay`, at
-        most `retain_bytes` of them on each node. Returns "OK"."""
+        delivered and not yet ended at a time, cluster-wide. Durations are timedeltas or
+        `*_ms` ints (whole seconds on the wire, rounded up): `result_ttl`, how long a job's
+        result is kept once it ended (default an hour; 0: none). `retry`, `ttl`,
+        `replicate`, `maxlen`: the defaults of an ADDJOB to the queue that does not give
+        them (its own win); `group_concurrency`, `group_rate`: `concurrency` and `rate`
+        for each GROUP of the queue. `retain`: how long its acked jobs are kept on disk
+        for `replay`, at most `retain_bytes` of them on each node. Returns "OK"."""
         return self._run(cmds.qpolicy_set(
-            queue, max_deliveries, deadletter, backoff, rate, result_ttl, concurrency,
-            retry=retry, ttl=ttl, replicate=replicate, maxlen=maxlen,
-            group_concurrency=group_concurrency, group_rate=group_rate, retain=retain,
+            queue, max_deliveries, deadletter, backoff, rate,
+            to_seconds("result_ttl", result_ttl, result_ttl_ms), concurrency,
+            retry=to_seconds("retry", retry, retry_ms), ttl=to_seconds("ttl", ttl, ttl_ms),
+            replicate=replicate, maxlen=maxlen, group_concurrency=group_concurrency,
+            group_rate=group_rate, retain=to_seconds("retain", retain, retain_ms),
             retain_bytes=retain_bytes))
 
     def qpolicy_get(self, queue: str) -> QueuePolicy | None:

@@ -10,6 +10,7 @@ from itertools import islice
 from typing import Generic, TypeVar, cast
 
 from .bodies import Body, to_body
+from .durations import JobDurations
 from .errors import BatchError, ProtocolError
 from .protocol import Arg, ErrorReply, error_of, to_bytes
 from .spec import (
@@ -138,16 +139,16 @@ def addjob_wait(timeout_ms: int, async_: bool) -> float | None:
 
 
 def add_job(queue: str, body: Body, timeout_ms: int, replicate: int | None,
-            delay: int | None, retry: int | None, ttl: int | None, maxlen: int | None,
-            async_: bool, dedup: Arg | None, *, delay_ms: int | None = None,
-            at: datetime | int | None = None, priority: int | None = None,
+            durations: JobDurations, maxlen: int | None, async_: bool, dedup: Arg | None,
+            *, at: datetime | int | None = None, priority: int | None = None,
             group: Arg | None = None, max_deliveries: int | None = None,
             queue_randomly: bool = False, unique: Arg | None = None,
             batch: Arg | None = None, after: Iterable[Arg] | None = None,
             attrs: Mapping[str | bytes, str | bytes] | None = None,
             orderkey: Arg | None = None, strict: bool = False) -> Cmd[str]:
-    options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_, dedup,
-                             delay_ms=delay_ms, at=at, priority=priority, group=group,
+    options = addjob_options(timeout_ms, replicate, durations.delay, durations.retry,
+                             durations.ttl, maxlen, async_, dedup,
+                             delay_ms=durations.delay_ms, at=at, priority=priority, group=group,
                              max_deliveries=max_deliveries, queue_randomly=queue_randomly,
                              unique=unique, batch=batch, after=after,
                              attrs=attrs, orderkey=orderkey, strict=strict)
@@ -175,17 +176,17 @@ class JobBatches:
 
 
 def add_jobs(queue: str, bodies: Iterable[Body], timeout_ms: int, replicate: int | None,
-             delay: int | None, retry: int | None, ttl: int | None, maxlen: int | None,
-             async_: bool, batch_size: int, dedup: Iterable[Arg] | None, *,
-             delay_ms: int | None = None, at: datetime | int | None = None,
+             durations: JobDurations, maxlen: int | None, async_: bool, batch_size: int,
+             dedup: Iterable[Arg] | None, *, at: datetime | int | None = None,
              priority: int | None = None, group: Arg | None = None,
              max_deliveries: int | None = None, queue_randomly: bool = False,
              batch: Arg | None = None, after: Iterable[Arg] | None = None,
             attrs: Mapping[str | bytes, str | bytes] | None = None,
              orderkey: Arg | None = None, strict: bool = False) -> JobBatches:
     """A batch of ADDJOBs, `batch_size` jobs a request (see JobBatches)."""
-    options = addjob_options(timeout_ms, replicate, delay, retry, ttl, maxlen, async_,
-                             delay_ms=delay_ms, at=at, priority=priority, group=group,
+    options = addjob_options(timeout_ms, replicate, durations.delay, durations.retry,
+                             durations.ttl, maxlen, async_,
+                             delay_ms=durations.delay_ms, at=at, priority=priority, group=group,
                              max_deliveries=max_deliveries, queue_randomly=queue_randomly,
                              batch=batch, after=after, attrs=attrs, orderkey=orderkey,
                              strict=strict)
@@ -394,11 +395,12 @@ def nack(ids: Sequence[str], delay_ms: int | None, error: str | bytes | None = N
 
 
 def working(job_id: str, progress: int | None = None, data: Body | None = None) -> Cmd[int]:
-    """WORKING id [PROGRESS 0-100] [DATA blob] (both disq extensions)."""
+    """WORKING id [PROGRESS 0-100] [DATA blob] (both disq extensions): the job's RETRY,
+    in ms."""
     if progress is None and data is None:
-        return Cmd(("WORKING", job_id), _int)
+        return Cmd(("WORKING", job_id), _seconds)
     return Cmd(("WORKING", job_id, *_options(WORKING, {
-        "progress": progress, "data": None if data is None else to_body(data)})), _int)
+        "progress": progress, "data": None if data is None else to_body(data)})), _seconds)
 
 
 def _ok(value: object) -> None:
@@ -415,6 +417,15 @@ def set_job(job_id: str, priority: int | None, at: datetime | int | None,
 
 def _optional_int(value: object) -> int | None:
     return None if value is None else _int(value)
+
+
+def _seconds(value: object) -> int:
+    """A duration a reply gives in whole seconds (Disque's SHOW, QSTAT), in ms."""
+    return _int(value) * 1000
+
+
+def _optional_seconds(value: object) -> int | None:
+    return None if value is None else _seconds(value)
 
 
 def _optional_str(value: object) -> str | None:
@@ -439,8 +450,8 @@ def job_info(reply: object) -> JobInfo | None:
     assert body is None or isinstance(body, bytes)
     info = JobInfo(
         id=_str(f["id"]), queue=_str(f["queue"]), state=_str(f["state"]),
-        repl=_int(f["repl"]), ttl=_int(f["ttl"]), ctime=_int(f["ctime"]),
-        delay=_int(f["delay"]), retry=_int(f["retry"]), nacks=_int(f["nacks"]),
+        repl=_int(f["repl"]), ttl_ms=_seconds(f["ttl"]), ctime=_int(f["ctime"]),
+        delay_ms=_seconds(f["delay"]), retry_ms=_seconds(f["retry"]), nacks=_int(f["nacks"]),
         additional_deliveries=_int(f["additional-deliveries"]),
         nodes_delivered=_str_list(f["nodes-delivered"]),
         nodes_confirmed=_str_list(f["nodes-confirmed"]),
@@ -474,7 +485,8 @@ def _queue_stat(reply: object) -> QueueStat | None:
     assert isinstance(reply, list), reply
     f = _pairs(reply)
     return QueueStat(
-        name=_str(f["name"]), len=_int(f["len"]), age=_int(f["age"]), idle=_int(f["idle"]),
+        name=_str(f["name"]), len=_int(f["len"]), age_ms=_seconds(f["age"]),
+        idle_ms=_seconds(f["idle"]),
         blocked=_int(f["blocked"]), import_from=_str_list(f["import-from"]),
         import_rate=_int(f["import-rate"]), jobs_in=_int(f["jobs-in"]),
         jobs_out=_int(f["jobs-out"]), pause=_str(f["pause"]),
@@ -633,13 +645,14 @@ def _queue_policy(reply: object) -> QueuePolicy | None:
     return QueuePolicy(_str(f["queue"]), _optional_int(f["maxdeliveries"]),
                        _str(f["deadletter"]), backoff,
                        None if rate is None else float(_str(rate)),
-                       _optional_int(f.get("result-ttl")),
+                       _optional_seconds(f.get("result-ttl")),
                        _optional_int(f.get("concurrency")),
-                       _optional_int(f.get("retry")), _optional_int(f.get("ttl")),
+                       _optional_seconds(f.get("retry")), _optional_seconds(f.get("ttl")),
                        _optional_int(f.get("replicate")), _optional_int(f.get("maxlen")),
                        _optional_int(f.get("group-concurrency")),
                        None if group_rate is None else float(_str(group_rate)),
-                       _optional_int(f.get("retain")), _optional_int(f.get("retain-bytes")))
+                       _optional_seconds(f.get("retain")),
+                       _optional_int(f.get("retain-bytes")))
 
 
 def qpolicy_get(queue: str) -> Cmd[QueuePolicy | None]:

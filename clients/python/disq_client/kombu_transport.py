@@ -118,7 +118,7 @@ class Channel(virtual.Channel):  # type: ignore[misc]
         seeds = seed_nodes(conninfo.hostname, conninfo.port, conninfo.alt or ())
         settings: dict[str, Any] = {"password": conninfo.password or None}
         if conninfo.connect_timeout is not None:
-            settings["connect_timeout"] = conninfo.connect_timeout
+            settings["connect_timeout_ms"] = round(conninfo.connect_timeout * 1000)
         # two clients: a GETJOB blocking on one does not hold up the acks and the
         # publishing of other threads (a Client runs one command at a time)
         self.client = Client(seeds, **settings)
@@ -133,9 +133,14 @@ class Channel(virtual.Channel):  # type: ignore[misc]
         eta = headers.get("eta")
         at = eta_to_unix_ms(eta) if eta else None
         priority = self._get_message_priority(message)
-        retry = None if self.visibility_timeout is None else max(1, int(self.visibility_timeout))
+        # visibility_timeout is in seconds, as Celery's other transports take it; at
+        # least one (RETRY 0 would deliver the job at most once)
+        retry_ms = (None if self.visibility_timeout is None
+                    else max(1000, round(self.visibility_timeout * 1000)))
+        ttl = self._ttl(at)
         self.client.add_job(queue, json.dumps(message), replicate=self.replicate,
-                            retry=retry, ttl=self._ttl(at), at=at,
+                            retry_ms=retry_ms, ttl_ms=None if ttl is None else ttl * 1000,
+                            at=at,
                             priority=celery_priority_to_disq(priority))
 
     def _ttl(self, at: int | None) -> int | None:

@@ -70,18 +70,19 @@ class Job:
 
 @dataclass(slots=True)
 class JobInfo:
-    """SHOW: everything a node knows about a job. Times are as Disque gives them: `ttl`
-    in seconds left, `ctime` in nanoseconds-ish creation order (ms * 1e6 + counter),
-    `delay`/`retry` in seconds, `next_*_within` in ms (None: never)."""
+    """SHOW: everything a node knows about a job. Durations in ms, as everywhere in the
+    client (SHOW gives `ttl`, `delay`, `retry` in whole seconds: `ttl_ms` is the time
+    left to live to the second, rounded down); `ctime` in nanoseconds-ish creation order
+    (ms * 1e6 + counter), `next_*_within` in ms (None: never)."""
 
     id: str
     queue: str
     state: str
     repl: int
-    ttl: int
+    ttl_ms: int
     ctime: int
-    delay: int
-    retry: int
+    delay_ms: int
+    retry_ms: int
     nacks: int
     additional_deliveries: int
     nodes_delivered: list[str]
@@ -117,12 +118,13 @@ class JobError:
 
 @dataclass(slots=True)
 class QueueStat:
-    """QSTAT. `age` and `idle` in seconds, `import_rate` in jobs per second."""
+    """QSTAT. `age_ms` and `idle_ms` in ms (whole seconds: QSTAT's unit), `import_rate`
+    in jobs per second."""
 
     name: str
     len: int
-    age: int
-    idle: int
+    age_ms: int
+    idle_ms: int
     blocked: int
     import_from: list[str]
     import_rate: int
@@ -193,12 +195,12 @@ class QueuePolicy:
     `deadletter`: the queue its dead letters go to (`dead:<queue>` unless set);
     `backoff`: (base ms, max ms) a NACKed or requeued job waits, doubling from base
     (None: none); `rate`: at most that many jobs per second delivered (None: no limit);
-    `result_ttl`: seconds a job's result is kept once it ended (None: an hour);
+    `result_ttl_ms`: how long a job's result is kept once it ended (None: an hour);
     `concurrency`: at most that many jobs delivered and not yet ended (None: no limit);
-    `retry`, `ttl`, `replicate`, `maxlen`: what an ADDJOB to the queue that does not give
+    `retry_ms`, `ttl_ms`, `replicate`, `maxlen`: what an ADDJOB to the queue that does not give
     the option takes (None: ADDJOB's own default); `group_concurrency`, `group_rate`:
-    `concurrency` and `rate` for each GROUP of the queue (None: no limit); `retain`:
-    seconds its acked jobs are kept on disk for REPLAY, `retain_bytes` the most bytes of
+    `concurrency` and `rate` for each GROUP of the queue (None: no limit); `retain_ms`:
+    how long its acked jobs are kept on disk for REPLAY, `retain_bytes` the most bytes of
     them on each node (None: none, no cap)."""
 
     queue: str
@@ -206,15 +208,15 @@ class QueuePolicy:
     deadletter: str
     backoff: tuple[int, int] | None
     rate: float | None
-    result_ttl: int | None = None
+    result_ttl_ms: int | None = None
     concurrency: int | None = None
-    retry: int | None = None
-    ttl: int | None = None
+    retry_ms: int | None = None
+    ttl_ms: int | None = None
     replicate: int | None = None
     maxlen: int | None = None
     group_concurrency: int | None = None
     group_rate: float | None = None
-    retain: int | None = None
+    retain_ms: int | None = None
     retain_bytes: int | None = None
 
 

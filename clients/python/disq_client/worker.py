@@ -27,11 +27,11 @@ functions run in a thread pool of `concurrency` threads. Then:
   A handler's traceback is logged once per job (again only if it changes); its other
   failures are one line each;
 - it runs long: WORKING heartbeats keep the job from being queued again while it runs.
-  After `heartbeat_after` seconds SHOW gives the job's RETRY and when it would be queued
+  After `heartbeat_after_ms` SHOW gives the job's RETRY and when it would be queued
   again; WORKING is sent before that, then every `heartbeat_fraction` of RETRY. Jobs
   with RETRY 0 (never queued again, seen in their ID) get none.
 - SIGTERM or SIGINT (or `stop()`): no new GETJOB; the one in flight (at most `poll_ms`)
-  completes and its jobs run; running jobs get `grace` seconds to finish and be acked.
+  completes and its jobs run; running jobs get `grace_ms` to finish and be acked.
   Jobs still running then are given back with ENQUEUE (queued again now, counted as an
   additional delivery) and `run()` returns. Their threads cannot be stopped: the
   `disq-worker` command then exits without waiting for them.
@@ -55,10 +55,12 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from .aio import AsyncClient
 from .core import DEFAULT_NODE, Nodes
+from .durations import to_ms
 from .errors import DisqError, NoJobError, TooLateError
 from .retry import RetryPolicy, is_transient
 from .spec import QPOLICY_SET
@@ -86,6 +88,8 @@ SETTLE_RETRY = RetryPolicy(max_attempts=3, base_delay=0.1, max_delay=0.5, multip
 # A failing job: given up after its 25th delivery (as Faktory's 25 retries), NACKed
 # meanwhile with a delay doubling from 1 s up to 10 min (about 3 hours in all).
 DELIVERY_LIMIT = 25
+GRACE_MS = 30_000  # running jobs' time to finish at shutdown
+HEARTBEAT_AFTER_MS = 500  # a job running this long starts its WORKING heartbeats
 RETRY_BACKOFF = (1000, 600_000)
 # Jobs whose last traceback is remembered (logged again only if it changes).
 TRACEBACKS_KEPT = 10_000
@@ -178,9 +182,10 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def heartbeat_interval(retry: int, fraction: float) -> float:
+def heartbeat_interval(retry_ms: int, fraction: float) -> float:
     """Seconds between WORKINGs for a job with this RETRY: a fraction of it, and early
     enough for the ±0.5 s the node adds to every requeue time."""
+    retry = retry_ms / 1000
     return max(0.1, min(retry * fraction, retry - 0.75))
 
 
@@ -197,9 +202,12 @@ class Worker:
     the server has no limit or back-off of its own for it."""
 
     def __init__(self, nodes: Nodes = DEFAULT_NODE, *, concurrency: int = 8,
-                 password: str | None = None, grace: float = 30.0, poll_ms: int = 1000,
-                 heartbeat_after: float = 0.5, heartbeat_fraction: float = 0.5,
-                 timeout: float | None = 5.0, ssl: SSLOption = None,
+                 password: str | None = None, grace_ms: int | None = None,
+                 grace: timedelta | None = None, poll_ms: int = 1000,
+                 heartbeat_after_ms: int | None = None,
+                 heartbeat_after: timedelta | None = None, heartbeat_fraction: float = 0.5,
+                 timeout_ms: int | None = None, timeout: timedelta | None = None,
+                 ssl: SSLOption = None,
                  delivery_limit: int | None = DELIVERY_LIMIT,
                  retry_backoff: tuple[int, int] | None = RETRY_BACKOFF,
                  tracing: bool | None = None,
@@ -213,11 +221,14 @@ class Worker:
         self.concurrency = concurrency
         self.password = password
         self.ssl = ssl  # True or an ssl.SSLContext (disq_client.ssl_context(...))
-        self.grace = grace
+        # durations as the client takes them (durations.py): ms, or a timedelta
+        given = to_ms("grace", grace, grace_ms)
+        self.grace_ms = GRACE_MS if given is None else given
         self.poll_ms = poll_ms
-        self.heartbeat_after = heartbeat_after
+        given = to_ms("heartbeat_after", heartbeat_after, heartbeat_after_ms)
+        self.heartbeat_after_ms = HEARTBEAT_AFTER_MS if given is None else given
         self.heartbeat_fraction = heartbeat_fraction
-        self.timeout = timeout
+        self.timeout_ms = to_ms("timeout", timeout, timeout_ms)  # None: the client's
         # OpenTelemetry (tracing.py): each handler in a CONSUMER span, child of the
         # producer's context carried in the job, when a tracer provider is set
         self.tracing = JobTracing(tracing, tracer_provider)
@@ -281,7 +292,7 @@ class Worker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop)
         executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="disq-worker")
-        client = AsyncClient(self.nodes, password=self.password, timeout=self.timeout,
+        client = AsyncClient(self.nodes, password=self.password, timeout_ms=self.timeout_ms,
                              ssl=self.ssl, tracing=self.tracing.enabled,
                              tracer_provider=self.tracing.provider)
         running: set[asyncio.Task[None]] = set()
@@ -368,8 +379,9 @@ class Worker:
                      jobs_of: dict[asyncio.Task[None], Job]) -> None:
         if not running:
             return
-        log.info("stopping: waiting up to %.1fs for %d running jobs", self.grace, len(running))
-        _, late = await asyncio.wait(set(running), timeout=self.grace)
+        log.info("stopping: waiting up to %d ms for %d running jobs", self.grace_ms,
+                 len(running))
+        _, late = await asyncio.wait(set(running), timeout=self.grace_ms / 1000)
         if not late:
             return
         abandoned = [jobs_of[t] for t in late if t in jobs_of]
@@ -394,7 +406,7 @@ class Worker:
         heartbeat: list[asyncio.Task[None]] = []  # started only if the job runs long
         timer = None
         if not is_at_most_once(job.id):
-            timer = loop.call_later(self.heartbeat_after, lambda: heartbeat.append(
+            timer = loop.call_later(self.heartbeat_after_ms / 1000, lambda: heartbeat.append(
                 loop.create_task(self._heartbeat(client, job))))
         token = RUNNING.set(Running(client, job, loop))  # (this task's context)
         returned: object = None
@@ -515,7 +527,7 @@ class Worker:
                 await asyncio.sleep(SETTLE_RETRY.delay(failures))
 
     async def _heartbeat(self, client: AsyncClient, job: Job) -> None:
-        """From `heartbeat_after` seconds into the job until it ends."""
+        """From `heartbeat_after_ms` into the job until it ends."""
         try:
             info = await client.show(job.id)
         except DisqError as exc:
@@ -524,7 +536,7 @@ class Worker:
         if info is not None:
             if info.state == "acked":
                 return
-            delay = heartbeat_interval(info.retry, self.heartbeat_fraction)
+            delay = heartbeat_interval(info.retry_ms, self.heartbeat_fraction)
             if info.next_requeue_within is not None:
                 delay = min(delay, max(info.next_requeue_within / 1000 - 0.75, 0.0))
             await asyncio.sleep(delay)
@@ -537,6 +549,6 @@ class Worker:
                 return
             except DisqError as exc:
                 log.warning("WORKING %s failed: %s", job.id, exc)
-                retry = 1
+                retry = 1000
             delay = heartbeat_interval(retry, self.heartbeat_fraction)
             await asyncio.sleep(max(delay - (time.monotonic() - started), 0.0))

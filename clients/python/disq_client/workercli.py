@@ -11,9 +11,9 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from .worker import DELIVERY_LIMIT, RETRY_BACKOFF, Worker, check_retry_options, log
+from .worker import DELIVERY_LIMIT, GRACE_MS, RETRY_BACKOFF, Worker, check_retry_options, log
 
 
 def load_worker(spec: str) -> Worker:
@@ -63,6 +63,14 @@ def _backoff_arg(text: str) -> tuple[int, int] | tuple[()]:
     raise argparse.ArgumentTypeError(f"expected BASE_MS,MAX_MS or 0, got {text!r}")
 
 
+def _gone(flag: str, instead: str) -> Callable[[str], None]:
+    """The type of a flag that took seconds: refused, naming the flag in ms."""
+    def refuse(_: str) -> None:
+        raise argparse.ArgumentTypeError(f"{flag} (seconds) is gone: give {instead} "
+                                         "(milliseconds)")
+    return refuse
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="disq-worker", description="Run the handlers of a disq_client.Worker.")
@@ -70,7 +78,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--nodes", help="seed nodes, host:port[,host:port...] "
                         "(default: the Worker's)")
     parser.add_argument("--concurrency", "-c", type=int, help="jobs run at the same time")
-    parser.add_argument("--grace", type=float, help="seconds running jobs get at shutdown")
+    parser.add_argument("--grace-ms", type=int, metavar="MS",
+                        help=f"time running jobs get at shutdown (default: {GRACE_MS})")
+    parser.add_argument("--grace", type=_gone("--grace", "--grace-ms"),
+                        help=argparse.SUPPRESS)
     parser.add_argument("--password", help="AUTH password (default: $DISQ_PASSWORD)")
     parser.add_argument("--delivery-limit", type=int, metavar="N",
                         help="deliveries after which a failing job is moved to its "
@@ -87,8 +98,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         worker.nodes = args.nodes
     if args.concurrency:
         worker.concurrency = args.concurrency
-    if args.grace is not None:
-        worker.grace = args.grace
+    if args.grace_ms is not None:
+        if args.grace_ms < 0:
+            parser.error("--grace-ms must not be negative")
+        worker.grace_ms = args.grace_ms
     if args.delivery_limit is not None or args.retry_backoff is not None:
         limit = worker.delivery_limit if args.delivery_limit is None else (
             args.delivery_limit or None)

@@ -58,7 +58,7 @@ def test_failover_when_the_node_is_killed(start_cluster: StartCluster,
     c.connect()
     victim = node_at(nodes, port_of(c))
     victim_prefix = myid(victim)[:8]
-    ids = c.add_jobs("q", [b"%d" % i for i in range(10)], replicate=3, retry=1)
+    ids = c.add_jobs("q", [b"%d" % i for i in range(10)], replicate=3, retry_ms=1000)
     first = c.get_jobs("q", count=4)
     assert len(first) == 4
     assert c.ack(first[0].id, first[1].id) == 2
@@ -112,7 +112,7 @@ def test_a_blocked_consumer_moves_when_its_node_dies(start_cluster: StartCluster
 
 def test_failover_when_the_node_hangs(start_cluster: StartCluster, connect: Connect) -> None:
     nodes = start_cluster(3)
-    c = connect([addr(n) for n in nodes], timeout=0.5)
+    c = connect([addr(n) for n in nodes], timeout_ms=500)
     c.connect()
     stuck = node_at(nodes, port_of(c))
     stuck_id = myid(stuck)

@@ -68,17 +68,18 @@ def test_add_get_ack(node: DisqProcess, connect: Connect) -> None:
 
 def test_add_job_options(node: DisqProcess, connect: Connect) -> None:
     c = connect(addr(node))
-    job_id = c.add_job("q", b"x", timeout_ms=0, replicate=1, delay=30, retry=7, ttl=3600,
-                       maxlen=10)
+    job_id = c.add_job("q", b"x", timeout_ms=0, replicate=1, delay_ms=30_000, retry_ms=6001,
+                       ttl_ms=3_600_000, maxlen=10)
     info = c.show(job_id)
     assert info is not None
-    assert (info.queue, info.state, info.repl, info.delay, info.retry) == ("q", "active", 1,
-                                                                          30, 7)
-    assert 3590 <= info.ttl <= 3600 and info.body == b"x"
+    # RETRY is whole seconds on the wire: 6.001 s rounded up, never early
+    assert (info.queue, info.state, info.repl, info.delay_ms, info.retry_ms) == (
+        "q", "active", 1, 30_000, 7000)
+    assert 3_590_000 <= info.ttl_ms <= 3_600_000 and info.body == b"x"
     assert c.qlen("q") == 0  # delayed
-    at_most_once = c.add_job("q", b"y", retry=0, async_=True)
+    at_most_once = c.add_job("q", b"y", retry_ms=0, async_=True)
     assert int(at_most_once[-1], 16) % 2 == 0  # RETRY 0 shows in the ID
-    assert c.show(at_most_once).retry == 0
+    assert c.show(at_most_once).retry_ms == 0
 
 
 def test_add_job_extensions(node: DisqProcess, connect: Connect) -> None:
@@ -91,8 +92,11 @@ def test_add_job_extensions(node: DisqProcess, connect: Connect) -> None:
     assert info is not None
     assert (info.priority, info.group, info.state) == (7, "tenant-1", "active")
     assert info.due_ms == cmds.unix_ms(at) and info.due_ms >= at.timestamp() * 1000
-    soon = c.add_job("q", b"y", delay_ms=3_600_000)
+    # a delay of whole seconds goes as Disque's DELAY, any other as DELAY-MS
+    soon = c.add_job("q", b"y", delay=timedelta(hours=1, milliseconds=1))
     assert c.show(soon).due_ms >= time.time() * 1000 + 3_500_000  # type: ignore[union-attr]
+    plain = c.show(c.add_job("q", b"y", delay_ms=3_600_000))
+    assert plain is not None and plain.due_ms is None and plain.delay_ms == 3_600_000
     ready = c.add_job("q", b"z", priority=0, at=0)  # a due time in the past: now
     [peeked] = c.qpeek("q", 1)
     assert (peeked.id, peeked.priority, peeked.group) == (ready, 0, None)
@@ -105,7 +109,7 @@ def test_add_job_extensions(node: DisqProcess, connect: Connect) -> None:
     with pytest.raises(ResponseError, match="PRIORITY must be between 0 and 255"):
         c.add_job("q", b"x", priority=256)
     with pytest.raises(ResponseError, match="DELAY and AT are mutually exclusive"):
-        c.add_job("q", b"x", delay=1, at=at)
+        c.add_job("q", b"x", delay_ms=1000, at=at)
 
 
 def test_set_job(node: DisqProcess, connect: Connect) -> None:
@@ -153,11 +157,11 @@ def test_get_jobs_options(node: DisqProcess, connect: Connect) -> None:
 
 def test_job_lifecycle_commands(node: DisqProcess, connect: Connect) -> None:
     c = connect(addr(node))
-    a, b = c.add_jobs("q", [b"a", b"b"], retry=10)
+    a, b = c.add_jobs("q", [b"a", b"b"], retry_ms=10_000)
     assert c.dequeue(a) == 1 and c.qlen("q") == 1
     assert c.enqueue(a) == 1 and c.qlen("q") == 2
     [job] = c.get_jobs("q")
-    assert c.working(job.id) == 10  # WORKING answers the job's RETRY
+    assert c.working(job.id) == 10_000  # WORKING answers the job's RETRY (in ms)
     assert c.show(job.id).state == "active"
     assert c.fast_ack(job.id) == 1
     assert c.show(job.id) is None
@@ -305,7 +309,7 @@ def test_typed_errors(node: DisqProcess, connect: Connect) -> None:
 
 def test_too_late(node: DisqProcess, connect: Connect) -> None:
     c = connect(addr(node))
-    job_id = c.add_job("q", b"x", ttl=2, retry=1)
+    job_id = c.add_job("q", b"x", ttl_ms=2000, retry_ms=1000)
 
     def too_late() -> bool:
         try:
@@ -338,7 +342,7 @@ def test_auth(start_cluster: Callable[..., list[DisqProcess]], connect: Connect)
 
 
 def test_timeouts(node: DisqProcess, connect: Connect) -> None:
-    c = connect(addr(node), timeout=0.2, retries=0)
+    c = connect(addr(node), timeout_ms=200, retries=0)
     assert c.get_jobs("q", timeout_ms=400) == []  # GETJOB's TIMEOUT adds to the client's
     os.kill(node.pid, signal.SIGSTOP)  # a node that does not answer
     try:
@@ -369,6 +373,6 @@ def test_close_wakes_a_blocked_consumer(node: DisqProcess) -> None:
 
 
 def test_no_node_answers(connect: Connect) -> None:
-    c = connect(f"127.0.0.1:{free_port()}", connect_timeout=0.5)
+    c = connect(f"127.0.0.1:{free_port()}", connect_timeout_ms=500)
     with pytest.raises(DisqConnectionError, match="no node answered"):
         c.ping()

@@ -59,7 +59,7 @@ def test_bad_policies_are_refused(node: DisqProcess, connect: Connect,
 
 def test_max_deliveries_makes_a_dead_letter(node: DisqProcess, connect: Connect) -> None:
     c = connect(addr(node))
-    job_id = c.add_job("work", "payload", max_deliveries=3, retry=60)
+    job_id = c.add_job("work", "payload", max_deliveries=3, retry_ms=60_000)
     info = c.show(job_id)
     assert info is not None
     assert (info.max_deliveries, info.dead_from, info.dead_reason) == (3, None, None)
@@ -126,7 +126,7 @@ def test_add_jobs_with_max_deliveries(node: DisqProcess, connect: Connect) -> No
 
 def test_nack_with_a_delay(node: DisqProcess, connect: Connect) -> None:
     c = connect(addr(node))
-    job_id = c.add_job("later", "x", retry=60)
+    job_id = c.add_job("later", "x", retry_ms=60_000)
     assert c.get_job("later", nohang=True) is not None
     nacked = time.monotonic()
     assert c.nack(job_id, delay_ms=600) == 1

@@ -35,9 +35,9 @@ def test_report_progress_outside_a_handler() -> None:
 
 def test_the_client_reports_errors_and_progress(node: DisqProcess) -> None:
     with Client(addr(node)) as c:
-        job_id = c.add_job("q", b"x", retry=60)
+        job_id = c.add_job("q", b"x", retry_ms=60_000)
         [job] = c.get_jobs("q")
-        assert c.working(job.id, progress=25, data=b"quarter") == 60
+        assert c.working(job.id, progress=25, data=b"quarter") == 60_000
         info = c.show(job_id)
         assert info is not None
         assert (info.progress, info.progress_data, info.errors) == (25, b"quarter", None)
@@ -55,7 +55,7 @@ def test_the_client_reports_errors_and_progress(node: DisqProcess) -> None:
 
 async def test_a_handler_s_exception_is_its_job_s_error(node: DisqProcess) -> None:
     with Client(addr(node)) as c:
-        job_id = c.add_job("q", b"x", max_deliveries=2, retry=60)
+        job_id = c.add_job("q", b"x", max_deliveries=2, retry_ms=60_000)
     worker = Worker(addr(node), poll_ms=100, retry_backoff=None)
 
     @worker.task("q")
@@ -96,7 +96,7 @@ async def test_a_handler_s_return_value_is_its_job_s_result(node: DisqProcess) -
 @pytest.mark.parametrize("is_async", [False, True])
 async def test_handlers_report_progress(node: DisqProcess, is_async: bool) -> None:
     with Client(addr(node)) as c:
-        job_id = c.add_job("q", b"x", retry=60)
+        job_id = c.add_job("q", b"x", retry_ms=60_000)
     seen = threading.Event()
     worker = Worker(addr(node), poll_ms=100)
 

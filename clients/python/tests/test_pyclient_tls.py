@@ -56,13 +56,13 @@ def test_without_a_client_certificate_the_node_refuses(
         connect, tls_node: tuple[DisqProcess, Certs]) -> None:
     node, certs = tls_node
     client = connect(f"127.0.0.1:{node.port}", ssl=True, ssl_ca_certs=str(certs.ca),
-                     retries=0, timeout=3)
+                     retries=0, timeout_ms=3000)
     with pytest.raises(DisqConnectionError):
         client.qlen("q")
 
 
 def test_plain_tcp_to_a_tls_port_fails(connect, tls_node: tuple[DisqProcess, Certs]) -> None:
     node, _ = tls_node
-    client = connect(f"127.0.0.1:{node.port}", retries=0, timeout=3)
+    client = connect(f"127.0.0.1:{node.port}", retries=0, timeout_ms=3000)
     with pytest.raises(DisqConnectionError):
         client.qlen("q")

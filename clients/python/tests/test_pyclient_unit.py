@@ -9,6 +9,7 @@ import hiredis
 import pytest
 from disq_client import commands as cmds
 from disq_client.cluster import ClusterView
+from disq_client.durations import job_durations
 from disq_client.errors import (
     AuthenticationError,
     NoReplicationError,
@@ -51,8 +52,8 @@ def test_unix_ms_rounds_up_never_early() -> None:
     assert cmds.unix_ms(plus_two) == cmds.unix_ms(utc)
     naive = datetime(2030, 1, 1, 12, 0)  # local time
     assert cmds.unix_ms(naive) == int(naive.timestamp() * 1000)
-    args = cmds.add_job("q", b"b", 0, None, None, None, None, None, False, None,
-                        delay_ms=5, priority=0, group="g").args
+    args = cmds.add_job("q", b"b", 0, None, job_durations(delay_ms=5), None, False, None,
+                        priority=0, group="g").args
     assert args[3:] == (0, "DELAY-MS", 5, "PRIORITY", 0, "GROUP", "g")
 
 
@@ -157,7 +158,7 @@ def test_encode_addjobs_with_dedup_keys() -> None:
     options = cmds.addjob_options(100, None, None, None, None, None, False)
     assert cmds.encode_addjobs("q", [b"a"], options, [b"k1"]) == [
         b"*6\r\n$6\r\nADDJOB\r\n$1\r\nq\r\n$1\r\na\r\n$3\r\n100\r\n$5\r\nDEDUP\r\n$2\r\nk1\r\n"]
-    plan = cmds.add_jobs("q", [b"a", b"b", b"c"], 100, None, None, None, None, None, False,
+    plan = cmds.add_jobs("q", [b"a", b"b", b"c"], 100, None, job_durations(), None, False,
                          2, ["x", "y", "z"])
     chunks = list(plan.chunks)
     assert chunks == [([b"a", b"b"], ["x", "y"]), ([b"c"], ["z"])]
@@ -231,6 +232,12 @@ def test_queue_policy_parsing() -> None:
         "q", 5, "dead:q", (100, 2000), 2.5)
     assert parse([b"queue", b"q", b"maxdeliveries", None, b"deadletter", b"g",
                   b"backoff", None, b"rate", b"10"]) == QueuePolicy("q", None, "g", None, 10.0)
+    # QPOLICY GET's seconds, in ms as every duration the client gives
+    policy = parse([b"queue", b"q", b"maxdeliveries", None, b"deadletter", b"g",
+                    b"backoff", None, b"rate", None, b"result-ttl", 3600, b"retry", 0,
+                    b"ttl", 60, b"retain", None])
+    assert (policy.result_ttl_ms, policy.retry_ms, policy.ttl_ms, policy.retain_ms) == (
+        3_600_000, 0, 60_000, None)
 
 
 def test_worker_tells_the_last_delivery() -> None:

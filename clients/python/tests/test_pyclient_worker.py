@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,7 @@ def jobs_left(nodes: list[DisqProcess]) -> list[str]:
 
 async def test_a_thousand_jobs_some_failing(cluster: list[DisqProcess]) -> None:
     with Client(addr(cluster[0])) as producer:
-        ids = producer.add_jobs("work", [b"%d" % i for i in range(1000)], retry=60)
+        ids = producer.add_jobs("work", [b"%d" % i for i in range(1000)], retry_ms=60_000)
     failing = {job_id for i, job_id in enumerate(ids) if i % 7 == 0}
     lock = threading.Lock()
     succeeded: Counter[str] = Counter()
@@ -115,9 +116,9 @@ async def test_async_handlers(node: DisqProcess) -> None:
 async def test_long_jobs_are_kept_with_working(node: DisqProcess) -> None:
     with Client(addr(node)) as c:
         c.execute_command("CONFIG", "RESETSTAT")
-        job_id = c.add_job("slow", b"x", retry=1)
+        job_id = c.add_job("slow", b"x", retry_ms=1000)
         runs: list[float] = []
-        worker = Worker(addr(node), concurrency=2, poll_ms=100, heartbeat_after=0.1)
+        worker = Worker(addr(node), concurrency=2, poll_ms=100, heartbeat_after_ms=100)
 
         @worker.task("slow")
         def handle(job: Job) -> None:
@@ -139,7 +140,7 @@ async def test_max_deliveries_and_backoff_make_a_dead_letter(
     and the job ends in dead:<queue>; a task without them sets no policy."""
     caplog.set_level(logging.INFO, logger="disq_client.worker")
     with Client(addr(node)) as c:
-        job_id = c.add_job("flaky", b"x", retry=60)
+        job_id = c.add_job("flaky", b"x", retry_ms=60_000)
         calls: list[float] = []
         worker = Worker(addr(node), concurrency=2, poll_ms=100)
 
@@ -182,7 +183,7 @@ async def test_failing_jobs_back_off_by_default(node: DisqProcess,
     caplog.set_level(logging.INFO, logger="disq_client.worker")
     with Client(addr(node)) as c:
         c.execute_command("CONFIG", "RESETSTAT")
-        ids = c.add_jobs("bad", [b"1", b"2", b"3"], retry=60)
+        ids = c.add_jobs("bad", [b"1", b"2", b"3"], retry_ms=60_000)
         runs: Counter[str] = Counter()
         worker = Worker(addr(node), concurrency=4, poll_ms=100)
 
@@ -210,7 +211,7 @@ async def test_delivery_limit_moves_the_job_to_dead_letters(
     delivery the job is added to dead:<queue> (its body) and acknowledged, once."""
     caplog.set_level(logging.INFO, logger="disq_client.worker")
     with Client(addr(node)) as c:
-        job_id = c.add_job("limited", b"payload", retry=60)
+        job_id = c.add_job("limited", b"payload", retry_ms=60_000)
         runs: list[int] = []
         worker = Worker(addr(node), concurrency=2, poll_ms=100, delivery_limit=3,
                         retry_backoff=(50, 200))
@@ -238,6 +239,11 @@ def test_worker_retry_options_are_checked() -> None:
         Worker(delivery_limit=0)
     with pytest.raises(ValueError, match="retry_backoff needs base-ms and max-ms"):
         Worker(retry_backoff=(200, 50))
+    # durations in ms or as timedeltas, as the client's (a float of seconds: refused)
+    with pytest.raises(TypeError, match="grace takes a datetime.timedelta.*grace_ms=10000"):
+        Worker(grace=10.0)  # type: ignore[arg-type]
+    assert Worker(grace=timedelta(seconds=2), heartbeat_after_ms=100).grace_ms == 2000
+    assert Worker().heartbeat_after_ms == 500
 
 
 def test_task_policies_are_checked_when_registered() -> None:
@@ -375,7 +381,7 @@ def test_sigterm_lets_running_jobs_finish(node: DisqProcess, tmp_path: Path) -> 
 
 def test_sigterm_gives_back_jobs_past_the_grace_period(node: DisqProcess,
                                                        tmp_path: Path) -> None:
-    with Client(addr(node)) as c, worker_process(tmp_path, node, "--grace", "0.5") as proc:
+    with Client(addr(node)) as c, worker_process(tmp_path, node, "--grace-ms", "500") as proc:
         job_id = c.add_job("slow", b"60")
         wait_for(lambda: log_lines(tmp_path, "start") == [job_id], timeout=15,
                  message="the job to start")
@@ -388,3 +394,12 @@ def test_sigterm_gives_back_jobs_past_the_grace_period(node: DisqProcess,
         info = c.show(job_id)
         assert info is not None and info.state == "queued"  # queued again at once
         assert info.additional_deliveries == 1 and info.nacks == 0
+
+
+def test_the_command_line_refuses_grace_in_seconds(capsys: pytest.CaptureFixture[str]) -> None:
+    from disq_client.workercli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["tasks:worker", "--grace", "30"])
+    assert exited.value.code == 2
+    assert "--grace (seconds) is gone: give --grace-ms (milliseconds)" in capsys.readouterr().err

@@ -45,6 +45,7 @@ from .jsonio import (
     SERVER_KEY,
     attrs_json,
     body_fields,
+    field_json,
     job_body,
     json_object,
     json_value,
@@ -274,9 +275,11 @@ async def show_job(request: web.Request) -> web.Response:
 
 
 def _job_json(job: Job, node_id: str) -> dict[str, Any]:
-    """Every field of a job, as SHOW gives them (`job_fields`), as JSON."""
-    shown = {name.decode().replace("-", "_"): plain(value)
-             for name, value in job_fields(job, node_id, now_ms())}
+    """Every field of a job, as SHOW gives them (`job_fields`), as JSON (`field_json`:
+    durations in ms; the time left to live to the ms, where SHOW rounds it down)."""
+    now = now_ms()
+    shown = dict(field_json(name, value) for name, value in job_fields(job, node_id, now))
+    shown["ttl_ms"] = max(job.etime - now, 0)
     shown.update(body_fields(job.body))
     shown.update(attrs_json(job))
     return shown
@@ -348,7 +351,7 @@ async def working_job(request: web.Request) -> web.Response:
     def working() -> int:
         parsed = Working.from_fields(job_id, values)
         return jobs.working(user, job_id, parsed.progress, parsed.data)
-    return ok({"retry_s": run(request, "working", None, working)})
+    return ok({"retry_ms": 1000 * run(request, "working", None, working)})
 
 
 async def bad_job_id(request: web.Request) -> web.Response:
@@ -398,7 +401,7 @@ ROUTES: list[Route] = [
     _action_route("enqueue", "ENQUEUE", "queued"),
     _action_route("dequeue", "DEQUEUE", "dequeued"),
     Route("POST", JOB_PATH + "/working", working_job, ("WORKING",), tag="jobs",
-          body=Body(required=False), responses={"200": count_answer("retry_s", "WORKING")},
+          body=Body(required=False), responses={"200": count_answer("retry_ms", "WORKING")},
           errors=(404, 409)),
     Route("POST", JOB_PATH + "/nack", nack_job, ("NACK",), tag="jobs",
           body=Body(required=False), responses={"200": count_answer("requeued", "NACK")}),

@@ -123,8 +123,8 @@ async def list_clients(request: web.Request) -> web.Response:
     for client in list(server.clients.connected.values())[:MAX_CLIENTS_LISTED]:
         clients.append({
             "id": client.id, "addr": client.addr, "name": client.name.decode(errors="replace"),
-            "user": client.user.name, "age_s": int(now - client.ctime),
-            "idle_s": int(now - client.last_interaction),
+            "user": client.user.name, "age_ms": int((now - client.ctime) * 1000),
+            "idle_ms": int((now - client.last_interaction) * 1000),
             "last_command": client.last_command.decode(errors="replace").lower(),
             "blocked_on": [q.name.decode(errors="replace") for q in client.blocked_queues]
             if client.blocked else [],

@@ -35,7 +35,7 @@ def _batch_json(fields: list[tuple[bytes, StatusField]]) -> dict[str, Any]:
 
 
 async def new_batch(request: web.Request) -> web.Response:
-    """POST /batches {"id", "ondone": [queue, body], "onsuccess", "ttl"}: BATCH NEW,
+    """POST /batches {"id", "ondone": [queue, body], "onsuccess", "ttl_ms"}: BATCH NEW,
     answered once every reachable node holds the batch (-NOREPL's 503 otherwise)."""
     data = await json_object(request)
     bid = data.get("id")
@@ -104,7 +104,7 @@ ROUTES: list[Route] = [
           summary="Make a batch: its members are jobs added with \"batch\": its ID",
           description="Answered once every reachable node holds the batch. ondone / "
                       "onsuccess: [queue, body], the callback job added once every member "
-                      "ended (onsuccess: none went dead); ttl: seconds the batch is kept "
+                      "ended (onsuccess: none went dead); ttl_ms: how long the batch is kept "
                       "(default a week).",
           body=Body(fields={"id": {"type": "string", "minLength": 1, "maxLength": 256,
                                    "description": "the batch's ID"}}),

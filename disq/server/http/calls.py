@@ -17,7 +17,7 @@ from aiohttp import web
 from ...errors import DisqError, err
 from ...outcomes import when_durable
 from ...replication.tables import not_held
-from .jsonio import SERVER_KEY, USER_KEY, plain
+from .jsonio import SERVER_KEY, USER_KEY, field_json
 from .problems import Problem
 
 if TYPE_CHECKING:
@@ -115,6 +115,6 @@ async def confirmed(held: Later[list[str]]) -> None:
 
 
 def fields_json(fields: Iterable[tuple[bytes, Any]]) -> dict[str, Any]:
-    """Name/value fields (QSTAT's, QPOLICY GET's, CRON LIST's...) as a JSON object:
-    names with '-' become '_', bytes become text."""
-    return {name.decode().replace("-", "_"): plain(value) for name, value in fields}
+    """Name/value fields (QSTAT's, QPOLICY GET's, CRON LIST's...) as a JSON object
+    (`field_json`: durations in ms)."""
+    return dict(field_json(name, value) for name, value in fields)

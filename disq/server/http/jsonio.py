@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from functools import cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -21,6 +22,8 @@ from disq_client.spec import (
     QUEUE_BODY,
     STR_PAIR,
     CommandOptions,
+    Option,
+    wire_seconds,
 )
 
 from ...ids import is_valid_job_id
@@ -49,6 +52,35 @@ JOB_ID_PATTERN = r"D-[0-9a-f]{8}-(?:[A-Za-z0-9+/]|%2[FfBb]){24}-[0-9a-f]{4}"
 # JSON names that differ from the options table's field names
 ALIASES = {"replicate": "repl", "async": "async_"}
 JSON_NAMES = {field: name for name, field in ALIASES.items()}
+# What RESP gives in whole seconds (Disque's unit: SHOW's ttl, delay, retry, QSTAT's age
+# and idle, QPOLICY GET's): the HTTP API gives every duration in ms, as `<name>_ms`.
+SECONDS_FIELDS = {b"ttl": "ttl_ms", b"delay": "delay_ms", b"retry": "retry_ms",
+                  b"result-ttl": "result_ttl_ms", b"retain": "retain_ms",
+                  b"age": "age_ms", b"idle": "idle_ms"}
+
+
+@cache
+def json_options(spec: CommandOptions) -> dict[str, tuple[Option, bool]]:
+    """A command's options by JSON name, and whether the value is in ms where the
+    option takes seconds (`Option.seconds`: `retry_ms` for RETRY). A seconds option
+    beside an option in ms of that name (ADDJOB's DELAY and DELAY-MS) has no name: the
+    one in ms is enough."""
+    names: dict[str, tuple[Option, bool]] = {}
+    for option in spec.options:
+        name = JSON_NAMES.get(option.field, option.field)
+        if not option.seconds:
+            names[name] = (option, False)
+        elif f"{option.field}_ms" not in spec.by_field:
+            names[f"{name}_ms"] = (option, True)
+    return names
+
+
+def _unknown(spec: CommandOptions, name: str) -> Problem:
+    """A 400 for a field the command has not; one that took seconds names its new form."""
+    option = spec.by_field.get(ALIASES.get(name, name))
+    if option is not None and option.seconds:
+        return bad_request(f"'{name}' (seconds) is gone: give '{name}_ms' (milliseconds)")
+    return bad_request(f"unknown field '{name}'")
 
 
 # -- JSON in ----------------------------------------------------------------------------------
@@ -61,13 +93,20 @@ def option_fields(spec: CommandOptions, data: dict[str, Any], ignore: set[str]) 
     """The options of a JSON object by field name, each value's type checked as its
     option's kind wants; an unknown field is a 400."""
     values: dict[str, object] = {}
+    options = json_options(spec)
     for name, value in data.items():
         if name in ignore or value is None:
             continue
-        field = ALIASES.get(name, name)
-        option = spec.by_field.get(field)
-        if option is None:
-            raise bad_request(f"unknown field '{name}'")
+        known = options.get(name)
+        if known is None:
+            raise _unknown(spec, name)
+        option, in_ms = known
+        field = option.field
+        if in_ms:  # whole seconds on the wire, rounded up: never early
+            if type(value) is not int or value < 0:
+                raise bad_request(f"'{name}' must be an integer >= 0 (milliseconds)")
+            values[field] = wire_seconds(value)
+            continue
         kind = option.kind
         if kind == STR_PAIR:  # ATTR: an object of strings, or a list of [key, value]
             values[field] = _str_pairs(name, value)
@@ -198,6 +237,15 @@ def attrs_json(job: Job) -> dict[str, Any]:
         return {}
     return {"attrs": {key.decode(errors="replace"): value.decode(errors="replace")
                       for key, value in ext.attrs}}
+
+
+def field_json(name: bytes, value: Any) -> tuple[str, Any]:
+    """A RESP reply's field as JSON: '-' in its name becomes '_', bytes become text, a
+    duration in seconds becomes `<name>_ms` (SECONDS_FIELDS)."""
+    in_ms = SECONDS_FIELDS.get(name)
+    if in_ms is not None:
+        return in_ms, None if value is None else value * 1000
+    return name.decode().replace("-", "_"), plain(value)
 
 
 def plain(value: Any) -> Any:

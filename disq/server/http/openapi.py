@@ -27,7 +27,7 @@ from disq_client.spec import (
 from ...config import DISQ_VERSION
 from ..commands import load_commands
 from ..table import CommandSpec
-from .jsonio import DEFAULT_ADD_TIMEOUT_MS, JSON_NAMES
+from .jsonio import DEFAULT_ADD_TIMEOUT_MS, json_options
 from .routes import Route
 
 
@@ -61,14 +61,20 @@ def _option_schema(kind: str, low: int, high: int, doc: str) -> dict[str, Any]:
 def _options_schema(spec: CommandOptions, extra: dict[str, Any] | None = None,
                     closed: bool = True) -> dict[str, Any]:
     properties: dict[str, Any] = dict(extra or {})
-    for option in spec.options:
-        name = JSON_NAMES.get(option.field, option.field)
+    for name, (option, in_ms) in json_options(spec).items():
         doc = f"{spec.name} {option.token}" + (" (a disq extension)" if option.extension
                                                else "")
         if option.doc:
             doc += f": {option.doc}"
         if option.error:
             doc += f"; else: {option.error}"
+        if in_ms:  # the option takes seconds; the HTTP API, as every duration, ms
+            value: dict[str, Any] = {
+                "type": "integer", "minimum": 0,
+                "description": f"{doc}. Given here in milliseconds, rounded up to whole "
+                               "seconds (the option's unit)"}
+            properties[name] = value
+            continue
         value = _option_schema(option.kind, option.low, option.high, doc)
         if option.repeat and option.kind != STR_PAIR:  # given again for each value: a list
             value = {"type": "array", "items": value, "description": doc}

@@ -19,7 +19,7 @@
 
 import { sparkline, timeChart } from "./chart.js";
 import {
-  $, bodyPreview, bytes, count, dlqBadge, duration, enc, esc, jobs, num, pauseBadge, perSecond, rate, shortId,
+  $, bodyPreview, bytes, count, dlqBadge, duration, enc, esc, jobs, millis, num, pauseBadge, perSecond, rate, shortId,
   stateBadge, when,
 } from "./format.js";
 import { batchesPage } from "./batches.js";
@@ -468,13 +468,13 @@ function queuePage(root, name) {
     let info;
     try { info = await api("GET", path); } catch { return; }
     const box = $("#retention", root);
-    const retain = info.policy?.retain;
+    const retain = info.policy?.retain_ms;
     box.hidden = !retain;
     if (!retain) return;
     const kept = info.retention || { jobs: 0, bytes: 0, oldest_ms: 0 };
     const cap = info.policy.retain_bytes;
     box.innerHTML = [
-      ["Acked jobs retained for", duration(retain)],
+      ["Acked jobs retained for", millis(retain)],
       ["Retained here", jobs(kept.jobs)],
       ["Retained bytes here", bytes(kept.bytes) + (cap ? ` of ${bytes(cap)}` : "")],
       ["Oldest retained", kept.oldest_ms ? when(kept.oldest_ms) : "none"],
@@ -726,8 +726,12 @@ $("#add-form").addEventListener("submit", async (event) => {
   const form = event.target.elements;
   const queue = form.queue.value.trim();
   const job = { body: form.body.value };
-  for (const key of ["replicate", "retry", "ttl", "delay", "priority", "max_deliveries"]) {
+  for (const key of ["replicate", "priority", "max_deliveries"]) {
     if (form[key].value !== "") job[key] = Number(form[key].value);
+  }
+  // typed in seconds, sent as the API takes every duration: ms
+  for (const key of ["retry", "ttl", "delay"]) {
+    if (form[key].value !== "") job[`${key}_ms`] = Math.round(Number(form[key].value) * 1000);
   }
   if (form.group.value) job.group = form.group.value;
   if (form.async.checked) job.async = true;

@@ -7,7 +7,7 @@
 
 import { BATCH_HEADER, batchRow } from "./batches.js";
 import { endHtml, errorsHtml, linkDownloads, progressHtml, reloader } from "./ends.js";
-import { $, count, duration, enc, esc, millis, when } from "./format.js";
+import { $, count, enc, esc, millis, when } from "./format.js";
 
 const MAX_ERRORS = 5; // errors a job keeps (NACK ... ERROR)
 const MAX_HISTORY = 16; // events a job's history keeps (disq/job.py MAX_HISTORY)
@@ -90,8 +90,7 @@ function jobHtml(job) {
     let shown = Array.isArray(value) ? value.map((v) => `<code>${esc(v)}</code>`).join(" ") : esc(value);
     if (key === "queue") shown = `<a href="#/queue/${enc(value)}">${esc(value)}</a>`;
     if (key === "ctime") shown += ` <span class="muted">(${esc(new Date(value / 1e6).toLocaleString())})</span>`;
-    if ((key === "ttl" || key === "retry" || key === "delay") && value != null) shown = `${esc(duration(value))} <span class="muted">(${esc(value)} s)</span>`;
-    if (key.endsWith("_within") && value != null) shown = esc(millis(value));
+    if ((key.endsWith("_within") || key === "ttl_ms" || key === "retry_ms" || key === "delay_ms") && value != null) shown = esc(millis(value));
     if (key === "due_ms" && value) shown = when(value);
     if ((key === "nacks" || key === "additional_deliveries" || key === "repl") && value != null) {
       shown = key === "repl" ? count(value, "copy", "copies") : key === "nacks" ? count(value, "nack") : count(value, "delivery", "deliveries");

@@ -3,7 +3,7 @@
 // waits on, the jobs each took and settled itself, and those still in its hands.
 // Values from the server go into markup through esc() only, into links through enc().
 
-import { $, duration, enc, esc, jobs, num } from "./format.js";
+import { $, enc, esc, jobs, millis, num } from "./format.js";
 import { reloader } from "./ends.js";
 
 function clientRow(c) {
@@ -15,7 +15,7 @@ function clientRow(c) {
     <td class="num in-hand">${jobs(c.jobs_in_hand)}</td>
     <td class="num">${jobs(c.jobs_taken)}</td>
     <td class="num">${jobs(c.jobs_settled)}</td>
-    <td class="num">${esc(duration(c.idle_s))}</td><td class="num">${esc(duration(c.age_s))}</td></tr>`;
+    <td class="num">${esc(millis(c.idle_ms))}</td><td class="num">${esc(millis(c.age_ms))}</td></tr>`;
 }
 
 export function workersPage(root, { api, toast }) {
