@@ -32,7 +32,7 @@ BUILD_REQUIRES := $(shell $(PYTHON) -c 'import tomllib; print(" ".join(repr(r) f
 	tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))')
 
 .PHONY: run test lint bench bench-disque faults install install-test install-bench compiled \
-	chromium clean
+	chromium redis-tools clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +76,15 @@ chromium:
 			apt-get install -y -qq chromium >/dev/null; \
 	fi
 
+# bench/scale_out.py (and its test) drives the nodes with redis-benchmark: installed the
+# same way (Debian's redis-tools) where it is missing; elsewhere that test is skipped.
+redis-tools:
+	@if ! command -v redis-benchmark >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "Installing redis-benchmark for the benchmark's test (apt-get install redis-tools)..."; \
+		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq redis-tools >/dev/null; \
+	fi
+
 install: $(VENV)/.installed compiled
 install-test: $(VENV)/.installed-test compiled
 install-bench: $(VENV)/.installed-bench compiled
@@ -98,7 +107,7 @@ run: $(VENV)/.installed
 # The suite runs in TEST_WORKERS processes (pytest-xdist), a test file's tests in one of
 # them (their module fixtures start nodes or Spark once); TEST_WORKERS=0 runs it serially.
 TEST_WORKERS ?= 2
-test: install-test chromium
+test: install-test chromium redis-tools
 	$(BIN)/ruff check disq tests clients bench spark
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)

@@ -12,68 +12,20 @@ these tests are skipped, saying why."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
 
-import pytest
-from support import NODE_TIMEOUT, DisqProcess, call, form_cluster, free_port, myid, wait_for
-
-CHROMIUM = os.environ.get("DISQ_CHROMIUM", "/usr/bin/chromium")
-# This machine's network may be closed: without the background-networking flags
-# Chromium's own connections (updates, safe browsing...) are refused and it logs them.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
-TIMEOUT_MS = 15_000  # what the page may take to show a change (it polls every 1.5 s)
-
-try:
-    from playwright.sync_api import Browser, Page, expect, sync_playwright
-except ImportError:  # pragma: no cover - `make test` installs it (the test extra)
-    pytest.skip("playwright is not installed (pip install -e '.[test]')",
-                allow_module_level=True)
-if not (os.access(CHROMIUM, os.X_OK) or shutil.which(CHROMIUM)):
-    pytest.skip(f"no Chromium at {CHROMIUM} (make test installs Debian's chromium as root; "
-                "DISQ_CHROMIUM names another)", allow_module_level=True)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    # a dialog only markup from the server could open (an alert in an onerror)
-    page.on("dialog", lambda dialog: (errors.append(f"dialog: {dialog.message}"),
-                                      dialog.dismiss()))
-    yield page
-    context.close()
-    assert errors == [], errors  # no script error (nor injected dialog) on the way
-
-
-def http_node(start_node: Callable[..., DisqProcess], *args: str,
-              **kwargs: Any) -> tuple[DisqProcess, str]:
-    port = free_port()
-    node = start_node("--cluster-node-timeout", str(NODE_TIMEOUT), "--http-port", str(port),
-                      *args, **kwargs)
-    return node, f"http://127.0.0.1:{port}/"
-
-
-def queue_row(page: Page, name: str) -> Any:
-    return page.locator(f'#queues tr[data-queue="{name}"]')
+from browsing import (
+    HOSTILE,
+    Page,
+    expect,
+    http_node,
+    job_url,
+    no_injected_markup,
+    queue_row,
+)
+from support import DisqProcess, call, form_cluster, myid, wait_for
 
 
 def test_the_dashboard_shows_and_acts_on_a_cluster(
@@ -217,19 +169,6 @@ def test_login_paging_and_sign_out(start_node: Callable[..., DisqProcess], page:
 
 
 # -- how jobs end ----------------------------------------------------------------------------
-HOSTILE = "<img src=x onerror=alert(1)>"
-
-
-def job_url(url: str, job_id: bytes) -> str:
-    return f"{url}#/job/{quote(job_id.decode(), safe='')}"
-
-
-def no_injected_markup(page: Page) -> None:
-    """Nothing a consumer wrote became an element."""
-    expect(page.locator("#page img")).to_have_count(0)
-    expect(page.locator("#page pre b")).to_have_count(0)
-
-
 def test_a_job_s_progress_errors_and_result(start_node: Callable[..., DisqProcess],
                                             page: Page, tmp_path: Path) -> None:
     node, url = http_node(start_node)

@@ -1,4 +1,4 @@
-"""The dashboard's batches in a real browser (test_dashboard.py's Chromium and fixtures):
+"""The dashboard's batches in a real browser (conftest.py's Chromium and fixtures):
 the Batches page lists a closed batch with its counts and progress (followed as its
 members end), and a done one with its callback job's link to that job's page; a member
 job's page shows its batch; the state filter; closing an open batch from the page; a
@@ -8,19 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import test_dashboard
+from browsing import HOSTILE, Page, expect, http_node, job_url, no_injected_markup
 from support import DisqProcess, call, wait_for
-from test_dashboard import (  # (its import skips these tests without Playwright or Chromium)
-    HOSTILE,
-    Page,
-    browser,  # noqa: F401 (the fixture)
-    expect,
-    http_node,
-    job_url,
-    no_injected_markup,
-)
-
-page = test_dashboard.page  # the fixture, found by the name it has here
 
 
 def _added(node: DisqProcess, queue: str, bid: str, count: int) -> list[bytes]:

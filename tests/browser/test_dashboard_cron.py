@@ -1,4 +1,4 @@
-"""The dashboard's Cron page in a real browser (test_dashboard.py's Chromium and
+"""The dashboard's Cron page in a real browser (conftest.py's Chromium and
 fixtures): it lists the schedules (a hostile name shown as text) with their next tick
 and the job of the last one, defines a schedule, and deletes one after a
 confirmation."""
@@ -7,18 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import test_dashboard
+from browsing import HOSTILE, Page, expect, http_node, no_injected_markup
 from support import DisqProcess, call, wait_for
-from test_dashboard import (  # (its import skips these tests without Playwright or Chromium)
-    HOSTILE,
-    Page,
-    browser,  # noqa: F401 (the fixture)
-    expect,
-    http_node,
-    no_injected_markup,
-)
-
-page = test_dashboard.page  # the fixture, found by the name it has here
 
 
 def test_the_cron_page_lists_defines_and_deletes(start_node: Callable[..., DisqProcess],

@@ -1,4 +1,4 @@
-"""Bulk actions on dead letters in the dashboard, in a real browser (test_dashboard.py's
+"""Bulk actions on dead letters in the dashboard, in a real browser (conftest.py's
 Chromium and fixtures): jobs picked on a queue's page (the picks kept while the page
 redraws) are requeued to the queues they came from or deleted, each after a
 confirmation; a dead letter's own Requeue sends it back to its queue, from the list and
@@ -8,16 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import test_dashboard
+from browsing import Page, expect, http_node
 from support import DisqProcess, call, wait_for
-from test_dashboard import (  # (its import skips these tests without Playwright or Chromium)
-    Page,
-    browser,  # noqa: F401 (the fixture)
-    expect,
-    http_node,
-)
-
-page = test_dashboard.page  # the fixture, found by the name it has here
 
 
 def test_dead_letters_are_requeued_and_deleted_in_bulk(start_node: Callable[..., DisqProcess],

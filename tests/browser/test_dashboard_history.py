@@ -1,4 +1,4 @@
-"""A job's history and the dashboard's units in a real browser (test_dashboard.py's
+"""A job's history and the dashboard's units in a real browser (conftest.py's
 Chromium and fixtures): a job that failed a delivery shows its events on this node,
 with their times; the queues' and the node's figures carry their units."""
 
@@ -7,19 +7,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-import test_dashboard
+from browsing import HOSTILE, Page, expect, http_node, job_url, no_injected_markup
 from support import DisqProcess, call
-from test_dashboard import (  # (its import skips these tests without Playwright or Chromium)
-    Page,
-    browser,  # noqa: F401 (the fixture)
-    expect,
-    http_node,
-    job_url,
-    no_injected_markup,
-)
-
-page = test_dashboard.page  # the fixture, found by the name it has here
-HOSTILE = "<img src=x onerror=alert(1)>"
 
 
 def test_a_job_s_history_on_its_page(start_node: Callable[..., DisqProcess],

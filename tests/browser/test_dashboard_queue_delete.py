@@ -1,5 +1,5 @@
 """The dashboard's queue page purges and deletes a queue in a real browser
-(test_dashboard.py's Chromium and fixtures), each after a confirmation: cancelled, it
+(conftest.py's Chromium and fixtures), each after a confirmation: cancelled, it
 changes nothing."""
 
 from __future__ import annotations
@@ -7,18 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from urllib.parse import quote
 
-import test_dashboard
+from browsing import HOSTILE, Page, expect, http_node, no_injected_markup
 from support import DisqProcess, call
-from test_dashboard import (  # (its import skips these tests without Playwright or Chromium)
-    HOSTILE,
-    Page,
-    browser,  # noqa: F401 (the fixture)
-    expect,
-    http_node,
-    no_injected_markup,
-)
-
-page = test_dashboard.page  # the fixture, found by the name it has here
 
 
 def test_the_queue_page_purges_then_deletes_the_queue(

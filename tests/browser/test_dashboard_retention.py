@@ -1,4 +1,4 @@
-"""The dashboard's queue page shows a RETAIN queue's retention (test_dashboard.py's
+"""The dashboard's queue page shows a RETAIN queue's retention (conftest.py's
 Chromium and fixtures): how long acked jobs are kept, and what this node keeps."""
 
 from __future__ import annotations
@@ -6,18 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from urllib.parse import quote
 
-import test_dashboard
+from browsing import HOSTILE, Page, expect, http_node, no_injected_markup
 from support import DisqProcess, call, wait_for
-from test_dashboard import (  # (its import skips these tests without Playwright or Chromium)
-    HOSTILE,
-    Page,
-    browser,  # noqa: F401 (the fixture)
-    expect,
-    http_node,
-    no_injected_markup,
-)
-
-page = test_dashboard.page  # the fixture, found by the name it has here
 
 
 def retained(node: DisqProcess) -> bool:

@@ -1,4 +1,4 @@
-"""The dashboard's search in a real browser (test_dashboard.py's Chromium and fixtures):
+"""The dashboard's search in a real browser (conftest.py's Chromium and fixtures):
 a job ID typed in the top bar opens the job; attribute conditions and body text list
 the matching jobs this node holds (a hostile body shown as text), a page at a time."""
 
@@ -6,18 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import test_dashboard
+from browsing import HOSTILE, Page, expect, http_node, no_injected_markup
 from support import DisqProcess, call
-from test_dashboard import (  # (its import skips these tests without Playwright or Chromium)
-    HOSTILE,
-    Page,
-    browser,  # noqa: F401 (the fixture)
-    expect,
-    http_node,
-    no_injected_markup,
-)
-
-page = test_dashboard.page  # the fixture, found by the name it has here
 
 
 def test_search_by_id_attributes_and_text(start_node: Callable[..., DisqProcess],

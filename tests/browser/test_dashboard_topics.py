@@ -1,4 +1,4 @@
-"""The dashboard's topics in a real browser (test_dashboard.py's Chromium and fixtures):
+"""The dashboard's topics in a real browser (conftest.py's Chromium and fixtures):
 the Topics page lists a topic's subscribed queues (a hostile name shown as text),
 subscribes a queue, publishes (each queue's job linked), and unsubscribes after a
 confirmation."""
@@ -7,18 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import test_dashboard
+from browsing import HOSTILE, Page, expect, http_node, no_injected_markup
 from support import DisqProcess, call
-from test_dashboard import (  # (its import skips these tests without Playwright or Chromium)
-    HOSTILE,
-    Page,
-    browser,  # noqa: F401 (the fixture)
-    expect,
-    http_node,
-    no_injected_markup,
-)
-
-page = test_dashboard.page  # the fixture, found by the name it has here
 
 
 def test_the_topics_page_subscribes_publishes_and_unsubscribes(

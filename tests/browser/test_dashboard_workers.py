@@ -1,4 +1,4 @@
-"""The dashboard's Workers page in a real browser (test_dashboard.py's Chromium and
+"""The dashboard's Workers page in a real browser (conftest.py's Chromium and
 fixtures): the node's consumers, what a blocked one waits on, the jobs each took and
 still holds; every connection when asked (a client name of markup shown as text)."""
 
@@ -7,17 +7,9 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable
 
-import test_dashboard
+from browsing import Page, expect, http_node, no_injected_markup
 from support import DisqProcess, call, wait_for
-from test_dashboard import (  # (its import skips these tests without Playwright or Chromium)
-    Page,
-    browser,  # noqa: F401 (the fixture)
-    expect,
-    http_node,
-    no_injected_markup,
-)
 
-page = test_dashboard.page  # the fixture, found by the name it has here
 MARKUP = "<i>idle</i>"  # (a client name has no spaces)
 
 

@@ -6,9 +6,12 @@ speed is asserted."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -22,6 +25,8 @@ def test_the_default_sizes_follow_the_cores() -> None:
     assert default_nodes(64) == [2, 3, 4, 5, 6, 7, 8]
 
 
+@pytest.mark.skipif(shutil.which("redis-benchmark") is None,
+                    reason="no redis-benchmark (make test installs Debian's redis-tools as root)")
 def test_a_tiny_run_measures_every_system(tmp_path: Path) -> None:
     out = tmp_path / "scale.json"
     disque = built_disque()

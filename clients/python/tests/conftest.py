@@ -27,10 +27,6 @@ from support import (  # noqa: E402
 )
 
 
-def addr(node: DisqProcess) -> str:
-    return f"127.0.0.1:{node.port}"
-
-
 def reset(node: DisqProcess) -> None:
     """Empty a shared node between tests, once the clients of the last one are gone
     (a blocked GETJOB of an earlier test would take a job of this one)."""

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from conftest import addr
 from disq_client import Client
+from nodes_at import addr
 from support import DisqProcess, call, myid, wait_for
 
 Connect = Callable[..., Any]

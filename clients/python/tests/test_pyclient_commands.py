@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import addr
 from disq_client import (
     AuthenticationError,
     BadJobIdError,
@@ -35,6 +34,7 @@ from disq_client import (
     msgpack_body,
 )
 from disq_client import commands as cmds
+from nodes_at import addr
 from support import DisqProcess, call, free_port, wait_for
 
 ID_RE = re.compile(r"^D-[0-9a-f]{8}-[A-Za-z0-9+/]{24}-[0-9a-f]{4}$")

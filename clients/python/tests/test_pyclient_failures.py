@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import addr
 from disq_client import QueuePolicy, ResponseError
+from nodes_at import addr
 from support import DisqProcess
 
 Connect = Callable[..., Any]

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import addr
 from disq_client import Client
+from nodes_at import addr
 from support import DisqProcess, free_port, wait_for
 
 REPO = Path(__file__).resolve().parents[3]

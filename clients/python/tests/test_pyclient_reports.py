@@ -8,9 +8,9 @@ import asyncio
 import threading
 
 import pytest
-from conftest import addr
 from disq_client import Client, Job, JobError, Worker, report_progress
 from disq_client.work_reports import ERROR_MAX_BYTES, error_text, result_body
+from nodes_at import addr
 from support import DisqProcess, wait_for
 from test_pyclient_worker import run_until
 

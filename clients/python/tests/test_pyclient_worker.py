@@ -18,8 +18,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from conftest import addr
 from disq_client import Client, Job, QueuePolicy, Worker
+from nodes_at import addr
 from support import DisqProcess, wait_for
 
 WORKER_BIN = Path(sys.executable).with_name("disq-worker")
