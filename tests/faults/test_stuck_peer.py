@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 from jepsen import Config, FaultCluster, _call
 from netproxy import SLOW, STUCK
 from support import assert_stays, cluster_nodes, myid, wait_for
@@ -34,8 +35,19 @@ def test_stuck_peer(tmp_path: Path) -> None:
         a_id, b_id, c_id = cluster.ids
         dialed = cluster.net.connections_from(a_id, c.port)
         cluster.net.isolate(c_id, cluster.ids, STUCK)
+        added = 0
         for _ in range(JOBS):  # queued for B and C at once: C's copies go nowhere
-            assert timed(a, "ADDJOB", "big", BODY, 0, "REPLICATE", 3, "ASYNC").startswith(b"D-")
+            try:
+                reply = timed(a, "ADDJOB", "big", BODY, 0, "REPLICATE", 3, "ASYNC")
+            except redis.exceptions.ResponseError as exc:
+                # a loaded machine: A flagged C failing (its node timeout passed) before
+                # the last adds, which then have too few reachable nodes for 3 copies
+                assert "NOREPL" in str(exc), exc
+                assert {"fail?", "fail"} & set(cluster_nodes(a)[c_id].flags), exc
+                break
+            assert reply.startswith(b"D-")
+            added += 1
+        assert added >= 8, added  # 8 MB and more: beyond what TCP buffers hold
         # A gives up the link it cannot write to (after the node timeout), so what it
         # queued for C is dropped rather than kept, and reconnects (in vain, for now).
         wait_for(lambda: cluster.net.connections_from(a_id, c.port) > dialed, 15, 0.1,

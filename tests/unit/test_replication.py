@@ -297,8 +297,8 @@ def test_a_node_behind_a_deep_pipeline_gets_time_before_another_is_tried() -> No
     and has not confirmed anything sent after this job is given twice that before one
     more node is tried: under load, extra copies would only add load."""
     net, (a, b, c) = cluster(3)  # (nothing delivered: the copy waits)
-    start = now_ms()
     job, replies = add_job(a, repl=2)
+    start = a.repl.copies._waiting[job.id].sent  # (a loaded machine: later than before)
     target = next(iter(job.nodes_delivered - {a.id}))
     a.repl.copies._progress[target] = [0, 400]  # confirmed older copies, usually in 400 ms
     for t in range(start + ADD_NODE_PERIOD_MS, start + 800, ADD_NODE_PERIOD_MS):
@@ -315,8 +315,8 @@ def test_a_node_with_thousands_of_copies_to_confirm_gets_time_for_them() -> None
     1,000 of them before one more node is tried; with none behind this one, 2 x 10 ms."""
     for backlog in (5000, 0):
         net, (a, b, c) = cluster(3)  # (nothing delivered: the copies wait)
-        start = now_ms()
         job, replies = add_job(a, repl=2)
+        start = a.repl.copies._waiting[job.id].sent
         target = next(iter(job.nodes_delivered - {a.id}))
         copies = a.repl.copies
         copies._progress[target] = [copies._waiting[job.id].seq - 1, 10]
