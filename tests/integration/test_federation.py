@@ -86,7 +86,8 @@ def test_no_job_is_pushed_to_a_node_that_died(make_cluster, retry):
 def test_no_job_moves_to_a_node_whose_consumer_gave_up(make_cluster):
     """A consumer on B that timed out must not pull the next job added on A
     to B, where nobody waits for it any more: 10 rounds of GETJOB TIMEOUT 1 (ms) on B,
-    then ADDJOB REPLICATE 1 on A, and the job stays queued on A. (A second GETJOB on B
+    then ADDJOB REPLICATE 1 on A once A read what B sent it after (its cancel among
+    it), and the job stays queued on A. (A second GETJOB on B
     is a consumer of its own: once the first ask is ASK_PERIOD_MS old it asks again,
     and A, holding the job, rightly sends it, which on a loaded machine arrives after
     that 1 ms consumer left too.)"""
@@ -98,6 +99,13 @@ def test_no_job_moves_to_a_node_whose_consumer_gave_up(make_cluster):
         for round_no in range(10):
             queue = f"gone-{round_no}"
             assert on_b.execute_command("GETJOB", "TIMEOUT", 1, "FROM", queue) is None
+            # B's cancel went to A before the reply; A may read the next ADDJOB's client
+            # before that bus frame (a loaded machine). A change B then sends A over the
+            # same link, seen on A, says A read the cancel too
+            assert on_b.execute_command("QPOLICY", queue, "SET", "MAXLEN", 1000) == b"OK"
+            wait_for(lambda queue=queue: b"maxlen" in (
+                on_a.execute_command("QPOLICY", queue, "GET") or []), 5,
+                message="B's policy on A")
             job_id = on_a.execute_command("ADDJOB", queue, "body", 0, "REPLICATE", 1)
             assert_stays(lambda queue=queue: (
                 on_a.execute_command("QLEN", queue), on_b.execute_command("QLEN", queue))
