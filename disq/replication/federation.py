@@ -21,6 +21,9 @@ the asks that follow); when the last of them leaves (served, timed out, gone) th
 sends NEEDJOBS_CANCEL at once, ahead of the reply the consumer gets, and the asks go
 on no sooner than `ASK_PERIOD_MS` after the last one: a provider answers an ask with
 the jobs it holds, which would then move them to a node whose consumer just gave up.
+The cancel can still cross a push: a provider that reads a producer's ADDJOB before
+the cancel's frame (two sockets, read in either order) pushes the job in the asker's
+last millisecond; it then waits queued on the asker, as a Disque import would, not lost.
 
 A moved job keeps the exporter in its `nodes_delivered` (and the exporter adds the
 importer), so an ACK on the importer retires the exporter's copy too: a moved job is
