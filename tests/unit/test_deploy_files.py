@@ -279,16 +279,22 @@ def test_the_peers_script_meets_pods_and_follows_a_new_address(
         local, other, third = nodes  # the script talks to the node on 127.0.0.1
         monkeypatch.setenv("DISQ_PEERS", "127.0.0.2 127.0.0.3 127.0.0.1")
         module.meet_peers()
+        third_id = myid(third)
+
+        def seen(node: DisqProcess, host: str) -> bool:
+            """Whether `node` knows the third pod at host, linked."""
+            known = cluster_nodes(node).get(third_id)
+            return known is not None and known.addr == f"{host}:{port}" and (
+                known.link == "connected")
         wait_for(lambda: {n.addr for n in cluster_nodes(other).values()
                           if n.link == "connected"}
                  >= {f"127.0.0.1:{port}", f"127.0.0.3:{port}"}, timeout=15)
-        third_id = myid(third)
+        wait_for(lambda: seen(local, "127.0.0.3"), timeout=15)  # (gossip: a loaded machine)
         third.stop()
         moved.start()
         monkeypatch.setenv("DISQ_PEERS", "127.0.0.2 127.0.0.4")
         module.meet_peers()
-        wait_for(lambda: cluster_nodes(local)[third_id].addr == f"127.0.0.4:{port}"
-                 and cluster_nodes(local)[third_id].link == "connected", timeout=15)
+        wait_for(lambda: seen(local, "127.0.0.4"), timeout=15)
     finally:
         for node in [*nodes, moved]:
             node.stop()
