@@ -476,7 +476,8 @@ class AsyncClient(ClientBase):
             return traced.published(await self._run(cmds.topic_publish(topic, body, {
                 "msgid": msgid, "repl": replicate, **job_durations(
                     delay=delay, delay_ms=delay_ms, retry=retry, retry_ms=retry_ms, ttl=ttl,
-                    ttl_ms=ttl_ms).fields(), "maxlen": maxlen, "async_": async_, "at": at, "priority": priority, "group": group,
+                    ttl_ms=ttl_ms).fields(), "maxlen": maxlen, "async_": async_, "at": at,
+                "priority": priority, "group": group,
                 "max_deliveries": max_deliveries, "queue_randomly": queue_randomly,
                 "batch": batch, "after": None if after is None else list(after),
                 "attrs": None if traced.attrs is None else list(traced.attrs.items())})))

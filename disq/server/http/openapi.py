@@ -69,11 +69,10 @@ def _options_schema(spec: CommandOptions, extra: dict[str, Any] | None = None,
         if option.error:
             doc += f"; else: {option.error}"
         if in_ms:  # the option takes seconds; the HTTP API, as every duration, ms
-            value: dict[str, Any] = {
+            properties[name] = {
                 "type": "integer", "minimum": 0,
                 "description": f"{doc}. Given here in milliseconds, rounded up to whole "
                                "seconds (the option's unit)"}
-            properties[name] = value
             continue
         value = _option_schema(option.kind, option.low, option.high, doc)
         if option.repeat and option.kind != STR_PAIR:  # given again for each value: a list
